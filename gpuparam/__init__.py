@@ -1,0 +1,26 @@
+"""gpuparam: RL envs as Warp kernels with per-env parameters changed by masked device writes.
+
+The names below are the public API; everything else may change.
+"""
+
+from __future__ import annotations
+
+from gpuparam.envs import CartPoleEnv, PendulumEnv, make, register, registered
+from gpuparam.params import ParamTable
+from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+from gpuparam.vecenv import VecEnv
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BoxSpec",
+    "CartPoleEnv",
+    "DiscreteSpec",
+    "ParamSpec",
+    "ParamTable",
+    "PendulumEnv",
+    "VecEnv",
+    "make",
+    "register",
+    "registered",
+]

@@ -1,0 +1,66 @@
+"""Device resolution and the torch <-> Warp bridge (host code, called at construction only)."""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+_initialized = False
+
+
+def init_warp() -> None:
+    """Initialize Warp once, quietly."""
+    global _initialized
+    if not _initialized:
+        wp.config.quiet = True
+        wp.init()
+        _initialized = True
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None`` means CUDA when torch and Warp both see a GPU, else CPU."""
+    init_warp()
+    if device is None:
+        cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
+        return torch.device("cuda:0" if cuda else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available() or wp.get_cuda_device_count() == 0:
+            raise ValueError(f"device {device!r} requested, but no CUDA device is available")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+    elif dev.type != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
+    return dev
+
+
+def wp_device(device: torch.device) -> str:
+    """Warp's name for a torch device."""
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index}"
+
+
+def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
+    """Zero-copy Warp view of a torch tensor (the tensor must outlive the view)."""
+    return wp.from_torch(t, dtype=dtype)
+
+
+def stream_for(device: torch.device):
+    """The Warp stream that wraps torch's current stream on ``device`` (None on CPU).
+
+    Launching Warp work on torch's stream orders it with the torch ops around it.
+    """
+    if device.type != "cuda":
+        return None
+    return wp.stream_from_torch(torch.cuda.current_stream(device))
+
+
+def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False):
+    """``wp.launch`` on torch's current stream; ``record=True`` returns a reusable command."""
+    return wp.launch(
+        kernel,
+        dim=dim,
+        inputs=inputs,
+        device=wp_device(device),
+        stream=stream_for(device),
+        record_cmd=record,
+    )

@@ -1,0 +1,52 @@
+"""Built-in envs and the registry behind ``gp.make``."""
+
+from __future__ import annotations
+
+import torch
+
+from gpuparam.envs.cartpole import CartPoleEnv
+from gpuparam.envs.pendulum import PendulumEnv
+from gpuparam.vecenv import VecEnv
+
+_REGISTRY: dict[str, type[VecEnv]] = {}
+
+
+def register(cls: type[VecEnv]) -> type[VecEnv]:
+    """Make ``cls`` available to ``make(cls.name, ...)``; usable as a class decorator."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered() -> tuple[str, ...]:
+    """Names ``make`` accepts."""
+    return tuple(_REGISTRY)
+
+
+def make(
+    name: str,
+    num_envs: int,
+    device: str | torch.device | None = None,
+    seed: int = 0,
+    **param_overrides: object,
+) -> VecEnv:
+    """Build ``num_envs`` envs of ``name`` (Gymnasium id, e.g. ``"CartPole-v1"``).
+
+    Args:
+        name: a registered env id; see ``registered()``.
+        num_envs: N.
+        device: ``"cpu"``, ``"cuda[:i]"``, or ``None`` for CUDA when present, else CPU.
+        seed: key of every random draw.
+        **param_overrides: initial parameter values (e.g. ``length=0.8``) and
+            ``max_episode_steps``.
+    """
+    try:
+        cls = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown env {name!r}; registered: {', '.join(_REGISTRY)}") from None
+    return cls(num_envs, device=device, seed=seed, **param_overrides)
+
+
+register(CartPoleEnv)
+register(PendulumEnv)
+
+__all__ = ["CartPoleEnv", "PendulumEnv", "make", "register", "registered"]

@@ -1,0 +1,279 @@
+"""The per-env parameter table: typed specs plus device tensors, changed by masked writes."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+
+import torch
+
+from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
+from gpuparam._device import launch, to_wp
+from gpuparam.spec import ParamSpec
+from kernels import params as kparams
+
+ChangeCallback = Callable[[tuple[str, ...], "torch.Tensor | None"], None]
+
+
+class _Values(Mapping):
+    """Read-only mapping name -> view ``[num_envs, *shape]`` of one table."""
+
+    def __init__(self, table: ParamTable, data: torch.Tensor):
+        self._table, self._data = table, data
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._table._view(self._data, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table.names)
+
+    def __len__(self) -> int:
+        return len(self._table.names)
+
+
+class ParamTable:
+    """Per-env parameters of one env batch, on one device.
+
+    Storage is two float32 tables ``[C, num_envs]`` (one row per parameter component, so a
+    kernel reading one parameter for all envs reads contiguous memory): ``nominal_table``
+    (set by the user or a curriculum) and ``effective_table`` (what the env kernels read:
+    nominal after randomization). ``table[name]`` is a view ``[num_envs, *shape]`` of the
+    effective values; ``table.nominal[name]`` the same view of the nominal values.
+
+    Args:
+        specs: one ``ParamSpec`` per parameter.
+        num_envs: N.
+        device: torch device of the tables.
+    """
+
+    def __init__(self, specs: Sequence[ParamSpec], num_envs: int, device: torch.device):
+        self._specs = {s.name: s for s in specs}
+        if len(self._specs) != len(specs):
+            raise ValueError(f"duplicate parameter names in {[s.name for s in specs]}")
+        self.num_envs, self.device = num_envs, device
+        self._cols: dict[str, tuple[int, int]] = {}
+        c = 0
+        for s in specs:
+            self._cols[s.name] = (c, s.size)
+            c += s.size
+        self.num_columns = c
+        self.defaults = torch.cat([s.default_tensor() for s in specs]).to(device)  # [C]
+        self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
+        self.effective_table = torch.empty_like(self.nominal_table)
+        self.wp_nominal = to_wp(self.nominal_table)
+        self.wp_effective = to_wp(self.effective_table)
+        self._no_mask = torch.ones(num_envs, dtype=torch.bool, device=device)
+        self._wp_no_mask = to_wp(self._no_mask)
+        self._callbacks: list[ChangeCallback] = []
+        self.nominal = _Values(self, self.nominal_table)
+        self.effective = _Values(self, self.effective_table)
+        self.reset_to_default()
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Parameter names, in table order."""
+        return tuple(self._specs)
+
+    @property
+    def spec(self) -> Mapping[str, ParamSpec]:
+        """name -> ``ParamSpec`` (default, low, high, shape, unit, doc)."""
+        return MappingProxyType(self._specs)
+
+    def columns(self, name: str) -> tuple[int, int]:
+        """``(first_row, size)`` of ``name`` in the ``[C, num_envs]`` tables."""
+        self._spec(name)
+        return self._cols[name]
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        """Effective values of ``name``: float32 view ``[num_envs, *shape]`` on the device."""
+        return self._view(self.effective_table, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def _spec(self, name: str) -> ParamSpec:
+        try:
+            return self._specs[name]
+        except (KeyError, TypeError):
+            raise KeyError(
+                f"unknown parameter {name!r}; valid names: {', '.join(self._specs)}"
+            ) from None
+
+    def _view(self, data: torch.Tensor, name: str) -> torch.Tensor:
+        spec = self._spec(name)
+        c0, size = self._cols[name]
+        if spec.shape == ():
+            return data[c0]
+        return data[c0 : c0 + size].T.unflatten(1, spec.shape)
+
+    # ------------------------------------------------------------------ writing
+    def set(
+        self,
+        name_or_dict: str | Mapping[str, object],
+        value: object = None,
+        mask: torch.Tensor | None = None,
+        env_ids: torch.Tensor | Sequence[int] | None = None,
+        validate: bool = True,
+    ) -> None:
+        """Write nominal and effective values of one or more parameters.
+
+        Args:
+            name_or_dict: a parameter name, or ``{name: value}`` to write several at once.
+            value: a Python number, or a float tensor broadcastable to ``[num_envs, *shape]``
+                (``[K, *shape]`` with ``env_ids``), on the table's device.
+            mask: bool tensor ``[num_envs]`` on the device; only True envs are written.
+            env_ids: long tensor ``[K]`` (or a list) of env indices; exclusive with ``mask``.
+            validate: check every written value is finite and inside the spec's range and
+                raise ``ValueError`` before writing anything. This synchronizes with the host
+                for tensor values. With ``validate=False`` nothing synchronizes (for hot loops
+                and CUDA-graph capture): values are clamped to the range on the device, and
+                non-finite values leave the entry unchanged.
+        """
+        if isinstance(name_or_dict, Mapping):
+            if value is not None:
+                raise ValueError("set(dict, value): pass values inside the dict, not both")
+            items = list(name_or_dict.items())
+        else:
+            items = [(name_or_dict, value)]
+        if mask is not None and env_ids is not None:
+            raise ValueError("set: pass mask or env_ids, not both")
+        check_mask(mask, self.num_envs, self.device)
+        if env_ids is not None:
+            env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate)
+        rows = self.num_envs if env_ids is None else env_ids.shape[0]
+        prepared = [self._prepare(n, v, rows, mask, validate) for n, v in items]
+        for name, v in prepared:  # everything validated: now write
+            self._write(name, v, mask, env_ids, clamp=not validate)
+        if self._callbacks:
+            if env_ids is not None:
+                mask = ids_to_mask(env_ids, self.num_envs)
+            self.notify(tuple(n for n, _ in prepared), mask)
+
+    def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
+        """Write every parameter's spec default (nominal and effective) for masked envs.
+
+        Args:
+            mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
+        """
+        check_mask(mask, self.num_envs, self.device)
+        value = self.defaults[None, :].expand(self.num_envs, self.num_columns)
+        self._launch_masked(value, 0, mask, -math.inf, math.inf, clamp=False)
+        if self._callbacks:
+            self.notify(self.names, mask)
+
+    def _prepare(self, name, value, rows: int, mask, validate: bool):
+        spec = self._spec(name)
+        target = (rows, *spec.shape)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            v = float(value)
+            if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
+                raise ValueError(
+                    f"parameter {name!r}: value {v} outside its range [{spec.low}, {spec.high}]"
+                )
+            t = torch.full((1, spec.size), v, dtype=torch.float32, device=self.device)
+            return name, t.expand(rows, spec.size)
+        if isinstance(value, (list, tuple)):
+            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(
+                f"parameter {name!r}: expected a number or a float tensor, "
+                f"got {type(value).__name__}"
+            )
+        if value.dtype == torch.bool or value.is_complex():
+            raise ValueError(f"parameter {name!r}: expected a float tensor, got {value.dtype}")
+        if value.device != self.device:
+            raise ValueError(
+                f"parameter {name!r}: expected a tensor on {self.device}, got {value.device}"
+            )
+        try:
+            ok = torch.broadcast_shapes(value.shape, target) == torch.Size(target)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"parameter {name!r}: expected a value broadcastable to {target}, "
+                f"got shape {tuple(value.shape)}"
+            )
+        v = value.to(torch.float32).expand(target).reshape(rows, spec.size)
+        if validate:
+            bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
+            if mask is not None:
+                bad &= mask[:, None]
+            if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
+                first = v[bad][0].item()  # host-ok: error path
+                raise ValueError(
+                    f"parameter {name!r}: value {first} outside its range "
+                    f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
+                )
+        return name, v
+
+    def _write(self, name: str, v: torch.Tensor, mask, env_ids, clamp: bool) -> None:
+        spec = self._specs[name]
+        c0, size = self._cols[name]
+        if env_ids is None:
+            self._launch_masked(v, c0, mask, spec.low, spec.high, clamp)
+            return
+        if env_ids.shape[0] == 0:
+            return
+        inputs = [to_wp(env_ids), to_wp(v), c0, spec.low, spec.high, int(clamp)]
+        inputs += [self.wp_nominal, self.wp_effective]
+        launch(kparams.indexed_write, (env_ids.shape[0], size), inputs, self.device)
+
+    def _launch_masked(self, v, c0: int, mask, low: float, high: float, clamp: bool) -> None:
+        wp_mask = self._wp_no_mask if mask is None else to_wp(mask)
+        inputs = [wp_mask, int(mask is not None), to_wp(v), c0, low, high, int(clamp)]
+        inputs += [self.wp_nominal, self.wp_effective]
+        launch(kparams.masked_write, (self.num_envs, v.shape[1]), inputs, self.device)
+
+    # ------------------------------------------------------------------ change hooks
+    def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
+        """Call ``callback(names, mask)`` after every write.
+
+        ``names`` is a tuple of the parameter names written; ``mask`` a bool tensor
+        ``[num_envs]`` on the device of the envs written, or ``None`` for all envs. Writes by
+        ``set``, ``reset_to_default``, ``load_state_dict`` and randomization terms all notify.
+        Returns a function that removes the callback.
+        """
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback)
+
+    def notify(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """Tell every ``on_change`` callback that ``names`` changed for ``mask``."""
+        for cb in self._callbacks:
+            cb(names, mask)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, object]:
+        """``{"names", "nominal", "effective"}``; tables are clones ``[C, num_envs]``."""
+        return {
+            "names": self.names,
+            "nominal": self.nominal_table.clone(),
+            "effective": self.effective_table.clone(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Restore a ``state_dict()``; checks names and shapes before writing anything."""
+        names = tuple(state.get("names", ()))
+        if names != self.names:
+            raise ValueError(f"load_state_dict: expected names {self.names}, got {names}")
+        for key in ("nominal", "effective"):
+            t = state.get(key)
+            if not isinstance(t, torch.Tensor) or t.shape != self.nominal_table.shape:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(
+                    f"load_state_dict: {key!r} expected shape "
+                    f"{tuple(self.nominal_table.shape)}, got {got}"
+                )
+        self.nominal_table.copy_(state["nominal"])
+        self.effective_table.copy_(state["effective"])
+        if self._callbacks:
+            self.notify(self.names, None)
+
+    def __repr__(self) -> str:
+        return f"ParamTable({', '.join(self.names)}; num_envs={self.num_envs}, {self.device})"

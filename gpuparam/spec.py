@@ -1,0 +1,82 @@
+"""Typed specs: one frozen dataclass per parameter, plus observation and action spaces."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One environment parameter.
+
+    Attributes:
+        name: key in ``env.params``.
+        default: value every env starts with (scalar, or a tuple for vector parameters).
+        low, high: inclusive valid range, checked on every validated write.
+        shape: per-env shape; ``()`` for scalars. Values live in ``env.params[name]``
+            as a float32 tensor ``[num_envs, *shape]`` on the env's device.
+        unit: physical unit, for humans.
+        doc: one line.
+        dtype: storage dtype; the table stores float32 parameters.
+    """
+
+    name: str
+    default: float | tuple[float, ...]
+    low: float
+    high: float
+    shape: tuple[int, ...] = ()
+    unit: str = ""
+    doc: str = ""
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        if self.dtype != torch.float32:
+            raise ValueError(
+                f"ParamSpec {self.name!r}: dtype must be torch.float32, got {self.dtype}"
+            )
+        if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low > self.high:
+            raise ValueError(
+                f"ParamSpec {self.name!r}: need finite low <= high, got [{self.low}, {self.high}]"
+            )
+        defaults = self.default if isinstance(self.default, tuple) else (self.default,)
+        if len(defaults) not in (1, self.size):
+            raise ValueError(
+                f"ParamSpec {self.name!r}: default has {len(defaults)} values, "
+                f"shape {self.shape} needs {self.size}"
+            )
+        for d in defaults:
+            if not self.low <= d <= self.high:
+                raise ValueError(
+                    f"ParamSpec {self.name!r}: default {d} outside [{self.low}, {self.high}]"
+                )
+
+    @property
+    def size(self) -> int:
+        """Number of float components per env (``prod(shape)``)."""
+        return math.prod(self.shape)
+
+    def default_tensor(self) -> torch.Tensor:
+        """The default as a float32 CPU tensor of shape ``[size]``."""
+        return torch.tensor(self.default, dtype=torch.float32).expand(self.size).clone()
+
+
+@dataclass(frozen=True)
+class BoxSpec:
+    """Continuous space: float32 values of ``shape`` per env, within ``[low, high]``."""
+
+    shape: tuple[int, ...]
+    low: float | tuple[float, ...]
+    high: float | tuple[float, ...]
+    dtype: torch.dtype = torch.float32
+
+
+@dataclass(frozen=True)
+class DiscreteSpec:
+    """Discrete actions ``{0, ..., n-1}``, one integer per env (shape ``()``)."""
+
+    n: int
+    shape: tuple[int, ...] = ()
+    dtype: torch.dtype = torch.int64

@@ -1,0 +1,100 @@
+"""CartPole-v1 (Gymnasium's classic_control/cartpole.py, Euler integration) as Warp kernels.
+
+Observation (x, x_dot, theta, theta_dot); action 0 pushes left, 1 pushes right; reward 1
+per step including the terminating one. Total mass and pole mass-length are derived here
+from the current parameters, never stored.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from kernels.episode import begin_episode, end_step
+
+
+@wp.kernel
+def step(
+    # params [N]
+    gravity: wp.array(dtype=float),
+    masscart: wp.array(dtype=float),
+    masspole: wp.array(dtype=float),
+    length: wp.array(dtype=float),
+    force_mag: wp.array(dtype=float),
+    tau: wp.array(dtype=float),
+    x_threshold: wp.array(dtype=float),
+    theta_threshold_radians: wp.array(dtype=float),
+    # inputs
+    action: wp.array(dtype=wp.int64),
+    max_episode_steps: int,
+    # state in/out
+    state: wp.array(dtype=wp.vec4),
+    step_count: wp.array(dtype=wp.int32),
+    running_return: wp.array(dtype=float),
+    # outputs
+    obs_out: wp.array(dtype=wp.vec4),
+    final_obs_out: wp.array(dtype=wp.vec4),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+    truncated_out: wp.array(dtype=wp.bool),
+    done_out: wp.array(dtype=wp.bool),
+    episode_return_out: wp.array(dtype=float),
+    episode_length_out: wp.array(dtype=wp.int32),
+):
+    i = wp.tid()
+    s = state[i]
+    x, x_dot, theta, theta_dot = s[0], s[1], s[2], s[3]
+    mp = masspole[i]
+    total_mass = mp + masscart[i]
+    polemass_length = mp * length[i]
+    force = force_mag[i]
+    if action[i] <= wp.int64(0):
+        force = -force
+    costheta = wp.cos(theta)
+    sintheta = wp.sin(theta)
+    inv_total_mass = 1.0 / total_mass
+    temp = (force + polemass_length * theta_dot * theta_dot * sintheta) * inv_total_mass
+    thetaacc = (gravity[i] * sintheta - costheta * temp) / (
+        length[i] * (4.0 / 3.0 - mp * costheta * costheta * inv_total_mass)
+    )
+    xacc = temp - polemass_length * thetaacc * costheta * inv_total_mass
+    dt = tau[i]
+    x = x + dt * x_dot
+    x_dot = x_dot + dt * xacc
+    theta = theta + dt * theta_dot
+    theta_dot = theta_dot + dt * thetaacc
+    s = wp.vec4(x, x_dot, theta, theta_dot)
+    state[i] = s
+    obs_out[i] = s
+    final_obs_out[i] = s
+    xt = x_threshold[i]
+    tt = theta_threshold_radians[i]
+    terminated = x < -xt or x > xt or theta < -tt or theta > tt
+    end_step(
+        i, 1.0, terminated, max_episode_steps, step_count, running_return, reward_out,
+        terminated_out, truncated_out, done_out, episode_return_out, episode_length_out,
+    )
+
+
+@wp.kernel
+def reset(
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    episode_count: wp.array(dtype=wp.int32),
+    state: wp.array(dtype=wp.vec4),
+    step_count: wp.array(dtype=wp.int32),
+    running_return: wp.array(dtype=float),
+    obs_out: wp.array(dtype=wp.vec4),
+):
+    """Masked reset: state ~ U(-0.05, 0.05)^4, as Gymnasium."""
+    i = wp.tid()
+    if not mask[i]:
+        return
+    r = begin_episode(i, seed[0], episode_count, step_count, running_return)
+    s = wp.vec4(
+        wp.randf(r, -0.05, 0.05),
+        wp.randf(r, -0.05, 0.05),
+        wp.randf(r, -0.05, 0.05),
+        wp.randf(r, -0.05, 0.05),
+    )
+    state[i] = s
+    obs_out[i] = s

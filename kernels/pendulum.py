@@ -1,0 +1,96 @@
+"""Pendulum-v1 (Gymnasium's classic_control/pendulum.py) as Warp kernels.
+
+State (theta, theta_dot), theta unwrapped as in the reference; observation
+(cos theta, sin theta, theta_dot); action: torque, clipped to [-max_torque, max_torque];
+reward -(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 u^2). Never terminates.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from kernels.episode import begin_episode, end_step
+
+
+@wp.func
+def _obs(s: wp.vec2) -> wp.vec3:
+    return wp.vec3(wp.cos(s[0]), wp.sin(s[0]), s[1])
+
+
+@wp.func
+def angle_normalize(x: float) -> float:
+    """Python's ((x + pi) % 2pi) - pi: the result takes the divisor's sign."""
+    two_pi = 2.0 * wp.pi
+    r = wp.mod(x + wp.pi, two_pi)
+    if r < 0.0:
+        r = r + two_pi
+    return r - wp.pi
+
+
+@wp.kernel
+def step(
+    # params [N]
+    g: wp.array(dtype=float),
+    m: wp.array(dtype=float),
+    l: wp.array(dtype=float),  # noqa: E741 (the reference's name)
+    dt: wp.array(dtype=float),
+    max_speed: wp.array(dtype=float),
+    max_torque: wp.array(dtype=float),
+    # inputs
+    action: wp.array(dtype=float),
+    max_episode_steps: int,
+    # state in/out
+    state: wp.array(dtype=wp.vec2),
+    step_count: wp.array(dtype=wp.int32),
+    running_return: wp.array(dtype=float),
+    # outputs
+    obs_out: wp.array(dtype=wp.vec3),
+    final_obs_out: wp.array(dtype=wp.vec3),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+    truncated_out: wp.array(dtype=wp.bool),
+    done_out: wp.array(dtype=wp.bool),
+    episode_return_out: wp.array(dtype=float),
+    episode_length_out: wp.array(dtype=wp.int32),
+):
+    i = wp.tid()
+    s = state[i]
+    th, thdot = s[0], s[1]
+    gi, mi, li, h = g[i], m[i], l[i], dt[i]
+    u = wp.clamp(action[i], -max_torque[i], max_torque[i])
+    an = angle_normalize(th)
+    costs = an * an + 0.1 * thdot * thdot + 0.001 * u * u
+    newthdot = thdot + (3.0 * gi / (2.0 * li) * wp.sin(th) + 3.0 / (mi * li * li) * u) * h
+    newthdot = wp.clamp(newthdot, -max_speed[i], max_speed[i])
+    newth = th + newthdot * h
+    s = wp.vec2(newth, newthdot)
+    state[i] = s
+    o = _obs(s)
+    obs_out[i] = o
+    final_obs_out[i] = o
+    end_step(
+        i, -costs, False, max_episode_steps, step_count, running_return, reward_out,
+        terminated_out, truncated_out, done_out, episode_return_out, episode_length_out,
+    )
+
+
+@wp.kernel
+def reset(
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    episode_count: wp.array(dtype=wp.int32),
+    state: wp.array(dtype=wp.vec2),
+    step_count: wp.array(dtype=wp.int32),
+    running_return: wp.array(dtype=float),
+    obs_out: wp.array(dtype=wp.vec3),
+):
+    """Masked reset: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as Gymnasium."""
+    i = wp.tid()
+    if not mask[i]:
+        return
+    r = begin_episode(i, seed[0], episode_count, step_count, running_return)
+    th = wp.randf(r, -wp.pi, wp.pi)
+    thdot = wp.randf(r, -1.0, 1.0)
+    s = wp.vec2(th, thdot)
+    state[i] = s
+    obs_out[i] = _obs(s)
