@@ -5,6 +5,7 @@ The names below are the public API; everything else may change.
 
 from __future__ import annotations
 
+from gpuparam import _device  # noqa: F401  (configures Warp before kernels load)
 from gpuparam.envs import CartPoleEnv, PendulumEnv, make, register, registered
 from gpuparam.params import ParamTable
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec

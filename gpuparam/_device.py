@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import warp as wp
 
+# Warp prints a banner at init; a library should not. Users can set it back before use.
+wp.config.log_level = max(wp.config.log_level, 30)  # warnings and errors only
 _initialized = False
 
 
@@ -12,7 +14,6 @@ def init_warp() -> None:
     """Initialize Warp once, quietly."""
     global _initialized
     if not _initialized:
-        wp.config.quiet = True
         wp.init()
         _initialized = True
 
@@ -23,7 +24,10 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None:
         cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
         return torch.device("cuda:0" if cuda else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available() or wp.get_cuda_device_count() == 0:
             raise ValueError(f"device {device!r} requested, but no CUDA device is available")

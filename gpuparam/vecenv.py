@@ -137,6 +137,15 @@ class VecEnv:
 
     # ------------------------------------------------------------------ API
     @property
+    def state(self) -> torch.Tensor:
+        """Physical state, float32 ``[num_envs, state_size]`` on the env's device.
+
+        The env's own buffer: writing into it (e.g. ``env.state[mask] = s``) sets the state
+        the next step starts from; the observation buffer is not recomputed until then.
+        """
+        return self._state
+
+    @property
     def seed(self) -> int:
         """The seed of every random draw (with env index and per-env counters)."""
         return self._seed_value

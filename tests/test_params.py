@@ -1,0 +1,206 @@
+"""The parameter table: masked writes, bad input, checkpoints, change callbacks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gpuparam as gp
+
+N = 64
+
+
+@pytest.fixture
+def env():
+    return gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+
+
+def test_spec_names_and_defaults(env):
+    assert env.params.names == (
+        "gravity", "masscart", "masspole", "length", "force_mag", "tau",
+        "x_threshold", "theta_threshold_radians",
+    )
+    spec = env.params.spec["length"]
+    assert (spec.default, spec.low <= spec.default <= spec.high, spec.unit) == (0.5, True, "m")
+    assert env.params["length"].shape == (N,)
+    assert torch.all(env.params["gravity"] == 9.8)
+    assert torch.all(env.params.nominal["gravity"] == 9.8)
+
+
+def test_masked_write_touches_only_masked_envs(env):
+    before = env.params.effective_table.clone()
+    mask = torch.arange(N) % 3 == 0
+    env.params.set("length", 0.9, mask=mask)
+    after = env.params.effective_table
+    col, _ = env.params.columns("length")
+    assert torch.all(after[col][mask] == torch.tensor(0.9))
+    assert torch.equal(after[col][~mask], before[col][~mask])
+    others = [c for c in range(after.shape[0]) if c != col]
+    assert torch.equal(after[others], before[others])
+    assert torch.equal(env.params.nominal_table, env.params.effective_table)
+
+
+def test_tensor_values_env_ids_and_dicts(env):
+    vals = torch.linspace(0.2, 2.0, N)
+    env.params.set("length", vals)
+    assert torch.equal(env.params["length"], vals)
+    env.params.set("masspole", torch.tensor([0.3, 0.4]), env_ids=torch.tensor([5, 7]))
+    assert env.params["masspole"][[5, 7]].tolist() == pytest.approx([0.3, 0.4])
+    assert env.params["masspole"][6] == pytest.approx(0.1)
+    env.params.set({"gravity": 3.0, "tau": torch.full((N,), 0.01)}, mask=vals > 1.0)
+    assert torch.all(env.params["gravity"][vals > 1.0] == 3.0)
+    assert torch.allclose(env.params["gravity"][vals <= 1.0], torch.tensor(9.8))
+
+
+def test_reset_to_default(env):
+    env.params.set({"length": 1.0, "gravity": 1.0})
+    mask = torch.arange(N) < 10
+    env.params.reset_to_default(mask)
+    assert torch.all(env.params["length"][:10] == 0.5)
+    assert torch.all(env.params["length"][10:] == 1.0)
+
+
+def test_unmasked_envs_step_bit_identical():
+    """A masked write changes exactly the masked envs' trajectories."""
+    a = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=4)
+    b = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=4)
+    mask = torch.arange(N) % 2 == 1
+    b.params.set("length", 1.5, mask=mask)
+    g = torch.Generator().manual_seed(0)
+    diff = torch.zeros(N, dtype=torch.bool)
+    for _ in range(30):
+        act = torch.randint(0, 2, (N,), generator=g)
+        oa, ob = a.step(act)["observation"], b.step(act)["observation"]
+        assert torch.equal(oa[~mask], ob[~mask])
+        diff |= (oa != ob).any(1)
+    assert torch.equal(diff, mask)
+
+
+# ---------------------------------------------------------------- bad input
+def _unchanged(env, before):
+    assert torch.equal(env.params.nominal_table, before[0])
+    assert torch.equal(env.params.effective_table, before[1])
+
+
+def _snapshot(env):
+    return env.params.nominal_table.clone(), env.params.effective_table.clone()
+
+
+def test_unknown_name_lists_valid_names(env):
+    before = _snapshot(env)
+    with pytest.raises(KeyError, match="valid names: gravity, masscart"):
+        env.params.set("lenght", 0.7)
+    with pytest.raises(KeyError, match="lenght"):
+        env.params["lenght"]
+    with pytest.raises(KeyError):
+        env.params.set({"length": 0.7, "nope": 1.0})
+    _unchanged(env, before)
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        (-1.0, r"'length'.*outside its range \[0.001, 100.0\]"),
+        (math.nan, "outside its range"),
+        (math.inf, "outside its range"),
+        (torch.full((N,), 200.0), "outside its range"),
+        (torch.tensor([0.5, math.nan]).repeat(N // 2), "not finite"),
+        (torch.ones(N + 1), r"broadcastable to \(64,\), got shape \(65,\)"),
+        (torch.ones(N, 2), "broadcastable"),
+        (torch.ones(N, dtype=torch.bool), "expected a float tensor, got torch.bool"),
+        ("0.5", "expected a number or a float tensor, got str"),
+    ],
+)
+def test_bad_values_raise_and_write_nothing(env, value, match):
+    before = _snapshot(env)
+    with pytest.raises(ValueError, match=match):
+        env.params.set("length", value)
+    _unchanged(env, before)
+
+
+def test_dict_write_is_all_or_nothing(env):
+    before = _snapshot(env)
+    with pytest.raises(ValueError, match="'tau'"):
+        env.params.set({"length": 0.7, "tau": 5.0})
+    _unchanged(env, before)
+
+
+def test_out_of_range_only_in_unmasked_envs_is_fine(env):
+    vals = torch.full((N,), 500.0)
+    vals[:4] = 0.7
+    mask = torch.arange(N) < 4
+    env.params.set("length", vals, mask=mask)
+    assert torch.allclose(env.params["length"][:4], torch.tensor(0.7))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(mask=torch.ones(N - 1, dtype=torch.bool)), r"expected shape \(64,\), got \(63,\)"),
+        (dict(mask=torch.ones(N)), "expected dtype torch.bool, got torch.float32"),
+        (dict(mask=[True] * N), "expected a bool tensor"),
+        (dict(env_ids=[0, N]), r"indices in \[0, 64\), got \[0, 64\]"),
+        (dict(env_ids=torch.tensor([1.0])), "integer tensor"),
+        (dict(mask=torch.ones(N, dtype=torch.bool), env_ids=[1]), "mask or env_ids, not both"),
+    ],
+)
+def test_bad_masks_and_ids(env, kwargs, match):
+    before = _snapshot(env)
+    with pytest.raises(ValueError, match=match):
+        env.params.set("length", 0.7, **kwargs)
+    _unchanged(env, before)
+
+
+def test_wrong_device_is_rejected(env):
+    value = torch.ones(N, dtype=torch.float32, device="meta")
+    with pytest.raises(ValueError, match="expected a tensor on cpu, got meta"):
+        env.params.set("length", value)
+
+
+def test_validate_false_clamps_and_skips_non_finite(env):
+    vals = torch.tensor([500.0, -3.0, math.nan, 0.7]).repeat(N // 4)
+    env.params.set("length", vals, validate=False)
+    got = env.params["length"][:4].tolist()
+    assert got == pytest.approx([100.0, 0.001, 0.5, 0.7])
+
+
+def test_make_overrides_are_validated():
+    env = gp.make("CartPole-v1", num_envs=4, device="cpu", length=0.8)
+    assert torch.allclose(env.params["length"], torch.tensor(0.8))
+    with pytest.raises(ValueError, match="'length'"):
+        gp.make("CartPole-v1", num_envs=4, device="cpu", length=-1.0)
+    with pytest.raises(KeyError, match="valid names"):
+        gp.make("CartPole-v1", num_envs=4, device="cpu", lenght=0.8)
+    with pytest.raises(KeyError, match="registered: CartPole-v1, Pendulum-v1"):
+        gp.make("CartPole-v0", num_envs=4, device="cpu")
+
+
+# ---------------------------------------------------------------- checkpoints, callbacks
+def test_state_dict_round_trip(env):
+    env.params.set("length", torch.linspace(0.3, 1.0, N))
+    state = env.params.state_dict()
+    other = gp.make("CartPole-v1", num_envs=N, device="cpu")
+    other.params.load_state_dict(state)
+    assert torch.equal(other.params.effective_table, env.params.effective_table)
+    small = gp.make("CartPole-v1", num_envs=N // 2, device="cpu")
+    before = _snapshot(small)
+    with pytest.raises(ValueError, match=r"expected shape \(8, 32\), got \(8, 64\)"):
+        small.params.load_state_dict(state)
+    _unchanged(small, before)
+
+
+def test_on_change_receives_names_and_mask(env):
+    seen = []
+    remove = env.params.on_change(lambda names, mask: seen.append((names, mask)))
+    mask = torch.arange(N) < 3
+    env.params.set("length", 0.9, mask=mask)
+    env.params.set({"gravity": 1.0, "tau": 0.01}, env_ids=[4])
+    env.params.set("masspole", 0.2)
+    assert seen[0][0] == ("length",) and torch.equal(seen[0][1], mask)
+    assert seen[1][0] == ("gravity", "tau") and seen[1][1].nonzero().flatten().tolist() == [4]
+    assert seen[2] == (("masspole",), None)
+    remove()
+    env.params.set("length", 0.7)
+    assert len(seen) == 3
