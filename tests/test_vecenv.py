@@ -57,7 +57,9 @@ def test_num_envs_independence_through_auto_resets():
 def test_auto_reset_and_final_observation():
     env = gp.make("CartPole-v1", num_envs=16, device="cpu", seed=1)
     push = torch.ones(16, dtype=torch.int64)
-    for t in range(1, 200):
+    t = 0
+    while t < 200:
+        t += 1
         td = env.step(push)
         if bool(td["done"].any()):
             break

@@ -1,0 +1,298 @@
+"""TorchRL adapters: ``TorchRLEnv`` (an ``EnvBase`` over a gpuparam env) and ``ObsNormTransform``.
+
+Needs the ``torchrl`` extra: ``pip install "gpuparam[torchrl]"``.
+
+Auto-reset. A gpuparam env resets finished episodes inside ``step`` (GPU style), while TorchRL
+expects ``("next", "observation")`` to be the state the step reached and a later ``reset`` with
+a ``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two the way TorchRL's
+own ``VecGymEnvTransform`` does for auto-resetting vector envs, without NaN placeholders:
+
+- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"`` and
+  keeps a copy of the already reset observation of every env that finished;
+- ``reset`` with ``"_reset"`` returns those kept observations for envs that finished at the
+  last step, without running physics again, and runs the env's masked reset kernel only for
+  the other masked envs (an explicit reset of a running episode).
+
+A plain ``step`` loop that ignores ``done`` and never calls ``reset`` therefore continues the
+new episodes from their reset state (as in every auto-resetting vector env); TorchRL's rollouts
+and collectors call ``reset`` through ``step_and_maybe_reset`` and see exact data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gpuparam.integrations._extras import require
+
+require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
+
+from tensordict import TensorDict, TensorDictBase  # noqa: E402
+from torchrl.data import Bounded, Categorical, Composite, Unbounded  # noqa: E402
+from torchrl.envs import EnvBase, Transform, TransformedEnv  # noqa: E402
+
+from gpuparam.spec import DiscreteSpec  # noqa: E402
+from gpuparam.transforms import ObsNorm  # noqa: E402
+
+__all__ = ["ObsNormTransform", "TorchRLEnv"]
+
+_DONE_KEYS = ("done", "terminated", "truncated")
+
+
+class TorchRLEnv(EnvBase):
+    """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
+    ``TransformedEnv``), stepping all N envs at once on the env's device.
+
+    Args:
+        env: the gpuparam env. Its ``params``, ``randomize``, ``transforms``, ``num_envs`` and
+            every other public attribute not defined by ``EnvBase`` are reachable on this
+            wrapper (``wrapper.params.set(...)``), and as ``wrapper.gp_env``.
+
+    Specs (batch ``[N]``, ``env.device``):
+        ``"observation"``: ``Unbounded`` float32 ``[N, *obs_shape]`` (parameters and
+        normalization can move observations outside the env's nominal box).
+        ``"action"``: ``Categorical(n)`` int64 ``[N]`` for discrete envs, ``Bounded`` float32
+        ``[N, *act_shape]`` for continuous ones. Actions are validated by the env itself, so
+        a wrong shape, dtype or device raises the core env's ``ValueError``.
+        ``"reward"``: float32 ``[N, 1]``; ``"done"``, ``"terminated"``, ``"truncated"``: bool
+        ``[N, 1]``.
+
+    Reset: without ``"_reset"`` every env is reset. ``"_reset"``: bool ``[N, 1]`` or ``[N]`` on
+    the device; anything else raises ``ValueError``. Envs that finished at the last step get
+    the observation the env's auto-reset already produced (see the module docstring).
+
+    Every returned tensor is a fresh copy: the env's static buffers are overwritten by the next
+    step, TorchRL keeps what it is given.
+    """
+
+    def __init__(self, env):
+        n, dev = int(env.num_envs), torch.device(env.device)
+        super().__init__(device=dev, batch_size=torch.Size([n]))
+        self.__dict__["_gp_env"] = env  # plain attribute, outside nn.Module bookkeeping
+        self._make_specs(env, n, dev)
+        obs_shape = tuple(env.observation_spec.shape)
+        # envs whose episode ended at the last step and whose new episode is already started
+        self._autoreset = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._reset_obs = torch.zeros(n, *obs_shape, dtype=torch.float32, device=dev)
+
+    # ------------------------------------------------------------------ wrapping
+    @property
+    def gp_env(self):
+        """The wrapped gpuparam env."""
+        return self.__dict__["_gp_env"]
+
+    @property
+    def params(self):
+        """The wrapped env's ``ParamTable`` (``names``, ``set``, ``[name]``, ...)."""
+        return self.gp_env.params
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            env = self.__dict__.get("_gp_env")
+            if env is None or name.startswith("_"):
+                raise
+        return getattr(env, name)
+
+    def _make_specs(self, env, n: int, dev: torch.device) -> None:
+        obs = env.observation_spec
+        self.observation_spec = Composite(
+            observation=Unbounded(shape=(n, *obs.shape), dtype=torch.float32, device=dev),
+            shape=(n,),
+            device=dev,
+        )
+        act = env.action_spec
+        if isinstance(act, DiscreteSpec):
+            self.action_spec = Categorical(act.n, shape=(n,), dtype=act.dtype, device=dev)
+        else:
+            shape = (n, *act.shape)
+            low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
+            high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
+            self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
+        self.reward_spec = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
+        self.done_spec = Composite(
+            {k: Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev) for k in _DONE_KEYS},
+            shape=(n,),
+            device=dev,
+        )
+
+    # ------------------------------------------------------------------ EnvBase hooks
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        partial = tensordict.get("_step", None)
+        if partial is not None and not bool(partial.all()):  # host-ok: "_step" is rare
+            raise ValueError("TorchRLEnv: partial steps ('_step') are not supported; all "
+                             "envs step together")
+        td = self.gp_env.step(tensordict.get("action"))
+        self._reset_obs.copy_(td["observation"])
+        self._autoreset.copy_(td["done"])
+        out = {"observation": td["final_observation"].clone(),
+               "reward": td["reward"].unsqueeze(-1).clone()}
+        for k in _DONE_KEYS:
+            out[k] = td[k].unsqueeze(-1).clone()
+        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            obs = self.gp_env.reset()["observation"].clone()
+            self._autoreset.zero_()
+        else:
+            mask = self._check_reset_mask(mask)
+            reuse = mask & self._autoreset
+            fresh = self.gp_env.reset(mask & ~self._autoreset)["observation"]
+            obs = torch.where(reuse.view(-1, *[1] * (fresh.dim() - 1)), self._reset_obs, fresh)
+            self._autoreset &= ~mask
+        out = {"observation": obs}
+        for k in _DONE_KEYS:
+            out[k] = torch.zeros(*self.batch_size, 1, dtype=torch.bool, device=self.device)
+        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+
+    def _check_reset_mask(self, mask) -> torch.Tensor:
+        n = self.batch_size[0]
+        if not isinstance(mask, torch.Tensor):
+            raise ValueError(f"TorchRLEnv: '_reset' expected a bool tensor [{n}, 1] or [{n}], "
+                             f"got {type(mask).__name__}")
+        if mask.dtype != torch.bool:
+            raise ValueError(f"TorchRLEnv: '_reset' expected dtype torch.bool, got {mask.dtype}")
+        if tuple(mask.shape) not in ((n,), (n, 1)):
+            raise ValueError(f"TorchRLEnv: '_reset' expected shape ({n}, 1) or ({n},), "
+                             f"got {tuple(mask.shape)}")
+        if mask.device != self.device:
+            raise ValueError(f"TorchRLEnv: '_reset' expected device {self.device}, "
+                             f"got {mask.device}")
+        return mask.reshape(n)
+
+    def _set_seed(self, seed: int | None) -> None:
+        if seed is not None:
+            self.gp_env.reset(seed=int(seed) % 2**31)
+            self._autoreset.zero_()
+
+    def __repr__(self) -> str:
+        return f"TorchRLEnv({self.gp_env!r}, batch_size={self.batch_size}, device={self.device})"
+
+
+class ObsNormTransform(Transform):
+    """A TorchRL ``Transform`` that normalizes observations with a ``gp.ObsNorm``.
+
+    Args:
+        norm: the ``ObsNorm`` (per-group statistics, ``reset_stats(mask)``); it becomes a
+            submodule, so ``state_dict`` and ``.to(device)`` reach it.
+        in_keys: observation keys to normalize (default ``["observation"]``); every key is
+            a float32 tensor ``[N, *norm.shape]`` on the norm's device.
+        out_keys: where the results go (default: in place of ``in_keys``).
+
+    On ``step`` the statistics are updated with the next observations (the true next states:
+    ``TorchRLEnv`` returns pre-reset observations) and then normalize them; on ``reset``
+    observations are normalized without an update; ``forward`` (outside an env, e.g. on
+    stored data) only normalizes. When the base env is a ``TorchRLEnv`` the norm is attached
+    to its parameters: a write to a ``norm.reset_on`` parameter resets the written envs'
+    groups, and writes made during a step (reset-time randomization) take effect after that
+    step's update, as in gpuparam's own ``TransformedEnv``.
+
+    TorchRL puts every transform it receives in eval mode; this one does not pass ``train()``
+    / ``eval()`` on to the norm, so updates follow the norm's own mode (``norm.freeze()`` or
+    ``norm.eval()`` stop them).
+    """
+
+    def __init__(
+        self,
+        norm: ObsNorm,
+        in_keys: Sequence | None = None,
+        out_keys: Sequence | None = None,
+    ):
+        if not isinstance(norm, ObsNorm):
+            raise TypeError(f"ObsNormTransform: expected a gp.ObsNorm, got {type(norm).__name__}")
+        in_keys = ["observation"] if in_keys is None else list(in_keys)
+        super().__init__(in_keys=in_keys, out_keys=in_keys if out_keys is None else out_keys)
+        self.norm = norm
+        self._attached, self._stepping, self._has_deferred = False, False, False
+        self._deferred: torch.Tensor | None = None  # envs whose reset_on params changed in step
+
+    def train(self, mode: bool = True) -> ObsNormTransform:
+        """Set this module's mode only; the norm keeps its own (see the class docstring)."""
+        self.training = mode
+        return self
+
+    def reset_stats(self, mask: torch.Tensor | None = None, *, groups=None) -> None:
+        """Reset the statistics of the groups of the masked envs (see ``ObsNorm.reset_stats``).
+
+        Args:
+            mask: bool tensor ``[N]`` on the norm's device, or ``None``.
+            groups: bool ``[G]`` or long ``[K]`` tensor of groups, or ``None``.
+        """
+        self.norm.reset_stats(mask, groups=groups)
+
+    def _attach(self) -> None:
+        parent = None if self._attached else self.parent
+        if parent is None:  # attached already, or not inside an env (yet)
+            return
+        self._attached = True
+        base = parent.base_env
+        while isinstance(base, TransformedEnv):
+            base = base.base_env
+        if isinstance(base, TorchRLEnv):
+            self.norm.to(base.device)
+            self.norm.attach(base.gp_env, listen=False)  # we listen: to defer within steps
+            if self.norm.reset_on:
+                n = base.batch_size[0]
+                self._deferred = torch.zeros(n, dtype=torch.bool, device=base.device)
+                base.params.on_change(self._on_param_change)
+        elif self.norm.reset_on:
+            raise ValueError("ObsNormTransform: reset_on needs a TorchRLEnv as base env, "
+                             f"got {type(base).__name__}")
+
+    def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """``params.on_change`` callback: reset now, or after the running step's update."""
+        if not any(n in self.norm.reset_on for n in names):
+            return
+        if not self._stepping:
+            self.norm.reset_stats(mask)
+            return
+        self._deferred.logical_or_(True if mask is None else mask)
+        self._has_deferred = True
+
+    def _flush(self) -> None:
+        self._stepping = False
+        if self._has_deferred:
+            self._has_deferred = False
+            self.norm.reset_stats(self._deferred.clone())
+            self._deferred.zero_()
+
+    def _normalize(self, td: TensorDictBase, update: bool) -> TensorDictBase:
+        for k_in, k_out in zip(self.in_keys, self.out_keys, strict=True):
+            x = td.get(k_in)
+            td.set(k_out, self.norm(x) if update else self.norm.normalize(x))
+        return td
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        # runs right before the base env steps: hold reset_on resets until the update
+        self._attach()
+        self._flush()
+        self._stepping = True
+        return tensordict
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase):
+        self._attach()
+        self._stepping = False
+        try:
+            return self._normalize(next_tensordict, update=True)
+        finally:
+            self._flush()
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase):
+        self._attach()
+        self._flush()
+        return self._normalize(tensordict_reset, update=False)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Normalize ``in_keys`` of ``tensordict`` (batch ``[N]``) without updating."""
+        return self._normalize(tensordict, update=False)
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        for k_in, k_out in zip(self.in_keys, self.out_keys, strict=True):
+            spec = observation_spec[k_in]
+            observation_spec[k_out] = Unbounded(shape=spec.shape, dtype=spec.dtype,
+                                                device=spec.device)
+        return observation_spec

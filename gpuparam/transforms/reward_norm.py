@@ -1,0 +1,144 @@
+"""Reward scaling by the running std of the per-env discounted return, per env group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gpuparam._checks import check_mask
+from gpuparam.transforms.running_stats import F64, GroupedRunningStats
+
+
+class RewardNorm(GroupedRunningStats):
+    """Scale rewards ``r / sqrt(var[g] + eps)`` by the variance of the discounted return.
+
+    Like Stable-Baselines3's ``VecNormalize`` and Gymnasium's ``NormalizeReward``: no mean is
+    subtracted. Each env keeps a discounted return ``returns`` (float64 ``[N]``, a persistent
+    buffer). Per call: ``returns = returns * gamma + reward``; the statistics of group ``g``
+    are updated with the ``returns`` of its envs (training and not frozen); the reward is
+    scaled; then ``returns`` is cleared where ``done``. The return buffer is tracked even
+    when frozen or in eval mode, so unfreezing resumes with correct returns.
+
+    Args:
+        gamma: discount in ``[0, 1]``.
+        group_ids, num_groups, num_envs, clip, eps, reset_on, device: as in ``ObsNorm``
+            (statistics have shape ``[G]``).
+
+    Right after a reset a group's scale comes from the current batch (one env per group:
+    var 0, so the first reward after a reset maps to ``r / sqrt(eps)`` unless clipped; use
+    ``clip``); a group with count 0 scales by ``1 / sqrt(1 + eps)``.
+    """
+
+    def __init__(
+        self,
+        gamma: float = 0.99,
+        *,
+        group_ids: torch.Tensor | None = None,
+        num_groups: int | None = None,
+        num_envs: int | None = None,
+        clip: float | None = None,
+        eps: float = 1e-8,
+        reset_on: Sequence[str] = (),
+        device: str | torch.device | None = None,
+    ):
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"RewardNorm: gamma must be in [0, 1], got {gamma}")
+        super().__init__(
+            (),
+            group_ids=group_ids,
+            num_groups=num_groups,
+            num_envs=num_envs,
+            clip=clip,
+            eps=eps,
+            reset_on=reset_on,
+            device=device,
+        )
+        self.gamma = float(gamma)
+
+    def _bind_extra(self, n: int) -> None:
+        self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
+
+    def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
+        n, dev = self.num_envs, self.device
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(
+                f"RewardNorm: {what} expected a {dtype} tensor [N], got {type(t).__name__}"
+            )
+        if t.dtype != dtype:
+            raise ValueError(f"RewardNorm: {what} expected dtype {dtype}, got {t.dtype}")
+        if t.device != dev:
+            raise ValueError(f"RewardNorm: {what} expected device {dev}, got {t.device}")
+        if t.dim() != 1 or t.shape[0] == 0 or (n is not None and t.shape[0] != n):
+            raise ValueError(
+                f"RewardNorm: {what} expected shape ({n or 'N'},), got {tuple(t.shape)}"
+            )
+
+    def forward(
+        self, reward: torch.Tensor, done: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Scale ``reward`` and advance the discounted returns.
+
+        Args:
+            reward: float32 tensor ``[N]`` on the module's device.
+            done: bool tensor ``[N]`` on the device (terminated or truncated): the return of
+                these envs is cleared after this reward.
+            out: optional float32 tensor ``[N]`` to write into (may be ``reward``).
+
+        Returns:
+            float32 tensor ``[N]`` on the device.
+        """
+        self._check(reward, "reward", torch.float32)
+        self._check(done, "done", torch.bool)
+        if done.shape != reward.shape:
+            raise ValueError(
+                f"RewardNorm: done expected shape {tuple(reward.shape)}, got {tuple(done.shape)}"
+            )
+        if out is not None:
+            self._check(out, "out", torch.float32)
+            if not out.is_contiguous():
+                raise ValueError("RewardNorm: out expected a contiguous tensor")
+        self._ensure_bound(reward.shape[0])
+        self.returns.mul_(self.gamma).add_(reward)
+        if self.updating:
+            self._update64(self.returns)
+        out = torch.empty(reward.shape, device=reward.device) if out is None else out
+        torch.mul(self._rows(reward.contiguous()), self._env_scale, out=self._rows(out))
+        if self.clip is not None:
+            out.clamp_(-self.clip, self.clip)
+        self.returns.masked_fill_(done, 0.0)
+        return out
+
+    def reset_returns(self, mask: torch.Tensor | None = None) -> None:
+        """Clear the discounted return of masked envs (statistics untouched).
+
+        Args:
+            mask: bool tensor ``[num_envs]`` on the module's device, or ``None`` for all.
+        """
+        if mask is None:
+            if self.num_envs is not None:
+                self.returns.zero_()
+            return
+        n = self.num_envs
+        if n is None:
+            n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
+        check_mask(mask, n, self.device, "RewardNorm: mask")
+        self._ensure_bound(n)
+        self.returns.masked_fill_(mask, 0.0)
+
+    def _after_reset(self, mask: torch.Tensor | None, groups_hit: torch.Tensor | None) -> None:
+        """``reset_stats`` also clears the returns of masked envs and of envs in ``groups``."""
+        if self.num_envs is None:
+            return
+        if mask is None and groups_hit is None:
+            self.returns.zero_()
+            return
+        env = torch.zeros_like(self.returns, dtype=torch.bool)
+        if mask is not None:
+            env |= mask
+        if groups_hit is not None:
+            env |= groups_hit[self.group_ids]
+        self.returns.masked_fill_(env, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"gamma={self.gamma}, " + super().extra_repr()

@@ -1,0 +1,168 @@
+"""An env wrapper that applies ObsNorm / RewardNorm to every reset and step, on the device."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from gpuparam._checks import check_mask
+from gpuparam.transforms.obs_norm import ObsNorm
+from gpuparam.transforms.reward_norm import RewardNorm
+
+# TensorDict's unchecked constructor (used by TorchRL on its hot paths): the entries come from
+# a TensorDict of the same batch size, so re-validating them would only cost time.
+_new_td = getattr(TensorDict, "_new_unsafe", TensorDict)
+
+_OBS_KEYS = ("observation", "final_observation")
+
+
+class TransformedEnv:
+    """Wrap a batched env and normalize what it returns.
+
+    Args:
+        env: an env following gpuparam's contract: ``num_envs``, ``device``, ``params``
+            (``names``, ``on_change``), ``reset(mask=None)`` and ``step(action)`` returning a
+            TensorDict with batch ``[N]`` (``"observation"`` float32 ``[N, *obs_shape]``;
+            after a step also ``"final_observation"``, ``"reward"`` float32 ``[N]`` and
+            ``"done"`` bool ``[N]``).
+        *transforms: ``ObsNorm`` and ``RewardNorm`` modules, applied in the given order
+            (several of one kind are chained). They are moved to ``env.device``, bound to
+            ``env.num_envs`` and attached to ``env.params`` for their ``reset_on`` names.
+
+    Output: a TensorDict batch ``[N]`` on ``env.device`` with the env's keys, where
+    ``"observation"``, ``"final_observation"`` (float32 ``[N, *obs_shape]``) and ``"reward"``
+    (float32 ``[N]``) hold normalized values, and the raw ones stay reachable under
+    ``"observation_raw"``, ``"final_observation_raw"`` and ``"reward_raw"`` (only for keys a
+    transform changed). Normalized values live in this wrapper's preallocated buffers and raw
+    ones in the env's: both are overwritten by the next ``reset`` or ``step``.
+
+    In ``step`` the observation statistics are updated once, from ``"final_observation"``
+    (the true next states, before auto-reset), and ``"observation"`` is normalized with the
+    same statistics. ``reset`` normalizes observations without updating, leaves any other
+    key untouched and clears the discounted returns of the reset envs. ``reset_on`` resets
+    triggered during ``env.step`` (auto-reset randomization) run after that step's update, so
+    observations produced under the old parameters never enter the reset statistics.
+
+    Every other attribute (``params``, ``randomize``, ``num_envs``, ``device``,
+    ``observation_spec`` (raw observations), ``action_spec``, ...) is the wrapped env's.
+    """
+
+    def __init__(self, env, *transforms: ObsNorm | RewardNorm):
+        for t in transforms:
+            if not isinstance(t, (ObsNorm, RewardNorm)):
+                raise TypeError(
+                    f"TransformedEnv: expected ObsNorm or RewardNorm transforms, "
+                    f"got {type(t).__name__}"
+                )
+        self.env = env
+        for t in transforms:
+            t.to(env.device)
+            t.attach(env, listen=False)  # this wrapper listens, to defer resets within step
+        self._transforms = tuple(transforms)
+        self._obs = tuple(t for t in transforms if isinstance(t, ObsNorm))
+        self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
+        self._bufs: dict[str, torch.Tensor] = {}
+        self._stepping = False
+        self._deferred = [
+            torch.zeros(env.num_envs, dtype=torch.bool, device=t.device) for t in transforms
+        ]  # envs whose reset_on params changed in step
+        self._has_deferred = [False] * len(transforms)
+        if any(t.reset_on for t in transforms):
+            env.params.on_change(self._on_param_change)
+
+    @property
+    def transforms(self) -> tuple[ObsNorm | RewardNorm, ...]:
+        """The transforms, in the order given."""
+        return self._transforms
+
+    def __getattr__(self, name: str):
+        if name == "env" or name.startswith("__"):  # not set yet (copy, unpickling)
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def __repr__(self) -> str:
+        return f"TransformedEnv({self.env!r}, transforms={list(self._transforms)!r})"
+
+    def reset(self, mask: torch.Tensor | None = None, **kwargs) -> TensorDict:
+        """Reset masked envs (all if ``None``) and return normalized observations.
+
+        Args:
+            mask: bool tensor ``[num_envs]`` on ``env.device``, or ``None``.
+            **kwargs: passed on to ``env.reset``.
+
+        Returns:
+            TensorDict batch ``[N]`` as described in the class docstring.
+        """
+        td = self.env.reset(mask, **kwargs) if kwargs else self.env.reset(mask)
+        for t in self._rew:
+            t.reset_returns(mask)
+        return self._transform(td, update=False)
+
+    def step(self, action: torch.Tensor) -> TensorDict:
+        """Step the env, update the statistics and return normalized values.
+
+        Args:
+            action: as the wrapped env's ``step`` takes it.
+
+        Returns:
+            TensorDict batch ``[N]`` as described in the class docstring.
+        """
+        self._stepping = True
+        try:
+            td = self.env.step(action)
+        finally:
+            self._stepping = False
+        try:
+            return self._transform(td, update=True)
+        finally:
+            for i, t in enumerate(self._transforms):
+                if self._has_deferred[i]:
+                    self._has_deferred[i] = False
+                    t.reset_stats(self._deferred[i].clone())
+                    self._deferred[i].zero_()
+
+    def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """``env.params.on_change`` callback: reset now, or after the step's update."""
+        for i, t in enumerate(self._transforms):
+            if not self._stepping:
+                t.on_param_change(names, mask)
+            elif any(n in t.reset_on for n in names):
+                check_mask(mask, self.env.num_envs, t.device, "TransformedEnv: on_change mask")
+                if mask is None:
+                    self._deferred[i].fill_(True)
+                else:
+                    self._deferred[i] |= mask
+                self._has_deferred[i] = True
+
+    def _buf(self, key: str, like: torch.Tensor) -> torch.Tensor:
+        buf = self._bufs.get(key)
+        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
+            buf = self._bufs[key] = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+        return buf
+
+    def _chain(self, key: str, x: torch.Tensor, update: bool) -> torch.Tensor:
+        out = self._buf(key, x)
+        for t in self._obs:
+            if update:
+                t(x, out=out)
+            else:
+                t.normalize(x, out=out)
+            x = out
+        return out
+
+    def _transform(self, td: TensorDict, update: bool) -> TensorDict:
+        entries = dict(td.items())
+        if self._obs:
+            # statistics from the true next states first, then the same stats for both keys
+            keys = [k for k in reversed(_OBS_KEYS) if k in entries]
+            for k in keys:
+                raw = entries[k + "_raw"] = entries[k]
+                entries[k] = self._chain(k, raw, update and k == keys[0])
+        if self._rew and update:
+            raw = entries["reward_raw"] = entries["reward"]
+            out = self._buf("reward", raw)
+            for t in self._rew:
+                t(raw, entries["done"], out=out)
+                raw = out
+            entries["reward"] = out
+        return _new_td(entries, batch_size=td.batch_size, device=td.device)

@@ -1,0 +1,274 @@
+"""TorchRLEnv and ObsNormTransform: specs, auto-reset semantics, collectors, masks, bad input."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+import torch
+
+import gpuparam as gp
+
+pytest.importorskip("torchrl")
+
+from torchrl.collectors import Collector  # noqa: E402
+from torchrl.envs import TransformedEnv  # noqa: E402
+from torchrl.envs.utils import check_env_specs  # noqa: E402
+
+from gpuparam.integrations.torchrl import ObsNormTransform, TorchRLEnv  # noqa: E402
+from gpuparam.transforms import ObsNorm  # noqa: E402
+
+N = 16
+
+
+def _cartpole(**kw):
+    return gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0, **kw)
+
+
+def _cartpole_step(obs: torch.Tensor, action: torch.Tensor, p: dict) -> torch.Tensor:
+    """Gymnasium's CartPole-v1 Euler step in float64; p: parameter tensors [B]."""
+    x, x_dot, th, th_dot = obs.double().unbind(-1)
+    force = torch.where(action == 1, p["force_mag"], -p["force_mag"])
+    total = p["masspole"] + p["masscart"]
+    pml = p["masspole"] * p["length"]
+    cos, sin = th.cos(), th.sin()
+    temp = (force + pml * th_dot**2 * sin) / total
+    th_acc = (p["gravity"] * sin - cos * temp) / (
+        p["length"] * (4.0 / 3.0 - p["masspole"] * cos**2 / total)
+    )
+    x_acc = temp - pml * th_acc * cos / total
+    tau = p["tau"]
+    return torch.stack(
+        [x + tau * x_dot, x_dot + tau * x_acc, th + tau * th_dot, th_dot + tau * th_acc], -1
+    )
+
+
+class _Spy:
+    """Counts the gpuparam env's steps and records the masks of its resets."""
+
+    def __init__(self, env):
+        self.env, self.steps, self.reset_masks = env, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        self.steps += 1
+        return self.env.step(action)
+
+    def reset(self, mask=None, **kw):
+        self.reset_masks.append(None if mask is None else mask.clone())
+        return self.env.reset(mask, **kw)
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
+def test_check_env_specs(name):
+    env = TorchRLEnv(gp.make(name, num_envs=N, device="cpu", seed=0))
+    check_env_specs(env, break_when_any_done="both")
+
+
+@pytest.mark.gpu
+def test_cuda_check_env_specs_and_collector():
+    env = TorchRLEnv(gp.make("CartPole-v1", num_envs=N, device="cuda", seed=0))
+    check_env_specs(env)
+    batch = next(iter(Collector(env, None, frames_per_batch=N * 8, total_frames=N * 8)))
+    assert batch["next", "observation"].device.type == "cuda"
+
+
+def test_set_seed_repeats_resets():
+    env = TorchRLEnv(_cartpole())
+    env.set_seed(5)
+    a = env.reset()["observation"]
+    env.rollout(3)
+    env.set_seed(5)
+    assert torch.equal(env.reset()["observation"], a)
+
+
+def test_specs_shapes_and_dtypes():
+    env = TorchRLEnv(_cartpole())
+    assert env.batch_size == torch.Size([N]) and env.device == torch.device("cpu")
+    assert env.observation_spec["observation"].shape == (N, 4)
+    assert env.action_spec.shape == (N,) and env.action_spec.space.n == 2
+    assert env.action_spec.dtype == torch.int64
+    assert env.reward_spec.shape == (N, 1) and env.reward_spec.dtype == torch.float32
+    for k in ("done", "terminated", "truncated"):
+        assert env.full_done_spec[k].shape == (N, 1)
+        assert env.full_done_spec[k].dtype == torch.bool
+    pend = TorchRLEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu"))
+    assert pend.action_spec.shape == (N, 1) and pend.action_spec.dtype == torch.float32
+    assert float(pend.action_spec.space.high.max()) == 2.0
+
+
+def test_autoreset_next_is_final_and_reset_does_not_step_again():
+    spy = _Spy(_cartpole())
+    env = TorchRLEnv(spy)
+    T = 120
+    r = env.rollout(T, break_when_any_done=False)  # [N, T]
+    assert spy.steps == T
+    done = r["next", "done"].squeeze(-1)
+    assert done.any()
+    # every transition, including those that ended an episode, follows the reference physics
+    p = {k: env.params[k][:, None].double().expand(N, T) for k in env.params.names}
+    want = _cartpole_step(r["observation"], r["action"], p)
+    torch.testing.assert_close(r["next", "observation"].double(), want, atol=1e-4, rtol=1e-4)
+    # the observation after a done step is a fresh reset observation
+    after = r["observation"][:, 1:][done[:, :-1]]
+    assert after.abs().max() <= 0.05
+    # resets asked by TorchRL only hit done envs, which the step already reset: no new reset
+    assert all(m is not None and not m.any() for m in spy.reset_masks[1:])
+
+
+def test_partial_reset_of_running_envs():
+    env = TorchRLEnv(_cartpole())
+    td = env.reset()
+    for _ in range(5):
+        td = env.step_mdp(env.rand_step(td))
+    before = td["observation"].clone()
+    mask = torch.zeros(N, 1, dtype=torch.bool)
+    mask[3] = True
+    from tensordict import TensorDict
+
+    out = env.reset(TensorDict({"_reset": mask}, batch_size=[N]))
+    assert not torch.equal(out["observation"][3], before[3])
+    assert out["observation"][3].abs().max() <= 0.05
+    assert not out["done"].any()
+    env.reset(TensorDict({"_reset": mask.squeeze(-1)}, batch_size=[N]))  # [N] is accepted too
+
+
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        (torch.zeros(N, 2, dtype=torch.bool), r"'_reset' expected shape \(16, 1\) or \(16,\)"),
+        (torch.zeros(N, 1, 1, dtype=torch.bool), r"'_reset' expected shape"),
+        (torch.zeros(N, 1, dtype=torch.int64), r"'_reset' expected dtype torch.bool"),
+    ],
+)
+def test_bad_reset_mask(mask, match):
+    from tensordict import TensorDict
+
+    env = TorchRLEnv(_cartpole())
+    env.reset()
+    with pytest.raises(ValueError, match=match):
+        env.reset(TensorDict({"_reset": mask}, batch_size=[N]))
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        torch.zeros(N, 2, dtype=torch.int64),  # wrong shape
+        torch.zeros(N, dtype=torch.float32),  # wrong dtype
+        torch.zeros(N, dtype=torch.bool),
+    ],
+)
+def test_bad_action_same_error_as_core(action):
+    core = _cartpole()
+    with pytest.raises(ValueError) as core_err:
+        core.step(action)
+    env = TorchRLEnv(_cartpole())
+    td = env.reset()
+    td.set("action", action)
+    with pytest.raises(ValueError) as err:
+        env.step(td)
+    assert str(err.value) == str(core_err.value)
+
+
+def test_attribute_delegation():
+    core = _cartpole()
+    env = TorchRLEnv(core)
+    assert env.params is core.params and env.gp_env is core
+    assert env.num_envs == N
+    if hasattr(core, "randomize"):
+        assert env.randomize == core.randomize
+    with pytest.raises(AttributeError):
+        env.no_such_attribute  # noqa: B018
+    norm = ObsNorm(4)
+    wrapped = TorchRLEnv(gp.transforms.TransformedEnv(_cartpole(), norm))
+    assert wrapped.transforms == (norm,)
+    check_env_specs(wrapped)
+    # TorchRL's TransformedEnv reaches them too
+    assert TransformedEnv(env, ObsNormTransform(ObsNorm(4))).params is core.params
+
+
+def test_collector_sees_parameter_switch_in_next_batch():
+    env = TorchRLEnv(_cartpole())
+    T = 30
+    collector = Collector(env, None, frames_per_batch=N * T, total_frames=3 * N * T)
+    half = torch.arange(N) % 2 == 0
+    seen = []
+    for i, batch in enumerate(collector):
+        seen.append((batch.clone(), {k: env.params[k].clone() for k in env.params.names}))
+        if i == 0:
+            env.params.set("force_mag", 0.0, mask=half)
+    collector.shutdown()
+    for batch, params in seen:
+        p = {k: v[:, None].double().expand(N, T) for k, v in params.items()}
+        want = _cartpole_step(batch["observation"], batch["action"], p)
+        torch.testing.assert_close(batch["next", "observation"].double(), want,
+                                   atol=1e-4, rtol=1e-4)
+    assert (seen[1][1]["force_mag"] == torch.where(half, 0.0, 10.0)).all()
+    # with force_mag 0 the action has no effect: both actions predict the same next state
+    batch, params = seen[1]
+    p = {k: v[:, None].double().expand(N, T) for k, v in params.items()}
+    flipped = _cartpole_step(batch["observation"], 1 - batch["action"], p)
+    moved = (flipped - batch["next", "observation"].double()).abs().amax(-1)
+    assert (moved[half] < 1e-5).all() and (moved[~half] > 1e-3).all()
+
+
+def test_obsnorm_transform_normalizes_and_resets_masked_groups():
+    norm = ObsNorm(4, group_ids=torch.arange(N), num_groups=N, reset_on=("length",))
+    t = ObsNormTransform(norm, out_keys=["observation_norm"])
+    env = TransformedEnv(TorchRLEnv(_cartpole()), t)
+    check_env_specs(env)
+    td = env.reset()
+    for _ in range(4):
+        td = env.rand_step(td)
+        nxt = td["next"]
+        torch.testing.assert_close(nxt["observation_norm"], norm.normalize(nxt["observation"]))
+        td = env.step_mdp(td)
+    assert (norm.count > 0).all()
+    counts, means = norm.count.clone(), norm.mean.clone()
+    mask = torch.zeros(N, dtype=torch.bool)
+    mask[[1, 5]] = True
+    t.reset_stats(mask)
+    assert (norm.count[mask] == 0).all()
+    assert torch.equal(norm.count[~mask], counts[~mask])
+    assert torch.equal(norm.mean[~mask], means[~mask])
+    # a write of a reset_on parameter resets exactly the written envs' groups
+    env.rand_step(td)
+    counts = norm.count.clone()
+    mask2 = torch.zeros(N, dtype=torch.bool)
+    mask2[[0, 7]] = True
+    env.params.set("length", 0.8, mask=mask2)
+    assert (norm.count[mask2] == 0).all()
+    assert torch.equal(norm.count[~mask2], counts[~mask2])
+
+
+class _WritesInStep(_Spy):
+    """Writes ``length`` for ``mask`` inside ``step``, as reset-time randomization would."""
+
+    mask: torch.Tensor | None = None
+
+    def step(self, action):
+        td = self.env.step(action)
+        if self.mask is not None:
+            self.env.params.set("length", 0.6, mask=self.mask)
+        return td
+
+
+def test_obsnorm_transform_defers_resets_written_during_step():
+    norm = ObsNorm(4, group_ids=torch.arange(N), num_groups=N, reset_on=("length",))
+    spy = _WritesInStep(_cartpole())
+    env = TransformedEnv(TorchRLEnv(spy), ObsNormTransform(norm))
+    td = env.step_mdp(env.rand_step(env.reset()))
+    spy.mask = torch.arange(N) < 4
+    env.rand_step(td)
+    # reset after this step's update: pre-change observations never enter the new statistics
+    assert (norm.count[:4] == 0).all() and (norm.count[4:] == 2).all()
+
+
+def test_import_error_names_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchrl", None)
+    monkeypatch.delitem(sys.modules, "gpuparam.integrations.torchrl", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "gpuparam\[torchrl\]"'):
+        importlib.import_module("gpuparam.integrations.torchrl")
