@@ -10,7 +10,7 @@ from types import MappingProxyType
 import torch
 
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._device import launch, to_wp
+from gpuparam._device import launch, stream_for, to_wp
 from gpuparam.spec import ParamSpec
 from kernels import params as kparams
 
@@ -59,13 +59,29 @@ class ParamTable:
             self._cols[s.name] = (c, s.size)
             c += s.size
         self.num_columns = c
-        self.defaults = torch.cat([s.default_tensor() for s in specs]).to(device)  # [C]
+        defaults = torch.cat([s.default_tensor() for s in specs])
+        self._default_values = defaults.tolist()  # host-ok: CPU tensor at construction
+        self.defaults = defaults.to(device)  # float32 [C]
         self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
         self.wp_effective = to_wp(self.effective_table)
-        self._no_mask = torch.ones(num_envs, dtype=torch.bool, device=device)
-        self._wp_no_mask = to_wp(self._no_mask)
+        # Static staging buffers and recorded launches (one per table row and value kind),
+        # so a write costs two small copies and a launch per component, no new Warp arrays.
+        self._mask_buf = torch.ones(num_envs, dtype=torch.bool, device=device)
+        width = max(s.size for s in specs)
+        self._value_buf = torch.zeros(width, num_envs, dtype=torch.float32, device=device)
+        self._fill_cmds: list = []
+        self._write_cmds: list = []
+        mask = to_wp(self._mask_buf)
+        for s in specs:
+            c0, size = self._cols[s.name]
+            for j in range(size):
+                rows = [to_wp(self.nominal_table[c0 + j]), to_wp(self.effective_table[c0 + j])]
+                fill = [mask, 0.0, s.low, s.high, 0, *rows]
+                write = [mask, to_wp(self._value_buf[j]), s.low, s.high, 0, *rows]
+                self._fill_cmds.append(launch(kparams.masked_fill, num_envs, fill, device, True))
+                self._write_cmds.append(launch(kparams.masked_write, num_envs, write, device, True))
         self._callbacks: list[ChangeCallback] = []
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
@@ -148,8 +164,10 @@ class ParamTable:
             env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate)
         rows = self.num_envs if env_ids is None else env_ids.shape[0]
         prepared = [self._prepare(n, v, rows, mask, validate) for n, v in items]
+        if env_ids is None:
+            self._load_mask(mask)
         for name, v in prepared:  # everything validated: now write
-            self._write(name, v, mask, env_ids, clamp=not validate)
+            self._write(name, v, env_ids, clamp=not validate)
         if self._callbacks:
             if env_ids is not None:
                 mask = ids_to_mask(env_ids, self.num_envs)
@@ -162,8 +180,12 @@ class ParamTable:
             mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
         """
         check_mask(mask, self.num_envs, self.device)
-        value = self.defaults[None, :].expand(self.num_envs, self.num_columns)
-        self._launch_masked(value, 0, mask, -math.inf, math.inf, clamp=False)
+        self._load_mask(mask)
+        stream = stream_for(self.device)
+        for col, cmd in enumerate(self._fill_cmds):
+            cmd.set_param_at_index(1, float(self._default_values[col]))
+            cmd.set_param_at_index(4, 0)
+            cmd.launch(stream)
         if self._callbacks:
             self.notify(self.names, mask)
 
@@ -176,8 +198,7 @@ class ParamTable:
                 raise ValueError(
                     f"parameter {name!r}: value {v} outside its range [{spec.low}, {spec.high}]"
                 )
-            t = torch.full((1, spec.size), v, dtype=torch.float32, device=self.device)
-            return name, t.expand(rows, spec.size)
+            return name, v
         if isinstance(value, (list, tuple)):
             value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
         if not isinstance(value, torch.Tensor):
@@ -213,23 +234,36 @@ class ParamTable:
                 )
         return name, v
 
-    def _write(self, name: str, v: torch.Tensor, mask, env_ids, clamp: bool) -> None:
+    def _load_mask(self, mask: torch.Tensor | None) -> None:
+        if mask is None:
+            self._mask_buf.fill_(True)
+        else:
+            self._mask_buf.copy_(mask)
+
+    def _write(self, name: str, v, env_ids, clamp: bool) -> None:
+        """Write a validated value: a float, or a float32 tensor ``[rows, size]``."""
         spec = self._specs[name]
         c0, size = self._cols[name]
         if env_ids is None:
-            self._launch_masked(v, c0, mask, spec.low, spec.high, clamp)
+            stream = stream_for(self.device)
+            scalar = isinstance(v, float)
+            if not scalar:
+                self._value_buf[:size].copy_(v.T)
+            for col in range(c0, c0 + size):
+                cmd = self._fill_cmds[col] if scalar else self._write_cmds[col]
+                if scalar:
+                    cmd.set_param_at_index(1, v)
+                cmd.set_param_at_index(4, int(clamp))
+                cmd.launch(stream)
             return
         if env_ids.shape[0] == 0:
             return
-        inputs = [to_wp(env_ids), to_wp(v), c0, spec.low, spec.high, int(clamp)]
+        if isinstance(v, float):
+            v = torch.full((1, size), v, dtype=torch.float32, device=self.device)
+            v = v.expand(env_ids.shape[0], size)
+        inputs = [to_wp(env_ids), to_wp(v), c0, size, spec.low, spec.high, int(clamp)]
         inputs += [self.wp_nominal, self.wp_effective]
-        launch(kparams.indexed_write, (env_ids.shape[0], size), inputs, self.device)
-
-    def _launch_masked(self, v, c0: int, mask, low: float, high: float, clamp: bool) -> None:
-        wp_mask = self._wp_no_mask if mask is None else to_wp(mask)
-        inputs = [wp_mask, int(mask is not None), to_wp(v), c0, low, high, int(clamp)]
-        inputs += [self.wp_nominal, self.wp_effective]
-        launch(kparams.masked_write, (self.num_envs, v.shape[1]), inputs, self.device)
+        launch(kparams.indexed_write, env_ids.shape[0], inputs, self.device)
 
     # ------------------------------------------------------------------ change hooks
     def on_change(self, callback: ChangeCallback) -> Callable[[], None]:

@@ -2,7 +2,8 @@
 
 The table is float32 ``[C, N]``: one row per parameter component, so a kernel that reads
 one parameter for all envs reads contiguous memory. Nominal and effective tables are
-written together; envs outside the mask are not touched.
+written together; envs outside the mask are not touched. Masked writes work on one table
+row (one parameter component) per launch: 1-D rows index fastest on every device.
 """
 
 from __future__ import annotations
@@ -20,25 +21,41 @@ def _checked(v: float, low: float, high: float, clamp: int, old: float) -> float
 
 
 @wp.kernel
-def masked_write(
+def masked_fill(
     mask: wp.array(dtype=wp.bool),
-    use_mask: int,
-    value: wp.array2d(dtype=float),
-    col0: int,
+    value: float,
     low: float,
     high: float,
     clamp: int,
-    nominal_out: wp.array2d(dtype=float),
-    effective_out: wp.array2d(dtype=float),
+    nominal_out: wp.array(dtype=float),
+    effective_out: wp.array(dtype=float),
 ):
-    """Launch over (N, ncols); ``value`` is ``[N, ncols]`` (stride 0 to broadcast)."""
-    env, j = wp.tid()
-    if use_mask != 0 and not mask[env]:
+    """Write one scalar into one table row (one parameter component) of the masked envs."""
+    env = wp.tid()
+    if not mask[env]:
         return
-    col = col0 + j
-    v = _checked(value[env, j], low, high, clamp, nominal_out[col, env])
-    nominal_out[col, env] = v
-    effective_out[col, env] = v
+    v = _checked(value, low, high, clamp, nominal_out[env])
+    nominal_out[env] = v
+    effective_out[env] = v
+
+
+@wp.kernel
+def masked_write(
+    mask: wp.array(dtype=wp.bool),
+    value: wp.array(dtype=float),
+    low: float,
+    high: float,
+    clamp: int,
+    nominal_out: wp.array(dtype=float),
+    effective_out: wp.array(dtype=float),
+):
+    """Write ``value[env]`` into one table row of the masked envs."""
+    env = wp.tid()
+    if not mask[env]:
+        return
+    v = _checked(value[env], low, high, clamp, nominal_out[env])
+    nominal_out[env] = v
+    effective_out[env] = v
 
 
 @wp.kernel
@@ -46,18 +63,20 @@ def indexed_write(
     env_ids: wp.array(dtype=wp.int64),
     value: wp.array2d(dtype=float),
     col0: int,
+    ncols: int,
     low: float,
     high: float,
     clamp: int,
     nominal_out: wp.array2d(dtype=float),
     effective_out: wp.array2d(dtype=float),
 ):
-    """Launch over (K, ncols); row k of ``value`` goes to env ``env_ids[k]``."""
-    k, j = wp.tid()
+    """Row k of ``value`` ``[K, ncols]`` goes to env ``env_ids[k]`` (out-of-range ids skip)."""
+    k = wp.tid()
     env = int(env_ids[k])
     if env < 0 or env >= nominal_out.shape[1]:
         return
-    col = col0 + j
-    v = _checked(value[k, j], low, high, clamp, nominal_out[col, env])
-    nominal_out[col, env] = v
-    effective_out[col, env] = v
+    for j in range(ncols):
+        col = col0 + j
+        v = _checked(value[k, j], low, high, clamp, nominal_out[col, env])
+        nominal_out[col, env] = v
+        effective_out[col, env] = v
