@@ -6,14 +6,43 @@ The names below are the public API; everything else may change.
 from __future__ import annotations
 
 from gpuparam import _device  # noqa: F401  (configures Warp before kernels load)
+from gpuparam.config import randomization_from_config
+from gpuparam.curriculum import ADR, Curriculum
 from gpuparam.envs import CartPoleEnv, PendulumEnv, make, register, registered
 from gpuparam.params import ParamTable
+from gpuparam.randomization import (
+    Choice,
+    Every,
+    Gaussian,
+    Interval,
+    Linear,
+    LogUniform,
+    OnReset,
+    Randomization,
+    Step,
+    Term,
+    Uniform,
+)
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ADR",
+    "Choice",
+    "Curriculum",
+    "Every",
+    "Gaussian",
+    "Interval",
+    "Linear",
+    "LogUniform",
+    "OnReset",
+    "Randomization",
+    "Step",
+    "Term",
+    "Uniform",
+    "randomization_from_config",
     "BoxSpec",
     "CartPoleEnv",
     "DiscreteSpec",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import warp as wp
 from tensordict import TensorDict
@@ -9,7 +11,11 @@ from tensordict import TensorDict
 from gpuparam._checks import check_mask
 from gpuparam._device import launch, resolve_device, to_wp
 from gpuparam.params import ParamTable
+from gpuparam.randomization.manager import Randomization
+from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+
+Hook = Callable[["VecEnv", TensorDict], None]
 
 
 class VecEnv:
@@ -23,9 +29,18 @@ class VecEnv:
     episode_length_out)`` and ``reset_kernel(mask, seed, episode_count, state, step_count,
     running_return, obs_out)``.
 
+    Optional class attributes: ``kernel_params`` (the parameters ``step_kernel`` takes, in
+    order; default all of ``param_specs``, which must then be scalars), ``time_step_param``
+    (the parameter holding the time step, used by ``gp.Interval``) and ``recompute_on``
+    (parameter names whose change calls ``on_params_changed``).
+
     Every buffer is allocated once, here. ``step`` and ``reset`` return a ``TensorDict``
     (batch ``[num_envs]``) over those buffers: its tensors are overwritten by the next call,
     so ``clone()`` what you keep.
+
+    One step runs: ``before_step`` hooks, step-class randomization, the env kernel (with
+    truncation), ``after_step`` hooks, curricula and reset-class randomization for the done
+    envs, the auto-reset kernel.
 
     Args:
         num_envs: N, the number of envs.
@@ -44,6 +59,9 @@ class VecEnv:
     max_episode_steps: int
     step_kernel: wp.Kernel
     reset_kernel: wp.Kernel
+    kernel_params: tuple[str, ...] | None = None
+    time_step_param: str | None = None
+    recompute_on: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -68,6 +86,16 @@ class VecEnv:
             self.params.set(param_overrides)
         self._allocate()
         self._seed = torch.tensor([0], dtype=torch.int32, device=self.device)
+        self._before_step: list[Hook] = []
+        self._after_step: list[Hook] = []
+        self._curricula: list = []
+        self.randomization = Randomization(self)
+        if self.recompute_on:
+            unknown = [n for n in self.recompute_on if n not in self.params]
+            if unknown:
+                raise ValueError(f"{type(self).__name__}.recompute_on: unknown {unknown}")
+            self.params.on_change(self._params_changed)
+            self.on_params_changed(self.params.names, None)
         self._cmd_step = launch(self.step_kernel, num_envs, self._step_inputs(), self.device, True)
         self._cmd_autoreset = launch(
             self.reset_kernel, num_envs, self._reset_inputs(self._bufs["done"]), self.device, True
@@ -88,7 +116,14 @@ class VecEnv:
         self._step_count = torch.zeros(n, **i32)
         self._episode_count = torch.zeros(n, **i32)
         self._running_return = torch.zeros(n, **f32)
-        self._reset_mask = torch.zeros(n, **b)
+        # done and reset masks live in storage padded to 8 bytes, read 8 envs per int64 word
+        # by the randomization kernels
+        pad = -(-n // 8) * 8
+        self._done_store = torch.zeros(pad, **b)
+        self._reset_store = torch.zeros(pad, **b)
+        self._done_words = self._done_store.view(torch.int64)
+        self._reset_words = self._reset_store.view(torch.int64)
+        self._reset_mask = self._reset_store[:n]
         act = self.action_spec
         self._action = torch.zeros(n, *act.shape, dtype=act.dtype, device=dev)
         self._bufs = {
@@ -97,7 +132,7 @@ class VecEnv:
             "reward": torch.zeros(n, **f32),
             "terminated": torch.zeros(n, **b),
             "truncated": torch.zeros(n, **b),
-            "done": torch.zeros(n, **b),
+            "done": self._done_store[:n],
             "episode_return": torch.zeros(n, **f32),
             "episode_length": torch.zeros(n, **i32),
         }
@@ -105,10 +140,20 @@ class VecEnv:
         self._reset_td = TensorDict(
             {"observation": self._bufs["observation"]}, batch_size=[n], device=dev
         )
+        self._hook_td = TensorDict(
+            {**self._bufs, "action": self._action}, batch_size=[n], device=dev
+        )
 
     def _step_inputs(self) -> list:
         p = self.params
-        params = [to_wp(p.effective_table[p.columns(s.name)[0]]) for s in self.param_specs]
+        names = self.kernel_params or tuple(s.name for s in self.param_specs)
+        for name in names:
+            if p.spec[name].shape != ():
+                raise ValueError(
+                    f"{type(self).__name__}: kernel parameter {name!r} is not a scalar; "
+                    "list the kernel's parameters in kernel_params"
+                )
+        params = [to_wp(p.effective_table[p.columns(name)[0]]) for name in names]
         bufs = self._bufs
         return [
             *params,
@@ -156,7 +201,11 @@ class VecEnv:
         Args:
             mask: bool tensor ``[num_envs]`` on the env's device; ``None`` resets all envs.
             seed: when given, reseed: every env's episode counter restarts at 0, so the
-                draws repeat those of a fresh env built with this seed.
+                draws repeat those of a fresh env built with this seed; randomization
+                terms get new keys and their counters and clocks restart too (the global
+                step of schedules keeps counting).
+
+        Reset-time randomization terms draw for the masked envs first.
 
         Returns:
             TensorDict, batch ``[num_envs]``: ``"observation"`` float32 ``[N, *obs_shape]``
@@ -169,11 +218,15 @@ class VecEnv:
             self._seed_value = seed
             self._seed.fill_(seed)
             self._episode_count.zero_()
+            self.randomization._reseed()
         if mask is None:
             self._reset_mask.fill_(True)
         else:
             self._reset_mask.copy_(mask)
-        self._cmd_reset.launch(self._stream())
+        stream = self._stream()
+        if self.randomization.reset_active:
+            self.randomization._launch_reset("reset", stream)
+        self._cmd_reset.launch(stream)
         return self._reset_td
 
     def step(self, action: torch.Tensor) -> TensorDict:
@@ -194,9 +247,123 @@ class VecEnv:
         """
         self._load_action(action)
         stream = self._stream()
+        for fn in self._before_step:
+            fn(self, self._hook_td)
+        rz = self.randomization
+        if rz.step_active:
+            rz._launch_step(stream)
         self._cmd_step.launch(stream)
+        for fn in self._after_step:
+            fn(self, self._hook_td)
+        for cur in self._curricula:
+            cur._update(stream)
+        if rz.reset_active:
+            rz._launch_reset("done", stream)
+        rz._tick()
         self._cmd_autoreset.launch(stream)
         return self._td
+
+    # ------------------------------------------------------------------ extensions
+    def randomize(self, *terms: Term) -> Callable[[], None]:
+        """Add randomization terms (``gp.Uniform``, ``gp.Gaussian``, ...); returns a
+        function removing them. See ``env.randomization`` for the rest of the API."""
+        return self.randomization.add(*terms)
+
+    def before_step(self, fn: Hook) -> Callable[[], None]:
+        """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
+        and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device)
+        holds ``"action"`` (writable: changing it changes the action taken) and the
+        previous step's outputs. ``fn`` must only launch device work (no host sync) to keep
+        the step capturable. Returns a function removing the hook."""
+        self._before_step.append(fn)
+        return lambda: self._before_step.remove(fn)
+
+    def after_step(self, fn: Hook) -> Callable[[], None]:
+        """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
+        reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
+        ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
+        ``"observation"`` (pre-reset here) and ``"action"``; writes (e.g. reward shaping)
+        are seen by the caller. Returns a function removing the hook."""
+        self._after_step.append(fn)
+        return lambda: self._after_step.remove(fn)
+
+    def add_curriculum(self, curriculum) -> Callable[[], None]:
+        """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
+        before reset-time randomization. Returns a function removing it."""
+        curriculum._bind(self)
+        self._curricula.append(curriculum)
+
+        def remove() -> None:
+            if curriculum in self._curricula:
+                self._curricula.remove(curriculum)
+                curriculum._unbind()
+
+        return remove
+
+    def on_params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """Recompute what the env derives from parameters, for the envs in ``mask`` (bool
+        tensor ``[num_envs]`` on the device, or None for all). Called after every write
+        (``params.set``, randomization, curricula, checkpoints) that touches one of
+        ``recompute_on``, and once at construction. Subclasses override it; it must only
+        launch device work (masked writes, no host sync)."""
+
+    def _params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        if any(n in self.recompute_on for n in names):
+            self.on_params_changed(names, mask)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, object]:
+        """Everything needed to continue bit for bit: seed, parameters (nominal and
+        effective), the env's state and counters and output buffers, randomization
+        (counters, clocks, ranges, global step) and curricula (levels, statistics).
+        Tensors are clones; synchronizes."""
+        tensors = {
+            "state": self._state, "step_count": self._step_count,
+            "episode_count": self._episode_count, "running_return": self._running_return,
+            "action": self._action, **self._bufs,
+        }
+        return {
+            "env": self.name,
+            "num_envs": self.num_envs,
+            "seed": self._seed_value,
+            "params": self.params.state_dict(),
+            "tensors": {k: v.clone() for k, v in tensors.items()},
+            "randomization": self.randomization.state_dict(),
+            "curricula": [c.state_dict() for c in self._curricula],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a ``state_dict()`` of an env of the same kind and size holding the same
+        randomization terms and curricula (add them first)."""
+        for key, want in (("env", self.name), ("num_envs", self.num_envs)):
+            if state.get(key) != want:
+                got = state.get(key)
+                raise ValueError(f"load_state_dict: expected {key} {want!r}, got {got!r}")
+        if len(state["curricula"]) != len(self._curricula):
+            raise ValueError(
+                f"load_state_dict: {len(state['curricula'])} curricula saved, "
+                f"{len(self._curricula)} added"
+            )
+        tensors = state["tensors"]
+        mine = {
+            "state": self._state, "step_count": self._step_count,
+            "episode_count": self._episode_count, "running_return": self._running_return,
+            "action": self._action, **self._bufs,
+        }
+        for k, t in mine.items():
+            if k not in tensors or tensors[k].shape != t.shape:
+                raise ValueError(f"load_state_dict: tensor {k!r} missing or of another shape")
+        self.randomization.check_state(state["randomization"])
+        for cur, s in zip(self._curricula, state["curricula"], strict=True):
+            cur.check_state(s)
+        self._seed_value = int(state["seed"])
+        self._seed.fill_(self._seed_value)
+        self.params.load_state_dict(state["params"])
+        for k, t in mine.items():
+            t.copy_(tensors[k])
+        self.randomization.load_state_dict(state["randomization"])
+        for cur, s in zip(self._curricula, state["curricula"], strict=True):
+            cur.load_state_dict(s)
 
     def _stream(self):
         return None if self.device.type == "cpu" else wp.stream_from_torch(self.device)

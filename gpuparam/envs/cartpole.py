@@ -44,6 +44,7 @@ class CartPoleEnv(VecEnv):
     state_dtype = wp.vec4
     obs_dtype = wp.vec4
     max_episode_steps = 500
+    time_step_param = "tau"
     step_kernel = cartpole.step
     reset_kernel = cartpole.reset
 

@@ -30,5 +30,6 @@ class PendulumEnv(VecEnv):
     state_dtype = wp.vec2
     obs_dtype = wp.vec3
     max_episode_steps = 200
+    time_step_param = "dt"
     step_kernel = pendulum.step
     reset_kernel = pendulum.reset

@@ -1,0 +1,142 @@
+"""IsaacGymEnvs-style randomization configs (a dict, e.g. loaded from YAML) to terms.
+
+Mapping (per parameter entry; ``no change`` is 0 for ``additive``, 1 for ``scaling``):
+
+========================================  ===============================================
+IsaacGymEnvs                              gpuparam
+========================================  ===============================================
+``distribution: uniform``                 ``gp.Uniform(name, low, high)``, range
+                                          ``[low, high]``
+``distribution: loguniform``              ``gp.LogUniform(name, low, high)``
+``distribution: gaussian``                ``gp.Gaussian(name, mean, std)``, range
+                                          ``[mean, std]`` (IsaacGymEnvs names the second
+                                          entry var but samples with it as the std)
+``operation: additive`` / ``scaling``     ``op="add"`` / ``op="scale"`` (on the nominal
+                                          value; ``set``/``add``/``scale`` also accepted)
+``schedule: linear``, ``schedule_steps``  ``schedule=gp.Linear(no change, range, steps)``
+``schedule: constant``, ``schedule_steps`` ``schedule=gp.Step([no change, range],
+                                          at=[steps])``
+``frequency: k`` (top level or entry)     ``on=gp.OnReset(min_steps=k)``: at an env's
+                                          reset, if >= k steps since its previous draw
+no ``frequency``                          ``on="reset"``
+``setup_only: true``                      ``on="startup"``
+``range: [[lo, ...], [hi, ...]]``         per-component ranges for vector parameters
+``on: step`` (gpuparam extension)         ``on="step"`` (also ``startup``, ``reset``)
+``num_buckets``                           ignored (PhysX material buckets)
+========================================  ===============================================
+
+Entries may be nested under groups (``sim_params``, ``actor_params: {actor: {props}}``,
+...): every mapping holding a ``range`` is an entry and its key is the parameter name.
+``observations`` and ``actions`` (noise on data, not parameters) raise ``ValueError``; use
+a transform for those. Unknown keys inside an entry raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpuparam.randomization.terms import (
+    Gaussian,
+    Linear,
+    LogUniform,
+    OnReset,
+    Step,
+    Term,
+    Uniform,
+)
+
+_DISTS = {"uniform": Uniform, "loguniform": LogUniform, "gaussian": Gaussian}
+_OPS = {"additive": "add", "scaling": "scale", "add": "add", "scale": "scale", "set": "set"}
+_ENTRY_KEYS = {
+    "range", "distribution", "operation", "schedule", "schedule_steps", "frequency",
+    "setup_only", "num_buckets", "on",
+}
+
+
+def randomization_from_config(config: Mapping) -> list[Term]:
+    """Terms for an IsaacGymEnvs ``randomization_params`` dict (or a dict wrapping it under
+    that key); see the module docstring for the mapping. Add them with
+    ``env.randomize(*terms)``, which checks the parameter names and ranges."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"randomization_from_config: expected a dict, got {type(config).__name__}")
+    if "randomization_params" in config:
+        config = config["randomization_params"]
+    frequency = config.get("frequency")
+    terms: list[Term] = []
+    _walk(config, frequency, terms, path=())
+    return terms
+
+
+def _walk(node: Mapping, frequency, terms: list[Term], path: tuple[str, ...]) -> None:
+    for key, value in node.items():
+        if key == "frequency" and not path:
+            continue
+        if key in ("observations", "actions") and not path:
+            raise ValueError(
+                f"randomization_from_config: {key!r} is noise on data, not a parameter; "
+                "use a transform"
+            )
+        if isinstance(value, Mapping):
+            if "range" in value:
+                terms.append(_entry(str(key), value, frequency, (*path, str(key))))
+            else:
+                _walk(value, frequency, terms, (*path, str(key)))
+
+
+def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
+    where = f"randomization_from_config: {'.'.join(path)}"
+    unknown = set(e) - _ENTRY_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(_ENTRY_KEYS)}")
+    for key in ("distribution", "operation"):
+        if key not in e:
+            raise ValueError(f"{where}: missing {key!r}")
+    dist = _DISTS.get(e["distribution"])
+    if dist is None:
+        raise ValueError(f"{where}: distribution must be one of {list(_DISTS)}, "
+                         f"got {e['distribution']!r}")
+    op = _OPS.get(e["operation"])
+    if op is None:
+        raise ValueError(f"{where}: operation must be one of {list(_OPS)}, got {e['operation']!r}")
+    rng = e["range"]
+    if not isinstance(rng, (list, tuple)) or len(rng) != 2:
+        raise ValueError(f"{where}: range must be [low, high] or [mean, std], got {rng!r}")
+    rng = tuple(tuple(v) if isinstance(v, list) else v for v in rng)
+    on = _trigger(e, frequency, where)
+    schedule = _schedule(e, rng, dist, op, where)
+    kw = dict(op=op, on=on, name=f"{dist.__name__}({name!r} from {'.'.join(path)})")
+    if schedule is not None:
+        return dist(name, schedule=schedule, **kw)
+    return dist(name, *rng, **kw)
+
+
+def _trigger(e: Mapping, frequency, where: str):
+    if e.get("setup_only"):
+        return "startup"
+    if "on" in e:
+        return e["on"]
+    freq = e.get("frequency", frequency)
+    if freq is None or freq in (0, 1):
+        return "reset"
+    if not isinstance(freq, int) or freq < 0:
+        raise ValueError(f"{where}: frequency must be an int >= 0, got {freq!r}")
+    return OnReset(min_steps=freq)
+
+
+def _schedule(e: Mapping, rng, dist, op: str, where: str):
+    kind = e.get("schedule")
+    if kind is None:
+        return None
+    steps = e.get("schedule_steps")
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"{where}: schedule {kind!r} needs schedule_steps >= 1, got {steps!r}")
+    if op == "set":
+        raise ValueError(f"{where}: a schedule needs operation additive or scaling")
+    unit = 0.0 if op == "add" else 1.0
+    # "no change": add 0, scale by 1 (a Gaussian: mean 0 or 1, std 0)
+    still = (unit, 0.0) if dist is Gaussian else (unit, unit)
+    if kind == "linear":
+        return Linear(still, rng, steps)
+    if kind == "constant":
+        return Step([still, rng], at=[steps])
+    raise ValueError(f"{where}: schedule must be 'linear' or 'constant', got {kind!r}")

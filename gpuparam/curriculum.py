@@ -1,0 +1,432 @@
+"""Curricula: per-env difficulty levels on the device, moved by a metric at episode end.
+
+A level maps to parameter values and/or randomization ranges: a table with one entry per
+level, or an (easy, hard) pair interpolated linearly over the levels. At every step, for
+the envs whose episode just ended (the ``done`` mask, nothing else), one recorded launch
+compares a device metric with the thresholds, moves the level and writes the level's
+values (nominal and effective) and per-env ranges. It runs after the env kernel and before
+reset-time randomization, so a new level's ranges apply to the very next episode. Optional
+automatic domain randomization (``ADR``) widens a range bound while episodes drawn near it
+keep a high metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
+from gpuparam._device import launch, to_wp
+from gpuparam.randomization.binding import DIST, _per_component, check_result
+from gpuparam.randomization.terms import Term, Uniform
+from kernels import curriculum as K
+
+Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
+
+
+@dataclass
+class ADR:
+    """Automatic domain randomization of a ``Uniform`` reset term's range (OpenAI's ADR,
+    with "episodes drawn near a bound" standing in for boundary sampling).
+
+    Each episode end adds the metric to a bound's statistics when the value the episode
+    ran with lies within ``edge`` times the range's width of that bound. Once a bound has
+    ``samples`` episodes: mean metric ``>= threshold_high`` moves it outwards by ``delta``
+    (never past ``limits``), ``< threshold_low`` moves it inwards (never past the other
+    bound); then its statistics restart. The range is global (shared by all envs) and
+    lives in the term's device table, so it is saved by ``env.state_dict()``.
+
+    Args:
+        term: a ``gp.Uniform`` term with ``on="reset"``, added to the env, no schedule.
+        delta: step per decision (scalar or per component), > 0.
+        limits: ``(lowest low, highest high)``, scalars or per component; must contain the
+            term's current range.
+        threshold_high: widen at or above this mean metric.
+        threshold_low: narrow below this mean metric (default: never narrow).
+        samples: episodes per decision, >= 1.
+        edge: fraction of the width counted as "at the bound", in [0, 0.5].
+    """
+
+    term: Term
+    delta: float | Sequence[float]
+    limits: tuple[float | Sequence[float], float | Sequence[float]]
+    threshold_high: float
+    threshold_low: float | None = None
+    samples: int = 64
+    edge: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.term, Uniform) or self.term.on != "reset" or self.term.schedule:
+            raise ValueError(f"ADR: needs a gp.Uniform term with on='reset' and no schedule, "
+                             f"got {self.term!r}")
+        if not isinstance(self.samples, int) or self.samples < 1:
+            raise ValueError(f"ADR({self.term}): samples must be an int >= 1, got {self.samples}")
+        if not 0.0 <= self.edge <= 0.5:
+            raise ValueError(f"ADR({self.term}): edge must be in [0, 0.5], got {self.edge}")
+        lo = -math.inf if self.threshold_low is None else self.threshold_low
+        if not (math.isfinite(self.threshold_high) and lo < self.threshold_high):
+            raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
+
+
+class Curriculum:
+    """Per-env levels ``0 .. num_levels - 1`` (``levels``: int32 ``[num_envs]``, device).
+
+    Args:
+        num_levels: L >= 1.
+        params: ``{name: values}``: ``values`` has one entry per level (``[L]`` or
+            ``[L, size]``), or is an ``(easy, hard)`` pair (``[2]`` or ``[2, size]``)
+            interpolated linearly. Written to nominal and effective values when an env's
+            level changes (and by ``set_level``).
+        ranges: ``{term: ranges}`` for terms added to the env (not ``Choice``, no
+            schedule): one range per level, or ``(easy_range, hard_range)``; a range is the
+            term's ``(low, high)`` or ``(mean, std)``, scalars or per component. The term
+            then draws from its env's level's range.
+        metric: ``"episode_return"`` (default) or another key of the step's TensorDict,
+            a tensor ``[num_envs]`` on the device (read at every step: update it in place),
+            or ``fn(env) -> tensor [num_envs]`` called at every step. Only its values at
+            done envs matter; bool and int metrics are cast to float.
+        promote: a done env whose metric is ``>= promote`` moves one level up.
+        demote: ``<= demote`` moves one level down (``demote < promote``).
+        initial_level: every env's level when the curriculum is added.
+        adr: ``ADR`` specs run at the same point.
+
+    Add it with ``env.add_curriculum(cur)``.
+    """
+
+    def __init__(
+        self,
+        num_levels: int,
+        *,
+        params: Mapping[str, object] | None = None,
+        ranges: Mapping[Term, object] | None = None,
+        metric: Metric = "episode_return",
+        promote: float | None = None,
+        demote: float | None = None,
+        initial_level: int = 0,
+        adr: Sequence[ADR] = (),
+    ):
+        if not isinstance(num_levels, int) or isinstance(num_levels, bool) or num_levels < 1:
+            raise ValueError(f"Curriculum: num_levels must be an int >= 1, got {num_levels!r}")
+        self.num_levels = num_levels
+        self.params = dict(params or {})
+        self.ranges = dict(ranges or {})
+        self.metric = metric
+        self.promote = math.inf if promote is None else float(promote)
+        self.demote = -math.inf if demote is None else float(demote)
+        if math.isnan(self.promote) or math.isnan(self.demote) or self.demote >= self.promote:
+            raise ValueError(f"{self}: need demote < promote, got {demote}, {promote}")
+        if not isinstance(initial_level, int) or not 0 <= initial_level < num_levels:
+            raise ValueError(f"{self}: initial_level must be in [0, {num_levels}), "
+                             f"got {initial_level!r}")
+        self.initial_level = initial_level
+        self.adr = list(adr)
+        if any(not isinstance(a, ADR) for a in self.adr):
+            raise ValueError(f"{self}: adr must be a list of gp.ADR")
+        if not (isinstance(metric, (str, torch.Tensor)) or callable(metric)):
+            raise ValueError(f"{self}: metric must be a key, a tensor or a callable, "
+                             f"got {type(metric).__name__}")
+        self._env = None
+
+    def __repr__(self) -> str:
+        return f"Curriculum(num_levels={self.num_levels})"
+
+    # ------------------------------------------------------------------ public
+    @property
+    def levels(self) -> torch.Tensor:
+        """int32 tensor ``[num_envs]`` on the env's device (live)."""
+        self._require_env()
+        return self._levels
+
+    def set_level(self, level, mask: torch.Tensor | None = None, env_ids=None) -> None:
+        """Set the level of the masked envs (all when both are None) and write its values.
+
+        Args:
+            level: an int, or an int tensor ``[num_envs]`` on the device (range-checked:
+                synchronizes).
+            mask: bool tensor ``[num_envs]`` on the device; or ``env_ids`` (long ``[K]``).
+        """
+        env = self._require_env()
+        n, dev, L = env.num_envs, env.device, self.num_levels
+        if mask is not None and env_ids is not None:
+            raise ValueError(f"{self}.set_level: pass mask or env_ids, not both")
+        check_mask(mask, n, dev)
+        if env_ids is not None:
+            mask = ids_to_mask(check_env_ids(env_ids, n, dev), n)
+        if isinstance(level, torch.Tensor):
+            if level.shape != (n,) or level.dtype.is_floating_point or level.device != dev:
+                raise ValueError(f"{self}.set_level: expected an int tensor [{n}] on {dev}")
+            lo, hi = int(level.min()), int(level.max())  # host-ok: validated user call
+            value = level.to(torch.int32)
+        else:
+            lo = hi = level
+            value = torch.full((n,), int(level), dtype=torch.int32, device=dev)
+        if not (isinstance(lo, int) and 0 <= lo and hi < L):
+            raise ValueError(f"{self}.set_level: levels must be in [0, {L}), got {level!r}")
+        gate = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else mask
+        self._levels.copy_(torch.where(gate, value, self._levels))
+        launch(K.update_levels, n, self._level_inputs(gate, force=1), dev)
+        if self._names:
+            env.params.notify(self._names, mask)
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, env) -> None:
+        if self._env is not None:
+            raise ValueError(f"{self}: already added to an env")
+        n, dev, L = env.num_envs, env.device, self.num_levels
+        p, rz = env.params, env.randomization
+        pcol, ptab = [], []
+        for name, value in self.params.items():
+            if name not in p:
+                raise KeyError(f"{self}: unknown parameter {name!r}; valid names: "
+                               f"{', '.join(p.names)}")
+            spec = p.spec[name]
+            col, size = p.columns(name)
+            tab = _table(value, L, (size,), f"{self}: parameter {name!r}")
+            bad = (tab < spec.low) | (tab > spec.high)
+            if bool(bad.any()):
+                lvl = int(bad.any(1).nonzero()[0])
+                raise ValueError(f"{self}: parameter {name!r}: level {lvl} value "
+                                 f"{tab[lvl].tolist()} outside its valid range "
+                                 f"[{spec.low}, {spec.high}]")
+            pcol += range(col, col + size)
+            ptab.append(tab)
+        bounds, rtab = [], []
+        for term, value in self.ranges.items():
+            b = rz.bound(term)
+            if b.dist == DIST["choice"] or b.scheduled:
+                raise ValueError(f"{self}: {term}: per-level ranges need a term without "
+                                 "schedule, not Choice")
+            tab = _range_table(value, L, term, b.size)
+            for r in tab:
+                term._check_range((r[:, 0].tolist(), r[:, 1].tolist()))
+                lo, hi = (r[:, 0], r[:, 0]) if term.dist == "gaussian" else (r[:, 0], r[:, 1])
+                check_result(term, p.spec[term.param], p, b.mask, lo.float(), hi.float())
+            bounds.append(b)
+            rtab.append(tab)
+        adr = [_bind_adr(a, env) for a in self.adr]
+        src = _metric_source(self.metric, env, self)
+        # everything checked: commit
+        self._env = env
+        self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
+        self._src, self._metric_buf = src
+        self._names = tuple(self.params)
+        self._pcol = _dev_i32(pcol, dev)
+        self._pval = _dev_f32(torch.cat(ptab, 1) if ptab else torch.zeros(L, 0), dev)
+        self._num_p = len(pcol)
+        self._range_bounds = bounds
+        self._rval = _dev_f32(torch.cat(rtab, 1) if rtab else torch.zeros(L, 0, 2), dev)
+        self._num_q = sum(b.size for b in bounds)
+        self._adr = adr
+        na = sum(len(a["acol"]) for a in adr)
+        self._adr_sums = torch.zeros(2 * na, dtype=torch.int64, device=dev)
+        self._adr_counts = torch.zeros(2 * na, dtype=torch.int32, device=dev)
+        self._adr_params = {
+            k: (_dev_i32 if k in ("acol", "aop", "samples") else _dev_f32)(
+                [x for a in adr for x in a[k]], dev)
+            for k in ("acol", "aop", "samples", "edge", "thr_high", "thr_low", "delta",
+                      "lim_low", "lim_high")
+        }
+        if bounds:
+            rz.attach_per_env_ranges([b.term for b in bounds])
+        self._pinned = [b.term for b in bounds] + [a.term for a in self.adr]
+        rz.pin(self._pinned, self)
+        self._remove_listener = rz.on_rebuild(self._record)
+        self._record()
+        self.set_level(self.initial_level)
+
+    def _unbind(self) -> None:
+        env = self._env
+        self._remove_listener()
+        env.randomization.unpin(self._pinned)
+        if self._range_bounds:
+            env.randomization.detach_per_env_ranges([b.term for b in self._range_bounds])
+        self._env = None
+
+    def _require_env(self):
+        if self._env is None:
+            raise ValueError(f"{self}: add it to an env first (env.add_curriculum)")
+        return self._env
+
+    # ------------------------------------------------------------------ launches
+    def _level_inputs(self, gate: torch.Tensor, force: int) -> list:
+        env = self._env
+        n, p = env.num_envs, env.params
+        prow = [b.pe_row + j for b in self._range_bounds for j in range(b.size)]
+        self._prow = _dev_i32(prow, env.device)
+        return [
+            to_wp(gate), force, to_wp(self._metric_buf), self.promote, self.demote,
+            self.num_levels, n, to_wp(self._pcol), to_wp(self._pval.reshape(-1)), self._num_p,
+            to_wp(self._prow), to_wp(self._rval.reshape(-1)), self._num_q, to_wp(self._levels),
+            to_wp(p.nominal_table.view(-1)), to_wp(p.effective_table.view(-1)),
+            to_wp(env.randomization.tables()["pe"]),
+        ]
+
+    def _record(self) -> None:
+        """(Re)record the launches: at binding and after every randomization rebuild."""
+        env = self._env
+        n, dev, done = env.num_envs, env.device, env._bufs["done"]
+        self._cmd = launch(K.update_levels, n, self._level_inputs(done, 0), dev, record=True)
+        self._cmd_adr = None
+        if not self._adr:
+            return
+        vals = env.randomization.tables()["vals"]
+        aval = _dev_i32([b.r0 + 2 * j for a in self._adr for b, j in a["slots"]], dev)
+        ap, p = self._adr_params, env.params
+        self._aval = aval
+        collect = [
+            to_wp(done), to_wp(self._metric_buf), n, to_wp(ap["acol"]), to_wp(aval),
+            to_wp(ap["aop"]), to_wp(ap["edge"]), len(aval), to_wp(vals),
+            to_wp(p.nominal_table.view(-1)), to_wp(p.effective_table.view(-1)),
+            to_wp(self._adr_sums), to_wp(self._adr_counts),
+        ]
+        update = [
+            to_wp(aval), to_wp(ap["samples"]), to_wp(ap["thr_high"]), to_wp(ap["thr_low"]),
+            to_wp(ap["delta"]), to_wp(ap["lim_low"]), to_wp(ap["lim_high"]), to_wp(vals),
+            to_wp(self._adr_sums), to_wp(self._adr_counts),
+        ]
+        self._cmd_adr = (
+            launch(K.adr_collect, n, collect, dev, record=True),
+            launch(K.adr_update, len(aval), update, dev, record=True),
+        )
+
+    def _update(self, stream) -> None:
+        """Step path (``VecEnv.step``): metric, levels and values, ADR; no host sync."""
+        if self._src is not None:
+            m = self._src()
+            if not isinstance(m, torch.Tensor) or m.shape != self._metric_buf.shape:
+                raise ValueError(f"{self}: metric must give a tensor [{self._env.num_envs}], "
+                                 f"got {getattr(m, 'shape', type(m).__name__)}")
+            self._metric_buf.copy_(m)
+        self._cmd.launch(stream)
+        if self._names:
+            self._env.params.notify(self._names, self._env._bufs["done"])
+        if self._cmd_adr is not None:
+            self._cmd_adr[0].launch(stream)
+            self._cmd_adr[1].launch(stream)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, object]:
+        """``levels`` and ADR statistics (parameter values, per-env ranges and ADR ranges
+        are saved by the env's parameters and randomization)."""
+        self._require_env()
+        return {
+            "num_levels": self.num_levels, "levels": self._levels.clone(),
+            "adr_sums": self._adr_sums.clone(), "adr_counts": self._adr_counts.clone(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Restore a ``state_dict()`` (checked first)."""
+        self.check_state(state)
+        self._levels.copy_(state["levels"])
+        self._adr_sums.copy_(state["adr_sums"])
+        self._adr_counts.copy_(state["adr_counts"])
+
+    def check_state(self, state: Mapping[str, object]) -> None:
+        """Raise ``ValueError`` unless ``state`` fits this curriculum."""
+        self._require_env()
+        for key in ("levels", "adr_sums", "adr_counts"):
+            t = state.get(key)
+            if not isinstance(t, torch.Tensor) or t.shape != getattr(self, "_" + key).shape:
+                raise ValueError(f"{self}.load_state_dict: {key!r} missing or of another shape")
+        if state.get("num_levels") != self.num_levels:
+            raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
+
+
+# ---------------------------------------------------------------------------- helpers
+def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
+    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64) if L > 1 else torch.zeros(1)
+    w = w.reshape(L, *([1] * (t.dim() - 1)))
+    return t[0] + (t[1] - t[0]) * w
+
+
+def _table(value, L: int, tail: tuple[int, ...], what: str) -> torch.Tensor:
+    """Values per level ``[L, *tail]``: a table ``[L]``/``[L, *tail]`` or an (easy, hard)
+    pair ``[2]``/``[2, *tail]`` interpolated over the levels."""
+    try:
+        t = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{what}: expected numbers per level, got {value!r}") from None
+    shape = tuple(t.shape)
+    if t.dim() == 1 and tail == (tail[0],):
+        t = t[:, None].expand(-1, tail[0])
+    if t.dim() == 0 or tuple(t.shape[1:]) != tail or t.shape[0] not in (L, 2):
+        raise ValueError(f"{what}: expected {L} values (one per level) or an (easy, hard) pair, "
+                         f"each a scalar or of shape {tail}; got shape {shape}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{what}: values must be finite")
+    return t if t.shape[0] == L else _lerp(t, L)
+
+
+def _range_table(value, L: int, term: Term, size: int) -> torch.Tensor:
+    """Ranges per level ``[L, size, 2]`` from a list of ranges or an (easy, hard) pair."""
+    if not isinstance(value, Sequence) or len(value) not in (L, 2) or any(
+        not isinstance(r, Sequence) or len(r) != 2 for r in value
+    ):
+        raise ValueError(f"Curriculum: {term}: expected {L} ranges or an (easy, hard) pair of "
+                         f"ranges (each a pair), got {value!r}")
+    rows = []
+    for r in value:
+        a = _per_component(r[0], size, term, term._range_names[0])
+        b = _per_component(r[1], size, term, term._range_names[1])
+        rows.append(torch.tensor([a, b], dtype=torch.float64).T)  # [size, 2]
+    t = torch.stack(rows)
+    return t if t.shape[0] == L else _lerp(t, L)
+
+
+def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Tensor]:
+    """``(source called per step or None, float32 buffer [N] the kernel reads)``."""
+    n, dev = env.num_envs, env.device
+    buf = torch.zeros(n, dtype=torch.float32, device=dev)
+    if isinstance(metric, str):
+        if metric not in env._bufs:
+            raise KeyError(f"{cur}: unknown metric {metric!r}; keys: {', '.join(env._bufs)}")
+        t = env._bufs[metric]
+    elif isinstance(metric, torch.Tensor):
+        if metric.shape != (n,) or metric.device != dev:
+            raise ValueError(f"{cur}: metric tensor must be [{n}] on {dev}, got "
+                             f"{tuple(metric.shape)} on {metric.device}")
+        t = metric
+    else:
+        return (lambda: metric(env)), buf
+    if t.dtype == torch.float32:
+        return None, t
+    return (lambda: t), buf
+
+
+def _bind_adr(a: ADR, env) -> dict[str, list]:
+    b = env.randomization.bound(a.term)
+    if b.pe_row >= 0:
+        raise ValueError(f"ADR({a.term}): the term has per-level ranges; ADR needs a global one")
+    size = b.size
+    rng = b.range_view()[0].cpu()  # host-ok: binding only, [size, 2]
+    lim_lo = _per_component(a.limits[0], size, a.term, "limits low")
+    lim_hi = _per_component(a.limits[1], size, a.term, "limits high")
+    delta = _per_component(a.delta, size, a.term, "delta")
+    for j in range(size):
+        if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
+            raise ValueError(f"ADR({a.term}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
+                             f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
+        if not delta[j] > 0:
+            raise ValueError(f"ADR({a.term}): delta must be > 0, got {delta[j]}")
+    spec = env.params.spec[b.param]
+    check_result(a.term, spec, env.params, b.mask, torch.tensor(lim_lo), torch.tensor(lim_hi))
+    lo_thr = -math.inf if a.threshold_low is None else a.threshold_low
+    return {
+        "slots": [(b, j) for j in range(size)], "acol": [b.col + j for j in range(size)],
+        "aop": [b.op] * size, "samples": [a.samples] * size, "edge": [a.edge] * size,
+        "thr_high": [a.threshold_high] * size, "thr_low": [lo_thr] * size, "delta": delta,
+        "lim_low": lim_lo, "lim_high": lim_hi,
+    }
+
+
+def _dev_i32(x, dev) -> torch.Tensor:
+    t = torch.as_tensor(x, dtype=torch.int32).reshape(-1)
+    return (t if t.numel() else torch.zeros(1, dtype=torch.int32)).to(dev)
+
+
+def _dev_f32(x, dev) -> torch.Tensor:
+    t = torch.as_tensor(x, dtype=torch.float32)
+    return (t if t.numel() else torch.zeros(1)).to(dev)

@@ -1,0 +1,452 @@
+"""``env.randomization``: the device tables of an env's terms and their recorded launches.
+
+Terms are grouped by trigger class. Each class with terms has one device term table and
+one recorded launch of ``kernels.randomize.randomize``: the step class (``"step"``,
+``Every``, ``Interval``) before the env kernel, the reset class (``"reset"``, ``OnReset``)
+after it, gated by the ``done`` buffer (and by the reset mask in ``env.reset``). A class
+without terms launches nothing. Tables are rebuilt when terms are added or removed, never
+per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+
+from gpuparam._device import launch, to_wp
+from gpuparam.randomization.binding import MIN_STEPS, Bound, bind, recheck, term_mask
+from gpuparam.randomization.terms import Term
+from kernels import randomize as K
+
+CLASSES = ("startup", "reset", "step")
+_CPU_BLOCK = 256  # envs per thread on CPUs (a multiple of 8); one env per thread on GPUs
+
+
+class _Class:
+    """Device tables and recorded launches of one trigger class."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.bounds: list[Bound] = []
+        self.cmds: dict[str, object] = {}
+        self.names: tuple[str, ...] = ()
+        self.track = False
+        self.t: dict[str, torch.Tensor] = {}
+
+
+class Randomization:
+    """The randomization terms of one env (``env.randomization``).
+
+    Attributes (device tensors, read them without synchronizing):
+        clamped: int64 scalar tensor, draws clamped to a parameter's valid range so far.
+        global_step: int64 tensor ``[1]``, ``env.step`` calls since the env was built; it
+            drives schedules and ``OnReset(min_steps)``.
+    """
+
+    def __init__(self, env):
+        self._env = env
+        self._n, self._dev = env.num_envs, env.device
+        self._block = _CPU_BLOCK if self._dev.type == "cpu" else 1
+        self._classes = {c: _Class(c) for c in CLASSES}
+        self._next_uid = 0
+        self._gstep = torch.zeros(1, dtype=torch.int64, device=self._dev)
+        self._pending = 0  # steps not yet added to _gstep (while no term needs it)
+        self._clock_on = False
+        self._clamped_removed = torch.zeros((), dtype=torch.int64, device=self._dev)
+        self._listeners: list[Callable[[], None]] = []
+        self._globals: dict[str, torch.Tensor] = {
+            "vals": torch.zeros(1, device=self._dev),
+            "bp": torch.zeros(1, dtype=torch.int64, device=self._dev),
+            "masks": torch.zeros(1, dtype=torch.bool, device=self._dev),
+            "pe": torch.zeros(1, device=self._dev),
+        }
+        self.step_active = False
+        self.reset_active = False
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def terms(self) -> tuple[Term, ...]:
+        """The terms, in the order they were added."""
+        return tuple(b.term for b in sorted(self._all(), key=lambda b: b.uid))
+
+    def add(self, *terms: Term) -> Callable[[], None]:
+        """Bind and add ``terms``; returns a function removing them again.
+
+        Every term is checked before anything changes: an unknown parameter raises
+        ``KeyError``; a bad range, mask or operation ``ValueError``, naming the term and
+        the parameter. ``"startup"`` terms are applied at once.
+        """
+        if not terms:
+            raise ValueError("randomize: pass at least one term")
+        known = {id(b.term) for b in self._all()}
+        for i, t in enumerate(terms):
+            if not isinstance(t, Term):
+                raise ValueError(f"randomize: expected gp.Uniform/..., got {type(t).__name__}")
+            if id(t) in known or any(t is u for u in terms[:i]):
+                raise ValueError(f"{t}: this term is already added to this env")
+        new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
+        self._next_uid += len(new)
+        for b in new:
+            self._classes[b.cls].bounds.append(b)
+        self._rebuild(restart=new)
+        startup = [b for b in new if b.cls == "startup"]
+        if startup:
+            self._apply_startup(startup)
+        return lambda: self.remove(*[t for t in terms if self._find(t) is not None])
+
+    def remove(self, *terms: Term, restore: bool = True) -> None:
+        """Remove ``terms``. With ``restore`` (default) their parameters' effective values go
+        back to the nominal ones for the envs they covered (and listeners are notified)."""
+        bounds = [self.bound(t) for t in terms]
+        for b in bounds:
+            if b.pinned_by is not None:
+                raise ValueError(f"{b.term}: used by {b.pinned_by}; remove that first")
+        for b in bounds:
+            self._clamped_removed += b.state["clamped"][0]
+            self._classes[b.cls].bounds.remove(b)
+            if restore:
+                self._restore(b)
+        self._rebuild(restart=[])
+
+    def clear(self, restore: bool = True) -> None:
+        """Remove every term."""
+        if self._all():
+            self.remove(*self.terms, restore=restore)
+
+    def set_mask(self, term: Term, mask=None, env_ids=None) -> None:
+        """Confine ``term`` to ``mask`` (bool tensor ``[num_envs]`` on the env's device) or
+        ``env_ids``; both None: all envs. Checks the term's ranges for the new envs like
+        ``add``. A device copy, no table rebuild unless the term had no mask before or gets
+        none now."""
+        b = self.bound(term)
+        m = term_mask(term, self._env, mask, env_ids)
+        recheck(b, self._env, m)
+        if m is not None and b.mask is not None:
+            b.mask.copy_(m)
+            return
+        b.mask = m
+        self._rebuild(restart=[])
+
+    def bound(self, term: Term) -> Bound:
+        """The bound record of ``term`` (``KeyError`` if it is not added to this env)."""
+        b = self._find(term)
+        if b is None:
+            raise KeyError(f"{term}: not added to this env")
+        return b
+
+    def counters(self, term: Term) -> torch.Tensor:
+        """int32 tensor ``[num_envs]`` on the device: draws of ``term`` per env so far."""
+        return self.bound(term).state["counter"]
+
+    @property
+    def clamped(self) -> torch.Tensor:
+        """int64 scalar tensor on the device: draws clamped to their parameter's valid
+        range so far, over all terms (removed ones included). Reading it does not sync."""
+        total = self._clamped_removed.clone()
+        for c in self._classes.values():
+            if c.bounds:
+                total += c.t["clamped"].sum()
+        return total
+
+    def clamped_by_term(self) -> dict[Term, torch.Tensor]:
+        """``{term: int64 scalar tensor}`` of clamped draws per current term."""
+        return {b.term: b.state["clamped"][0] for b in self._all()}
+
+    @property
+    def global_step(self) -> torch.Tensor:
+        """int64 tensor ``[1]`` on the device: ``env.step`` calls since the env was built
+        (the clock of schedules and ``OnReset(min_steps)``)."""
+        self._flush_pending()
+        return self._gstep
+
+    def on_rebuild(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn()`` after every table rebuild (device views change then)."""
+        self._listeners.append(fn)
+        return lambda: self._listeners.remove(fn)
+
+    def tables(self) -> dict[str, torch.Tensor]:
+        """The shared device tables (``vals``, ``bp``, ``masks``, ``pe``), 1D. Valid until
+        the next rebuild (see ``on_rebuild``); for curricula and ADR."""
+        return self._globals
+
+    # ------------------------------------------------------------------ per-env ranges
+    def pin(self, terms: Iterable[Term], owner: object) -> None:
+        """Mark ``terms`` as used by ``owner`` (a curriculum): removing them raises."""
+        for t in terms:
+            self.bound(t).pinned_by = owner
+
+    def unpin(self, terms: Iterable[Term]) -> None:
+        for t in terms:
+            b = self._find(t)
+            if b is not None:
+                b.pinned_by = None
+
+    def attach_per_env_ranges(self, terms: Sequence[Term]) -> None:
+        """Give ``terms`` per-env ranges (``Bound.state["pe"]``, float32 ``[2 * size, N]``,
+        rows low/high or mean/std per component), initialized to their current range.
+        Used by curricula; the terms must have no schedule and not be ``Choice``."""
+        for t in terms:
+            b = self.bound(t)
+            if b.dist == K.CHOICE or b.scheduled:
+                raise ValueError(f"{t}: per-env ranges need a term without schedule, not Choice")
+            if b.pe_row >= 0:
+                raise ValueError(f"{t}: already has per-env ranges (another curriculum?)")
+            b.pe_row = 0  # placed by _rebuild
+            b.state["pe"] = b.range_view()[0].reshape(-1, 1).expand(-1, self._n).clone()
+        self._rebuild(restart=[])
+
+    def detach_per_env_ranges(self, terms: Iterable[Term]) -> None:
+        for t in terms:
+            b = self._find(t)
+            if b is not None:
+                b.pe_row = -1
+                b.state.pop("pe", None)
+        self._rebuild(restart=[])
+
+    # ------------------------------------------------------------------ step path
+    def _launch_step(self, stream) -> None:
+        """Step class, before the env kernel (called by ``VecEnv.step``)."""
+        c = self._classes["step"]
+        c.cmds["step"].launch(stream)
+        self._env.params.notify(c.names, c.t["changed"] if c.track else None)
+
+    def _launch_reset(self, which: str, stream) -> None:
+        """Reset class gated by the done buffer (``which="done"``, in ``step``) or by the
+        reset mask (``"reset"``, in ``reset``)."""
+        c = self._classes["reset"]
+        c.cmds[which].launch(stream)
+        gate = self._env._bufs["done"] if which == "done" else self._env._reset_mask
+        self._env.params.notify(c.names, c.t["changed"] if c.track else gate)
+
+    def _tick(self) -> None:
+        if self._clock_on:
+            self._gstep += 1
+        else:
+            self._pending += 1
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self._gstep += self._pending
+            self._pending = 0
+
+    # ------------------------------------------------------------------ tables
+    def _all(self) -> list[Bound]:
+        return [b for c in self._classes.values() for b in c.bounds]
+
+    def _find(self, term: Term) -> Bound | None:
+        return next((b for b in self._all() if b.term is term), None)
+
+    def _restore(self, b: Bound) -> None:
+        p = self._env.params
+        rows = slice(b.col, b.col + b.size)
+        if b.mask is None:
+            p.effective_table[rows] = p.nominal_table[rows]
+        else:
+            p.effective_table[rows] = torch.where(
+                b.mask, p.nominal_table[rows], p.effective_table[rows]
+            )
+        p.notify((b.param,), b.mask)
+
+    def _rebuild(self, restart: list[Bound]) -> None:
+        """Rebuild every device table and recorded launch; ``restart`` terms get fresh
+        counters and clocks, the others keep theirs (copied)."""
+        n, dev = self._n, self._dev
+        bounds = self._all()
+        fresh = {id(b) for b in restart}
+        # shared tables: values, schedule steps, masks, per-env ranges
+        vals, bps, masks, pes = [], [], [], []
+        nv = nb = nm = npe = 0
+        placed = []
+        for b in bounds:
+            v = b.state["vals"].clone() if "vals" in b.state else b.values.to(dev)
+            m = b.mask
+            placed.append((b, nv, nb, nm if m is not None else -1, npe if b.pe_row >= 0 else -1))
+            vals.append(v)
+            nv += v.numel()
+            bps.append(torch.tensor(b.bp, dtype=torch.int64))
+            nb += len(b.bp)
+            if m is not None:
+                masks.append(m)
+                nm += 1
+            if b.pe_row >= 0:
+                pes.append(b.state["pe"])
+                npe += b.size
+        g = {
+            "vals": torch.cat(vals) if vals else torch.zeros(1, device=dev),
+            "bp": torch.cat(bps).to(dev) if bps else torch.zeros(1, dtype=torch.int64, device=dev),
+            "masks": torch.cat(masks) if masks else torch.zeros(1, dtype=torch.bool, device=dev),
+            "pe": torch.cat(pes).reshape(-1) if pes else torch.zeros(1, device=dev),
+        }
+        where = {id(b): (r0, bp0, mrow, pe) for b, r0, bp0, mrow, pe in placed}
+        for b in bounds:
+            r0, _, mrow, pe = where[id(b)]
+            b.r0 = r0
+            b.state["vals"] = g["vals"][r0 : r0 + b.values.numel()]
+            if mrow >= 0:
+                b.mask = g["masks"][mrow * n : (mrow + 1) * n]
+            if pe >= 0:
+                b.pe_row = pe
+                b.state["pe"] = g["pe"][2 * pe * n : 2 * (pe + b.size) * n].view(2 * b.size, n)
+        self._globals = g
+        for c in self._classes.values():
+            self._build_class(c, where, fresh)
+        if restart:
+            self._init_keys(restart, restart=True)
+        clock_on = any(b.scheduled or b.timed == MIN_STEPS for b in bounds)
+        if clock_on and not self._clock_on:
+            self._flush_pending()
+        self._clock_on = clock_on
+        self.step_active = bool(self._classes["step"].bounds)
+        self.reset_active = bool(self._classes["reset"].bounds)
+        for fn in list(self._listeners):
+            fn()
+
+    def _build_class(self, c: _Class, where, fresh) -> None:
+        n, dev, T = self._n, self._dev, len(c.bounds)
+        c.cmds = {}
+        if T == 0:
+            c.t, c.names, c.track = {}, (), False
+            return
+        ti = torch.zeros(T, K.NI, dtype=torch.int32)
+        tf = torch.zeros(T, K.NF, dtype=torch.float32)
+        st = {
+            "keys": torch.zeros(T * n, dtype=torch.int32, device=dev),
+            "counter": torch.zeros(T * n, dtype=torch.int32, device=dev),
+            "clock": torch.zeros(T * n, dtype=torch.float64, device=dev),
+            "clamped": torch.zeros(T, dtype=torch.int64, device=dev),
+        }
+        for t, b in enumerate(c.bounds):
+            r0, bp0, mrow, pe = where[id(b)]
+            cdf0 = r0 + b.nch * b.size
+            ti[t] = torch.tensor([
+                b.dist, b.op, b.timed, b.dtcol, mrow, b.col, b.size, r0, b.nbp, bp0, b.interp,
+                pe, b.nch, cdf0,
+            ])
+            tf[t] = torch.tensor([b.low, b.high, b.plo, b.phi])
+            rows = slice(t * n, (t + 1) * n)
+            for key in ("counter", "clock"):
+                if id(b) not in fresh and key in b.state:
+                    st[key][rows] = b.state[key]
+            if id(b) not in fresh and "clamped" in b.state:
+                st["clamped"][t] = b.state["clamped"][0]
+        for t, b in enumerate(c.bounds):
+            rows = slice(t * n, (t + 1) * n)
+            for key in ("keys", "counter", "clock"):
+                b.state[key] = st[key][rows]
+            b.state["clamped"] = st["clamped"][t : t + 1]
+        c.t = {
+            "ti": ti.reshape(-1).to(dev),
+            "tf": tf.reshape(-1).to(dev),
+            **st,
+            "changed": torch.zeros(n, dtype=torch.bool, device=dev),
+            "scratch": torch.zeros(-(-n // 8) * 8, dtype=torch.int32, device=dev),
+        }
+        c.names = tuple(dict.fromkeys(b.param for b in c.bounds))
+        c.track = any(b.mask is not None or b.timed != 0 for b in c.bounds)
+        self._init_keys([b for b in c.bounds if id(b) not in fresh], restart=False)
+        env = self._env
+        if c.name == "step":
+            c.cmds["step"] = self._record(c, 0, T, env._bufs["done"], env._done_words, False)
+        elif c.name == "reset":
+            c.cmds["done"] = self._record(c, 0, T, env._bufs["done"], env._done_words, True)
+            c.cmds["reset"] = self._record(c, 0, T, env._reset_mask, env._reset_words, True)
+
+    def _record(self, c: _Class, first: int, count: int, gate, words, gated: bool, rec=True):
+        n, b = self._n, self._block
+        g, t, p = self._globals, c.t, self._env.params
+        inputs = [
+            to_wp(t["ti"][first * K.NI :]), to_wp(t["tf"][first * K.NF :]), count, n, b,
+            to_wp(g["vals"]), to_wp(g["bp"]), to_wp(g["masks"]), to_wp(g["pe"]),
+            to_wp(self._gstep), to_wp(gate), to_wp(words), int(gated), int(c.track),
+            to_wp(t["scratch"]), to_wp(t["keys"][first * n :]), to_wp(t["counter"][first * n :]),
+            to_wp(t["clock"][first * n :]), to_wp(p.nominal_table.view(-1)),
+            to_wp(p.effective_table.view(-1)), to_wp(t["clamped"][first:]), to_wp(t["changed"]),
+        ]
+        return launch(K.randomize, -(-n // b), inputs, self._dev, record=rec)
+
+    def _apply_startup(self, new: list[Bound]) -> None:
+        c = self._classes["startup"]
+        first = c.bounds.index(new[0])
+        env = self._env
+        self._record(c, first, len(new), env._bufs["done"], env._done_words, False, rec=False)
+        masks = [b.mask for b in new]
+        mask = None if any(m is None for m in masks) else torch.stack(masks).any(0)
+        env.params.notify(tuple(dict.fromkeys(b.param for b in new)), mask)
+
+    def _init_keys(self, bounds: list[Bound], restart: bool) -> None:
+        """Base keys (and, with ``restart``, counters and first clocks) of ``bounds``."""
+        n = self._n
+        for c in self._classes.values():
+            sel = [(t, b) for t, b in enumerate(c.bounds) if any(b is x for x in bounds)]
+            if not sel:
+                continue
+            rows = torch.tensor([t for t, _ in sel], dtype=torch.int32, device=self._dev)
+            uid = torch.tensor([b.uid for _, b in sel], dtype=torch.int32, device=self._dev)
+            rst = torch.full((len(sel),), int(restart), dtype=torch.int32, device=self._dev)
+            t = c.t
+            inputs = [
+                to_wp(t["ti"]), to_wp(t["tf"]), to_wp(uid), to_wp(rows), to_wp(rst), n,
+                self._env.seed, to_wp(t["keys"]), to_wp(t["counter"]), to_wp(t["clock"]),
+            ]
+            launch(K.init_keys, len(sel) * n, inputs, self._dev)
+
+    def _reseed(self) -> None:
+        """After ``env.reset(seed=...)``: new keys, counters from 0, fresh clocks."""
+        self._init_keys(self._all(), restart=True)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, object]:
+        """Per term (in order): uid, name, counters, clocks, clamped count, current ranges,
+        mask, per-env ranges; plus the global step and the next uid. Synchronizes."""
+        self._flush_pending()
+        terms = []
+        for b in sorted(self._all(), key=lambda b: b.uid):
+            s = b.state
+            terms.append({
+                "uid": b.uid, "name": repr(b.term), "counter": s["counter"].clone(),
+                "clock": s["clock"].clone(), "clamped": s["clamped"].clone(),
+                "vals": s["vals"].clone(), "mask": None if b.mask is None else b.mask.clone(),
+                "pe": s["pe"].clone() if "pe" in s else None,
+            })
+        return {
+            "terms": terms,
+            "global_step": int(self._gstep.item()),  # host-ok: checkpointing
+            "next_uid": self._next_uid,
+            "clamped_removed": self._clamped_removed.clone(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a ``state_dict()`` into an env holding the same terms (same names, same
+        order: add them first). Checks everything before writing."""
+        bounds = self.check_state(state)
+        for b, s in zip(bounds, state["terms"], strict=True):
+            b.uid = int(s["uid"])
+            for key in ("counter", "clock", "clamped", "vals"):
+                b.state[key].copy_(s[key])
+            if b.mask is not None:
+                b.mask.copy_(s["mask"])
+            if s["pe"] is not None:
+                b.state["pe"].copy_(s["pe"])
+        self._next_uid = int(state["next_uid"])
+        self._gstep.fill_(int(state["global_step"]))
+        self._pending = 0
+        self._clamped_removed.copy_(state["clamped_removed"])
+        self._init_keys(bounds, restart=False)
+
+    def check_state(self, state: dict) -> list[Bound]:
+        """Raise ``ValueError`` unless ``state`` fits this env's terms; returns them."""
+        bounds = sorted(self._all(), key=lambda b: b.uid)
+        saved = list(state.get("terms", ()))
+        names = [repr(b.term) for b in bounds]
+        if [s["name"] for s in saved] != names:
+            raise ValueError(
+                f"randomization.load_state_dict: expected terms {names}, "
+                f"got {[s['name'] for s in saved]}"
+            )
+        for b, s in zip(bounds, saved, strict=True):
+            if s["vals"].shape != b.state["vals"].shape or s["counter"].shape != (self._n,):
+                raise ValueError(f"randomization.load_state_dict: {b.term}: shapes differ")
+            if (s["mask"] is None) != (b.mask is None) or (s["pe"] is None) != (b.pe_row < 0):
+                raise ValueError(f"randomization.load_state_dict: {b.term}: mask/ranges differ")
+        return bounds

@@ -1,0 +1,358 @@
+"""Declarative randomization terms, their triggers and their schedules.
+
+A term only describes what to draw; ``env.randomize(term)`` binds it to an env, checks it
+against the env's parameter specs and builds the device tables (see ``manager.py``).
+Everything here is validated on construction, without an env.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+Number = float | int
+Bound = Number | Sequence[Number]  # a scalar, or one value per component of a vector param
+Range = tuple[Bound, Bound]  # (low, high) or (mean, std), depending on the distribution
+
+OPS = ("set", "add", "scale")
+
+
+# ---------------------------------------------------------------------------- triggers
+@dataclass(frozen=True)
+class Every:
+    """Fire every ``k`` env steps, per env, with a per-env phase drawn counter-based (keyed
+    like the term's draws), so envs do not all resample on the same step. Each env fires
+    exactly once in every window of ``k`` consecutive steps it is in the term's mask."""
+
+    k: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1:
+            raise ValueError(f"Every(k): expected an int k >= 1, got {self.k!r}")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Fire after per-env random intervals drawn uniformly from ``[low_s, high_s]`` (as
+    IsaacLab's ``interval`` events). The unit is seconds, counted with the env's time-step
+    parameter (``VecEnv.time_step_param``: CartPole's ``tau``, Pendulum's ``dt``, read per
+    env at every step), or steps for an env without one. An interval is due once less than
+    half a step of it is left, so an interval lasts ``round(interval / dt)`` steps, at least
+    one. The first interval starts when the term is added."""
+
+    low_s: float
+    high_s: float
+
+    def __post_init__(self) -> None:
+        lo, hi = self.low_s, self.high_s
+        if not (_is_num(lo) and _is_num(hi) and 0 < lo <= hi and math.isfinite(hi)):
+            raise ValueError(f"Interval(low_s, high_s): need 0 < low_s <= high_s, got {lo}, {hi}")
+
+
+@dataclass(frozen=True)
+class OnReset:
+    """Fire when the env resets (``on="reset"`` is ``OnReset()``). With ``min_steps > 0``
+    only if at least that many env steps passed since the env's previous draw of this
+    term (IsaacGymEnvs' ``frequency``, IsaacLab's ``min_step_count_between_reset``)."""
+
+    min_steps: int = 0
+
+    def __post_init__(self) -> None:
+        m = self.min_steps
+        if not isinstance(m, int) or isinstance(m, bool) or m < 0:
+            raise ValueError(f"OnReset(min_steps): expected an int >= 0, got {m!r}")
+
+
+Trigger = str | Every | Interval | OnReset
+TRIGGERS = ("startup", "reset", "step")
+
+
+# ---------------------------------------------------------------------------- schedules
+@dataclass(frozen=True)
+class Linear:
+    """The range moves linearly from ``start_range`` to ``end_range`` between global steps
+    ``start_step`` and ``start_step + steps``, then stays (IsaacGym's ``linear`` schedule).
+    The global step counts ``env.step`` calls since the env was built. Both endpoints of a
+    range are interpolated (low and high, or mean and std)."""
+
+    start_range: Range
+    end_range: Range
+    steps: int
+    start_step: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
+            raise ValueError(f"Linear(steps): expected an int >= 1, got {self.steps!r}")
+        if not isinstance(self.start_step, int) or self.start_step < 0:
+            raise ValueError(f"Linear(start_step): expected an int >= 0, got {self.start_step!r}")
+
+    def breakpoints(self) -> tuple[list[int], list[Range], str]:
+        """``(global steps, ranges, "linear")`` for the device table."""
+        s0 = self.start_step
+        return [s0, s0 + self.steps], [self.start_range, self.end_range], "linear"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Piecewise-constant range: ``ranges[0]`` before global step ``at[0]``, ``ranges[i]``
+    from ``at[i - 1]`` on (IsaacGym's ``constant`` schedule is ``Step([no_change, range],
+    at=[schedule_steps])``)."""
+
+    ranges: Sequence[Range]
+    at: Sequence[int]
+
+    def __post_init__(self) -> None:
+        at = list(self.at)
+        if len(self.ranges) != len(at) + 1 or not at:
+            raise ValueError(
+                f"Step: expected len(ranges) == len(at) + 1 >= 2, got {len(self.ranges)} "
+                f"ranges and {len(at)} steps"
+            )
+        if any(not isinstance(a, int) or a < 1 for a in at) or at != sorted(set(at)):
+            raise ValueError(f"Step(at): expected strictly increasing ints >= 1, got {at}")
+
+    def breakpoints(self) -> tuple[list[int], list[Range], str]:
+        return [0, *self.at], list(self.ranges), "hold"
+
+
+Schedule = Linear | Step
+
+
+# ---------------------------------------------------------------------------- terms
+class Term:
+    """One randomized parameter. Subclasses: ``Uniform``, ``LogUniform``, ``Gaussian``,
+    ``Choice``.
+
+    Args:
+        param: parameter name (checked when added to an env).
+        op: ``"set"`` (effective = draw), ``"add"`` (nominal + draw) or ``"scale"``
+            (nominal * draw). ``add`` and ``scale`` act on the env's nominal value, so
+            repeated draws never compound.
+        on: ``"startup"`` (once, when added), ``"reset"`` (at each reset of an env, auto or
+            ``env.reset``), ``"step"`` (every step, before the env kernel), ``Every(k)``,
+            ``Interval(low_s, high_s)`` or ``OnReset(min_steps)``.
+        mask: bool tensor ``[num_envs]`` on the env's device confining the term to some
+            envs (copied when the term is added; change it with
+            ``env.randomization.set_mask``).
+        env_ids: alternatively, env indices (long tensor ``[K]`` or a list).
+        schedule: ``Linear`` or ``Step`` over the range (not for ``Choice``); then the
+            range arguments may be omitted.
+        name: label used in messages and ``repr`` (default: the constructor call).
+
+    Ranges accept one value per component for vector parameters (a sequence), or a scalar
+    for all components.
+    """
+
+    dist: str = ""
+    _range_names: tuple[str, str] = ("low", "high")
+
+    def __init__(
+        self,
+        param: str,
+        range_: Range | None,
+        *,
+        op: str = "set",
+        on: Trigger = "reset",
+        mask: torch.Tensor | None = None,
+        env_ids: torch.Tensor | Sequence[int] | None = None,
+        schedule: Schedule | None = None,
+        name: str | None = None,
+    ):
+        self.param = param
+        self.op, self.on, self.schedule = op, on, schedule
+        self.mask, self.env_ids = mask, env_ids
+        self._range = range_
+        self.name = name or self._default_name()
+        if not isinstance(param, str):
+            raise ValueError(f"{self}: param must be a parameter name, got {param!r}")
+        if op not in OPS:
+            raise ValueError(f"{self}: op must be one of {OPS}, got {op!r}")
+        if not (on in TRIGGERS or isinstance(on, (Every, Interval, OnReset))):
+            raise ValueError(
+                f"{self}: on must be 'startup', 'reset', 'step', Every(k), Interval(lo, hi) "
+                f"or OnReset(min_steps), got {on!r}"
+            )
+        if mask is not None and env_ids is not None:
+            raise ValueError(f"{self}: pass mask or env_ids, not both")
+        if mask is not None and (
+            not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 1
+        ):
+            got = f"{mask.dtype} {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else mask
+            raise ValueError(f"{self}: mask must be a bool tensor [num_envs], got {got}")
+        if schedule is not None and not isinstance(schedule, (Linear, Step)):
+            raise ValueError(f"{self}: schedule must be Linear(...) or Step(...), got {schedule!r}")
+        if range_ is None and schedule is None:
+            names = ", ".join(self._range_names)
+            raise ValueError(f"{self}: give the range ({names}) or a schedule")
+        if range_ is not None and schedule is not None:
+            raise ValueError(f"{self}: give the range or a schedule, not both")
+        for r in self.ranges():
+            self._check_range(r)
+
+    # ------------------------------------------------------------------ description
+    @property
+    def trigger_class(self) -> str:
+        """``"startup"``, ``"reset"`` or ``"step"``: which launch evaluates the term."""
+        if isinstance(self.on, (Every, Interval)) or self.on == "step":
+            return "step"
+        return "startup" if self.on == "startup" else "reset"
+
+    def ranges(self) -> list[Range]:
+        """The term's ranges: one, or one per schedule breakpoint."""
+        if self.schedule is None:
+            return [self._range]
+        return self.schedule.breakpoints()[1]
+
+    def _default_name(self) -> str:
+        args = [repr(self.param), *self._range_reprs()]
+        if self.op != "set":
+            args.append(f"op={self.op!r}")
+        args.append(f"on={self.on!r}")
+        return f"{type(self).__name__}({', '.join(args)})"
+
+    def _range_reprs(self) -> list[str]:
+        return [] if self._range is None else [repr(v) for v in self._range]
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # ------------------------------------------------------------------ validation
+    def _check_range(self, r) -> None:
+        """Raise ``ValueError`` unless ``r`` is a valid range for the distribution."""
+        if not isinstance(r, (tuple, list)) or len(r) != 2:
+            raise ValueError(
+                f"{self}: a range is a pair ({', '.join(self._range_names)}), got {r!r}"
+            )
+        a, b = (_as_floats(v, f"{self}: {n}") for v, n in zip(r, self._range_names, strict=True))
+        if len(a) != len(b) and 1 not in (len(a), len(b)):
+            raise ValueError(
+                f"{self}: {self._range_names[0]} has {len(a)} components, "
+                f"{self._range_names[1]} {len(b)}"
+            )
+        self._check_values(a, b)
+
+    def _check_values(self, a: list[float], b: list[float]) -> None:
+        raise NotImplementedError
+
+
+class Uniform(Term):
+    """Uniform draws in ``[low, high]`` (per component)."""
+
+    dist = "uniform"
+
+    def __init__(self, param: str, low: Bound | None = None, high: Bound | None = None, **kw):
+        super().__init__(param, _pair(low, high), **kw)
+
+    def _check_values(self, a, b):
+        for lo, hi in _zip_b(a, b):
+            if lo > hi:
+                raise ValueError(f"{self}: parameter {self.param!r}: low {lo} > high {hi}")
+
+
+class LogUniform(Term):
+    """Draws whose log is uniform in ``[log low, log high]``; ``0 < low <= high``."""
+
+    dist = "loguniform"
+
+    def __init__(self, param: str, low: Bound | None = None, high: Bound | None = None, **kw):
+        super().__init__(param, _pair(low, high), **kw)
+
+    def _check_values(self, a, b):
+        for lo, hi in _zip_b(a, b):
+            if lo <= 0 or hi <= 0:
+                raise ValueError(
+                    f"{self}: parameter {self.param!r}: LogUniform bounds must be positive, "
+                    f"got low {lo}, high {hi}"
+                )
+            if lo > hi:
+                raise ValueError(f"{self}: parameter {self.param!r}: low {lo} > high {hi}")
+
+
+class Gaussian(Term):
+    """Normal draws with ``mean`` and standard deviation ``std >= 0`` (per component).
+
+    Tails are clamped to the parameter's valid range on the device and counted in
+    ``env.randomization.clamped``."""
+
+    dist = "gaussian"
+    _range_names = ("mean", "std")
+
+    def __init__(self, param: str, mean: Bound | None = None, std: Bound | None = None, **kw):
+        super().__init__(param, _pair(mean, std), **kw)
+
+    def _check_values(self, a, b):
+        for _, sd in _zip_b(a, b):
+            if sd < 0:
+                raise ValueError(f"{self}: parameter {self.param!r}: std {sd} < 0")
+
+
+class Choice(Term):
+    """One of ``values`` with probabilities ``probs`` (default: equal). A value is a scalar,
+    or a sequence with one entry per component for vector parameters (one draw picks the
+    whole vector)."""
+
+    dist = "choice"
+
+    def __init__(
+        self, param: str, values: Sequence[Bound], probs: Sequence[float] | None = None, **kw
+    ):
+        if kw.get("schedule") is not None:
+            raise ValueError(f"Choice({param!r}): schedules are not supported for Choice")
+        self.values = [_as_floats(v, f"Choice({param!r}): value") for v in _seq(values, param)]
+        n = len(self.values)
+        self.probs = [1.0 / n] * n if probs is None else [float(p) for p in probs]
+        super().__init__(param, (0.0, 0.0), **kw)
+        if len({len(v) for v in self.values}) > 1:
+            raise ValueError(f"{self}: values have different numbers of components")
+        if len(self.probs) != n:
+            raise ValueError(f"{self}: {n} values but {len(self.probs)} probabilities")
+        if any(not math.isfinite(p) or p < 0 for p in self.probs):
+            raise ValueError(f"{self}: probabilities must be >= 0, got {self.probs}")
+        if abs(sum(self.probs) - 1.0) > 1e-6:
+            raise ValueError(f"{self}: probabilities must sum to 1, got {sum(self.probs)}")
+
+    def _range_reprs(self) -> list[str]:
+        return [repr([v[0] if len(v) == 1 else v for v in self.values])]
+
+    def _check_values(self, a, b):
+        pass
+
+
+# ---------------------------------------------------------------------------- helpers
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _pair(a, b) -> Range | None:
+    if a is None and b is None:
+        return None
+    return (a, b)
+
+
+def _seq(values, param) -> list:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise ValueError(f"Choice({param!r}): values must be a non-empty sequence, got {values!r}")
+    return list(values)
+
+
+def _as_floats(v, what: str) -> list[float]:
+    """A scalar or a sequence of finite numbers, as a list of floats."""
+    items = list(v) if isinstance(v, (Sequence, torch.Tensor)) and not isinstance(v, str) else [v]
+    if not items:
+        raise ValueError(f"{what}: expected a number or a non-empty sequence, got {v!r}")
+    out = []
+    for x in items:
+        if isinstance(x, torch.Tensor) and x.numel() == 1:
+            x = x.item()  # host-ok: construction only
+        if not _is_num(x) or not math.isfinite(x):
+            raise ValueError(f"{what}: expected finite numbers, got {v!r}")
+        out.append(float(x))
+    return out
+
+
+def _zip_b(a: list[float], b: list[float]):
+    n = max(len(a), len(b))
+    return zip(a * n if len(a) == 1 else a, b * n if len(b) == 1 else b, strict=True)

@@ -1,0 +1,176 @@
+"""Bad input: clear errors naming the term and the parameter, and nothing changed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from randomization_helpers import N, WindyCartPole, cartpole, eff
+
+import gpuparam as gp
+
+
+def assert_unchanged(env, before: torch.Tensor, terms=()) -> None:
+    assert torch.equal(eff(env), before)
+    assert env.randomization.terms == tuple(terms)
+
+
+# ---------------------------------------------------------------------------- construction
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: gp.Uniform("length", 1.0, 0.3), ["Uniform('length'", "low 1.0 > high 0.3"]),
+        (lambda: gp.Uniform("wind", (0, 0), (1, -1)), ["'wind'", "low 0.0 > high -1.0"]),
+        (lambda: gp.LogUniform("masspole", 0.0, 1.0), ["LogUniform('masspole'", "positive"]),
+        (lambda: gp.LogUniform("masspole", -1.0, 1.0), ["'masspole'", "positive"]),
+        (lambda: gp.Gaussian("gravity", 9.8, -1.0), ["Gaussian('gravity'", "std -1.0 < 0"]),
+        (lambda: gp.Choice("length", [0.1, 0.2], probs=[0.5, 0.6]), ["'length'", "sum to 1"]),
+        (lambda: gp.Choice("length", [0.1, 0.2], probs=[1.5, -0.5]), ["'length'", ">= 0"]),
+        (lambda: gp.Choice("length", [0.1, 0.2], probs=[1.0]), ["2 values but 1"]),
+        (lambda: gp.Choice("length", []), ["non-empty"]),
+        (lambda: gp.Uniform("length", 0.3, 1.0, op="mul"), ["op must be one of"]),
+        (lambda: gp.Uniform("length", 0.3, 1.0, on="episode"), ["on must be"]),
+        (lambda: gp.Uniform("length", 0.3, float("nan")), ["finite"]),
+        (lambda: gp.Uniform("length"), ["give the range"]),
+        (
+            lambda: gp.Uniform("length", 0.1, 0.2, schedule=gp.Linear((0, 1), (0, 2), 5)),
+            ["not both"],
+        ),
+        (lambda: gp.Uniform("length", 0.1, 0.2, mask=torch.ones(2, 3).bool()), ["mask"]),
+        (lambda: gp.Uniform("length", 0.1, 0.2, mask=torch.ones(N)), ["bool tensor"]),
+        (
+            lambda: gp.Uniform("length", 0.1, 0.2, mask=torch.ones(N).bool(), env_ids=[1]),
+            ["mask or env_ids"],
+        ),
+        (lambda: gp.Every(0), ["Every(k)"]),
+        (lambda: gp.Interval(0.5, 0.1), ["low_s <= high_s"]),
+        (lambda: gp.Interval(0.0, 0.1), ["0 < low_s"]),
+        (lambda: gp.OnReset(-1), ["min_steps"]),
+        (lambda: gp.Linear((0, 1), (0, 2), 0), ["steps"]),
+        (lambda: gp.Step([(0, 1)], at=[]), ["len(ranges) == len(at) + 1"]),
+        (lambda: gp.Step([(0, 1), (0, 2), (0, 3)], at=[5, 5]), ["strictly increasing"]),
+        (
+            lambda: gp.Uniform("length", schedule=gp.Linear((0.3, 0.2), (0.3, 1.0), 10)),
+            ["low 0.3 > high 0.2"],
+        ),
+        (
+            lambda: gp.Choice("length", [0.1], schedule=gp.Linear((0, 1), (0, 2), 5)),
+            ["not supported for Choice"],
+        ),
+    ],
+)
+def test_bad_terms_raise_on_construction(make, words):
+    with pytest.raises(ValueError) as e:
+        make()
+    for w in words:
+        assert w in str(e.value)
+
+
+# ---------------------------------------------------------------------------- binding
+def test_unknown_parameter_raises_keyerror_and_changes_nothing():
+    env = cartpole()
+    before = eff(env)
+    good = gp.Uniform("length", 0.3, 1.0)
+    with pytest.raises(KeyError) as e:
+        env.randomize(good, gp.Uniform("lenght", 0.3, 1.0))
+    msg = str(e.value)
+    assert "Uniform('lenght'" in msg and "unknown parameter 'lenght'" in msg and "length" in msg
+    assert_unchanged(env, before)
+
+
+@pytest.mark.parametrize(
+    "term, words",
+    [
+        (gp.Uniform("length", 0.5, 2.0, op="scale"), ["op='scale'", "'length'"]),
+        (gp.Uniform("masspole", -1.0, 0.0, op="add"), ["op='add'", "'masspole'", "[0.0001, 100"]),
+        (gp.Uniform("gravity", 50.0, 200.0), ["'gravity'", "[50, 200]", "[0.0, 100.0]"]),
+        (gp.Gaussian("theta_threshold_radians", 4.0, 0.1), ["'theta_threshold_radians'"]),
+        (gp.Choice("tau", [0.01, 2.0]), ["'tau'", "[0.01, 2]"]),
+        (gp.LogUniform("tau", 0.5, 100.0, op="scale", on="step"), ["'tau'", "[0.01, 2]"]),
+        (
+            gp.Uniform("gravity", schedule=gp.Linear((9.0, 10.0), (0.0, 150.0), 10)),
+            ["'gravity'", "[0, 150]"],
+        ),
+    ],
+)
+def test_ranges_leaving_the_valid_range_raise(term, words):
+    env = cartpole()
+    env.params.set("length", 60.0)  # scale by 2 -> 120 > 100
+    before = eff(env)
+    with pytest.raises(ValueError) as e:
+        env.randomize(term)
+    for w in [str(term).split("(")[0] + "(", *words]:
+        assert w in str(e.value), (w, str(e.value))
+    assert_unchanged(env, before)
+
+
+def test_range_check_uses_the_masked_envs_nominal_values():
+    env = cartpole()
+    big = torch.arange(N) < 4
+    env.params.set("length", 60.0, mask=big)
+    env.randomize(gp.Uniform("length", 0.5, 1.5, op="scale", mask=~big))  # fine on the others
+    with pytest.raises(ValueError, match="'length'"):
+        env.randomize(gp.Uniform("length", 0.5, 1.8, op="scale", mask=big))
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(mask=torch.ones(N + 1, dtype=torch.bool)), ["'length'", f"shape ({N},)"]),
+        (dict(env_ids=[0, N]), ["'length'", "env_ids"]),
+        (dict(env_ids=torch.tensor([[1, 2]])), ["'length'", "env_ids"]),
+    ],
+)
+def test_bad_masks_raise_naming_term_and_parameter(kw, words):
+    env = cartpole()
+    before = eff(env)
+    term = gp.Uniform("length", 0.3, 1.0, **kw)
+    with pytest.raises(ValueError) as e:
+        env.randomize(term)
+    for w in ["Uniform('length'", *words]:
+        assert w in str(e.value)
+    assert_unchanged(env, before)
+
+
+def test_component_count_mismatch_raises():
+    env = cartpole(cls=WindyCartPole)
+    before = eff(env)
+    with pytest.raises(ValueError, match="'wind' has 3 components, low has 2"):
+        env.randomize(gp.Uniform("wind", (0.0, 0.0), (1.0, 1.0)))
+    with pytest.raises(ValueError, match="'wind' has 3 components, value has 2"):
+        env.randomize(gp.Choice("wind", [(0.0, 1.0), (1.0, 2.0)]))
+    assert_unchanged(env, before)
+
+
+def test_adding_a_term_twice_raises():
+    env = cartpole()
+    t = gp.Uniform("length", 0.3, 1.0)
+    env.randomize(t)
+    before = eff(env)
+    with pytest.raises(ValueError, match="already added"):
+        env.randomize(t)
+    with pytest.raises(ValueError, match="at least one term"):
+        env.randomize()
+    with pytest.raises(ValueError, match="expected gp.Uniform"):
+        env.randomize("length")
+    assert_unchanged(env, before, [t])
+
+
+def test_removing_an_unknown_term_raises_keyerror():
+    env = cartpole()
+    with pytest.raises(KeyError, match="not added"):
+        env.randomization.remove(gp.Uniform("length", 0.3, 1.0))
+
+
+def test_set_mask_checks_the_new_envs():
+    env = cartpole()
+    big = torch.arange(N) < 4
+    env.params.set("length", 60.0, mask=big)
+    term = gp.Uniform("length", 0.5, 1.8, op="scale", mask=~big)
+    env.randomize(term)
+    with pytest.raises(ValueError, match="'length'"):
+        env.randomization.set_mask(term)  # all envs: 60 * 1.8 > 100
+    with pytest.raises(ValueError, match="mask or env_ids"):
+        env.randomization.set_mask(term, mask=big, env_ids=[1])
+    assert torch.equal(env.randomization.bound(term).mask, ~big)
+    env.randomization.set_mask(term, env_ids=[10, 11])
+    assert int(env.randomization.bound(term).mask.sum()) == 2
