@@ -1,0 +1,126 @@
+"""The numbers the issues ask for, evaluated on one results dict: PASS / FAIL / SKIP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+MIB = 1 << 20
+MEMORY_GROWTH_LIMIT = 4 * MIB  # page-granular RSS noise; a leak of 1 tensor/step is far above
+
+
+def _get(d: dict, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _reason(d) -> str:
+    """The skip/error reason recorded in a result entry ("" when there is none)."""
+    if isinstance(d, dict):
+        return d.get("skipped") or d.get("error") or ""
+    return ""
+
+
+def _goal(gid: str, text: str, value, ok: Callable[[float], bool],
+          fmt: str | Callable[[float], str], why: str = "") -> dict:
+    """A goal record; ``why`` is the skip reason when ``value`` is None, else a detail."""
+    if value is None:
+        return {"id": gid, "goal": text, "status": "SKIP", "reason": why or "not measured"}
+    out = {
+        "id": gid,
+        "goal": text,
+        "measured": value,
+        "display": fmt(value) if callable(fmt) else fmt.format(value),
+        "status": "PASS" if ok(value) else "FAIL",
+    }
+    if why:
+        out["detail"] = why
+    return out
+
+
+def _switch_ratio(res: dict, n: int) -> tuple[float | None, str]:
+    """Recreate time (TorchRL's default start method) / switch time, and what was compared."""
+    ratios = _get(res, "latency", "ratios") or {}
+    method = _get(res, "latency", "torchrl_collector_recreate", "start_method")
+    for key, what in (("gpuparam_write_reset_stats", "write + reset_stats"),
+                      ("gpuparam_write", "write only: ObsNorm.reset_stats unavailable")):
+        v = ratios.get(f"collector_recreate_over_{key}_N{n}")
+        if v is None:
+            continue
+        others = [f"{m}: {r:,.0f}x" for m, r in (
+            (m, ratios.get(f"collector_recreate_{m}_over_{key}_N{n}"))
+            for m in ("spawn", "fork", "forkserver")) if r is not None and m != method]
+        detail = f"{what}; collector started with {method}"
+        return v, detail + (f" (with {', '.join(others)})" if others else "")
+    rec = _get(res, "latency", "torchrl_collector_recreate")
+    return None, _reason(rec) or _reason(_get(res, "latency", "gpuparam_error"))
+
+
+def _overhead(res: dict, key: str) -> tuple[float | None, str]:
+    c = _get(res, "overhead", "configs", key)
+    return (c.get("overhead") if isinstance(c, dict) else None), _reason(c)
+
+
+def cpu_goals(res: dict) -> list[dict]:
+    n = _get(res, "throughput_paired", "num_envs")
+    paired = res.get("throughput_paired", {})
+    goals = [
+        _goal("cartpole_vs_gymnasium", f"CartPole step >= 2.0x Gymnasium vector (N={n})",
+              paired.get("ratio"), lambda v: v >= 2.0, "{:.2f}x", _reason(paired)),
+    ]
+    for gid, n_sw, target in (("switch_vs_recreate", 16384, 1e4), ("issue5_switch", 4096, 1e3)):
+        v, what = _switch_ratio(res, n_sw)
+        text = f"parameter switch >= {target:,.0f}x faster than collector recreate (N={n_sw})"
+        goals.append(_goal(gid, text, v, lambda x, t=target: x >= t, "{:,.0f}x", what))
+    for gid, key, limit, text in (
+        ("step_rand", "step_randomization_3", 0.25, "per-step randomization of 3 params"),
+        ("reset_rand", "reset_randomization_3", 0.05, "reset-only randomization of 3 params"),
+        ("obs_reward_norm", "ObsNorm+RewardNorm", 0.20, "ObsNorm+RewardNorm"),
+    ):
+        v, why = _overhead(res, key)
+        goals.append(_goal(gid, f"{text} <= {limit:.0%} over bare (N={n})", v,
+                           lambda x, lim=limit: x <= lim, "{:+.1%}", why))
+    return goals + [_memory_goal(res)]
+
+
+def _memory_goal(res: dict) -> dict:
+    ss = _get(res, "memory", "steady_state") or {}
+    growth = ss.get("growth_bytes")
+    steps = ss.get("steps")
+    return _goal("memory_growth", f"no memory growth over {steps} steps (<= 4 MiB, "
+                 f"{ss.get('metric', '')})", growth, lambda g: g <= MEMORY_GROWTH_LIMIT,
+                 "{:+,d} B", _reason(ss))
+
+
+def gpu_goals(res: dict) -> list[dict]:
+    name = "gpuparam CartPole-v1 rand3(step)+ObsNorm"
+    pts = _get(res, "throughput", name, "points") or []
+    big = [p["env_steps_per_s"] for p in pts if p.get("num_envs", 0) >= 1 << 20
+           and "env_steps_per_s" in p]
+    roof = _get(res, "roofline", "full") or {}
+    gt = _get(res, "latency", "gpu_time_masked_write_N1048576") or {}
+    ops = gt.get("device_ops_per_call")
+    one = None if ops is None else float(ops == 1 and not gt.get("torch_sync_inside"))
+    return [
+        _goal("gpu_throughput", "CartPole rand3(step)+ObsNorm, N >= 1M: >= 1e10 env-steps/s",
+              max(big) if big else None, lambda v: v >= 1e10, "{:.3g} env-steps/s",
+              "no point at N >= 1M"),
+        _goal("gpu_roofline", ">= 50% of copy bandwidth for the counted bytes (full config)",
+              roof.get("fraction_of_copy_bandwidth"), lambda v: v >= 0.5, "{:.1%}",
+              _reason(roof)),
+        _goal("gpu_write_time", "masked parameter write at N=1M < 20 us GPU time",
+              gt.get("gpu_s_per_call"), lambda v: v < 20e-6, "{:.3g} s", _reason(gt)),
+        _goal("gpu_write_one_kernel", "masked write: one device op, no torch host sync",
+              one, lambda v: v == 1.0,
+              lambda _: f"{ops:g} ops/call, torch sync: {gt.get('torch_sync_inside')}",
+              _reason(gt)),
+        _memory_goal(res),
+    ]
+
+
+def evaluate(res: dict) -> list[dict]:
+    """Goals of the run's device: CPU goals (issues 3-6) or GPU goals (issue 7)."""
+    device = _get(res, "config", "device") or "cpu"
+    return gpu_goals(res) if str(device).startswith("cuda") else cpu_goals(res)

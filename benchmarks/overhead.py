@@ -1,0 +1,55 @@
+"""Overheads over the bare step, as ratios measured round by round against it.
+
+Every configuration is a fresh CartPole-v1 env at the goal N; all are timed interleaved with
+the bare one, and the overhead is ``median_over_rounds(t_config / t_bare) - 1``.
+"""
+
+from __future__ import annotations
+
+from benchmarks.config import RunConfig
+from benchmarks.features import attempt
+from benchmarks.subjects import BARE, GpSetup, gp_subject
+from benchmarks.timing import interleave, median, paired_ratio
+
+CONFIGS: dict[str, GpSetup] = {
+    "reset_randomization_3": GpSetup("rand3(reset)", randomize="reset"),
+    "step_randomization_3": GpSetup("rand3(step)", randomize="step"),
+    "ObsNorm": GpSetup("ObsNorm", transforms=("ObsNorm",)),
+    "RewardNorm": GpSetup("RewardNorm", transforms=("RewardNorm",)),
+    "ObsNorm+RewardNorm": GpSetup("ObsNorm+RewardNorm", transforms=("ObsNorm", "RewardNorm")),
+    "hooks_before_after": GpSetup("hooks", hooks=True),
+}
+
+
+def measure(cfg: RunConfig, bar) -> dict:
+    n = cfg.goal_n
+    steps, repeats = cfg.steps_for(n), cfg.repeats_for("paired")
+    bar.set_postfix_str(f"overheads N={n}")
+    out: dict = {"num_envs": n, "steps": steps, "repeats": repeats, "configs": {}}
+    subjects = {"bare": gp_subject(BARE, n, cfg.device)}
+    for key, setup in CONFIGS.items():
+        subject, failed = attempt(gp_subject, setup, n, cfg.device)
+        if failed:
+            out["configs"][key] = failed
+        else:
+            subjects[key] = subject
+    try:
+        times = interleave({k: (lambda s=s: s.run(steps)) for k, s in subjects.items()}, repeats)
+    finally:
+        for s in subjects.values():
+            s.close()
+    bare = times.pop("bare")
+    out["bare_step_s"] = median(bare) / steps
+    for key, ts in times.items():
+        out["configs"][key] = {
+            "label": CONFIGS[key].label,
+            "step_s": median(ts) / steps,
+            "overhead": paired_ratio(ts, bare) - 1.0,
+            "notes": subjects[key].notes,
+        }
+    bar.update(1)
+    return out
+
+
+def units(cfg: RunConfig) -> int:
+    return 1

@@ -1,0 +1,238 @@
+"""Turn a results JSON into a summary: console table, or a markdown README section.
+
+``python -m benchmarks.report benchmarks/results/cpu.json`` prints the markdown section;
+``--update-readme README.md`` rewrites the README's text between ``<!-- perf:start -->`` and
+``<!-- perf:end -->`` with it (the markers must exist; nothing else is touched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.goals import evaluate
+
+START, END = "<!-- perf:start -->", "<!-- perf:end -->"
+
+
+# ----------------------------------------------------------------------------- formatting
+def rate(v: float) -> str:
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}/s"
+    return f"{v:.3g} /s"
+
+
+def seconds(v: float) -> str:
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v * 1e9:.3g} ns"
+
+
+def nbytes(v: float) -> str:
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.4g} B"
+
+
+def _why(d) -> str:
+    if isinstance(d, dict):
+        reason = d.get("skipped") or d.get("error")
+        if reason:
+            return ("skipped: " if "skipped" in d else "error: ") + reason
+    return "not measured"
+
+
+# ----------------------------------------------------------------------------- figures
+def _point(res: dict, series: str, n: int | None = None) -> dict | None:
+    pts = res.get("throughput", {}).get(series, {}).get("points", [])
+    ok = [p for p in pts if "env_steps_per_s" in p and (n is None or p["num_envs"] == n)]
+    if not ok:
+        return None
+    return max(ok, key=lambda p: p["num_envs"]) if n is None else ok[0]
+
+
+def _series_row(res: dict, series: str, n: int | None, label: str) -> tuple[str, str]:
+    p = _point(res, series, n)
+    if p is None:
+        s = res.get("throughput", {}).get(series, {})
+        return label, _why(s if "skipped" in s else next(iter(s.get("points", [])), {}))
+    return f"{label} (N={p['num_envs']:,})", rate(p["env_steps_per_s"])
+
+
+def key_figures(res: dict) -> list[tuple[str, str]]:
+    """``(figure, value)`` rows: throughput, latency, overheads, memory, roofline."""
+    rows: list[tuple[str, str]] = []
+    paired = res.get("throughput_paired", {})
+    n = paired.get("num_envs")
+    pts = paired.get("points", {})
+    for key, label in (("gpuparam", "gpuparam CartPole-v1"),
+                       ("gymnasium", "Gymnasium vector CartPole-v1"),
+                       ("gpuparam_full", "gpuparam CartPole-v1 rand3(step)+ObsNorm")):
+        p = pts.get(key, {})
+        val = rate(p["env_steps_per_s"]) if "env_steps_per_s" in p else _why(p)
+        rows.append((f"{label} (N={n:,}, paired)" if n else label, val))
+    if "ratio" in paired:
+        rows.append(("gpuparam / Gymnasium vector, same run", f"{paired['ratio']:.2f}x"))
+    rows.append(_series_row(res, "gpuparam CartPole-v1", None, "gpuparam CartPole-v1, largest N"))
+    rows.append(_series_row(res, "gpuparam Pendulum-v1", None, "gpuparam Pendulum-v1, largest N"))
+    for series in ("gymnasium SyncVectorEnv", "gymnasium AsyncVectorEnv", "torchrl ParallelEnv",
+                   "envpool"):
+        rows.append(_series_row(res, series, None, f"{series} CartPole-v1"))
+    lat = res.get("latency", {})
+    for key, label in (("gpuparam_write", "gpuparam params.set(mask)"),
+                       ("gpuparam_write_reset_stats", "gpuparam set + ObsNorm.reset_stats")):
+        for nn, r in sorted(lat.get(key, {}).items(), key=lambda kv: int(kv[0])):
+            val = seconds(r["per_call_s"]) if "per_call_s" in r else _why(r)
+            rows.append((f"{label} (N={int(nn):,})", val))
+    sa = lat.get("gymnasium_async_set_attr", {})
+    rows.append((f"Gymnasium AsyncVectorEnv.set_attr (N={sa.get('num_envs', '?')})",
+                 seconds(sa["per_call_s"]) if "per_call_s" in sa else _why(sa)))
+    rc = lat.get("torchrl_collector_recreate", {})
+    by_method = rc.get("by_start_method") or {"": rc}
+    for method, r in by_method.items():
+        label = "TorchRL 2-worker collector shutdown + recreate to first batch"
+        label += f" ({method})" if method else ""
+        rows.append((label, seconds(r["per_switch_s"]) if "per_switch_s" in r else _why(r)))
+    ov = res.get("overhead", {})
+    for key, c in ov.get("configs", {}).items():
+        val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
+        rows.append((f"overhead {key} (N={ov.get('num_envs'):,})", val))
+    mem = res.get("memory", {})
+    for key, m in mem.get("per_env", {}).items():
+        if "counted_bytes_per_env" in m:
+            rows.append((f"device bytes per env, {m.get('config', key)}",
+                         f"{m['counted_bytes_per_env']:.1f} B"))
+        else:
+            rows.append((f"device bytes per env, {key}", _why(m)))
+    ss = mem.get("steady_state", {})
+    if "growth_bytes" in ss:
+        rows.append((f"memory growth over {ss['steps']:,} steps ({ss['metric']})",
+                     nbytes(ss["growth_bytes"])))
+    else:
+        rows.append(("memory growth", _why(ss)))
+    roof = res.get("roofline", {})
+    counted = roof.get("bytes_per_env_step", {})
+    if counted:
+        rows.append(("counted bytes per env-step, bare / full", f"{counted['bare']} / "
+                     f"{counted['full']} B"))
+    if "copy_bandwidth" in roof:
+        rows.append(("device copy bandwidth", rate(roof["copy_bandwidth"]["bytes_per_s"])
+                     .replace("/s", "B/s")))
+        for key in ("bare", "full"):
+            r = roof.get(key, {})
+            if "fraction_of_copy_bandwidth" in r:
+                rows.append((f"roofline {key}: achieved / copy bandwidth",
+                             f"{r['fraction_of_copy_bandwidth']:.1%}"))
+    elif "skipped" in roof:
+        rows.append(("roofline", "skipped: " + roof["skipped"]))
+    return rows
+
+
+def goal_lines(res: dict) -> list[str]:
+    out = []
+    for g in evaluate(res):
+        if g["status"] == "SKIP":
+            out.append(f"SKIP  {g['goal']}: {g['reason']}")
+        else:
+            detail = f" [{g['detail']}]" if g.get("detail") else ""
+            out.append(f"{g['status']}  {g['goal']}: measured {g['display']}{detail}")
+    return out
+
+
+# ----------------------------------------------------------------------------- renderers
+def load_note(res: dict) -> str | None:
+    """A warning when other processes kept the cores busy during the run."""
+    m = res.get("machine", {})
+    cores = m.get("cpu_count") or 1
+    loads = [x[0] for x in (m.get("load_average_at_start"), m.get("load_average_at_end")) if x]
+    if loads and max(loads) > 0.5 * cores:
+        return (f"note: 1-min load average reached {max(loads):.1f} on {cores} cores: other "
+                "processes shared the machine, so absolute figures are noisy (same-run "
+                "interleaved ratios less so)")
+    return None
+
+
+def text(res: dict) -> str:
+    """Console summary: aligned key figures, then PASS/FAIL/SKIP goal lines."""
+    rows = key_figures(res)
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    note = load_note(res)
+    return "\n".join([*lines, "", *goal_lines(res), *([note] if note else [])])
+
+
+def _md(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def markdown(res: dict) -> str:
+    """The README performance section, markers included."""
+    m, c = res.get("machine", {}), res.get("config", {})
+    v = m.get("versions", {})
+    libs = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+    gpu = m.get("gpu_name") or "none"
+    lines = [
+        START,
+        "## Performance",
+        "",
+        f"Measured {m.get('date', '?')} on {m.get('cpu_model', '?')} "
+        f"({m.get('cpu_count', '?')} cores), GPU: {gpu}, device `{c.get('device', '?')}`.",
+        f"Command: `{c.get('command', '?')}` at commit "
+        f"{(m.get('git') or {}).get('commit') or '?'}"
+        f"{' (with uncommitted changes)' if (m.get('git') or {}).get('dirty') else ''}. "
+        f"Libraries: {libs}.",
+        f"Load average (1/5/15 min) at start: {m.get('load_average_at_start')}, at end: "
+        f"{m.get('load_average_at_end')}.",
+        "All ratios are measured in the same run; peers that are not installed are listed as "
+        "skipped.",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        *(f"| {_md(k)} | {_md(val)} |" for k, val in key_figures(res)),
+        "",
+        "| goal | status | measured |",
+        "| --- | --- | --- |",
+    ]
+    for g in evaluate(res):
+        measured = g.get("display") or g.get("reason", "")
+        if g.get("detail"):
+            measured += f" ({g['detail']})"
+        lines.append(f"| {_md(g['goal'])} | {g['status']} | {_md(measured)} |")
+    note = load_note(res)
+    lines += (["", f"_{note[0].upper() + note[1:]}._"] if note else []) + ["", END]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, section: str) -> None:
+    """Replace the text from START to END (inclusive) in ``readme`` with ``section``."""
+    content = readme.read_text()
+    i, j = content.find(START), content.find(END)
+    if i < 0 or j < i:
+        raise SystemExit(f"{readme}: markers {START} ... {END} not found; add them where the "
+                         "performance section belongs")
+    readme.write_text(content[:i] + section + content[j + len(END):])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__)
+    p.add_argument("results", type=Path, help="a results JSON written by python -m benchmarks")
+    p.add_argument("--update-readme", type=Path, metavar="README",
+                   help="rewrite this file's section between the perf markers")
+    args = p.parse_args(argv)
+    res = json.loads(args.results.read_text())
+    section = markdown(res)
+    if args.update_readme:
+        update_readme(args.update_readme, section)
+        print(f"updated {args.update_readme}", file=sys.stderr)
+    else:
+        print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""Timing helpers: device sync, interleaved repeats, medians."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+import torch
+
+
+def sync(device: str | torch.device) -> None:
+    """Wait for queued device work (CUDA is asynchronous; CPU work is already done)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: str | torch.device) -> float:
+    """Seconds ``fn()`` takes, device work included."""
+    sync(device)
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def interleave(runs: Mapping[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Run every ``runs[name]()`` once per round, ``repeats`` rounds, round-robin.
+
+    Interleaving spreads slow phases of the machine (other processes, frequency changes) over
+    all subjects alike, so ratios between subjects taken round by round cancel them.
+    Returns ``{name: [seconds per round]}``.
+    """
+    out: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            out[name].append(run())
+    return out
+
+
+def median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def paired_ratio(num: list[float], den: list[float]) -> float:
+    """Median over rounds of ``num[i] / den[i]`` (the noise-cancelling same-run ratio)."""
+    return median([a / b for a, b in zip(num, den, strict=True)])
+
+
+@contextlib.contextmanager
+def preserve_torch_threads() -> Iterator[None]:
+    """Restore ``torch.get_num_threads()`` afterwards.
+
+    TorchRL's ``ParallelEnv`` and collectors lower the parent's thread count to leave cores to
+    their workers; without this, every later gpuparam measurement would run on fewer threads.
+    """
+    n = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+@contextlib.contextmanager
+def start_method(method: str) -> Iterator[None]:
+    """Make ``method`` the global multiprocessing start method inside, then restore."""
+    before = mp.get_start_method(allow_none=True)
+    mp.set_start_method(method, force=True)
+    try:
+        yield
+    finally:
+        mp.set_start_method(before, force=True)

@@ -1,0 +1,118 @@
+"""The benchmark CLI end to end on tiny sizes, and the README section generator."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import report
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = [
+    "--quick", "--sizes", "64", "256", "--peer-sizes", "2", "--steps", "10", "--repeats", "1",
+    "--memory-steps", "50", "--recreate-repeats", "1", "--collector-methods", "fork",
+]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", *TINY, "--device", "cpu", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "PASS" in proc.stdout or "FAIL" in proc.stdout or "SKIP" in proc.stdout
+    return json.loads((out / "cpu_quick.json").read_text()), out
+
+
+def _measured_or_skipped(entry: dict, key: str) -> None:
+    assert key in entry or "skipped" in entry or "error" in entry, entry
+    if "error" in entry:
+        pytest.fail(f"measurement errored: {entry['error']}")
+
+
+def test_json_holds_machine_and_config(results):
+    res, _ = results
+    m = res["machine"]
+    for key in ("cpu_model", "cpu_count", "versions", "date", "gpu_name"):
+        assert key in m
+    assert m["versions"]["torch"] and m["versions"]["warp-lang"]
+    assert res["config"]["device"] == "cpu"
+    assert res["config"]["command"].startswith("python -m benchmarks")
+
+
+def test_gpuparam_and_peer_throughput(results):
+    res, _ = results
+    tp = res["throughput"]
+    pts = {p["num_envs"]: p for p in tp["gpuparam CartPole-v1"]["points"]}
+    assert set(pts) == {64, 256}
+    assert all(p["env_steps_per_s"] > 0 for p in pts.values())
+    for name in ("gymnasium vector CartPole-v1", "gymnasium SyncVectorEnv",
+                 "gymnasium AsyncVectorEnv", "torchrl ParallelEnv", "envpool",
+                 "gpuparam CartPole-v1 rand3(step)+ObsNorm"):
+        for p in tp[name]["points"]:
+            _measured_or_skipped(p, "env_steps_per_s")
+    if importlib.util.find_spec("envpool") is None:
+        assert "not installed" in tp["envpool"]["skipped"]
+    gym = tp["gymnasium vector CartPole-v1"]["points"]
+    assert all("env_steps_per_s" in p for p in gym)  # gymnasium is a dev dependency
+    paired = res["throughput_paired"]
+    assert paired["ratio"] > 0 and paired["num_envs"] == 16384
+
+
+def test_latency_overhead_memory(results):
+    res, _ = results
+    lat = res["latency"]
+    for n in ("4096", "16384"):
+        assert lat["gpuparam_write"][n]["per_call_s"] > 0
+        _measured_or_skipped(lat["gpuparam_write_reset_stats"][n], "per_call_s")
+    _measured_or_skipped(lat["gymnasium_async_set_attr"], "per_call_s")
+    _measured_or_skipped(lat["torchrl_collector_recreate"], "per_switch_s")
+    for cfg in res["overhead"]["configs"].values():
+        _measured_or_skipped(cfg, "overhead")
+    assert res["memory"]["per_env"]["bare"]["counted_bytes_per_env"] > 0
+    _measured_or_skipped(res["memory"]["steady_state"], "growth_bytes")
+    assert "GPU only" in res["roofline"]["skipped"]
+    assert {g["status"] for g in res["goals"]} <= {"PASS", "FAIL", "SKIP"}
+
+
+def test_plots_written(results):
+    res, out = results
+    pngs = list(out.glob("*.png"))
+    assert pngs and res["plots"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_report_markdown_and_readme_update(results, tmp_path):
+    res, out = results
+    md = report.markdown(res)
+    assert md.startswith(report.START) and md.endswith(report.END)
+    assert "| goal | status | measured |" in md and res["machine"]["cpu_model"] in md
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{report.START}\nold\n{report.END}\nafter\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.report", str(out / "cpu_quick.json"),
+         "--update-readme", str(readme)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = readme.read_text()
+    assert text.startswith("# x\n\nbefore\n") and text.endswith("\nafter\n")
+    assert "old" not in text and "## Performance" in text
+    assert text.count(report.START) == 1 and text.count(report.END) == 1
+
+
+def test_readme_without_markers_is_refused(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    with pytest.raises(SystemExit, match="markers"):
+        report.update_readme(readme, f"{report.START}\n{report.END}")
+    assert readme.read_text() == "# no markers\n"
