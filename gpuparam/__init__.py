@@ -24,33 +24,37 @@ from gpuparam.randomization import (
     Uniform,
 )
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 from gpuparam.vecenv import VecEnv
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ADR",
+    "BoxSpec",
+    "CartPoleEnv",
     "Choice",
     "Curriculum",
+    "DiscreteSpec",
     "Every",
     "Gaussian",
     "Interval",
     "Linear",
     "LogUniform",
+    "ObsNorm",
     "OnReset",
-    "Randomization",
-    "Step",
-    "Term",
-    "Uniform",
-    "randomization_from_config",
-    "BoxSpec",
-    "CartPoleEnv",
-    "DiscreteSpec",
     "ParamSpec",
     "ParamTable",
     "PendulumEnv",
+    "Randomization",
+    "RewardNorm",
+    "Step",
+    "Term",
+    "TransformedEnv",
+    "Uniform",
     "VecEnv",
     "make",
+    "randomization_from_config",
     "register",
     "registered",
 ]

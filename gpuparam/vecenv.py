@@ -10,6 +10,7 @@ from tensordict import TensorDict
 
 from gpuparam._checks import check_mask
 from gpuparam._device import launch, resolve_device, to_wp
+from gpuparam.graph import StepGraph
 from gpuparam.params import ParamTable
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
@@ -47,6 +48,8 @@ class VecEnv:
         device: ``"cpu"``, ``"cuda"``, ``"cuda:i"``, or ``None`` for CUDA when present.
         seed: key of every random number the env draws (with env index and counters).
         max_episode_steps: truncation limit; default the Gymnasium registration's.
+        cuda_graph: on CUDA, capture the whole step in one CUDA graph after two warm-up
+            steps and replay it (see ``capture``). On CPU: one log line, eager stepping.
         **param_overrides: initial values for parameters, e.g. ``length=0.8`` (validated).
     """
 
@@ -69,6 +72,7 @@ class VecEnv:
         device: str | torch.device | None = None,
         seed: int = 0,
         max_episode_steps: int | None = None,
+        cuda_graph: bool = False,
         **param_overrides: object,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
@@ -104,6 +108,9 @@ class VecEnv:
             self.reset_kernel, num_envs, self._reset_inputs(self._reset_mask), self.device, True
         )
         self.reset(seed=seed)
+        self._graph: StepGraph | None = None
+        if cuda_graph:
+            self.capture()
 
     # ------------------------------------------------------------------ buffers
     def _allocate(self) -> None:
@@ -246,6 +253,12 @@ class VecEnv:
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
         self._load_action(action)
+        if self._graph is not None:
+            return self._graph()
+        return self._step_body()
+
+    def _step_body(self) -> TensorDict:
+        """One step from the action buffer: device work only, so it can be captured."""
         stream = self._stream()
         for fn in self._before_step:
             fn(self, self._hook_td)
@@ -263,6 +276,32 @@ class VecEnv:
         self._cmd_autoreset.launch(stream)
         return self._td
 
+    def capture(self) -> StepGraph:
+        """Step through one CUDA graph from now on (``cuda_graph=True`` does this at build).
+
+        After two eager warm-up steps (which load every Warp module), the next ``step``
+        captures hooks, randomization, the env kernel, curricula and auto-reset into one
+        graph on a dedicated stream shared by Warp and torch; later steps copy the action
+        into the static action buffer and replay it. Masked parameter writes between steps
+        act on the same static tables, so they take effect in the replay. Adding or removing
+        randomization terms, hooks or curricula recaptures. On CPU steps stay eager and one
+        log line says so.
+        """
+        if self._graph is None:
+            self._graph = StepGraph(self._step_body, self.device)
+            self.randomization.on_rebuild(self._structure_changed)
+            self._structure_changed()
+        return self._graph
+
+    def _structure_changed(self) -> None:
+        """The step's work changed: capture again; the schedule clock must tick inside."""
+        if self._graph is None:
+            return
+        self._graph.invalidate()
+        rz = self.randomization
+        rz._flush_pending()
+        rz._clock_on = True  # a host-side step count would not advance in a replay
+
     # ------------------------------------------------------------------ extensions
     def randomize(self, *terms: Term) -> Callable[[], None]:
         """Add randomization terms (``gp.Uniform``, ``gp.Gaussian``, ...); returns a
@@ -275,8 +314,7 @@ class VecEnv:
         holds ``"action"`` (writable: changing it changes the action taken) and the
         previous step's outputs. ``fn`` must only launch device work (no host sync) to keep
         the step capturable. Returns a function removing the hook."""
-        self._before_step.append(fn)
-        return lambda: self._before_step.remove(fn)
+        return self._add_hook(self._before_step, fn)
 
     def after_step(self, fn: Hook) -> Callable[[], None]:
         """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
@@ -284,19 +322,30 @@ class VecEnv:
         ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
         ``"observation"`` (pre-reset here) and ``"action"``; writes (e.g. reward shaping)
         are seen by the caller. Returns a function removing the hook."""
-        self._after_step.append(fn)
-        return lambda: self._after_step.remove(fn)
+        return self._add_hook(self._after_step, fn)
+
+    def _add_hook(self, hooks: list[Hook], fn: Hook) -> Callable[[], None]:
+        hooks.append(fn)
+        self._structure_changed()
+
+        def remove() -> None:
+            hooks.remove(fn)
+            self._structure_changed()
+
+        return remove
 
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
         curriculum._bind(self)
         self._curricula.append(curriculum)
+        self._structure_changed()
 
         def remove() -> None:
             if curriculum in self._curricula:
                 self._curricula.remove(curriculum)
                 curriculum._unbind()
+                self._structure_changed()
 
         return remove
 

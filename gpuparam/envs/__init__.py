@@ -27,6 +27,7 @@ def make(
     num_envs: int,
     device: str | torch.device | None = None,
     seed: int = 0,
+    cuda_graph: bool = False,
     **param_overrides: object,
 ) -> VecEnv:
     """Build ``num_envs`` envs of ``name`` (Gymnasium id, e.g. ``"CartPole-v1"``).
@@ -36,6 +37,8 @@ def make(
         num_envs: N.
         device: ``"cpu"``, ``"cuda[:i]"``, or ``None`` for CUDA when present, else CPU.
         seed: key of every random draw.
+        cuda_graph: capture the whole step in one CUDA graph (CUDA only; see
+            ``VecEnv.capture``).
         **param_overrides: initial parameter values (e.g. ``length=0.8``) and
             ``max_episode_steps``.
     """
@@ -43,7 +46,7 @@ def make(
         cls = _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown env {name!r}; registered: {', '.join(_REGISTRY)}") from None
-    return cls(num_envs, device=device, seed=seed, **param_overrides)
+    return cls(num_envs, device=device, seed=seed, cuda_graph=cuda_graph, **param_overrides)
 
 
 register(CartPoleEnv)
