@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.transforms.running_stats import F64, GroupedRunningStats
+from gpuparam.transforms._engine import Engine
+from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
 class ObsNorm(GroupedRunningStats):
@@ -33,6 +34,11 @@ class ObsNorm(GroupedRunningStats):
     statistics of the current batch. A group with count 0 (after a reset without update, in
     eval mode, or a group with no env) normalizes with mean 0 and var 1: the output is
     ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0.
+
+    Precision: the statistics are float64 and merged with Chan et al.'s formula. Each batch
+    is reduced around its own mean, in float64 with several groups; with one group in
+    float32 (cheaper on CPU), which leaves a relative error of at most about 1e-7 in the
+    batch's variance and about 1e-7 of the batch std in its mean.
 
     ``forward`` and ``normalize`` never synchronize with the host; their ``[N, *shape]``
     scratch is allocated once, when N is known.
@@ -62,10 +68,7 @@ class ObsNorm(GroupedRunningStats):
             device=device,
         )
 
-    def _bind_extra(self, n: int) -> None:
-        self.register_buffer(
-            "_x64", torch.empty(n, *self.shape, dtype=F64, device=self.device), persistent=False
-        )
+    _f32_data = True
 
     def _check(self, x: torch.Tensor, what: str) -> None:
         name, S, n = type(self).__name__, self.shape, self.num_envs
@@ -86,13 +89,20 @@ class ObsNorm(GroupedRunningStats):
         ):
             raise ValueError(f"{name}: {what} expected shape {want}, got {tuple(x.shape)}")
 
-    def _prepare(self, x: torch.Tensor, out: torch.Tensor | None) -> None:
-        self._check(x, "x")
-        if out is not None:
-            self._check(out, "out")
-            if not out.is_contiguous():
-                raise ValueError("ObsNorm: out expected a contiguous tensor")
-        self._ensure_bound(x.shape[0])
+    def _prepare(self, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Engine, torch.Tensor]:
+        """Validate, fix N; return the engine and ``x`` contiguous (a copy only if it is not)."""
+        e, f32 = self._engine, torch.float32
+        if e is None or not (
+            e.matches(x, f32) and (out is None or (e.matches(out, f32) and out.is_contiguous()))
+        ):
+            self._check(x, "x")  # raises the precise error, or passes on the first call
+            if out is not None:
+                self._check(out, "out")
+                if not out.is_contiguous():
+                    raise ValueError("ObsNorm: out expected a contiguous tensor")
+            self._ensure_bound(x.shape[0])
+            e = self._eng()
+        return e, x.contiguous()
 
     def forward(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Update the statistics with ``x`` (training and not frozen), then normalize it.
@@ -105,21 +115,24 @@ class ObsNorm(GroupedRunningStats):
         Returns:
             float32 tensor ``[N, *shape]`` on the device.
         """
-        self._prepare(x, out)
-        if self.updating:
-            self._update64(self._x64.copy_(x))
-        return self._normalize(x, out)
+        e, x = self._prepare(x, out)
+        updated = self.training and not self._frozen
+        if updated:
+            if e.layout == "tiled":
+                e.update_f32(x)
+            else:
+                e.data64.copy_(x)
+                e.update_f64()
+        return self._normalize(e, x, out, updated)
 
     def normalize(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Normalize ``x`` without touching the statistics; arguments as in :meth:`forward`."""
-        self._prepare(x, out)
-        return self._normalize(x, out)
+        e, x = self._prepare(x, out)
+        return self._normalize(e, x, out, False)
 
-    def _normalize(self, x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    def _normalize(self, e: Engine, x: torch.Tensor, out, updated: bool) -> torch.Tensor:
         out = torch.empty(x.shape, device=x.device) if out is None else out
-        rows = self._rows(out)
-        torch.sub(self._rows(x.contiguous()), self._env_mean, out=rows)
-        rows.mul_(self._env_scale)
+        e.normalize(x, out, updated)
         if self.clip is not None:
             out.clamp_(-self.clip, self.clip)
         return out

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import torch
 
 from gpuparam._checks import check_mask
-from gpuparam.transforms.running_stats import F64, GroupedRunningStats
+from gpuparam.transforms._engine import Engine
+from gpuparam.transforms._moments import F64
+from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
 class RewardNorm(GroupedRunningStats):
@@ -56,8 +58,20 @@ class RewardNorm(GroupedRunningStats):
         )
         self.gamma = float(gamma)
 
+    _env_mean_table = False
+
     def _bind_extra(self, n: int) -> None:
         self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
+
+    def _engine_data(self) -> torch.Tensor | None:
+        return self.returns
+
+    def _engine_extra(self, e: Engine) -> None:
+        i64 = dict(dtype=torch.int64, device=e.device)
+        e.r64 = torch.zeros(e.n, dtype=F64, device=e.device)  # the reward in float64
+        e.keep = torch.zeros(e.n, **i64)  # bit mask: 0 where done, all ones elsewhere
+        e.minus_one = torch.full((), -1, **i64)
+        e.ret_bits = e.data64.view(torch.int64)
 
     def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
         n, dev = self.num_envs, self.device
@@ -88,6 +102,30 @@ class RewardNorm(GroupedRunningStats):
         Returns:
             float32 tensor ``[N]`` on the device.
         """
+        e = self._engine
+        if e is None or not (
+            e.matches(reward, torch.float32)
+            and e.matches(done, torch.bool)
+            and (out is None or (e.matches(out, torch.float32) and out.is_contiguous()))
+        ):
+            self._check_all(reward, done, out)
+            self._ensure_bound(reward.shape[0])
+            e = self._eng()
+        ret = e.data64
+        torch.add(e.r64.copy_(reward), ret, alpha=self.gamma, out=ret)  # ret * gamma + reward
+        if self.training and not self._frozen:
+            e.update_f64()
+        out = torch.empty(reward.shape, device=reward.device) if out is None else out
+        torch.mul(reward, e.scale_flat, out=out)
+        if self.clip is not None:
+            out.clamp_(-self.clip, self.clip)
+        # returns[done] = 0 without branches (where / masked_fill_ mispredict on CPU): AND
+        # the bits with a mask that is 0 where done; exact, even for inf and nan
+        e.keep.copy_(e.view(done, as_bytes=True)).add_(e.minus_one)
+        e.ret_bits.bitwise_and_(e.keep)
+        return out
+
+    def _check_all(self, reward, done, out) -> None:
         self._check(reward, "reward", torch.float32)
         self._check(done, "done", torch.bool)
         if done.shape != reward.shape:
@@ -98,16 +136,6 @@ class RewardNorm(GroupedRunningStats):
             self._check(out, "out", torch.float32)
             if not out.is_contiguous():
                 raise ValueError("RewardNorm: out expected a contiguous tensor")
-        self._ensure_bound(reward.shape[0])
-        self.returns.mul_(self.gamma).add_(reward)
-        if self.updating:
-            self._update64(self.returns)
-        out = torch.empty(reward.shape, device=reward.device) if out is None else out
-        torch.mul(self._rows(reward.contiguous()), self._env_scale, out=self._rows(out))
-        if self.clip is not None:
-            out.clamp_(-self.clip, self.clip)
-        self.returns.masked_fill_(done, 0.0)
-        return out
 
     def reset_returns(self, mask: torch.Tensor | None = None) -> None:
         """Clear the discounted return of masked envs (statistics untouched).

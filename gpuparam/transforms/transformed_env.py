@@ -115,11 +115,12 @@ class TransformedEnv:
         try:
             return self._transform(td, update=True)
         finally:
-            for i, t in enumerate(self._transforms):
-                if self._has_deferred[i]:
-                    self._has_deferred[i] = False
-                    t.reset_stats(self._deferred[i].clone())
-                    self._deferred[i].zero_()
+            if True in self._has_deferred:
+                for i, t in enumerate(self._transforms):
+                    if self._has_deferred[i]:
+                        self._has_deferred[i] = False
+                        t.reset_stats(self._deferred[i].clone())
+                        self._deferred[i].zero_()
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """``env.params.on_change`` callback: reset now, or after the step's update."""

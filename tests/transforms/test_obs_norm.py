@@ -364,7 +364,9 @@ def test_cuda_matches_cpu_without_host_syncs():
     cpu = [ObsNorm(4, group_ids=gids, clip=5.0), RewardNorm(0.9, group_ids=gids, clip=5.0)]
     gpu = [ObsNorm(4, group_ids=gids.cuda(), clip=5.0), RewardNorm(0.9, group_ids=gids.cuda())]
     gpu[1].clip = 5.0
-    shared = ObsNorm(4, num_envs=n, device="cuda")
+    shared = ObsNorm(4, num_envs=n, device="cuda")  # one group: the tiled layout
+    shared_r = RewardNorm(0.9, num_envs=n, device="cuda", clip=5.0)  # the single layout
+    cpu_shared = [ObsNorm(4, num_envs=n), RewardNorm(0.9, num_envs=n, clip=5.0)]
     g = torch.Generator().manual_seed(0)
     xs = [torch.randn(n, 4, generator=g) * 3 + 1e4 for _ in range(5)]
     rs = [torch.randn(n, generator=g) for _ in range(5)]
@@ -376,7 +378,7 @@ def test_cuda_matches_cpu_without_host_syncs():
     try:
         for x, r, d in zip(xs_c, rs_c, ds_c, strict=True):
             out_o, out_r = gpu[0](x), gpu[1](r, d)
-            shared(x)
+            out_so, out_sr = shared(x), shared_r(r, d)
         gpu[0].reset_stats(mask)
         gpu[1].reset_stats(mask)
         shared.reset_stats(mask)
@@ -384,9 +386,15 @@ def test_cuda_matches_cpu_without_host_syncs():
         torch.cuda.set_sync_debug_mode(0)
     for x, r, d in zip(xs, rs, ds, strict=True):
         exp_o, exp_r = cpu[0](x), cpu[1](r, d)
+        exp_so, exp_sr = cpu_shared[0](x), cpu_shared[1](r, d)
     torch.testing.assert_close(out_o.cpu(), exp_o, rtol=1e-4, atol=2e-3)
     torch.testing.assert_close(out_r.cpu(), exp_r, rtol=1e-5, atol=1e-5)
-    for a, b in zip(cpu, gpu, strict=True):
+    torch.testing.assert_close(out_so.cpu(), exp_so, rtol=1e-4, atol=2e-3)
+    torch.testing.assert_close(out_sr.cpu(), exp_sr, rtol=1e-5, atol=1e-5)
+    for a in (*cpu, cpu_shared[0]):
         a.reset_stats(mask.cpu())
+    pairs = [(cpu[0], gpu[0], 1e-9), (cpu[1], gpu[1], 1e-9), (cpu_shared[1], shared_r, 1e-9)]
+    pairs.append((cpu_shared[0], shared, 1e-6))  # float32 sums, tiled on CPU only
+    for a, b, rtol in pairs:
         for k in ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2"):
-            torch.testing.assert_close(getattr(b, k).cpu(), getattr(a, k), rtol=1e-9, atol=1e-9)
+            torch.testing.assert_close(getattr(b, k).cpu(), getattr(a, k), rtol=rtol, atol=1e-9)

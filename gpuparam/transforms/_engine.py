@@ -1,0 +1,259 @@
+"""The hot path of the running-statistics modules: scratch, float32 tables, recorded launches.
+
+An ``Engine`` is built once N is known (and again after the module moves or loads a
+checkpoint). It owns every per-step buffer, so a step allocates no tensor storage, and it
+runs the batch reduction as a few torch ops over ``[N, *shape]`` followed by one Warp launch
+(``kernels.stats``) that merges the batch into the float64 statistics and rewrites the
+float32 tables. Nothing here reads a device value on the host.
+
+On CPU each torch op costs a few microseconds whatever its size, and more right after an env
+step has flushed the caches, so the layouts below use as few ops as their numerics allow.
+``P`` is the numel of the per-env shape.
+
+- ``tiled`` (one group, float32 data: ``ObsNorm``): ``[N, *shape]`` is viewed as rows
+  ``[N // k, k * P]`` (k = 1 on CUDA) and the tables hold the group's row k times, so every
+  elementwise op broadcasts a row of up to 256 elements (a ``[N, 4] - [4]`` broadcast is
+  about 6x slower on CPU). Two passes: per-column float32 sums give the batch mean ``c``
+  (the tables' center), then one sum over ``[d, d * d]`` with ``d = x - c``, which the kernel
+  folds in float64 into ``M2 = sum(d^2) - sum(d)^2 / N``. Around the batch mean this is
+  stable; float32 rounding of ``d^2`` and the cascade sums leave a relative error near 1e-7
+  in the batch's M2 (the mean is exact to about 1e-7 of the batch std). The output
+  ``d * s + b`` reuses ``d``.
+- ``single`` (one group, float64 ``[N]`` data: ``RewardNorm``): one pass in float64 around
+  the running mean (the first batch of an engine: around its own mean), both sums from one
+  ``mv`` of ``[d, 1]`` with ``d``. The relative error of M2 is about
+  ``1e-16 * (1 + (batch mean - running mean)^2 / batch var)``.
+- ``grouped`` (several groups): float64 segment sums (``index_add``), two passes; per-env
+  tables are gathered from the group tables after every change.
+- ``identity`` (``group_ids == arange(N)``): each env's sample is its own batch mean.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import torch
+import warp as wp
+
+from gpuparam._device import init_warp
+from gpuparam.transforms._launch import Recorded
+from gpuparam.transforms._moments import F64
+from kernels import stats as K
+
+ROW = 256  # widest row of the tiled layout on CPU (tests set 1 to run CUDA's layout)
+
+
+def _wp(t: torch.Tensor) -> wp.array:
+    return wp.from_torch(t.view(-1))
+
+
+class Engine:
+    """Per-step state of one ``GroupedRunningStats`` bound to N envs.
+
+    Args:
+        m: the module: its ``count``, ``mean``, ``m2`` and ``group_ids`` buffers are bound.
+        data64: the module's own float64 data buffer ``[N, *shape]`` (``RewardNorm``'s
+            returns), or ``None`` to allocate one if the layout needs it (``ObsNorm``).
+        f32: the module reduces float32 batches, so one group uses ``tiled``.
+        env_mean: also gather per-env centers in the ``grouped`` layout (``RewardNorm``
+            only scales).
+
+    Tables (float32, on the device): ``center``, ``scale``, ``offset``, broadcasting against
+    :meth:`view` of a batch; ``scale_flat`` is ``scale`` as ``[1]`` or ``[N]`` (``P == 1``).
+    """
+
+    def __init__(self, m, data64: torch.Tensor | None, f32: bool, env_mean: bool):
+        init_warp()
+        dev, G, S, gid = m.device, m.num_groups, m.shape, m.group_ids
+        n, P = gid.shape[0], math.prod(S)
+        self.n, self.P, self.device, self.full_shape = n, P, dev, (n, *S)
+        z, z64 = dict(device=dev), dict(dtype=F64, device=dev)
+        identity = G == n and torch.equal(gid, torch.arange(n, device=dev))  # host-ok: setup
+        if f32 and G == 1:
+            self.layout = "tiled"
+        elif identity:
+            self.layout = "identity"
+        elif G == 1 and P == 1 and data64 is not None:
+            self.layout = "single"
+        else:
+            self.layout = "grouped"
+        k = 1
+        if self.layout == "tiled" and dev.type == "cpu":
+            while 2 * k * P <= ROW and n % (2 * k) == 0:
+                k *= 2
+        self.k, W, eps = k, k * P, wp.float64(m.eps)
+        self.tab = torch.zeros(3, G * W, **z)  # float32 centers, scales, offsets
+        stats = [_wp(m.count), _wp(m.mean), _wp(m.m2)]
+        tabs = [_wp(self.tab[0]), _wp(self.tab[1]), _wp(self.tab[2])]
+        self._refresh = Recorded(K.refresh, G, [P, k, eps, *stats, *tabs], dev)
+        self.center, self.scale, self.offset = (t.view(G, W) for t in self.tab)
+        self._gid, self._gather, self._views = gid, (), {}
+        if self.layout == "tiled":
+            self.col_sum = torch.zeros(W, **z)
+            self.dsq = torch.zeros(2, n // k, W, **z)  # d = x - center, d * d
+            self.d, self.dd = self.dsq[0], self.dsq[1]
+            self.sums = torch.zeros(2, W, **z)
+            args = [_wp(self.col_sum), P, k, wp.float64(1.0 / n), tabs[0]]
+            self._center = Recorded(K.batch_center, 1, args, dev)
+            args = [_wp(self.sums), wp.float64(n), P, k, eps, *stats, *tabs]
+            self._merge = Recorded(K.merge_shifted, 1, args, dev)
+        elif self.layout == "single":
+            self.data64, self.primed = data64, False
+            self.shift = torch.zeros(1, **z64)  # the running mean, kept through resets
+            self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2 and d
+            self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
+            args = [_wp(self.sums), wp.float64(n), 1, eps, _wp(self.shift), *stats, *tabs]
+            self._merge = Recorded(K.merge_shifted64, 1, args, dev)
+        else:
+            self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
+            self.bcount = torch.zeros(G, **z64).index_add_(0, gid, torch.ones(n, **z64))
+            self.bdiv = self.bcount.clamp(min=1.0).view(G, *([1] * len(S)))  # empty: mean 0
+            self.bmean = self.data64 if identity else torch.zeros(G, *S, **z64)
+            self.bm2, self.zeros = torch.zeros(G, *S, **z64), torch.zeros(G, *S, **z64)
+            self.resid = torch.zeros(n, *S, **z64)  # x - its group's batch mean
+            batch = [_wp(self.bcount), _wp(self.bmean), _wp(self.bm2)]
+            self._merge = Recorded(K.merge, G, [*batch, P, k, eps, *stats, *tabs], dev)
+            if self.layout == "grouped":
+                self.scale = torch.zeros(n, P, **z)
+                self._gather = ((self.tab[1].view(G, P), self.scale),)
+                if env_mean:
+                    self.center = torch.zeros(n, P, **z)
+                    self._gather += ((self.tab[0].view(G, P), self.center),)
+        self.scale_flat = self.scale.view(-1)
+        self.refresh()
+
+    def matches(self, t, dtype: torch.dtype) -> bool:
+        """The hot-path check: ``t`` is a ``dtype`` tensor ``[N, *shape]`` on the device."""
+        return (
+            type(t) is torch.Tensor
+            and t.dtype == dtype
+            and t.shape == self.full_shape
+            and t.device == self.device
+        )
+
+    def view(self, t: torch.Tensor, as_bytes: bool = False) -> torch.Tensor:
+        """``t`` ``[N, *shape]`` (contiguous) viewed as the rows the tables broadcast over,
+        or (``as_bytes``) a bool tensor viewed as uint8.
+
+        Views are cached (a wrapper passes the same env buffers every step, and making a view
+        costs about 1 us of host time) for as long as their tensor lives, at most 8."""
+        key = (id(t), as_bytes)
+        hit = self._views.get(key)
+        if hit is not None and hit[0]() is t and hit[1] == t.data_ptr():
+            return hit[2]
+        v = t.view(torch.uint8) if as_bytes else t.view(self.n // self.k, self.k * self.P)
+        v = v.detach()  # shares the storage without holding ``t``: its death evicts ``v``
+        views = self._views
+        if len(views) >= 8:
+            views.clear()
+        gone = weakref.ref(t, lambda _, key=key, views=views: views.pop(key, None))
+        views[key] = (gone, t.data_ptr(), v)
+        return v
+
+    def refresh(self) -> None:
+        """Rewrite the tables after the statistics changed outside an update."""
+        self._refresh()
+        self._gather_tables()
+
+    def _gather_tables(self) -> None:
+        for src, dst in self._gather:
+            torch.index_select(src, 0, self._gid, out=dst)
+
+    def normalize(self, x: torch.Tensor, out: torch.Tensor, updated: bool) -> None:
+        """``out = (x - mean) * scale`` per env (``x``, ``out`` contiguous ``[N, *shape]``);
+        ``updated``: ``x`` is the batch the last :meth:`update_f32` reduced."""
+        xr, o = self.view(x), self.view(out)
+        if self.layout != "tiled":
+            torch.sub(xr, self.center, out=o)
+            o.mul_(self.scale)
+            return
+        d = self.d if updated else torch.sub(xr, self.center, out=o)
+        torch.addcmul(self.offset, d, self.scale, out=o)
+
+    def update_f32(self, x: torch.Tensor) -> None:
+        """Merge the float32 batch ``x`` (contiguous ``[N, *shape]``) in (``tiled``)."""
+        xr, d = self.view(x), self.d
+        torch.sum(xr, 0, out=self.col_sum)
+        self._center()
+        torch.sub(xr, self.center, out=d)
+        torch.mul(d, d, out=self.dd)
+        torch.sum(self.dsq, 1, out=self.sums)
+        self._merge()
+
+    def update_f64(self) -> None:
+        """Merge the float64 batch in ``data64`` in (``single``, ``grouped``, ``identity``)."""
+        x, gid = self.data64, self._gid
+        if self.layout == "single":
+            if not self.primed:  # the first batch: around its own mean
+                torch.sum(x, 0, keepdim=True, out=self.shift)
+                self.shift.div_(self.n)
+                self.primed = True
+            torch.sub(x, self.shift, out=self.d)
+            torch.mv(self.dm, self.d, out=self.sums)
+        elif self.layout == "grouped":
+            torch.index_add(self.zeros, 0, gid, x, out=self.bmean)
+            torch.div(self.bmean, self.bdiv, out=self.bmean)
+            torch.index_select(self.bmean, 0, gid, out=self.resid)
+            torch.sub(x, self.resid, out=self.resid).square_()
+            torch.index_add(self.zeros, 0, gid, self.resid, out=self.bm2)
+        self._merge()
+        self._gather_tables()
+
+
+_BOUND = frozenset({"count", "mean", "m2", "group_ids", "returns"})  # tensors engines bind
+
+
+class EngineOwner:
+    """The module side of an ``Engine`` (mixed into ``GroupedRunningStats``, before
+    ``nn.Module``): builds it when first needed and drops it whenever a bound tensor may have
+    been replaced (buffer assignment, ``.to()`` and friends, checkpoint loading, copies)."""
+
+    _f32_data = False  # ObsNorm: float32 batches, reduced in the ``tiled`` layout for G = 1
+    _env_mean_table = True  # RewardNorm only scales: no per-env mean table
+
+    def _engine_data(self) -> torch.Tensor | None:
+        """Subclass hook: the module's own float64 data buffer ``[N, *shape]``, if any."""
+        return None
+
+    def _eng(self, refresh: bool = False) -> Engine:
+        """The engine (built, which fills the tables, if there is none); ``refresh``
+        rewrites the tables of an existing one."""
+        e = self._engine
+        if e is None:
+            args = (self._engine_data(), self._f32_data, self._env_mean_table)
+            e = self._engine = Engine(self, *args)
+            self._engine_extra(e)
+        elif refresh:
+            e.refresh()
+        return e
+
+    def _engine_extra(self, e: Engine) -> None:
+        """Subclass hook: add per-step scratch to a new engine."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name in _BOUND:  # the engine's launches point at the replaced tensor
+            self.__dict__["_engine"] = None
+
+    def _refresh(self) -> None:
+        """Rewrite the float32 tables; empty groups normalize with mean 0, var 1."""
+        if self.group_ids is not None:
+            self._eng(refresh=True)
+
+    def _apply(self, fn, recurse=True):
+        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes (float64) stay."""
+        before = dict(self._buffers)
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if old is not None and new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(new.device)
+        self._engine = None
+        self._refresh()
+        return self
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_engine"] = None  # recorded launches point at this instance's buffers
+        return state

@@ -1,0 +1,186 @@
+"""Running statistics: Chan et al.'s merge of batch moments and the normalization tables.
+
+Statistics are float64 per group ``g`` and feature ``f`` of ``P`` (arrays flattened as
+``g * P + f``): ``count [G]``, ``mean [G * P]``, ``m2 [G * P]`` (sum of squared deviations).
+The float32 tables the hot path normalizes with hold ``k`` copies of each group's row
+(index ``(g * k + t) * P + f`` for ``t < k``): a center ``c``, the scale
+``s = 1 / sqrt(var + eps)`` and the offset ``b = (c - mean) * s``, so that
+``(x - c) * s + b == (x - mean) * s``. The center is the group's mean rounded to float32
+(``b`` is then a rounding residue), or the batch mean of the current update (``shifted``):
+the hot path then reuses ``x - c``, which it computed for the batch statistics. A group with
+count 0 normalizes with mean 0 and var 1.
+
+One thread per group walks its features, so no two threads touch the same count and the
+kernels need no atomics; the big reductions over envs happen before, in torch.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+
+@wp.func
+def write_tables(
+    g: int,
+    n: wp.float64,
+    P: int,
+    k: int,
+    eps: wp.float64,
+    keep_center: int,
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center: wp.array(dtype=wp.float32),
+    scale_out: wp.array(dtype=wp.float32),
+    offset_out: wp.array(dtype=wp.float32),
+):
+    """Fill group ``g``'s ``k`` table rows from its statistics (count ``n``); with
+    ``keep_center`` the centers already hold the batch mean, else they get the mean."""
+    for f in range(P):
+        i = g * P + f
+        var = wp.float64(1.0)
+        if n > wp.float64(0.0):
+            var = m2[i] / n
+        s = wp.float64(1.0) / wp.sqrt(var + eps)
+        c = wp.float32(mean[i])
+        if keep_center != 0:
+            c = center[g * k * P + f]
+        b = wp.float32((wp.float64(c) - mean[i]) * s)
+        for t in range(k):
+            j = (g * k + t) * P + f
+            center[j] = c
+            scale_out[j] = wp.float32(s)
+            offset_out[j] = b
+
+
+@wp.kernel
+def refresh(
+    P: int,
+    k: int,
+    eps: wp.float64,
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_out: wp.array(dtype=wp.float32),
+    scale_out: wp.array(dtype=wp.float32),
+    offset_out: wp.array(dtype=wp.float32),
+):
+    """Launch over G: rebuild the tables after the statistics changed outside a merge."""
+    g = wp.tid()
+    write_tables(g, count[g], P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)
+
+
+@wp.kernel
+def merge(
+    batch_count: wp.array(dtype=wp.float64),
+    batch_mean: wp.array(dtype=wp.float64),
+    batch_m2: wp.array(dtype=wp.float64),
+    P: int,
+    k: int,
+    eps: wp.float64,
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_out: wp.array(dtype=wp.float32),
+    scale_out: wp.array(dtype=wp.float32),
+    offset_out: wp.array(dtype=wp.float32),
+):
+    """Launch over G: merge batch moments (``[G]``, ``[G * P]``, ``[G * P]``) into the
+    statistics, then rebuild the tables. Groups empty on both sides keep their mean."""
+    g = wp.tid()
+    n_a = count[g]
+    n_b = batch_count[g]
+    n = n_a + n_b
+    w_b = n_b / wp.max(n, wp.float64(1.0))
+    for f in range(P):
+        i = g * P + f
+        delta = batch_mean[i] - mean[i]
+        m2[i] = m2[i] + batch_m2[i] + delta * delta * n_a * w_b
+        mean[i] = mean[i] + delta * w_b
+    count[g] = n
+    write_tables(g, n, P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)
+
+
+@wp.kernel
+def batch_center(
+    col_sum: wp.array(dtype=wp.float32),
+    P: int,
+    k: int,
+    inv_n: wp.float64,
+    center_out: wp.array(dtype=wp.float32),
+):
+    """Launch over 1 (one group): the batch mean per feature from the per-column sums of
+    the ``[N // k, k * P]`` row view, written as the ``k`` centers of each feature."""
+    for f in range(P):
+        s = wp.float64(0.0)
+        for t in range(k):
+            s += wp.float64(col_sum[t * P + f])
+        c = wp.float32(s * inv_n)
+        for t in range(k):
+            center_out[t * P + f] = c
+
+
+@wp.kernel
+def merge_shifted(
+    col_sums: wp.array(dtype=wp.float32),
+    n_b: wp.float64,
+    P: int,
+    k: int,
+    eps: wp.float64,
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center: wp.array(dtype=wp.float32),
+    scale_out: wp.array(dtype=wp.float32),
+    offset_out: wp.array(dtype=wp.float32),
+):
+    """Launch over 1 (one group of ``n_b`` envs): merge a batch given as the per-column sums
+    of ``d = x - center`` (``col_sums[:W]``) and of ``d * d`` (``col_sums[W:]``,
+    ``W = k * P``) over the row view, then rebuild the tables around the same centers."""
+    W = k * P
+    n_a = count[0]
+    n = n_a + n_b
+    w_b = n_b / n
+    for f in range(P):
+        sd = wp.float64(0.0)
+        sq = wp.float64(0.0)
+        for t in range(k):
+            sd += wp.float64(col_sums[t * P + f])
+            sq += wp.float64(col_sums[W + t * P + f])
+        mean_d = sd / n_b
+        batch_m2 = wp.max(sq - sd * mean_d, wp.float64(0.0))
+        delta = wp.float64(center[f]) + mean_d - mean[f]
+        m2[f] = m2[f] + batch_m2 + delta * delta * n_a * w_b
+        mean[f] = mean[f] + delta * w_b
+    count[0] = n
+    write_tables(0, n, P, k, eps, 1, mean, m2, center, scale_out, offset_out)
+
+
+@wp.kernel
+def merge_shifted64(
+    sums: wp.array(dtype=wp.float64),
+    n_b: wp.float64,
+    P: int,
+    eps: wp.float64,
+    shift: wp.array(dtype=wp.float64),
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_out: wp.array(dtype=wp.float32),
+    scale_out: wp.array(dtype=wp.float32),
+    offset_out: wp.array(dtype=wp.float32),
+):
+    """Launch over 1 (one group of ``n_b`` envs, float64 data): merge a batch given as the
+    sums of ``d * d`` (``sums[:P]``) and of ``d`` (``sums[P:]``) for ``d = x - shift``,
+    then rebuild the tables and move ``shift`` to the new mean for the next batch."""
+    n_a = count[0]
+    n = n_a + n_b
+    w_b = n_b / n
+    for f in range(P):
+        mean_d = sums[P + f] / n_b
+        batch_m2 = wp.max(sums[f] - sums[P + f] * mean_d, wp.float64(0.0))
+        delta = shift[f] + mean_d - mean[f]
+        m2[f] = m2[f] + batch_m2 + delta * delta * n_a * w_b
+        mean[f] = mean[f] + delta * w_b
+        shift[f] = mean[f]
+    count[0] = n
+    write_tables(0, n, P, 1, eps, 0, mean, m2, center_out, scale_out, offset_out)
