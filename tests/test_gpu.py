@@ -112,3 +112,17 @@ def test_masked_write_is_one_kernel_without_sync():
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     names = {e.name for e in kernels}
     assert any("masked_fill" in n for n in names), names
+
+
+def test_graph_includes_transforms():
+    def build(cuda_graph):
+        env = gp.make("CartPole-v1", num_envs=N, device="cuda", seed=9, cuda_graph=cuda_graph)
+        env.randomize(*_terms())
+        return gp.TransformedEnv(env, gp.ObsNorm((4,), num_envs=N), gp.RewardNorm())
+
+    eager, graph = build(False), build(True)
+    for a in _actions(300, N).cuda():
+        te, tg = eager.step(a), graph.step(a)
+        assert torch.equal(te["observation"], tg["observation"])
+        assert torch.equal(te["reward"], tg["reward"])
+    assert graph.env._graph.graph is not None

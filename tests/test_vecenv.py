@@ -126,3 +126,13 @@ def test_bad_constructor_arguments():
         gp.make("CartPole-v1", num_envs=2, device="tpu")
     with pytest.raises(ValueError, match="max_episode_steps"):
         gp.make("CartPole-v1", num_envs=2, device="cpu", max_episode_steps=0)
+
+
+def test_cuda_graph_flag_on_cpu_logs_once_and_steps_eagerly(caplog):
+    with caplog.at_level("WARNING", logger="gpuparam"):
+        graphed = gp.make("CartPole-v1", num_envs=16, device="cpu", seed=2, cuda_graph=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        "cuda_graph=True on cpu: no CUDA graph there, stepping eagerly"
+    ]
+    eager = gp.make("CartPole-v1", num_envs=16, device="cpu", seed=2)
+    assert torch.equal(_rollout(graphed, 30), _rollout(eager, 30))

@@ -69,6 +69,9 @@ class TransformedEnv:
         self._has_deferred = [False] * len(transforms)
         if any(t.reset_on for t in transforms):
             env.params.on_change(self._on_param_change)
+        self._graphed = False
+        if getattr(env, "_graph", None) is not None:
+            self.capture()
 
     @property
     def transforms(self) -> tuple[ObsNorm | RewardNorm, ...]:
@@ -107,9 +110,24 @@ class TransformedEnv:
         Returns:
             TensorDict batch ``[N]`` as described in the class docstring.
         """
+        if self._graphed:
+            return self.env.step(action)  # replays env step and transforms in one graph
+        return self._after_env_step(lambda: self.env.step(action))
+
+    def capture(self):
+        """Capture env step and transforms together in one CUDA graph (see
+        ``VecEnv.capture``); done at construction when the env was made with
+        ``cuda_graph=True``. On CPU steps stay eager."""
+        graph = self.env.capture()
+        graph.body = lambda: self._after_env_step(self.env._step_body)
+        graph.invalidate()
+        self._graphed = True
+        return graph
+
+    def _after_env_step(self, env_step) -> TensorDict:
         self._stepping = True
         try:
-            td = self.env.step(action)
+            td = env_step()
         finally:
             self._stepping = False
         try:
