@@ -1,7 +1,25 @@
-"""Counter-based random numbers keyed by (seed, env, stream, counter).
+"""Counter-based random numbers keyed by (seed, env, stream, counter), and their
+uniform and normal variates.
 
 A draw depends only on its key, never on ``num_envs``, launch order or device, so env i
-sees the same numbers whatever the batch size, on CPU and GPU alike.
+sees the same numbers whatever the batch size, on CPU and GPU alike (integer hashing only).
+
+The key is built in two parts so that the part that never changes can be kept:
+
+- ``term_key(seed, env, stream)``: two PCG hashes chained, ``rand_init(rand_init(seed,
+  env), stream)``. Randomization precomputes it once per (term, env) when a term is added
+  or the env is reseeded, or recomputes it where that is cheaper than a memory access.
+- ``draw_bits(key, counter)`` = ``wp.rand_init(key, counter)`` = ``pcg(key +
+  pcg(counter))``: one counter mix and one PCG round give the 32 random bits of event
+  ``counter``. Mixing the counter before adding it keeps the streams of different keys
+  from being shifted copies of each other (as ``key + counter`` would make them).
+
+``rng_key(seed, env, stream, counter) == draw_bits(term_key(seed, env, stream), counter)``
+(env resets draw their initial state from it with ``wp.randf``). Further values of the same
+event come from ``next_bits`` (one PCG round each). ``uniform`` takes the top 24 bits as a
+float in [0, 1); ``normal`` the standard normal quantile of the same 24-bit grid, computed
+with plain arithmetic so that loops over envs vectorize (``normal_vec``: same bits, no
+branch).
 """
 
 from __future__ import annotations
@@ -14,9 +32,122 @@ STREAM_TERM0 = wp.constant(16)
 
 
 @wp.func
-def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
-    """PCG state for one (seed, env, stream, counter) key."""
+def term_key(seed: int, env: int, stream: int) -> wp.uint32:
+    """The fixed part of the key of (seed, env, stream)."""
     s = wp.rand_init(seed, env)
-    s = wp.rand_init(int(s), stream)
-    return wp.rand_init(int(s), counter)
+    return wp.rand_init(int(s), stream)
 
+
+@wp.func
+def draw_bits(key: int, counter: int) -> wp.uint32:
+    """32 random bits of event ``counter`` under ``key`` (a ``term_key``)."""
+    return wp.rand_init(key, counter)
+
+
+@wp.func
+def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
+    """PCG state (and bits) for one (seed, env, stream, counter) key."""
+    return draw_bits(int(term_key(seed, env, stream)), counter)
+
+
+@wp.func
+def next_bits(h: wp.uint32) -> wp.uint32:
+    """The next 32 random bits of the same event (one PCG round)."""
+    return wp.rand_init(int(h))
+
+
+@wp.func
+def uniform(h: wp.uint32) -> float:
+    """A float in [0, 1) on the grid of 2^-24 from the top 24 bits of ``h`` (exact)."""
+    return float(h >> wp.uint32(8)) * 5.9604644775390625e-08
+
+
+# normal(): the 24-bit grid m of the bits, p = (m + 1/2) / 2^24 in (0, 1); t = 2 min(m, 2^24 -
+# 1 - m) + 1 is odd and min(p, 1 - p) = t / 2^25.
+_M_MAX = wp.constant(16777215)  # 2^24 - 1
+_LN2 = wp.constant(0.6931471805599453)
+_LN_2POW25 = wp.constant(17.328679513998633)  # 25 ln 2
+
+
+@wp.func
+def log_int(t: int) -> float:
+    """``ln(t)`` for an integer ``1 <= t < 2^24`` with plain arithmetic (no library call,
+    so loops calling it vectorize): ``t = 2^e f`` with ``f`` in ``[sqrt(1/2), sqrt(2))``
+    (exponent from the bit count of ``t`` with every bit below its top bit set, mantissa
+    exact), ``ln f`` by a degree-8 polynomial in ``f - 1`` fitted on Chebyshev nodes (absolute
+    error < 1e-7 in float32)."""
+    x = t | (t >> 1)
+    x = x | (x >> 2)
+    x = x | (x >> 4)
+    x = x | (x >> 8)
+    x = x | (x >> 16)
+    e = wp.bit_count(x) - 1  # floor(log2 t)
+    f = float(t << (23 - e)) * 1.1920928955078125e-07  # t / 2^e in [1, 2), exact
+    big = f > 1.4142135
+    f = wp.where(big, f * 0.5, f)
+    e = wp.where(big, e + 1, e)
+    d = f - 1.0
+    lnf = d * (0.99999982 + d * (-0.50000697 + d * (0.33335689 + d * (-0.24957781 + d * (
+        0.19885361 + d * (-0.17363153 + d * (0.16338556 + d * -0.099136561)))))))
+    return float(e) * _LN2 + lnf
+
+
+# normal(): Wichura's AS 241 PPND7 (single precision, relative error ~1e-7): a rational
+# function of r = 0.180625 - q^2 for |q| = |p - 1/2| <= 0.425, else of sqrt(-ln min(p, 1 - p))
+# - 1.6 (its segment for r > 5 is never reached: min p = 2^-25). On the 24-bit grid, |q| <=
+# 0.425 is |2m - (2^24 - 1)| <= _K_CENTRAL.
+_K_CENTRAL = wp.constant(14260633)
+
+
+@wp.func
+def _central_num(q: float, r: float) -> float:
+    return q * (((59.10937472 * r + 159.29113202) * r + 50.434271938) * r + 3.387132872)
+
+
+@wp.func
+def _central_den(r: float) -> float:
+    return ((67.1875636 * r + 78.757757664) * r + 17.895169469) * r + 1.0
+
+
+@wp.func
+def _tail_var(t: int) -> float:
+    return wp.sqrt(_LN_2POW25 - log_int(t)) - 1.6  # sqrt(-ln(t / 2^25)) - 1.6
+
+
+@wp.func
+def _tail_num(r: float) -> float:
+    return ((0.17023821103 * r + 1.3067284816) * r + 2.75681539) * r + 1.4234372777
+
+
+@wp.func
+def _tail_den(r: float) -> float:
+    return (0.12021132975 * r + 0.7370016425) * r + 1.0
+
+
+@wp.func
+def normal(h: wp.uint32) -> float:
+    """A standard normal draw from the top 24 bits ``m`` of ``h``: the quantile of ``p =
+    (m + 1/2) / 2^24`` (so draws are symmetric, |x| <= 5.42), by Wichura's PPND7 (relative
+    error ~1e-7). ``p - 1/2`` and the tail's ``ln min(p, 1 - p)`` are computed from the
+    integer ``m``: no library call but ``sqrt``. ``normal_vec`` gives the same bits."""
+    m = int(h >> wp.uint32(8))
+    k = 2 * m - _M_MAX  # (p - 1/2) 2^25, odd, exact in float32
+    q = float(k) * 2.9802322387695312e-08
+    if wp.abs(k) <= _K_CENTRAL:
+        r = 0.180625 - q * q
+        return _central_num(q, r) / _central_den(r)
+    r = _tail_var(2 * wp.min(m, _M_MAX - m) + 1)
+    return wp.where(k < 0, -_tail_num(r), _tail_num(r)) / _tail_den(r)
+
+
+@wp.func
+def normal_vec(h: wp.uint32) -> float:
+    """``normal(h)``, branch-free (both regions, one division): for vectorized loops."""
+    m = int(h >> wp.uint32(8))
+    k = 2 * m - _M_MAX
+    q = float(k) * 2.9802322387695312e-08
+    central = wp.abs(k) <= _K_CENTRAL
+    r = 0.180625 - q * q
+    rt = _tail_var(2 * wp.min(m, _M_MAX - m) + 1)
+    num = wp.where(central, _central_num(q, r), wp.where(k < 0, -_tail_num(rt), _tail_num(rt)))
+    return num / wp.where(central, _central_den(r), _tail_den(rt))

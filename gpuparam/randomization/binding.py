@@ -29,9 +29,10 @@ class Bound:
     ``values`` (float32, CPU) is the term's initial block of ``vals``: ranges ``[nbp, size,
     2]`` flattened, or for ``Choice`` the values ``[nch, size]`` then the cumulative
     probabilities ``[nch]``. The views (set by the manager at every rebuild) point into
-    the manager's device arrays: ``keys``, ``counter`` int32 ``[N]``, ``clock`` float64
-    ``[N]``, ``clamped`` int64 ``[1]``, ``vals`` float32 (the term's block), ``pe`` float32
-    ``[2 * size, N]`` per-env ranges (rows low/high interleaved per component) or None.
+    the manager's device arrays: ``keys`` int32 ``[N]``, ``counter`` int32 ``[N]`` (strided
+    for reset terms), ``clock`` float64 ``[N]``, ``clamped`` int64 ``[1]``, ``vals`` float32
+    (the term's block), ``pe`` float32 ``[2 * size, N]`` per-env ranges (rows low/high
+    interleaved per component) or None.
     """
 
     term: Term

@@ -6,10 +6,16 @@ one recorded launch of ``kernels.randomize.randomize``: the step class (``"step"
 after it, gated by the ``done`` buffer (and by the reset mask in ``env.reset``). A class
 without terms launches nothing. Tables are rebuilt when terms are added or removed, never
 per step.
+
+Per term and env the tables hold the term's key (``kernels.rng.term_key``), its event
+counter and its clock. On CPUs one kernel thread handles all envs (Warp runs CPU threads
+one after the other) so that its loops over envs vectorize, and launches are replayed
+without Warp's per-launch argument packing (``_Replay``); on GPUs a thread handles one env.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -20,7 +26,36 @@ from gpuparam.randomization.terms import Term
 from kernels import randomize as K
 
 CLASSES = ("startup", "reset", "step")
-_CPU_BLOCK = 256  # envs per thread on CPUs (a multiple of 8); one env per thread on GPUs
+_CPU_BLOCK = 1 << 20  # envs per thread on CPUs (a multiple of 8: all); one per thread on GPUs
+
+
+class _Replay:
+    """A recorded launch. On CPUs it is replayed by calling the compiled kernel with its
+    argument struct packed once: Warp's ``Launch.launch`` packs a new ctypes struct at
+    every call (~3.5 us of Python per launch of this kernel, and garbage that triggers
+    collections), a tenth of the whole reset-time randomization budget at N=16384. Falls
+    back to ``Launch.launch`` on GPUs, during a Warp CPU capture, or if this Warp version
+    lays out its launches differently."""
+
+    def __init__(self, cmd, device: torch.device):
+        self.cmd, self._call = cmd, None
+        if device.type != "cpu":
+            return
+        try:
+            self._wp_device = cmd.device
+            values = cmd.params[1:]
+            fields = [(a.label, type(v)) for a, v in zip(cmd.kernel.adj.args, values, strict=True)]
+            args = type("Args", (ctypes.Structure,), {"_fields_": fields})(*values)
+            self._call = (cmd.hooks.forward, ctypes.byref(cmd.params[0]), ctypes.byref(args), args)
+        except (AttributeError, TypeError, ValueError):  # another Warp: the plain launch
+            self._call = None
+
+    def launch(self, stream=None) -> None:
+        call = self._call
+        if call is None or self._wp_device.is_capturing:
+            self.cmd.launch(stream)
+        else:
+            call[0](call[1], call[2])
 
 
 class _Class:
@@ -33,6 +68,7 @@ class _Class:
         self.names: tuple[str, ...] = ()
         self.track = False
         self.t: dict[str, torch.Tensor] = {}
+        self.interleaved = name == "reset"  # counter layout, see _counter_strides
 
 
 class Randomization:
@@ -136,7 +172,9 @@ class Randomization:
         return b
 
     def counters(self, term: Term) -> torch.Tensor:
-        """int32 tensor ``[num_envs]`` on the device: draws of ``term`` per env so far."""
+        """int32 tensor ``[num_envs]`` on the device: draws of ``term`` per env so far (a
+        view of the class's counter table, strided for reset terms; ``clone()`` it to keep
+        a copy)."""
         return self.bound(term).state["counter"]
 
     @property
@@ -275,7 +313,8 @@ class Randomization:
         g = {
             "vals": torch.cat(vals) if vals else torch.zeros(1, device=dev),
             "bp": torch.cat(bps).to(dev) if bps else torch.zeros(1, dtype=torch.int64, device=dev),
-            "masks": torch.cat(masks) if masks else torch.zeros(1, dtype=torch.bool, device=dev),
+            # the term masks, then one all-True row read by terms without a mask
+            "masks": torch.cat([*masks, torch.ones(n, dtype=torch.bool, device=dev)]),
             "pe": torch.cat(pes).reshape(-1) if pes else torch.zeros(1, device=dev),
         }
         where = {id(b): (r0, bp0, mrow, pe) for b, r0, bp0, mrow, pe in placed}
@@ -321,26 +360,29 @@ class Randomization:
             cdf0 = r0 + b.nch * b.size
             ti[t] = torch.tensor([
                 b.dist, b.op, b.timed, b.dtcol, mrow, b.col, b.size, r0, b.nbp, bp0, b.interp,
-                pe, b.nch, cdf0,
+                pe, b.nch, cdf0, b.uid,
             ])
             tf[t] = torch.tensor([b.low, b.high, b.plo, b.phi])
             rows = slice(t * n, (t + 1) * n)
-            for key in ("counter", "clock"):
-                if id(b) not in fresh and key in b.state:
-                    st[key][rows] = b.state[key]
+            if id(b) not in fresh and "clock" in b.state:
+                st["clock"][rows] = b.state["clock"]
+                self._counter_view(c, st["counter"], t).copy_(b.state["counter"])
             if id(b) not in fresh and "clamped" in b.state:
                 st["clamped"][t] = b.state["clamped"][0]
         for t, b in enumerate(c.bounds):
             rows = slice(t * n, (t + 1) * n)
-            for key in ("keys", "counter", "clock"):
+            for key in ("keys", "clock"):
                 b.state[key] = st[key][rows]
+            b.state["counter"] = self._counter_view(c, st["counter"], t)
             b.state["clamped"] = st["clamped"][t : t + 1]
         c.t = {
             "ti": ti.reshape(-1).to(dev),
             "tf": tf.reshape(-1).to(dev),
             **st,
             "changed": torch.zeros(n, dtype=torch.bool, device=dev),
-            "scratch": torch.zeros(-(-n // 8) * 8, dtype=torch.int32, device=dev),
+            # three regions each of n padded to 8 (see kernels.randomize.randomize)
+            "scratch": torch.zeros(3 * (-(-n // 8) * 8), dtype=torch.int32, device=dev),
+            "scratch_f": torch.zeros(3 * (-(-n // 8) * 8), dtype=torch.float32, device=dev),
         }
         c.names = tuple(dict.fromkeys(b.param for b in c.bounds))
         c.track = any(b.mask is not None or b.timed != 0 for b in c.bounds)
@@ -352,18 +394,41 @@ class Randomization:
             c.cmds["done"] = self._record(c, 0, T, env._bufs["done"], env._done_words, True)
             c.cmds["reset"] = self._record(c, 0, T, env._reset_mask, env._reset_words, True)
 
+    def _counter_strides(self, c: _Class) -> tuple[int, int]:
+        """``(by term, by env)``: the counter of term ``t`` and env ``e`` is at ``t * st +
+        e * se`` of the class's table: rows ``[T, N]``, or for the reset class (gated: a
+        few scattered envs per step) ``[N, T]``, so that an env's counters of all terms
+        share one cache line."""
+        return (1, len(c.bounds)) if c.interleaved else (self._n, 1)
+
+    def _counter_view(self, c: _Class, counter: torch.Tensor, t: int) -> torch.Tensor:
+        """Term ``t``'s counters ``[N]`` (a view, strided for the reset class)."""
+        st, se = self._counter_strides(c)
+        return counter.as_strided((self._n,), (se,), t * st)
+
     def _record(self, c: _Class, first: int, count: int, gate, words, gated: bool, rec=True):
-        n, b = self._n, self._block
-        g, t, p = self._globals, c.t, self._env.params
+        n, g, t, p = self._n, self._globals, c.t, self._env.params
+        terms = K.TermTables()
+        terms.ti, terms.tf = to_wp(t["ti"][first * K.NI :]), to_wp(t["tf"][first * K.NF :])
+        terms.num_terms, terms.n, terms.block = count, n, self._block
+        terms.vals, terms.bp_step, terms.pe = to_wp(g["vals"]), to_wp(g["bp"]), to_wp(g["pe"])
+        terms.gstep, terms.seed = to_wp(self._gstep), to_wp(self._env._seed)
+        terms.ones_row = g["masks"].numel() // n - 1
+        terms.ctr_t, terms.ctr_e = self._counter_strides(c)
+        if c.interleaved and first:
+            raise AssertionError("a class with interleaved counters launches all its terms")
+        terms.track = int(c.track)
+        clocks = K.TermClocks()
+        clocks.clock = to_wp(t["clock"][first * n :])
+        clocks.clamped_out = to_wp(t["clamped"][first:])
         inputs = [
-            to_wp(t["ti"][first * K.NI :]), to_wp(t["tf"][first * K.NF :]), count, n, b,
-            to_wp(g["vals"]), to_wp(g["bp"]), to_wp(g["masks"]), to_wp(g["pe"]),
-            to_wp(self._gstep), to_wp(gate), to_wp(words), int(gated), int(c.track),
-            to_wp(t["scratch"]), to_wp(t["keys"][first * n :]), to_wp(t["counter"][first * n :]),
-            to_wp(t["clock"][first * n :]), to_wp(p.nominal_table.view(-1)),
-            to_wp(p.effective_table.view(-1)), to_wp(t["clamped"][first:]), to_wp(t["changed"]),
+            terms, int(gated), to_wp(gate), to_wp(words), clocks, to_wp(g["masks"]),
+            to_wp(t["keys"][first * n :]), to_wp(t["counter"][first * n :]),
+            to_wp(p.nominal_table.view(-1)), to_wp(p.effective_table.view(-1)),
+            to_wp(t["changed"]), to_wp(t["scratch"]), to_wp(t["scratch_f"]),
         ]
-        return launch(K.randomize, -(-n // b), inputs, self._dev, record=rec)
+        cmd = launch(K.randomize, -(-n // self._block), inputs, self._dev, record=rec)
+        return _Replay(cmd, self._dev) if rec else cmd
 
     def _apply_startup(self, new: list[Bound]) -> None:
         c = self._classes["startup"]
@@ -375,24 +440,25 @@ class Randomization:
         env.params.notify(tuple(dict.fromkeys(b.param for b in new)), mask)
 
     def _init_keys(self, bounds: list[Bound], restart: bool) -> None:
-        """Base keys (and, with ``restart``, counters and first clocks) of ``bounds``."""
+        """The key tables of ``bounds`` (and, with ``restart``, their counters from 0 and
+        first clocks: phases, intervals)."""
         n = self._n
         for c in self._classes.values():
-            sel = [(t, b) for t, b in enumerate(c.bounds) if any(b is x for x in bounds)]
-            if not sel:
+            rows = [t for t, b in enumerate(c.bounds) if any(b is x for x in bounds)]
+            if not rows:
                 continue
-            rows = torch.tensor([t for t, _ in sel], dtype=torch.int32, device=self._dev)
-            uid = torch.tensor([b.uid for _, b in sel], dtype=torch.int32, device=self._dev)
-            rst = torch.full((len(sel),), int(restart), dtype=torch.int32, device=self._dev)
             t = c.t
             inputs = [
-                to_wp(t["ti"]), to_wp(t["tf"]), to_wp(uid), to_wp(rows), to_wp(rst), n,
-                self._env.seed, to_wp(t["keys"]), to_wp(t["counter"]), to_wp(t["clock"]),
+                to_wp(t["ti"]), to_wp(t["tf"]),
+                to_wp(torch.tensor(rows, dtype=torch.int32, device=self._dev)), int(restart),
+                n, *self._counter_strides(c), self._env.seed, to_wp(t["keys"]),
+                to_wp(t["counter"]), to_wp(t["clock"]),
             ]
-            launch(K.init_keys, len(sel) * n, inputs, self._dev)
+            launch(K.init_keys, len(rows) * n, inputs, self._dev)
 
     def _reseed(self) -> None:
-        """After ``env.reset(seed=...)``: new keys, counters from 0, fresh clocks."""
+        """After ``env.reset(seed=...)`` (the seed's device copy is already set): new keys,
+        counters from 0, fresh clocks."""
         self._init_keys(self._all(), restart=True)
 
     # ------------------------------------------------------------------ checkpoints
@@ -432,6 +498,11 @@ class Randomization:
         self._gstep.fill_(int(state["global_step"]))
         self._pending = 0
         self._clamped_removed.copy_(state["clamped_removed"])
+        for c in self._classes.values():  # the uids key the draws
+            if c.bounds:
+                c.t["ti"].view(-1, K.NI)[:, K.I_UID] = torch.tensor(
+                    [b.uid for b in c.bounds], dtype=torch.int32, device=self._dev
+                )
         self._init_keys(bounds, restart=False)
 
     def check_state(self, state: dict) -> list[Bound]:
