@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import torch
 import warp as wp
 
@@ -68,3 +70,42 @@ def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False
         stream=stream_for(device),
         record_cmd=record,
     )
+
+
+class Replay:
+    """A launch recorded once with fixed arguments, replayed by ``launch(stream)`` or ``()``.
+
+    On CPU it calls the compiled kernel with its argument struct packed once: Warp's
+    ``Launch.launch`` packs a new ctypes struct at every call (several us of Python per
+    launch, and garbage that triggers collections). It falls back to ``Launch.launch`` on
+    GPUs, during a Warp CPU capture, and when this Warp version lays out launches otherwise
+    (the direct call relies on ``Launch.params``, ``hooks.forward`` and ``kernel.adj.args``).
+    """
+
+    def __init__(self, cmd, device: torch.device):
+        self.cmd, self._device, self._call = cmd, device, None
+        if device.type != "cpu" or cmd.adjoint or cmd.block_dim > 1:
+            return
+        try:
+            values = cmd.params[1:]
+            fields = [(a.label, type(v)) for a, v in zip(cmd.kernel.adj.args, values, strict=True)]
+            args = type("Args", (ctypes.Structure,), {"_fields_": fields})(*values)
+            self._call = (cmd.hooks.forward, ctypes.byref(cmd.params[0]), ctypes.byref(args), args)
+        except (AttributeError, TypeError, ValueError):  # another Warp: the plain launch
+            self._call = None
+
+    def launch(self, stream=None) -> None:
+        """Run the recorded launch (on ``stream`` on CUDA)."""
+        call = self._call
+        if call is None or self.cmd.device.is_capturing:
+            self.cmd.launch(stream)
+        else:
+            call[0](call[1], call[2])
+
+    def __call__(self) -> None:
+        self.launch(stream_for(self._device))
+
+
+def record(kernel, dim, inputs: list, device: torch.device) -> Replay:
+    """Record ``kernel`` over ``dim`` with ``inputs`` once, for cheap replays."""
+    return Replay(launch(kernel, dim, inputs, device, record=True), device)

@@ -9,7 +9,7 @@ import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._checks import check_mask
-from gpuparam._device import launch, resolve_device, to_wp
+from gpuparam._device import record, resolve_device, to_wp
 from gpuparam.graph import StepGraph
 from gpuparam.params import ParamTable
 from gpuparam.randomization.manager import Randomization
@@ -100,12 +100,12 @@ class VecEnv:
                 raise ValueError(f"{type(self).__name__}.recompute_on: unknown {unknown}")
             self.params.on_change(self._params_changed)
             self.on_params_changed(self.params.names, None)
-        self._cmd_step = launch(self.step_kernel, num_envs, self._step_inputs(), self.device, True)
-        self._cmd_autoreset = launch(
-            self.reset_kernel, num_envs, self._reset_inputs(self._bufs["done"]), self.device, True
+        self._cmd_step = record(self.step_kernel, num_envs, self._step_inputs(), self.device)
+        self._cmd_autoreset = record(
+            self.reset_kernel, num_envs, self._reset_inputs(self._bufs["done"]), self.device
         )
-        self._cmd_reset = launch(
-            self.reset_kernel, num_envs, self._reset_inputs(self._reset_mask), self.device, True
+        self._cmd_reset = record(
+            self.reset_kernel, num_envs, self._reset_inputs(self._reset_mask), self.device
         )
         self.reset(seed=seed)
         self._graph: StepGraph | None = None

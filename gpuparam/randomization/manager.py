@@ -15,47 +15,17 @@ without Warp's per-launch argument packing (``_Replay``); on GPUs a thread handl
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from gpuparam._device import launch, to_wp
+from gpuparam._device import Replay, launch, to_wp
 from gpuparam.randomization.binding import MIN_STEPS, Bound, bind, recheck, term_mask
 from gpuparam.randomization.terms import Term
 from kernels import randomize as K
 
 CLASSES = ("startup", "reset", "step")
 _CPU_BLOCK = 1 << 20  # envs per thread on CPUs (a multiple of 8: all); one per thread on GPUs
-
-
-class _Replay:
-    """A recorded launch. On CPUs it is replayed by calling the compiled kernel with its
-    argument struct packed once: Warp's ``Launch.launch`` packs a new ctypes struct at
-    every call (~3.5 us of Python per launch of this kernel, and garbage that triggers
-    collections), a tenth of the whole reset-time randomization budget at N=16384. Falls
-    back to ``Launch.launch`` on GPUs, during a Warp CPU capture, or if this Warp version
-    lays out its launches differently."""
-
-    def __init__(self, cmd, device: torch.device):
-        self.cmd, self._call = cmd, None
-        if device.type != "cpu":
-            return
-        try:
-            self._wp_device = cmd.device
-            values = cmd.params[1:]
-            fields = [(a.label, type(v)) for a, v in zip(cmd.kernel.adj.args, values, strict=True)]
-            args = type("Args", (ctypes.Structure,), {"_fields_": fields})(*values)
-            self._call = (cmd.hooks.forward, ctypes.byref(cmd.params[0]), ctypes.byref(args), args)
-        except (AttributeError, TypeError, ValueError):  # another Warp: the plain launch
-            self._call = None
-
-    def launch(self, stream=None) -> None:
-        call = self._call
-        if call is None or self._wp_device.is_capturing:
-            self.cmd.launch(stream)
-        else:
-            call[0](call[1], call[2])
 
 
 class _Class:
@@ -428,7 +398,7 @@ class Randomization:
             to_wp(t["changed"]), to_wp(t["scratch"]), to_wp(t["scratch_f"]),
         ]
         cmd = launch(K.randomize, -(-n // self._block), inputs, self._dev, record=rec)
-        return _Replay(cmd, self._dev) if rec else cmd
+        return Replay(cmd, self._dev) if rec else cmd
 
     def _apply_startup(self, new: list[Bound]) -> None:
         c = self._classes["startup"]

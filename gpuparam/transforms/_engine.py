@@ -36,8 +36,7 @@ import weakref
 import torch
 import warp as wp
 
-from gpuparam._device import init_warp
-from gpuparam.transforms._launch import Recorded
+from gpuparam._device import init_warp, record
 from gpuparam.transforms._moments import F64
 from kernels import stats as K
 
@@ -86,7 +85,7 @@ class Engine:
         self.tab = torch.zeros(3, G * W, **z)  # float32 centers, scales, offsets
         stats = [_wp(m.count), _wp(m.mean), _wp(m.m2)]
         tabs = [_wp(self.tab[0]), _wp(self.tab[1]), _wp(self.tab[2])]
-        self._refresh = Recorded(K.refresh, G, [P, k, eps, *stats, *tabs], dev)
+        self._refresh = record(K.refresh, G, [P, k, eps, *stats, *tabs], dev)
         self.center, self.scale, self.offset = (t.view(G, W) for t in self.tab)
         self._gid, self._gather, self._views = gid, (), {}
         if self.layout == "tiled":
@@ -95,16 +94,16 @@ class Engine:
             self.d, self.dd = self.dsq[0], self.dsq[1]
             self.sums = torch.zeros(2, W, **z)
             args = [_wp(self.col_sum), P, k, wp.float64(1.0 / n), tabs[0]]
-            self._center = Recorded(K.batch_center, 1, args, dev)
+            self._center = record(K.batch_center, 1, args, dev)
             args = [_wp(self.sums), wp.float64(n), P, k, eps, *stats, *tabs]
-            self._merge = Recorded(K.merge_shifted, 1, args, dev)
+            self._merge = record(K.merge_shifted, 1, args, dev)
         elif self.layout == "single":
             self.data64, self.primed = data64, False
             self.shift = torch.zeros(1, **z64)  # the running mean, kept through resets
             self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2 and d
             self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
             args = [_wp(self.sums), wp.float64(n), 1, eps, _wp(self.shift), *stats, *tabs]
-            self._merge = Recorded(K.merge_shifted64, 1, args, dev)
+            self._merge = record(K.merge_shifted64, 1, args, dev)
         else:
             self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
             self.bcount = torch.zeros(G, **z64).index_add_(0, gid, torch.ones(n, **z64))
@@ -113,7 +112,7 @@ class Engine:
             self.bm2, self.zeros = torch.zeros(G, *S, **z64), torch.zeros(G, *S, **z64)
             self.resid = torch.zeros(n, *S, **z64)  # x - its group's batch mean
             batch = [_wp(self.bcount), _wp(self.bmean), _wp(self.bm2)]
-            self._merge = Recorded(K.merge, G, [*batch, P, k, eps, *stats, *tabs], dev)
+            self._merge = record(K.merge, G, [*batch, P, k, eps, *stats, *tabs], dev)
             if self.layout == "grouped":
                 self.scale = torch.zeros(n, P, **z)
                 self._gather = ((self.tab[1].view(G, P), self.scale),)

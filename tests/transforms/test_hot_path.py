@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from gpuparam._device import record
 from gpuparam.transforms import ObsNorm, RewardNorm, _engine
-from gpuparam.transforms._launch import Recorded
 from kernels import stats as K
 
 LAYOUTS = {  # name -> group_ids for N envs
@@ -110,10 +110,10 @@ def test_replayed_launch_equals_warp_launch():
         tabs = torch.zeros(3, 6)
         args = [*(wp.from_torch(t) for t in batch), 3, 1, wp.float64(1e-8)]
         args += [wp.from_torch(t) for t in (n, mean, m2, tabs[0], tabs[1], tabs[2])]
-        cmd = Recorded(K.merge, 2, args, torch.device("cpu"))
-        assert cmd._direct is not None  # this Warp build supports the direct call
+        cmd = record(K.merge, 2, args, torch.device("cpu"))
+        assert cmd._call is not None  # this Warp build supports the direct call
         if not direct:
-            cmd._direct = None
+            cmd._call = None
         cmd()
         return n, mean, m2, tabs
 
