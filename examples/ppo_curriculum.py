@@ -6,7 +6,7 @@ an env moves up a level when an episode returns >= --promote and down when it re
 normalized on the device by gp.ObsNorm. Nothing leaves the device inside the loop but
 the numbers printed once per iteration.
 
-    python examples/ppo_curriculum.py                 # N=1024, a few minutes on 2 CPU cores
+    python examples/ppo_curriculum.py                 # N=1024, about a minute on 2 CPU cores
     python examples/ppo_curriculum.py --iterations 3 --num-envs 64 --plot /tmp/ppo.png
 """
 
@@ -160,7 +160,7 @@ def plot(history, path: str, levels: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--num-envs", type=int, default=1024)
-    p.add_argument("--iterations", type=int, default=60)
+    p.add_argument("--iterations", type=int, default=150)
     p.add_argument("--rollout", type=int, default=32)
     p.add_argument("--levels", type=int, default=5)
     p.add_argument("--promote", type=float, default=400.0)
