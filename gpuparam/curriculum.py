@@ -187,9 +187,9 @@ class Curriculum:
             tab = _table(value, L, (size,), f"{self}: parameter {name!r}")
             bad = (tab < spec.low) | (tab > spec.high)
             if bool(bad.any()):
-                lvl = int(bad.any(1).nonzero()[0])
+                lvl = int(bad.any(1).nonzero()[0])  # host-ok: construction, error path
                 raise ValueError(f"{self}: parameter {name!r}: level {lvl} value "
-                                 f"{tab[lvl].tolist()} outside its valid range "
+                                 f"{tab[lvl].tolist()} outside its valid range "  # host-ok
                                  f"[{spec.low}, {spec.high}]")
             pcol += range(col, col + size)
             ptab.append(tab)
@@ -201,7 +201,7 @@ class Curriculum:
                                  "schedule, not Choice")
             tab = _range_table(value, L, term, b.size)
             for r in tab:
-                term._check_range((r[:, 0].tolist(), r[:, 1].tolist()))
+                term._check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
                 lo, hi = (r[:, 0], r[:, 0]) if term.dist == "gaussian" else (r[:, 0], r[:, 1])
                 check_result(term, p.spec[term.param], p, b.mask, lo.float(), hi.float())
             bounds.append(b)

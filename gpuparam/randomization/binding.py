@@ -195,8 +195,9 @@ def check_result(term: Term, spec, params, mask, lo: torch.Tensor, hi: torch.Ten
         j = int(bad.nonzero()[0])  # host-ok: error path
         comp = f" (component {j})" if lo.numel() > 1 else ""
         raise ValueError(
-            f"{term}: op={term.op!r} gives values in [{r_lo[j].item():.6g}, "
-            f"{r_hi[j].item():.6g}]{comp} for parameter {term.param!r}, outside its valid "
+            f"{term}: op={term.op!r} gives values in [{r_lo[j].item():.6g}, "  # host-ok
+            f"{r_hi[j].item():.6g}]{comp} for parameter {term.param!r}, "  # host-ok
+            "outside its valid "
             f"range [{spec.low}, {spec.high}]"
         )
 
