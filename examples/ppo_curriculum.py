@@ -19,7 +19,6 @@ import torch
 from torch import nn
 
 import gpuparam as gp
-from gpuparam.transforms import ObsNorm, TransformedEnv
 
 
 class ActorCritic(nn.Module):
@@ -49,7 +48,7 @@ class ActorCritic(nn.Module):
         return action, dist.log_prob(action), self.value(obs)
 
 
-def make_env(args) -> tuple[TransformedEnv, gp.Curriculum]:
+def make_env(args) -> tuple[gp.TransformedEnv, gp.Curriculum]:
     env = gp.make("CartPole-v1", num_envs=args.num_envs, device=args.device, seed=args.seed)
     env.randomize(gp.Gaussian("force_mag", 0.0, args.force_noise, op="add", on="step"))
     curriculum = gp.Curriculum(
@@ -60,7 +59,7 @@ def make_env(args) -> tuple[TransformedEnv, gp.Curriculum]:
         demote=args.demote,
     )
     env.add_curriculum(curriculum)
-    return TransformedEnv(env, ObsNorm((4,), num_envs=env.num_envs, clip=10.0)), curriculum
+    return gp.TransformedEnv(env, gp.ObsNorm((4,), num_envs=env.num_envs, clip=10.0)), curriculum
 
 
 def ppo_update(model, opt, batch, args) -> None:

@@ -26,7 +26,6 @@ from torchrl.envs import GymEnv, TransformedEnv
 
 import gpuparam as gp
 from gpuparam.integrations.torchrl import ObsNormTransform, TorchRLEnv
-from gpuparam.transforms import ObsNorm
 
 TASKS = (0.3, 0.5, 0.8, 1.2)  # pole half-lengths (m) a group can be switched to
 
@@ -61,7 +60,7 @@ def make_env(args: argparse.Namespace) -> tuple[TransformedEnv, torch.Tensor]:
     group. Returns the env and ``group`` (long ``[N]``, each env's group)."""
     core = gp.make("CartPole-v1", num_envs=args.num_envs, device=args.device, seed=args.seed)
     group = torch.arange(args.num_envs, device=core.device) * args.groups // args.num_envs
-    norm = ObsNorm(4, group_ids=group, num_groups=args.groups, clip=10.0)
+    norm = gp.ObsNorm(4, group_ids=group, num_groups=args.groups, clip=10.0)
     return TransformedEnv(TorchRLEnv(core), ObsNormTransform(norm)), group
 
 
