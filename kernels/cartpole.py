@@ -10,6 +10,8 @@ from __future__ import annotations
 import warp as wp
 
 from kernels.episode import begin_episode, end_step
+from kernels.index import thread_index
+from kernels.trig import sincos
 
 
 @wp.kernel
@@ -40,7 +42,7 @@ def step(
     episode_return_out: wp.array(dtype=float),
     episode_length_out: wp.array(dtype=wp.int32),
 ):
-    i = wp.tid()
+    i = thread_index(wp.tid())
     s = state[i]
     x, x_dot, theta, theta_dot = s[0], s[1], s[2], s[3]
     mp = masspole[i]
@@ -49,8 +51,7 @@ def step(
     force = force_mag[i]
     if action[i] <= wp.int64(0):
         force = -force
-    costheta = wp.cos(theta)
-    sintheta = wp.sin(theta)
+    sintheta, costheta = sincos(theta)
     inv_total_mass = 1.0 / total_mass
     temp = (force + polemass_length * theta_dot * theta_dot * sintheta) * inv_total_mass
     thetaacc = (gravity[i] * sintheta - costheta * temp) / (
@@ -86,7 +87,7 @@ def reset(
     obs_out: wp.array(dtype=wp.vec4),
 ):
     """Masked reset: state ~ U(-0.05, 0.05)^4, as Gymnasium."""
-    i = wp.tid()
+    i = thread_index(wp.tid())
     if not mask[i]:
         return
     r = begin_episode(i, seed[0], episode_count, step_count, running_return)

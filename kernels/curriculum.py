@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from kernels.index import thread_index
+
 ADR_SCALE = wp.constant(1024.0)
 
 
@@ -37,7 +39,7 @@ def update_levels(
     stop if it did not change. Then write the level's parameter values (``pval[level *
     num_p + p]`` into table column ``pcol[p]``, nominal and effective) and per-env ranges
     (``rval[2 * (level * num_q + q) + {0, 1}]`` into ``pe`` rows ``2 * prow[q] + {0, 1}``)."""
-    env = wp.tid()
+    env = thread_index(wp.tid())
     if not gate[env]:
         return
     level = levels[env]
@@ -90,7 +92,7 @@ def adr_collect(
     ``aop[a]``): recover the draw the episode ran with from the effective and nominal
     values; if it lies within ``edge[a]`` of the range's width (and a float tolerance) of
     the low (high) bound, add the metric to slot ``2a`` (``2a + 1``)."""
-    env = wp.tid()
+    env = thread_index(wp.tid())
     if not gate[env]:
         return
     mq = wp.int64(wp.round(metric[env] * ADR_SCALE))
@@ -131,7 +133,7 @@ def adr_update(
     """One thread per ADR component. A bound with at least ``samples`` episodes decides:
     mean metric ``>= thr_high`` widens it by ``delta`` (up to its limit), ``< thr_low``
     narrows it by ``delta`` (not past the other bound); then its statistics restart."""
-    a = wp.tid()
+    a = thread_index(wp.tid())
     side = int(0)
     while side < 2:
         s = 2 * a + side

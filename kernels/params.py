@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from kernels.index import thread_index
+
 
 @wp.func
 def _checked(v: float, low: float, high: float, clamp: int, old: float) -> float:
@@ -35,7 +37,7 @@ def masked_fill(
     Kept apart from ``masked_write`` on purpose: reading the value from a stride-0 array
     instead of a kernel argument makes a scalar write about 2.5x slower on CPU.
     """
-    env = wp.tid()
+    env = thread_index(wp.tid())
     if not mask[env]:
         return
     v = _checked(value, low, high, clamp, nominal_out[env])
@@ -54,7 +56,7 @@ def masked_write(
     effective_out: wp.array(dtype=float),
 ):
     """Write ``value[env]`` into one table row of the masked envs."""
-    env = wp.tid()
+    env = thread_index(wp.tid())
     if not mask[env]:
         return
     v = _checked(value[env], low, high, clamp, nominal_out[env])
@@ -75,7 +77,7 @@ def indexed_write(
     effective_out: wp.array2d(dtype=float),
 ):
     """Row k of ``value`` ``[K, ncols]`` goes to env ``env_ids[k]`` (out-of-range ids skip)."""
-    k = wp.tid()
+    k = thread_index(wp.tid())
     env = int(env_ids[k])
     if env < 0 or env >= nominal_out.shape[1]:
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warp as wp
 
 from kernels.episode import begin_episode, end_step
+from kernels.index import thread_index
 
 
 @wp.func
@@ -53,7 +54,7 @@ def step(
     episode_return_out: wp.array(dtype=float),
     episode_length_out: wp.array(dtype=wp.int32),
 ):
-    i = wp.tid()
+    i = thread_index(wp.tid())
     s = state[i]
     th, thdot = s[0], s[1]
     gi, mi, li, h = g[i], m[i], l[i], dt[i]
@@ -85,7 +86,7 @@ def reset(
     obs_out: wp.array(dtype=wp.vec3),
 ):
     """Masked reset: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as Gymnasium."""
-    i = wp.tid()
+    i = thread_index(wp.tid())
     if not mask[i]:
         return
     r = begin_episode(i, seed[0], episode_count, step_count, running_return)

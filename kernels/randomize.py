@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warp as wp
 
+from kernels.index import thread_index
 from kernels.rng import (
     STREAM_TERM0,
     draw_bits,
@@ -666,7 +667,7 @@ def init_keys(
     gets its first value, drawn from event counter -1 (never used by a draw): ``EVERY`` a
     phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval; ``MIN_STEPS``
     "never drawn"."""
-    i = wp.tid()
+    i = thread_index(wp.tid())
     r = i // n
     env = i - r * n
     t = rows[r]

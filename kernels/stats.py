@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from kernels.index import thread_index
+
 
 @wp.func
 def write_tables(
@@ -65,7 +67,7 @@ def refresh(
     offset_out: wp.array(dtype=wp.float32),
 ):
     """Launch over G: rebuild the tables after the statistics changed outside a merge."""
-    g = wp.tid()
+    g = thread_index(wp.tid())
     write_tables(g, count[g], P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)
 
 
@@ -86,7 +88,7 @@ def merge(
 ):
     """Launch over G: merge batch moments (``[G]``, ``[G * P]``, ``[G * P]``) into the
     statistics, then rebuild the tables. Groups empty on both sides keep their mean."""
-    g = wp.tid()
+    g = thread_index(wp.tid())
     n_a = count[g]
     n_b = batch_count[g]
     n = n_a + n_b
