@@ -117,6 +117,10 @@ class ObsNorm(GroupedRunningStats):
         """
         e, x = self._prepare(x, out)
         updated = self.training and not self._frozen
+        if e.fused:
+            out = torch.empty(x.shape, device=x.device) if out is None else out
+            e.obs_fused(x, out, None, None, updated, self.clip)
+            return out
         if updated:
             if e.layout == "tiled":
                 e.update_f32(x)
@@ -128,7 +132,30 @@ class ObsNorm(GroupedRunningStats):
     def normalize(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Normalize ``x`` without touching the statistics; arguments as in :meth:`forward`."""
         e, x = self._prepare(x, out)
+        if e.fused:
+            out = torch.empty(x.shape, device=x.device) if out is None else out
+            e.obs_fused(x, out, None, None, False, self.clip)
+            return out
         return self._normalize(e, x, out, False)
+
+    def forward_pair(
+        self, x: torch.Tensor, out: torch.Tensor, x2: torch.Tensor, out2: torch.Tensor
+    ) -> None:
+        """``forward(x, out=out)`` then ``normalize(x2, out=out2)`` with the same statistics,
+        in one launch on CPU (what ``TransformedEnv`` does with ``final_observation`` and
+        ``observation``). All four float32 ``[N, *shape]`` on the device; ``out`` and
+        ``out2`` contiguous."""
+        e = self._engine
+        flags = (self.training and not self._frozen, self.clip)
+        if e is not None and e.fused and e.replay_last((x, out, x2, out2), flags):
+            return
+        e, x = self._prepare(x, out)
+        _, x2 = self._prepare(x2, out2)
+        if not e.fused:
+            self(x, out=out)
+            self.normalize(x2, out=out2)
+            return
+        e.obs_fused(x, out, x2, out2, *flags)
 
     def _normalize(self, e: Engine, x: torch.Tensor, out, updated: bool) -> torch.Tensor:
         out = torch.empty(x.shape, device=x.device) if out is None else out

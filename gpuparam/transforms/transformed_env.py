@@ -171,9 +171,16 @@ class TransformedEnv:
 
     def _transform(self, td: TensorDict, update: bool) -> TensorDict:
         entries = dict(td.items())
-        if self._obs:
+        keys = [k for k in reversed(_OBS_KEYS) if k in entries]
+        if len(self._obs) == 1 and update and len(keys) == 2:
+            # statistics from the true next states, the same stats for both keys: one pass
+            final, obs = entries["final_observation"], entries["observation"]
+            out_f, out_o = self._buf(keys[0], final), self._buf(keys[1], obs)
+            self._obs[0].forward_pair(final, out_f, obs, out_o)
+            entries["final_observation_raw"], entries["observation_raw"] = final, obs
+            entries["final_observation"], entries["observation"] = out_f, out_o
+        elif self._obs:
             # statistics from the true next states first, then the same stats for both keys
-            keys = [k for k in reversed(_OBS_KEYS) if k in entries]
             for k in keys:
                 raw = entries[k + "_raw"] = entries[k]
                 entries[k] = self._chain(k, raw, update and k == keys[0])

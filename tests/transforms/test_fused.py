@@ -1,0 +1,99 @@
+"""The one-launch CPU kernels (``kernels.stats_cpu``) and the torch path agree with a float64
+reference for every lane pattern; every test here runs on both engines (conftest)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gpuparam.transforms import ObsNorm, RewardNorm
+
+
+@pytest.mark.parametrize("n,shape,fused", [(64, (4,), True), (48, (3,), True),
+                                           (32, (8, 8), True), (10, (4,), False)])
+def test_fused_engine_applies_where_whole_16_float_vectors_fit(engine_path, n, shape, fused):
+    e = ObsNorm(shape, num_envs=n)._eng()
+    assert e.fused == (fused and engine_path == "fused")
+    assert RewardNorm(num_envs=n)._eng().fused == (n % 16 == 0 and engine_path == "fused")
+
+
+@pytest.mark.parametrize("shape", [(1,), (3,), (4,), (64,)])  # lanes: 1, 3 (Q=3), 1, 4 (Q=4)
+@pytest.mark.parametrize("loc,scale", [(0.0, 1.0), (1e4, 1.0), (1e6, 1e-2)])
+def test_obs_stats_and_outputs_match_float64(engine_path, shape, loc, scale):
+    n, steps = 64, 6
+    norm = ObsNorm(shape, num_envs=n, clip=None)
+    rng = np.random.default_rng(2)
+    data = rng.normal(loc, scale, (steps, n, *shape)).astype(np.float32)
+    data += np.linspace(0, 5 * scale, steps, dtype=np.float32).reshape(-1, 1, *[1] * len(shape))
+    for x in data:
+        out = norm(torch.from_numpy(x))
+    d64 = data.astype(np.float64).reshape(-1, *shape)
+    assert norm.count.item() == steps * n
+    # fused: float64 sums around a shift; torch: float32 sums around the batch mean (1e-7)
+    tol = 1e-9 if engine_path == "fused" else 1e-6
+    np.testing.assert_allclose(norm.mean[0].numpy(), d64.mean(0), rtol=tol, atol=tol * scale)
+    np.testing.assert_allclose(norm.var[0].numpy(), d64.var(0), rtol=max(tol, 1e-7) * 10)
+    expect = (data[-1] - norm.mean[0].numpy()) / np.sqrt(norm.var[0].numpy() + 1e-8)
+    atol = 1e-5 * max(1.0, abs(loc) * 1e-7 / scale * 1e3)  # float32 x: ulp(loc) / scale
+    np.testing.assert_allclose(out.numpy(), expect, rtol=1e-5, atol=atol)
+
+
+def test_forward_pair_is_forward_then_normalize_bit_for_bit():
+    n = 64
+    a, b = ObsNorm(4, num_envs=n, clip=3.0), ObsNorm(4, num_envs=n, clip=3.0)
+    g = torch.Generator().manual_seed(0)
+    outs = [torch.empty(n, 4) for _ in range(4)]
+    for _ in range(5):
+        x, x2 = torch.randn(n, 4, generator=g) * 2, torch.randn(n, 4, generator=g) * 2
+        a.forward_pair(x, outs[0], x2, outs[1])
+        b(x, out=outs[2])
+        b.normalize(x2, out=outs[3])
+        assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[3])
+        assert outs[0].abs().max() <= 3.0
+    assert torch.equal(a.m2, b.m2) and torch.equal(a.count, b.count)
+    a.eval()
+    a.forward_pair(x, outs[0], x2, outs[1])  # eval: normalizes only
+    assert torch.equal(a.count, b.count) and torch.equal(outs[1], outs[3])
+
+
+def test_in_place_output_and_a_changed_clip_take_effect():
+    n = 32
+    norm = ObsNorm(4, num_envs=n)
+    x = torch.randn(n, 4) * 10
+    ref = ObsNorm(4, num_envs=n)(x.clone())
+    norm(x, out=x)  # out is x
+    assert torch.equal(x, ref)
+    norm.clip = 0.5
+    y = norm.normalize(torch.randn(n, 4) * 10)
+    assert y.abs().max() == 0.5
+
+
+def test_reward_clears_non_finite_returns_exactly_in_16_lanes():
+    norm = RewardNorm(0.9, num_envs=16).freeze()
+    r = torch.full((16,), 2.0)
+    r[:2] = torch.tensor([float("inf"), float("nan")])
+    done = torch.zeros(16, dtype=torch.bool)
+    done[:3] = True
+    norm(r, done)
+    assert norm.returns[:3].tolist() == [0.0, 0.0, 0.0]
+    assert not torch.signbit(norm.returns[:3]).any()
+    assert norm.returns[3:].tolist() == [2.0] * 13
+
+
+def test_reward_first_batch_after_reset_has_finite_exact_stats():
+    n, gamma = 32, 0.5
+    norm = RewardNorm(gamma, num_envs=n)
+    done = torch.zeros(n, dtype=torch.bool)
+    rng = np.random.default_rng(3)
+    seen, ret = [], np.zeros(n)
+    for step in range(8):
+        r = (rng.normal(0, 1e-3, n) + 1e6).astype(np.float32)
+        out = norm(torch.from_numpy(r), done)
+        ret = ret * gamma + r.astype(np.float64)
+        seen.extend(ret)
+        if step == 3:  # reset (returns too): the next batch is reduced around its first return
+            norm.reset_stats()
+            seen, ret = [], np.zeros(n)
+    np.testing.assert_allclose(norm.var.item(), np.var(seen), rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), r / np.sqrt(np.var(seen) + 1e-8), rtol=1e-5)
