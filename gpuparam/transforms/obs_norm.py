@@ -36,9 +36,11 @@ class ObsNorm(GroupedRunningStats):
     ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0.
 
     Precision: the statistics are float64 and merged with Chan et al.'s formula. Each batch
-    is reduced around its own mean, in float64 with several groups; with one group in
-    float32 (cheaper on CPU), which leaves a relative error of at most about 1e-7 in the
-    batch's variance and about 1e-7 of the batch std in its mean.
+    is reduced in float64 with several groups. With one group: on CUDA (and on CPU when N
+    does not fill whole 16-float vectors) in float32 around the batch mean, which leaves a
+    relative error of at most about 1e-7 in the batch's variance and about 1e-7 of the batch
+    std in its mean; on CPU otherwise in float64 around the running mean (the first env's
+    values after a reset), in one Warp launch that also writes the output.
 
     ``forward`` and ``normalize`` never synchronize with the host; their ``[N, *shape]``
     scratch is allocated once, when N is known.
