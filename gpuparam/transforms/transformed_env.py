@@ -70,6 +70,7 @@ class TransformedEnv:
         if any(t.reset_on for t in transforms):
             env.params.on_change(self._on_param_change)
         self._graphed = False
+        self._plan: _Plan | None = None
         if getattr(env, "_graph", None) is not None:
             self.capture()
 
@@ -131,7 +132,12 @@ class TransformedEnv:
         finally:
             self._stepping = False
         try:
-            return self._transform(td, update=True)
+            plan = self._plan
+            if plan is not None and plan.holds(td):
+                return plan.run(td)
+            out = self._transform(td, update=True)
+            self._plan = _Plan.make(td, out, self._transforms)
+            return out
         finally:
             if True in self._has_deferred:
                 for i, t in enumerate(self._transforms):
@@ -192,3 +198,60 @@ class TransformedEnv:
                 raw = out
             entries["reward"] = out
         return _new_td(entries, batch_size=td.batch_size, device=td.device)
+
+
+class _Plan:
+    """The last CPU step's transforms as their recorded launches, replayed while nothing
+    they depend on changed: the env's output TensorDict (same object, same tensors), each
+    transform's engine and the flags baked into its launch (training, frozen, clip, gamma).
+    Only for one-launch (fused) engines: one ObsNorm over the observation pair and/or one
+    RewardNorm. Saves the validation and dispatch of every call (about 5 us a step)."""
+
+    __slots__ = ("td", "src", "snapshot", "checks", "launches", "entries")
+
+    @staticmethod
+    def _flags(t) -> tuple:
+        return (t.training, t._frozen, t.clip, getattr(t, "gamma", None))
+
+    @classmethod
+    def make(cls, td: TensorDict, out: TensorDict, transforms) -> _Plan | None:
+        src = getattr(td, "_tensordict", None)  # TensorDict's own key -> tensor dict
+        kinds = [type(t) for t in transforms]
+        if (
+            not isinstance(src, dict)
+            or kinds.count(ObsNorm) > 1
+            or kinds.count(RewardNorm) > 1
+            or (ObsNorm in kinds and not all(k in src for k in _OBS_KEYS))
+        ):
+            return None
+        checks, launches = [], []
+        for t in transforms:
+            e = t._engine
+            if e is None or not e.fused or e._last is None:
+                return None
+            checks.append((t, e, cls._flags(t)))
+            launches.append(e._last[2])
+        plan = cls()
+        plan.td, plan.src, plan.snapshot = td, src, dict(src)
+        plan.checks, plan.launches = tuple(checks), tuple(launches)
+        plan.entries = dict(out.items())
+        return plan
+
+    def holds(self, td: TensorDict) -> bool:
+        if td is not self.td:
+            return False
+        src, snap = self.src, self.snapshot
+        if len(src) != len(snap):
+            return False
+        for k, v in snap.items():
+            if src.get(k) is not v:
+                return False
+        for t, e, flags in self.checks:
+            if t._engine is not e or self._flags(t) != flags:
+                return False
+        return True
+
+    def run(self, td: TensorDict) -> TensorDict:
+        for launch in self.launches:
+            launch()
+        return _new_td(dict(self.entries), batch_size=td.batch_size, device=td.device)
