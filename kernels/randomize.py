@@ -25,407 +25,44 @@ from __future__ import annotations
 
 import warp as wp
 
+from kernels.draws import draw_dense, draw_dense_masked, draw_general, draw_scratch
 from kernels.index import thread_index
-from kernels.rng import (
-    STREAM_TERM0,
-    draw_bits,
-    next_bits,
-    normal,
-    normal_vec,
-    term_key,
-    uniform,
+from kernels.rng import STREAM_TERM0, draw_bits, term_key, uniform
+from kernels.term_table import (  # noqa: F401 - the layout, re-exported for gpuparam
+    CHOICE,
+    EVERY,
+    F_HIGH,
+    F_LOW,
+    F_PHI,
+    F_PLO,
+    GAUSSIAN,
+    HOLD,
+    I_BP0,
+    I_COL,
+    I_DIST,
+    I_INTERP,
+    I_MASK,
+    I_NBP,
+    I_OP,
+    I_PE,
+    I_R0,
+    I_SIZE,
+    I_TIMED,
+    I_UID,
+    INTERVAL,
+    LINEAR,
+    LOGUNIFORM,
+    MIN_STEPS,
+    NF,
+    NI,
+    OP_ADD,
+    OP_SCALE,
+    OP_SET,
+    PLAIN,
+    UNIFORM,
+    TermClocks,
+    TermTables,
 )
-
-# distributions
-UNIFORM = wp.constant(0)
-LOGUNIFORM = wp.constant(1)
-GAUSSIAN = wp.constant(2)
-CHOICE = wp.constant(3)
-# operations on the nominal value
-OP_SET = wp.constant(0)
-OP_ADD = wp.constant(1)
-OP_SCALE = wp.constant(2)
-# triggers evaluated inside a launch (I_TIMED)
-PLAIN = wp.constant(0)  # every env the launch considers
-EVERY = wp.constant(1)  # per-env countdown of k steps, first one a random phase
-INTERVAL = wp.constant(2)  # per-env countdown of random intervals
-MIN_STEPS = wp.constant(3)  # only if >= F_PLO global steps since the env's previous draw
-# schedule interpolation between breakpoints
-HOLD = wp.constant(0)
-LINEAR = wp.constant(1)
-
-# columns of the int term table ``ti [T * NI]``
-I_DIST = wp.constant(0)
-I_OP = wp.constant(1)
-I_TIMED = wp.constant(2)  # PLAIN, EVERY, INTERVAL or MIN_STEPS (below)
-I_DTCOL = wp.constant(3)  # column of the env's time step (clock in seconds), or -1 (steps)
-I_MASK = wp.constant(4)  # row of the term's mask in ``masks``, or -1 (all envs)
-I_COL = wp.constant(5)  # first column of the parameter in the [C, N] tables
-I_SIZE = wp.constant(6)  # components
-I_R0 = wp.constant(7)  # first index of the term's values in ``vals``
-I_NBP = wp.constant(8)  # schedule breakpoints (1: constant range)
-I_BP0 = wp.constant(9)  # first index in ``bp_step``
-I_INTERP = wp.constant(10)  # HOLD or LINEAR
-I_PE = wp.constant(11)  # first per-env range row in ``pe``, or -1
-I_NCH = wp.constant(12)  # number of choices (CHOICE only)
-I_CDF0 = wp.constant(13)  # first index of the cumulative probabilities in ``vals``
-I_UID = wp.constant(14)  # the term's uid: its random stream is STREAM_TERM0 + uid
-NI = 15
-# columns of the float term table ``tf [T * NF]``
-F_LOW = wp.constant(0)  # the parameter's valid range: every result is clamped into it
-F_HIGH = wp.constant(1)
-F_PLO = wp.constant(2)  # clock period range (steps, or seconds with I_DTCOL >= 0)
-F_PHI = wp.constant(3)
-NF = 4
-
-@wp.struct
-class TermTables:
-    """One trigger class's term tables (read-only in a launch; see ``randomize``)."""
-
-    ti: wp.array(dtype=wp.int32)  # [T * NI]
-    tf: wp.array(dtype=float)  # [T * NF]
-    num_terms: int
-    n: int  # num_envs
-    block: int  # envs per thread
-    vals: wp.array(dtype=float)  # ranges, choices, cdfs of all terms
-    bp_step: wp.array(dtype=wp.int64)  # schedule breakpoints (global steps)
-    pe: wp.array(dtype=float)  # per-env ranges, rows of [n]
-    gstep: wp.array(dtype=wp.int64)  # [1] global step
-    seed: wp.array(dtype=wp.int32)  # [1] the env's seed
-    ones_row: int  # a row of ``masks`` that is all True (read for terms without a mask)
-    ctr_t: int  # ``counter`` index of (term t, env) is ``t * ctr_t + env * ctr_e``: (n, 1)
-    ctr_e: int  # or, interleaving a gated class's terms per env (one cache line), (1, T)
-    track: int  # write ``changed_out``
-
-
-@wp.struct
-class TermClocks:
-    """Per term and env timing state, clamped draws per term."""
-
-    clock: wp.array(dtype=wp.float64)  # [T * n]
-    clamped_out: wp.array(dtype=wp.int64)  # [T] clamped draws so far
-
-
-@wp.func
-def uniform_value(a: float, b: float, h: wp.uint32) -> float:
-    """UNIFORM draw in [a, b]."""
-    return a + (b - a) * uniform(h)
-
-
-@wp.func
-def gaussian_value(a: float, b: float, h: wp.uint32) -> float:
-    """GAUSSIAN draw, mean a, std b."""
-    return a + b * normal(h)
-
-
-@wp.func
-def gaussian_value_vec(a: float, b: float, h: wp.uint32) -> float:
-    """``gaussian_value``, branch-free (for vectorized loops; the same bits)."""
-    return a + b * normal_vec(h)
-
-
-@wp.func
-def sample(dist: int, a: float, b: float, h: wp.uint32) -> float:
-    """A draw from UNIFORM [a, b], GAUSSIAN (mean a, std b) or LOGUNIFORM [a, b] given the
-    event's bits ``h``."""
-    if dist == GAUSSIAN:
-        return gaussian_value(a, b, h)
-    if dist == LOGUNIFORM:
-        return a * wp.exp(wp.log(b / a) * uniform(h))
-    return uniform_value(a, b, h)
-
-
-@wp.func
-def apply_op(op: int, nominal: float, x: float) -> float:
-    """``x`` (set), ``nominal + x`` (add) or ``nominal * x`` (scale)."""
-    if op == OP_ADD:
-        return nominal + x
-    if op == OP_SCALE:
-        return nominal * x
-    return x
-
-
-@wp.func
-def store_draw(
-    hit: bool,
-    op: int,
-    x: float,
-    low: float,
-    high: float,
-    ci: int,
-    nominal: wp.array(dtype=float),
-    effective_out: wp.array(dtype=float),
-) -> int:
-    """Where ``hit``, write ``clamp(op(nominal, x))`` to ``effective_out[ci]`` (elsewhere
-    write back its value: branch-free); 1 if that clamped a draw."""
-    v = apply_op(op, nominal[ci], x)
-    vc = wp.clamp(v, low, high)
-    effective_out[ci] = wp.where(hit, vc, effective_out[ci])
-    return int(hit and vc != v)
-
-
-@wp.func
-def store_value(op: int, x: float, low: float, high: float, j: int,
-                nominal: wp.array(dtype=float), values_out: wp.array(dtype=float)) -> int:
-    """``values_out[j] = clamp(op(nominal[j], x))``; 1 if that clamped the draw."""
-    v = apply_op(op, nominal[j], x)
-    vc = wp.clamp(v, low, high)
-    values_out[j] = vc
-    return int(vc != v)
-
-
-@wp.func
-def draw_dense(
-    dist: int,
-    op: int,
-    a: float,
-    b: float,
-    low: float,
-    high: float,
-    e0: int,
-    e1: int,
-    toff: int,
-    coff: int,
-    keys: wp.array(dtype=wp.int32),
-    counter: wp.array(dtype=wp.int32),
-    nominal: wp.array(dtype=float),
-    effective_out: wp.array(dtype=float),
-) -> int:
-    """Dense path of a term without mask: draw for envs ``e0 <= e < e1`` (term row ``toff``
-    of ``keys`` and ``counter``, parameter row ``coff``); returns the number of clamped
-    draws. One branch-free loop per distribution (vectorized on CPUs)."""
-    nclamped = int(0)
-    e = int(e0)
-    if dist == GAUSSIAN:
-        while e < e1:
-            c = counter[toff + e]
-            counter[toff + e] = c + 1
-            x = gaussian_value_vec(a, b, draw_bits(keys[toff + e], c))
-            nclamped += store_value(op, x, low, high, coff + e, nominal, effective_out)
-            e += 1
-    else:
-        while e < e1:
-            c = counter[toff + e]
-            counter[toff + e] = c + 1
-            x = uniform_value(a, b, draw_bits(keys[toff + e], c))
-            nclamped += store_value(op, x, low, high, coff + e, nominal, effective_out)
-            e += 1
-    return nclamped
-
-
-@wp.func
-def draw_dense_masked(
-    dist: int,
-    op: int,
-    a: float,
-    b: float,
-    low: float,
-    high: float,
-    e0: int,
-    e1: int,
-    toff: int,
-    coff: int,
-    moff: int,
-    masks: wp.array(dtype=wp.bool),
-    keys: wp.array(dtype=wp.int32),
-    counter: wp.array(dtype=wp.int32),
-    nominal: wp.array(dtype=float),
-    effective_out: wp.array(dtype=float),
-) -> int:
-    """``draw_dense`` for a term with a mask (row ``moff`` of ``masks``): every env draws,
-    the mask selects which results and counter increments are written."""
-    nclamped = int(0)
-    e = int(e0)
-    if dist == GAUSSIAN:
-        while e < e1:
-            hit = masks[moff + e]
-            c = counter[toff + e]
-            counter[toff + e] = c + int(hit)
-            x = gaussian_value_vec(a, b, draw_bits(keys[toff + e], c))
-            nclamped += store_draw(hit, op, x, low, high, coff + e, nominal, effective_out)
-            e += 1
-    else:
-        while e < e1:
-            hit = masks[moff + e]
-            c = counter[toff + e]
-            counter[toff + e] = c + int(hit)
-            x = uniform_value(a, b, draw_bits(keys[toff + e], c))
-            nclamped += store_draw(hit, op, x, low, high, coff + e, nominal, effective_out)
-            e += 1
-    return nclamped
-
-
-@wp.func
-def draw_general(
-    terms: TermTables,
-    gated: int,
-    clocks: TermClocks,
-    t: int,
-    p: int,
-    frac: float,
-    e0: int,
-    m: int,
-    masks: wp.array(dtype=wp.bool),
-    counter: wp.array(dtype=wp.int32),
-    nominal: wp.array(dtype=float),
-    effective_out: wp.array(dtype=float),
-    changed_out: wp.array(dtype=wp.bool),
-    scratch: wp.array(dtype=wp.int32),
-) -> int:
-    """General path of term ``t`` (any trigger, distribution, size, per-env ranges) over
-    the block's ``m`` envs from ``e0`` (or those listed in ``scratch`` when gated), one env
-    at a time; returns the number of clamped draws."""
-    ti = terms.ti
-    tf = terms.tf
-    vals = terms.vals
-    n = terms.n
-    q = t * NI
-    mrow = ti[q + I_MASK]
-    timed = ti[q + I_TIMED]
-    dtcol = ti[q + I_DTCOL]
-    plo = tf[t * NF + F_PLO]
-    phi = tf[t * NF + F_PHI]
-    dist = ti[q + I_DIST]
-    op = ti[q + I_OP]
-    col = ti[q + I_COL]
-    size = ti[q + I_SIZE]
-    r0 = ti[q + I_R0]
-    pe_row = ti[q + I_PE]
-    low = tf[t * NF + F_LOW]
-    high = tf[t * NF + F_HIGH]
-    cdf0 = ti[q + I_CDF0]
-    nch = ti[q + I_NCH]
-    seed = terms.seed[0]
-    stream = STREAM_TERM0 + ti[q + I_UID]
-    nclamped = int(0)
-    i = int(0)
-    while i < m:
-        env = e0 + i
-        if gated != 0:
-            env = scratch[e0 + i]
-        i += 1
-        if mrow >= 0:
-            if not masks[mrow * n + env]:
-                continue
-        slot = t * n + env
-        if timed == MIN_STEPS:
-            gnow = wp.float64(terms.gstep[0])
-            if gnow - clocks.clock[slot] < wp.float64(plo):
-                continue
-            clocks.clock[slot] = gnow
-        elif timed != PLAIN:
-            dt = wp.float64(1.0)
-            if dtcol >= 0:
-                dt = wp.float64(effective_out[dtcol * n + env])
-            left = clocks.clock[slot] - dt
-            if left >= wp.float64(0.5) * dt:  # due once less than half a step is left
-                clocks.clock[slot] = left
-                continue
-        if terms.track != 0:
-            changed_out[env] = True
-        cs = t * terms.ctr_t + env * terms.ctr_e
-        c = counter[cs]
-        counter[cs] = c + 1
-        h = draw_bits(int(term_key(seed, env, stream)), c)
-        pick = int(0)
-        if dist == CHOICE:
-            u = uniform(h)
-            h = next_bits(h)
-            while pick < nch - 1 and u >= vals[cdf0 + pick]:
-                pick += 1
-        j = int(0)
-        while j < size:
-            x = float(0.0)
-            if dist == CHOICE:
-                x = vals[r0 + pick * size + j]
-            else:
-                a = float(0.0)
-                b = float(0.0)
-                if pe_row >= 0:
-                    a = terms.pe[(2 * (pe_row + j)) * n + env]
-                    b = terms.pe[(2 * (pe_row + j) + 1) * n + env]
-                else:
-                    k = r0 + 2 * (p * size + j)
-                    a = vals[k]
-                    b = vals[k + 1]
-                    if frac > 0.0:
-                        a = a + (vals[k + 2 * size] - a) * frac
-                        b = b + (vals[k + 2 * size + 1] - b) * frac
-                x = sample(dist, a, b, h)
-                h = next_bits(h)
-            nclamped += store_draw(True, op, x, low, high, (col + j) * n + env, nominal,
-                                   effective_out)
-            j += 1
-        if timed == EVERY or timed == INTERVAL:
-            clocks.clock[slot] = wp.float64(plo + (phi - plo) * uniform(h))
-    return nclamped
-
-
-@wp.func
-def draw_scratch(
-    dist: int,
-    op: int,
-    per_env: bool,
-    a: float,
-    b: float,
-    low: float,
-    high: float,
-    seed: int,
-    stream: int,
-    j0: int,
-    j1: int,
-    r_env: int,
-    r_ctr: int,
-    r_a: int,
-    r_b: int,
-    scratch: wp.array(dtype=wp.int32),
-    scratch_f: wp.array(dtype=float),
-) -> int:
-    """Listed path: draw for positions ``j0 <= j < j1`` of the scratch regions (env
-    ``scratch[r_env + j]``, counter ``scratch[r_ctr + j]``, nominal value ``scratch_f[j]``,
-    per-env range ``scratch_f[r_a + j]``, ``scratch_f[r_b + j]`` when ``per_env``, else
-    ``a, b``) and leave the clamped results in ``scratch_f[j]``; returns the number of
-    clamped draws. One loop per case, each free of branches (vectorized on CPUs)."""
-    nclamped = int(0)
-    j = int(j0)
-    if per_env:
-        if dist == GAUSSIAN:
-            while j < j1:
-                h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
-                x = gaussian_value_vec(scratch_f[r_a + j], scratch_f[r_b + j], h)
-                nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
-                j += 1
-        elif dist == UNIFORM:
-            while j < j1:
-                h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
-                x = uniform_value(scratch_f[r_a + j], scratch_f[r_b + j], h)
-                nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
-                j += 1
-        else:
-            while j < j1:
-                h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
-                x = sample(dist, scratch_f[r_a + j], scratch_f[r_b + j], h)
-                nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
-                j += 1
-    elif dist == GAUSSIAN:
-        while j < j1:
-            h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
-            x = gaussian_value_vec(a, b, h)
-            nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
-            j += 1
-    elif dist == UNIFORM:
-        while j < j1:
-            h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
-            x = uniform_value(a, b, h)
-            nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
-            j += 1
-    else:
-        while j < j1:
-            h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
-            x = sample(dist, a, b, h)
-            nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
-            j += 1
-    return nclamped
 
 
 @wp.kernel
