@@ -84,6 +84,8 @@ class Replay:
 
     def __init__(self, cmd, device: torch.device):
         self.cmd, self._device, self._call = cmd, device, None
+        self._slots: tuple[int, ...] = ()
+        self._ptrs: tuple[int, ...] = ()
         if device.type != "cpu" or cmd.adjoint or cmd.block_dim > 1:
             return
         try:
@@ -93,6 +95,29 @@ class Replay:
             self._call = (cmd.hooks.forward, ctypes.byref(cmd.params[0]), ctypes.byref(args), args)
         except (AttributeError, TypeError, ValueError):  # another Warp: the plain launch
             self._call = None
+
+    def rebindable(self, *slots: int) -> Replay:
+        """Declare the array arguments (indices into the kernel's arguments) that
+        :meth:`set_data` repoints; returns ``self``."""
+        for i in slots:  # own copies: one array's ctype is shared by every slot it fills
+            own = type(self.cmd.params[i + 1]).from_buffer_copy(self.cmd.params[i + 1])
+            self.cmd.set_param_at_index_from_ctype(i, own)
+        self._slots = slots
+        self._ptrs = tuple(self.cmd.params[i + 1].data for i in slots)
+        return self
+
+    def set_data(self, ptrs: tuple[int, ...]) -> None:
+        """Point the :meth:`rebindable` array arguments at other memory (``data_ptr()`` of
+        tensors with the recorded arrays' shape, dtype and strides: the caller checks)."""
+        if ptrs == self._ptrs:
+            return
+        args = self._call[3] if self._call is not None else None
+        labels = self.cmd.kernel.adj.args
+        for i, ptr in zip(self._slots, ptrs, strict=True):
+            self.cmd.params[i + 1].data = ptr
+            if args is not None:
+                getattr(args, labels[i].label).data = ptr
+        self._ptrs = ptrs
 
     def launch(self, stream=None) -> None:
         """Run the recorded launch (on ``stream`` on CUDA)."""

@@ -43,14 +43,13 @@ import weakref
 import torch
 import warp as wp
 
-from gpuparam._device import init_warp, record
+from gpuparam._device import Replay, init_warp, record
 from gpuparam.transforms._moments import F64
 from kernels import stats as K
 from kernels import stats_cpu as KC
 
 ROW = 256  # widest row of the tiled layout on CPU (tests set 1 to run CUDA's layout)
 FUSED = True  # one-launch CPU kernels where they apply (tests set False for the torch path)
-MAX_CMDS = 8  # recorded fused launches kept per engine (one per set of argument tensors)
 
 
 def _wp(t: torch.Tensor) -> wp.array:
@@ -100,8 +99,8 @@ class Engine:
             FUSED and ROW > 1 and dev.type == "cpu" and n % k16 == 0
             and self.layout in ("tiled", "single")
         )
-        self._cmds: dict[tuple, object] = {}
-        self._last = None  # (flags, weakrefs to the tensors, launch) of the last fused call
+        self._cmds: dict[tuple, Replay] = {}  # fused launches per flags, repointed per call
+        self.last = None  # (launch, data pointers) of the last fused call
         if self.layout == "tiled" and self.fused:
             k = k16
         elif self.layout == "tiled" and dev.type == "cpu":
@@ -117,6 +116,7 @@ class Engine:
         if self.layout == "tiled" and self.fused:
             Q = W // 16
             self.acc = torch.zeros(3 * Q, 16, **z64)  # batch sums of d and d * d, the shift
+            self.dsq = torch.zeros(n * P, **z)  # placeholder the fused launch is recorded with
             self.feat = torch.zeros(2 * P, **z64)
             self._fused_args = [
                 P, Q, wp.float64(n), eps, *stats,
@@ -140,6 +140,8 @@ class Engine:
             self._merge = record(K.merge_shifted64, 1, args, dev)
             if self.fused:
                 self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs]
+                self.r32 = torch.zeros(n, **z)  # placeholders the fused launch is recorded with
+                self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)
         else:
             self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
             self.bcount = torch.zeros(G, **z64).index_add_(0, gid, torch.ones(n, **z64))
@@ -216,53 +218,33 @@ class Engine:
         torch.sum(self.dsq, 1, out=self.sums)
         self._merge()
 
-    def replay_last(self, tensors: tuple, flags: tuple) -> bool:
-        """Replay the last fused launch if it ran over these very tensors with these flags
-        (the hot path of a wrapper passing the same buffers every step: the tensors were
-        validated when the launch was made). Returns whether it did."""
-        last = self._last
-        if last is None or last[0] != flags or len(last[1]) != len(tensors):
-            return False
-        for r, t in zip(last[1], tensors, strict=True):
-            if r() is not t:
-                return False
-        last[2]()
-        return True
-
-    def _cmd(self, tensors: tuple, flags: tuple, make):
-        """The recorded fused launch over ``tensors`` with ``flags``, made once by
-        ``make(*detached tensors)``. Like the views, an entry does not keep its tensors
-        alive: the death of one evicts it."""
-        key = (*(id(t) for t in tensors), *flags)
-        hit = self._cmds.get(key)
-        if hit is not None and all(r() is t for r, t in zip(hit[0], tensors, strict=True)):
-            self._last = (flags, hit[0], hit[1])
-            return hit[1]
-        cmds = self._cmds
-        if len(cmds) >= MAX_CMDS:
-            cmds.clear()
-        refs = tuple(
-            weakref.ref(t, lambda _, key=key, cmds=cmds: cmds.pop(key, None)) for t in tensors
-        )
-        cmd = make(*(t.detach() for t in tensors))
-        cmds[key] = (refs, cmd)
-        self._last = (flags, refs, cmd)
-        return cmd
+    def _run(self, flags: tuple, make, tensors: tuple) -> None:
+        """Run the fused launch recorded for ``flags`` (made once by ``make()`` over the
+        engine's own buffers) with its array arguments pointed at ``tensors``: no tensor is
+        kept, nothing is recorded per call."""
+        cmd = self._cmds.get(flags)
+        if cmd is None:
+            cmd = self._cmds[flags] = make()
+        ptrs = tuple(t.data_ptr() for t in tensors)
+        cmd.set_data(ptrs)
+        cmd()
+        self.last = (cmd, ptrs)
 
     def obs_fused(self, x, out, x2, out2, update: bool, clip: float | None) -> None:
         """``fused`` ``tiled``: with ``update`` merge ``x`` in, then write ``out`` from ``x``
         and (unless ``x2`` is None) ``out2`` from ``x2`` in one launch; all four contiguous
         float32 ``[N, *shape]`` (``out`` may be ``x``)."""
         pair = x2 is not None
-        tensors = (x, out, x2, out2) if pair else (x, out)
 
-        def make(x, out, x2=None, out2=None):
-            a, b = (x2, out2) if pair else (x, out)
-            args = [*(_wp16(t) for t in (x, out, a, b)), int(pair), int(update),
-                    *self._fused_args[:4], wp.float32(clip or 0.0), *self._fused_args[4:]]
-            return record(KC.obs_step, 1, args, self.device)
+        def make() -> Replay:
+            a = self._fused_args
+            scratch = _wp16(self.dsq)  # placeholders: set_data points them at the caller's
+            args = [scratch, scratch, scratch, scratch, int(pair), int(update), *a[:4],
+                    wp.float32(clip or 0.0), *a[4:]]
+            return record(KC.obs_step, 1, args, self.device).rebindable(0, 1, 2, 3)
 
-        self._cmd(tensors, (update, clip), make)()
+        tensors = (x, out, x2, out2) if pair else (x, out, x, out)
+        self._run(("obs", pair, update, clip), make, tensors)
 
     def reward_fused(self, reward, done, out, gamma: float, update: bool,
                      clip: float | None) -> None:
@@ -270,14 +252,14 @@ class Engine:
         in (``update``), write ``out = reward * scale`` and clear the returns where ``done``,
         in one launch (``reward``, ``out`` float32 and ``done`` bool ``[N]``, contiguous)."""
 
-        def make(reward, done, out):
+        def make() -> Replay:
             a = self._fused_args
-            args = [_wp16(reward), _wp16(done, KC.vec16b), _wp16(self.data64, KC.vec16d),
-                    _wp16(out), wp.float64(gamma), int(update), a[0], a[1],
+            args = [_wp16(self.r32), _wp16(self.d8, KC.vec16b), _wp16(self.data64, KC.vec16d),
+                    _wp16(self.r32), wp.float64(gamma), int(update), a[0], a[1],
                     wp.float32(clip or 0.0), *a[2:]]
-            return record(KC.reward_step, 1, args, self.device)
+            return record(KC.reward_step, 1, args, self.device).rebindable(0, 1, 3)
 
-        self._cmd((reward, done, out), (gamma, update, clip), make)()
+        self._run(("reward", gamma, update, clip), make, (reward, done, out))
 
     def update_f64(self) -> None:
         """Merge the float64 batch in ``data64`` in (``single``, ``grouped``, ``identity``)."""

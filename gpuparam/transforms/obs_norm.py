@@ -147,17 +147,13 @@ class ObsNorm(GroupedRunningStats):
         in one launch on CPU (what ``TransformedEnv`` does with ``final_observation`` and
         ``observation``). All four float32 ``[N, *shape]`` on the device; ``out`` and
         ``out2`` contiguous."""
-        e = self._engine
-        flags = (self.training and not self._frozen, self.clip)
-        if e is not None and e.fused and e.replay_last((x, out, x2, out2), flags):
-            return
         e, x = self._prepare(x, out)
         _, x2 = self._prepare(x2, out2)
         if not e.fused:
             self(x, out=out)
             self.normalize(x2, out=out2)
             return
-        e.obs_fused(x, out, x2, out2, *flags)
+        e.obs_fused(x, out, x2, out2, self.training and not self._frozen, self.clip)
 
     def _normalize(self, e: Engine, x: torch.Tensor, out, updated: bool) -> torch.Tensor:
         out = torch.empty(x.shape, device=x.device) if out is None else out

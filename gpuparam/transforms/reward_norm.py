@@ -103,10 +103,6 @@ class RewardNorm(GroupedRunningStats):
             float32 tensor ``[N]`` on the device.
         """
         e = self._engine
-        flags = (self.gamma, self.training and not self._frozen, self.clip)
-        if out is not None and e is not None and e.fused:
-            if e.replay_last((reward, done, out), flags):
-                return out
         if e is None or not (
             e.matches(reward, torch.float32)
             and e.matches(done, torch.bool)
@@ -117,7 +113,8 @@ class RewardNorm(GroupedRunningStats):
             e = self._eng()
         if e.fused:
             out = torch.empty(reward.shape, device=reward.device) if out is None else out
-            e.reward_fused(reward, done.contiguous(), out, *flags)
+            update = self.training and not self._frozen
+            e.reward_fused(reward, done.contiguous(), out, self.gamma, update, self.clip)
             return out
         ret = e.data64
         torch.add(e.r64.copy_(reward), ret, alpha=self.gamma, out=ret)  # ret * gamma + reward

@@ -227,10 +227,10 @@ class _Plan:
         checks, launches = [], []
         for t in transforms:
             e = t._engine
-            if e is None or not e.fused or e._last is None:
+            if e is None or not e.fused or e.last is None:
                 return None
             checks.append((t, e, cls._flags(t)))
-            launches.append(e._last[2])
+            launches.append(e.last)
         plan = cls()
         plan.td, plan.src, plan.snapshot = td, src, dict(src)
         plan.checks, plan.launches = tuple(checks), tuple(launches)
@@ -252,6 +252,7 @@ class _Plan:
         return True
 
     def run(self, td: TensorDict) -> TensorDict:
-        for launch in self.launches:
+        for launch, ptrs in self.launches:
+            launch.set_data(ptrs)  # (the module may have run it on other tensors since)
             launch()
         return _new_td(dict(self.entries), batch_size=td.batch_size, device=td.device)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 from gpuparam.transforms import ObsNorm, RewardNorm
 
@@ -97,3 +98,44 @@ def test_reward_first_batch_after_reset_has_finite_exact_stats():
             seen, ret = [], np.zeros(n)
     np.testing.assert_allclose(norm.var.item(), np.var(seen), rtol=1e-6)
     np.testing.assert_allclose(out.numpy(), r / np.sqrt(np.var(seen) + 1e-8), rtol=1e-5)
+
+
+def test_fresh_tensors_every_call_reuse_one_launch_per_flag_set(engine_path):
+    n = 32
+    norm, ref = ObsNorm(4, num_envs=n), ObsNorm(4, num_envs=n)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(6):  # new input and output tensors at every call, as a TorchRL transform
+        x = torch.randn(n, 4, generator=g) + 3
+        y = norm(x)
+        with torch.no_grad():
+            expect = ref(x.clone())
+        assert torch.equal(y, expect)
+        norm.normalize(x.clone())
+    if engine_path == "fused":
+        assert len(norm._eng()._cmds) == 2  # (update) and (normalize only)
+
+
+def test_rebound_launch_writes_where_it_points(engine_path):
+    if engine_path != "fused":
+        pytest.skip("builds a fused launch")
+    from gpuparam._device import record
+    from kernels import stats_cpu as KC
+
+    def run(direct: bool):
+        n = 16
+        e = ObsNorm(4, num_envs=n).eval()._eng()
+        dummy = torch.zeros(n, 4)
+        v = lambda t: wp.from_torch(t.view(-1, 16), dtype=KC.vec16)  # noqa: E731
+        cmd = record(KC.obs_step, 1, [v(dummy)] * 4 + [0, 0, *e._fused_args[:4],
+                     wp.float32(0.0), *e._fused_args[4:]], torch.device("cpu"))
+        if not direct:
+            cmd._call = None
+        cmd.rebindable(0, 1, 2, 3)
+        x, out = torch.arange(n * 4.0).view(n, 4), torch.zeros(n, 4)
+        cmd.set_data((x.data_ptr(), out.data_ptr(), x.data_ptr(), out.data_ptr()))
+        cmd()
+        assert dummy.abs().sum() == 0
+        return out
+
+    a, b = run(True), run(False)
+    assert torch.equal(a, b) and a.abs().sum() > 0
