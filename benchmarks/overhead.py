@@ -1,14 +1,17 @@
 """Overheads over the bare step, as ratios measured round by round against it.
 
 Every configuration is a fresh CartPole-v1 env at the goal N; all are timed interleaved with
-the bare one, and the overhead is ``median_over_rounds(t_config / t_bare) - 1``.
+the bare one, and the overhead is ``median_over_rounds(t_config / t_bare) - 1``. ``ObsNorm
+D=64`` times the normalization alone on 64-feature observations (one update, two outputs: a
+``TransformedEnv`` step's work) and reports it as a share of the bare CartPole step,
+``median_over_rounds(t_norm / t_bare)``: the overhead it would add to an env as fast.
 """
 
 from __future__ import annotations
 
 from benchmarks.config import RunConfig
 from benchmarks.features import attempt
-from benchmarks.subjects import BARE, GpSetup, gp_subject
+from benchmarks.subjects import BARE, GpSetup, gp_subject, obs_norm_subject
 from benchmarks.timing import interleave, median, paired_ratio
 
 CONFIGS: dict[str, GpSetup] = {
@@ -33,6 +36,11 @@ def measure(cfg: RunConfig, bar) -> dict:
             out["configs"][key] = failed
         else:
             subjects[key] = subject
+    d64, failed = attempt(obs_norm_subject, n, 64, cfg.device)
+    if failed:
+        out["configs"]["ObsNorm_D64"] = failed
+    else:
+        subjects["ObsNorm_D64"] = d64
     try:
         times = interleave({k: (lambda s=s: s.run(steps)) for k, s in subjects.items()}, repeats)
     finally:
@@ -41,10 +49,11 @@ def measure(cfg: RunConfig, bar) -> dict:
     bare = times.pop("bare")
     out["bare_step_s"] = median(bare) / steps
     for key, ts in times.items():
+        alone = key == "ObsNorm_D64"  # timed alone: its whole time is the overhead
         out["configs"][key] = {
-            "label": CONFIGS[key].label,
+            "label": "ObsNorm D=64 (update + 2 outputs)" if alone else CONFIGS[key].label,
             "step_s": median(ts) / steps,
-            "overhead": paired_ratio(ts, bare) - 1.0,
+            "overhead": paired_ratio(ts, bare) - (0.0 if alone else 1.0),
             "notes": subjects[key].notes,
         }
     bar.update(1)

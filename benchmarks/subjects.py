@@ -136,6 +136,23 @@ def gp_subject(setup: GpSetup, n: int, device: str, warmup: int = 5) -> Subject:
     return subject
 
 
+def obs_norm_subject(n: int, features: int, device: str, warmup: int = 5) -> Subject:
+    """What ``TransformedEnv`` does per step with an ``ObsNorm`` on a ``features``-dim
+    observation: update with ``final_observation``, normalize it and ``observation``."""
+    require_method(gp.ObsNorm, "forward_pair")
+    norm = gp.ObsNorm((features,), num_envs=n, device=device)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    x, x2 = (torch.randn(n, features, generator=g).to(device) for _ in range(2))
+    out, out2 = torch.empty_like(x), torch.empty_like(x2)
+
+    def step(i: int) -> None:
+        norm.forward_pair(x, out, x2, out2)
+
+    subject = Subject(n, step, device=device, env=norm)
+    subject.run(warmup)
+    return subject
+
+
 # ----------------------------------------------------------------------------- peers
 def gym_cartpole():
     """Worker factory (module-level, so that spawned processes can unpickle it)."""
