@@ -135,7 +135,7 @@ def obs_step(
             m2[f] = m2[f] + batch_m2 + delta * delta * n_a * w_b
             mean[f] = mean[f] + delta * w_b
         count[0] = n
-        write_tables(0, n, P, 16 * Q // P, eps, 1, mean, m2, center_flat, scale_flat, offset_flat)
+        write_tables(0, n, P, 16 * Q // P, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
     if Q == 1:  # tables in registers
         c = center[0]
         s = scale[0]

@@ -138,7 +138,8 @@ class Engine:
             self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
             args = [_wp(self.sums), wp.float64(n), 1, eps, _wp(self.shift), *stats, *tabs]
             self._merge = record(K.merge_shifted64, 1, args, dev)
-            if self.fused:
+            if self.fused:  # shift by the running mean (a loaded one too), from the start
+                self.shift.copy_(m.mean.reshape(1))
                 self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs]
                 self.r32 = torch.zeros(n, **z)  # placeholders the fused launch is recorded with
                 self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)

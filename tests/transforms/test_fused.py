@@ -139,3 +139,37 @@ def test_rebound_launch_writes_where_it_points(engine_path):
 
     a, b = run(True), run(False)
     assert torch.equal(a, b) and a.abs().sum() > 0
+
+
+def test_reward_stats_stay_exact_after_loading_a_checkpoint():
+    n, gamma = 32, 0.0  # gamma 0: the returns are the rewards
+    a = RewardNorm(gamma, num_envs=n)
+    rng = np.random.default_rng(4)
+    done = torch.zeros(n, dtype=torch.bool)
+    seen = []
+    for _ in range(3):
+        r = rng.normal(1e4, 1e-2, n).astype(np.float32)
+        a(torch.from_numpy(r), done)
+        seen.extend(r.astype(np.float64))
+    b = RewardNorm(gamma, num_envs=n)
+    b.load_state_dict(a.state_dict())  # a new engine, shifting by the loaded mean
+    for _ in range(3):
+        r = rng.normal(1e4, 1e-2, n).astype(np.float32)
+        b(torch.from_numpy(r), done)
+        seen.extend(r.astype(np.float64))
+    np.testing.assert_allclose(b.var.item(), np.var(seen), rtol=1e-6)
+
+
+def test_obs_stats_stay_exact_while_the_mean_drifts_far():
+    # the shift follows the running mean: a stream moving by 1e6 of its std stays exact
+    n, steps = 32, 20
+    norm = ObsNorm(4, num_envs=n)
+    rng = np.random.default_rng(5)
+    seen = []
+    for t in range(steps):
+        x = rng.normal(t * 500.0, 1e-2, (n, 4)).astype(np.float32)
+        norm(torch.from_numpy(x))
+        seen.append(x.astype(np.float64))
+    d = np.concatenate(seen)
+    np.testing.assert_allclose(norm.mean[0].numpy(), d.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(norm.var[0].numpy(), d.var(0), rtol=1e-6)
