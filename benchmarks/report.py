@@ -101,7 +101,8 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
     ov = res.get("overhead", {})
     for key, c in ov.get("configs", {}).items():
         val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
-        rows.append((f"overhead {key} (N={ov.get('num_envs'):,})", val))
+        what = c.get("label", key) if key == "ObsNorm_D64" else key
+        rows.append((f"overhead {what} (N={ov.get('num_envs'):,})", val))
     mem = res.get("memory", {})
     for key, m in mem.get("per_env", {}).items():
         if "counted_bytes_per_env" in m:
