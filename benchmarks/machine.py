@@ -64,7 +64,8 @@ def _git() -> dict:
             return None
         return r.stdout.strip() if r.returncode == 0 else None
 
-    status = run("status", "--porcelain")
+    # the results of earlier runs (benchmarks/results) are outputs, not changes to the code
+    status = run("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
     return {"commit": run("rev-parse", "HEAD"), "dirty": bool(status) if status is not None
             else None}
 
