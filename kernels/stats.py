@@ -54,6 +54,27 @@ def write_tables(
             offset_out[j] = b
 
 
+@wp.func
+def merge_sums(
+    i: int,
+    n_a: wp.float64,
+    n_b: wp.float64,
+    w_b: wp.float64,
+    sd: wp.float64,
+    sq: wp.float64,
+    shift: wp.float64,
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+):
+    """Merge into statistic ``i`` (count ``n_a``) a batch of ``n_b`` samples given as the
+    sums ``sd`` of ``d = x - shift`` and ``sq`` of ``d * d``; ``w_b = n_b / (n_a + n_b)``."""
+    mean_d = sd / n_b
+    batch_m2 = wp.max(sq - sd * mean_d, wp.float64(0.0))
+    delta = shift + mean_d - mean[i]
+    m2[i] = m2[i] + batch_m2 + delta * delta * n_a * w_b
+    mean[i] = mean[i] + delta * w_b
+
+
 @wp.kernel
 def refresh(
     P: int,
@@ -148,11 +169,7 @@ def merge_shifted(
         for t in range(k):
             sd += wp.float64(col_sums[t * P + f])
             sq += wp.float64(col_sums[W + t * P + f])
-        mean_d = sd / n_b
-        batch_m2 = wp.max(sq - sd * mean_d, wp.float64(0.0))
-        delta = wp.float64(center[f]) + mean_d - mean[f]
-        m2[f] = m2[f] + batch_m2 + delta * delta * n_a * w_b
-        mean[f] = mean[f] + delta * w_b
+        merge_sums(f, n_a, n_b, w_b, sd, sq, wp.float64(center[f]), mean, m2)
     count[0] = n
     write_tables(0, n, P, k, eps, 1, mean, m2, center, scale_out, offset_out)
 
@@ -178,11 +195,7 @@ def merge_shifted64(
     n = n_a + n_b
     w_b = n_b / n
     for f in range(P):
-        mean_d = sums[P + f] / n_b
-        batch_m2 = wp.max(sums[f] - sums[P + f] * mean_d, wp.float64(0.0))
-        delta = shift[f] + mean_d - mean[f]
-        m2[f] = m2[f] + batch_m2 + delta * delta * n_a * w_b
-        mean[f] = mean[f] + delta * w_b
+        merge_sums(f, n_a, n_b, w_b, sums[P + f], sums[f], shift[f], mean, m2)
         shift[f] = mean[f]
     count[0] = n
     write_tables(0, n, P, 1, eps, 0, mean, m2, center_out, scale_out, offset_out)

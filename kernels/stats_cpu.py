@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warp as wp
 
-from kernels.stats import write_tables
+from kernels.stats import merge_sums, write_tables
 
 vec16 = wp.types.vector(length=16, dtype=wp.float32)
 vec16d = wp.types.vector(length=16, dtype=wp.float64)
@@ -129,11 +129,8 @@ def obs_step(
         n = n_a + n_b
         w_b = n_b / n
         for f in range(P):
-            mean_d = feat[f] / n_b
-            batch_m2 = wp.max(feat[P + f] - feat[f] * mean_d, wp.float64(0.0))
-            delta = wp.float64(center_flat[f]) + mean_d - mean[f]
-            m2[f] = m2[f] + batch_m2 + delta * delta * n_a * w_b
-            mean[f] = mean[f] + delta * w_b
+            shift = wp.float64(center_flat[f])
+            merge_sums(f, n_a, n_b, w_b, feat[f], feat[P + f], shift, mean, m2)
         count[0] = n
         write_tables(0, n, P, 16 * Q // P, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
     if Q == 1:  # tables in registers
@@ -212,11 +209,7 @@ def reward_step(
         n_a = count[0]
         n = n_a + n_b
         w_b = n_b / n
-        mean_d = sd / n_b
-        batch_m2 = wp.max(sq - sd * mean_d, wp.float64(0.0))
-        delta = shift[0] + mean_d - mean[0]
-        m2[0] = m2[0] + batch_m2 + delta * delta * n_a * w_b
-        mean[0] = mean[0] + delta * w_b
+        merge_sums(0, n_a, n_b, w_b, sd, sq, shift[0], mean, m2)
         shift[0] = mean[0]
         count[0] = n
         write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
