@@ -134,15 +134,16 @@ class Engine:
         elif self.layout == "single":
             self.data64, self.primed = data64, False
             self.shift = torch.zeros(1, **z64)  # the running mean, kept through resets
-            self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2 and d
-            self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
-            args = [_wp(self.sums), wp.float64(n), 1, eps, _wp(self.shift), *stats, *tabs]
-            self._merge = record(K.merge_shifted64, 1, args, dev)
             if self.fused:  # shift by the running mean (a loaded one too), from the start
                 self.shift.copy_(m.mean.reshape(1))
                 self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs]
                 self.r32 = torch.zeros(n, **z)  # placeholders the fused launch is recorded with
                 self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)
+            else:
+                self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2, d
+                self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
+                args = [_wp(self.sums), wp.float64(n), 1, eps, _wp(self.shift), *stats, *tabs]
+                self._merge = record(K.merge_shifted64, 1, args, dev)
         else:
             self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
             self.bcount = torch.zeros(G, **z64).index_add_(0, gid, torch.ones(n, **z64))

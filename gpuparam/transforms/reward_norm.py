@@ -67,6 +67,8 @@ class RewardNorm(GroupedRunningStats):
         return self.returns
 
     def _engine_extra(self, e: Engine) -> None:
+        if e.fused:  # the fused launch needs none of the scratch below
+            return
         i64 = dict(dtype=torch.int64, device=e.device)
         e.r64 = torch.zeros(e.n, dtype=F64, device=e.device)  # the reward in float64
         e.keep = torch.zeros(e.n, **i64)  # bit mask: 0 where done, all ones elsewhere

@@ -71,6 +71,7 @@ class TransformedEnv:
             env.params.on_change(self._on_param_change)
         self._graphed = False
         self._plan: _Plan | None = None
+        self._seen = None  # the env's last step output
         if getattr(env, "_graph", None) is not None:
             self.capture()
 
@@ -136,7 +137,9 @@ class TransformedEnv:
             if plan is not None and plan.holds(td):
                 return plan.run(td)
             out = self._transform(td, update=True)
-            self._plan = _Plan.make(td, out, self._transforms)
+            # plan an env that returns the same TensorDict every step (gpuparam's do)
+            self._plan = _Plan.make(td, out, self._transforms) if td is self._seen else None
+            self._seen = td
             return out
         finally:
             if True in self._has_deferred:
