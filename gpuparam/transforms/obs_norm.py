@@ -146,7 +146,10 @@ class ObsNorm(GroupedRunningStats):
         """``forward(x, out=out)`` then ``normalize(x2, out=out2)`` with the same statistics,
         in one launch on CPU (what ``TransformedEnv`` does with ``final_observation`` and
         ``observation``). All four float32 ``[N, *shape]`` on the device; ``out`` and
-        ``out2`` contiguous."""
+        ``out2`` contiguous; ``out`` may be ``x`` and ``out2`` may be ``x2``, but ``out``
+        must not be ``x2``."""
+        if out is None or out2 is None:
+            raise ValueError("ObsNorm.forward_pair: expected output tensors out and out2, got None")
         e, x = self._prepare(x, out)
         _, x2 = self._prepare(x2, out2)
         if not e.fused:
