@@ -50,6 +50,9 @@ from kernels import stats_cpu as KC
 
 ROW = 256  # widest row of the tiled layout on CPU (tests set 1 to run CUDA's layout)
 FUSED = True  # one-launch CPU kernels where they apply (tests set False for the torch path)
+# the fused launches are repointed per call (Replay.rebindable): a Warp without the means
+# to do so takes the torch path
+_CAN_REBIND = hasattr(getattr(wp, "Launch", None), "set_param_at_index_from_ctype")
 
 
 def _wp(t: torch.Tensor) -> wp.array:
@@ -96,7 +99,7 @@ class Engine:
         k = 1
         k16 = 16 // math.gcd(P, 16)  # envs per whole number of 16-float vectors
         self.fused = (
-            FUSED and ROW > 1 and dev.type == "cpu" and n % k16 == 0
+            FUSED and _CAN_REBIND and ROW > 1 and dev.type == "cpu" and n % k16 == 0
             and self.layout in ("tiled", "single")
         )
         self._cmds: dict[tuple, Replay] = {}  # fused launches per flags, repointed per call
