@@ -119,7 +119,7 @@ class Engine:
         if self.layout == "tiled" and self.fused:
             Q = W // 16
             self.acc = torch.zeros(3 * Q, 16, **z64)  # batch sums of d and d * d, the shift
-            self.dsq = torch.zeros(n * P, **z)  # placeholder the fused launch is recorded with
+            self.placeholder = torch.zeros(n * P, **z)  # what the fused launch is recorded with
             self.feat = torch.zeros(2 * P, **z64)
             self._fused_args = [
                 P, Q, wp.float64(n), eps, *stats,
@@ -141,7 +141,7 @@ class Engine:
                 self.shift.copy_(m.mean.reshape(1))
                 self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs]
                 self.r32 = torch.zeros(n, **z)  # placeholders the fused launch is recorded with
-                self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)
+                self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)  # (reward/out, done)
             else:
                 self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2, d
                 self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
@@ -243,8 +243,8 @@ class Engine:
 
         def make() -> Replay:
             a = self._fused_args
-            scratch = _wp16(self.dsq)  # placeholders: set_data points them at the caller's
-            args = [scratch, scratch, scratch, scratch, int(pair), int(update), *a[:4],
+            ph = _wp16(self.placeholder)  # set_data points these at the caller's tensors
+            args = [ph, ph, ph, ph, int(pair), int(update), *a[:4],
                     wp.float32(clip or 0.0), *a[4:]]
             return record(KC.obs_step, 1, args, self.device).rebindable(0, 1, 2, 3)
 

@@ -120,9 +120,7 @@ class ObsNorm(GroupedRunningStats):
         e, x = self._prepare(x, out)
         updated = self.training and not self._frozen
         if e.fused:
-            out = torch.empty(x.shape, device=x.device) if out is None else out
-            e.obs_fused(x, out, None, None, updated, self.clip)
-            return out
+            return self._fused(e, x, out, updated)
         if updated:
             if e.layout == "tiled":
                 e.update_f32(x)
@@ -135,9 +133,7 @@ class ObsNorm(GroupedRunningStats):
         """Normalize ``x`` without touching the statistics; arguments as in :meth:`forward`."""
         e, x = self._prepare(x, out)
         if e.fused:
-            out = torch.empty(x.shape, device=x.device) if out is None else out
-            e.obs_fused(x, out, None, None, False, self.clip)
-            return out
+            return self._fused(e, x, out, False)
         return self._normalize(e, x, out, False)
 
     def forward_pair(
@@ -157,6 +153,12 @@ class ObsNorm(GroupedRunningStats):
             self.normalize(x2, out=out2)
             return
         e.obs_fused(x, out, x2, out2, self.training and not self._frozen, self.clip)
+
+    def _fused(self, e: Engine, x: torch.Tensor, out, update: bool) -> torch.Tensor:
+        """One launch: merge ``x`` in (``update``) and normalize it into ``out``."""
+        out = torch.empty(x.shape, device=x.device) if out is None else out
+        e.obs_fused(x, out, None, None, update, self.clip)
+        return out
 
     def _normalize(self, e: Engine, x: torch.Tensor, out, updated: bool) -> torch.Tensor:
         out = torch.empty(x.shape, device=x.device) if out is None else out
