@@ -198,6 +198,33 @@ class VecEnv:
         return self._state
 
     @property
+    def episode_length(self) -> torch.Tensor:
+        """Steps taken in each env's current episode, int32 ``[num_envs]`` on the env's
+        device (0 right after a reset). The env's own counter: truncation happens when it
+        reaches ``max_episode_steps``. Assign to it (``env.episode_length = t``, a tensor
+        ``[num_envs]`` or a scalar) to start episodes at other lengths, as rsl_rl's
+        ``init_at_random_ep_len`` does."""
+        return self._step_count
+
+    @episode_length.setter
+    def episode_length(self, value: torch.Tensor | int) -> None:
+        if isinstance(value, torch.Tensor):
+            if tuple(value.shape) not in ((), (self.num_envs,)):
+                raise ValueError(
+                    f"episode_length: expected shape () or ({self.num_envs},), "
+                    f"got {tuple(value.shape)}"
+                )
+            if value.is_floating_point() or value.dtype == torch.bool:
+                raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
+            if value.device != self.device:
+                raise ValueError(
+                    f"episode_length: expected device {self.device}, got {value.device}"
+                )
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
+        self._step_count.copy_(torch.as_tensor(value, device=self.device).clamp(0, 2**31 - 1))
+
+    @property
     def seed(self) -> int:
         """The seed of every random draw (with env index and per-env counters)."""
         return self._seed_value
