@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
 import torch
 import warp as wp
 
@@ -50,14 +48,30 @@ def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
     return wp.from_torch(t, dtype=dtype)
 
 
+_streams: dict[tuple[int, int], object] = {}
+
+
 def stream_for(device: torch.device):
     """The Warp stream that wraps torch's current stream on ``device`` (None on CPU).
 
-    Launching Warp work on torch's stream orders it with the torch ops around it.
+    Launching Warp work on torch's stream orders it with the torch ops around it. One
+    ``wp.Stream`` per torch stream is created and kept for the process's life: a dropped
+    ``wp.Stream`` of an external handle unregisters the CUDA stream from Warp (and any
+    capture state attached to it), and creating one costs a CUDA event.
     """
     if device.type != "cuda":
         return None
-    return wp.stream_from_torch(torch.cuda.current_stream(device))
+    return wp_stream(torch.cuda.current_stream(device))
+
+
+def wp_stream(torch_stream):
+    """The one ``wp.Stream`` wrapping ``torch_stream`` (a ``torch.cuda.Stream``), created
+    at the first call and kept (see ``stream_for``)."""
+    key = (torch_stream.device.index, torch_stream.cuda_stream)
+    s = _streams.get(key)
+    if s is None:
+        s = _streams[key] = (wp.stream_from_torch(torch_stream), torch_stream)
+    return s[0]
 
 
 def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False):
@@ -73,62 +87,41 @@ def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False
 
 
 class Replay:
-    """A launch recorded once with fixed arguments, replayed by ``launch(stream)`` or ``()``.
+    """A launch recorded once with fixed arguments (``wp.launch(record_cmd=True)``),
+    replayed by ``launch(stream)`` or ``()``, through Warp's public ``wp.Launch`` API.
 
-    On CPU it calls the compiled kernel with its argument struct packed once: Warp's
-    ``Launch.launch`` packs a new ctypes struct at every call (several us of Python per
-    launch, and garbage that triggers collections). It falls back to ``Launch.launch`` on
-    GPUs, during a Warp CPU capture, and when this Warp version lays out launches otherwise
-    (the direct call relies on ``Launch.params``, ``hooks.forward`` and ``kernel.adj.args``).
+    ``rebindable`` declares array arguments that ``set_tensors`` repoints at other
+    tensors (``Launch.set_param_at_index``) when their data pointers change.
     """
 
     def __init__(self, cmd, device: torch.device):
-        self.cmd, self._device, self._call = cmd, device, None
-        self._slots: tuple[int, ...] = ()
+        self.cmd, self._device = cmd, device
+        self._slots: tuple[tuple[int, object], ...] = ()
         self._ptrs: tuple[int, ...] = ()
-        if device.type != "cpu" or cmd.adjoint or cmd.block_dim > 1:
-            return
-        try:
-            values = cmd.params[1:]
-            fields = [(a.label, type(v)) for a, v in zip(cmd.kernel.adj.args, values, strict=True)]
-            args = type("Args", (ctypes.Structure,), {"_fields_": fields})(*values)
-            self._call = (cmd.hooks.forward, ctypes.byref(cmd.params[0]), ctypes.byref(args), args)
-        except (AttributeError, TypeError, ValueError):  # another Warp: the plain launch
-            self._call = None
 
-    def rebindable(self, *slots: int) -> Replay:
-        """Declare the array arguments (indices into the kernel's arguments) that
-        :meth:`set_data` repoints; returns ``self``."""
-        for i in slots:  # own copies: one array's ctype is shared by every slot it fills
-            own = type(self.cmd.params[i + 1]).from_buffer_copy(self.cmd.params[i + 1])
-            self.cmd.set_param_at_index_from_ctype(i, own)
+    def rebindable(self, *slots: tuple[int, object]) -> Replay:
+        """Declare ``(argument index, wrap)`` pairs: ``wrap(tensor)`` makes the
+        ``wp.array`` that argument takes. Returns ``self``."""
         self._slots = slots
-        self._ptrs = tuple(self.cmd.params[i + 1].data for i in slots)
+        self._ptrs = ()
         return self
 
-    def set_data(self, ptrs: tuple[int, ...]) -> None:
-        """Point the :meth:`rebindable` array arguments at other memory (``data_ptr()`` of
-        tensors with the recorded arrays' shape, dtype and strides: the caller checks)."""
+    def set_tensors(self, tensors: tuple[torch.Tensor, ...]) -> None:
+        """Point the rebindable arguments at ``tensors`` (same shapes and dtypes as the
+        recorded arrays: the caller checks); a no-op while their pointers are unchanged."""
+        ptrs = tuple(t.data_ptr() for t in tensors)
         if ptrs == self._ptrs:
             return
-        args = self._call[3] if self._call is not None else None
-        labels = self.cmd.kernel.adj.args
-        for i, ptr in zip(self._slots, ptrs, strict=True):
-            self.cmd.params[i + 1].data = ptr
-            if args is not None:
-                getattr(args, labels[i].label).data = ptr
+        for (i, wrap), t in zip(self._slots, tensors, strict=True):
+            self.cmd.set_param_at_index(i, wrap(t))
         self._ptrs = ptrs
 
     def launch(self, stream=None) -> None:
         """Run the recorded launch (on ``stream`` on CUDA)."""
-        call = self._call
-        if call is None or self.cmd.device.is_capturing:
-            self.cmd.launch(stream)
-        else:
-            call[0](call[1], call[2])
+        self.cmd.launch(stream)
 
     def __call__(self) -> None:
-        self.launch(stream_for(self._device))
+        self.cmd.launch(stream_for(self._device))
 
 
 def record(kernel, dim, inputs: list, device: torch.device) -> Replay:

@@ -172,7 +172,7 @@ class Curriculum:
             env.params.notify(self._names, mask)
 
     # ------------------------------------------------------------------ binding
-    def _bind(self, env) -> None:
+    def bind(self, env) -> None:
         if self._env is not None:
             raise ValueError(f"{self}: already added to an env")
         n, dev, L = env.num_envs, env.device, self.num_levels
@@ -237,7 +237,7 @@ class Curriculum:
         self._record()
         self.set_level(self.initial_level)
 
-    def _unbind(self) -> None:
+    def unbind(self) -> None:
         env = self._env
         self._remove_listener()
         env.randomization.unpin(self._pinned)
@@ -267,7 +267,7 @@ class Curriculum:
     def _record(self) -> None:
         """(Re)record the launches: at binding and after every randomization rebuild."""
         env = self._env
-        n, dev, done = env.num_envs, env.device, env._bufs["done"]
+        n, dev, done = env.num_envs, env.device, env.context.done
         self._cmd = launch(K.update_levels, n, self._level_inputs(done, 0), dev, record=True)
         self._cmd_adr = None
         if not self._adr:
@@ -292,8 +292,16 @@ class Curriculum:
             launch(K.adr_update, len(aval), update, dev, record=True),
         )
 
-    def _update(self, stream) -> None:
-        """Step path (``VecEnv.step``): metric, levels and values, ADR; no host sync."""
+    @property
+    def warp_only(self) -> bool:
+        """True when ``update`` only launches Warp kernels (the metric is an env buffer,
+        not a callable): its step stage then replays inside a Warp CPU graph."""
+        return self._src is None
+
+    def update(self, ctx) -> None:
+        """Stage of the env's step (``ctx``: its ``StepContext``): metric, levels and
+        values, ADR, for the done envs; no host sync."""
+        stream = ctx.stream
         if self._src is not None:
             m = self._src()
             if not isinstance(m, torch.Tensor) or m.shape != self._metric_buf.shape:
@@ -302,7 +310,7 @@ class Curriculum:
             self._metric_buf.copy_(m)
         self._cmd.launch(stream)
         if self._names:
-            self._env.params.notify(self._names, self._env._bufs["done"])
+            self._env.params.notify(self._names, ctx.done)
         if self._cmd_adr is not None:
             self._cmd_adr[0].launch(stream)
             self._cmd_adr[1].launch(stream)
@@ -381,9 +389,10 @@ def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Ten
     n, dev = env.num_envs, env.device
     buf = torch.zeros(n, dtype=torch.float32, device=dev)
     if isinstance(metric, str):
-        if metric not in env._bufs:
-            raise KeyError(f"{cur}: unknown metric {metric!r}; keys: {', '.join(env._bufs)}")
-        t = env._bufs[metric]
+        outputs = env.context.outputs
+        if metric not in outputs:
+            raise KeyError(f"{cur}: unknown metric {metric!r}; keys: {', '.join(outputs)}")
+        t = outputs[metric]
     elif isinstance(metric, torch.Tensor):
         if metric.shape != (n,) or metric.device != dev:
             raise ValueError(f"{cur}: metric tensor must be [{n}] on {dev}, got "

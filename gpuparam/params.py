@@ -266,20 +266,37 @@ class ParamTable:
         launch(kparams.indexed_write, env_ids.shape[0], inputs, self.device)
 
     # ------------------------------------------------------------------ change hooks
-    def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
+    def on_change(self, callback: ChangeCallback, warp_only: bool = False) -> Callable[[], None]:
         """Call ``callback(names, mask)`` after every write.
 
         ``names`` is a tuple of the parameter names written; ``mask`` a bool tensor
         ``[num_envs]`` on the device of the envs written, or ``None`` for all envs. Writes by
         ``set``, ``reset_to_default``, ``load_state_dict`` and randomization terms all notify.
+
+        Writes inside a step (randomization, curricula) call it while the step is captured
+        only: replays repeat the device work it launched, not its Python. So it must launch
+        device work only (masked writes, no host sync, no host-side state change); pass
+        ``warp_only=True`` when that work is Warp launches only (it then replays inside a
+        Warp CPU graph; otherwise the stages that write run eagerly on CPU).
         Returns a function that removes the callback.
         """
-        self._callbacks.append(callback)
-        return lambda: self._callbacks.remove(callback)
+        entry = (callback, bool(warp_only))
+        self._callbacks.append(entry)
+        return lambda: self._callbacks.remove(entry)
+
+    @property
+    def listeners_warp_only(self) -> bool:
+        """True when every ``on_change`` callback was registered with ``warp_only=True``."""
+        return all(w for _, w in self._callbacks)
+
+    @property
+    def listener_key(self) -> tuple:
+        """Identifies the current set of callbacks (changes when one is added or removed)."""
+        return tuple(id(e) for e in self._callbacks)
 
     def notify(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Tell every ``on_change`` callback that ``names`` changed for ``mask``."""
-        for cb in self._callbacks:
+        for cb, _ in self._callbacks:
             cb(names, mask)
 
     # ------------------------------------------------------------------ checkpoints

@@ -1,4 +1,4 @@
-"""The env runtime: static device buffers, one fused step kernel and one masked reset kernel."""
+"""The env runtime: static device buffers, a physics backend and a captured step pipeline."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._checks import check_mask
-from gpuparam._device import record, resolve_device, to_wp
-from gpuparam.graph import StepGraph
+from gpuparam._device import resolve_device, to_wp
+from gpuparam.backend import Backend, KernelBackend, Task
 from gpuparam.params import ParamTable
+from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+from kernels import episode as kepisode
 
 Hook = Callable[["VecEnv", TensorDict], None]
 
@@ -22,34 +24,38 @@ Hook = Callable[["VecEnv", TensorDict], None]
 class VecEnv:
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
-    Subclasses declare the env (``name``, ``param_specs``, ``observation_spec``,
-    ``action_spec``, ``state_dtype``/``obs_dtype`` as Warp vector types,
-    ``max_episode_steps``) and its two kernels: ``step_kernel(*params, action,
-    max_episode_steps, state, step_count, running_return, obs_out, final_obs_out,
-    reward_out, terminated_out, truncated_out, done_out, episode_return_out,
-    episode_length_out)`` and ``reset_kernel(mask, seed, episode_count, state, step_count,
-    running_return, obs_out)``.
+    An env is a physics :class:`~gpuparam.Backend` plus an optional
+    :class:`~gpuparam.Task` (see ``gpuparam.backend``), run by a step pipeline
+    (``env.pipeline``, see ``gpuparam.pipeline``) of stages: ``before_step`` hooks,
+    step-time randomization, physics (``backend.step``, ``task.compute``), episode
+    bookkeeping (step counters, truncation, done, returns), ``after_step`` hooks, curricula,
+    reset-time randomization for the done envs, the global clock, the auto-reset
+    (``backend.reset(done)``, ``task.observe``), then stages added with ``add_stage``
+    (transforms). The pipeline is captured after one eager step and replayed: one CUDA
+    graph on CUDA, Warp CPU graphs (with torch-op stages eager between them) on CPU.
 
-    Optional class attributes: ``kernel_params`` (the parameters ``step_kernel`` takes, in
-    order; default all of ``param_specs``, which must then be scalars), ``time_step_param``
-    (the parameter holding the time step, used by ``gp.Interval``) and ``recompute_on``
+    Subclasses declare ``name``, ``param_specs``, ``observation_spec``, ``action_spec``,
+    ``max_episode_steps`` and either override ``make_backend`` (and ``make_task``) or, for
+    a :class:`~gpuparam.backend.KernelBackend`, set ``step_kernel``, ``reset_kernel``,
+    ``state_dtype``, ``obs_dtype`` and optionally ``kernel_params`` (the parameters the
+    step kernel takes, in order; default all). Optional: ``time_step_param`` (the
+    parameter holding the time step, used by ``gp.Interval``) and ``recompute_on``
     (parameter names whose change calls ``on_params_changed``).
 
     Every buffer is allocated once, here. ``step`` and ``reset`` return a ``TensorDict``
     (batch ``[num_envs]``) over those buffers: its tensors are overwritten by the next call,
     so ``clone()`` what you keep.
 
-    One step runs: ``before_step`` hooks, step-class randomization, the env kernel (with
-    truncation), ``after_step`` hooks, curricula and reset-class randomization for the done
-    envs, the auto-reset kernel.
-
     Args:
-        num_envs: N, the number of envs.
+        num_envs: N, the number of envs in this process.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:i"``, or ``None`` for CUDA when present.
-        seed: key of every random number the env draws (with env index and counters).
+        seed: key of every random number the env draws (with env id and counters).
         max_episode_steps: truncation limit; default the Gymnasium registration's.
-        cuda_graph: on CUDA, capture the whole step in one CUDA graph after two warm-up
-            steps and replay it (see ``capture``). On CPU: one log line, eager stepping.
+        capture: capture the step (and reset) pipeline after one eager call and replay it
+            (default). False steps eagerly (for debugging).
+        env_offset: global id of this process's env 0 (env ``i`` draws as global env
+            ``env_offset + i``), for sharding one run over processes.
+        cuda_graph: older name of ``capture``.
         **param_overrides: initial values for parameters, e.g. ``length=0.8`` (validated).
     """
 
@@ -57,11 +63,11 @@ class VecEnv:
     param_specs: tuple[ParamSpec, ...]
     observation_spec: BoxSpec
     action_spec: BoxSpec | DiscreteSpec
-    state_dtype: type
-    obs_dtype: type
     max_episode_steps: int
-    step_kernel: wp.Kernel
-    reset_kernel: wp.Kernel
+    state_dtype: type | None = None
+    obs_dtype: type | None = None
+    step_kernel: wp.Kernel | None = None
+    reset_kernel: wp.Kernel | None = None
     kernel_params: tuple[str, ...] | None = None
     time_step_param: str | None = None
     recompute_on: tuple[str, ...] = ()
@@ -72,130 +78,233 @@ class VecEnv:
         device: str | torch.device | None = None,
         seed: int = 0,
         max_episode_steps: int | None = None,
-        cuda_graph: bool = False,
+        capture: bool = True,
+        env_offset: int = 0,
+        cuda_graph: bool | None = None,
         **param_overrides: object,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
+        if not isinstance(env_offset, int) or isinstance(env_offset, bool) or env_offset < 0:
+            raise ValueError(f"env_offset: expected an int >= 0, got {env_offset!r}")
+        if env_offset + num_envs > 2**31:
+            raise ValueError(
+                f"env_offset + num_envs: expected at most 2**31 global env ids, "
+                f"got {env_offset} + {num_envs}"
+            )
         self.num_envs = num_envs
+        self.env_offset = env_offset
         self.device = resolve_device(device)
         if max_episode_steps is not None:
-            if not isinstance(max_episode_steps, int) or max_episode_steps < 1:
+            if (
+                not isinstance(max_episode_steps, int)
+                or isinstance(max_episode_steps, bool)
+                or not 1 <= max_episode_steps < 2**31
+            ):
                 raise ValueError(
-                    f"max_episode_steps: expected a positive int, got {max_episode_steps!r}"
+                    f"max_episode_steps: expected an int in [1, 2**31 - 1], "
+                    f"got {max_episode_steps!r}"
                 )
             self.max_episode_steps = max_episode_steps
+        if cuda_graph is not None:
+            capture = bool(cuda_graph)
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
-        self._allocate()
-        self._seed = torch.tensor([0], dtype=torch.int32, device=self.device)
+        self.context = self._make_context()
+        self._seed_value = seed
+        self.stepping = False  # True while step() runs its pipeline
         self._before_step: list[Hook] = []
         self._after_step: list[Hook] = []
         self._curricula: list = []
+        self._extra_stages: list[Stage] = []
+        self.backend = self.make_backend()
+        self.backend.bind(self, self.context)
+        self.task = self.make_task()
+        if self.task is not None:
+            self.task.bind(self, self.context, self.backend)
         self.randomization = Randomization(self)
-        if self.recompute_on:
-            unknown = [n for n in self.recompute_on if n not in self.params]
+        self.pipeline = Pipeline(self.context, self._step_stages, capture=capture)
+        self.reset_pipeline = Pipeline(self.context, self._reset_stages, capture=capture)
+        self.randomization.on_rebuild(self._structure_changed)
+        recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
+        if recompute:
+            unknown = [n for n in recompute if n not in self.params]
             if unknown:
                 raise ValueError(f"{type(self).__name__}.recompute_on: unknown {unknown}")
-            self.params.on_change(self._params_changed)
-            self.on_params_changed(self.params.names, None)
-        self._cmd_step = record(self.step_kernel, num_envs, self._step_inputs(), self.device)
-        self._cmd_autoreset = record(
-            self.reset_kernel, num_envs, self._reset_inputs(self._bufs["done"]), self.device
-        )
-        self._cmd_reset = record(
-            self.reset_kernel, num_envs, self._reset_inputs(self._reset_mask), self.device
-        )
+            self._recompute = recompute
+            # a subclass's on_params_changed may run torch ops: replayed on CPU only as Warp
+            warp_only = self.backend.warp_only and (
+                type(self).on_params_changed is VecEnv.on_params_changed
+            )
+            self.params.on_change(self._params_changed, warp_only=warp_only)
+            self._params_changed(self.params.names, None)
         self.reset(seed=seed)
-        self._graph: StepGraph | None = None
-        if cuda_graph:
-            self.capture()
 
     # ------------------------------------------------------------------ buffers
-    def _allocate(self) -> None:
+    def _make_context(self) -> StepContext:
         n, dev = self.num_envs, self.device
         obs_shape = self.observation_spec.shape
         f32 = dict(dtype=torch.float32, device=dev)
         i32 = dict(dtype=torch.int32, device=dev)
         b = dict(dtype=torch.bool, device=dev)
-        self._state = torch.zeros(n, self.state_dtype._length_, **f32)
-        self._step_count = torch.zeros(n, **i32)
-        self._episode_count = torch.zeros(n, **i32)
-        self._running_return = torch.zeros(n, **f32)
         # done and reset masks live in storage padded to 8 bytes, read 8 envs per int64 word
         # by the randomization kernels
         pad = -(-n // 8) * 8
-        self._done_store = torch.zeros(pad, **b)
-        self._reset_store = torch.zeros(pad, **b)
-        self._done_words = self._done_store.view(torch.int64)
-        self._reset_words = self._reset_store.view(torch.int64)
-        self._reset_mask = self._reset_store[:n]
+        done_store = torch.zeros(pad, **b)
+        reset_store = torch.zeros(pad, **b)
         act = self.action_spec
-        self._action = torch.zeros(n, *act.shape, dtype=act.dtype, device=dev)
-        self._bufs = {
+        outputs = {
             "observation": torch.zeros(n, *obs_shape, **f32),
             "final_observation": torch.zeros(n, *obs_shape, **f32),
             "reward": torch.zeros(n, **f32),
             "terminated": torch.zeros(n, **b),
             "truncated": torch.zeros(n, **b),
-            "done": self._done_store[:n],
+            "done": done_store[:n],
             "episode_return": torch.zeros(n, **f32),
             "episode_length": torch.zeros(n, **i32),
         }
-        self._td = TensorDict(self._bufs, batch_size=[n], device=dev)
+        ctx = StepContext(
+            num_envs=n, device=dev, env_offset=self.env_offset,
+            seed=torch.zeros(1, **i32),
+            action=torch.zeros(n, *act.shape, dtype=act.dtype, device=dev),
+            outputs=outputs, done=outputs["done"], done_words=done_store.view(torch.int64),
+            reset_mask=reset_store[:n], reset_words=reset_store.view(torch.int64),
+            step_count=torch.zeros(n, **i32), episode_count=torch.zeros(n, **i32),
+            running_return=torch.zeros(n, **f32),
+        )
+        self._td = TensorDict(outputs, batch_size=[n], device=dev)
         self._reset_td = TensorDict(
-            {"observation": self._bufs["observation"]}, batch_size=[n], device=dev
+            {"observation": outputs["observation"]}, batch_size=[n], device=dev
         )
-        self._hook_td = TensorDict(
-            {**self._bufs, "action": self._action}, batch_size=[n], device=dev
-        )
+        self._hook_td = TensorDict({**outputs, "action": ctx.action}, batch_size=[n], device=dev)
+        return ctx
 
-    def _step_inputs(self) -> list:
-        p = self.params
+    def make_backend(self) -> Backend:
+        """The env's physics. Default: a ``KernelBackend`` of the class's ``step_kernel``
+        and ``reset_kernel``."""
+        if self.step_kernel is None or self.reset_kernel is None:
+            raise TypeError(
+                f"{type(self).__name__}: override make_backend() or set step_kernel, "
+                "reset_kernel, state_dtype and obs_dtype"
+            )
         names = self.kernel_params or tuple(s.name for s in self.param_specs)
-        for name in names:
-            if p.spec[name].shape != ():
-                raise ValueError(
-                    f"{type(self).__name__}: kernel parameter {name!r} is not a scalar; "
-                    "list the kernel's parameters in kernel_params"
-                )
-        params = [to_wp(p.effective_table[p.columns(name)[0]]) for name in names]
-        bufs = self._bufs
-        return [
-            *params,
-            to_wp(self._action.reshape(self.num_envs)),
-            self.max_episode_steps,
-            to_wp(self._state, dtype=self.state_dtype),
-            to_wp(self._step_count),
-            to_wp(self._running_return),
-            to_wp(bufs["observation"], dtype=self.obs_dtype),
-            to_wp(bufs["final_observation"], dtype=self.obs_dtype),
-            *(to_wp(bufs[k]) for k in ("reward", "terminated", "truncated", "done")),
-            to_wp(bufs["episode_return"]),
-            to_wp(bufs["episode_length"]),
-        ]
+        return KernelBackend(
+            self.step_kernel, self.reset_kernel, self.state_dtype, self.obs_dtype, names
+        )
 
-    def _reset_inputs(self, mask: torch.Tensor) -> list:
-        return [
-            to_wp(mask),
-            to_wp(self._seed),
-            to_wp(self._episode_count),
-            to_wp(self._state, dtype=self.state_dtype),
-            to_wp(self._step_count),
-            to_wp(self._running_return),
-            to_wp(self._bufs["observation"], dtype=self.obs_dtype),
-        ]
+    def make_task(self) -> Task | None:
+        """The env's task, or None when the backend writes the task outputs itself."""
+        return None
+
+    # ------------------------------------------------------------------ stages
+    def _step_stages(self) -> list[Stage]:
+        ctx, rz, backend, task = self.context, self.randomization, self.backend, self.task
+        listeners_ok = self.params.listeners_warp_only
+        physics_ok = backend.warp_only and (task is None or task.warp_only)
+        stages = []
+        if self._before_step:
+            stages.append(Stage("before_step", self._run_hooks(self._before_step)))
+        if rz.step_active:
+            stages.append(Stage("randomize_step", rz.launch_step, warp_only=listeners_ok))
+        stages.append(Stage("physics", self._physics, warp_only=physics_ok))
+        stages.append(Stage("episode", self._episode, warp_only=True))
+        if self._after_step:
+            stages.append(Stage("after_step", self._run_hooks(self._after_step)))
+        for cur in self._curricula:
+            stages.append(Stage("curriculum", cur.update, warp_only=cur.warp_only and listeners_ok))
+        if rz.reset_active:
+            stages.append(Stage(
+                "randomize_reset", lambda c: rz.launch_reset(c, c.done), warp_only=listeners_ok
+            ))
+        stages.append(Stage("clock", rz.tick, warp_only=True))
+        stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done),
+                            warp_only=physics_ok))
+        stages.extend(self._extra_stages)
+        for s in stages:
+            if s.key is None:
+                s.key = self._listener_key
+        del ctx
+        return stages
+
+    def _reset_stages(self) -> list[Stage]:
+        rz = self.randomization
+        physics_ok = self.backend.warp_only and (self.task is None or self.task.warp_only)
+        stages = []
+        if rz.reset_active:
+            stages.append(Stage(
+                "randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
+                warp_only=self.params.listeners_warp_only, key=self._listener_key,
+            ))
+        stages.append(Stage("reset", self._explicit_reset, warp_only=physics_ok))
+        return stages
+
+    def _listener_key(self) -> tuple:
+        return self.params.listener_key
+
+    def _run_hooks(self, hooks: list[Hook]) -> Callable[[StepContext], None]:
+        def run(ctx: StepContext) -> None:
+            for fn in hooks:
+                fn(self, self._hook_td)
+
+        return run
+
+    def _physics(self, ctx: StepContext) -> None:
+        self.backend.step(ctx)
+        if self.task is not None:
+            self.task.compute(ctx)
+
+    def _episode(self, ctx: StepContext) -> None:
+        out = ctx.outputs
+        wp.launch(kepisode.end_step, ctx.num_envs, [
+            self.max_episode_steps, to_wp(out["reward"]), to_wp(out["terminated"]),
+            to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
+            to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
+        ], device=ctx.wp_device, stream=ctx.stream)
+
+    def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        self.backend.reset(ctx, mask)
+        if self.task is not None:
+            self.task.observe(ctx, mask)
+
+    def _explicit_reset(self, ctx: StepContext) -> None:
+        wp.launch(kepisode.clear_counters, ctx.num_envs, [
+            to_wp(ctx.reset_mask), to_wp(ctx.step_count), to_wp(ctx.running_return),
+        ], device=ctx.wp_device, stream=ctx.stream)
+        self._reset_envs(ctx, ctx.reset_mask)
+
+    def add_stage(self, stage: Stage) -> Callable[[], None]:
+        """Append ``stage`` to every step, after the auto-reset (transforms use this);
+        returns a function removing it. The capture is redone."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        self._extra_stages.append(stage)
+        self._structure_changed()
+
+        def remove() -> None:
+            if stage in self._extra_stages:
+                self._extra_stages.remove(stage)
+                self._structure_changed()
+
+        return remove
+
+    def _structure_changed(self) -> None:
+        """The step's work changed: rebuild the stages and capture again."""
+        self.pipeline.invalidate()
+        self.reset_pipeline.invalidate()
 
     # ------------------------------------------------------------------ API
     @property
-    def state(self) -> torch.Tensor:
-        """Physical state, float32 ``[num_envs, state_size]`` on the env's device.
+    def state(self) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The backend's physical state (``env.backend.state``): for a backend with one
+        array (classic envs: float32 ``[num_envs, state_size]``) that tensor, else the dict
+        of tensors ``[num_envs, ...]``, on the env's device.
 
-        The env's own buffer: writing into it (e.g. ``env.state[mask] = s``) sets the state
-        the next step starts from; the observation buffer is not recomputed until then.
+        The env's own buffers: writing into them (e.g. ``env.state[mask] = s``) sets the
+        state the next step starts from; the observation buffer is not recomputed until then.
         """
-        return self._state
+        st = self.backend.state
+        return next(iter(st.values())) if len(st) == 1 else st
 
     @property
     def episode_length(self) -> torch.Tensor:
@@ -204,7 +313,7 @@ class VecEnv:
         reaches ``max_episode_steps``. Assign to it (``env.episode_length = t``, a tensor
         ``[num_envs]`` or a scalar) to start episodes at other lengths, as rsl_rl's
         ``init_at_random_ep_len`` does."""
-        return self._step_count
+        return self.context.step_count
 
     @episode_length.setter
     def episode_length(self, value: torch.Tensor | int) -> None:
@@ -222,7 +331,8 @@ class VecEnv:
                 )
         elif not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
-        self._step_count.copy_(torch.as_tensor(value, device=self.device).clamp(0, 2**31 - 1))
+        value = torch.as_tensor(value, device=self.device).clamp(0, 2**31 - 1)
+        self.context.step_count.copy_(value)
 
     @property
     def seed(self) -> int:
@@ -247,20 +357,19 @@ class VecEnv:
         """
         check_mask(mask, self.num_envs, self.device)
         if seed is not None:
-            if not isinstance(seed, int) or not -(2**31) <= seed < 2**31:
+            if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
                 raise ValueError(f"seed: expected an int32 value, got {seed!r}")
+        ctx = self.context
+        if seed is not None:
             self._seed_value = seed
-            self._seed.fill_(seed)
-            self._episode_count.zero_()
-            self.randomization._reseed()
+            ctx.seed.fill_(seed)
+            ctx.episode_count.zero_()
+            self.randomization.reseed()
         if mask is None:
-            self._reset_mask.fill_(True)
+            ctx.reset_mask.fill_(True)
         else:
-            self._reset_mask.copy_(mask)
-        stream = self._stream()
-        if self.randomization.reset_active:
-            self.randomization._launch_reset("reset", stream)
-        self._cmd_reset.launch(stream)
+            ctx.reset_mask.copy_(mask)
+        self.reset_pipeline()
         return self._reset_td
 
     def step(self, action: torch.Tensor) -> TensorDict:
@@ -280,54 +389,26 @@ class VecEnv:
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
         self._load_action(action)
-        if self._graph is not None:
-            return self._graph()
-        return self._step_body()
-
-    def _step_body(self) -> TensorDict:
-        """One step from the action buffer: device work only, so it can be captured."""
-        stream = self._stream()
-        for fn in self._before_step:
-            fn(self, self._hook_td)
-        rz = self.randomization
-        if rz.step_active:
-            rz._launch_step(stream)
-        self._cmd_step.launch(stream)
-        for fn in self._after_step:
-            fn(self, self._hook_td)
-        for cur in self._curricula:
-            cur._update(stream)
-        if rz.reset_active:
-            rz._launch_reset("done", stream)
-        rz._tick()
-        self._cmd_autoreset.launch(stream)
+        self.stepping = True
+        try:
+            self.pipeline()
+        finally:
+            self.stepping = False
         return self._td
 
-    def capture(self) -> StepGraph:
-        """Step through one CUDA graph from now on (``cuda_graph=True`` does this at build).
+    @property
+    def outputs(self) -> TensorDict:
+        """The TensorDict ``step`` returns (batch ``[num_envs]``, the env's own buffers,
+        see ``step``), readable at any time, e.g. by a stage added with ``add_stage``."""
+        return self._td
 
-        After two eager warm-up steps (which load every Warp module), the next ``step``
-        captures hooks, randomization, the env kernel, curricula and auto-reset into one
-        graph on a dedicated stream shared by Warp and torch; later steps copy the action
-        into the static action buffer and replay it. Masked parameter writes between steps
-        act on the same static tables, so they take effect in the replay. Adding or removing
-        randomization terms, hooks or curricula recaptures. On CPU steps stay eager and one
-        log line says so.
-        """
-        if self._graph is None:
-            self._graph = StepGraph(self._step_body, self.device)
-            self.randomization.on_rebuild(self._structure_changed)
-            self._structure_changed()
-        return self._graph
-
-    def _structure_changed(self) -> None:
-        """The step's work changed: capture again; the schedule clock must tick inside."""
-        if self._graph is None:
-            return
-        self._graph.invalidate()
-        rz = self.randomization
-        rz._flush_pending()
-        rz._clock_on = True  # a host-side step count would not advance in a replay
+    def capture(self) -> Pipeline:
+        """Capture the step at the next call (kept for code written for ``cuda_graph``):
+        steps are captured by default; this turns capture on for an env built with
+        ``capture=False``. Returns ``env.pipeline``."""
+        self.pipeline.capture_enabled = self.reset_pipeline.capture_enabled = True
+        self._structure_changed()
+        return self.pipeline
 
     # ------------------------------------------------------------------ extensions
     def randomize(self, *terms: Term) -> Callable[[], None]:
@@ -364,14 +445,14 @@ class VecEnv:
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
-        curriculum._bind(self)
+        curriculum.bind(self)
         self._curricula.append(curriculum)
         self._structure_changed()
 
         def remove() -> None:
             if curriculum in self._curricula:
                 self._curricula.remove(curriculum)
-                curriculum._unbind()
+                curriculum.unbind()
                 self._structure_changed()
 
         return remove
@@ -381,11 +462,13 @@ class VecEnv:
         tensor ``[num_envs]`` on the device, or None for all). Called after every write
         (``params.set``, randomization, curricula, checkpoints) that touches one of
         ``recompute_on``, and once at construction. Subclasses override it; it must only
-        launch device work (masked writes, no host sync)."""
+        launch device work (masked writes, no host sync). The backend's
+        ``params_changed`` is called with it."""
 
     def _params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        if any(n in self.recompute_on for n in names):
+        if any(n in self._recompute for n in names):
             self.on_params_changed(names, mask)
+            self.backend.params_changed(names, mask)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -393,11 +476,7 @@ class VecEnv:
         effective), the env's state and counters and output buffers, randomization
         (counters, clocks, ranges, global step) and curricula (levels, statistics).
         Tensors are clones; synchronizes."""
-        tensors = {
-            "state": self._state, "step_count": self._step_count,
-            "episode_count": self._episode_count, "running_return": self._running_return,
-            "action": self._action, **self._bufs,
-        }
+        tensors = self._checkpoint_tensors()
         return {
             "env": self.name,
             "num_envs": self.num_envs,
@@ -421,11 +500,7 @@ class VecEnv:
                 f"{len(self._curricula)} added"
             )
         tensors = state["tensors"]
-        mine = {
-            "state": self._state, "step_count": self._step_count,
-            "episode_count": self._episode_count, "running_return": self._running_return,
-            "action": self._action, **self._bufs,
-        }
+        mine = self._checkpoint_tensors()
         for k, t in mine.items():
             if k not in tensors or tensors[k].shape != t.shape:
                 raise ValueError(f"load_state_dict: tensor {k!r} missing or of another shape")
@@ -433,7 +508,7 @@ class VecEnv:
         for cur, s in zip(self._curricula, state["curricula"], strict=True):
             cur.check_state(s)
         self._seed_value = int(state["seed"])
-        self._seed.fill_(self._seed_value)
+        self.context.seed.fill_(self._seed_value)
         self.params.load_state_dict(state["params"])
         for k, t in mine.items():
             t.copy_(tensors[k])
@@ -441,8 +516,13 @@ class VecEnv:
         for cur, s in zip(self._curricula, state["curricula"], strict=True):
             cur.load_state_dict(s)
 
-    def _stream(self):
-        return None if self.device.type == "cpu" else wp.stream_from_torch(self.device)
+    def _checkpoint_tensors(self) -> dict[str, torch.Tensor]:
+        ctx = self.context
+        return {
+            **{k if k == "state" else f"state.{k}": v for k, v in self.backend.state.items()},
+            "step_count": ctx.step_count, "episode_count": ctx.episode_count,
+            "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
+        }
 
     def _load_action(self, action: torch.Tensor) -> None:
         spec = self.action_spec
@@ -457,7 +537,7 @@ class VecEnv:
         if action.dtype == torch.bool or action.is_floating_point() == discrete:
             kind = "an integer" if discrete else "a floating-point"
             raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
-        self._action.copy_(action)
+        self.context.action.copy_(action.detach())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warp as wp
 
-from kernels.episode import begin_episode, end_step
+from kernels.episode import begin_episode
 from kernels.index import thread_index
 from kernels.trig import sincos
 
@@ -27,20 +27,13 @@ def step(
     theta_threshold_radians: wp.array(dtype=float),
     # inputs
     action: wp.array(dtype=wp.int64),
-    max_episode_steps: int,
     # state in/out
     state: wp.array(dtype=wp.vec4),
-    step_count: wp.array(dtype=wp.int32),
-    running_return: wp.array(dtype=float),
     # outputs
     obs_out: wp.array(dtype=wp.vec4),
     final_obs_out: wp.array(dtype=wp.vec4),
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
-    truncated_out: wp.array(dtype=wp.bool),
-    done_out: wp.array(dtype=wp.bool),
-    episode_return_out: wp.array(dtype=float),
-    episode_length_out: wp.array(dtype=wp.int32),
 ):
     i = thread_index(wp.tid())
     s = state[i]
@@ -69,28 +62,24 @@ def step(
     final_obs_out[i] = s
     xt = x_threshold[i]
     tt = theta_threshold_radians[i]
-    terminated = x < -xt or x > xt or theta < -tt or theta > tt
-    end_step(
-        i, 1.0, terminated, max_episode_steps, step_count, running_return, reward_out,
-        terminated_out, truncated_out, done_out, episode_return_out, episode_length_out,
-    )
+    reward_out[i] = 1.0
+    terminated_out[i] = x < -xt or x > xt or theta < -tt or theta > tt
 
 
 @wp.kernel
 def reset(
     mask: wp.array(dtype=wp.bool),
     seed: wp.array(dtype=wp.int32),
+    env_offset: int,
     episode_count: wp.array(dtype=wp.int32),
     state: wp.array(dtype=wp.vec4),
-    step_count: wp.array(dtype=wp.int32),
-    running_return: wp.array(dtype=float),
     obs_out: wp.array(dtype=wp.vec4),
 ):
     """Masked reset: state ~ U(-0.05, 0.05)^4, as Gymnasium."""
     i = thread_index(wp.tid())
     if not mask[i]:
         return
-    r = begin_episode(i, seed[0], episode_count, step_count, running_return)
+    r = begin_episode(i, seed[0], env_offset, episode_count)
     s = wp.vec4(
         wp.randf(r, -0.05, 0.05),
         wp.randf(r, -0.05, 0.05),

@@ -1,58 +1,74 @@
-"""Episode bookkeeping shared by every env kernel: step counters, truncation, returns."""
+"""Episode bookkeeping, written once for every env kind: step counters, truncation, done,
+returns; and the key of a new episode's initial-state draw."""
 
 from __future__ import annotations
 
 import warp as wp
 
+from kernels.index import thread_index
 from kernels.rng import STREAM_RESET, rng_key
 
 
-@wp.func
+@wp.kernel
 def end_step(
-    env: int,
-    reward: float,
-    terminated: bool,
-    max_episode_steps: int,
+    max_episode_steps: wp.int32,
+    reward: wp.array(dtype=float),
+    terminated: wp.array(dtype=wp.bool),
     step_count: wp.array(dtype=wp.int32),
     running_return: wp.array(dtype=float),
-    reward_out: wp.array(dtype=float),
-    terminated_out: wp.array(dtype=wp.bool),
     truncated_out: wp.array(dtype=wp.bool),
     done_out: wp.array(dtype=wp.bool),
     episode_return_out: wp.array(dtype=float),
     episode_length_out: wp.array(dtype=wp.int32),
 ):
-    """Count the step, truncate at the time limit (Gymnasium's TimeLimit) and report
-    the return and length of an episode that ends here. Those two outputs are written
-    only where done (one store less per env per step); elsewhere they keep the env's
-    previous finished episode."""
-    n = step_count[env] + 1
-    ret = running_return[env] + reward
+    """Count the step, truncate at the time limit (Gymnasium's TimeLimit), and for an
+    episode that ends here report its return and length and clear the counters (the
+    auto-reset follows). Those two outputs are written only where done; elsewhere they
+    keep the env's previous finished episode."""
+    i = thread_index(wp.tid())
+    n = step_count[i] + 1
+    ret = running_return[i] + reward[i]
     truncated = n >= max_episode_steps
-    done = terminated or truncated
-    step_count[env] = n
-    running_return[env] = ret
-    reward_out[env] = reward
-    terminated_out[env] = terminated
-    truncated_out[env] = truncated
-    done_out[env] = done
+    done = terminated[i] or truncated
+    truncated_out[i] = truncated
+    done_out[i] = done
     if done:
-        episode_return_out[env] = ret
-        episode_length_out[env] = n
+        episode_return_out[i] = ret
+        episode_length_out[i] = n
+        n = 0
+        ret = 0.0
+    step_count[i] = n
+    running_return[i] = ret
+
+
+@wp.kernel
+def clear_counters(
+    mask: wp.array(dtype=wp.bool),
+    step_count: wp.array(dtype=wp.int32),
+    running_return: wp.array(dtype=float),
+):
+    """Zero the step counter and running return of the masked envs (explicit resets)."""
+    i = thread_index(wp.tid())
+    if mask[i]:
+        step_count[i] = 0
+        running_return[i] = 0.0
+
+
+@wp.kernel
+def tick(clock: wp.array(dtype=wp.int64)):
+    """Advance a global step counter by one (launched with one thread)."""
+    clock[0] = clock[0] + wp.int64(1)
 
 
 @wp.func
 def begin_episode(
     env: int,
     seed: int,
+    env_offset: int,
     episode_count: wp.array(dtype=wp.int32),
-    step_count: wp.array(dtype=wp.int32),
-    running_return: wp.array(dtype=float),
 ) -> wp.uint32:
-    """Zero the counters of a resetting env and return the random state for its
-    initial state, keyed by (seed, env, episode index)."""
+    """Count a new episode of ``env`` and return the random state of its initial state,
+    keyed by (seed, global env id ``env_offset + env``, episode index)."""
     k = episode_count[env]
     episode_count[env] = k + 1
-    step_count[env] = 0
-    running_return[env] = 0.0
-    return rng_key(seed, env, STREAM_RESET, k)
+    return rng_key(seed, env_offset + env, STREAM_RESET, k)

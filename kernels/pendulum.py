@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warp as wp
 
-from kernels.episode import begin_episode, end_step
+from kernels.episode import begin_episode
 from kernels.index import thread_index
 
 
@@ -37,28 +37,21 @@ def step(
     dt: wp.array(dtype=float),
     max_speed: wp.array(dtype=float),
     max_torque: wp.array(dtype=float),
-    # inputs
-    action: wp.array(dtype=float),
-    max_episode_steps: int,
+    # inputs [N, 1]
+    action: wp.array2d(dtype=float),
     # state in/out
     state: wp.array(dtype=wp.vec2),
-    step_count: wp.array(dtype=wp.int32),
-    running_return: wp.array(dtype=float),
     # outputs
     obs_out: wp.array(dtype=wp.vec3),
     final_obs_out: wp.array(dtype=wp.vec3),
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
-    truncated_out: wp.array(dtype=wp.bool),
-    done_out: wp.array(dtype=wp.bool),
-    episode_return_out: wp.array(dtype=float),
-    episode_length_out: wp.array(dtype=wp.int32),
 ):
     i = thread_index(wp.tid())
     s = state[i]
     th, thdot = s[0], s[1]
     gi, mi, li, h = g[i], m[i], l[i], dt[i]
-    u = wp.clamp(action[i], -max_torque[i], max_torque[i])
+    u = wp.clamp(action[i, 0], -max_torque[i], max_torque[i])
     an = angle_normalize(th)
     costs = an * an + 0.1 * thdot * thdot + 0.001 * u * u
     newthdot = thdot + (3.0 * gi / (2.0 * li) * wp.sin(th) + 3.0 / (mi * li * li) * u) * h
@@ -69,27 +62,24 @@ def step(
     o = _obs(s)
     obs_out[i] = o
     final_obs_out[i] = o
-    end_step(
-        i, -costs, False, max_episode_steps, step_count, running_return, reward_out,
-        terminated_out, truncated_out, done_out, episode_return_out, episode_length_out,
-    )
+    reward_out[i] = -costs
+    terminated_out[i] = False
 
 
 @wp.kernel
 def reset(
     mask: wp.array(dtype=wp.bool),
     seed: wp.array(dtype=wp.int32),
+    env_offset: int,
     episode_count: wp.array(dtype=wp.int32),
     state: wp.array(dtype=wp.vec2),
-    step_count: wp.array(dtype=wp.int32),
-    running_return: wp.array(dtype=float),
     obs_out: wp.array(dtype=wp.vec3),
 ):
     """Masked reset: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as Gymnasium."""
     i = thread_index(wp.tid())
     if not mask[i]:
         return
-    r = begin_episode(i, seed[0], episode_count, step_count, running_return)
+    r = begin_episode(i, seed[0], env_offset, episode_count)
     th = wp.randf(r, -wp.pi, wp.pi)
     thdot = wp.randf(r, -1.0, 1.0)
     s = wp.vec2(th, thdot)

@@ -12,7 +12,10 @@ def _rollout(env, steps, seed=0):
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(steps):
-        act = torch.randint(0, 2, (env.num_envs,), generator=g)
+        if isinstance(env.action_spec, gp.DiscreteSpec):
+            act = torch.randint(0, 2, (env.num_envs,), generator=g)
+        else:
+            act = torch.rand(env.num_envs, 1, generator=g) * 4 - 2
         out.append(env.step(act)["observation"].clone())
     return torch.stack(out)
 
@@ -128,11 +131,10 @@ def test_bad_constructor_arguments():
         gp.make("CartPole-v1", num_envs=2, device="cpu", max_episode_steps=0)
 
 
-def test_cuda_graph_flag_on_cpu_logs_once_and_steps_eagerly(caplog):
-    with caplog.at_level("WARNING", logger="gpuparam"):
-        graphed = gp.make("CartPole-v1", num_envs=16, device="cpu", seed=2, cuda_graph=True)
-    assert [r.getMessage() for r in caplog.records] == [
-        "cuda_graph=True on cpu: no CUDA graph there, stepping eagerly"
-    ]
-    eager = gp.make("CartPole-v1", num_envs=16, device="cpu", seed=2)
-    assert torch.equal(_rollout(graphed, 30), _rollout(eager, 30))
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
+def test_captured_cpu_step_equals_eager(name):
+    captured = gp.make(name, num_envs=16, device="cpu", seed=2)
+    eager = gp.make(name, num_envs=16, device="cpu", seed=2, capture=False)
+    assert torch.equal(_rollout(captured, 60), _rollout(eager, 60))
+    assert captured.pipeline.captured and not eager.pipeline.captured
+    assert captured.pipeline.names == ("physics", "episode", "clock", "autoreset")

@@ -27,7 +27,9 @@ def make(
     num_envs: int,
     device: str | torch.device | None = None,
     seed: int = 0,
-    cuda_graph: bool = False,
+    capture: bool = True,
+    env_offset: int = 0,
+    cuda_graph: bool | None = None,
     **param_overrides: object,
 ) -> VecEnv:
     """Build ``num_envs`` envs of ``name`` (Gymnasium id, e.g. ``"CartPole-v1"``).
@@ -37,8 +39,10 @@ def make(
         num_envs: N.
         device: ``"cpu"``, ``"cuda[:i]"``, or ``None`` for CUDA when present, else CPU.
         seed: key of every random draw.
-        cuda_graph: capture the whole step in one CUDA graph (CUDA only; see
-            ``VecEnv.capture``).
+        capture: capture the step after one eager call and replay it (one CUDA graph on
+            CUDA, Warp CPU graphs on CPU; default). False steps eagerly.
+        env_offset: global id of this process's env 0, for sharded runs (see ``VecEnv``).
+        cuda_graph: older name of ``capture``.
         **param_overrides: initial parameter values (e.g. ``length=0.8``) and
             ``max_episode_steps``.
     """
@@ -46,7 +50,10 @@ def make(
         cls = _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown env {name!r}; registered: {', '.join(_REGISTRY)}") from None
-    return cls(num_envs, device=device, seed=seed, cuda_graph=cuda_graph, **param_overrides)
+    return cls(
+        num_envs, device=device, seed=seed, capture=capture, env_offset=env_offset,
+        cuda_graph=cuda_graph, **param_overrides,
+    )
 
 
 register(CartPoleEnv)

@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
+import warp as wp
 
 from gpuparam._device import Replay, launch, to_wp
-from gpuparam.randomization.binding import MIN_STEPS, Bound, bind, recheck, term_mask
+from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
 from gpuparam.randomization.terms import Term
+from kernels import episode as kepisode
 from kernels import randomize as K
 
 CLASSES = ("startup", "reset", "step")
@@ -57,8 +59,7 @@ class Randomization:
         self._classes = {c: _Class(c) for c in CLASSES}
         self._next_uid = 0
         self._gstep = torch.zeros(1, dtype=torch.int64, device=self._dev)
-        self._pending = 0  # steps not yet added to _gstep (while no term needs it)
-        self._clock_on = False
+        self._wp_gstep = to_wp(self._gstep)
         self._clamped_removed = torch.zeros((), dtype=torch.int64, device=self._dev)
         self._listeners: list[Callable[[], None]] = []
         self._globals: dict[str, torch.Tensor] = {
@@ -165,7 +166,6 @@ class Randomization:
     def global_step(self) -> torch.Tensor:
         """int64 tensor ``[1]`` on the device: ``env.step`` calls since the env was built
         (the clock of schedules and ``OnReset(min_steps)``)."""
-        self._flush_pending()
         return self._gstep
 
     def on_rebuild(self, fn: Callable[[], None]) -> Callable[[], None]:
@@ -213,30 +213,23 @@ class Randomization:
         self._rebuild(restart=[])
 
     # ------------------------------------------------------------------ step path
-    def _launch_step(self, stream) -> None:
-        """Step class, before the env kernel (called by ``VecEnv.step``)."""
+    def launch_step(self, ctx) -> None:
+        """Stage of the step class, before the physics (``ctx``: the env's
+        ``StepContext``)."""
         c = self._classes["step"]
-        c.cmds["step"].launch(stream)
+        c.cmds["step"].launch(ctx.stream)
         self._env.params.notify(c.names, c.t["changed"] if c.track else None)
 
-    def _launch_reset(self, which: str, stream) -> None:
-        """Reset class gated by the done buffer (``which="done"``, in ``step``) or by the
-        reset mask (``"reset"``, in ``reset``)."""
+    def launch_reset(self, ctx, gate) -> None:
+        """Stage of the reset class, for the envs of ``gate``: ``ctx.done`` (in a step) or
+        ``ctx.reset_mask`` (in ``env.reset``)."""
         c = self._classes["reset"]
-        c.cmds[which].launch(stream)
-        gate = self._env._bufs["done"] if which == "done" else self._env._reset_mask
+        c.cmds["done" if gate is ctx.done else "reset"].launch(ctx.stream)
         self._env.params.notify(c.names, c.t["changed"] if c.track else gate)
 
-    def _tick(self) -> None:
-        if self._clock_on:
-            self._gstep += 1
-        else:
-            self._pending += 1
-
-    def _flush_pending(self) -> None:
-        if self._pending:
-            self._gstep += self._pending
-            self._pending = 0
+    def tick(self, ctx) -> None:
+        """Stage: advance ``global_step`` by one, on the device."""
+        wp.launch(kepisode.tick, 1, [self._wp_gstep], device=ctx.wp_device, stream=ctx.stream)
 
     # ------------------------------------------------------------------ tables
     def _all(self) -> list[Bound]:
@@ -302,10 +295,6 @@ class Randomization:
             self._build_class(c, where, fresh)
         if restart:
             self._init_keys(restart, restart=True)
-        clock_on = any(b.scheduled or b.timed == MIN_STEPS for b in bounds)
-        if clock_on and not self._clock_on:
-            self._flush_pending()
-        self._clock_on = clock_on
         self.step_active = bool(self._classes["step"].bounds)
         self.reset_active = bool(self._classes["reset"].bounds)
         for fn in list(self._listeners):
@@ -357,12 +346,12 @@ class Randomization:
         c.names = tuple(dict.fromkeys(b.param for b in c.bounds))
         c.track = any(b.mask is not None or b.timed != 0 for b in c.bounds)
         self._init_keys([b for b in c.bounds if id(b) not in fresh], restart=False)
-        env = self._env
+        ctx = self._env.context
         if c.name == "step":
-            c.cmds["step"] = self._record(c, 0, T, env._bufs["done"], env._done_words, False)
+            c.cmds["step"] = self._record(c, 0, T, ctx.done, ctx.done_words, False)
         elif c.name == "reset":
-            c.cmds["done"] = self._record(c, 0, T, env._bufs["done"], env._done_words, True)
-            c.cmds["reset"] = self._record(c, 0, T, env._reset_mask, env._reset_words, True)
+            c.cmds["done"] = self._record(c, 0, T, ctx.done, ctx.done_words, True)
+            c.cmds["reset"] = self._record(c, 0, T, ctx.reset_mask, ctx.reset_words, True)
 
     def _counter_strides(self, c: _Class) -> tuple[int, int]:
         """``(by term, by env)``: the counter of term ``t`` and env ``e`` is at ``t * st +
@@ -382,7 +371,7 @@ class Randomization:
         terms.ti, terms.tf = to_wp(t["ti"][first * K.NI :]), to_wp(t["tf"][first * K.NF :])
         terms.num_terms, terms.n, terms.block = count, n, self._block
         terms.vals, terms.bp_step, terms.pe = to_wp(g["vals"]), to_wp(g["bp"]), to_wp(g["pe"])
-        terms.gstep, terms.seed = to_wp(self._gstep), to_wp(self._env._seed)
+        terms.gstep, terms.seed = to_wp(self._gstep), to_wp(self._env.context.seed)
         terms.ones_row = g["masks"].numel() // n - 1
         terms.ctr_t, terms.ctr_e = self._counter_strides(c)
         if c.interleaved and first:
@@ -403,8 +392,8 @@ class Randomization:
     def _apply_startup(self, new: list[Bound]) -> None:
         c = self._classes["startup"]
         first = c.bounds.index(new[0])
-        env = self._env
-        self._record(c, first, len(new), env._bufs["done"], env._done_words, False, rec=False)
+        env, ctx = self._env, self._env.context
+        self._record(c, first, len(new), ctx.done, ctx.done_words, False, rec=False)
         masks = [b.mask for b in new]
         mask = None if any(m is None for m in masks) else torch.stack(masks).any(0)
         env.params.notify(tuple(dict.fromkeys(b.param for b in new)), mask)
@@ -426,7 +415,7 @@ class Randomization:
             ]
             launch(K.init_keys, len(rows) * n, inputs, self._dev)
 
-    def _reseed(self) -> None:
+    def reseed(self) -> None:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): new keys,
         counters from 0, fresh clocks."""
         self._init_keys(self._all(), restart=True)
@@ -435,7 +424,6 @@ class Randomization:
     def state_dict(self) -> dict[str, object]:
         """Per term (in order): uid, name, counters, clocks, clamped count, current ranges,
         mask, per-env ranges; plus the global step and the next uid. Synchronizes."""
-        self._flush_pending()
         terms = []
         for b in sorted(self._all(), key=lambda b: b.uid):
             s = b.state
@@ -466,7 +454,6 @@ class Randomization:
                 b.state["pe"].copy_(s["pe"])
         self._next_uid = int(state["next_uid"])
         self._gstep.fill_(int(state["global_step"]))
-        self._pending = 0
         self._clamped_removed.copy_(state["clamped_removed"])
         for c in self._classes.values():  # the uids key the draws
             if c.bounds:

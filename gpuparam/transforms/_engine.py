@@ -43,16 +43,16 @@ import weakref
 import torch
 import warp as wp
 
-from gpuparam._device import Replay, init_warp, record
+from gpuparam._device import Replay, init_warp, record, wp_device
 from gpuparam.transforms._moments import F64
 from kernels import stats as K
 from kernels import stats_cpu as KC
 
 ROW = 256  # widest row of the tiled layout on CPU (tests set 1 to run CUDA's layout)
 FUSED = True  # one-launch CPU kernels where they apply (tests set False for the torch path)
-# the fused launches are repointed per call (Replay.rebindable): a Warp without the means
-# to do so takes the torch path
-_CAN_REBIND = hasattr(getattr(wp, "Launch", None), "set_param_at_index_from_ctype")
+# the fused launches are repointed per call (Replay.rebindable, Warp's public
+# Launch.set_param_at_index): a Warp without it takes the torch path
+_CAN_REBIND = hasattr(getattr(wp, "Launch", None), "set_param_at_index")
 
 
 def _wp(t: torch.Tensor) -> wp.array:
@@ -64,6 +64,17 @@ def _wp16(t: torch.Tensor, dtype=KC.vec16) -> wp.array:
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)
     return wp.from_torch(t.view(-1, 16), dtype=dtype)
+
+
+def _ptr16(t: torch.Tensor, dtype=KC.vec16) -> wp.array:
+    """Like ``_wp16`` but not holding ``t``: for a launch argument repointed at every call
+    (``Replay.set_tensors`` compares data pointers), so no caller tensor is kept alive."""
+    return wp.array(ptr=t.data_ptr(), dtype=dtype, shape=(t.numel() // 16,),
+                    device=wp_device(t.device))
+
+
+def _ptr16b(t: torch.Tensor) -> wp.array:
+    return _ptr16(t, KC.vec16b)
 
 
 class Engine:
@@ -230,10 +241,9 @@ class Engine:
         cmd = self._cmds.get(flags)
         if cmd is None:
             cmd = self._cmds[flags] = make()
-        ptrs = tuple(t.data_ptr() for t in tensors)
-        cmd.set_data(ptrs)
+        cmd.set_tensors(tensors)
         cmd()
-        self.last = (cmd, ptrs)
+        self.last = cmd
 
     def obs_fused(self, x, out, x2, out2, update: bool, clip: float | None) -> None:
         """``fused`` ``tiled``: with ``update`` merge ``x`` in, then write ``out`` from ``x``
@@ -246,7 +256,9 @@ class Engine:
             ph = _wp16(self.placeholder)  # set_data points these at the caller's tensors
             args = [ph, ph, ph, ph, int(pair), int(update), *a[:4],
                     wp.float32(clip or 0.0), *a[4:]]
-            return record(KC.obs_step, 1, args, self.device).rebindable(0, 1, 2, 3)
+            return record(KC.obs_step, 1, args, self.device).rebindable(
+                (0, _ptr16), (1, _ptr16), (2, _ptr16), (3, _ptr16)
+            )
 
         tensors = (x, out, x2, out2) if pair else (x, out, x, out)
         self._run(("obs", pair, update, clip), make, tensors)
@@ -262,7 +274,9 @@ class Engine:
             args = [_wp16(self.r32), _wp16(self.d8, KC.vec16b), _wp16(self.data64, KC.vec16d),
                     _wp16(self.r32), wp.float64(gamma), int(update), a[0], a[1],
                     wp.float32(clip or 0.0), *a[2:]]
-            return record(KC.reward_step, 1, args, self.device).rebindable(0, 1, 3)
+            return record(KC.reward_step, 1, args, self.device).rebindable(
+                (0, _ptr16), (1, _ptr16b), (3, _ptr16)
+            )
 
         self._run(("reward", gamma, update, clip), make, (reward, done, out))
 

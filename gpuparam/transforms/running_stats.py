@@ -140,6 +140,20 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         """Whether ``forward`` updates the statistics: ``self.training and not self.frozen``."""
         return self.training and not self._frozen
 
+    def replay_key(self) -> tuple:
+        """The host-side settings a recorded (captured) call depends on: training,
+        frozen, clip, gamma (RewardNorm) and the identity of the bound device buffers.
+        A captured step is redone when this changes (``gp.TransformedEnv``)."""
+        return (self.training, self._frozen, self.clip, getattr(self, "gamma", None),
+                id(self._engine))
+
+    @property
+    def warp_only(self) -> bool:
+        """True when the last call ran as one recorded Warp launch (the fused CPU path)
+        and so replays inside a Warp CPU graph."""
+        e = self._engine
+        return e is not None and e.fused and e.last is not None
+
     def frozen_copy(self) -> GroupedRunningStats:
         """A frozen deep copy (same device, detached from any env's ``on_change``)."""
         c = copy.deepcopy(self)

@@ -6,6 +6,7 @@ import torch
 from tensordict import TensorDict
 
 from gpuparam._checks import check_mask
+from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
 from gpuparam.transforms.reward_norm import RewardNorm
 
@@ -63,17 +64,18 @@ class TransformedEnv:
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
         self._stepping = False
-        self._deferred = [
-            torch.zeros(env.num_envs, dtype=torch.bool, device=t.device) for t in transforms
-        ]  # envs whose reset_on params changed in step
-        self._has_deferred = [False] * len(transforms)
-        if any(t.reset_on for t in transforms):
+        n = env.num_envs
+        # envs whose reset_on params changed during a step: reset after the step's update
+        self._deferred = [torch.zeros(n, dtype=torch.bool, device=t.device) for t in transforms]
+        self._deferring = tuple(bool(t.reset_on) for t in transforms)
+        if any(self._deferring):
             env.params.on_change(self._on_param_change)
-        self._graphed = False
-        self._plan: _Plan | None = None
-        self._seen = None  # the env's last step output
-        if getattr(env, "_graph", None) is not None:
-            self.capture()
+        self._out: TensorDict | None = None
+        self._remove_stage = None
+        if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
+            self._remove_stage = env.add_stage(Stage(
+                "transforms", self._stage, warp_only=self._stage_warp_only, key=self._stage_key
+            ))
 
     @property
     def transforms(self) -> tuple[ObsNorm | RewardNorm, ...]:
@@ -112,47 +114,59 @@ class TransformedEnv:
         Returns:
             TensorDict batch ``[N]`` as described in the class docstring.
         """
-        if self._graphed:
-            return self.env.step(action)  # replays env step and transforms in one graph
-        return self._after_env_step(lambda: self.env.step(action))
-
-    def capture(self):
-        """Capture env step and transforms together in one CUDA graph (see
-        ``VecEnv.capture``); done at construction when the env was made with
-        ``cuda_graph=True``. On CPU steps stay eager."""
-        graph = self.env.capture()
-        graph.body = lambda: self._after_env_step(self.env._step_body)
-        graph.invalidate()
-        self._graphed = True
-        return graph
-
-    def _after_env_step(self, env_step) -> TensorDict:
+        if self._remove_stage is not None:
+            self.env.step(action)  # the transforms run as the last stage of the env's step
+            return self._out
         self._stepping = True
         try:
-            td = env_step()
+            td = self.env.step(action)
         finally:
             self._stepping = False
-        try:
-            plan = self._plan
-            if plan is not None and plan.holds(td):
-                return plan.run(td)
-            out = self._transform(td, update=True)
-            # plan an env that returns the same TensorDict every step (gpuparam's do)
-            self._plan = _Plan.make(td, out, self._transforms) if td is self._seen else None
-            self._seen = td
-            return out
-        finally:
-            if True in self._has_deferred:
-                for i, t in enumerate(self._transforms):
-                    if self._has_deferred[i]:
-                        self._has_deferred[i] = False
-                        t.reset_stats(self._deferred[i].clone())
-                        self._deferred[i].zero_()
+        out = self._transform(td, update=True)
+        self._flush_deferred()
+        return out
+
+    def capture(self):
+        """Capture the env's step, transforms included (see ``VecEnv.capture``)."""
+        return self.env.capture()
+
+    # ------------------------------------------------------------------ pipeline stage
+    def _stage(self, ctx) -> None:
+        """The transforms as a stage of the env's step: statistics from this step's
+        outputs into this wrapper's static buffers, then the deferred ``reset_on`` resets.
+        Device work only; replayed with the rest of the step."""
+        td = self.env.outputs
+        self._out = self._transform(td, update=True)
+        for i, t in enumerate(self._transforms):
+            if self._deferring[i]:
+                t.reset_stats(self._deferred[i])  # device mask, all False most steps
+                self._deferred[i].zero_()
+
+    def _stage_warp_only(self) -> bool:
+        """Replayable in a Warp CPU graph: one fused launch per transform, no torch op."""
+        kinds = [type(t) for t in self._transforms]
+        return (
+            not any(self._deferring)
+            and kinds.count(ObsNorm) <= 1
+            and kinds.count(RewardNorm) <= 1
+            and all(t.warp_only for t in self._transforms)
+        )
+
+    def _stage_key(self) -> tuple:
+        return tuple(t.replay_key() for t in self._transforms)
+
+    def _flush_deferred(self) -> None:
+        for i, t in enumerate(self._transforms):
+            if self._deferring[i]:
+                t.reset_stats(self._deferred[i].clone())
+                self._deferred[i].zero_()
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """``env.params.on_change`` callback: reset now, or after the step's update."""
+        """``env.params.on_change`` callback: reset now, or, during a step (writes by
+        randomization or curricula), after the step's update: device work only."""
+        in_step = self._stepping or bool(getattr(self.env, "stepping", False))
         for i, t in enumerate(self._transforms):
-            if not self._stepping:
+            if not in_step:
                 t.on_param_change(names, mask)
             elif any(n in t.reset_on for n in names):
                 check_mask(mask, self.env.num_envs, t.device, "TransformedEnv: on_change mask")
@@ -160,7 +174,6 @@ class TransformedEnv:
                     self._deferred[i].fill_(True)
                 else:
                     self._deferred[i] |= mask
-                self._has_deferred[i] = True
 
     def _buf(self, key: str, like: torch.Tensor) -> torch.Tensor:
         buf = self._bufs.get(key)
@@ -201,61 +214,3 @@ class TransformedEnv:
                 raw = out
             entries["reward"] = out
         return _new_td(entries, batch_size=td.batch_size, device=td.device)
-
-
-class _Plan:
-    """The last CPU step's transforms as their recorded launches, replayed while nothing
-    they depend on changed: the env's output TensorDict (same object, same tensors), each
-    transform's engine and the flags baked into its launch (training, frozen, clip, gamma).
-    Only for one-launch (fused) engines: one ObsNorm over the observation pair and/or one
-    RewardNorm. Saves the validation and dispatch of every call (about 5 us a step)."""
-
-    __slots__ = ("td", "src", "snapshot", "checks", "launches", "entries")
-
-    @staticmethod
-    def _flags(t) -> tuple:
-        return (t.training, t._frozen, t.clip, getattr(t, "gamma", None))
-
-    @classmethod
-    def make(cls, td: TensorDict, out: TensorDict, transforms) -> _Plan | None:
-        src = getattr(td, "_tensordict", None)  # TensorDict's own key -> tensor dict
-        kinds = [type(t) for t in transforms]
-        if (
-            not isinstance(src, dict)
-            or kinds.count(ObsNorm) > 1
-            or kinds.count(RewardNorm) > 1
-            or (ObsNorm in kinds and not all(k in src for k in _OBS_KEYS))
-        ):
-            return None
-        checks, launches = [], []
-        for t in transforms:
-            e = t._engine
-            if e is None or not e.fused or e.last is None:
-                return None
-            checks.append((t, e, cls._flags(t)))
-            launches.append(e.last)
-        plan = cls()
-        plan.td, plan.src, plan.snapshot = td, src, dict(src)
-        plan.checks, plan.launches = tuple(checks), tuple(launches)
-        plan.entries = dict(out.items())
-        return plan
-
-    def holds(self, td: TensorDict) -> bool:
-        if td is not self.td:
-            return False
-        src, snap = self.src, self.snapshot
-        if len(src) != len(snap):
-            return False
-        for k, v in snap.items():
-            if src.get(k) is not v:
-                return False
-        for t, e, flags in self.checks:
-            if t._engine is not e or self._flags(t) != flags:
-                return False
-        return True
-
-    def run(self, td: TensorDict) -> TensorDict:
-        for launch, ptrs in self.launches:
-            launch.set_data(ptrs)  # (the module may have run it on other tensors since)
-            launch()
-        return _new_td(dict(self.entries), batch_size=td.batch_size, device=td.device)

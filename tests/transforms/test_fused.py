@@ -121,23 +121,22 @@ def test_rebound_launch_writes_where_it_points(engine_path):
     from gpuparam._device import record
     from kernels import stats_cpu as KC
 
-    def run(direct: bool):
+    def run(rebound: bool):
         n = 16
         e = ObsNorm(4, num_envs=n).eval()._eng()
         dummy = torch.zeros(n, 4)
         v = lambda t: wp.from_torch(t.view(-1, 16), dtype=KC.vec16)  # noqa: E731
-        cmd = record(KC.obs_step, 1, [v(dummy)] * 4 + [0, 0, *e._fused_args[:4],
-                     wp.float32(0.0), *e._fused_args[4:]], torch.device("cpu"))
-        if not direct:
-            cmd._call = None
-        cmd.rebindable(0, 1, 2, 3)
         x, out = torch.arange(n * 4.0).view(n, 4), torch.zeros(n, 4)
-        cmd.set_data((x.data_ptr(), out.data_ptr(), x.data_ptr(), out.data_ptr()))
+        first = [v(dummy)] * 4 if rebound else [v(x), v(out), v(x), v(out)]
+        cmd = record(KC.obs_step, 1, first + [0, 0, *e._fused_args[:4],
+                     wp.float32(0.0), *e._fused_args[4:]], torch.device("cpu"))
+        cmd.rebindable((0, v), (1, v), (2, v), (3, v))
+        cmd.set_tensors((x, out, x, out))
         cmd()
         assert dummy.abs().sum() == 0
         return out
 
-    a, b = run(True), run(False)
+    a, b = run(True), run(False)  # repointed launch == launch recorded on the tensors
     assert torch.equal(a, b) and a.abs().sum() > 0
 
 

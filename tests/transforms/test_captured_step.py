@@ -1,0 +1,95 @@
+"""A captured step (the default) equals eager stepping (``capture=False``) bit for bit,
+through every change that alters what a replay must do: transform flags, checkpoint loads,
+``.to()``, parameter writes with ``reset_on``, terms, hooks and curricula added and removed."""
+
+from __future__ import annotations
+
+import torch
+
+import gpuparam as gp
+
+N = 64
+
+
+def _pair(capture: bool):
+    env = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=1, capture=capture)
+    env.randomize(gp.Uniform("length", 0.4, 0.6, on="reset"))
+    obs = gp.ObsNorm((4,), reset_on=("length",), clip=5.0)
+    return env, gp.TransformedEnv(env, obs, gp.RewardNorm(0.9))
+
+
+def _plain(capture: bool):
+    env = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=1, capture=capture)
+    return env, gp.TransformedEnv(env, gp.ObsNorm((4,), clip=5.0), gp.RewardNorm(0.9))
+
+
+def _changes(step: int, t) -> None:
+    if step == 10:
+        t.transforms[0].clip = 1.0
+    if step == 20:
+        t.transforms[1].eval()
+    if step == 25:
+        t.transforms[1].train()
+        t.transforms[0].freeze()
+    if step == 30:
+        t.transforms[0].unfreeze()
+        if t.transforms[0].reset_on:
+            t.params.set("length", 0.55, mask=torch.arange(N) < N // 2)
+    if step == 40:
+        t.transforms[0].load_state_dict(t.transforms[0].state_dict())  # a new engine
+    if step == 45:
+        t.transforms[0].to("cpu")
+    if step == 50:
+        t.transforms[1].gamma = 0.5
+    if step == 55:
+        t.randomize(gp.Gaussian("force_mag", 0.0, 1.0, op="add", on="step"))
+    if step == 60:
+        t.env.after_step(lambda e, td: td["reward"].mul_(2.0))
+    if step == 65:
+        t.env.add_curriculum(gp.Curriculum(3, params={"masspole": (0.1, 0.3)},
+                                           metric="episode_return", promote=5.0))
+
+
+def _compare(make, engine_path, steps=75):
+    _, a = make(True)
+    _, b = make(False)
+    g = torch.Generator().manual_seed(0)
+    for step in range(steps):
+        act = torch.randint(0, 2, (N,), generator=g)
+        ta, tb = a.step(act), b.step(act)
+        for k in ("observation", "final_observation", "reward", "observation_raw", "done"):
+            assert torch.equal(ta[k], tb[k]), (step, k)
+        if step == 5:
+            assert a.env.pipeline.captured and not b.env.pipeline.captured
+        _changes(step, a)
+        _changes(step, b)
+    assert torch.equal(a.transforms[0].m2, b.transforms[0].m2)
+    assert torch.equal(a.transforms[1].returns, b.transforms[1].returns)
+    return a
+
+
+def test_captured_equals_eager_through_changes(engine_path):
+    _compare(_pair, engine_path)
+
+
+def test_captured_equals_eager_without_reset_on(engine_path):
+    a = _compare(_plain, engine_path, steps=54)
+    # with fused engines and no reset_on, the whole step is one Warp CPU graph
+    plan = a.env.pipeline.plan
+    if engine_path == "fused":
+        assert plan == ((("physics", "episode", "clock", "autoreset", "transforms"), True),)
+    else:
+        assert (("transforms",), False) in plan
+
+
+def test_odd_n_takes_the_torch_path_and_stays_exact():
+    n = 10  # N not filling 16-float vectors: no fused engine, transforms run eagerly
+    outs = []
+    for capture in (True, False):
+        env = gp.make("CartPole-v1", num_envs=n, device="cpu", capture=capture)
+        t = gp.TransformedEnv(env, gp.ObsNorm((4,)), gp.RewardNorm())
+        outs.append(torch.stack([t.step(torch.ones(n, dtype=torch.long))["observation"].clone()
+                                 for _ in range(20)]))
+        if capture:
+            assert (("transforms",), False) in env.pipeline.plan
+    assert torch.equal(*outs)
