@@ -12,6 +12,10 @@ import warp as wp
 from kernels.episode import begin_episode
 from kernels.index import thread_index
 
+# No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
+# the CPU build rounds twice, and its reset draws must be bit-identical on CPU and GPU.
+wp.set_module_options({"fuse_fp": False})
+
 
 @wp.func
 def _obs(s: wp.vec2) -> wp.vec3:

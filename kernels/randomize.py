@@ -64,6 +64,11 @@ from kernels.term_table import (  # noqa: F401 - the layout, re-exported for gpu
     TermTables,
 )
 
+# No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
+# the CPU build rounds twice, and every randomization draw must be bit-identical on CPU and
+# GPU.
+wp.set_module_options({"fuse_fp": False})
+
 
 @wp.kernel
 def randomize(

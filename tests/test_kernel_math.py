@@ -56,3 +56,14 @@ def test_thread_index_is_the_thread_id():
     out = wp.zeros(1000, dtype=wp.int32, device="cpu")
     wp.launch(_index_kernel, dim=1000, inputs=[out], device="cpu")
     assert torch.equal(wp.to_torch(out), torch.arange(1000, dtype=torch.int32))
+
+
+def test_draw_kernels_are_built_without_fp_contraction():
+    """CPU = GPU draws bit for bit needs no FMA contraction on the GPU (NVRTC fuses
+    ``a + (b - a) * u``, the CPU rounds twice): every module whose kernels draw says so."""
+    import warp as wp
+
+    from kernels import cartpole, pendulum, randomize
+
+    for module in (cartpole, pendulum, randomize):
+        assert wp.get_module_options(module)["fuse_fp"] is False, module.__name__
