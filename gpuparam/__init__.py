@@ -6,10 +6,12 @@ The names below are the public API; everything else may change.
 from __future__ import annotations
 
 from gpuparam import _device  # noqa: F401  (configures Warp before kernels load)
+from gpuparam.backend import Backend, KernelBackend, Task
 from gpuparam.config import randomization_from_config
 from gpuparam.curriculum import ADR, Curriculum
 from gpuparam.envs import CartPoleEnv, PendulumEnv, make, register, registered
 from gpuparam.params import ParamTable
+from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization import (
     Choice,
     Every,
@@ -31,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ADR",
+    "Backend",
     "BoxSpec",
     "CartPoleEnv",
     "Choice",
@@ -39,6 +42,7 @@ __all__ = [
     "Every",
     "Gaussian",
     "Interval",
+    "KernelBackend",
     "Linear",
     "LogUniform",
     "ObsNorm",
@@ -46,9 +50,13 @@ __all__ = [
     "ParamSpec",
     "ParamTable",
     "PendulumEnv",
+    "Pipeline",
     "Randomization",
     "RewardNorm",
+    "Stage",
     "Step",
+    "StepContext",
+    "Task",
     "Term",
     "TransformedEnv",
     "Uniform",

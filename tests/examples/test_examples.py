@@ -41,3 +41,9 @@ def test_readme_snippet_runs():
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
     assert namespace["env"].params["length"].shape == (4096,)
+
+
+def test_custom_env_example():
+    out = _run("examples/custom_env.py", "--num-envs", "64", "--steps", "100", "--device", "cpu")
+    assert "stages ('physics', 'episode', 'randomize_reset', 'clock', 'autoreset')" in out
+    assert re.search(r"episodes finished: [1-9]\d*, mean return -\d+\.\d+", out)
