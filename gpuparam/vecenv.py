@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 
 import torch
@@ -16,6 +18,7 @@ from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+from kernels import actions as kactions
 from kernels import episode as kepisode
 
 Hook = Callable[["VecEnv", TensorDict], None]
@@ -56,6 +59,12 @@ class VecEnv:
         env_offset: global id of this process's env 0 (env ``i`` draws as global env
             ``env_offset + i``), for sharding one run over processes.
         cuda_graph: older name of ``capture``.
+        validate_actions: check every action on the host before the step (synchronizes):
+            a discrete action outside ``[0, n)`` or a NaN continuous action raises
+            ``ValueError`` and nothing is stepped. Default off: such actions are counted
+            on the device in ``env.invalid_actions`` (a NaN torque propagates to NaN
+            observations, never clipped; an out-of-range discrete action acts as the
+            nearest valid one, as the kernels compare).
         **param_overrides: initial values for parameters, e.g. ``length=0.8`` (validated).
     """
 
@@ -81,6 +90,7 @@ class VecEnv:
         capture: bool = True,
         env_offset: int = 0,
         cuda_graph: bool | None = None,
+        validate_actions: bool = False,
         **param_overrides: object,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
@@ -108,10 +118,13 @@ class VecEnv:
             self.max_episode_steps = max_episode_steps
         if cuda_graph is not None:
             capture = bool(cuda_graph)
+        self.validate_actions = bool(validate_actions)
+        self._busy = threading.Lock()
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
         self.context = self._make_context()
+        self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._seed_value = seed
         self.stepping = False  # True while step() runs its pipeline
         self._before_step: list[Hook] = []
@@ -250,6 +263,7 @@ class VecEnv:
         return run
 
     def _physics(self, ctx: StepContext) -> None:
+        self._count_invalid(ctx)
         self.backend.step(ctx)
         if self.task is not None:
             self.task.compute(ctx)
@@ -261,6 +275,16 @@ class VecEnv:
             to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
             to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
         ], device=ctx.wp_device, stream=ctx.stream)
+
+    def _count_invalid(self, ctx: StepContext) -> None:
+        counter = to_wp(self.invalid_actions)
+        if isinstance(self.action_spec, DiscreteSpec):
+            args = [to_wp(ctx.action.reshape(-1)), self.action_spec.n, counter]
+            kernel = kactions.count_invalid_discrete
+        else:
+            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1)), counter]
+            kernel = kactions.count_invalid_box
+        wp.launch(kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
 
     def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
         self.backend.reset(ctx, mask)
@@ -355,6 +379,10 @@ class VecEnv:
             TensorDict, batch ``[num_envs]``: ``"observation"`` float32 ``[N, *obs_shape]``
             (new initial observations for masked envs, unchanged for the others).
         """
+        with self._exclusive():
+            return self._reset(mask, seed)
+
+    def _reset(self, mask: torch.Tensor | None, seed: int | None) -> TensorDict:
         check_mask(mask, self.num_envs, self.device)
         if seed is not None:
             if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
@@ -388,13 +416,29 @@ class VecEnv:
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
-        self._load_action(action)
-        self.stepping = True
+        with self._exclusive():
+            self._load_action(action)
+            self.stepping = True
+            try:
+                self.pipeline()
+            finally:
+                self.stepping = False
+            return self._td
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """One call at a time: a second thread stepping or resetting the same env while a
+        call runs would interleave writes into the same buffers."""
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                f"{self!r}: step/reset called while another call on this env is running "
+                "(two threads using one env, or a hook calling step): an env is not "
+                "thread-safe; give each thread its own env or serialize the calls"
+            )
         try:
-            self.pipeline()
+            yield
         finally:
-            self.stepping = False
-        return self._td
+            self._busy.release()
 
     @property
     def outputs(self) -> TensorDict:
@@ -537,6 +581,19 @@ class VecEnv:
         if action.dtype == torch.bool or action.is_floating_point() == discrete:
             kind = "an integer" if discrete else "a floating-point"
             raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
+        if self.validate_actions:  # host check: synchronizes (validate_actions=True only)
+            if discrete:
+                bad = (action < 0) | (action >= spec.n)
+                what = f"outside [0, {spec.n})"
+            else:
+                bad = torch.isnan(action).reshape(self.num_envs, -1).any(1)
+                what = "NaN"
+            if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
+                envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()
+                raise ValueError(
+                    f"action: expected actions in the action space, got {what} actions "
+                    f"for envs {envs[:8].tolist()}{' ...' if len(envs) > 8 else ''}"
+                )
         self.context.action.copy_(action.detach())
 
     def __repr__(self) -> str:

@@ -23,6 +23,15 @@ def _obs(s: wp.vec2) -> wp.vec3:
 
 
 @wp.func
+def clamp_nan(x: float, lo: float, hi: float) -> float:
+    """``clamp`` that lets NaN through (``wp.clamp`` turns it into ``lo``): a NaN action
+    shows as NaN observations instead of a silent full torque."""
+    if x != x:
+        return x
+    return wp.clamp(x, lo, hi)
+
+
+@wp.func
 def angle_normalize(x: float) -> float:
     """Python's ((x + pi) % 2pi) - pi: the result takes the divisor's sign."""
     two_pi = 2.0 * wp.pi
@@ -55,11 +64,11 @@ def step(
     s = state[i]
     th, thdot = s[0], s[1]
     gi, mi, li, h = g[i], m[i], l[i], dt[i]
-    u = wp.clamp(action[i, 0], -max_torque[i], max_torque[i])
+    u = clamp_nan(action[i, 0], -max_torque[i], max_torque[i])
     an = angle_normalize(th)
     costs = an * an + 0.1 * thdot * thdot + 0.001 * u * u
     newthdot = thdot + (3.0 * gi / (2.0 * li) * wp.sin(th) + 3.0 / (mi * li * li) * u) * h
-    newthdot = wp.clamp(newthdot, -max_speed[i], max_speed[i])
+    newthdot = clamp_nan(newthdot, -max_speed[i], max_speed[i])
     newth = th + newthdot * h
     s = wp.vec2(newth, newthdot)
     state[i] = s

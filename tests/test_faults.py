@@ -1,0 +1,134 @@
+"""Faults inside a step and misuse of the step API: a raising stage still completes the step
+(no done env left un-reset), bad actions are defined, two threads on one env are refused."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import gpuparam as gp
+
+N = 32
+
+
+def _cartpole(**kw):
+    return gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3, **kw)
+
+
+def _acts(steps, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 2, (steps, N), generator=g)
+
+
+@pytest.mark.parametrize("capture", [True, False])
+def test_a_raising_hook_still_completes_the_step(capture):
+    """The step raises, but the done envs are reset and the env goes on exactly like a
+    twin whose hook did not raise."""
+    a, b = _cartpole(capture=capture), _cartpole(capture=capture)
+    calls = {"n": 0}
+
+    def flaky(env, td):
+        calls["n"] += 1
+        if calls["n"] in (12, 13):
+            raise RuntimeError("hook failed")
+
+    a.after_step(flaky)
+    b.after_step(lambda env, td: None)
+    raised = 0
+    for t, act in enumerate(_acts(40)):
+        try:
+            ta = a.step(act)
+        except RuntimeError as e:
+            assert "hook failed" in str(e)
+            raised += 1
+            ta = a.outputs
+        tb = b.step(act)
+        for k in ("observation", "done", "episode_length", "reward"):
+            assert torch.equal(ta[k], tb[k]), (t, k)
+        assert torch.equal(a.episode_length, b.episode_length), t
+    assert raised == 2  # hooks run eagerly (Python) in a captured step too
+
+
+def test_a_raising_curriculum_metric_leaves_no_done_env_unreset():
+    a, b = _cartpole(), _cartpole()
+    state = {"n": 0}
+
+    def metric(env):
+        state["n"] += 1
+        if state["n"] == 5:
+            return torch.zeros(3)  # wrong shape: the library's own error
+        return env.outputs["episode_return"]
+
+    for env in (a, b):
+        env.add_curriculum(gp.Curriculum(3, params={"masspole": (0.1, 0.3)},
+                                         metric=metric if env is a else "episode_return",
+                                         promote=1e9))
+    for t, act in enumerate(_acts(30)):
+        try:
+            ta = a.step(act)
+        except ValueError as e:
+            assert "metric must give a tensor" in str(e)
+            ta = a.outputs
+        tb = b.step(act)
+        assert torch.equal(ta["observation"], tb["observation"]), t
+        assert not bool((a.episode_length > 500).any())
+
+
+def test_nan_pendulum_torque_propagates_and_is_counted():
+    env = gp.make("Pendulum-v1", num_envs=4, device="cpu", seed=0)
+    act = torch.zeros(4, 1)
+    act[1] = float("nan")
+    td = env.step(act)
+    assert torch.isnan(td["observation"][1]).all() and torch.isnan(td["reward"][1])
+    assert torch.isfinite(td["observation"][[0, 2, 3]]).all()
+    assert int(env.invalid_actions) == 1
+    env.step(act)
+    assert int(env.invalid_actions) == 2
+
+
+def test_out_of_range_discrete_actions_are_counted():
+    env = _cartpole()
+    act = torch.ones(N, dtype=torch.long)
+    act[0], act[1] = 7, -1
+    for _ in range(3):
+        env.step(act)
+    assert int(env.invalid_actions) == 6
+
+
+def test_validated_mode_rejects_bad_actions_and_steps_nothing():
+    env = _cartpole(validate_actions=True)
+    before = env.state.clone()
+    act = torch.ones(N, dtype=torch.long)
+    act[5] = 2
+    with pytest.raises(ValueError, match=r"outside \[0, 2\) actions for envs \[5\]"):
+        env.step(act)
+    assert torch.equal(env.state, before)
+    p = gp.make("Pendulum-v1", num_envs=4, device="cpu", validate_actions=True)
+    with pytest.raises(ValueError, match=r"NaN actions for envs \[2\]"):
+        p.step(torch.tensor([[0.0], [1.0], [float("nan")], [0.0]]))
+
+
+def test_two_threads_on_one_env_are_refused():
+    env = _cartpole()
+    errors = []
+
+    def other_thread(e, td):
+        def call():
+            try:
+                e.step(torch.zeros(N, dtype=torch.long))
+            except RuntimeError as err:
+                errors.append(str(err))
+
+        t = threading.Thread(target=call)
+        t.start()
+        t.join()
+
+    env.before_step(other_thread)
+    env.step(torch.zeros(N, dtype=torch.long))
+    assert len(errors) == 1 and "not thread-safe" in errors[0]
+    env2 = _cartpole()
+    env2.before_step(lambda e, td: e.reset())  # re-entrant call from a hook
+    with pytest.raises(RuntimeError, match="another call on this env is running"):
+        env2.step(torch.zeros(N, dtype=torch.long))
