@@ -82,7 +82,9 @@ class ParamTable:
                 write = [mask, to_wp(self._value_buf[j]), s.low, s.high, 0, *rows]
                 self._fill_cmds.append(launch(kparams.masked_fill, num_envs, fill, device, True))
                 self._write_cmds.append(launch(kparams.masked_write, num_envs, write, device, True))
-        self._callbacks: list[ChangeCallback] = []
+        self._callbacks: list[tuple[ChangeCallback, bool]] = []
+        # bumped when a callback is added or removed (captured steps compare it)
+        self.listener_key = 0
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
         self.reset_to_default()
@@ -282,17 +284,18 @@ class ParamTable:
         """
         entry = (callback, bool(warp_only))
         self._callbacks.append(entry)
-        return lambda: self._callbacks.remove(entry)
+        self.listener_key += 1
+
+        def remove() -> None:
+            self._callbacks.remove(entry)
+            self.listener_key += 1
+
+        return remove
 
     @property
     def listeners_warp_only(self) -> bool:
         """True when every ``on_change`` callback was registered with ``warp_only=True``."""
         return all(w for _, w in self._callbacks)
-
-    @property
-    def listener_key(self) -> tuple:
-        """Identifies the current set of callbacks (changes when one is added or removed)."""
-        return tuple(id(e) for e in self._callbacks)
 
     def notify(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Tell every ``on_change`` callback that ``names`` changed for ``mask``."""

@@ -131,6 +131,8 @@ class Pipeline:
         ctx: the context handed to every stage.
         build: ``build()`` returns the stage list; called again after every
             ``invalidate()`` (so stages see the current hooks, terms, transforms).
+        key: optional ``key()`` of host-side state all stages depend on (like a stage's
+            ``key``: a change drops the capture).
         capture: capture after ``warmup`` eager calls (default True); False runs eagerly.
         warmup: eager calls before capturing.
     """
@@ -141,9 +143,11 @@ class Pipeline:
         build: Callable[[], Sequence[Stage]],
         capture: bool = True,
         warmup: int = 1,
+        key: Callable[[], Hashable] | None = None,
     ):
         self.ctx = ctx
         self.build = build
+        self.key = key
         self.capture_enabled = capture
         self.warmup = warmup
         self._stages: tuple[Stage, ...] | None = None
@@ -213,7 +217,10 @@ class Pipeline:
             self._lock.release()
 
     def _current_keys(self) -> tuple:
-        return tuple(s.key() for s in self.stages if s.key is not None)
+        keys = [s.key() for s in self.stages if s.key is not None]
+        if self.key is not None:
+            keys.append(self.key())
+        return tuple(keys)
 
     def _eager(self, stages: Sequence[Stage], error: BaseException | None) -> BaseException | None:
         ctx = self.ctx

@@ -137,8 +137,9 @@ class VecEnv:
         if self.task is not None:
             self.task.bind(self, self.context, self.backend)
         self.randomization = Randomization(self)
-        self.pipeline = Pipeline(self.context, self._step_stages, capture=capture)
-        self.reset_pipeline = Pipeline(self.context, self._reset_stages, capture=capture)
+        key = self._listener_key
+        self.pipeline = Pipeline(self.context, self._step_stages, capture=capture, key=key)
+        self.reset_pipeline = Pipeline(self.context, self._reset_stages, capture=capture, key=key)
         self.randomization.on_rebuild(self._structure_changed)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if recompute:
@@ -234,9 +235,6 @@ class VecEnv:
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done),
                             warp_only=physics_ok))
         stages.extend(self._extra_stages)
-        for s in stages:
-            if s.key is None:
-                s.key = self._listener_key
         del ctx
         return stages
 
@@ -247,12 +245,12 @@ class VecEnv:
         if rz.reset_active:
             stages.append(Stage(
                 "randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
-                warp_only=self.params.listeners_warp_only, key=self._listener_key,
+                warp_only=self.params.listeners_warp_only,
             ))
         stages.append(Stage("reset", self._explicit_reset, warp_only=physics_ok))
         return stages
 
-    def _listener_key(self) -> tuple:
+    def _listener_key(self) -> int:
         return self.params.listener_key
 
     def _run_hooks(self, hooks: list[Hook]) -> Callable[[StepContext], None]:
@@ -416,29 +414,35 @@ class VecEnv:
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
-        with self._exclusive():
+        busy = self._busy
+        if not busy.acquire(blocking=False):
+            self._refuse()
+        try:
             self._load_action(action)
             self.stepping = True
-            try:
-                self.pipeline()
-            finally:
-                self.stepping = False
-            return self._td
+            self.pipeline()
+        finally:
+            self.stepping = False
+            busy.release()
+        return self._td
 
     @contextlib.contextmanager
     def _exclusive(self):
         """One call at a time: a second thread stepping or resetting the same env while a
         call runs would interleave writes into the same buffers."""
         if not self._busy.acquire(blocking=False):
-            raise RuntimeError(
-                f"{self!r}: step/reset called while another call on this env is running "
-                "(two threads using one env, or a hook calling step): an env is not "
-                "thread-safe; give each thread its own env or serialize the calls"
-            )
+            self._refuse()
         try:
             yield
         finally:
             self._busy.release()
+
+    def _refuse(self) -> None:
+        raise RuntimeError(
+            f"{self!r}: step/reset called while another call on this env is running "
+            "(two threads using one env, or a hook calling step): an env is not "
+            "thread-safe; give each thread its own env or serialize the calls"
+        )
 
     @property
     def outputs(self) -> TensorDict:
@@ -569,6 +573,14 @@ class VecEnv:
         }
 
     def _load_action(self, action: torch.Tensor) -> None:
+        buf = self.context.action
+        if (
+            type(action) is torch.Tensor and action.shape == buf.shape
+            and action.dtype == buf.dtype and action.device == buf.device
+            and not self.validate_actions and not action.requires_grad
+        ):  # the common case, checked in one pass
+            buf.copy_(action)
+            return
         spec = self.action_spec
         expected = (self.num_envs, *spec.shape)
         if not isinstance(action, torch.Tensor):

@@ -217,3 +217,125 @@ def reward_step(
     for i0 in range(M):
         i = i0 & 0x7FFFFFFF
         out[i] = _clip(wp.cw_mul(reward[i], s), clip)
+
+
+# ----------------------------------------------------------------------------- any N
+# The same one-launch updates for batches that do not fill whole 16-float vectors (e.g.
+# N = 1, P = 4): scalar loops over the flat batch, the same float64 shifted sums and merge.
+
+
+@wp.func
+def _clip1(y: wp.float32, clip: wp.float32) -> wp.float32:
+    if clip > wp.float32(0.0):
+        y = wp.min(wp.max(y, -clip), clip)
+    return y
+
+
+@wp.kernel
+def obs_step_any(
+    x: wp.array(dtype=wp.float32),
+    out: wp.array(dtype=wp.float32),
+    x2: wp.array(dtype=wp.float32),
+    out2: wp.array(dtype=wp.float32),
+    pair: int,
+    update: int,
+    P: int,
+    k: int,
+    n_b: wp.float64,
+    eps: wp.float64,
+    clip: wp.float32,
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_flat: wp.array(dtype=wp.float32),
+    scale_flat: wp.array(dtype=wp.float32),
+    offset_flat: wp.array(dtype=wp.float32),
+    feat: wp.array(dtype=wp.float64),
+):
+    """``obs_step`` for a flat float32 batch ``[n_b * P]`` of any length (tables with ``k``
+    copies of the group's row). Scratch: ``feat`` ``[2 * P]``."""
+    M = x.shape[0]
+    if update != 0:
+        if count[0] == wp.float64(0.0):  # no running mean yet: shift by the first env
+            for f in range(P):
+                center_flat[f] = x[f]
+        for f in range(2 * P):
+            feat[f] = wp.float64(0.0)
+        f = int(0)
+        for i0 in range(M):
+            i = i0 & 0x7FFFFFFF
+            d = wp.float64(x[i]) - wp.float64(center_flat[f])
+            feat[f] = feat[f] + d
+            feat[P + f] = feat[P + f] + d * d
+            f = (f + 1) & 0x7FFFFFFF
+            if f == P:
+                f = 0
+        n_a = count[0]
+        n = n_a + n_b
+        w_b = n_b / n
+        for g in range(P):
+            shift = wp.float64(center_flat[g])
+            merge_sums(g, n_a, n_b, w_b, feat[g], feat[P + g], shift, mean, m2)
+        count[0] = n
+        write_tables(0, n, P, k, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+    f = int(0)
+    for i0 in range(M):
+        i = i0 & 0x7FFFFFFF
+        c = center_flat[f]
+        s = scale_flat[f]
+        o = offset_flat[f]
+        out[i] = _clip1((x[i] - c) * s + o, clip)
+        if pair != 0:
+            out2[i] = _clip1((x2[i] - c) * s + o, clip)
+        f = (f + 1) & 0x7FFFFFFF
+        if f == P:
+            f = 0
+
+
+@wp.kernel
+def reward_step_any(
+    reward: wp.array(dtype=wp.float32),
+    done: wp.array(dtype=wp.bool),
+    returns: wp.array(dtype=wp.float64),
+    out: wp.array(dtype=wp.float32),
+    gamma: wp.float64,
+    update: int,
+    n_b: wp.float64,
+    eps: wp.float64,
+    clip: wp.float32,
+    shift: wp.array(dtype=wp.float64),
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_flat: wp.array(dtype=wp.float32),
+    scale_flat: wp.array(dtype=wp.float32),
+    offset_flat: wp.array(dtype=wp.float32),
+):
+    """``reward_step`` for ``[n_b]`` rewards of any length."""
+    M = reward.shape[0]
+    if update != 0 and count[0] == wp.float64(0.0):
+        shift[0] = returns[0] * gamma + wp.float64(reward[0])
+    sh = shift[0]
+    s1 = wp.float64(0.0)
+    s2 = wp.float64(0.0)
+    for i0 in range(M):
+        i = i0 & 0x7FFFFFFF
+        r = returns[i] * gamma + wp.float64(reward[i])
+        d = r - sh
+        s1 += d
+        s2 += d * d
+        if done[i]:
+            r = wp.float64(0.0)
+        returns[i] = r
+    if update != 0:
+        n_a = count[0]
+        n = n_a + n_b
+        w_b = n_b / n
+        merge_sums(0, n_a, n_b, w_b, s1, s2, shift[0], mean, m2)
+        shift[0] = mean[0]
+        count[0] = n
+        write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+    s = scale_flat[0]
+    for i0 in range(M):
+        i = i0 & 0x7FFFFFFF
+        out[i] = _clip1(reward[i] * s, clip)

@@ -77,6 +77,16 @@ def _ptr16b(t: torch.Tensor) -> wp.array:
     return _ptr16(t, KC.vec16b)
 
 
+def _ptr(t: torch.Tensor, dtype=wp.float32) -> wp.array:
+    """``_ptr16`` for the scalar kernels: a flat array over ``t``, not holding it."""
+    return wp.array(ptr=t.data_ptr(), dtype=dtype, shape=(t.numel(),),
+                    device=wp_device(t.device))
+
+
+def _ptrb(t: torch.Tensor) -> wp.array:
+    return _ptr(t, wp.bool)
+
+
 class Engine:
     """Per-step state of one ``GroupedRunningStats`` bound to N envs.
 
@@ -101,22 +111,24 @@ class Engine:
         identity = G == n and torch.equal(gid, torch.arange(n, device=dev))  # host-ok: setup
         if f32 and G == 1:
             self.layout = "tiled"
+        elif G == 1 and P == 1 and data64 is not None:  # (N = 1 too: one group)
+            self.layout = "single"
         elif identity:
             self.layout = "identity"
-        elif G == 1 and P == 1 and data64 is not None:
-            self.layout = "single"
         else:
             self.layout = "grouped"
         k = 1
         k16 = 16 // math.gcd(P, 16)  # envs per whole number of 16-float vectors
         self.fused = (
-            FUSED and _CAN_REBIND and ROW > 1 and dev.type == "cpu" and n % k16 == 0
+            FUSED and _CAN_REBIND and ROW > 1 and dev.type == "cpu"
             and self.layout in ("tiled", "single")
         )
+        # whole 16-float vectors: the SIMD kernels; otherwise their scalar versions (_any)
+        self.lanes16 = n % k16 == 0
         self._cmds: dict[tuple, Replay] = {}  # fused launches per flags, repointed per call
         self.last = None  # (launch, data pointers) of the last fused call
         if self.layout == "tiled" and self.fused:
-            k = k16
+            k = k16 if self.lanes16 else 1
         elif self.layout == "tiled" and dev.type == "cpu":
             while 2 * k * P <= ROW and n % (2 * k) == 0:
                 k *= 2
@@ -127,7 +139,11 @@ class Engine:
         self._refresh = record(K.refresh, G, [P, k, eps, *stats, *tabs], dev)
         self.center, self.scale, self.offset = (t.view(G, W) for t in self.tab)
         self._gid, self._gather, self._views = gid, (), {}
-        if self.layout == "tiled" and self.fused:
+        if self.layout == "tiled" and self.fused and not self.lanes16:
+            self.placeholder = torch.zeros(n * P, **z)
+            self.feat = torch.zeros(2 * P, **z64)
+            self._fused_args = [P, k, wp.float64(n), eps, *stats, *tabs, _wp(self.feat)]
+        elif self.layout == "tiled" and self.fused:
             Q = W // 16
             self.acc = torch.zeros(3 * Q, 16, **z64)  # batch sums of d and d * d, the shift
             self.placeholder = torch.zeros(n * P, **z)  # what the fused launch is recorded with
@@ -251,7 +267,18 @@ class Engine:
         float32 ``[N, *shape]`` (``out`` may be ``x``)."""
         pair = x2 is not None
 
+        def make_any() -> Replay:
+            a = self._fused_args
+            ph = _wp(self.placeholder)
+            args = [ph, ph, ph, ph, int(pair), int(update), *a[:4],
+                    wp.float32(clip or 0.0), *a[4:]]
+            return record(KC.obs_step_any, 1, args, self.device).rebindable(
+                (0, _ptr), (1, _ptr), (2, _ptr), (3, _ptr)
+            )
+
         def make() -> Replay:
+            if not self.lanes16:
+                return make_any()
             a = self._fused_args
             ph = _wp16(self.placeholder)  # set_data points these at the caller's tensors
             args = [ph, ph, ph, ph, int(pair), int(update), *a[:4],
@@ -271,6 +298,13 @@ class Engine:
 
         def make() -> Replay:
             a = self._fused_args
+            if not self.lanes16:
+                args = [_wp(self.r32), _wp(self.d8), _wp(self.data64), _wp(self.r32),
+                        wp.float64(gamma), int(update), a[0], a[1], wp.float32(clip or 0.0),
+                        *a[2:]]
+                return record(KC.reward_step_any, 1, args, self.device).rebindable(
+                    (0, _ptr), (1, _ptrb), (3, _ptr)
+                )
             args = [_wp16(self.r32), _wp16(self.d8, KC.vec16b), _wp16(self.data64, KC.vec16d),
                     _wp16(self.r32), wp.float64(gamma), int(update), a[0], a[1],
                     wp.float32(clip or 0.0), *a[2:]]

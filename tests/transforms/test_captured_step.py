@@ -4,6 +4,7 @@ through every change that alters what a replay must do: transform flags, checkpo
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import gpuparam as gp
@@ -82,8 +83,8 @@ def test_captured_equals_eager_without_reset_on(engine_path):
         assert (("transforms",), False) in plan
 
 
-def test_odd_n_takes_the_torch_path_and_stays_exact():
-    n = 10  # N not filling 16-float vectors: no fused engine, transforms run eagerly
+@pytest.mark.parametrize("n", [1, 10])  # not filling 16-float vectors: the scalar kernels
+def test_any_n_is_captured_and_stays_exact(engine_path, n):
     outs = []
     for capture in (True, False):
         env = gp.make("CartPole-v1", num_envs=n, device="cpu", capture=capture)
@@ -91,5 +92,6 @@ def test_odd_n_takes_the_torch_path_and_stays_exact():
         outs.append(torch.stack([t.step(torch.ones(n, dtype=torch.long))["observation"].clone()
                                  for _ in range(20)]))
         if capture:
-            assert (("transforms",), False) in env.pipeline.plan
+            whole = ((env.pipeline.names, True),)
+            assert (env.pipeline.plan == whole) == (engine_path == "fused")
     assert torch.equal(*outs)

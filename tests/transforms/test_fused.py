@@ -11,18 +11,23 @@ import warp as wp
 from gpuparam.transforms import ObsNorm, RewardNorm
 
 
-@pytest.mark.parametrize("n,shape,fused", [(64, (4,), True), (48, (3,), True),
-                                           (32, (8, 8), True), (10, (4,), False)])
-def test_fused_engine_applies_where_whole_16_float_vectors_fit(engine_path, n, shape, fused):
+@pytest.mark.parametrize("n,shape,lanes16", [(64, (4,), True), (48, (3,), True),
+                                             (32, (8, 8), True), (10, (4,), False),
+                                             (1, (4,), False)])
+def test_fused_engine_on_cpu_simd_lanes_where_whole_16_float_vectors_fit(
+    engine_path, n, shape, lanes16
+):
     e = ObsNorm(shape, num_envs=n)._eng()
-    assert e.fused == (fused and engine_path == "fused")
-    assert RewardNorm(num_envs=n)._eng().fused == (n % 16 == 0 and engine_path == "fused")
+    assert e.fused == (engine_path == "fused")
+    assert e.lanes16 == lanes16
+    assert RewardNorm(num_envs=n)._eng().lanes16 == (n % 16 == 0)
 
 
+@pytest.mark.parametrize("n", [64, 5])  # 5: the scalar kernels (no whole 16-float vectors)
 @pytest.mark.parametrize("shape", [(1,), (3,), (4,), (64,)])  # lanes: 1, 3 (Q=3), 1, 4 (Q=4)
 @pytest.mark.parametrize("loc,scale", [(0.0, 1.0), (1e4, 1.0), (1e6, 1e-2)])
-def test_obs_stats_and_outputs_match_float64(engine_path, shape, loc, scale):
-    n, steps = 64, 6
+def test_obs_stats_and_outputs_match_float64(engine_path, n, shape, loc, scale):
+    steps = 6
     norm = ObsNorm(shape, num_envs=n, clip=None)
     rng = np.random.default_rng(2)
     data = rng.normal(loc, scale, (steps, n, *shape)).astype(np.float32)
