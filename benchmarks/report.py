@@ -103,6 +103,14 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
         val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
         what = c.get("label", key) if key == "ObsNorm_D64" else key
         rows.append((f"overhead {what} (N={ov.get('num_envs'):,})", val))
+    ht = res.get("host_time", {})
+    for key, what in (("bare_step_s", "bare"), ("full_step_s", ht.get("config", "full")),
+                      ("replay_only_step_s", "replay call only, full")):
+        if key in ht:
+            rows.append((f"host time per captured step, {what} (N=1)",
+                         f"{ht[key] * 1e6:.1f} us"))
+    if ht and "full_step_s" not in ht:
+        rows.append(("host time per captured step (N=1)", _why(ht)))
     mem = res.get("memory", {})
     for key, m in mem.get("per_env", {}).items():
         if "counted_bytes_per_env" in m:

@@ -85,15 +85,7 @@ def gp_actions(env, n: int, device: torch.device) -> list[torch.Tensor]:
 def make_gp_env(setup: GpSetup, n: int, device: str, notes: list[str] | None = None):
     """Build the (possibly wrapped) gpuparam env of ``setup``; raises Skipped if unsupported."""
     notes = [] if notes is None else notes
-    env = None
-    if device.startswith("cuda"):
-        try:
-            env = gp.make(setup.env_id, num_envs=n, device=device, seed=0, cuda_graph=True)
-            notes.append("cuda_graph=True")
-        except (TypeError, KeyError, ValueError) as e:
-            notes.append(f"eager (cuda_graph=True not accepted: {e})")
-    if env is None:
-        env = gp.make(setup.env_id, num_envs=n, device=device, seed=0)
+    env = gp.make(setup.env_id, num_envs=n, device=device, seed=0)  # captured step
     if setup.randomize:
         require_method(env, "randomize")
         terms = randomization_terms(setup.randomize)

@@ -1,0 +1,52 @@
+"""Host time per captured step: what the Python around one replay costs.
+
+At N=1 a step's device work is a few hundred nanoseconds, so the time of ``env.step`` is
+the library's host overhead: action check and copy, capture checks, the graph replay call
+(one CUDA graph, or Warp CPU graphs), and any stage that runs eagerly. Measured for the bare
+CartPole and for CartPole with 3 step-randomization terms, ObsNorm and RewardNorm (the
+configuration issue 11 sets a goal for), and, separately, the replay call alone
+(``env.pipeline()``).
+"""
+
+from __future__ import annotations
+
+from benchmarks.config import RunConfig
+from benchmarks.subjects import BARE, GpSetup, gp_subject
+from benchmarks.timing import interleave, median
+
+FULL = GpSetup("rand3(step)+ObsNorm+RewardNorm", randomize="step",
+               transforms=("ObsNorm", "RewardNorm"))
+STEPS = 2000
+
+
+def measure(cfg: RunConfig, bar) -> dict:
+    bar.set_postfix_str("host time per captured step, N=1")
+    subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULL, 1, cfg.device)}
+    inner = subjects["full"].env.env  # the TransformedEnv's VecEnv
+    try:
+        runs = {k: (lambda s=s: s.run(STEPS)) for k, s in subjects.items()}
+        runs["replay_only"] = lambda: _replay(inner)
+        times = interleave(runs, cfg.repeats_for("paired"))
+    finally:
+        for s in subjects.values():
+            s.close()
+    out = {"num_envs": 1, "steps": STEPS, "config": FULL.label,
+           "plan": [list(names) + [graphed] for names, graphed in inner.pipeline.plan]}
+    for k, ts in times.items():
+        out[f"{k}_step_s"] = median(ts) / STEPS
+    bar.update(1)
+    return out
+
+
+def _replay(env) -> float:
+    import time
+
+    call = env.pipeline
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        call()
+    return time.perf_counter() - t0
+
+
+def units(cfg: RunConfig) -> int:
+    return 1
