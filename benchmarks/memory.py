@@ -1,8 +1,8 @@
 """Memory: device bytes per env (counted from the env's tensors) and steady-state growth.
 
-Bytes per env are counted by walking the env object (its parameter tables, state, output
-buffers, randomization and transform buffers) and summing the distinct memory ranges of every
-torch tensor and Warp array reached, views and Warp aliases of torch memory counted once.
+Bytes per env are counted by ``env.device_bytes()``: the distinct memory ranges of every
+torch tensor and Warp array the env holds (parameter tables, state, output buffers,
+randomization and transform buffers), views and Warp aliases of torch memory counted once.
 Steady state: RSS (CPU, ``/proc/self/statm``) or ``torch.cuda.memory_allocated`` (CUDA) sampled
 while stepping the fullest configuration available; growth is the last sample minus the sample
 taken after the first 10% of the steps.
@@ -14,9 +14,6 @@ import os
 import resource
 
 import torch
-import warp as wp
-from tensordict import TensorDictBase
-from torch import nn
 
 from benchmarks.config import RunConfig
 from benchmarks.features import Skipped, attempt
@@ -29,59 +26,12 @@ EVERYTHING = GpSetup(
     transforms=("ObsNorm", "RewardNorm"),
     hooks=True,
 )
-_MAX_DEPTH = 8
-
-
-def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:
-    """Append ``(device, start, end, top_level_attr)`` for every buffer reachable from obj."""
-    if id(obj) in seen or depth > _MAX_DEPTH:
-        return
-    seen.add(id(obj))
-    if isinstance(obj, torch.Tensor):
-        st = obj.untyped_storage()
-        if st.nbytes():
-            out.append((str(obj.device), st.data_ptr(), st.data_ptr() + st.nbytes(), path))
-        return
-    if isinstance(obj, wp.array):
-        if obj.ptr:
-            out.append((str(obj.device), int(obj.ptr), int(obj.ptr) + int(obj.capacity), path))
-        return
-    if isinstance(obj, TensorDictBase):
-        children = list(obj.values(include_nested=True, leaves_only=True))
-    elif isinstance(obj, dict):
-        children = list(obj.values())
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        children = list(obj)
-    elif isinstance(obj, nn.Module) or type(obj).__module__.startswith("gpuparam"):
-        if hasattr(obj, "__dict__"):
-            items = vars(obj).items()
-        else:  # a class with __slots__
-            items = [(k, getattr(obj, k, None)) for k in getattr(type(obj), "__slots__", ())]
-        for name, child in items:
-            _ranges(child, path or name, seen, out, depth + 1)
-        return
-    else:
-        return
-    for child in children:
-        _ranges(child, path, seen, out, depth + 1)
 
 
 def device_bytes(env) -> dict:
-    """Distinct bytes of all buffers reachable from ``env``, per device and per attribute."""
-    found: list = []
-    _ranges(env, "", set(), found)
-    found.sort(key=lambda r: (r[0], r[1]))
-    total: dict[str, int] = {}
-    by_attr: dict[str, int] = {}
-    end_by_dev: dict[str, int] = {}
-    for dev, start, end, attr in found:
-        start = max(start, end_by_dev.get(dev, 0))  # overlap with an earlier range
-        if end <= start:
-            continue
-        end_by_dev[dev] = end
-        total[dev] = total.get(dev, 0) + end - start
-        by_attr[attr or "<env>"] = by_attr.get(attr or "<env>", 0) + end - start
-    return {"bytes_by_device": total, "bytes_by_attribute": by_attr}
+    """Distinct bytes of all buffers the env holds, per device and per attribute
+    (``env.device_bytes()``)."""
+    return env.device_bytes()
 
 
 def _host_rss() -> int:

@@ -10,6 +10,7 @@ import torch
 import warp as wp
 from tensordict import TensorDict
 
+from gpuparam._buffers import device_bytes
 from gpuparam._checks import check_mask
 from gpuparam._device import resolve_device, to_wp
 from gpuparam.backend import Backend, KernelBackend, Task
@@ -607,6 +608,13 @@ class VecEnv:
                     f"for envs {envs[:8].tolist()}{' ...' if len(envs) > 8 else ''}"
                 )
         self.context.action.copy_(action.detach())
+
+    def device_bytes(self) -> dict:
+        """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
+        {attribute: bytes}}``, every torch tensor and Warp array reachable from this object
+        counted once (views and Warp aliases of torch memory too). Host-side accounting, not
+        for the step path."""
+        return device_bytes(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
+from gpuparam._buffers import device_bytes
 from gpuparam._checks import check_mask
 from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
@@ -86,6 +87,13 @@ class TransformedEnv:
         if name == "env" or name.startswith("__"):  # not set yet (copy, unpickling)
             raise AttributeError(name)
         return getattr(self.env, name)
+
+    def device_bytes(self) -> dict:
+        """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
+        {attribute: bytes}}``, every torch tensor and Warp array reachable from this object
+        counted once (views and Warp aliases of torch memory too). Host-side accounting, not
+        for the step path."""
+        return device_bytes(self)
 
     def __repr__(self) -> str:
         return f"TransformedEnv({self.env!r}, transforms={list(self._transforms)!r})"
