@@ -55,6 +55,8 @@ class StepContext:
         step_count: int32 ``[N]``, steps of each env's current episode.
         episode_count: int32 ``[N]``, episodes begun per env (keys the initial-state draw).
         running_return: float32 ``[N]``, reward summed over the current episode.
+        clock: int64 ``[1]``, steps taken since the env was built (the global step of
+            schedules; advanced by the clock stage).
         stream: the ``wp.Stream`` every launch of a step goes on (None on CPU): one per
             context, wrapping ``torch_stream`` and kept alive with it.
         torch_stream: the ``torch.cuda.Stream`` the env's work runs on (None on CPU).
@@ -73,6 +75,7 @@ class StepContext:
     step_count: torch.Tensor
     episode_count: torch.Tensor
     running_return: torch.Tensor
+    clock: torch.Tensor
     stream: object = None
     torch_stream: object = None
 

@@ -187,6 +187,7 @@ class VecEnv:
             reset_mask=reset_store[:n], reset_words=reset_store.view(torch.int64),
             step_count=torch.zeros(n, **i32), episode_count=torch.zeros(n, **i32),
             running_return=torch.zeros(n, **f32),
+            clock=torch.zeros(1, dtype=torch.int64, device=dev),
         )
         self._td = TensorDict(outputs, batch_size=[n], device=dev)
         self._reset_td = TensorDict(
@@ -232,7 +233,7 @@ class VecEnv:
             stages.append(Stage(
                 "randomize_reset", lambda c: rz.launch_reset(c, c.done), warp_only=listeners_ok
             ))
-        stages.append(Stage("clock", rz.tick, warp_only=True))
+        stages.append(Stage("clock", self._tick, warp_only=True))
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done),
                             warp_only=physics_ok))
         stages.extend(self._extra_stages)
@@ -274,6 +275,9 @@ class VecEnv:
             to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
             to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
         ], device=ctx.wp_device, stream=ctx.stream)
+
+    def _tick(self, ctx: StepContext) -> None:
+        wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
 
     def _count_invalid(self, ctx: StepContext) -> None:
         counter = to_wp(self.invalid_actions)

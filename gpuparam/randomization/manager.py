@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-import warp as wp
 
 from gpuparam._device import Replay, launch, to_wp
 from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
 from gpuparam.randomization.terms import Term
-from kernels import episode as kepisode
 from kernels import randomize as K
 
 CLASSES = ("startup", "reset", "step")
@@ -58,8 +56,7 @@ class Randomization:
         self._block = _CPU_BLOCK if self._dev.type == "cpu" else 1
         self._classes = {c: _Class(c) for c in CLASSES}
         self._next_uid = 0
-        self._gstep = torch.zeros(1, dtype=torch.int64, device=self._dev)
-        self._wp_gstep = to_wp(self._gstep)
+        self._gstep = env.context.clock  # the env's global step (its clock stage ticks it)
         self._clamped_removed = torch.zeros((), dtype=torch.int64, device=self._dev)
         self._listeners: list[Callable[[], None]] = []
         self._globals: dict[str, torch.Tensor] = {
@@ -226,10 +223,6 @@ class Randomization:
         c = self._classes["reset"]
         c.cmds["done" if gate is ctx.done else "reset"].launch(ctx.stream)
         self._env.params.notify(c.names, c.t["changed"] if c.track else gate)
-
-    def tick(self, ctx) -> None:
-        """Stage: advance ``global_step`` by one, on the device."""
-        wp.launch(kepisode.tick, 1, [self._wp_gstep], device=ctx.wp_device, stream=ctx.stream)
 
     # ------------------------------------------------------------------ tables
     def _all(self) -> list[Bound]:
