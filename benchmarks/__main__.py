@@ -24,6 +24,7 @@ wp.config.quiet = True
 from tqdm import tqdm  # noqa: E402 - after Warp is silenced
 
 from benchmarks import (  # noqa: E402
+    adapters,
     latency,
     machine,
     memory,
@@ -93,7 +94,7 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (throughput, latency, overhead, memory, roofline)
+    modules = (throughput, latency, overhead, adapters, memory, roofline)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
               dynamic_ncols=True) as bar:
@@ -102,6 +103,7 @@ def run(cfg: RunConfig) -> dict:
             ("throughput_paired", lambda: throughput.measure_paired(cfg, bar)),
             ("latency", lambda: latency.measure(cfg, bar)),
             ("overhead", lambda: overhead.measure(cfg, bar)),
+            ("adapters", lambda: adapters.measure(cfg, bar)),
             ("memory", lambda: memory.measure(cfg, bar)),
             ("roofline", lambda: roofline.measure(cfg, res.get("throughput", {}), bar)),
         )

@@ -82,6 +82,12 @@ def cpu_goals(res: dict) -> list[dict]:
         v, why = _overhead(res, key)
         goals.append(_goal(gid, f"{text} <= {limit:.0%} over bare (N={n})", v,
                            lambda x, lim=limit: x <= lim, "{:+.1%}", why))
+    for key, what in (("rsl_rl", "rsl_rl adapter (RslRlVecEnv, incl. copies)"),
+                      ("torchrl", "TorchRLEnv adapter")):
+        c = _get(res, "adapters", "configs", key)
+        v = c.get("overhead") if isinstance(c, dict) else None
+        goals.append(_goal(f"adapter_{key}", f"{what} <= 15% over bare (N={n})", v,
+                           lambda x: x <= 0.15, "{:+.1%}", _reason(c)))
     return goals + [_memory_goal(res)]
 
 

@@ -103,6 +103,10 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
         val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
         what = c.get("label", key) if key == "ObsNorm_D64" else key
         rows.append((f"overhead {what} (N={ov.get('num_envs'):,})", val))
+    ad = res.get("adapters", {})
+    for key, c in ad.get("configs", {}).items():
+        val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
+        rows.append((f"adapter overhead {c.get('label', key)} (N={ad.get('num_envs'):,})", val))
     mem = res.get("memory", {})
     for key, m in mem.get("per_env", {}).items():
         if "counted_bytes_per_env" in m:

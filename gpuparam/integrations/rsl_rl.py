@@ -65,7 +65,12 @@ class RslRlVecEnv(VecEnv):
         clip_actions: clamp continuous actions to the action spec's bounds before stepping.
         log_interval: steps between two episode-statistics entries in ``extras["log"]``;
             set it to the runner's ``num_steps_per_env`` so each iteration logs once.
-        episode_stats: accumulate the statistics at all (4 tensor ops a step).
+        episode_stats: what the entries hold (all raw: before any ``gp.RewardNorm``):
+            ``"latest"`` (default; no work per step): the mean over envs of each env's most
+            recently finished episode (envs that never finished one are left out), read
+            from the env's ``episode_return`` / ``episode_length`` at the entry;
+            ``"sums"``: the exact mean over every episode finished since the last entry,
+            accumulated on the device (4 tensor ops a step); ``None``: no entries.
 
     Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``,
     or ``n`` for a Discrete env); ``max_episode_length`` (``env.max_episode_steps``);
@@ -74,8 +79,8 @@ class RslRlVecEnv(VecEnv):
     it, as ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
 
     Discrete envs: the policy outputs ``n`` floats per env and the env takes their
-    ``argmax`` (rsl_rl's Gaussian policy then learns the preferred action as the largest
-    mean); the actions rsl_rl stores stay the floats it sampled.
+    ``argmax`` (the first on ties; rsl_rl's Gaussian policy then learns the preferred action
+    as the largest mean); the actions rsl_rl stores stay the floats it sampled.
 
     ``step(actions)``: float ``[N, num_actions]`` on the device. Returns ``(obs, rewards,
     dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
@@ -83,10 +88,10 @@ class RslRlVecEnv(VecEnv):
     float32 ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
     ``"time_outs"`` bool ``[N]`` (truncated and not terminated: rsl_rl bootstraps those)
     and, every ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length":
-    ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length of the
-    episodes finished since the last entry; NaN when none did), accumulated on the device
-    without a host sync. The latest entry stays readable as ``last_log`` (e.g. for a
-    learning curve without a log writer).
+    ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
+    number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
+    computed on the device without a host sync. The latest entry stays readable as
+    ``last_log`` (e.g. for a learning curve without a log writer).
 
     Buffers: outputs are double-buffered (preallocated, alternate steps write alternate
     sets), so a step's outputs stay intact through the next step (what rsl_rl needs: it
@@ -102,7 +107,7 @@ class RslRlVecEnv(VecEnv):
         privileged: Sequence[str] = (),
         clip_actions: bool = False,
         log_interval: int = 24,
-        episode_stats: bool = True,
+        episode_stats: str | None = "latest",
     ):
         if isinstance(privileged, str):
             privileged = (privileged,)
@@ -111,6 +116,9 @@ class RslRlVecEnv(VecEnv):
         if unknown:
             raise ValueError(f"RslRlVecEnv: privileged names {unknown} unknown; "
                              f"valid names: {names}")
+        if episode_stats not in ("latest", "sums", None):
+            raise ValueError("RslRlVecEnv: episode_stats expected 'latest', 'sums' or None, "
+                             f"got {episode_stats!r}")
         if not isinstance(log_interval, int) or isinstance(log_interval, bool) or log_interval < 1:
             raise ValueError(f"RslRlVecEnv: log_interval expected a positive int, "
                              f"got {log_interval!r}")
@@ -125,6 +133,7 @@ class RslRlVecEnv(VecEnv):
         self._clip = bool(clip_actions) and not self._discrete
         if self._discrete:
             self._action = torch.zeros(n, dtype=act.dtype, device=dev)
+            self._pick = torch.zeros(n, dtype=torch.bool, device=dev)  # n == 2: a1 > a0
         else:
             self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
             shape = (n, *self._act_shape)
@@ -152,6 +161,7 @@ class RslRlVecEnv(VecEnv):
         self._k = 0
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
+        self._has = torch.zeros(n, dtype=torch.bool, device=dev)
         self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
         self.last_log: dict[str, torch.Tensor] | None = None
         td = env.reset()
@@ -223,7 +233,11 @@ class RslRlVecEnv(VecEnv):
             raise ValueError(f"RslRlVecEnv: actions expected a tensor ({n}, {self.num_actions}), "
                              f"got {got}")
         if self._discrete:
-            torch.argmax(actions, -1, out=self._action)
+            if self.num_actions == 2:  # 8x cheaper than argmax over a dim of 2 on CPU
+                torch.gt(actions[:, 1], actions[:, 0], out=self._pick)
+                self._action.copy_(self._pick)
+            else:
+                torch.argmax(actions, -1, out=self._action)
             a = self._action
         elif self._clip:
             torch.clamp(actions.view(n, *self._act_shape), self._low, self._high, out=self._action)
@@ -239,24 +253,34 @@ class RslRlVecEnv(VecEnv):
         dones.copy_(done)
         torch.gt(td["truncated"], td["terminated"], out=time_outs)
         extras = {"time_outs": time_outs}
-        if self._episode_stats:
-            self._accumulate(td, done, extras)
+        stats = self._episode_stats
+        if stats is not None:
+            if stats == "sums":
+                self._accumulate(td, done)
+            self._steps += 1
+            if self._steps % self._log_interval == 0:
+                extras["log"] = self.last_log = self._log(td)
         self._current = obs
         return obs, rew, dones, extras
 
-    def _accumulate(self, td, done: torch.Tensor, extras: dict) -> None:
+    def _accumulate(self, td, done: torch.Tensor) -> None:
         acc, donef = self._acc, self._donef
         donef.copy_(done)
         acc[0].addcmul_(td["episode_return"], donef)
         acc[1].addcmul_(td["episode_length"], donef)
         acc[2].add_(donef)
-        self._steps += 1
-        if self._steps % self._log_interval == 0:
-            ret, length, count = acc.sum(1).unbind()
-            acc.zero_()
-            log = {"Episode/return": ret / count, "Episode/length": length / count,
-                   "Episode/count": count}
-            extras["log"] = self.last_log = log
+
+    def _log(self, td) -> dict[str, torch.Tensor]:
+        acc = self._acc
+        if self._episode_stats == "latest":  # each env's last finished episode, if any
+            length = td["episode_length"]
+            acc[2].copy_(torch.gt(length, 0, out=self._has))
+            acc[0].copy_(td["episode_return"]).mul_(acc[2])
+            acc[1].copy_(length)
+        ret, length, count = acc.sum(1).unbind()
+        acc.zero_()
+        return {"Episode/return": ret / count, "Episode/length": length / count,
+                "Episode/count": count}
 
     def close(self) -> None:
         """Nothing to release (the gpuparam env holds no processes)."""

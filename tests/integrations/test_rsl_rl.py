@@ -166,8 +166,9 @@ def test_param_write_and_reset_stats_between_iterations_take_effect():
                                                       * 2 - 1))
 
 
-def test_episode_log_matches_the_finished_episodes():
-    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0), log_interval=30)
+def test_episode_log_sums_match_the_finished_episodes():
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0), log_interval=30,
+                      episode_stats="sums")
     ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
     ref.reset()  # as the adapter does
     rets, lens, logs = [], [], []
@@ -191,12 +192,38 @@ def test_episode_log_matches_the_finished_episodes():
         torch.testing.assert_close(log["Episode/length"], torch.tensor(sum(n) / len(n)))
 
 
+def test_episode_log_latest_is_each_envs_last_finished_episode():
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0), log_interval=5)
+    ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    ref.reset()  # as the adapter does
+    last_ret = torch.full((N,), float("nan"))
+    last_len = torch.full((N,), float("nan"))
+    for t in range(40):
+        a = torch.zeros(N, 2)
+        a[: N // 2, (t // 3) % 2] = 1.0  # the second half always pushes left: ends sooner
+        _, _, _, extras = env.step(a)
+        td = ref.step(a.argmax(-1))
+        last_ret = torch.where(td["done"], td["episode_return"], last_ret)
+        last_len = torch.where(td["done"], td["episode_length"].float(), last_len)
+        if "log" in extras:
+            log, has = extras["log"], ~last_ret.isnan()
+            assert log["Episode/count"] == has.sum()
+            if has.any():
+                torch.testing.assert_close(log["Episode/return"], last_ret[has].mean())
+                torch.testing.assert_close(log["Episode/length"], last_len[has].mean())
+            else:
+                assert log["Episode/return"].isnan()
+    assert has.all() and last_ret.std() > 0
+
+
 def test_bad_input():
     base = gp.make("Pendulum-v1", num_envs=N, device="cpu")
     with pytest.raises(ValueError, match=r"privileged names \['mass'\] unknown; valid names"):
         RslRlVecEnv(base, privileged=("mass",))
     with pytest.raises(ValueError, match="log_interval expected a positive int, got 0"):
         RslRlVecEnv(base, log_interval=0)
+    with pytest.raises(ValueError, match="episode_stats expected 'latest', 'sums' or None"):
+        RslRlVecEnv(base, episode_stats=True)
     env = RslRlVecEnv(base)
     with pytest.raises(ValueError, match=r"actions expected a tensor \(8, 1\), got \(8,\)"):
         env.step(torch.zeros(N))
