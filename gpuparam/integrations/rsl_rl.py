@@ -165,8 +165,9 @@ class RslRlVecEnv(VecEnv):
         self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
         self.last_log: dict[str, torch.Tensor] | None = None
         td = env.reset()
+        self._groups = [(o["policy"], o.get("privileged", None)) for o, *_ in self._sets]
         self._current = self._sets[0][0]
-        self._write_obs(self._current, td)
+        self._write_obs(0, td)
 
     # ------------------------------------------------------------------ privileged group
     def _privileged_setup(self, names: tuple[str, ...]) -> None:
@@ -189,12 +190,13 @@ class RslRlVecEnv(VecEnv):
         self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
-    def _write_obs(self, obs: TensorDict, td) -> None:
-        obs["policy"].copy_(td["observation"])
+    def _write_obs(self, k: int, td) -> None:
+        policy, privileged = self._groups[k]
+        policy.copy_(td["observation"])
         if self._priv_cols is not None:
             rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
             torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
-            torch.addcmul(self._priv_offset, rows, self._priv_scale, out=obs["privileged"].T)
+            torch.addcmul(self._priv_offset, rows, self._priv_scale, out=privileged.T)
 
     # ------------------------------------------------------------------ rsl_rl contract
     @property
@@ -220,7 +222,7 @@ class RslRlVecEnv(VecEnv):
         td = self.env.reset()
         self._k ^= 1
         obs = self._sets[self._k][0]
-        self._write_obs(obs, td)
+        self._write_obs(self._k, td)
         self._current = obs
         return obs, {}
 
@@ -247,7 +249,7 @@ class RslRlVecEnv(VecEnv):
         td = self.env.step(a)
         self._k ^= 1
         obs, rew, dones, time_outs = self._sets[self._k]
-        self._write_obs(obs, td)
+        self._write_obs(self._k, td)
         rew.copy_(td["reward"])
         done = td["done"]
         dones.copy_(done)

@@ -39,6 +39,8 @@ from gpuparam.transforms import TransformedEnv as GpTransformedEnv  # noqa: E402
 __all__ = ["ObsNormTransform", "TorchRLEnv"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
+# TensorDict's unchecked constructor (TorchRL's own hot paths use it), if this version has it
+_new_td = getattr(TensorDict, "_new_unsafe", TensorDict)
 
 
 class TorchRLEnv(EnvBase):
@@ -167,7 +169,8 @@ class TorchRLEnv(EnvBase):
             out["reward_raw"] = td["reward_raw"].unsqueeze(-1).clone()
         for k in _DONE_KEYS:
             out[k] = td[k].unsqueeze(-1).clone()
-        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+        # every entry is a fresh [N, ...] tensor on the device: skip re-validating them
+        return _new_td(out, batch_size=self.batch_size, device=self.device)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
