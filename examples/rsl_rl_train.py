@@ -27,7 +27,8 @@ from gpuparam.integrations.rsl_rl import RslRlVecEnv
 
 
 def make_env(args) -> tuple[RslRlVecEnv, gp.Curriculum]:
-    env = gp.make("Pendulum-v1", num_envs=args.num_envs, device=args.device, seed=args.seed)
+    env = gp.make("Pendulum-v1", num_envs=args.num_envs, device=args.device, seed=args.seed,
+                  max_episode_steps=args.episode_steps)
     env.randomize(gp.Gaussian("g", 0.0, args.gravity_noise, op="add", on="step"))
     curriculum = gp.Curriculum(
         args.levels,
@@ -106,6 +107,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--iterations", type=int, default=80)
     p.add_argument("--steps-per-env", type=int, default=32)
+    p.add_argument("--episode-steps", type=int, default=200, help="truncation (Gymnasium: 200)")
     p.add_argument("--levels", type=int, default=5)
     p.add_argument("--promote", type=float, default=-400.0, help="raw return to move up")
     p.add_argument("--demote", type=float, default=-1000.0, help="raw return to move down")
