@@ -334,3 +334,52 @@ def test_step_outputs_survive_the_next_step():
     td2 = first.clone().set("action", -torch.ones(N, 1))
     env.step(td2)
     assert (first == kept).all()
+
+
+def test_ppo_trains_through_a_collector_with_norms_and_raw_returns():
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+    from torchrl.envs import RewardSum
+    from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+    from torchrl.objectives import ClipPPOLoss
+    from torchrl.objectives.value import GAE
+
+    norm = gp.ObsNorm(3)
+    base = gp.TransformedEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0,
+                                     max_episode_steps=16), norm, gp.RewardNorm())
+    env = TransformedEnv(TorchRLEnv(base), RewardSum(in_keys=["reward_raw"],
+                                                     out_keys=["raw_return"]))
+    net = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor())
+    actor = ProbabilisticActor(
+        TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        spec=env.action_spec, in_keys=["loc", "scale"], distribution_class=TanhNormal,
+        distribution_kwargs={"low": -2.0, "high": 2.0}, return_log_prob=True)
+    value = ValueOperator(nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1)),
+                          in_keys=["observation"])
+    loss = ClipPPOLoss(actor, value)
+    gae = GAE(gamma=0.99, lmbda=0.95, value_network=value)
+    opt = torch.optim.Adam(loss.parameters(), lr=1e-3)
+    collector = Collector(env, actor, frames_per_batch=N * 16, total_frames=3 * N * 16,
+                          auto_register_policy_transforms=False)
+    half = torch.arange(N) < N // 2
+    for i, batch in enumerate(collector):
+        with torch.no_grad():
+            gae(batch)
+        out = loss(batch.reshape(-1))
+        (out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]).backward()
+        opt.step()
+        opt.zero_grad()
+        done = batch["next", "done"].squeeze(-1)
+        assert done.sum() == N  # one 16-step episode per env per batch
+        torch.testing.assert_close(batch["next", "episode_return"][done],
+                                   batch["next", "raw_return"][done])
+        if i == 0:
+            base.params.set("max_torque", 0.0, mask=half)
+            norm.reset_stats(half)
+            assert norm.count[0] == 0
+        elif i == 1:
+            assert norm.count[0] == N * 16  # the next batch's observations only
+    collector.shutdown()
+    assert torch.all(base.params["max_torque"][half] == 0.0)
+    for p in loss.parameters():
+        assert torch.isfinite(p).all()
