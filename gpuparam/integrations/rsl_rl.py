@@ -72,15 +72,17 @@ class RslRlVecEnv(VecEnv):
             ``"sums"``: the exact mean over every episode finished since the last entry,
             accumulated on the device (4 tensor ops a step); ``None``: no entries.
 
-    Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``,
-    or ``n`` for a Discrete env); ``max_episode_length`` (``env.max_episode_steps``);
-    ``device``; ``cfg`` (an ``RslRlEnvCfg``); ``episode_length_buf``: int32 ``[N]`` on the
-    device, the env's own ``env.episode_length`` (reading gives that tensor, assigning writes
-    it, as ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
+    Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``;
+    for a Discrete(n) env 1 if n == 2, else n); ``max_episode_length``
+    (``env.max_episode_steps``); ``device``; ``cfg`` (an ``RslRlEnvCfg``);
+    ``episode_length_buf``: int32 ``[N]`` on the device, the env's own ``env.episode_length``
+    (reading gives that tensor, assigning writes it, as
+    ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
 
-    Discrete envs: the policy outputs ``n`` floats per env and the env takes their
-    ``argmax`` (the first on ties; rsl_rl's Gaussian policy then learns the preferred action
-    as the largest mean); the actions rsl_rl stores stay the floats it sampled.
+    Discrete envs (rsl_rl's policies are Gaussian): with two actions the policy outputs one
+    float per env and the env takes action 1 where it is > 0, else 0 (one comparison, no
+    reduction); with n > 2 actions it outputs n floats and the env takes their ``argmax``
+    (the first on ties). The actions rsl_rl stores stay the floats it sampled.
 
     ``step(actions)``: float ``[N, num_actions]`` on the device. Returns ``(obs, rewards,
     dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
@@ -129,11 +131,14 @@ class RslRlVecEnv(VecEnv):
         act = env.action_spec
         self._discrete = isinstance(act, DiscreteSpec)
         self._act_shape = tuple(act.shape)
-        self.num_actions = int(act.n) if self._discrete else int(torch.Size(act.shape).numel())
+        if self._discrete:
+            self.num_actions = 1 if act.n == 2 else int(act.n)
+        else:
+            self.num_actions = int(torch.Size(act.shape).numel())
         self._clip = bool(clip_actions) and not self._discrete
         if self._discrete:
             self._action = torch.zeros(n, dtype=act.dtype, device=dev)
-            self._pick = torch.zeros(n, dtype=torch.bool, device=dev)  # n == 2: a1 > a0
+            self._pick = torch.zeros(n, dtype=torch.bool, device=dev)  # n == 2: a > 0
         else:
             self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
             shape = (n, *self._act_shape)
@@ -235,8 +240,8 @@ class RslRlVecEnv(VecEnv):
             raise ValueError(f"RslRlVecEnv: actions expected a tensor ({n}, {self.num_actions}), "
                              f"got {got}")
         if self._discrete:
-            if self.num_actions == 2:  # 8x cheaper than argmax over a dim of 2 on CPU
-                torch.gt(actions[:, 1], actions[:, 0], out=self._pick)
+            if self.num_actions == 1:  # two actions: the sign of one float
+                torch.gt(actions.view(n), 0.0, out=self._pick)
                 self._action.copy_(self._pick)
             else:
                 torch.argmax(actions, -1, out=self._action)

@@ -106,17 +106,40 @@ def test_outputs_of_step_t_survive_step_t_plus_1():
 def test_matches_the_bare_env_step_for_step():
     env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3))
     ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3)
-    assert env.num_actions == 2 and env.max_episode_length == 500
+    assert env.num_actions == 1 and env.max_episode_length == 500  # Discrete(2): one float
     torch.testing.assert_close(env.get_observations()["policy"], ref.reset()["observation"])
     g = torch.Generator().manual_seed(0)
     for _ in range(40):
-        logits = torch.randn(N, 2, generator=g)
+        logits = torch.randn(N, 1, generator=g)
         obs, rew, dones, extras = env.step(logits)
-        td = ref.step(logits.argmax(-1))  # the documented discrete mapping
+        td = ref.step((logits[:, 0] > 0).long())  # the documented discrete mapping
         torch.testing.assert_close(obs["policy"], td["observation"], rtol=0, atol=0)
         torch.testing.assert_close(rew, td["reward"], rtol=0, atol=0)
         assert torch.equal(dones, td["done"].long()) and dones.dtype == torch.int64
         assert torch.equal(extras["time_outs"], td["truncated"] & ~td["terminated"])
+
+
+class _ThreeActions:
+    """CartPole seen as a Discrete(3) env (action 2 pushes right too); records actions."""
+
+    def __init__(self):
+        self.env, self.actions = gp.make("CartPole-v1", num_envs=N, device="cpu"), []
+        self.action_spec = gp.DiscreteSpec(3)
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        self.actions.append(action.clone())
+        return self.env.step((action > 0).long())
+
+
+def test_discrete_with_more_than_two_actions_takes_the_argmax():
+    env = RslRlVecEnv(_ThreeActions())
+    assert env.num_actions == 3
+    logits = torch.randn(N, 3, generator=torch.Generator().manual_seed(1))
+    env.step(logits)
+    assert torch.equal(env.env.actions[-1], logits.argmax(-1))
 
 
 def test_episode_length_buf_is_the_env_counter_and_truncates():
@@ -173,10 +196,9 @@ def test_episode_log_sums_match_the_finished_episodes():
     ref.reset()  # as the adapter does
     rets, lens, logs = [], [], []
     for t in range(60):
-        a = torch.zeros(N, 2)
-        a[:, (t // 3) % 2] = 1.0
+        a = torch.full((N, 1), 1.0 if (t // 3) % 2 else -1.0)
         _, _, _, extras = env.step(a)
-        td = ref.step(a.argmax(-1))
+        td = ref.step((a[:, 0] > 0).long())
         if t % 30 == 0:
             rets.append([])
             lens.append([])
@@ -199,10 +221,10 @@ def test_episode_log_latest_is_each_envs_last_finished_episode():
     last_ret = torch.full((N,), float("nan"))
     last_len = torch.full((N,), float("nan"))
     for t in range(40):
-        a = torch.zeros(N, 2)
-        a[: N // 2, (t // 3) % 2] = 1.0  # the second half always pushes left: ends sooner
+        a = torch.full((N, 1), -1.0)  # the second half always pushes left: ends sooner
+        a[: N // 2] = 1.0 if (t // 3) % 2 else -1.0
         _, _, _, extras = env.step(a)
-        td = ref.step(a.argmax(-1))
+        td = ref.step((a[:, 0] > 0).long())
         last_ret = torch.where(td["done"], td["episode_return"], last_ret)
         last_len = torch.where(td["done"], td["episode_length"].float(), last_len)
         if "log" in extras:
