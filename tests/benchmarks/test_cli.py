@@ -128,3 +128,13 @@ def test_adapter_overheads_and_their_goals(results):
     goals = {g["id"]: g for g in res["goals"]}
     for gid in ("adapter_rsl_rl", "adapter_torchrl"):
         assert goals[gid]["status"] in ("PASS", "FAIL") and "15%" in goals[gid]["goal"]
+
+
+def test_training_loop_ratios(results):
+    res, _ = results
+    tr = res["training"]
+    assert tr["num_envs"] == 256 and set(tr["libraries"]) == {"rsl_rl", "sb3"}
+    for lib in tr["libraries"].values():
+        _measured_or_skipped(lib, "ratio")
+        if "ratio" in lib:
+            assert lib["ratio"] > 0 and lib["gpuparam_s"] > 0 and lib["gymnasium_s"] > 0
