@@ -56,7 +56,9 @@ def agent_for(env: SkrlWrapper, **cfg) -> PPO:
     return PPO(models=models, memory=RandomMemory(memory_size=ROLLOUTS, num_envs=N, device=dev),
                observation_space=env.observation_space, action_space=env.action_space,
                device=dev, cfg={"rollouts": ROLLOUTS, "learning_epochs": 2, "mini_batches": 2,
-                                "time_limit_bootstrap": True, **cfg})
+                                "time_limit_bootstrap": True, **cfg,
+                                # no TensorBoard files or checkpoints under ./runs
+                                "experiment": {"write_interval": 0, "checkpoint_interval": 0}})
 
 
 def train(env, agent, timesteps: int) -> None:
