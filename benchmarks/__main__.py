@@ -24,6 +24,7 @@ wp.config.quiet = True
 from tqdm import tqdm  # noqa: E402 - after Warp is silenced
 
 from benchmarks import (  # noqa: E402
+    adapters,
     host_time,
     latency,
     machine,
@@ -33,6 +34,7 @@ from benchmarks import (  # noqa: E402
     report,
     roofline,
     throughput,
+    training,
 )
 from benchmarks.config import RunConfig  # noqa: E402
 from benchmarks.features import attempt  # noqa: E402
@@ -94,7 +96,7 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (throughput, latency, overhead, host_time, memory, roofline)
+    modules = (throughput, latency, overhead, host_time, adapters, training, memory, roofline)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
               dynamic_ncols=True) as bar:
@@ -104,6 +106,8 @@ def run(cfg: RunConfig) -> dict:
             ("latency", lambda: latency.measure(cfg, bar)),
             ("overhead", lambda: overhead.measure(cfg, bar)),
             ("host_time", lambda: host_time.measure(cfg, bar)),
+            ("adapters", lambda: adapters.measure(cfg, bar)),
+            ("training", lambda: training.measure(cfg, bar)),
             ("memory", lambda: memory.measure(cfg, bar)),
             ("roofline", lambda: roofline.measure(cfg, res.get("throughput", {}), bar)),
         )

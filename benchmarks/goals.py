@@ -88,6 +88,12 @@ def cpu_goals(res: dict) -> list[dict]:
         "+RewardNorm)", ht.get("full_step_s"), lambda v: v < 15e-6,
         lambda v: f"{v * 1e6:.1f} us", _reason(ht),
     ))
+    for key, what in (("rsl_rl", "rsl_rl adapter (RslRlVecEnv, incl. copies)"),
+                      ("torchrl", "TorchRLEnv adapter")):
+        c = _get(res, "adapters", "configs", key)
+        v = c.get("overhead") if isinstance(c, dict) else None
+        goals.append(_goal(f"adapter_{key}", f"{what} <= 15% over bare (N={n})", v,
+                           lambda x: x <= 0.15, "{:+.1%}", _reason(c)))
     return goals + [_memory_goal(res)]
 
 

@@ -111,6 +111,15 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                          f"{ht[key] * 1e6:.1f} us"))
     if ht and "full_step_s" not in ht:
         rows.append(("host time per captured step (N=1)", _why(ht)))
+    ad = res.get("adapters", {})
+    for key, c in ad.get("configs", {}).items():
+        val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
+        rows.append((f"adapter overhead {c.get('label', key)} (N={ad.get('num_envs'):,})", val))
+    tr = res.get("training", {})
+    for lib, c in tr.get("libraries", {}).items():
+        val = f"{c['ratio']:.2f}x" if "ratio" in c else _why(c)
+        rows.append((f"{lib} training loop, Gymnasium vector time / gpuparam time "
+                     f"(N={tr.get('num_envs')}, {tr.get('iterations')} iterations)", val))
     mem = res.get("memory", {})
     for key, m in mem.get("per_env", {}).items():
         if "counted_bytes_per_env" in m:

@@ -4,6 +4,10 @@
   (``pip install "gpuparam[torchrl]"``).
 - ``gpuparam.integrations.gymnasium``: ``GymnasiumVectorEnv``
   (``pip install "gpuparam[gymnasium]"``).
+- ``gpuparam.integrations.rsl_rl``: ``RslRlVecEnv`` (``pip install "gpuparam[rsl_rl]"``).
+- ``gpuparam.integrations.skrl``: ``wrap`` / ``SkrlWrapper``, ``ObsNormPreprocessor``
+  (``pip install "gpuparam[skrl]"``).
+- ``gpuparam.integrations.sb3``: ``SB3VecEnv`` (``pip install "gpuparam[sb3]"``).
 
 Nothing is imported here, so ``import gpuparam`` never needs an extra.
 """

@@ -29,34 +29,53 @@ def _box(spec: BoxSpec) -> gym.spaces.Box:
 
 
 class GymnasiumVectorEnv(VectorEnv):
-    """A ``gymnasium.vector.VectorEnv`` over a gpuparam env, with same-step auto-reset.
+    """A ``gymnasium.vector.VectorEnv`` over a gpuparam env.
 
     Args:
         env: a gpuparam env (``gp.make(...)`` or a gpuparam ``TransformedEnv``). Its
             ``params``, ``randomize`` and other public attributes are reachable on this
             wrapper (``envs.params.set(...)``), and the env itself as ``envs.gp_env``.
+        autoreset_mode: ``AutoresetMode.SAME_STEP`` (default; or ``"same_step"``) or
+            ``AutoresetMode.NEXT_STEP`` (``"next_step"``), see below. Gymnasium's
+            ``NormalizeObservation`` / ``TransformObservation`` need ``NEXT_STEP``.
+        numpy: return NumPy arrays (float32 observations and rewards, bool flags, and the
+            info arrays) instead of torch tensors on the env's device: what Gymnasium's
+            vector wrappers (``RecordEpisodeStatistics``, ``NormalizeReward``, ...) and
+            NumPy-based loops expect. Costs one device-to-host copy of every output a step
+            (on CPU a copy all the same).
+        episode_info: add ``info["episode"] = {"r": float32 [N], "l": int32 [N]}`` and
+            ``info["_episode"]`` (bool ``[N]``, the envs whose episode ended at this step),
+            as envpool / IsaacGym-style loops read; leave it off under Gymnasium's
+            ``RecordEpisodeStatistics``, which writes that key itself.
 
-    Every array this env returns is a **torch tensor on the env's device**, not a NumPy array
-    (converting would copy device data to the host every step): observations float32
-    ``[N, *obs_shape]``, rewards float32 ``[N]``, terminations and truncations bool ``[N]``.
-    They are fresh copies, safe to keep. The spaces describe shapes, dtypes and the nominal
-    bounds (parameters such as Pendulum's ``max_speed`` can move observations past them);
-    ``space.contains`` expects NumPy arrays, so test ``.cpu().numpy()`` of a tensor.
+    Outputs (torch tensors on the env's device, or NumPy arrays with ``numpy=True``):
+    observations float32 ``[N, *obs_shape]``, rewards float32 ``[N]``, terminations and
+    truncations bool ``[N]``. They are fresh copies, safe to keep. The spaces describe
+    shapes, dtypes and the nominal bounds (parameters such as Pendulum's ``max_speed`` can
+    move observations past them); ``space.contains`` expects NumPy arrays.
 
     ``step(actions)``: a torch tensor on the device, or a NumPy array / list (copied there),
     of shape ``[N, *action_shape]``: integers for ``Discrete`` actions (``action_space`` is
     ``MultiDiscrete``), floats for ``Box`` actions. Wrong shapes, dtypes or devices raise the
     core env's ``ValueError``.
 
-    Auto-reset (``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP``): an env whose
-    episode ends at a step is reset inside that step, so the returned observation is the new
-    episode's first one. The info dict of every step holds (always present, to avoid a host
-    synchronization; valid where the mask is True):
+    ``SAME_STEP``: an env whose episode ends at a step is reset inside that step, so the
+    returned observation is the new episode's first one. The info dict of every step holds
+    (always present, to avoid a host synchronization; valid where the mask is True):
+    ``"final_obs"`` float32 ``[N, *obs_shape]``, the observation the step reached, with
+    ``"_final_obs"`` bool ``[N]`` (``terminated | truncated``), and ``"final_info"``:
+    ``{"episode": {"r": float32 [N], "l": int32 [N]}, "_episode": bool [N]}``, return and
+    length of the episode that ended, with ``"_final_info"`` bool ``[N]``. Cost: nothing
+    beyond the copies.
 
-    - ``"final_obs"``: float32 ``[N, *obs_shape]``, the observation the step reached;
-      ``"_final_obs"``: bool ``[N]``, ``terminated | truncated``;
-    - ``"final_info"``: ``{"episode": {"r": float32 [N], "l": int32 [N]}, "_episode": bool
-      [N]}``, return and length of the episode that ended; ``"_final_info"``: bool ``[N]``.
+    ``NEXT_STEP`` (Gymnasium's default): a step that ends an episode returns the observation
+    it reached; at the next step that env ignores its action and returns the first
+    observation of a new episode with reward 0 and both flags False. The core env resets
+    finished envs inside its step, so here every step also runs one masked ``reset`` for the
+    envs that finished at the previous step (the step the core ran for them is discarded).
+    Cost: one reset launch per step, and reset-time randomization draws twice for each new
+    episode (the draw that counts is the second one); observations of the discarded step
+    still enter a ``gp.ObsNorm``'s statistics inside a ``TransformedEnv``.
 
     ``reset(seed=None, options=None)``: ``seed`` (int) reseeds and resets every env;
     ``options={"reset_mask": mask}`` (bool ``[N]``, NumPy or torch) resets only masked envs
@@ -65,8 +84,24 @@ class GymnasiumVectorEnv(VectorEnv):
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
-    def __init__(self, env):
+    def __init__(
+        self,
+        env,
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        numpy: bool = False,
+        episode_info: bool = False,
+    ):
+        modes = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
+        mode = modes.get(autoreset_mode, autoreset_mode) if isinstance(autoreset_mode, str) \
+            else autoreset_mode
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+            raise ValueError("GymnasiumVectorEnv: autoreset_mode expected AutoresetMode."
+                             f"SAME_STEP or NEXT_STEP, got {autoreset_mode!r}")
         self.__dict__["gp_env"] = env
+        self.metadata = {"autoreset_mode": mode, "render_modes": []}
+        self._next_step = mode == AutoresetMode.NEXT_STEP
+        self._numpy, self._episode_info = bool(numpy), bool(episode_info)
         self.num_envs = int(env.num_envs)
         self.device = torch.device(env.device)
         self.single_observation_space = _box(env.observation_spec)
@@ -77,6 +112,8 @@ class GymnasiumVectorEnv(VectorEnv):
             self.single_action_space = _box(act)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
+        self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
     @property
     def params(self):
@@ -89,13 +126,17 @@ class GymnasiumVectorEnv(VectorEnv):
             raise AttributeError(name)
         return getattr(env, name)
 
+    def _out(self, t: torch.Tensor):
+        """A copy the caller owns: a tensor on the device, or a NumPy array."""
+        return t.to("cpu", copy=True).numpy() if self._numpy else t.clone()
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[torch.Tensor, dict[str, Any]]:
+    ) -> tuple[torch.Tensor | np.ndarray, dict[str, Any]]:
         """Reset every env, or the envs of ``options["reset_mask"]``; see the class docstring.
 
         Returns:
-            ``(obs, {})``: obs float32 ``[N, *obs_shape]`` on the env's device.
+            ``(obs, {})``: obs float32 ``[N, *obs_shape]``.
         """
         super().reset(seed=seed)
         mask = None
@@ -104,31 +145,63 @@ class GymnasiumVectorEnv(VectorEnv):
             if isinstance(mask, np.ndarray):
                 mask = torch.from_numpy(mask).to(self.device)
         td = self.gp_env.reset(mask) if seed is None else self.gp_env.reset(mask, seed=seed)
-        return td["observation"].clone(), {}
+        if mask is None:
+            self._autoreset.zero_()
+        else:
+            self._autoreset &= ~mask
+        return self._out(td["observation"]), {}
 
-    def step(
-        self, actions: torch.Tensor | np.ndarray
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step every env; see the class docstring for shapes and the info dict.
+    def step(self, actions: torch.Tensor | np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every env; see the class docstring for shapes, modes and the info dict.
 
         Returns:
-            ``(obs, reward, terminated, truncated, info)``, torch tensors on the env's device.
+            ``(obs, reward, terminated, truncated, info)``.
         """
         if isinstance(actions, (np.ndarray, list, tuple)):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
         td = self.gp_env.step(actions)
-        done = td["done"].clone()
-        info = {
-            "final_obs": td["final_observation"].clone(),
+        if self._next_step:
+            return self._step_next(td)
+        done = self._out(td["done"])
+        info: dict[str, Any] = {
+            "final_obs": self._out(td["final_observation"]),
             "_final_obs": done,
             "final_info": {
-                "episode": {"r": td["episode_return"].clone(), "l": td["episode_length"].clone()},
+                "episode": {"r": self._out(td["episode_return"]),
+                            "l": self._out(td["episode_length"])},
                 "_episode": done,
             },
             "_final_info": done,
         }
-        return (td["observation"].clone(), td["reward"].clone(), td["terminated"].clone(),
-                td["truncated"].clone(), info)
+        self._add_episode(info, td, done)
+        return (self._out(td["observation"]), self._out(td["reward"]),
+                self._out(td["terminated"]), self._out(td["truncated"]), info)
+
+    def _step_next(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        prev = self._autoreset
+        keep = ~prev
+        final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
+        reward = td["reward"] * keep
+        terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
+        ret, length = td["episode_return"].clone(), td["episode_length"].clone()
+        fresh = self.gp_env.reset(prev)["observation"]
+        obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
+        done = terminated | truncated
+        self._autoreset = done
+        info: dict[str, Any] = {}
+        if self._episode_info:
+            out_done = self._out(done)
+            info = {"episode": {"r": self._out(ret), "l": self._out(length)},
+                    "_episode": out_done}
+        if self._numpy:
+            return (self._out(obs), self._out(reward), self._out(terminated),
+                    self._out(truncated), info)
+        return obs, reward, terminated, truncated, info
+
+    def _add_episode(self, info: dict, td, done) -> None:
+        if self._episode_info:
+            info["episode"] = info["final_info"]["episode"]
+            info["_episode"] = done
 
     def __repr__(self) -> str:
         return f"GymnasiumVectorEnv({self.gp_env!r})"

@@ -29,15 +29,18 @@ from gpuparam.integrations._extras import require
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
 from tensordict import TensorDict, TensorDictBase  # noqa: E402
-from torchrl.data import Bounded, Categorical, Composite, Unbounded  # noqa: E402
+from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded  # noqa: E402
 from torchrl.envs import EnvBase, Transform, TransformedEnv  # noqa: E402
 
 from gpuparam.spec import DiscreteSpec  # noqa: E402
-from gpuparam.transforms import ObsNorm  # noqa: E402
+from gpuparam.transforms import ObsNorm, RewardNorm  # noqa: E402
+from gpuparam.transforms import TransformedEnv as GpTransformedEnv  # noqa: E402
 
 __all__ = ["ObsNormTransform", "TorchRLEnv"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
+# TensorDict's unchecked constructor (TorchRL's own hot paths use it), if this version has it
+_new_td = getattr(TensorDict, "_new_unsafe", TensorDict)
 
 
 class TorchRLEnv(EnvBase):
@@ -48,6 +51,10 @@ class TorchRLEnv(EnvBase):
         env: the gpuparam env. Its ``params``, ``randomize``, ``transforms``, ``num_envs`` and
             every other public attribute not defined by ``EnvBase`` are reachable on this
             wrapper (``wrapper.params.set(...)``), and as ``wrapper.gp_env``.
+        action_encoding: for discrete envs, ``"categorical"`` (default: ``Categorical(n)``
+            int64 ``[N]``) or ``"one_hot"`` (``OneHot(n)`` int64 ``[N, n]``, what TorchRL's
+            ``GymWrapper`` gives, so policies written for it run unchanged; the env takes
+            the ``argmax``). Ignored for continuous envs.
 
     Specs (batch ``[N]``, ``env.device``):
         ``"observation"``: ``Unbounded`` float32 ``[N, *obs_shape]`` (parameters and
@@ -57,6 +64,14 @@ class TorchRLEnv(EnvBase):
         a wrong shape, dtype or device raises the core env's ``ValueError``.
         ``"reward"``: float32 ``[N, 1]``; ``"done"``, ``"terminated"``, ``"truncated"``: bool
         ``[N, 1]``.
+        ``"episode_return"`` float32 ``[N, 1]`` and ``"episode_length"`` int32 ``[N, 1]``
+        (observation-spec entries): return (raw, before any ``gp.RewardNorm``) and length of
+        the episode that ended at this step, valid where ``done`` (0 after a reset).
+        ``"reward_raw"`` float32 ``[N, 1]``, only when ``env`` is a ``gp.TransformedEnv``
+        holding a ``gp.RewardNorm``: the reward before normalization (``"reward"`` is the
+        normalized one), a second entry of ``reward_spec`` (so ``env.reward_keys`` lists both
+        and ``env.reward_key`` is ambiguous), e.g. for ``RewardSum(in_keys=["reward_raw"],
+        out_keys=["raw_return"])``.
 
     Reset: without ``"_reset"`` every env is reset. ``"_reset"``: bool ``[N, 1]`` or ``[N]`` on
     the device; anything else raises ``ValueError``. Envs that finished at the last step get
@@ -66,10 +81,17 @@ class TorchRLEnv(EnvBase):
     step, TorchRL keeps what it is given.
     """
 
-    def __init__(self, env):
+    def __init__(self, env, *, action_encoding: str = "categorical"):
+        if action_encoding not in ("categorical", "one_hot"):
+            raise ValueError("TorchRLEnv: action_encoding expected 'categorical' or 'one_hot', "
+                             f"got {action_encoding!r}")
         n, dev = int(env.num_envs), torch.device(env.device)
         super().__init__(device=dev, batch_size=torch.Size([n]))
         self.__dict__["_gp_env"] = env  # plain attribute, outside nn.Module bookkeeping
+        self._one_hot = action_encoding == "one_hot" and isinstance(env.action_spec,
+                                                                     DiscreteSpec)
+        self._raw_reward = isinstance(env, GpTransformedEnv) and any(
+            isinstance(t, RewardNorm) for t in env.transforms)
         self._make_specs(env, n, dev)
         obs_shape = tuple(env.observation_spec.shape)
         # envs whose episode ended at the last step and whose new episode is already started
@@ -100,18 +122,27 @@ class TorchRLEnv(EnvBase):
         obs = env.observation_spec
         self.observation_spec = Composite(
             observation=Unbounded(shape=(n, *obs.shape), dtype=torch.float32, device=dev),
+            episode_return=Unbounded(shape=(n, 1), dtype=torch.float32, device=dev),
+            episode_length=Unbounded(shape=(n, 1), dtype=torch.int32, device=dev),
             shape=(n,),
             device=dev,
         )
         act = env.action_spec
-        if isinstance(act, DiscreteSpec):
+        if self._one_hot:
+            self.action_spec = OneHot(act.n, shape=(n, act.n), dtype=torch.int64, device=dev)
+        elif isinstance(act, DiscreteSpec):
             self.action_spec = Categorical(act.n, shape=(n,), dtype=act.dtype, device=dev)
         else:
             shape = (n, *act.shape)
             low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
             high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
             self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
-        self.reward_spec = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
+        reward = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
+        if self._raw_reward:  # a second reward key, so that RewardSum accepts it
+            self.reward_spec = Composite(reward=reward, reward_raw=reward.clone(), shape=(n,),
+                                         device=dev)
+        else:
+            self.reward_spec = reward
         self.done_spec = Composite(
             {k: Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev) for k in _DONE_KEYS},
             shape=(n,),
@@ -124,14 +155,22 @@ class TorchRLEnv(EnvBase):
         if partial is not None and not bool(partial.all()):  # host-ok: "_step" is rare
             raise ValueError("TorchRLEnv: partial steps ('_step') are not supported; all "
                              "envs step together")
-        td = self.gp_env.step(tensordict.get("action"))
+        action = tensordict.get("action")
+        if self._one_hot:
+            action = self._one_hot_index(action)
+        td = self.gp_env.step(action)
         self._reset_obs.copy_(td["observation"])
         self._autoreset.copy_(td["done"])
         out = {"observation": td["final_observation"].clone(),
-               "reward": td["reward"].unsqueeze(-1).clone()}
+               "reward": td["reward"].unsqueeze(-1).clone(),
+               "episode_return": td["episode_return"].unsqueeze(-1).clone(),
+               "episode_length": td["episode_length"].unsqueeze(-1).clone()}
+        if self._raw_reward:
+            out["reward_raw"] = td["reward_raw"].unsqueeze(-1).clone()
         for k in _DONE_KEYS:
             out[k] = td[k].unsqueeze(-1).clone()
-        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+        # every entry is a fresh [N, ...] tensor on the device: skip re-validating them
+        return _new_td(out, batch_size=self.batch_size, device=self.device)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
@@ -144,10 +183,20 @@ class TorchRLEnv(EnvBase):
             fresh = self.gp_env.reset(mask & ~self._autoreset)["observation"]
             obs = torch.where(reuse.view(-1, *[1] * (fresh.dim() - 1)), self._reset_obs, fresh)
             self._autoreset &= ~mask
-        out = {"observation": obs}
+        n = self.batch_size[0]
+        out = {"observation": obs,
+               "episode_return": torch.zeros(n, 1, device=self.device),
+               "episode_length": torch.zeros(n, 1, dtype=torch.int32, device=self.device)}
         for k in _DONE_KEYS:
             out[k] = torch.zeros(*self.batch_size, 1, dtype=torch.bool, device=self.device)
         return TensorDict(out, batch_size=self.batch_size, device=self.device)
+
+    def _one_hot_index(self, action) -> torch.Tensor:
+        n, k = self.batch_size[0], self.action_spec.shape[-1]
+        if not isinstance(action, torch.Tensor) or tuple(action.shape) != (n, k):
+            got = tuple(action.shape) if isinstance(action, torch.Tensor) else type(action).__name__
+            raise ValueError(f"TorchRLEnv: one-hot action expected shape ({n}, {k}), got {got}")
+        return action.argmax(-1)
 
     def _check_reset_mask(self, mask) -> torch.Tensor:
         n = self.batch_size[0]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
 from gpuparam.transforms._engine import Engine
+from gpuparam.transforms._moments import F64, merge_moments
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -44,6 +46,13 @@ class ObsNorm(GroupedRunningStats):
 
     ``forward`` and ``normalize`` never synchronize with the host; their ``[N, *shape]``
     scratch is allocated once, when N is known.
+
+    Learner side: ``forward`` and ``normalize`` also take any other leading batch shape, e.g.
+    a minibatch ``[64, *shape]`` or a rollout ``[T, N, *shape]`` (with several groups the
+    last leading dimension must be N, so each row finds its env's group). Such batches are
+    normalized in float64 torch ops from the float64 statistics (equal to the env path up to
+    float32 rounding), and merged into them only when asked: ``forward(x, train=True)``, the
+    keyword skrl's preprocessor call passes (``train=False`` only normalizes).
     """
 
     def __init__(
@@ -72,9 +81,13 @@ class ObsNorm(GroupedRunningStats):
 
     _f32_data = True
 
-    def _check(self, x: torch.Tensor, what: str) -> None:
-        name, S, n = type(self).__name__, self.shape, self.num_envs
-        want = f"({'N' if n is None else n}, *{S})"
+    def _want(self) -> str:
+        """The expected ``[N, *shape]`` as text, e.g. ``(8, 3)`` or ``(N, 3)``."""
+        n = self.num_envs
+        return "(" + ", ".join(["N" if n is None else str(n), *map(str, self.shape)]) + ")"
+
+    def _check_tensor(self, x: torch.Tensor, what: str, want: str) -> None:
+        name = type(self).__name__
         if not isinstance(x, torch.Tensor):
             raise ValueError(
                 f"{name}: {what} expected a float32 tensor {want}, got {type(x).__name__}"
@@ -83,6 +96,10 @@ class ObsNorm(GroupedRunningStats):
             raise ValueError(f"{name}: {what} expected dtype torch.float32, got {x.dtype}")
         if x.device != self.device:
             raise ValueError(f"{name}: {what} expected device {self.device}, got {x.device}")
+
+    def _check(self, x: torch.Tensor, what: str) -> None:
+        name, S, n, want = type(self).__name__, self.shape, self.num_envs, self._want()
+        self._check_tensor(x, what, want)
         if (
             x.dim() != 1 + len(S)
             or tuple(x.shape[1:]) != S
@@ -91,12 +108,24 @@ class ObsNorm(GroupedRunningStats):
         ):
             raise ValueError(f"{name}: {what} expected shape {want}, got {tuple(x.shape)}")
 
-    def _prepare(self, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Engine, torch.Tensor]:
-        """Validate, fix N; return the engine and ``x`` contiguous (a copy only if it is not)."""
+    def _is_env_batch(self, x) -> bool:
+        """Whether ``x`` is (or may become, while N is unknown) the ``[N, *shape]`` batch."""
+        if not isinstance(x, torch.Tensor) or tuple(x.shape[1:]) != self.shape:
+            return False
+        n = self.num_envs
+        return x.dim() == 1 + len(self.shape) and x.shape[0] == (x.shape[0] if n is None else n)
+
+    def _prepare(
+        self, x: torch.Tensor, out: torch.Tensor | None
+    ) -> tuple[Engine | None, torch.Tensor]:
+        """Validate, fix N; return the engine and ``x`` contiguous (a copy only if it is not),
+        or ``(None, x)`` when ``x`` is not an ``[N, *shape]`` batch (see :meth:`forward`)."""
         e, f32 = self._engine, torch.float32
         if e is None or not (
             e.matches(x, f32) and (out is None or (e.matches(out, f32) and out.is_contiguous()))
         ):
+            if not self._is_env_batch(x):
+                return None, x
             self._check(x, "x")  # raises the precise error, or passes on the first call
             if out is not None:
                 self._check(out, "out")
@@ -106,19 +135,35 @@ class ObsNorm(GroupedRunningStats):
             e = self._eng()
         return e, x.contiguous()
 
-    def forward(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Update the statistics with ``x`` (training and not frozen), then normalize it.
+    def _update_flag(self, train: bool | None) -> bool:
+        if train is None:
+            return self.training and not self._frozen
+        if not isinstance(train, bool):
+            raise ValueError(f"ObsNorm: train expected a bool or None, got {train!r}")
+        return train and not self._frozen
+
+    def forward(
+        self, x: torch.Tensor, out: torch.Tensor | None = None, *, train: bool | None = None
+    ) -> torch.Tensor:
+        """Update the statistics with ``x`` (see ``train``), then normalize it.
 
         Args:
-            x: float32 tensor ``[N, *shape]`` on the module's device.
-            out: optional float32 tensor ``[N, *shape]`` on the device to write into (may be
-                ``x`` itself); otherwise a new tensor is returned.
+            x: float32 tensor on the module's device: ``[N, *shape]`` (the env batch, the
+                hot path), or any leading batch shape (see :meth:`normalize_batch`):
+                ``[*B, *shape]`` with one group, ``[*B, N, *shape]`` with several.
+            out: optional float32 tensor of ``x``'s shape on the device to write into (may
+                be ``x`` itself); otherwise a new tensor is returned.
+            train: ``None`` updates in training mode unless frozen; ``True`` updates unless
+                frozen (whatever the mode); ``False`` only normalizes. skrl's preprocessor
+                call passes it.
 
         Returns:
-            float32 tensor ``[N, *shape]`` on the device.
+            float32 tensor of ``x``'s shape on the device.
         """
+        updated = self._update_flag(train)
         e, x = self._prepare(x, out)
-        updated = self.training and not self._frozen
+        if e is None:
+            return self._forward_batch(x, out, updated)
         if e.fused:
             return self._fused(e, x, out, updated)
         if updated:
@@ -130,8 +175,11 @@ class ObsNorm(GroupedRunningStats):
         return self._normalize(e, x, out, updated)
 
     def normalize(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Normalize ``x`` without touching the statistics; arguments as in :meth:`forward`."""
+        """Normalize ``x`` without touching the statistics; arguments as in :meth:`forward`
+        (any leading batch shape, e.g. a learner's minibatch ``[64, *shape]``)."""
         e, x = self._prepare(x, out)
+        if e is None:
+            return self._forward_batch(x, out, False)
         if e.fused:
             return self._fused(e, x, out, False)
         return self._normalize(e, x, out, False)
@@ -147,12 +195,69 @@ class ObsNorm(GroupedRunningStats):
         if out is None or out2 is None:
             raise ValueError("ObsNorm.forward_pair: expected output tensors out and out2, got None")
         e, x = self._prepare(x, out)
-        _, x2 = self._prepare(x2, out2)
+        if e is None:
+            self._check(x, "x")
+        e2, x2 = self._prepare(x2, out2)
+        if e2 is None:
+            self._check(x2, "x2")
         if not e.fused:
             self(x, out=out)
             self.normalize(x2, out=out2)
             return
         e.obs_fused(x, out, x2, out2, self.training and not self._frozen, self.clip)
+
+    # ------------------------------------------------------------------ any batch shape
+    def _check_batch(self, x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        """Validate a batch of another leading shape; return the group of each of its
+        ``[M, prod(shape)]`` rows, long ``[M]``."""
+        name, S, G, n = type(self).__name__, self.shape, self.num_groups, self.num_envs
+        dims = ", ".join(map(str, S))
+        want = f"(*batch, {dims})" if G == 1 else f"(*batch, {'N' if n is None else n}, {dims})"
+        self._check_tensor(x, "x", want)
+        k = len(S)
+        lead = tuple(x.shape[: x.dim() - k])
+        ok = len(lead) >= 1 and tuple(x.shape[len(lead):]) == S and x.numel() > 0
+        if ok and G > 1:
+            ok = n is not None and lead[-1] == n
+        if not ok:
+            raise ValueError(f"{name}: x expected shape {want}, got {tuple(x.shape)}")
+        if out is not None:
+            self._check_tensor(out, "out", str(tuple(x.shape)))
+            if out.shape != x.shape:
+                raise ValueError(f"{name}: out expected shape {tuple(x.shape)} (that of x), "
+                                 f"got {tuple(out.shape)}")
+        m = x.numel() // max(1, math.prod(S))
+        if G == 1:
+            return torch.zeros(m, dtype=torch.int64, device=x.device)
+        return self.group_ids.expand(*lead).reshape(m)
+
+    def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
+        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
+        into the statistics (``update``), then normalize it, in float64 torch ops (each call
+        allocates; not the env's hot path)."""
+        gid = self._check_batch(x, out)
+        G, m = self.num_groups, gid.shape[0]
+        xf = x.reshape(m, -1).to(F64)
+        mean, m2 = self.mean.view(G, -1), self.m2.view(G, -1)
+        if update:
+            n_b = torch.zeros(G, dtype=F64, device=x.device)
+            n_b.index_add_(0, gid, torch.ones(m, dtype=F64, device=x.device))
+            mean_b = torch.zeros_like(mean).index_add_(0, gid, xf) / n_b.clamp(min=1.0)[:, None]
+            d = xf - mean_b[gid]
+            m2_b = torch.zeros_like(m2).index_add_(0, gid, d * d)
+            merge_moments(self.count, mean, m2, n_b, mean_b, m2_b, inplace=True)
+            self._refresh()
+        empty = (self.count == 0)[:, None]
+        mu = torch.where(empty, 0.0, mean)
+        var = torch.where(empty, 1.0, m2 / self.count.clamp(min=1.0)[:, None])
+        y = ((xf - mu[gid]) * torch.rsqrt(var + self.eps)[gid]).to(torch.float32)
+        if self.clip is not None:
+            y.clamp_(-self.clip, self.clip)
+        y = y.view(x.shape)
+        if out is None:
+            return y
+        out.copy_(y)
+        return out
 
     def _fused(self, e: Engine, x: torch.Tensor, out, update: bool) -> torch.Tensor:
         """One launch: merge ``x`` in (``update``) and normalize it into ``out``."""

@@ -116,3 +116,25 @@ def test_readme_without_markers_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="markers"):
         report.update_readme(readme, f"{report.START}\n{report.END}")
     assert readme.read_text() == "# no markers\n"
+
+
+def test_adapter_overheads_and_their_goals(results):
+    res, _ = results
+    ad = res["adapters"]
+    assert ad["num_envs"] == 16384 and ad["bare_step_s"] > 0
+    assert set(ad["configs"]) == {"rsl_rl", "torchrl", "skrl", "sb3", "gymnasium_numpy"}
+    for cfg in ad["configs"].values():
+        _measured_or_skipped(cfg, "overhead")
+    goals = {g["id"]: g for g in res["goals"]}
+    for gid in ("adapter_rsl_rl", "adapter_torchrl"):
+        assert goals[gid]["status"] in ("PASS", "FAIL") and "15%" in goals[gid]["goal"]
+
+
+def test_training_loop_ratios(results):
+    res, _ = results
+    tr = res["training"]
+    assert tr["num_envs"] == 256 and set(tr["libraries"]) == {"rsl_rl", "sb3"}
+    for lib in tr["libraries"].values():
+        _measured_or_skipped(lib, "ratio")
+        if "ratio" in lib:
+            assert lib["ratio"] > 0 and lib["gpuparam_s"] > 0 and lib["gymnasium_s"] > 0

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,3 +50,20 @@ def test_custom_env_example():
     out = _run("examples/custom_env.py", "--num-envs", "64", "--steps", "100", "--device", "cpu")
     assert "stages ('physics', 'episode', 'randomize_reset', 'clock', 'autoreset')" in out
     assert re.search(r"episodes finished: [1-9]\d*, mean return -\d+\.\d+", out)
+
+
+def test_rsl_rl_train_tiny(tmp_path):
+    pytest.importorskip("rsl_rl")
+    png = tmp_path / "rsl.png"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpuparam
+    out = subprocess.run(
+        [sys.executable, "examples/rsl_rl_train.py", "--num-envs", "16", "--iterations", "3",
+         "--steps-per-env", "8", "--episode-steps", "8", "--log-every", "1", "--device", "cpu",
+         "--plot", str(png)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = re.findall(r"^iter +\d+ \| env steps +\d+ \| mean return +-\d+\.\d", out.stdout,
+                       flags=re.M)  # episodes of 8 steps end in every iteration
+    assert len(lines) == 3
+    assert png.stat().st_size > 1000

@@ -147,3 +147,108 @@ def test_import_error_names_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.gymnasium", raising=False)
     with pytest.raises(ImportError, match=r'pip install "gpuparam\[gymnasium\]"'):
         importlib.import_module("gpuparam.integrations.gymnasium")
+
+
+class _Spy:
+    """Records the core env's actions and episode statistics at every step."""
+
+    def __init__(self, env):
+        self.env, self.actions, self.returns, self.dones = env, [], [], []
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        self.actions.append(action.clone())
+        td = self.env.step(action)
+        self.returns.append(td["episode_return"].clone())
+        self.dones.append(td["done"].clone())
+        return td
+
+
+def test_next_step_mode_semantics():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=3)
+    envs = GymnasiumVectorEnv(base, autoreset_mode="next_step")
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    envs.reset(seed=0)
+    a = torch.ones(N, 1)
+    for _ in range(2):
+        obs, rew, term, trunc, info = envs.step(a)
+        assert not (term | trunc).any() and info == {}
+    obs3, rew3, term3, trunc3, _ = envs.step(a)
+    assert trunc3.all() and not term3.any() and (rew3 < 0).all()
+    kept = obs3.clone()
+    obs4, rew4, term4, trunc4, _ = envs.step(a)
+    assert torch.equal(obs3, kept)  # outputs are copies
+    assert not (term4 | trunc4).any() and torch.equal(rew4, torch.zeros(N))
+    # the returned observation is the state the new episode starts from
+    th, thdot = base.state[:, 0], base.state[:, 1]
+    torch.testing.assert_close(obs4, torch.stack([th.cos(), th.sin(), thdot], 1))
+    assert torch.equal(base.episode_length, torch.zeros(N, dtype=torch.int32))
+    assert not torch.allclose(obs4, obs3)
+    for _ in range(2):
+        assert not envs.step(a)[3].any()
+    assert envs.step(a)[3].all()  # a full new episode of 3 steps
+
+
+def test_gymnasium_vector_wrappers_run_in_next_step_mode():
+    # issue 13, defect 4: NormalizeObservation refused SAME_STEP, RecordEpisodeStatistics
+    # failed on torch tensors, NormalizeReward on bool tensors
+    from gymnasium.wrappers.vector import (
+        ClipAction,
+        NormalizeObservation,
+        NormalizeReward,
+        RecordEpisodeStatistics,
+    )
+
+    spy = _Spy(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=10))
+    envs = GymnasiumVectorEnv(spy, autoreset_mode=AutoresetMode.NEXT_STEP, numpy=True)
+    wrapped = ClipAction(NormalizeReward(NormalizeObservation(RecordEpisodeStatistics(envs))))
+    obs, _ = wrapped.reset(seed=0)
+    assert isinstance(obs, np.ndarray) and obs.dtype == np.float32
+    episodes = 0
+    for t in range(25):
+        obs, rew, term, trunc, info = wrapped.step(np.full((N, 1), 10.0, dtype=np.float32))
+        assert isinstance(rew, np.ndarray) and term.dtype == np.bool_ and np.isfinite(obs).all()
+        if "episode" in info:
+            done = info["_episode"]
+            assert done.all() and t in (9, 20)
+            np.testing.assert_allclose(info["episode"]["r"][done], spy.returns[t].numpy(),
+                                       rtol=1e-5)
+            assert (info["episode"]["l"][done] == 10).all()
+            episodes += 1
+    assert episodes == 2
+    assert max(float(a.abs().max()) for a in spy.actions) == 2.0  # ClipAction's bound
+    assert abs(float(obs.mean())) < 3.0
+
+
+def test_numpy_same_step_and_episode_info():
+    envs = GymnasiumVectorEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0),
+                              numpy=True, episode_info=True)
+    obs, _ = envs.reset(seed=0)
+    assert isinstance(obs, np.ndarray) and obs.shape == (N, 4)
+    steps = np.zeros(N, dtype=np.int32)
+    seen = 0
+    for _ in range(60):
+        obs, rew, term, trunc, info = envs.step(np.ones(N, dtype=np.int64))
+        steps += 1
+        assert isinstance(info["final_obs"], np.ndarray) and rew.dtype == np.float32
+        done = info["_episode"]
+        assert np.array_equal(done, term | trunc)
+        if done.any():  # CleanRL-style reading
+            assert np.array_equal(info["episode"]["l"][done], steps[done])
+            np.testing.assert_array_equal(info["episode"]["r"][done], steps[done])
+            seen += done.sum()
+            steps[done] = 0
+    assert seen > 0
+
+
+def test_bad_autoreset_mode():
+    with pytest.raises(ValueError, match="autoreset_mode expected AutoresetMode.SAME_STEP or "
+                                         "NEXT_STEP, got 'disabled'"):
+        _envs_mode("disabled")
+
+
+def _envs_mode(mode):
+    return GymnasiumVectorEnv(gp.make("CartPole-v1", num_envs=N, device="cpu"),
+                              autoreset_mode=mode)

@@ -272,3 +272,114 @@ def test_import_error_names_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.torchrl", raising=False)
     with pytest.raises(ImportError, match=r'pip install "gpuparam\[torchrl\]"'):
         importlib.import_module("gpuparam.integrations.torchrl")
+
+
+def test_next_carries_raw_episode_statistics_under_reward_norm():
+    # issue 13, defect 3: with gp.RewardNorm inside, RewardSum summed normalized rewards and
+    # the true return was out of reach
+    from torchrl.envs import RewardSum
+
+    base = gp.TransformedEnv(gp.make("Pendulum-v1", num_envs=4, device="cpu", seed=0,
+                                     max_episode_steps=10), gp.RewardNorm())
+    env = TransformedEnv(TorchRLEnv(base), RewardSum(in_keys=["reward_raw"],
+                                                     out_keys=["raw_return"]))
+    check_env_specs(env)
+    td = env.rollout(25, break_when_any_done=False)
+    nxt = td["next"]
+    done = nxt["done"].squeeze(-1)
+    assert done.sum() == 8  # steps 10 and 20 for 4 envs
+    ret, length = nxt["episode_return"][done], nxt["episode_length"][done]
+    torch.testing.assert_close(ret, nxt["raw_return"][done])
+    assert torch.all(length == 10)
+    first = nxt["reward_raw"][:, :10].sum(1)  # [4, 1]: raw rewards of the first episodes
+    torch.testing.assert_close(nxt["episode_return"][:, 9], first)
+    assert not torch.allclose(nxt["reward"][:, :10].sum(1), first)
+
+
+def test_bare_env_has_no_reward_raw_and_zero_stats_after_reset():
+    env = TorchRLEnv(_cartpole())
+    td = env.reset()
+    assert "reward_raw" not in env.observation_spec.keys()
+    assert torch.equal(td["episode_return"], torch.zeros(N, 1))
+    assert td["episode_length"].dtype == torch.int32
+
+
+def test_one_hot_actions_like_gym_wrapper():
+    env = TorchRLEnv(_cartpole(), action_encoding="one_hot")
+    ref = _cartpole()
+    check_env_specs(env)
+    assert env.action_spec.shape == (N, 2) and env.action_spec.dtype == torch.int64
+    env.set_seed(5)
+    ref.reset(seed=5)
+    td = env.reset()
+    torch.testing.assert_close(td["observation"], ref.reset()["observation"])
+    for _ in range(5):
+        td = env.rand_action(td)
+        out = env.step(td)
+        want = ref.step(td["action"].argmax(-1))
+        torch.testing.assert_close(out["next", "observation"], want["final_observation"])
+        td = out["next"]
+    with pytest.raises(ValueError, match=r"one-hot action expected shape \(16, 2\), got \(16,\)"):
+        env.step(env.reset().set("action", torch.zeros(N, dtype=torch.int64)))
+    with pytest.raises(ValueError, match="action_encoding expected 'categorical' or 'one_hot'"):
+        TorchRLEnv(_cartpole(), action_encoding="onehot")
+
+
+def test_step_outputs_survive_the_next_step():
+    env = TorchRLEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0))
+    td = env.reset()
+    td["action"] = torch.ones(N, 1)
+    first = env.step(td)["next"]
+    kept = first.clone()
+    td2 = first.clone().set("action", -torch.ones(N, 1))
+    env.step(td2)
+    assert (first == kept).all()
+
+
+def test_ppo_trains_through_a_collector_with_norms_and_raw_returns():
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+    from torchrl.envs import RewardSum
+    from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+    from torchrl.objectives import ClipPPOLoss
+    from torchrl.objectives.value import GAE
+
+    norm = gp.ObsNorm(3)
+    base = gp.TransformedEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0,
+                                     max_episode_steps=16), norm, gp.RewardNorm())
+    env = TransformedEnv(TorchRLEnv(base), RewardSum(in_keys=["reward_raw"],
+                                                     out_keys=["raw_return"]))
+    net = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2), NormalParamExtractor())
+    actor = ProbabilisticActor(
+        TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        spec=env.action_spec, in_keys=["loc", "scale"], distribution_class=TanhNormal,
+        distribution_kwargs={"low": -2.0, "high": 2.0}, return_log_prob=True)
+    value = ValueOperator(nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1)),
+                          in_keys=["observation"])
+    loss = ClipPPOLoss(actor, value)
+    gae = GAE(gamma=0.99, lmbda=0.95, value_network=value)
+    opt = torch.optim.Adam(loss.parameters(), lr=1e-3)
+    collector = Collector(env, actor, frames_per_batch=N * 16, total_frames=3 * N * 16,
+                          auto_register_policy_transforms=False)
+    half = torch.arange(N) < N // 2
+    for i, batch in enumerate(collector):
+        with torch.no_grad():
+            gae(batch)
+        out = loss(batch.reshape(-1))
+        (out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]).backward()
+        opt.step()
+        opt.zero_grad()
+        done = batch["next", "done"].squeeze(-1)
+        assert done.sum() == N  # one 16-step episode per env per batch
+        torch.testing.assert_close(batch["next", "episode_return"][done],
+                                   batch["next", "raw_return"][done])
+        if i == 0:
+            base.params.set("max_torque", 0.0, mask=half)
+            norm.reset_stats(half)
+            assert norm.count[0] == 0
+        elif i == 1:
+            assert norm.count[0] == N * 16  # the next batch's observations only
+    collector.shutdown()
+    assert torch.all(base.params["max_torque"][half] == 0.0)
+    for p in loss.parameters():
+        assert torch.isfinite(p).all()

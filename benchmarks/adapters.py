@@ -1,0 +1,143 @@
+"""Overheads of the training-library adapters over the bare step (issue 13).
+
+Each adapter wraps a fresh CartPole-v1 env at the goal N and is stepped the way its library
+steps it, with pre-generated actions in the library's format; all are timed interleaved with
+the bare env, and the overhead is ``median_over_rounds(t_adapter / t_bare) - 1`` (as in
+``benchmarks.overhead``). Goals (``benchmarks.goals``): ``RslRlVecEnv`` (its copies into
+the double buffers and the device-side episode statistics included) and ``TorchRLEnv``
+(``EnvBase.step`` with a TensorDict, its clones included) at most 15%. ``SB3VecEnv`` and
+``GymnasiumVectorEnv(numpy=True)`` return NumPy arrays and build per-env info dicts: their
+cost is reported, without a goal; so is the skrl wrapper's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from benchmarks.config import RunConfig
+from benchmarks.features import attempt, optional_import
+from benchmarks.subjects import BARE, NUM_ACTION_BATCHES, Subject, gp_subject, make_gp_env
+from benchmarks.timing import interleave, median, paired_ratio
+
+LABELS = {
+    "rsl_rl": "rsl_rl RslRlVecEnv.step (incl. copies + episode stats)",
+    "torchrl": "TorchRLEnv.step (TensorDict in/out, incl. clones)",
+    "skrl": "skrl wrapper step (clones)",
+    "sb3": "SB3VecEnv.step (NumPy + per-env info dicts)",
+    "gymnasium_numpy": "GymnasiumVectorEnv(numpy=True) SAME_STEP",
+}
+GOALS = ("rsl_rl", "torchrl")  # at most 15% (goals.py)
+
+
+def _logits(n: int, k: int, device) -> list[torch.Tensor]:
+    g = torch.Generator(device="cpu").manual_seed(0)
+    return [torch.randn(n, k, generator=g).to(device) for _ in range(NUM_ACTION_BATCHES)]
+
+
+def _discrete(n: int, device) -> list[torch.Tensor]:
+    g = torch.Generator(device="cpu").manual_seed(0)
+    return [torch.randint(0, 2, (n,), generator=g).to(device) for _ in range(NUM_ACTION_BATCHES)]
+
+
+def _subject(n: int, device: str, step: Callable[[int], None], env, warmup: int) -> Subject:
+    s = Subject(n, step, device=device, env=env)
+    s.run(warmup)
+    return s
+
+
+def rsl_rl_subject(n: int, device: str, warmup: int = 5) -> Subject:
+    optional_import("rsl_rl", 'pip install "gpuparam[rsl_rl]"')
+    from gpuparam.integrations.rsl_rl import RslRlVecEnv
+
+    env = RslRlVecEnv(make_gp_env(BARE, n, device))
+    acts = _logits(n, env.num_actions, env.device)
+    return _subject(n, device, lambda i: env.step(acts[i % len(acts)]), env, warmup)
+
+
+def torchrl_subject(n: int, device: str, warmup: int = 5) -> Subject:
+    optional_import("torchrl", 'pip install "gpuparam[torchrl]"')
+    from gpuparam.integrations.torchrl import TorchRLEnv
+
+    env = TorchRLEnv(make_gp_env(BARE, n, device))
+    td = env.reset()
+    tds = [td.clone().set("action", a) for a in _discrete(n, env.device)]
+    return _subject(n, device, lambda i: env.step(tds[i % len(tds)]), env, warmup)
+
+
+def skrl_subject(n: int, device: str, warmup: int = 5) -> Subject:
+    optional_import("skrl", 'pip install "gpuparam[skrl]"')
+    from gpuparam.integrations.skrl import wrap
+
+    env = wrap(make_gp_env(BARE, n, device))
+    env.reset()
+    acts = [a.view(n, 1) for a in _discrete(n, env.device)]
+    return _subject(n, device, lambda i: env.step(acts[i % len(acts)]), env, warmup)
+
+
+def sb3_subject(n: int, device: str, warmup: int = 5) -> Subject:
+    optional_import("stable_baselines3", 'pip install "gpuparam[sb3]"')
+    from gpuparam.integrations.sb3 import SB3VecEnv
+
+    env = SB3VecEnv(make_gp_env(BARE, n, device))
+    env.reset()
+    rng = np.random.default_rng(0)
+    acts = [rng.integers(0, 2, size=n) for _ in range(NUM_ACTION_BATCHES)]
+    return _subject(n, device, lambda i: env.step(acts[i % len(acts)]), env, warmup)
+
+
+def gymnasium_numpy_subject(n: int, device: str, warmup: int = 5) -> Subject:
+    optional_import("gymnasium", 'pip install "gpuparam[gymnasium]"')
+    from gpuparam.integrations.gymnasium import GymnasiumVectorEnv
+
+    env = GymnasiumVectorEnv(make_gp_env(BARE, n, device), numpy=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    acts = [rng.integers(0, 2, size=n) for _ in range(NUM_ACTION_BATCHES)]
+    return _subject(n, device, lambda i: env.step(acts[i % len(acts)]), env, warmup)
+
+
+BUILDERS = {
+    "rsl_rl": rsl_rl_subject,
+    "torchrl": torchrl_subject,
+    "skrl": skrl_subject,
+    "sb3": sb3_subject,
+    "gymnasium_numpy": gymnasium_numpy_subject,
+}
+
+
+def measure(cfg: RunConfig, bar) -> dict:
+    n = cfg.goal_n
+    steps, repeats = cfg.steps_for(n), cfg.repeats_for("paired")
+    bar.set_postfix_str(f"adapter overheads N={n}")
+    out: dict = {"num_envs": n, "steps": steps, "repeats": repeats, "configs": {}}
+    subjects = {"bare": gp_subject(BARE, n, cfg.device)}
+    for key, build in BUILDERS.items():
+        subject, failed = attempt(build, n, cfg.device)
+        if failed:
+            out["configs"][key] = failed
+        else:
+            subjects[key] = subject
+    try:
+        runs = {k: (lambda s=s: s.run(steps)) for k, s in subjects.items()}
+        times = interleave(runs, repeats)
+    finally:
+        for s in subjects.values():
+            s.close()
+    bare = times.pop("bare")
+    out["bare_step_s"] = median(bare) / steps
+    for key, ts in times.items():
+        out["configs"][key] = {
+            "label": LABELS[key],
+            "step_s": median(ts) / steps,
+            "overhead": paired_ratio(ts, bare) - 1.0,
+            "goal": key in GOALS,
+        }
+    bar.update(1)
+    return out
+
+
+def units(cfg: RunConfig) -> int:
+    return 1

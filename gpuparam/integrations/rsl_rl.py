@@ -1,0 +1,296 @@
+"""rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv``.
+
+Needs the ``rsl_rl`` extra: ``pip install "gpuparam[rsl_rl]"``.
+
+Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)::
+
+    env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=4096), privileged=("m", "l"))
+    runner = OnPolicyRunner(env, train_cfg, device=str(env.device))
+    runner.learn(num_learning_iterations=300)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from gpuparam.integrations._extras import require
+
+require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
+
+from rsl_rl.env import VecEnv  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
+
+from gpuparam.spec import DiscreteSpec  # noqa: E402
+from gpuparam.transforms import TransformedEnv  # noqa: E402
+
+__all__ = ["RslRlEnvCfg", "RslRlVecEnv"]
+
+
+@dataclass(frozen=True)
+class RslRlEnvCfg:
+    """What ``RslRlVecEnv.cfg`` holds (rsl_rl logs it with the run)."""
+
+    env: str
+    num_envs: int
+    max_episode_length: int
+    privileged: tuple[str, ...]
+    discrete_actions: int | None
+    clip_actions: bool
+
+    def to_dict(self) -> dict:
+        """A plain dict of the fields (what rsl_rl's W&B and Neptune writers call)."""
+        return asdict(self)
+
+
+def _base(env):
+    while isinstance(env, TransformedEnv):
+        env = env.env
+    return env
+
+
+class RslRlVecEnv(VecEnv):
+    """rsl_rl's ``VecEnv`` contract over a gpuparam env or ``gp.TransformedEnv``.
+
+    Args:
+        env: ``gp.make(...)`` or a ``gp.TransformedEnv`` (then the policy sees normalized
+            observations and rewards, and the episode statistics stay raw). It is reset here.
+        privileged: parameter names for the critic's ``"privileged"`` observation group,
+            float32 ``[N, P]`` (``P`` the summed sizes): each env's effective values mapped
+            from their spec range ``[low, high]`` to ``[-1, 1]``. Configure rsl_rl's
+            ``obs_groups={"actor": ["policy"], "critic": ["policy", "privileged"]}`` for an
+            asymmetric actor-critic. Empty: no such group.
+        clip_actions: clamp continuous actions to the action spec's bounds before stepping.
+        log_interval: steps between two episode-statistics entries in ``extras["log"]``;
+            set it to the runner's ``num_steps_per_env`` so each iteration logs once.
+        episode_stats: what the entries hold (all raw: before any ``gp.RewardNorm``):
+            ``"latest"`` (default; no work per step): the mean over envs of each env's most
+            recently finished episode (envs that never finished one are left out), read
+            from the env's ``episode_return`` / ``episode_length`` at the entry;
+            ``"sums"``: the exact mean over every episode finished since the last entry,
+            accumulated on the device (4 tensor ops a step); ``None``: no entries.
+
+    Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``;
+    for a Discrete(n) env 1 if n == 2, else n); ``max_episode_length``
+    (``env.max_episode_steps``); ``device``; ``cfg`` (an ``RslRlEnvCfg``);
+    ``episode_length_buf``: int32 ``[N]`` on the device, the env's own ``env.episode_length``
+    (reading gives that tensor, assigning writes it, as
+    ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
+
+    Discrete envs (rsl_rl's policies are Gaussian): with two actions the policy outputs one
+    float per env and the env takes action 1 where it is > 0, else 0 (one comparison, no
+    reduction); with n > 2 actions it outputs n floats and the env takes their ``argmax``
+    (the first on ties). The actions rsl_rl stores stay the floats it sampled.
+
+    ``step(actions)``: float ``[N, num_actions]`` on the device. Returns ``(obs, rewards,
+    dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
+    ``[N, *obs_shape]`` (after auto-reset) and ``"privileged"`` if configured; ``rewards``
+    float32 ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
+    ``"time_outs"`` bool ``[N]`` (truncated and not terminated: rsl_rl bootstraps those)
+    and, every ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length":
+    ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
+    number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
+    computed on the device without a host sync. The latest entry stays readable as
+    ``last_log`` (e.g. for a learning curve without a log writer).
+
+    Buffers: outputs are double-buffered (preallocated, alternate steps write alternate
+    sets), so a step's outputs stay intact through the next step (what rsl_rl needs: it
+    acts on step t's observations and stores them after step t + 1) and are overwritten two
+    steps later; ``clone()`` what you keep longer. The core env's own buffers are never
+    handed out.
+    """
+
+    def __init__(
+        self,
+        env,
+        *,
+        privileged: Sequence[str] = (),
+        clip_actions: bool = False,
+        log_interval: int = 24,
+        episode_stats: str | None = "latest",
+    ):
+        if isinstance(privileged, str):
+            privileged = (privileged,)
+        names = tuple(env.params.names)
+        unknown = [p for p in privileged if p not in names]
+        if unknown:
+            raise ValueError(f"RslRlVecEnv: privileged names {unknown} unknown; "
+                             f"valid names: {names}")
+        if episode_stats not in ("latest", "sums", None):
+            raise ValueError("RslRlVecEnv: episode_stats expected 'latest', 'sums' or None, "
+                             f"got {episode_stats!r}")
+        if not isinstance(log_interval, int) or isinstance(log_interval, bool) or log_interval < 1:
+            raise ValueError(f"RslRlVecEnv: log_interval expected a positive int, "
+                             f"got {log_interval!r}")
+        self.env = env
+        n, dev = int(env.num_envs), torch.device(env.device)
+        self.num_envs, self.device = n, dev
+        self.max_episode_length = int(env.max_episode_steps)
+        act = env.action_spec
+        self._discrete = isinstance(act, DiscreteSpec)
+        self._act_shape = tuple(act.shape)
+        if self._discrete:
+            self.num_actions = 1 if act.n == 2 else int(act.n)
+        else:
+            self.num_actions = int(torch.Size(act.shape).numel())
+        self._clip = bool(clip_actions) and not self._discrete
+        if self._discrete:
+            self._action = torch.zeros(n, dtype=act.dtype, device=dev)
+            self._pick = torch.zeros(n, dtype=torch.bool, device=dev)  # n == 2: a > 0
+        else:
+            self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
+            shape = (n, *self._act_shape)
+            self._low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
+            self._high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
+        self.cfg = RslRlEnvCfg(
+            env=str(getattr(env, "name", type(env).__name__)), num_envs=n,
+            max_episode_length=self.max_episode_length, privileged=tuple(privileged),
+            discrete_actions=int(act.n) if self._discrete else None, clip_actions=self._clip,
+        )
+        self._privileged_setup(tuple(privileged))
+        obs_shape = tuple(env.observation_spec.shape)
+        f32 = dict(dtype=torch.float32, device=dev)
+        self._sets = []
+        for _ in range(2):
+            groups = {"policy": torch.zeros(n, *obs_shape, **f32)}
+            if self._priv_cols is not None:
+                groups["privileged"] = torch.zeros(n, self._priv_cols.numel(), **f32)
+            self._sets.append((
+                TensorDict(groups, batch_size=[n], device=dev),
+                torch.zeros(n, **f32),
+                torch.zeros(n, dtype=torch.int64, device=dev),
+                torch.zeros(n, dtype=torch.bool, device=dev),
+            ))
+        self._k = 0
+        self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
+        self._donef = torch.zeros(n, **f32)
+        self._has = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
+        self.last_log: dict[str, torch.Tensor] | None = None
+        td = env.reset()
+        self._groups = [(o["policy"], o.get("privileged", None)) for o, *_ in self._sets]
+        self._current = self._sets[0][0]
+        self._write_obs(0, td)
+
+    # ------------------------------------------------------------------ privileged group
+    def _privileged_setup(self, names: tuple[str, ...]) -> None:
+        self._priv_cols = None
+        if not names:
+            return
+        params, dev = self.env.params, self.device
+        cols, scale, offset = [], [], []
+        for name in names:
+            a, size = params.columns(name)  # rows of the [C, N] tables
+            b = a + size
+            spec = params.spec[name]
+            width = spec.high - spec.low
+            s = 2.0 / width if width > 0 else 0.0
+            cols += range(a, b)
+            scale += [s] * (b - a)
+            offset += [-1.0 - spec.low * s if width > 0 else 0.0] * (b - a)
+        self._priv_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
+        self._priv_scale = torch.tensor(scale, dtype=torch.float32, device=dev)[:, None]
+        self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]
+        self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
+
+    def _write_obs(self, k: int, td) -> None:
+        policy, privileged = self._groups[k]
+        policy.copy_(td["observation"])
+        if self._priv_cols is not None:
+            rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
+            torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
+            torch.addcmul(self._priv_offset, rows, self._priv_scale, out=privileged.T)
+
+    # ------------------------------------------------------------------ rsl_rl contract
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """int32 ``[N]`` on the device: the env's current episode step counters."""
+        return self.env.episode_length
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor | int) -> None:
+        _base(self.env).episode_length = value
+
+    @property
+    def params(self):
+        """The wrapped env's ``ParamTable``."""
+        return self.env.params
+
+    def get_observations(self) -> TensorDict:
+        """The observations of the last ``step`` or ``reset`` (see the class docstring)."""
+        return self._current
+
+    def reset(self) -> tuple[TensorDict, dict]:
+        """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
+        td = self.env.reset()
+        self._k ^= 1
+        obs = self._sets[self._k][0]
+        self._write_obs(self._k, td)
+        self._current = obs
+        return obs, {}
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Step every env with ``actions`` float ``[N, num_actions]`` on the device; see the
+        class docstring for what comes back."""
+        n = self.num_envs
+        if not isinstance(actions, torch.Tensor) or tuple(actions.shape) != (n, self.num_actions):
+            got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions)
+            raise ValueError(f"RslRlVecEnv: actions expected a tensor ({n}, {self.num_actions}), "
+                             f"got {got}")
+        if self._discrete:
+            if self.num_actions == 1:  # two actions: the sign of one float
+                torch.gt(actions.view(n), 0.0, out=self._pick)
+                self._action.copy_(self._pick)
+            else:
+                torch.argmax(actions, -1, out=self._action)
+            a = self._action
+        elif self._clip:
+            torch.clamp(actions.view(n, *self._act_shape), self._low, self._high, out=self._action)
+            a = self._action
+        else:
+            a = actions.view(n, *self._act_shape)
+        td = self.env.step(a)
+        self._k ^= 1
+        obs, rew, dones, time_outs = self._sets[self._k]
+        self._write_obs(self._k, td)
+        rew.copy_(td["reward"])
+        done = td["done"]
+        dones.copy_(done)
+        torch.gt(td["truncated"], td["terminated"], out=time_outs)
+        extras = {"time_outs": time_outs}
+        stats = self._episode_stats
+        if stats is not None:
+            if stats == "sums":
+                self._accumulate(td, done)
+            self._steps += 1
+            if self._steps % self._log_interval == 0:
+                extras["log"] = self.last_log = self._log(td)
+        self._current = obs
+        return obs, rew, dones, extras
+
+    def _accumulate(self, td, done: torch.Tensor) -> None:
+        acc, donef = self._acc, self._donef
+        donef.copy_(done)
+        acc[0].addcmul_(td["episode_return"], donef)
+        acc[1].addcmul_(td["episode_length"], donef)
+        acc[2].add_(donef)
+
+    def _log(self, td) -> dict[str, torch.Tensor]:
+        acc = self._acc
+        if self._episode_stats == "latest":  # each env's last finished episode, if any
+            length = td["episode_length"]
+            acc[2].copy_(torch.gt(length, 0, out=self._has))
+            acc[0].copy_(td["episode_return"]).mul_(acc[2])
+            acc[1].copy_(length)
+        ret, length, count = acc.sum(1).unbind()
+        acc.zero_()
+        return {"Episode/return": ret / count, "Episode/length": length / count,
+                "Episode/count": count}
+
+    def close(self) -> None:
+        """Nothing to release (the gpuparam env holds no processes)."""
+
+    def __repr__(self) -> str:
+        return f"RslRlVecEnv({self.env!r})"

@@ -1,0 +1,212 @@
+"""Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv``.
+
+Needs the ``sb3`` extra: ``pip install "gpuparam[sb3]"``.
+
+Three lines to train::
+
+    env = SB3VecEnv(gp.make("CartPole-v1", num_envs=16))
+    model = PPO("MlpPolicy", VecNormalize(env), n_steps=128)
+    model.learn(total_timesteps=100_000)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpuparam.integrations._extras import require
+
+require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
+
+from gymnasium import spaces  # noqa: E402
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
+
+from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
+
+__all__ = ["SB3VecEnv"]
+
+
+def _box(spec: BoxSpec) -> spaces.Box:
+    low = np.broadcast_to(np.asarray(spec.low, dtype=np.float32), spec.shape)
+    high = np.broadcast_to(np.asarray(spec.high, dtype=np.float32), spec.shape)
+    return spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
+
+
+class SB3VecEnv(VecEnv):
+    """Stable-Baselines3's ``VecEnv`` over a gpuparam env or ``gp.TransformedEnv``.
+
+    Args:
+        env: the gpuparam env; reachable as ``venv.gp_env``, its ``params`` as
+            ``venv.params``.
+
+    NumPy in and out (SB3's API): every step copies observations, rewards and flags to the
+    host and builds one info dict per env, which is this adapter's cost (reported by the
+    benchmark). ``step`` returns ``(obs float32 [N, *obs_shape], rewards float32 [N],
+    dones bool [N], infos)``, with same-step auto-reset: for an env whose episode ended,
+    ``infos[i]`` holds ``"terminal_observation"`` (float32 ``[*obs_shape]``),
+    ``"TimeLimit.truncated"`` (truncated and not terminated) and ``"episode"``: ``{"r":
+    return (raw, before any ``gp.RewardNorm``), "l": length, "t": seconds since this
+    adapter was built}`` (what SB3's ``Monitor`` writes, so ``ep_info_buffer`` and the
+    ``rollout/ep_rew_mean`` log work); the other envs get ``{}``. Actions: integers ``[N]``
+    (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or torch.
+
+    Parameters through SB3's attribute API (``indices``: an int, a list of ints or ``None``
+    for all envs):
+
+    - ``set_attr(name, value, indices)`` with a parameter name writes ``value`` to those
+      envs (``params.set(name, value, env_ids=indices)``); other names set an attribute of
+      the gpuparam env itself (``indices`` must then be ``None``).
+    - ``get_attr(name, indices)``: a parameter's per-env values (one NumPy value per index),
+      else the gpuparam env's attribute repeated once per index.
+    - ``env_method("set_<param>", value, indices=...)`` writes like ``set_attr``;
+      ``env_method("get_<param>", indices=...)`` reads; any other method of the gpuparam env
+      is called once for all envs (``indices`` must be ``None``) and its result repeated.
+
+    Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (gpuparam keys every env's draws
+    by seed and env index, so the one seed covers all envs; SB3's ``s + i`` per env is not
+    used). Works under ``VecNormalize``, ``VecMonitor`` and the other ``VecEnvWrapper``.
+    """
+
+    def __init__(self, env):
+        self.gp_env = env
+        self.device = torch.device(env.device)
+        act = env.action_spec
+        self._discrete = isinstance(act, DiscreteSpec)
+        action_space = spaces.Discrete(act.n) if self._discrete else _box(act)
+        super().__init__(int(env.num_envs), _box(env.observation_spec), action_space)
+        self._act_shape = tuple(act.shape)
+        self._actions: torch.Tensor | None = None
+        self._t0 = time.perf_counter()
+
+    @property
+    def params(self):
+        """The wrapped env's ``ParamTable``."""
+        return self.gp_env.params
+
+    # ------------------------------------------------------------------ stepping
+    def reset(self) -> np.ndarray:
+        """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call).
+
+        Returns:
+            float32 ``[N, *obs_shape]`` observations.
+        """
+        seed = self._seeds[0]
+        td = self.gp_env.reset() if seed is None else self.gp_env.reset(seed=int(seed) % 2**31)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return td["observation"].to("cpu", copy=True).numpy()
+
+    def step_async(self, actions: np.ndarray | torch.Tensor) -> None:
+        """Load actions (integers ``[N]`` or floats ``[N, *action_shape]``)."""
+        a = torch.as_tensor(actions, device=self.device)
+        n = self.num_envs
+        if self._discrete:
+            if a.dim() == 2 and a.shape[1] == 1:
+                a = a.view(n)
+            if not a.is_floating_point():
+                a = a.to(torch.int64)
+        elif a.dtype == torch.float64:  # SB3's NumPy policies may hand float64
+            a = a.to(torch.float32)
+        self._actions = a
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Step with the loaded actions; see the class docstring."""
+        if self._actions is None:
+            raise RuntimeError("SB3VecEnv.step_wait: call step_async(actions) first")
+        td = self.gp_env.step(self._actions)
+        self._actions = None
+        host = {k: td[k].to("cpu", copy=True).numpy() for k in (
+            "observation", "reward", "done", "terminated", "truncated")}
+        done = host["done"]
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        ended = np.flatnonzero(done)
+        if ended.size:
+            final = td["final_observation"].to("cpu", copy=True).numpy()
+            ret = td["episode_return"].to("cpu", copy=True).numpy()
+            length = td["episode_length"].to("cpu", copy=True).numpy()
+            timeout = host["truncated"] & ~host["terminated"]
+            t = round(time.perf_counter() - self._t0, 6)
+            for i in ended.tolist():
+                infos[i] = {"terminal_observation": final[i],
+                            "TimeLimit.truncated": bool(timeout[i]),
+                            "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
+        return host["observation"], host["reward"], done, infos
+
+    def close(self) -> None:
+        """Nothing to release (no worker processes)."""
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """No rendering: ``[None] * N``."""
+        return [None] * self.num_envs
+
+    # ------------------------------------------------------------------ attributes
+    def _ids(self, indices) -> list[int]:
+        return list(self._get_indices(indices))
+
+    def _check_all(self, what: str, indices) -> None:
+        if indices is not None:
+            raise ValueError(f"SB3VecEnv.{what}: per-env indices only apply to parameters "
+                             f"({', '.join(self.params.names)}), got indices={indices!r}")
+
+    def _write(self, name: str, value, indices) -> None:
+        if indices is None:
+            self.params.set(name, value)
+            return
+        ids = self._ids(indices)
+        if isinstance(value, np.ndarray):
+            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
+        self.params.set(name, value, env_ids=ids)
+
+    def _read(self, name: str, indices) -> list[Any]:
+        values = self.params[name].to("cpu", copy=True).numpy()
+        return [values[i] for i in self._ids(indices)]
+
+    def get_attr(self, attr_name: str, indices: Iterable[int] | int | None = None) -> list[Any]:
+        """A parameter's per-env values, or the gpuparam env's attribute once per index."""
+        if attr_name in self.params.names:
+            return self._read(attr_name, indices)
+        if attr_name == "render_mode":  # asked by VecEnv.__init__; nothing renders
+            return [None for _ in self._ids(indices)]
+        value = getattr(self.gp_env, attr_name)
+        return [value for _ in self._ids(indices)]
+
+    def set_attr(
+        self, attr_name: str, value: Any, indices: Iterable[int] | int | None = None
+    ) -> None:
+        """Write a parameter for the indexed envs, or set an attribute of the gpuparam env."""
+        if attr_name in self.params.names:
+            self._write(attr_name, value, indices)
+            return
+        self._check_all(f"set_attr({attr_name!r})", indices)
+        setattr(self.gp_env, attr_name, value)
+
+    def env_method(
+        self, method_name: str, *method_args, indices: Iterable[int] | int | None = None,
+        **method_kwargs,
+    ) -> list[Any]:
+        """``set_<param>`` / ``get_<param>``, or a method of the gpuparam env (see the class)."""
+        for prefix in ("set_", "get_"):
+            name = method_name[len(prefix):]
+            if method_name.startswith(prefix) and name in self.params.names:
+                if prefix == "get_":
+                    return self._read(name, indices)
+                if len(method_args) != 1 or method_kwargs:
+                    raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
+                                     f"value, got args={method_args!r} kwargs={method_kwargs!r}")
+                self._write(name, method_args[0], indices)
+                return [None for _ in self._ids(indices)]
+        self._check_all(f"env_method({method_name!r})", indices)
+        result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
+        return [result for _ in range(self.num_envs)]
+
+    def env_is_wrapped(self, wrapper_class, indices: Iterable[int] | int | None = None) -> list:
+        """No Gymnasium wrappers inside: ``[False]`` per index."""
+        return [False for _ in self._ids(indices)]
+
+    def __repr__(self) -> str:
+        return f"SB3VecEnv({self.gp_env!r})"

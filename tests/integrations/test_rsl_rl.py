@@ -1,0 +1,268 @@
+"""RslRlVecEnv: rsl_rl's OnPolicyRunner end to end, buffer safety, parameters, statistics."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import sys
+import warnings
+
+import pytest
+import torch
+
+import gpuparam as gp
+
+pytest.importorskip("rsl_rl")
+
+from rsl_rl.runners import OnPolicyRunner  # noqa: E402
+
+from gpuparam.integrations.rsl_rl import RslRlVecEnv  # noqa: E402
+
+N, STEPS = 8, 8
+
+
+def train_cfg(critic=("policy",)) -> dict:
+    return {
+        "num_steps_per_env": STEPS,
+        "save_interval": 1000,
+        "obs_groups": {"actor": ["policy"], "critic": list(critic)},
+        "algorithm": {"class_name": "PPO", "num_learning_epochs": 1, "num_mini_batches": 2},
+        "actor": {"class_name": "MLPModel", "hidden_dims": [16],
+                  "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+        "critic": {"class_name": "MLPModel", "hidden_dims": [16]},
+    }
+
+
+def runner(env: RslRlVecEnv, **kw) -> OnPolicyRunner:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return OnPolicyRunner(env, train_cfg(**kw), log_dir=None, device="cpu")
+
+
+def learn(r: OnPolicyRunner, iterations: int, **kw) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        r.learn(iterations, **kw)
+
+
+def adapter_warnings(record) -> list[str]:
+    return [f"{w.filename}: {w.message}" for w in record if "gpuparam" in w.filename]
+
+
+class Spy(RslRlVecEnv):
+    """Keeps a clone of every observation the runner was handed."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.seen: list[torch.Tensor] = []
+
+    def get_observations(self):
+        obs = super().get_observations()
+        self.seen = [obs["policy"].clone()]
+        return obs
+
+    def step(self, actions):
+        out = super().step(actions)
+        self.seen.append(out[0]["policy"].clone())
+        return out
+
+
+@pytest.mark.parametrize("name", ["Pendulum-v1", "CartPole-v1"])
+def test_runner_trains_and_stores_the_observations_it_acted_on(name):
+    # issue 13, defect 1: without copies, storage[t] held the observation of step t + 1
+    norm = gp.ObsNorm(gp.make(name, num_envs=1).observation_spec.shape)
+    base = gp.TransformedEnv(gp.make(name, num_envs=N, device="cpu", seed=0), norm)
+    env = Spy(base, privileged=("m",) if name == "Pendulum-v1" else ("length", "masspole"),
+              log_interval=STEPS)
+    r = runner(env, critic=("policy", "privileged"))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        learn(r, 2, init_at_random_ep_len=True)
+    assert adapter_warnings(record) == []
+    stored = r.alg.storage.observations["policy"]  # [STEPS, N, obs] of the last iteration
+    assert stored.shape[0] == STEPS
+    for t in range(STEPS):
+        torch.testing.assert_close(stored[t], env.seen[-STEPS - 1 + t], rtol=0, atol=0)
+    assert not torch.equal(stored[1], stored[2])
+    for p in r.alg.actor.parameters():
+        assert torch.isfinite(p).all()
+
+
+def test_outputs_of_step_t_survive_step_t_plus_1():
+    env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0),
+                      privileged=("g", "l"))
+    a = torch.ones(N, 1)
+    obs, rew, dones, extras = env.step(a)
+    kept = (obs["policy"].clone(), obs["privileged"].clone(), rew.clone(), dones.clone(),
+            extras["time_outs"].clone())
+    env.params.set("g", 5.0)
+    obs2, rew2, _, _ = env.step(-a)
+    for x, y in zip((obs["policy"], obs["privileged"], rew, dones, extras["time_outs"]), kept,
+                    strict=True):
+        assert torch.equal(x, y)
+    assert not torch.equal(obs2["policy"], kept[0]) and not torch.equal(rew2, kept[2])
+    assert env.get_observations() is obs2
+
+
+def test_matches_the_bare_env_step_for_step():
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3))
+    ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3)
+    assert env.num_actions == 1 and env.max_episode_length == 500  # Discrete(2): one float
+    torch.testing.assert_close(env.get_observations()["policy"], ref.reset()["observation"])
+    g = torch.Generator().manual_seed(0)
+    for _ in range(40):
+        logits = torch.randn(N, 1, generator=g)
+        obs, rew, dones, extras = env.step(logits)
+        td = ref.step((logits[:, 0] > 0).long())  # the documented discrete mapping
+        torch.testing.assert_close(obs["policy"], td["observation"], rtol=0, atol=0)
+        torch.testing.assert_close(rew, td["reward"], rtol=0, atol=0)
+        assert torch.equal(dones, td["done"].long()) and dones.dtype == torch.int64
+        assert torch.equal(extras["time_outs"], td["truncated"] & ~td["terminated"])
+
+
+class _ThreeActions:
+    """CartPole seen as a Discrete(3) env (action 2 pushes right too); records actions."""
+
+    def __init__(self):
+        self.env, self.actions = gp.make("CartPole-v1", num_envs=N, device="cpu"), []
+        self.action_spec = gp.DiscreteSpec(3)
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        self.actions.append(action.clone())
+        return self.env.step((action > 0).long())
+
+
+def test_discrete_with_more_than_two_actions_takes_the_argmax():
+    env = RslRlVecEnv(_ThreeActions())
+    assert env.num_actions == 3
+    logits = torch.randn(N, 3, generator=torch.Generator().manual_seed(1))
+    env.step(logits)
+    assert torch.equal(env.env.actions[-1], logits.argmax(-1))
+
+
+def test_episode_length_buf_is_the_env_counter_and_truncates():
+    # issue 13, defect 2: rsl_rl assigns episode_length_buf (init_at_random_ep_len)
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(gp.TransformedEnv(base, gp.ObsNorm(3)))
+    assert env.episode_length_buf is base.episode_length
+    env.episode_length_buf = torch.full((N,), 199, dtype=torch.int32)
+    _, _, dones, extras = env.step(torch.zeros(N, 1))
+    assert dones.all() and extras["time_outs"].all()
+    env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=200)
+    assert torch.equal(base.episode_length, env.episode_length_buf)
+    with pytest.raises(ValueError, match="episode_length: expected shape"):
+        env.episode_length_buf = torch.zeros(N + 1, dtype=torch.int32)
+
+
+def test_privileged_group_is_the_params_scaled_by_their_spec_ranges():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    base.randomize(gp.Uniform("m", 0.5, 2.0, on="step"))
+    env = RslRlVecEnv(base, privileged=("m", "max_torque"))
+    obs, *_ = env.step(torch.zeros(N, 1))
+    cols = []
+    for name in ("m", "max_torque"):
+        s = base.params.spec[name]
+        cols.append((base.params[name] - s.low) / (s.high - s.low) * 2 - 1)
+    torch.testing.assert_close(obs["privileged"], torch.stack(cols, 1))
+    assert obs["privileged"].abs().max() <= 1.0
+
+
+def test_param_write_and_reset_stats_between_iterations_take_effect():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    norm = gp.ObsNorm(3)
+    env = RslRlVecEnv(gp.TransformedEnv(base, norm), privileged=("m",))
+    r = runner(env, critic=("policy", "privileged"))
+    learn(r, 1)
+    mask = torch.arange(N) < N // 2
+    env.params.set("m", 2.0, mask=mask)
+    norm.reset_stats(mask)
+    assert norm.count[0] == 0
+    learn(r, 1)
+    assert norm.count[0] == STEPS * N
+    m = base.params["m"]
+    assert torch.all(m[mask] == 2.0) and torch.all(m[~mask] == 1.0)
+    s = base.params.spec["m"]
+    priv = r.alg.storage.observations["privileged"][-1, :, 0]
+    torch.testing.assert_close(priv[mask], torch.full((N // 2,), (2.0 - s.low) / (s.high - s.low)
+                                                      * 2 - 1))
+
+
+def test_episode_log_sums_match_the_finished_episodes():
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0), log_interval=30,
+                      episode_stats="sums")
+    ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    ref.reset()  # as the adapter does
+    rets, lens, logs = [], [], []
+    for t in range(60):
+        a = torch.full((N, 1), 1.0 if (t // 3) % 2 else -1.0)
+        _, _, _, extras = env.step(a)
+        td = ref.step((a[:, 0] > 0).long())
+        if t % 30 == 0:
+            rets.append([])
+            lens.append([])
+        rets[-1] += td["episode_return"][td["done"]].tolist()
+        lens[-1] += td["episode_length"][td["done"]].tolist()
+        assert ("log" in extras) == ((t + 1) % 30 == 0)
+        if "log" in extras:
+            assert extras["log"] is env.last_log
+            logs.append({k: v.clone() for k, v in extras["log"].items()})
+    for log, r, n in zip(logs, rets, lens, strict=True):
+        assert r and log["Episode/count"] == len(r)
+        torch.testing.assert_close(log["Episode/return"], torch.tensor(sum(r) / len(r)))
+        torch.testing.assert_close(log["Episode/length"], torch.tensor(sum(n) / len(n)))
+
+
+def test_episode_log_latest_is_each_envs_last_finished_episode():
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0), log_interval=5)
+    ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    ref.reset()  # as the adapter does
+    last_ret = torch.full((N,), float("nan"))
+    last_len = torch.full((N,), float("nan"))
+    for t in range(40):
+        a = torch.full((N, 1), -1.0)  # the second half always pushes left: ends sooner
+        a[: N // 2] = 1.0 if (t // 3) % 2 else -1.0
+        _, _, _, extras = env.step(a)
+        td = ref.step((a[:, 0] > 0).long())
+        last_ret = torch.where(td["done"], td["episode_return"], last_ret)
+        last_len = torch.where(td["done"], td["episode_length"].float(), last_len)
+        if "log" in extras:
+            log, has = extras["log"], ~last_ret.isnan()
+            assert log["Episode/count"] == has.sum()
+            if has.any():
+                torch.testing.assert_close(log["Episode/return"], last_ret[has].mean())
+                torch.testing.assert_close(log["Episode/length"], last_len[has].mean())
+            else:
+                assert log["Episode/return"].isnan()
+    assert has.all() and last_ret.std() > 0
+
+
+def test_bad_input():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu")
+    with pytest.raises(ValueError, match=r"privileged names \['mass'\] unknown; valid names"):
+        RslRlVecEnv(base, privileged=("mass",))
+    with pytest.raises(ValueError, match="log_interval expected a positive int, got 0"):
+        RslRlVecEnv(base, log_interval=0)
+    with pytest.raises(ValueError, match="episode_stats expected 'latest', 'sums' or None"):
+        RslRlVecEnv(base, episode_stats=True)
+    env = RslRlVecEnv(base)
+    with pytest.raises(ValueError, match=r"actions expected a tensor \(8, 1\), got \(8,\)"):
+        env.step(torch.zeros(N))
+
+
+def test_clip_actions_clamps_to_the_spec():
+    env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0),
+                      clip_actions=True)
+    ref = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    ref.reset()  # as the adapter does
+    obs, *_ = env.step(torch.full((N, 1), 50.0))
+    torch.testing.assert_close(obs["policy"], ref.step(torch.full((N, 1), 2.0))["observation"])
+    assert env.cfg.to_dict()["clip_actions"] is True
+
+
+def test_import_error_names_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rsl_rl", None)
+    monkeypatch.delitem(sys.modules, "gpuparam.integrations.rsl_rl", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "gpuparam\[rsl_rl\]"'):
+        importlib.import_module("gpuparam.integrations.rsl_rl")

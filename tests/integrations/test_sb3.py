@@ -1,0 +1,142 @@
+"""SB3VecEnv: PPO under VecNormalize, SB3's VecEnv contract, parameters through set_attr."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import gpuparam as gp
+
+pytest.importorskip("stable_baselines3")
+
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
+
+from gpuparam.integrations.sb3 import SB3VecEnv  # noqa: E402
+
+N = 8
+
+
+def _venv(name="CartPole-v1", **kw) -> SB3VecEnv:
+    return SB3VecEnv(gp.make(name, num_envs=N, device="cpu", seed=0, **kw))
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
+def test_ppo_learns_a_few_iterations_under_vecnormalize(name):
+    venv = _venv(name, max_episode_steps=20)
+    env = VecNormalize(venv, gamma=0.99)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model = PPO("MlpPolicy", env, n_steps=16, batch_size=32, n_epochs=1, seed=0,
+                    policy_kwargs={"net_arch": [16]}, device="cpu")
+        model.learn(total_timesteps=3 * 16 * N)
+    assert [str(w.message) for w in record if "gpuparam" in w.filename] == []
+    assert len(model.ep_info_buffer) > 0  # "episode" infos reached SB3's logger
+    ep = model.ep_info_buffer[-1]
+    assert ep["l"] <= 20 and np.isfinite(ep["r"])
+    assert env.obs_rms.count > 3 * 16 * N
+
+
+def test_step_contract_and_outputs_are_copies():
+    venv = _venv("Pendulum-v1", max_episode_steps=3)
+    obs = venv.reset()
+    assert obs.shape == (N, 3) and obs.dtype == np.float32
+    twin = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=3)
+    twin.reset()
+    a = np.ones((N, 1), dtype=np.float32)
+    out = venv.step(a)
+    kept = [x.copy() for x in out[:3]]
+    ref = twin.step(torch.ones(N, 1))
+    np.testing.assert_array_equal(out[0], ref["observation"].numpy())
+    venv.step(-a)
+    for x, y in zip(out[:3], kept, strict=True):
+        np.testing.assert_array_equal(x, y)
+    twin.step(-torch.ones(N, 1))
+    obs, rew, done, infos = venv.step(a)
+    ref = twin.step(torch.ones(N, 1))
+    assert done.all() and rew.dtype == np.float32
+    for i, info in enumerate(infos):
+        np.testing.assert_array_equal(info["terminal_observation"],
+                                      ref["final_observation"][i].numpy())
+        assert info["TimeLimit.truncated"] is True and info["episode"]["l"] == 3
+        assert info["episode"]["r"] == pytest.approx(float(ref["episode_return"][i]))
+    np.testing.assert_array_equal(obs, ref["observation"].numpy())
+    assert venv.step(a)[3] == [{}] * N
+
+
+def test_terminal_info_on_termination_is_not_a_timeout():
+    venv = _venv()
+    venv.reset()
+    for _ in range(100):
+        _, _, done, infos = venv.step(np.ones(N, dtype=np.int64))
+        if done.any():
+            break
+    i = int(np.flatnonzero(done)[0])
+    assert infos[i]["TimeLimit.truncated"] is False
+    assert abs(infos[i]["terminal_observation"][2]) > 0.2  # past the pole angle bound
+
+
+def test_set_attr_and_env_method_write_parameters():
+    venv = _venv()
+    venv.set_attr("length", 0.9, indices=[1, 3])
+    length = venv.gp_env.params["length"]
+    assert torch.all(length[[1, 3]] == 0.9) and length[0] == 0.5
+    assert venv.get_attr("length", indices=[0, 1]) == [pytest.approx(0.5), pytest.approx(0.9)]
+    venv.env_method("set_masspole", 0.2, indices=2)
+    assert venv.env_method("get_masspole", indices=[2, 4]) == [pytest.approx(0.2),
+                                                              pytest.approx(0.1)]
+    venv.set_attr("force_mag", 5.0)
+    assert torch.all(venv.params["force_mag"] == 5.0)
+    assert venv.get_attr("num_envs") == [N] * N
+    assert venv.env_is_wrapped(object) == [False] * N
+    with pytest.raises(ValueError, match="per-env indices only apply to parameters"):
+        venv.set_attr("foo", 1, indices=[0])
+    with pytest.raises(ValueError, match="expected one value"):
+        venv.env_method("set_length", 0.5, 0.6)
+    with pytest.raises(ValueError, match="length"):
+        venv.set_attr("length", -5.0, indices=[0])  # outside the spec range
+
+
+def test_param_write_and_reset_stats_between_learn_calls():
+    norm = gp.ObsNorm(4)
+    venv = SB3VecEnv(gp.TransformedEnv(gp.make("CartPole-v1", num_envs=N, device="cpu",
+                                               seed=0), norm))
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0,
+                policy_kwargs={"net_arch": [16]}, device="cpu")
+    model.learn(total_timesteps=16 * N)
+    mask = torch.arange(N) % 2 == 0
+    venv.set_attr("force_mag", 20.0, indices=np.flatnonzero(mask.numpy()).tolist())
+    norm.reset_stats(mask)
+    assert norm.count[0] == 0
+    model.learn(total_timesteps=16 * N, reset_num_timesteps=False)
+    assert norm.count[0] == 16 * N
+    assert torch.all(venv.params["force_mag"][mask] == 20.0)
+    assert torch.all(venv.params["force_mag"][~mask] == 10.0)
+
+
+def test_seed_reseeds_reset():
+    venv = _venv()
+    venv.seed(7)
+    a = venv.reset()
+    venv.seed(7)
+    b = venv.reset()
+    c = venv.reset()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(b, c)
+
+
+def test_step_wait_without_actions():
+    with pytest.raises(RuntimeError, match="call step_async"):
+        _venv().step_wait()
+
+
+def test_import_error_names_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "stable_baselines3", None)
+    monkeypatch.delitem(sys.modules, "gpuparam.integrations.sb3", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "gpuparam\[sb3\]"'):
+        importlib.import_module("gpuparam.integrations.sb3")
