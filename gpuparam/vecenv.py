@@ -8,7 +8,7 @@ import torch
 import warp as wp
 from tensordict import TensorDict
 
-from gpuparam._checks import check_mask
+from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
 from gpuparam._device import record, resolve_device, to_wp
 from gpuparam.graph import StepGraph
 from gpuparam.params import ParamTable
@@ -78,13 +78,11 @@ class VecEnv:
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
         self.num_envs = num_envs
-        self.device = resolve_device(device)
+        self.device = resolve_device(canonical_device(device))
         if max_episode_steps is not None:
-            if not isinstance(max_episode_steps, int) or max_episode_steps < 1:
-                raise ValueError(
-                    f"max_episode_steps: expected a positive int, got {max_episode_steps!r}"
-                )
-            self.max_episode_steps = max_episode_steps
+            self.max_episode_steps = check_max_episode_steps(max_episode_steps)
+        if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
+            raise ValueError(f"seed: expected an int32 value, got {seed!r}")
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
@@ -457,7 +455,15 @@ class VecEnv:
         if action.dtype == torch.bool or action.is_floating_point() == discrete:
             kind = "an integer" if discrete else "a floating-point"
             raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
-        self._action.copy_(action)
+        self._action.copy_(action.detach())  # never join the caller's autograd graph
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
+            "buffers); save env.state_dict() with torch.save, and restore it with "
+            "env.load_state_dict(torch.load(path)) into an env built by gp.make with the same "
+            "arguments, terms and curricula"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"

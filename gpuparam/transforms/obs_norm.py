@@ -58,7 +58,6 @@ class ObsNorm(GroupedRunningStats):
         reset_on: Sequence[str] = (),
         device: str | torch.device | None = None,
     ):
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
         super().__init__(
             shape,
             group_ids=group_ids,
@@ -104,7 +103,7 @@ class ObsNorm(GroupedRunningStats):
                     raise ValueError("ObsNorm: out expected a contiguous tensor")
             self._ensure_bound(x.shape[0])
             e = self._eng()
-        return e, x.contiguous()
+        return e, x.detach().contiguous()  # the statistics never join an autograd graph
 
     def forward(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Update the statistics with ``x`` (training and not frozen), then normalize it.

@@ -113,6 +113,7 @@ class RewardNorm(GroupedRunningStats):
             self._check_all(reward, done, out)
             self._ensure_bound(reward.shape[0])
             e = self._eng()
+        reward = reward.detach()  # the returns never join an autograd graph
         if e.fused:
             out = torch.empty(reward.shape, device=reward.device) if out is None else out
             update = self.training and not self._frozen

@@ -11,6 +11,8 @@ each layout. The same launch rewrites the float32 tables the hot path normalizes
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -29,6 +31,25 @@ from gpuparam.transforms._moments import (
 )
 
 __all__ = ["F64", "GroupedRunningStats", "merge_moments", "unmerge_moments"]
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def check_shape(name: str, shape) -> tuple[int, ...]:
+    """The per-env shape: a tuple of ints >= 1 (``()`` for scalars). Empty (size-0) and
+    negative dimensions are rejected: a batch ``[N, 0]`` has nothing to normalize."""
+    dims = (shape,) if isinstance(shape, numbers.Integral) else shape
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        raise ValueError(
+            f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}"
+        ) from None
+    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 for d in dims):
+        raise ValueError(f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}")
+    return tuple(int(d) for d in dims)
 
 
 class GroupedRunningStats(EngineOwner, nn.Module):
@@ -57,13 +78,14 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     ):
         super().__init__()
         name = type(self).__name__
-        if clip is not None and not clip > 0:
-            raise ValueError(f"{name}: clip must be > 0 or None, got {clip}")
-        if not eps > 0:
-            raise ValueError(f"{name}: eps must be > 0, got {eps}")
+        shape = check_shape(name, shape)
+        if clip is not None and not (_is_real(clip) and clip > 0):
+            raise ValueError(f"{name}: clip must be > 0 or None (a number), got {clip!r}")
+        if not (_is_real(eps) and 0 < eps < math.inf):
+            raise ValueError(f"{name}: eps must be > 0 and finite (a number), got {eps!r}")
         if isinstance(reset_on, str):
             reset_on = (reset_on,)
-        self.shape, self.clip, self.eps = tuple(int(s) for s in shape), clip, float(eps)
+        self.shape, self.clip, self.eps = shape, clip, float(eps)
         self.reset_on: tuple[str, ...] = tuple(reset_on)
         if device is None:
             device = group_ids.device if isinstance(group_ids, torch.Tensor) else "cpu"
