@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, to_wp
 from gpuparam.randomization.binding import DIST, _per_component, check_result
@@ -340,8 +341,12 @@ class Curriculum:
             t = state.get(key)
             if not isinstance(t, torch.Tensor) or t.shape != getattr(self, "_" + key).shape:
                 raise ValueError(f"{self}.load_state_dict: {key!r} missing or of another shape")
+            if t.dtype != getattr(self, "_" + key).dtype:
+                raise ValueError(f"{self}.load_state_dict: {key!r} expected dtype "
+                                 f"{getattr(self, '_' + key).dtype}, got {t.dtype}")
         if state.get("num_levels") != self.num_levels:
             raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
+        check_curriculum(state, self.num_levels, f"{self}")
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 import torch
 
+from gpuparam._checkpoint import check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, stream_for, to_wp
 from gpuparam.spec import ParamSpec
@@ -314,7 +315,8 @@ class ParamTable:
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
-        """Restore a ``state_dict()``; checks names and shapes before writing anything."""
+        """Restore a ``state_dict()``; checks names, shapes, dtypes and values (finite,
+        inside each spec range) before writing anything: a rejected load changes nothing."""
         names = tuple(state.get("names", ()))
         if names != self.names:
             raise ValueError(f"load_state_dict: expected names {self.names}, got {names}")
@@ -326,6 +328,11 @@ class ParamTable:
                     f"load_state_dict: {key!r} expected shape "
                     f"{tuple(self.nominal_table.shape)}, got {got}"
                 )
+            if t.dtype != torch.float32:
+                raise ValueError(
+                    f"load_state_dict: {key!r} expected dtype torch.float32, got {t.dtype}"
+                )
+        check_param_tables(state, self)  # finite, inside each spec range
         self.nominal_table.copy_(state["nominal"])
         self.effective_table.copy_(state["effective"])
         if self._callbacks:

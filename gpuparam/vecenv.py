@@ -8,6 +8,7 @@ import torch
 import warp as wp
 from tensordict import TensorDict
 
+from gpuparam._checkpoint import check_env_state
 from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
 from gpuparam._device import record, resolve_device, to_wp
 from gpuparam.graph import StepGraph
@@ -408,28 +409,20 @@ class VecEnv:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
-        randomization terms and curricula (add them first)."""
-        for key, want in (("env", self.name), ("num_envs", self.num_envs)):
-            if state.get(key) != want:
-                got = state.get(key)
-                raise ValueError(f"load_state_dict: expected {key} {want!r}, got {got!r}")
-        if len(state["curricula"]) != len(self._curricula):
-            raise ValueError(
-                f"load_state_dict: {len(state['curricula'])} curricula saved, "
-                f"{len(self._curricula)} added"
-            )
+        randomization terms and curricula (add them first).
+
+        Everything is validated first (``gpuparam._checkpoint``: structure, shapes, dtypes,
+        finite in-range parameter tables, counters, curriculum levels); a rejected load
+        raises ``ValueError`` and changes nothing. Synchronizes."""
+        check_env_state(
+            state, self.state_dict(), self.params, [c.num_levels for c in self._curricula]
+        )
         tensors = state["tensors"]
         mine = {
             "state": self._state, "step_count": self._step_count,
             "episode_count": self._episode_count, "running_return": self._running_return,
             "action": self._action, **self._bufs,
         }
-        for k, t in mine.items():
-            if k not in tensors or tensors[k].shape != t.shape:
-                raise ValueError(f"load_state_dict: tensor {k!r} missing or of another shape")
-        self.randomization.check_state(state["randomization"])
-        for cur, s in zip(self._curricula, state["curricula"], strict=True):
-            cur.check_state(s)
         self._seed_value = int(state["seed"])
         self._seed.fill_(self._seed_value)
         self.params.load_state_dict(state["params"])

@@ -59,6 +59,7 @@ class RewardNorm(GroupedRunningStats):
         self.gamma = float(gamma)
 
     _env_mean_table = False
+    per_env_buffers = ("returns",)
 
     def _bind_extra(self, n: int) -> None:
         self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))

@@ -29,6 +29,7 @@ from gpuparam.transforms._moments import (
     merge_moments,
     unmerge_moments,
 )
+from gpuparam.transforms._stats_state import check_stats_state
 
 __all__ = ["F64", "GroupedRunningStats", "merge_moments", "unmerge_moments"]
 
@@ -263,13 +264,23 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         self._refresh()
 
     # ------------------------------------------------------------------ checkpoints
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+    per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``, validated whole first: keys (with ``strict``),
+        shapes, dtypes, group ids and values (counts whole and >= 0, statistics finite, M2
+        >= 0). A rejected load raises ``ValueError`` and changes nothing. Synchronizes."""
+        check_stats_state(self, state_dict, "", strict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, *args):
         gid = state_dict.get(prefix + "group_ids")
+        # torch passes strict=True here whatever the caller asked: keys are checked by
+        # load_state_dict; shapes, dtypes and values of what is present, before any write
+        check_stats_state(self, state_dict, prefix, False)
         if gid is not None:
-            name, dev = type(self).__name__, self.device
-            check_group_ids(name, gid.to(dev), self.num_groups, self.num_envs, dev)
             self._ensure_bound(gid.shape[0])
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
         self._engine = None  # the group layout may have changed
         self._refresh()
 
