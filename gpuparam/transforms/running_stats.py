@@ -59,6 +59,8 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     Buffers (all persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
     ``[G, *shape]``, ``m2`` ``[G, *shape]``; the statistics at the last :meth:`sync`
     (``synced_count``, ``synced_mean``, ``synced_m2``); ``reset_pending`` bool ``[G]``;
+    ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or inf; per rank,
+    never reset);
     ``group_ids`` long ``[N]`` (absent until N is known). Subclasses add ``forward``.
 
     ``N`` is taken from ``group_ids``, else ``num_envs``, else the first batch, mask or
@@ -98,6 +100,7 @@ class GroupedRunningStats(EngineOwner, nn.Module):
             self.register_buffer(prefix + "mean", torch.zeros(G, *S, dtype=F64, device=dev))
             self.register_buffer(prefix + "m2", torch.zeros(G, *S, dtype=F64, device=dev))
         self.register_buffer("reset_pending", torch.zeros(G, dtype=torch.bool, device=dev))
+        self.register_buffer("nonfinite", torch.zeros(G, dtype=torch.int64, device=dev))
         self.register_buffer("group_ids", None)
         self._frozen, self._detach, self._engine = False, None, None
         if group_ids is not None:
