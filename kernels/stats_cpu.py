@@ -261,7 +261,9 @@ def reward_step(
             sd += s1[j]
             sq += s2[j]
         n_ok = n_b
+        clean = int(1)
         if not wp.isfinite(sd + sq):  # a NaN or inf return: sum the finite ones
+            clean = 0
             n_ok = wp.float64(0.0)
             sd = wp.float64(0.0)
             sq = wp.float64(0.0)
@@ -289,10 +291,16 @@ def reward_step(
         shift[0] = mean[0]
         write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
         s = vec16(scale_flat[0])
-        for i0 in range(M):
-            i = i0 & 0x7FFFFFFF
-            out[i] = _clip(wp.cw_mul(reward[i], s), clip)
-            returns[i] = _cleared_bad(returns[i], done[i])
+        if clean != 0:
+            for i0 in range(M):
+                i = i0 & 0x7FFFFFFF
+                out[i] = _clip(wp.cw_mul(reward[i], s), clip)
+                returns[i] = _cleared(returns[i], done[i])
+        else:
+            for i0 in range(M):
+                i = i0 & 0x7FFFFFFF
+                out[i] = _clip(wp.cw_mul(reward[i], s), clip)
+                returns[i] = _cleared_bad(returns[i], done[i])
     else:
         s = vec16(scale_flat[0])
         for i0 in range(M):
