@@ -216,3 +216,15 @@ def test_rewardnorm_returns_of_another_length_are_rejected():
     with pytest.raises(ValueError, match=r"'returns' expected a torch.float64 tensor \(16,\)"):
         target.load_state_dict(state)
     assert_same_state(dict(before), dict(target.state_dict()))
+
+
+def test_values_clamped_to_a_bound_load_back():
+    """A bound like 1e-4 is 9.9999997e-05 in the float32 tables: the range check compares
+    with the bounds as the tables hold them (found by tests/test_stateful.py)."""
+    env, _ = build(0)
+    env.params.set("masspole", -1.0, validate=False)  # clamped to the low bound
+    env.params.set("gravity", 1e9, validate=False)  # and to the high one
+    state = env.state_dict()
+    env.load_state_dict(state)
+    env.params.load_state_dict(state["params"])
+    assert_same_state(state, env.state_dict())
