@@ -131,10 +131,12 @@ def batch_center64(
     k: int,
     mean: wp.array(dtype=wp.float64),
     center_out: wp.array(dtype=wp.float32),
+    center64_out: wp.array(dtype=wp.float64),
 ):
     """Launch over 1 (one group): the batch mean per feature from the float64 per-column
     sums of the ``[N // k, k * P]`` row view over ``n_b[0]`` finite samples, written as the
-    ``k`` centers of each feature (the running mean if the batch has no finite sample)."""
+    ``k`` centers of each feature (the running mean if the batch has no finite sample),
+    in float32 and (the same values) in float64."""
     for f in range(P):
         s = wp.float64(0.0)
         for t in range(k):
@@ -144,12 +146,14 @@ def batch_center64(
             c = wp.float32(s / n_b[0])
         for t in range(k):
             center_out[t * P + f] = c
+            center64_out[t * P + f] = wp.float64(c)
 
 
 @wp.kernel
 def merge_shifted_n(
     col_sums: wp.array(dtype=wp.float64),
     nb: wp.array(dtype=wp.float64),
+    n_total: wp.float64,
     P: int,
     k: int,
     eps: wp.float64,
@@ -159,14 +163,17 @@ def merge_shifted_n(
     center: wp.array(dtype=wp.float32),
     scale_out: wp.array(dtype=wp.float32),
     offset_out: wp.array(dtype=wp.float32),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
     """Launch over 1 (one group): merge a batch of ``nb[0]`` finite samples given as the
     float64 per-column sums of ``d = x - center`` (``col_sums[:W]``) and of ``d * d``
     (``col_sums[W:]``, ``W = k * P``) over the row view, then rebuild the tables around the
-    same centers (around the mean if the batch has no finite sample)."""
+    same centers (around the mean if the batch has no finite sample); the other
+    ``n_total - nb[0]`` samples are added to ``nonfinite[0]``."""
     W = k * P
     n_a = count[0]
     n_b = nb[0]
+    nonfinite[0] = nonfinite[0] + wp.int64(n_total - n_b)
     if n_b == wp.float64(0.0):
         write_tables(0, n_a, P, k, eps, 0, mean, m2, center, scale_out, offset_out)
         return
@@ -187,6 +194,7 @@ def merge_shifted_n(
 def merge_shifted64(
     sums: wp.array(dtype=wp.float64),
     nb: wp.array(dtype=wp.float64),
+    n_total: wp.float64,
     P: int,
     eps: wp.float64,
     shift: wp.array(dtype=wp.float64),
@@ -196,13 +204,16 @@ def merge_shifted64(
     center_out: wp.array(dtype=wp.float32),
     scale_out: wp.array(dtype=wp.float32),
     offset_out: wp.array(dtype=wp.float32),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
     """Launch over 1 (one group of ``nb[0]`` finite samples, float64 data): merge a batch
     given as the sums of ``d * d`` (``sums[:P]``) and of ``d`` (``sums[P:]``) for
     ``d = x - shift``, then rebuild the tables and move ``shift`` to the new mean for the
-    next batch (a batch with no finite sample changes no statistic)."""
+    next batch (a batch with no finite sample changes no statistic); the other
+    ``n_total - nb[0]`` samples are added to ``nonfinite[0]``."""
     n_a = count[0]
     n_b = nb[0]
+    nonfinite[0] = nonfinite[0] + wp.int64(n_total - n_b)
     n = n_a + n_b
     if n_b > wp.float64(0.0):
         w_b = n_b / n

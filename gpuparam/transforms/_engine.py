@@ -141,10 +141,11 @@ class Engine:
             self.dsq = torch.zeros(2, n // k, W, **z64)  # d = x - center, d * d
             self.d, self.dd = self.dsq[0], self.dsq[1]
             self.sums = torch.zeros(2, W, **z64)
-            self.center64 = torch.zeros(1, W, **z64)  # float64 copy: no promotion per step
-            args = [_wp(self.col_sum), nb, P, k, _wp(m.mean), tabs[0]]
+            self.center64 = torch.zeros(1, W, **z64)  # the centers in float64 (no promotion)
+            args = [_wp(self.col_sum), nb, P, k, _wp(m.mean), tabs[0], _wp(self.center64)]
             self._center = record(K.batch_center64, 1, args, dev)
-            args = [_wp(self.sums), nb, P, k, eps, *stats, *tabs]
+            args = [_wp(self.sums), nb, wp.float64(n), P, k, eps, *stats, *tabs,
+                    _wp(m.nonfinite)]
             self._merge = record(K.merge_shifted_n, 1, args, dev)
         elif self.layout == "single":
             self.data64, self.primed = data64, False
@@ -158,7 +159,8 @@ class Engine:
             else:
                 self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2, d
                 self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
-                args = [_wp(self.sums), nb, 1, eps, _wp(self.shift), *stats, *tabs]
+                args = [_wp(self.sums), nb, wp.float64(n), 1, eps, _wp(self.shift), *stats,
+                        *tabs, _wp(m.nonfinite)]
                 self._merge = record(K.merge_shifted64, 1, args, dev)
         elif self.layout in ("grouped", "identity"):
             self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
@@ -235,12 +237,11 @@ class Engine:
         bad = self.fin.apply(x64)
         torch.sum(x64, 0, out=self.col_sum)
         self._center()
-        torch.sub(x64, self.center64.copy_(self.center), out=d)
+        torch.sub(x64, self.center64, out=d)  # the kernel wrote the centers in float64 too
         d.view(self.n, self.P).masked_fill_(bad, 0.0)
         torch.mul(d, d, out=self.dd)
         torch.sum(self.dsq, 1, out=self.sums)
-        self._merge()
-        self.fin.count(self._nonfinite, self._gid)
+        self._merge()  # also counts the samples left out
 
     def _run(self, flags: tuple, make, tensors: tuple) -> None:
         """Run the fused launch recorded for ``flags`` (made once by ``make()`` over the
@@ -308,7 +309,8 @@ class Engine:
             self.resid.view(self.n, self.P).masked_fill_(bad, 0.0)
             torch.index_add(self.zeros, 0, gid, self.resid, out=self.bm2)
         self._merge()
-        fin.count(self._nonfinite, gid)
+        if self.layout != "single":  # (the single merge counts them itself)
+            fin.count(self._nonfinite, gid)
         self._gather_tables()
 
 
