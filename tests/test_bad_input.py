@@ -277,3 +277,28 @@ def test_config_frequency_true_is_rejected():
            "operation": "scaling", "distribution": "uniform"}}}
     with pytest.raises(ValueError, match="frequency must be an int >= 0, got True"):
         gp.randomization_from_config(cfg)
+
+
+def test_torchrl_rollout_with_a_grad_policy_keeps_no_graph_alive():
+    pytest.importorskip("torchrl")
+    from tensordict.nn import TensorDictModule
+
+    from gpuparam.integrations.torchrl import TorchRLEnv
+
+    env = gp.make("Pendulum-v1", num_envs=16, device="cpu", seed=0)
+    refs = []
+
+    class Policy(torch.nn.Module):
+        def forward(self, obs):
+            a, gone = _saved_input(w, (16, 1))
+            refs.append(gone)
+            return (a - 1.0) + obs[:, :1] * 0.0
+
+    w = torch.ones(1, requires_grad=True)
+    policy = TensorDictModule(Policy(), in_keys=["observation"], out_keys=["action"])
+    out = TorchRLEnv(env).rollout(10, policy)
+    assert not out["next", "observation"].requires_grad
+    assert not env.state_dict()["tensors"]["action"].requires_grad
+    del out
+    gc.collect()
+    assert all(r() is None for r in refs)
