@@ -144,3 +144,23 @@ def test_obsnorm_reduction_of_huge_float32_values_does_not_overflow(n):
     out = norm(big)
     assert torch.isfinite(norm.std).all() and norm.nonfinite.item() == 0
     np.testing.assert_allclose(norm.std[0].numpy(), 3e38, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_cuda_follows_the_same_policy(layout, engine_path):
+    if engine_path == "fused":
+        pytest.skip("one CUDA path")
+    n, shape, steps = 64, (3,), 4
+    gid = LAYOUTS[layout](n)
+    cpu = ObsNorm(shape, group_ids=gid, num_envs=n)
+    gpu = ObsNorm(shape, group_ids=None if gid is None else gid.cuda(), num_envs=n,
+                  device="cuda")
+    data, _ = poisoned_batches(n, shape, steps)
+    for x in data:
+        cpu(torch.from_numpy(x))
+        gpu(torch.from_numpy(x).cuda())
+    assert torch.equal(cpu.count, gpu.count.cpu())
+    assert torch.equal(cpu.nonfinite, gpu.nonfinite.cpu())
+    torch.testing.assert_close(cpu.mean, gpu.mean.cpu(), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(cpu.var, gpu.var.cpu(), rtol=1e-8, atol=1e-9)
