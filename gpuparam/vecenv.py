@@ -417,6 +417,9 @@ class VecEnv:
         check_env_state(
             state, self.state_dict(), self.params, [c.num_levels for c in self._curricula]
         )
+        self.randomization.check_state(state["randomization"])  # (their own checks too)
+        for cur, s in zip(self._curricula, state["curricula"], strict=True):
+            cur.check_state(s)
         tensors = state["tensors"]
         mine = {
             "state": self._state, "step_count": self._step_count,
