@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterable
+
 import torch
 
 
@@ -20,17 +23,48 @@ def check_mask(mask: torch.Tensor | None, num_envs: int, device: torch.device, w
     return mask
 
 
-def check_env_ids(env_ids, num_envs: int, device: torch.device, validate: bool = True):
-    """Validate env indices: long tensor ``[K]`` on ``device`` or a sequence of ints.
+def check_env_ids(
+    env_ids, num_envs: int, device: torch.device, validate: bool = True, distinct: bool = False
+):
+    """Validate env indices: an integer tensor ``[K]`` on ``device`` or a sequence of ints.
 
-    Range checks synchronize with the host when ``validate`` is true.
+    Python sequences must hold ints (``bool`` and ``float`` entries are rejected: a bool
+    selection is a ``mask``). With ``validate`` the range is checked on the host (a sync),
+    and with ``distinct`` also that no id repeats (writes of one value per id, where a
+    repeat would leave which value wins unspecified); without ``validate`` nothing is read
+    back and out-of-range ids are dropped by the writes on the device (see
+    :func:`ids_to_mask`). Returns int64 ``[K]``.
     """
     if not isinstance(env_ids, torch.Tensor):
-        env_ids = torch.as_tensor(env_ids, dtype=torch.int64)
+        if isinstance(env_ids, (str, bytes)) or not isinstance(env_ids, Iterable):
+            raise ValueError(
+                f"env_ids: expected a sequence of ints or an integer tensor [K], "
+                f"got {type(env_ids).__name__}"
+            )
+        env_ids = list(env_ids)
+        bad = [i for i in env_ids if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
+        if bad:
+            hint = " (a bool selection is a mask: pass mask=)" if isinstance(bad[0], bool) else ""
+            raise ValueError(
+                f"env_ids: expected ints, got {bad[0]!r} ({type(bad[0]).__name__}){hint}"
+            )
+        try:
+            env_ids = torch.tensor([int(i) for i in env_ids], dtype=torch.int64)
+        except (OverflowError, RuntimeError, ValueError):
+            raise ValueError(
+                f"env_ids: expected indices in [0, {num_envs}), got one beyond int64"
+            ) from None
         if env_ids.device != device:
             env_ids = env_ids.to(device)
+    if env_ids.dtype == torch.bool:
+        raise ValueError(
+            "env_ids: expected an integer tensor, got dtype torch.bool (a bool selection "
+            "is a mask: pass mask=)"
+        )
     if env_ids.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"env_ids: expected an integer tensor, got dtype {env_ids.dtype}")
+        raise ValueError(
+            f"env_ids: expected an integer tensor (int64 or int32), got dtype {env_ids.dtype}"
+        )
     if env_ids.dim() != 1:
         raise ValueError(f"env_ids: expected shape (K,), got {tuple(env_ids.shape)}")
     if env_ids.device != device:
@@ -39,11 +73,48 @@ def check_env_ids(env_ids, num_envs: int, device: torch.device, validate: bool =
         lo, hi = int(env_ids.min()), int(env_ids.max())  # host-ok: validated path only
         if lo < 0 or hi >= num_envs:
             raise ValueError(f"env_ids: expected indices in [0, {num_envs}), got [{lo}, {hi}]")
+        n_unique = torch.unique(env_ids).numel() if distinct else env_ids.numel()  # host-ok
+        if n_unique != env_ids.numel():
+            raise ValueError("env_ids: expected distinct indices, got duplicates")
     return env_ids.to(torch.int64)
 
 
 def ids_to_mask(env_ids: torch.Tensor, num_envs: int) -> torch.Tensor:
-    """Bool mask ``[num_envs]`` with True at ``env_ids``, built on the device."""
-    mask = torch.zeros(num_envs, dtype=torch.bool, device=env_ids.device)
-    mask[env_ids] = True
-    return mask
+    """Bool mask ``[num_envs]`` with True at the in-range ``env_ids``, built on the device
+    without a sync; ids outside ``[0, num_envs)`` are dropped (negative ids do not wrap)."""
+    ok = (env_ids >= 0) & (env_ids < num_envs)
+    hits = torch.zeros(num_envs, dtype=torch.int32, device=env_ids.device)
+    hits.index_add_(0, env_ids.clamp(0, num_envs - 1), ok.to(torch.int32))
+    return hits > 0
+
+
+INT32_MAX = 2**31 - 1
+
+
+def check_max_episode_steps(value) -> int:
+    """``max_episode_steps``: an int in ``[1, 2**31 - 1]`` (the per-env step counters are
+    int32); ``bool`` is rejected."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ValueError(
+            f"max_episode_steps: expected an int in [1, {INT32_MAX}], got {value!r} "
+            f"({type(value).__name__})"
+        )
+    if not 1 <= value <= INT32_MAX:
+        raise ValueError(
+            f"max_episode_steps: expected an int in [1, {INT32_MAX}] (the step counters are "
+            f"int32), got {value}"
+        )
+    return int(value)
+
+
+def canonical_device(device):
+    """``"cpu:0"`` and ``torch.device("cpu", 0)`` mean ``"cpu"``: torch's CPU tensors carry
+    no index, so an indexed CPU device would reject every one of them."""
+    if isinstance(device, (str, torch.device)):
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError):
+            return device  # resolve_device raises the precise error
+        if dev.type == "cpu":
+            return torch.device("cpu")
+    return device

@@ -81,6 +81,13 @@ def _walk(node: Mapping, frequency, terms: list[Term], path: tuple[str, ...]) ->
                 terms.append(_entry(str(key), value, frequency, (*path, str(key))))
             else:
                 _walk(value, frequency, terms, (*path, str(key)))
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value):
+            where = ".".join((*path, str(key)))
+            raise ValueError(
+                f"randomization_from_config: {where}: expected a mapping (a group of entries "
+                f"keyed by parameter name, or an entry with 'range'), got a list; write the "
+                f"group as a dict so that no entry is dropped"
+            )
 
 
 def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
@@ -111,15 +118,20 @@ def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
 
 
 def _trigger(e: Mapping, frequency, where: str):
-    if e.get("setup_only"):
+    setup_only = e.get("setup_only", False)
+    if not isinstance(setup_only, bool):
+        raise ValueError(
+            f"{where}: setup_only expected true or false (a YAML bool), got {setup_only!r}"
+        )
+    if setup_only:
         return "startup"
     if "on" in e:
         return e["on"]
     freq = e.get("frequency", frequency)
+    if freq is not None and (not isinstance(freq, int) or isinstance(freq, bool) or freq < 0):
+        raise ValueError(f"{where}: frequency must be an int >= 0, got {freq!r}")
     if freq is None or freq in (0, 1):
         return "reset"
-    if not isinstance(freq, int) or freq < 0:
-        raise ValueError(f"{where}: frequency must be an int >= 0, got {freq!r}")
     return OnReset(min_steps=freq)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, to_wp
 from gpuparam.randomization.binding import DIST, _per_component, check_result
@@ -156,13 +157,22 @@ class Curriculum:
         if env_ids is not None:
             mask = ids_to_mask(check_env_ids(env_ids, n, dev), n)
         if isinstance(level, torch.Tensor):
-            if level.shape != (n,) or level.dtype.is_floating_point or level.device != dev:
+            if (
+                level.shape != (n,) or level.dtype.is_floating_point or level.is_complex()
+                or level.dtype == torch.bool or level.device != dev
+            ):
                 raise ValueError(f"{self}.set_level: expected an int tensor [{n}] on {dev}")
             lo, hi = int(level.min()), int(level.max())  # host-ok: validated user call
-            value = level.to(torch.int32)
+            value = level.detach().to(torch.int32)
         else:
+            if not isinstance(level, int) or isinstance(level, bool):
+                raise ValueError(
+                    f"{self}.set_level: expected an int in [0, {L}) or an int tensor [{n}], "
+                    f"got {level!r} ({type(level).__name__})"
+                )
             lo = hi = level
-            value = torch.full((n,), int(level), dtype=torch.int32, device=dev)
+            value = torch.full((n,), level if 0 <= level < L else 0, dtype=torch.int32,
+                               device=dev)
         if not (isinstance(lo, int) and 0 <= lo and hi < L):
             raise ValueError(f"{self}.set_level: levels must be in [0, {L}), got {level!r}")
         gate = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else mask
@@ -339,8 +349,12 @@ class Curriculum:
             t = state.get(key)
             if not isinstance(t, torch.Tensor) or t.shape != getattr(self, "_" + key).shape:
                 raise ValueError(f"{self}.load_state_dict: {key!r} missing or of another shape")
+            if t.dtype != getattr(self, "_" + key).dtype:
+                raise ValueError(f"{self}.load_state_dict: {key!r} expected dtype "
+                                 f"{getattr(self, '_' + key).dtype}, got {t.dtype}")
         if state.get("num_levels") != self.num_levels:
             raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
+        check_curriculum(state, self.num_levels, f"{self}")
 
 
 # ---------------------------------------------------------------------------- helpers

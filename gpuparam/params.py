@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 import torch
 
+from gpuparam._checkpoint import check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, stream_for, to_wp
 from gpuparam.spec import ParamSpec
@@ -150,8 +151,15 @@ class ParamTable:
             validate: check every written value is finite and inside the spec's range and
                 raise ``ValueError`` before writing anything. This synchronizes with the host
                 for tensor values. With ``validate=False`` nothing synchronizes (for hot loops
-                and CUDA-graph capture): values are clamped to the range on the device, and
-                non-finite values leave the entry unchanged.
+                and CUDA-graph capture): values are clamped to the range on the device,
+                non-finite values leave the entry unchanged, ``env_ids`` outside
+                ``[0, num_envs)`` are dropped on the device (negative ids do not wrap) and,
+                if an id repeats, which of its values is written is unspecified.
+
+        ``on_change`` listeners are notified with the mask of exactly the envs addressed:
+        ``mask``, or the in-range ``env_ids`` (with ``validate=False``, entries left
+        unchanged because their value was not finite count as addressed). Tensor values
+        are detached (the tables never require grad).
         """
         if isinstance(name_or_dict, Mapping):
             if value is not None:
@@ -163,7 +171,9 @@ class ParamTable:
             raise ValueError("set: pass mask or env_ids, not both")
         check_mask(mask, self.num_envs, self.device)
         if env_ids is not None:
-            env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate)
+            env_ids = check_env_ids(
+                env_ids, self.num_envs, self.device, validate, distinct=True
+            )
         rows = self.num_envs if env_ids is None else env_ids.shape[0]
         prepared = [self._prepare(n, v, rows, mask, validate) for n, v in items]
         if env_ids is None:
@@ -195,14 +205,26 @@ class ParamTable:
         spec = self._spec(name)
         target = (rows, *spec.shape)
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            v = float(value)
+            try:
+                v = float(value)
+            except OverflowError:
+                raise ValueError(
+                    f"parameter {name!r}: expected a number in [{spec.low}, {spec.high}], "
+                    f"got one beyond float range ({str(value)[:20]}...)"
+                ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(
                     f"parameter {name!r}: value {v} outside its range [{spec.low}, {spec.high}]"
                 )
             return name, v
         if isinstance(value, (list, tuple)):
-            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
+            try:
+                value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
+            except (OverflowError, RuntimeError, TypeError, ValueError) as e:
+                raise ValueError(
+                    f"parameter {name!r}: expected a list of numbers, got one that does not "
+                    f"convert to float32 ({e})"
+                ) from None
         if not isinstance(value, torch.Tensor):
             raise ValueError(
                 f"parameter {name!r}: expected a number or a float tensor, "
@@ -223,7 +245,8 @@ class ParamTable:
                 f"parameter {name!r}: expected a value broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
             )
-        v = value.to(torch.float32).expand(target).reshape(rows, spec.size)
+        # detached: the tables never join the caller's autograd graph
+        v = value.detach().to(torch.float32).expand(target).reshape(rows, spec.size)
         if validate:
             bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
             if mask is not None:
@@ -312,7 +335,8 @@ class ParamTable:
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
-        """Restore a ``state_dict()``; checks names and shapes before writing anything."""
+        """Restore a ``state_dict()``; checks names, shapes, dtypes and values (finite,
+        inside each spec range) before writing anything: a rejected load changes nothing."""
         names = tuple(state.get("names", ()))
         if names != self.names:
             raise ValueError(f"load_state_dict: expected names {self.names}, got {names}")
@@ -324,6 +348,11 @@ class ParamTable:
                     f"load_state_dict: {key!r} expected shape "
                     f"{tuple(self.nominal_table.shape)}, got {got}"
                 )
+            if t.dtype != torch.float32:
+                raise ValueError(
+                    f"load_state_dict: {key!r} expected dtype torch.float32, got {t.dtype}"
+                )
+        check_param_tables(state, self)  # finite, inside each spec range
         self.nominal_table.copy_(state["nominal"])
         self.effective_table.copy_(state["effective"])
         if self._callbacks:

@@ -11,7 +11,8 @@ import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
-from gpuparam._checks import check_mask
+from gpuparam._checkpoint import check_env_state
+from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
 from gpuparam._device import resolve_device, to_wp
 from gpuparam.backend import Backend, KernelBackend, Task
 from gpuparam.params import ParamTable
@@ -105,18 +106,11 @@ class VecEnv:
             )
         self.num_envs = num_envs
         self.env_offset = env_offset
-        self.device = resolve_device(device)
+        self.device = resolve_device(canonical_device(device))
         if max_episode_steps is not None:
-            if (
-                not isinstance(max_episode_steps, int)
-                or isinstance(max_episode_steps, bool)
-                or not 1 <= max_episode_steps < 2**31
-            ):
-                raise ValueError(
-                    f"max_episode_steps: expected an int in [1, 2**31 - 1], "
-                    f"got {max_episode_steps!r}"
-                )
-            self.max_episode_steps = max_episode_steps
+            self.max_episode_steps = check_max_episode_steps(max_episode_steps)
+        if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
+            raise ValueError(f"seed: expected an int32 value, got {seed!r}")
         if cuda_graph is not None:
             capture = bool(cuda_graph)
         self.validate_actions = bool(validate_actions)
@@ -542,24 +536,19 @@ class VecEnv:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
-        randomization terms and curricula (add them first)."""
-        for key, want in (("env", self.name), ("num_envs", self.num_envs)):
-            if state.get(key) != want:
-                got = state.get(key)
-                raise ValueError(f"load_state_dict: expected {key} {want!r}, got {got!r}")
-        if len(state["curricula"]) != len(self._curricula):
-            raise ValueError(
-                f"load_state_dict: {len(state['curricula'])} curricula saved, "
-                f"{len(self._curricula)} added"
-            )
-        tensors = state["tensors"]
-        mine = self._checkpoint_tensors()
-        for k, t in mine.items():
-            if k not in tensors or tensors[k].shape != t.shape:
-                raise ValueError(f"load_state_dict: tensor {k!r} missing or of another shape")
-        self.randomization.check_state(state["randomization"])
+        randomization terms and curricula (add them first).
+
+        Everything is validated first (``gpuparam._checkpoint``: structure, shapes, dtypes,
+        finite in-range parameter tables, counters, curriculum levels); a rejected load
+        raises ``ValueError`` and changes nothing. Synchronizes."""
+        check_env_state(
+            state, self.state_dict(), self.params, [c.num_levels for c in self._curricula]
+        )
+        self.randomization.check_state(state["randomization"])  # (their own checks too)
         for cur, s in zip(self._curricula, state["curricula"], strict=True):
             cur.check_state(s)
+        tensors = state["tensors"]
+        mine = self._checkpoint_tensors()
         self._seed_value = int(state["seed"])
         self.context.seed.fill_(self._seed_value)
         self.params.load_state_dict(state["params"])
@@ -619,6 +608,14 @@ class VecEnv:
         counted once (views and Warp aliases of torch memory too). Host-side accounting, not
         for the step path."""
         return device_bytes(self)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
+            "buffers); save env.state_dict() with torch.save, and restore it with "
+            "env.load_state_dict(torch.load(path)) into an env built by gp.make with the same "
+            "arguments, terms and curricula"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"

@@ -124,28 +124,36 @@ def merge(
 
 
 @wp.kernel
-def batch_center(
-    col_sum: wp.array(dtype=wp.float32),
+def batch_center64(
+    col_sum: wp.array(dtype=wp.float64),
+    n_b: wp.array(dtype=wp.float64),
     P: int,
     k: int,
-    inv_n: wp.float64,
+    mean: wp.array(dtype=wp.float64),
     center_out: wp.array(dtype=wp.float32),
+    center64_out: wp.array(dtype=wp.float64),
 ):
-    """Launch over 1 (one group): the batch mean per feature from the per-column sums of
-    the ``[N // k, k * P]`` row view, written as the ``k`` centers of each feature."""
+    """Launch over 1 (one group): the batch mean per feature from the float64 per-column
+    sums of the ``[N // k, k * P]`` row view over ``n_b[0]`` finite samples, written as the
+    ``k`` centers of each feature (the running mean if the batch has no finite sample),
+    in float32 and (the same values) in float64."""
     for f in range(P):
         s = wp.float64(0.0)
         for t in range(k):
-            s += wp.float64(col_sum[t * P + f])
-        c = wp.float32(s * inv_n)
+            s += col_sum[t * P + f]
+        c = wp.float32(mean[f])
+        if n_b[0] > wp.float64(0.0):
+            c = wp.float32(s / n_b[0])
         for t in range(k):
             center_out[t * P + f] = c
+            center64_out[t * P + f] = wp.float64(c)
 
 
 @wp.kernel
-def merge_shifted(
-    col_sums: wp.array(dtype=wp.float32),
-    n_b: wp.float64,
+def merge_shifted_n(
+    col_sums: wp.array(dtype=wp.float64),
+    nb: wp.array(dtype=wp.float64),
+    n_total: wp.float64,
     P: int,
     k: int,
     eps: wp.float64,
@@ -155,20 +163,28 @@ def merge_shifted(
     center: wp.array(dtype=wp.float32),
     scale_out: wp.array(dtype=wp.float32),
     offset_out: wp.array(dtype=wp.float32),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
-    """Launch over 1 (one group of ``n_b`` envs): merge a batch given as the per-column sums
-    of ``d = x - center`` (``col_sums[:W]``) and of ``d * d`` (``col_sums[W:]``,
-    ``W = k * P``) over the row view, then rebuild the tables around the same centers."""
+    """Launch over 1 (one group): merge a batch of ``nb[0]`` finite samples given as the
+    float64 per-column sums of ``d = x - center`` (``col_sums[:W]``) and of ``d * d``
+    (``col_sums[W:]``, ``W = k * P``) over the row view, then rebuild the tables around the
+    same centers (around the mean if the batch has no finite sample); the other
+    ``n_total - nb[0]`` samples are added to ``nonfinite[0]``."""
     W = k * P
     n_a = count[0]
+    n_b = nb[0]
+    nonfinite[0] = nonfinite[0] + wp.int64(n_total - n_b)
+    if n_b == wp.float64(0.0):
+        write_tables(0, n_a, P, k, eps, 0, mean, m2, center, scale_out, offset_out)
+        return
     n = n_a + n_b
     w_b = n_b / n
     for f in range(P):
         sd = wp.float64(0.0)
         sq = wp.float64(0.0)
         for t in range(k):
-            sd += wp.float64(col_sums[t * P + f])
-            sq += wp.float64(col_sums[W + t * P + f])
+            sd += col_sums[t * P + f]
+            sq += col_sums[W + t * P + f]
         merge_sums(f, n_a, n_b, w_b, sd, sq, wp.float64(center[f]), mean, m2)
     count[0] = n
     write_tables(0, n, P, k, eps, 1, mean, m2, center, scale_out, offset_out)
@@ -177,7 +193,8 @@ def merge_shifted(
 @wp.kernel
 def merge_shifted64(
     sums: wp.array(dtype=wp.float64),
-    n_b: wp.float64,
+    nb: wp.array(dtype=wp.float64),
+    n_total: wp.float64,
     P: int,
     eps: wp.float64,
     shift: wp.array(dtype=wp.float64),
@@ -187,15 +204,22 @@ def merge_shifted64(
     center_out: wp.array(dtype=wp.float32),
     scale_out: wp.array(dtype=wp.float32),
     offset_out: wp.array(dtype=wp.float32),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
-    """Launch over 1 (one group of ``n_b`` envs, float64 data): merge a batch given as the
-    sums of ``d * d`` (``sums[:P]``) and of ``d`` (``sums[P:]``) for ``d = x - shift``,
-    then rebuild the tables and move ``shift`` to the new mean for the next batch."""
+    """Launch over 1 (one group of ``nb[0]`` finite samples, float64 data): merge a batch
+    given as the sums of ``d * d`` (``sums[:P]``) and of ``d`` (``sums[P:]``) for
+    ``d = x - shift``, then rebuild the tables and move ``shift`` to the new mean for the
+    next batch (a batch with no finite sample changes no statistic); the other
+    ``n_total - nb[0]`` samples are added to ``nonfinite[0]``."""
     n_a = count[0]
+    n_b = nb[0]
+    nonfinite[0] = nonfinite[0] + wp.int64(n_total - n_b)
     n = n_a + n_b
-    w_b = n_b / n
+    if n_b > wp.float64(0.0):
+        w_b = n_b / n
+        for f in range(P):
+            merge_sums(f, n_a, n_b, w_b, sums[P + f], sums[f], shift[f], mean, m2)
     for f in range(P):
-        merge_sums(f, n_a, n_b, w_b, sums[P + f], sums[f], shift[f], mean, m2)
         shift[f] = mean[f]
     count[0] = n
     write_tables(0, n, P, 1, eps, 0, mean, m2, center_out, scale_out, offset_out)

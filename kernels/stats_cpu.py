@@ -45,6 +45,44 @@ def _cleared(r: vec16d, done: vec16b) -> vec16d:
     return r
 
 
+@wp.func
+def _finite_sums(
+    x: wp.array(dtype=vec16),
+    P: int,
+    n_b: wp.float64,
+    n_a: wp.float64,
+    center_flat: wp.array(dtype=wp.float32),
+    feat: wp.array(dtype=wp.float64),
+) -> wp.float64:
+    """The slow path of a batch holding NaN or inf: sums of ``d = x - center`` and ``d * d``
+    per feature over the envs whose ``P`` values are all finite, into ``feat`` ``[2 * P]``;
+    returns their number. A group with count ``n_a == 0`` is shifted by the first finite
+    env instead (written into the centers, which ``write_tables`` rewrites afterwards)."""
+    n = int(n_b)
+    for f in range(2 * P):
+        feat[f] = wp.float64(0.0)
+    ok = wp.float64(0.0)
+    shifted = int(0)
+    if n_a > wp.float64(0.0):
+        shifted = 1
+    for e in range(n):
+        good = int(1)
+        for f in range(P):
+            if not wp.isfinite(_lane(x, e * P + f)):
+                good = 0
+        if good != 0:
+            if shifted == 0:
+                for i in range(center_flat.shape[0]):
+                    center_flat[i] = _lane(x, e * P + i % P)
+                shifted = 1
+            for f in range(P):
+                d = wp.float64(_lane(x, e * P + f)) - wp.float64(center_flat[f])
+                feat[f] = feat[f] + d
+                feat[P + f] = feat[P + f] + d * d
+            ok = ok + wp.float64(1.0)
+    return ok
+
+
 @wp.kernel
 def obs_step(
     x: wp.array(dtype=vec16),
@@ -69,11 +107,14 @@ def obs_step(
     offset_flat: wp.array(dtype=wp.float32),
     acc: wp.array(dtype=vec16d),
     feat: wp.array(dtype=wp.float64),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
     """Launch over 1: with ``update``, merge the batch ``x`` (``[n_b * P / 16]``) into the
     statistics and rebuild the tables; then ``out = (x - center) * scale + offset``
     (clipped to ``[-clip, clip]`` if ``clip > 0``), and the same for ``x2`` if ``pair``.
-    Scratch: ``acc`` ``[3 * Q]``, ``feat`` ``[2 * P]``."""
+    Envs whose sample holds a NaN or inf are left out of the statistics and counted in
+    ``nonfinite[0]`` (their output is NaN or inf). Scratch: ``acc`` ``[3 * Q]``,
+    ``feat`` ``[2 * P]``."""
     M = x.shape[0]
     if update != 0:
         if count[0] == wp.float64(0.0):  # no running mean yet: shift by the first env
@@ -118,6 +159,7 @@ def obs_step(
                     q = 0
         for f in range(2 * P):
             feat[f] = wp.float64(0.0)
+        total = wp.float64(0.0)
         for q in range(Q):
             s1 = acc[q]
             s2 = acc[Q + q]
@@ -125,13 +167,19 @@ def obs_step(
                 f = (16 * q + j) % P
                 feat[f] = feat[f] + s1[j]
                 feat[P + f] = feat[P + f] + s2[j]
+                total = total + s1[j] + s2[j]
+        n_ok = n_b
+        if not wp.isfinite(total):  # float64 sums of float32 data overflow never: a NaN/inf
+            n_ok = _finite_sums(x, P, n_b, count[0], center_flat, feat)
+            nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
         n_a = count[0]
-        n = n_a + n_b
-        w_b = n_b / n
-        for f in range(P):
-            shift = wp.float64(center_flat[f])
-            merge_sums(f, n_a, n_b, w_b, feat[f], feat[P + f], shift, mean, m2)
-        count[0] = n
+        n = n_a + n_ok
+        if n_ok > wp.float64(0.0):
+            w_b = n_ok / n
+            for f in range(P):
+                shift = wp.float64(center_flat[f])
+                merge_sums(f, n_a, n_ok, w_b, feat[f], feat[P + f], shift, mean, m2)
+            count[0] = n
         write_tables(0, n, P, 16 * Q // P, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
     if Q == 1:  # tables in registers
         c = center[0]
@@ -158,6 +206,15 @@ def obs_step(
                 q = 0
 
 
+@wp.func
+def _cleared_bad(r: vec16d, done: vec16b) -> vec16d:
+    """``r`` with the lanes where ``done`` or not finite set to 0."""
+    for j in range(16):
+        clear = done[j] != wp.uint8(0) or not wp.isfinite(r[j])
+        r[j] = wp.where(clear, wp.float64(0.0), r[j])
+    return r
+
+
 @wp.kernel
 def reward_step(
     reward: wp.array(dtype=vec16),
@@ -176,52 +233,87 @@ def reward_step(
     center_flat: wp.array(dtype=wp.float32),
     scale_flat: wp.array(dtype=wp.float32),
     offset_flat: wp.array(dtype=wp.float32),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
     """Launch over 1: ``returns = returns * gamma + reward`` (float64); with ``update``,
     merge the returns into the statistics (one group, around ``shift``: the running mean,
     or the first env's return for a group with count 0; then ``shift`` moves to the new
     mean); ``out = reward * scale`` (clipped if ``clip > 0``); ``returns`` cleared where
-    ``done`` (exactly 0, whatever they held)."""
+    ``done`` (exactly 0, whatever they held). With ``update``, returns that are NaN or inf
+    are left out of the statistics, counted in ``nonfinite[0]`` and cleared too."""
     M = reward.shape[0]
-    if update != 0 and count[0] == wp.float64(0.0):
-        shift[0] = returns[0][0] * gamma + wp.float64(reward[0][0])
-    sh = vec16d(shift[0])
-    s1 = vec16d()
-    s2 = vec16d()
-    if update != 0:  # (two loops: a branch inside would keep the sums in memory)
-        for i0 in range(M):
+    if update != 0:
+        if count[0] == wp.float64(0.0):
+            shift[0] = returns[0][0] * gamma + wp.float64(reward[0][0])
+        sh = vec16d(shift[0])
+        s1 = vec16d()
+        s2 = vec16d()
+        for i0 in range(M):  # returns advanced, not yet cleared: the last loop clears
             i = i0 & 0x7FFFFFFF
             r = returns[i] * gamma + vec16d(reward[i])
             d = r - sh
             s1 = s1 + d
             s2 = s2 + wp.cw_mul(d, d)
-            returns[i] = _cleared(r, done[i])
-    else:
-        for i0 in range(M):
-            i = i0 & 0x7FFFFFFF
-            returns[i] = _cleared(returns[i] * gamma + vec16d(reward[i]), done[i])
-    if update != 0:
+            returns[i] = r
         sd = wp.float64(0.0)
         sq = wp.float64(0.0)
         for j in range(16):
             sd += s1[j]
             sq += s2[j]
+        n_ok = n_b
+        clean = int(1)
+        if not wp.isfinite(sd + sq):  # a NaN or inf return: sum the finite ones
+            clean = 0
+            n_ok = wp.float64(0.0)
+            sd = wp.float64(0.0)
+            sq = wp.float64(0.0)
+            first = int(0)
+            if count[0] == wp.float64(0.0):
+                first = 1
+            for i0 in range(M):
+                for j in range(16):
+                    rj = returns[i0][j]
+                    if wp.isfinite(rj):
+                        if first != 0:
+                            shift[0] = rj
+                            first = 0
+                        dj = rj - shift[0]
+                        sd += dj
+                        sq += dj * dj
+                        n_ok += wp.float64(1.0)
+            nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
         n_a = count[0]
-        n = n_a + n_b
-        w_b = n_b / n
-        merge_sums(0, n_a, n_b, w_b, sd, sq, shift[0], mean, m2)
+        n = n_a + n_ok
+        if n_ok > wp.float64(0.0):
+            w_b = n_ok / n
+            merge_sums(0, n_a, n_ok, w_b, sd, sq, shift[0], mean, m2)
+            count[0] = n
         shift[0] = mean[0]
-        count[0] = n
         write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
-    s = vec16(scale_flat[0])
-    for i0 in range(M):
-        i = i0 & 0x7FFFFFFF
-        out[i] = _clip(wp.cw_mul(reward[i], s), clip)
+        s = vec16(scale_flat[0])
+        if clean != 0:
+            for i0 in range(M):
+                i = i0 & 0x7FFFFFFF
+                out[i] = _clip(wp.cw_mul(reward[i], s), clip)
+                returns[i] = _cleared(returns[i], done[i])
+        else:
+            for i0 in range(M):
+                i = i0 & 0x7FFFFFFF
+                out[i] = _clip(wp.cw_mul(reward[i], s), clip)
+                returns[i] = _cleared_bad(returns[i], done[i])
+    else:
+        s = vec16(scale_flat[0])
+        for i0 in range(M):
+            i = i0 & 0x7FFFFFFF
+            returns[i] = _cleared(returns[i] * gamma + vec16d(reward[i]), done[i])
+            out[i] = _clip(wp.cw_mul(reward[i], s), clip)
 
 
 # ----------------------------------------------------------------------------- any N
 # The same one-launch updates for batches that do not fill whole 16-float vectors (e.g.
-# N = 1, P = 4): scalar loops over the flat batch, the same float64 shifted sums and merge.
+# N = 1, P = 4): scalar loops over the flat batch, the same float64 shifted sums and merge,
+# the same non-finite policy (an env whose sample holds a NaN or inf is left out of the
+# statistics and counted; its output stays NaN or inf).
 
 
 @wp.func
@@ -229,6 +321,15 @@ def _clip1(y: wp.float32, clip: wp.float32) -> wp.float32:
     if clip > wp.float32(0.0):
         y = wp.min(wp.max(y, -clip), clip)
     return y
+
+
+@wp.func
+def _env_finite(x: wp.array(dtype=wp.float32), e: int, P: int) -> bool:
+    bad = int(0)
+    for f in range(P):
+        if not wp.isfinite(x[e * P + f]):
+            bad = 1
+    return bad == 0
 
 
 @wp.kernel
@@ -251,32 +352,41 @@ def obs_step_any(
     scale_flat: wp.array(dtype=wp.float32),
     offset_flat: wp.array(dtype=wp.float32),
     feat: wp.array(dtype=wp.float64),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
     """``obs_step`` for a flat float32 batch ``[n_b * P]`` of any length (tables with ``k``
     copies of the group's row). Scratch: ``feat`` ``[2 * P]``."""
     M = x.shape[0]
+    N = M // P
     if update != 0:
-        if count[0] == wp.float64(0.0):  # no running mean yet: shift by the first env
-            for f in range(P):
-                center_flat[f] = x[f]
+        if count[0] == wp.float64(0.0):  # no running mean yet: shift by the first finite env
+            found = int(0)
+            for e in range(N):
+                if found == 0 and _env_finite(x, e, P):
+                    for f in range(P):
+                        center_flat[f] = x[e * P + f]
+                    found = 1
         for f in range(2 * P):
             feat[f] = wp.float64(0.0)
-        f = int(0)
-        for i0 in range(M):
-            i = i0 & 0x7FFFFFFF
-            d = wp.float64(x[i]) - wp.float64(center_flat[f])
-            feat[f] = feat[f] + d
-            feat[P + f] = feat[P + f] + d * d
-            f = (f + 1) & 0x7FFFFFFF
-            if f == P:
-                f = 0
+        n_ok = wp.float64(0.0)
+        for e0 in range(N):
+            e = e0 & 0x7FFFFFFF
+            if _env_finite(x, e, P):
+                for f in range(P):
+                    d = wp.float64(x[e * P + f]) - wp.float64(center_flat[f])
+                    feat[f] = feat[f] + d
+                    feat[P + f] = feat[P + f] + d * d
+                n_ok += wp.float64(1.0)
+        if n_ok < n_b:
+            nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
         n_a = count[0]
-        n = n_a + n_b
-        w_b = n_b / n
-        for g in range(P):
-            shift = wp.float64(center_flat[g])
-            merge_sums(g, n_a, n_b, w_b, feat[g], feat[P + g], shift, mean, m2)
-        count[0] = n
+        n = n_a + n_ok
+        if n_ok > wp.float64(0.0):
+            w_b = n_ok / n
+            for g in range(P):
+                shift = wp.float64(center_flat[g])
+                merge_sums(g, n_a, n_ok, w_b, feat[g], feat[P + g], shift, mean, m2)
+            count[0] = n
         write_tables(0, n, P, k, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
     f = int(0)
     for i0 in range(M):
@@ -310,32 +420,53 @@ def reward_step_any(
     center_flat: wp.array(dtype=wp.float32),
     scale_flat: wp.array(dtype=wp.float32),
     offset_flat: wp.array(dtype=wp.float32),
+    nonfinite: wp.array(dtype=wp.int64),
 ):
     """``reward_step`` for ``[n_b]`` rewards of any length."""
     M = reward.shape[0]
-    if update != 0 and count[0] == wp.float64(0.0):
-        shift[0] = returns[0] * gamma + wp.float64(reward[0])
-    sh = shift[0]
-    s1 = wp.float64(0.0)
-    s2 = wp.float64(0.0)
-    for i0 in range(M):
-        i = i0 & 0x7FFFFFFF
-        r = returns[i] * gamma + wp.float64(reward[i])
-        d = r - sh
-        s1 += d
-        s2 += d * d
-        if done[i]:
-            r = wp.float64(0.0)
-        returns[i] = r
-    if update != 0:
-        n_a = count[0]
-        n = n_a + n_b
-        w_b = n_b / n
-        merge_sums(0, n_a, n_b, w_b, s1, s2, shift[0], mean, m2)
-        shift[0] = mean[0]
-        count[0] = n
-        write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
     s = scale_flat[0]
-    for i0 in range(M):
-        i = i0 & 0x7FFFFFFF
-        out[i] = _clip1(reward[i] * s, clip)
+    if update != 0:
+        first = int(0)
+        if count[0] == wp.float64(0.0):
+            first = 1
+        sd = wp.float64(0.0)
+        sq = wp.float64(0.0)
+        n_ok = wp.float64(0.0)
+        for i0 in range(M):
+            i = i0 & 0x7FFFFFFF
+            r = returns[i] * gamma + wp.float64(reward[i])
+            returns[i] = r
+            if wp.isfinite(r):
+                if first != 0:  # no running mean yet: shift by the first finite return
+                    shift[0] = r
+                    first = 0
+                d = r - shift[0]
+                sd += d
+                sq += d * d
+                n_ok += wp.float64(1.0)
+        if n_ok < n_b:
+            nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
+        n_a = count[0]
+        n = n_a + n_ok
+        if n_ok > wp.float64(0.0):
+            w_b = n_ok / n
+            merge_sums(0, n_a, n_ok, w_b, sd, sq, shift[0], mean, m2)
+            count[0] = n
+        shift[0] = mean[0]
+        write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+        s = scale_flat[0]
+        for i0 in range(M):
+            i = i0 & 0x7FFFFFFF
+            r = returns[i]
+            if done[i] or not wp.isfinite(r):
+                r = wp.float64(0.0)
+            returns[i] = r
+            out[i] = _clip1(reward[i] * s, clip)
+    else:
+        for i0 in range(M):
+            i = i0 & 0x7FFFFFFF
+            r = returns[i] * gamma + wp.float64(reward[i])
+            if done[i]:
+                r = wp.float64(0.0)
+            returns[i] = r
+            out[i] = _clip1(reward[i] * s, clip)

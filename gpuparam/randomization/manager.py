@@ -15,10 +15,12 @@ without Warp's per-launch argument packing (``_Replay``); on GPUs a thread handl
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
+from gpuparam._checkpoint import check_randomization
 from gpuparam._device import Replay, launch, to_wp
 from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
 from gpuparam.randomization.terms import Term
@@ -466,8 +468,37 @@ class Randomization:
                 f"got {[s['name'] for s in saved]}"
             )
         for b, s in zip(bounds, saved, strict=True):
-            if s["vals"].shape != b.state["vals"].shape or s["counter"].shape != (self._n,):
-                raise ValueError(f"randomization.load_state_dict: {b.term}: shapes differ")
+            for key in ("counter", "clock", "clamped", "vals"):
+                t, want = s.get(key), b.state[key]
+                if not isinstance(t, torch.Tensor) or t.shape != want.shape or (
+                    t.dtype != want.dtype
+                ):
+                    got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else t
+                    raise ValueError(
+                        f"randomization.load_state_dict: {b.term}: {key!r} expected "
+                        f"{want.dtype} {tuple(want.shape)}, got {got}"
+                    )
             if (s["mask"] is None) != (b.mask is None) or (s["pe"] is None) != (b.pe_row < 0):
                 raise ValueError(f"randomization.load_state_dict: {b.term}: mask/ranges differ")
+            for key, want in (("mask", b.mask), ("pe", b.state.get("pe"))):
+                t = s[key]
+                if t is not None and (t.shape != want.shape or t.dtype != want.dtype):
+                    raise ValueError(
+                        f"randomization.load_state_dict: {b.term}: {key!r} expected "
+                        f"{want.dtype} {tuple(want.shape)}, got {t.dtype} {tuple(t.shape)}"
+                    )
+        for key in ("global_step", "next_uid"):
+            v = state.get(key)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise ValueError(f"randomization.load_state_dict: {key!r} expected an int, "
+                                 f"got {v!r}")
+        cr = state.get("clamped_removed")
+        if not isinstance(cr, torch.Tensor) or cr.shape != self._clamped_removed.shape:
+            raise ValueError("randomization.load_state_dict: 'clamped_removed' expected a "
+                             f"tensor {tuple(self._clamped_removed.shape)}, got {cr!r}")
+        for s in saved:
+            if isinstance(s["uid"], bool) or not isinstance(s["uid"], numbers.Integral):
+                raise ValueError(f"randomization.load_state_dict: uid expected an int, "
+                                 f"got {s['uid']!r}")
+        check_randomization(state, "randomization")
         return bounds

@@ -6,6 +6,11 @@ runs the batch reduction as a few torch ops over ``[N, *shape]`` followed by one
 (``kernels.stats``) that merges the batch into the float64 statistics and rewrites the
 float32 tables. Nothing here reads a device value on the host.
 
+Every torch layout leaves envs whose sample holds NaN or inf out of the batch (their rows
+zeroed in the float64 scratch, the per-group batch counts computed on the device, see
+``_finite``) and adds them to the module's ``nonfinite`` counters; the fused kernels do the
+same in a second pass that runs only when the first pass's sums are not finite.
+
 On CPU each torch op costs a few microseconds whatever its size, and more right after an env
 step has flushed the caches, so the layouts below use as few ops as their numerics allow.
 ``P`` is the numel of the per-env shape.
@@ -13,12 +18,11 @@ step has flushed the caches, so the layouts below use as few ops as their numeri
 - ``tiled`` (one group, float32 data: ``ObsNorm``): ``[N, *shape]`` is viewed as rows
   ``[N // k, k * P]`` (k = 1 on CUDA) and the tables hold the group's row k times, so every
   elementwise op broadcasts a row of up to 256 elements (a ``[N, 4] - [4]`` broadcast is
-  about 6x slower on CPU). Two passes: per-column float32 sums give the batch mean ``c``
-  (the tables' center), then one sum over ``[d, d * d]`` with ``d = x - c``, which the kernel
-  folds in float64 into ``M2 = sum(d^2) - sum(d)^2 / N``. Around the batch mean this is
-  stable; float32 rounding of ``d^2`` and the cascade sums leave a relative error near 1e-7
-  in the batch's M2 (the mean is exact to about 1e-7 of the batch std). The output
-  ``d * s + b`` reuses ``d``.
+  about 6x slower on CPU). The batch is copied to float64 (so nothing overflows, not even
+  ``(3e38 - -3e38)^2``); two passes: per-column sums give the batch mean ``c`` (the tables'
+  center, rounded to float32), then one sum over ``[d, d * d]`` with ``d = x - c``, which
+  the kernel folds into ``M2 = sum(d^2) - sum(d)^2 / N``. The output is ``(x - c) * s + b``
+  in float32.
 - ``single`` (one group, float64 ``[N]`` data: ``RewardNorm``): one pass in float64 around
   the running mean (the first batch of an engine: around its own mean), both sums from one
   ``mv`` of ``[d, 1]`` with ``d``. The relative error of M2 is about
@@ -44,6 +48,7 @@ import torch
 import warp as wp
 
 from gpuparam._device import Replay, init_warp, record, wp_device
+from gpuparam.transforms._finite import FiniteMask
 from gpuparam.transforms._moments import F64
 from kernels import stats as K
 from kernels import stats_cpu as KC
@@ -142,7 +147,8 @@ class Engine:
         if self.layout == "tiled" and self.fused and not self.lanes16:
             self.placeholder = torch.zeros(n * P, **z)
             self.feat = torch.zeros(2 * P, **z64)
-            self._fused_args = [P, k, wp.float64(n), eps, *stats, *tabs, _wp(self.feat)]
+            self._fused_args = [P, k, wp.float64(n), eps, *stats, *tabs, _wp(self.feat),
+                                _wp(m.nonfinite)]
         elif self.layout == "tiled" and self.fused:
             Q = W // 16
             self.acc = torch.zeros(3 * Q, 16, **z64)  # batch sums of d and d * d, the shift
@@ -151,35 +157,46 @@ class Engine:
             self._fused_args = [
                 P, Q, wp.float64(n), eps, *stats,
                 *(_wp16(t) for t in self.tab), *tabs, _wp16(self.acc, KC.vec16d), _wp(self.feat),
+                _wp(m.nonfinite),
             ]
-        elif self.layout == "tiled":
-            self.col_sum = torch.zeros(W, **z)
-            self.dsq = torch.zeros(2, n // k, W, **z)  # d = x - center, d * d
+        else:
+            self.fin = FiniteMask(n, P, dev)  # NaN / inf samples: left out and counted
+            self._nonfinite = m.nonfinite
+            nb = _wp(self.fin.nb)
+        if self.layout == "tiled" and not self.fused:  # float64 sums: nothing overflows
+            self.x64 = torch.zeros(n // k, W, **z64)
+            self.col_sum = torch.zeros(W, **z64)
+            self.dsq = torch.zeros(2, n // k, W, **z64)  # d = x - center, d * d
             self.d, self.dd = self.dsq[0], self.dsq[1]
-            self.sums = torch.zeros(2, W, **z)
-            args = [_wp(self.col_sum), P, k, wp.float64(1.0 / n), tabs[0]]
-            self._center = record(K.batch_center, 1, args, dev)
-            args = [_wp(self.sums), wp.float64(n), P, k, eps, *stats, *tabs]
-            self._merge = record(K.merge_shifted, 1, args, dev)
+            self.sums = torch.zeros(2, W, **z64)
+            self.center64 = torch.zeros(1, W, **z64)  # the centers in float64 (no promotion)
+            args = [_wp(self.col_sum), nb, P, k, _wp(m.mean), tabs[0], _wp(self.center64)]
+            self._center = record(K.batch_center64, 1, args, dev)
+            args = [_wp(self.sums), nb, wp.float64(n), P, k, eps, *stats, *tabs,
+                    _wp(m.nonfinite)]
+            self._merge = record(K.merge_shifted_n, 1, args, dev)
         elif self.layout == "single":
             self.data64, self.primed = data64, False
             self.shift = torch.zeros(1, **z64)  # the running mean, kept through resets
             if self.fused:  # shift by the running mean (a loaded one too), from the start
                 self.shift.copy_(m.mean.reshape(1))
-                self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs]
+                self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs,
+                                    _wp(m.nonfinite)]
                 self.r32 = torch.zeros(n, **z)  # placeholders the fused launch is recorded with
                 self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)  # (reward/out, done)
             else:
                 self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2, d
                 self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
-                args = [_wp(self.sums), wp.float64(n), 1, eps, _wp(self.shift), *stats, *tabs]
+                args = [_wp(self.sums), nb, wp.float64(n), 1, eps, _wp(self.shift), *stats,
+                        *tabs, _wp(m.nonfinite)]
                 self._merge = record(K.merge_shifted64, 1, args, dev)
-        else:
+        elif self.layout in ("grouped", "identity"):
             self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
-            self.bcount = torch.zeros(G, **z64).index_add_(0, gid, torch.ones(n, **z64))
-            self.bdiv = self.bcount.clamp(min=1.0).view(G, *([1] * len(S)))  # empty: mean 0
+            self.bcount = torch.zeros(G, **z64)  # finite samples per group, per batch
+            self.bdiv = torch.ones(G, **z64).view(G, *([1] * len(S)))  # bcount, empty: 1
             self.bmean = self.data64 if identity else torch.zeros(G, *S, **z64)
             self.bm2, self.zeros = torch.zeros(G, *S, **z64), torch.zeros(G, *S, **z64)
+            self.zeros_g = torch.zeros(G, **z64)
             self.resid = torch.zeros(n, *S, **z64)  # x - its group's batch mean
             batch = [_wp(self.bcount), _wp(self.bmean), _wp(self.bm2)]
             self._merge = record(K.merge, G, [*batch, P, k, eps, *stats, *tabs], dev)
@@ -237,18 +254,22 @@ class Engine:
             torch.sub(xr, self.center, out=o)
             o.mul_(self.scale)
             return
-        d = self.d if updated else torch.sub(xr, self.center, out=o)
+        d = torch.sub(xr, self.center, out=o)
         torch.addcmul(self.offset, d, self.scale, out=o)
 
     def update_f32(self, x: torch.Tensor) -> None:
-        """Merge the float32 batch ``x`` (contiguous ``[N, *shape]``) in (``tiled``)."""
-        xr, d = self.view(x), self.d
-        torch.sum(xr, 0, out=self.col_sum)
+        """Merge the float32 batch ``x`` (contiguous ``[N, *shape]``) in (``tiled``), in
+        float64 around the batch mean of its finite samples (NaN / inf ones counted)."""
+        x64, d = self.x64, self.d
+        x64.copy_(self.view(x))
+        bad = self.fin.apply(x64)
+        torch.sum(x64, 0, out=self.col_sum)
         self._center()
-        torch.sub(xr, self.center, out=d)
+        torch.sub(x64, self.center64, out=d)  # the kernel wrote the centers in float64 too
+        d.view(self.n, self.P).masked_fill_(bad, 0.0)
         torch.mul(d, d, out=self.dd)
         torch.sum(self.dsq, 1, out=self.sums)
-        self._merge()
+        self._merge()  # also counts the samples left out
 
     def _run(self, flags: tuple, make, tensors: tuple) -> None:
         """Run the fused launch recorded for ``flags`` (made once by ``make()`` over the
@@ -316,25 +337,34 @@ class Engine:
 
     def update_f64(self) -> None:
         """Merge the float64 batch in ``data64`` in (``single``, ``grouped``, ``identity``)."""
-        x, gid = self.data64, self._gid
+        x, gid, fin = self.data64, self._gid, self.fin
+        bad = fin.apply(x)  # NaN / inf samples (returns: cleared) left out, counted below
         if self.layout == "single":
-            if not self.primed:  # the first batch: around its own mean
+            if not self.primed:  # the first batch: around its own (finite) mean
                 torch.sum(x, 0, keepdim=True, out=self.shift)
-                self.shift.div_(self.n)
+                self.shift.div_(fin.nb.clamp(min=1.0))
                 self.primed = True
             torch.sub(x, self.shift, out=self.d)
+            self.d.masked_fill_(bad.view(-1), 0.0)
             torch.mv(self.dm, self.d, out=self.sums)
-        elif self.layout == "grouped":
+        else:
+            torch.index_add(self.zeros_g, 0, gid, fin.good64, out=self.bcount)
+            torch.clamp(self.bcount, min=1.0, out=self.bdiv.view(-1))
+        if self.layout == "grouped":
             torch.index_add(self.zeros, 0, gid, x, out=self.bmean)
             torch.div(self.bmean, self.bdiv, out=self.bmean)
             torch.index_select(self.bmean, 0, gid, out=self.resid)
             torch.sub(x, self.resid, out=self.resid).square_()
+            self.resid.view(self.n, self.P).masked_fill_(bad, 0.0)
             torch.index_add(self.zeros, 0, gid, self.resid, out=self.bm2)
         self._merge()
+        if self.layout != "single":  # (the single merge counts them itself)
+            fin.count(self._nonfinite, gid)
         self._gather_tables()
 
 
-_BOUND = frozenset({"count", "mean", "m2", "group_ids", "returns"})  # tensors engines bind
+# tensors engines bind
+_BOUND = frozenset({"count", "mean", "m2", "group_ids", "returns", "nonfinite"})
 
 
 class EngineOwner:

@@ -38,11 +38,16 @@ class ObsNorm(GroupedRunningStats):
     ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0.
 
     Precision: the statistics are float64 and merged with Chan et al.'s formula. Each batch
-    is reduced in float64 with several groups. With one group: on CUDA (and on CPU when N
-    does not fill whole 16-float vectors) in float32 around the batch mean, which leaves a
-    relative error of at most about 1e-7 in the batch's variance and about 1e-7 of the batch
-    std in its mean; on CPU otherwise in float64 around the running mean (the first env's
-    values after a reset), in one Warp launch that also writes the output.
+    is reduced in float64, so no float32 value overflows it: with one group on CUDA (and on
+    CPU when N does not fill whole 16-float vectors) around the batch mean, on CPU otherwise
+    around the running mean (the first env's values after a reset), in one Warp launch that
+    also writes the output.
+
+    Non-finite input: an env whose sample holds a NaN or inf is left out of its group's
+    statistics for that batch and counted in ``nonfinite`` (int64 ``[G]`` on the device,
+    persistent, not cleared by ``reset_stats``); its output is NaN or inf, so the caller
+    sees it; every other env is normalized with the statistics of the finite samples. The
+    same on every path, with device work only.
 
     ``forward`` and ``normalize`` never synchronize with the host; their ``[N, *shape]``
     scratch is allocated once, when N is known.
@@ -67,7 +72,6 @@ class ObsNorm(GroupedRunningStats):
         reset_on: Sequence[str] = (),
         device: str | torch.device | None = None,
     ):
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
         super().__init__(
             shape,
             group_ids=group_ids,
@@ -133,7 +137,7 @@ class ObsNorm(GroupedRunningStats):
                     raise ValueError("ObsNorm: out expected a contiguous tensor")
             self._ensure_bound(x.shape[0])
             e = self._eng()
-        return e, x.contiguous()
+        return e, x.detach().contiguous()  # the statistics never join an autograd graph
 
     def _update_flag(self, train: bool | None) -> bool:
         if train is None:

@@ -27,6 +27,10 @@ class RewardNorm(GroupedRunningStats):
         group_ids, num_groups, num_envs, clip, eps, reset_on, device: as in ``ObsNorm``
             (statistics have shape ``[G]``).
 
+    Non-finite input: while updating, a return that is NaN or inf (after a NaN or inf
+    reward) is left out of the statistics, counted in ``nonfinite`` (int64 ``[G]``) and
+    cleared to 0, as at an episode end; that env's scaled reward is NaN or inf.
+
     Right after a reset a group's scale comes from the current batch (one env per group:
     var 0, so the first reward after a reset maps to ``r / sqrt(eps)`` unless clipped; use
     ``clip``); a group with count 0 scales by ``1 / sqrt(1 + eps)``.
@@ -59,6 +63,7 @@ class RewardNorm(GroupedRunningStats):
         self.gamma = float(gamma)
 
     _env_mean_table = False
+    per_env_buffers = ("returns",)
 
     def _bind_extra(self, n: int) -> None:
         self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
@@ -113,6 +118,7 @@ class RewardNorm(GroupedRunningStats):
             self._check_all(reward, done, out)
             self._ensure_bound(reward.shape[0])
             e = self._eng()
+        reward = reward.detach()  # the returns never join an autograd graph
         if e.fused:
             out = torch.empty(reward.shape, device=reward.device) if out is None else out
             update = self.training and not self._frozen

@@ -11,6 +11,8 @@ each layout. The same launch rewrites the float32 tables the hot path normalizes
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -27,8 +29,28 @@ from gpuparam.transforms._moments import (
     merge_moments,
     unmerge_moments,
 )
+from gpuparam.transforms._stats_state import check_stats_state
 
 __all__ = ["F64", "GroupedRunningStats", "merge_moments", "unmerge_moments"]
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def check_shape(name: str, shape) -> tuple[int, ...]:
+    """The per-env shape: a tuple of ints >= 1 (``()`` for scalars). Empty (size-0) and
+    negative dimensions are rejected: a batch ``[N, 0]`` has nothing to normalize."""
+    dims = (shape,) if isinstance(shape, numbers.Integral) else shape
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        raise ValueError(
+            f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}"
+        ) from None
+    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 for d in dims):
+        raise ValueError(f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}")
+    return tuple(int(d) for d in dims)
 
 
 class GroupedRunningStats(EngineOwner, nn.Module):
@@ -37,6 +59,8 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     Buffers (all persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
     ``[G, *shape]``, ``m2`` ``[G, *shape]``; the statistics at the last :meth:`sync`
     (``synced_count``, ``synced_mean``, ``synced_m2``); ``reset_pending`` bool ``[G]``;
+    ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or inf; per rank,
+    never reset);
     ``group_ids`` long ``[N]`` (absent until N is known). Subclasses add ``forward``.
 
     ``N`` is taken from ``group_ids``, else ``num_envs``, else the first batch, mask or
@@ -57,13 +81,14 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     ):
         super().__init__()
         name = type(self).__name__
-        if clip is not None and not clip > 0:
-            raise ValueError(f"{name}: clip must be > 0 or None, got {clip}")
-        if not eps > 0:
-            raise ValueError(f"{name}: eps must be > 0, got {eps}")
+        shape = check_shape(name, shape)
+        if clip is not None and not (_is_real(clip) and clip > 0):
+            raise ValueError(f"{name}: clip must be > 0 or None (a number), got {clip!r}")
+        if not (_is_real(eps) and 0 < eps < math.inf):
+            raise ValueError(f"{name}: eps must be > 0 and finite (a number), got {eps!r}")
         if isinstance(reset_on, str):
             reset_on = (reset_on,)
-        self.shape, self.clip, self.eps = tuple(int(s) for s in shape), clip, float(eps)
+        self.shape, self.clip, self.eps = shape, clip, float(eps)
         self.reset_on: tuple[str, ...] = tuple(reset_on)
         if device is None:
             device = group_ids.device if isinstance(group_ids, torch.Tensor) else "cpu"
@@ -75,6 +100,7 @@ class GroupedRunningStats(EngineOwner, nn.Module):
             self.register_buffer(prefix + "mean", torch.zeros(G, *S, dtype=F64, device=dev))
             self.register_buffer(prefix + "m2", torch.zeros(G, *S, dtype=F64, device=dev))
         self.register_buffer("reset_pending", torch.zeros(G, dtype=torch.bool, device=dev))
+        self.register_buffer("nonfinite", torch.zeros(G, dtype=torch.int64, device=dev))
         self.register_buffer("group_ids", None)
         self._frozen, self._detach, self._engine = False, None, None
         if group_ids is not None:
@@ -255,13 +281,23 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         self._refresh()
 
     # ------------------------------------------------------------------ checkpoints
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+    per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``, validated whole first: keys (with ``strict``),
+        shapes, dtypes, group ids and values (counts whole and >= 0, statistics finite, M2
+        >= 0). A rejected load raises ``ValueError`` and changes nothing. Synchronizes."""
+        check_stats_state(self, state_dict, "", strict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, *args):
         gid = state_dict.get(prefix + "group_ids")
+        # torch passes strict=True here whatever the caller asked: keys are checked by
+        # load_state_dict; shapes, dtypes and values of what is present, before any write
+        check_stats_state(self, state_dict, prefix, False)
         if gid is not None:
-            name, dev = type(self).__name__, self.device
-            check_group_ids(name, gid.to(dev), self.num_groups, self.num_envs, dev)
             self._ensure_bound(gid.shape[0])
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
         self._engine = None  # the group layout may have changed
         self._refresh()
 

@@ -1,0 +1,183 @@
+"""Checkpoint validation: a state dict is checked whole before any of it is written.
+
+``env.load_state_dict`` calls :func:`check_env_state` first; only if it returns are the
+seed, parameters, env tensors, randomization and curricula written, so a rejected load
+changes nothing. The saved dict is compared with a template (the target's own
+``state_dict()``): the same keys, list lengths, strings and tuples (env name, parameter
+and term names), Python ints where the template has ints, and tensors of the same shape and
+dtype (any device: they are copied). Then the values are checked:
+
+- parameter tables (nominal and effective) finite and inside each parameter's spec range
+  (every write leaves them so);
+- integer counters (step counts, episode counters, randomization counters and clamp
+  counts, ADR counts) non-negative; the seed an int32; the global step and uids
+  non-negative ints, uids distinct and below ``next_uid``;
+- randomization ranges, per-env ranges and clocks, and ADR sums finite;
+- curriculum levels inside ``[0, num_levels)``.
+
+The env's physical state and its output buffers may hold NaN or inf (an env that diverged
+is data the checkpoint must reproduce); their dtypes and shapes are checked.
+
+Host code: it synchronizes (checkpoint loading is never on the step path).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+
+import torch
+
+_NONNEG_ENV = ("step_count", "episode_count", "episode_length")
+
+
+def _fail(path: str, expected: str, got: object) -> None:
+    raise ValueError(f"load_state_dict: {path}: expected {expected}, got {got}")
+
+
+def _describe(v: object) -> str:
+    if isinstance(v, torch.Tensor):
+        return f"a {v.dtype} tensor {tuple(v.shape)}"
+    return f"{v!r} ({type(v).__name__})"
+
+
+def check_like(saved: object, template: object, path: str = "state") -> None:
+    """Raise ``ValueError`` naming the first place where ``saved`` differs in structure,
+    type, shape or dtype from ``template`` (a state dict of the target)."""
+    if isinstance(template, torch.Tensor):
+        if not isinstance(saved, torch.Tensor):
+            _fail(path, f"a {template.dtype} tensor {tuple(template.shape)}", _describe(saved))
+        if saved.dtype != template.dtype or saved.shape != template.shape:
+            _fail(path, f"a {template.dtype} tensor {tuple(template.shape)}", _describe(saved))
+    elif isinstance(template, Mapping):
+        if not isinstance(saved, Mapping):
+            _fail(path, "a dict", _describe(saved))
+        missing = [k for k in template if k not in saved]
+        extra = [k for k in saved if k not in template]
+        if missing or extra:
+            _fail(path, f"keys {sorted(map(str, template))}",
+                  f"missing {missing}, unexpected {extra}")
+        for k, v in template.items():
+            check_like(saved[k], v, f"{path}.{k}")
+    elif isinstance(template, tuple) and all(isinstance(v, str) for v in template):
+        if not isinstance(saved, (tuple, list)) or tuple(saved) != template:
+            _fail(path, repr(template), _describe(saved))
+    elif isinstance(template, (list, tuple)):
+        if not isinstance(saved, (list, tuple)) or len(saved) != len(template):
+            _fail(path, f"a list of {len(template)}", _describe(saved))
+        for i, (s, t) in enumerate(zip(saved, template, strict=True)):
+            check_like(s, t, f"{path}[{i}]")
+    elif isinstance(template, bool) or template is None or isinstance(template, str):
+        if type(saved) is not type(template) or (isinstance(template, str) and saved != template):
+            _fail(path, repr(template), _describe(saved))
+    elif isinstance(template, numbers.Integral):
+        if isinstance(saved, bool) or not isinstance(saved, numbers.Integral):
+            _fail(path, "an int", _describe(saved))
+    elif isinstance(template, numbers.Real):
+        if isinstance(saved, bool) or not isinstance(saved, numbers.Real):
+            _fail(path, "a number", _describe(saved))
+
+
+def check_finite(t: torch.Tensor, path: str) -> None:
+    """``t`` (floating point) holds no NaN or inf."""
+    if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):  # host-ok
+        _fail(path, "finite values", "NaN or inf")
+
+
+def check_nonneg(t: torch.Tensor, path: str) -> None:
+    """``t`` holds no negative value."""
+    if t.numel() and bool((t < 0).any()):  # host-ok: checkpoint loading
+        _fail(path, "values >= 0", f"minimum {t.min().item()}")  # host-ok: error path
+
+
+def check_param_tables(state: Mapping, params, path: str = "params") -> None:
+    """Both ``[C, N]`` tables finite and, row by row, inside the spec range of the
+    parameter component the row holds (structure checked by :func:`check_like`)."""
+    for key in ("nominal", "effective"):
+        t = state[key]
+        check_finite(t, f"{path}.{key}")
+        for name in params.names:
+            spec = params.spec[name]
+            c0, size = params.columns(name)
+            rows = t[c0 : c0 + size]
+            # the bounds as the float32 tables hold them (1e-4 is 9.9999997e-05 there)
+            low = torch.tensor(spec.low, dtype=t.dtype)
+            high = torch.tensor(spec.high, dtype=t.dtype)
+            if bool((rows < low.to(t.device)).any() | (rows > high.to(t.device)).any()):
+                lo, hi = rows.min().item(), rows.max().item()  # host-ok: error path
+                _fail(f"{path}.{key} of {name!r}", f"values in [{spec.low}, {spec.high}]",
+                      f"[{lo}, {hi}]")
+
+
+def check_randomization(state: Mapping, path: str = "randomization") -> None:
+    """Counters, clocks, ranges, uids and the global step of a randomization state."""
+    step = state["global_step"]
+    if step < 0:
+        _fail(f"{path}.global_step", "an int >= 0", step)
+    uids = [s["uid"] for s in state["terms"]]
+    if any(u < 0 for u in uids) or len(set(uids)) != len(uids):
+        _fail(f"{path} uids", "distinct ints >= 0", uids)
+    if uids and max(uids) >= state["next_uid"]:
+        _fail(f"{path}.next_uid", f"an int > {max(uids)}", state["next_uid"])
+    check_nonneg(state["clamped_removed"], f"{path}.clamped_removed")
+    for i, s in enumerate(state["terms"]):
+        where = f"{path}.terms[{i}] ({s['name']})"
+        for key in ("counter", "clamped"):
+            check_nonneg(s[key], f"{where}.{key}")
+        for key in ("clock", "vals", "pe"):
+            if s[key] is not None:
+                check_finite(s[key], f"{where}.{key}")
+
+
+def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") -> None:
+    """Levels inside ``[0, num_levels)``, ADR sums finite and counts non-negative."""
+    if state["num_levels"] != num_levels:
+        _fail(f"{path}.num_levels", str(num_levels), state["num_levels"])
+    lv = state["levels"]
+    if lv.numel() and (bool((lv < 0).any()) or bool((lv >= num_levels).any())):  # host-ok
+        _fail(f"{path}.levels", f"levels in [0, {num_levels})",
+              f"[{lv.min().item()}, {lv.max().item()}]")  # host-ok: error path
+    check_finite(state["adr_sums"], f"{path}.adr_sums")
+    check_nonneg(state["adr_counts"], f"{path}.adr_counts")
+
+
+def check_env_state(
+    state: object, template: Mapping, params, curricula_levels: Sequence[int]
+) -> None:
+    """Everything :func:`VecEnv.load_state_dict` needs, checked before it writes.
+
+    Args:
+        state: the saved dict.
+        template: the target env's own ``state_dict()`` (structure, shapes, dtypes).
+        params: the target's ``ParamTable`` (spec ranges and columns).
+        curricula_levels: ``num_levels`` of each curriculum added to the target, in order.
+
+    Raises ``ValueError`` naming the entry, what was expected and what was got.
+    """
+    if not isinstance(state, Mapping):
+        _fail("state", "a dict from env.state_dict()", _describe(state))
+    for key in ("env", "num_envs"):
+        if key in state and state[key] != template[key]:
+            _fail(key, repr(template[key]), repr(state[key]))
+    if "curricula" in state and isinstance(state["curricula"], (list, tuple)):
+        if len(state["curricula"]) != len(template["curricula"]):
+            _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
+                  "curriculum added to this env)", len(state["curricula"]))
+    try:
+        saved_terms = [t["name"] for t in state["randomization"]["terms"]]
+    except (KeyError, TypeError):
+        saved_terms = None
+    want_terms = [t["name"] for t in template["randomization"]["terms"]]
+    if saved_terms is not None and saved_terms != want_terms:
+        _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
+    check_like(state, template)
+    seed = state["seed"]
+    if not -(2**31) <= seed < 2**31:
+        _fail("seed", "an int32 value", seed)
+    check_param_tables(state["params"], params)
+    for key in _NONNEG_ENV:
+        if key in template["tensors"]:  # (the runtime decides which counters it saves)
+            check_nonneg(state["tensors"][key], f"tensors.{key}")
+    check_randomization(state["randomization"])
+    for i, (s, levels) in enumerate(zip(state["curricula"], curricula_levels, strict=True)):
+        check_curriculum(s, levels, f"curricula[{i}]")
