@@ -211,7 +211,7 @@ class Curriculum:
                                  "schedule, not Choice")
             tab = _range_table(value, L, term, b.size)
             for r in tab:
-                term._check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
+                term.check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
                 lo, hi = (r[:, 0], r[:, 0]) if term.dist == "gaussian" else (r[:, 0], r[:, 1])
                 check_result(term, p.spec[term.param], p, b.mask, lo.float(), hi.float())
             bounds.append(b)
@@ -391,8 +391,8 @@ def _range_table(value, L: int, term: Term, size: int) -> torch.Tensor:
                          f"ranges (each a pair), got {value!r}")
     rows = []
     for r in value:
-        a = _per_component(r[0], size, term, term._range_names[0])
-        b = _per_component(r[1], size, term, term._range_names[1])
+        a = _per_component(r[0], size, term, term.range_names[0])
+        b = _per_component(r[1], size, term, term.range_names[1])
         rows.append(torch.tensor([a, b], dtype=torch.float64).T)  # [size, 2]
     t = torch.stack(rows)
     return t if t.shape[0] == L else _lerp(t, L)

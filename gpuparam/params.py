@@ -25,7 +25,7 @@ class _Values(Mapping):
         self._table, self._data = table, data
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self._table._view(self._data, name)
+        return self._table.column_view(self._data, name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._table.names)
@@ -108,7 +108,7 @@ class ParamTable:
 
     def __getitem__(self, name: str) -> torch.Tensor:
         """Effective values of ``name``: float32 view ``[num_envs, *shape]`` on the device."""
-        return self._view(self.effective_table, name)
+        return self.column_view(self.effective_table, name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
@@ -124,7 +124,9 @@ class ParamTable:
                 f"unknown parameter {name!r}; valid names: {', '.join(self._specs)}"
             ) from None
 
-    def _view(self, data: torch.Tensor, name: str) -> torch.Tensor:
+    def column_view(self, data: torch.Tensor, name: str) -> torch.Tensor:
+        """Parameter ``name``'s rows of a table ``data`` (``nominal_table`` or
+        ``effective_table``, float32 ``[C, num_envs]``) as a view ``[num_envs, *shape]``."""
         spec = self._spec(name)
         c0, size = self._cols[name]
         if spec.shape == ():

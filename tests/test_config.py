@@ -50,7 +50,7 @@ def test_mapping_of_every_key():
     assert isinstance(g, gp.Gaussian) and g.op == "add" and g.on == gp.OnReset(50)
     assert g.schedule == gp.Linear((0.0, 0.0), (0.0, 0.4), 100)
     assert isinstance(t["masspole"], gp.Uniform) and t["masspole"].on == "startup"
-    assert t["masspole"].op == "scale" and t["masspole"]._range == (0.5, 1.5)
+    assert t["masspole"].op == "scale" and t["masspole"].range == (0.5, 1.5)
     m = t["masscart"]
     assert isinstance(m, gp.LogUniform) and m.schedule == gp.Step([(1.0, 1.0), (0.5, 2.0)], [30])
     assert t["length"].on == "reset"

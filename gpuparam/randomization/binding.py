@@ -90,14 +90,14 @@ def bind(term: Term, env, uid: int) -> Bound:
         nbp, bp, interp, nch = 1, [0], K.HOLD, len(term.values)
     else:
         if term.schedule is None:
-            bp, ranges, kind = [0], [term._range], "hold"
+            bp, ranges, kind = [0], [term.range], "hold"
         else:
             bp, ranges, kind = term.schedule.breakpoints()
         rows = []
         for r in ranges:
-            term._check_range(r)
-            a = torch.tensor(_per_component(r[0], size, term, term._range_names[0]))
-            b = torch.tensor(_per_component(r[1], size, term, term._range_names[1]))
+            term.check_range(r)
+            a = torch.tensor(_per_component(r[0], size, term, term.range_names[0]))
+            b = torch.tensor(_per_component(r[1], size, term, term.range_names[1]))
             lo, hi = _result_inputs(term, a, b)
             check_result(term, spec, params, mask, lo, hi)
             rows.append(torch.stack([a, b], dim=-1))  # [size, 2]

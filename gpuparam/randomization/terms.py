@@ -147,7 +147,7 @@ class Term:
     """
 
     dist: str = ""
-    _range_names: tuple[str, str] = ("low", "high")
+    range_names: tuple[str, str] = ("low", "high")
 
     def __init__(
         self,
@@ -164,7 +164,7 @@ class Term:
         self.param = param
         self.op, self.on, self.schedule = op, on, schedule
         self.mask, self.env_ids = mask, env_ids
-        self._range = range_
+        self.range = range_
         self.name = name or self._default_name()
         if not isinstance(param, str):
             raise ValueError(f"{self}: param must be a parameter name, got {param!r}")
@@ -185,12 +185,12 @@ class Term:
         if schedule is not None and not isinstance(schedule, (Linear, Step)):
             raise ValueError(f"{self}: schedule must be Linear(...) or Step(...), got {schedule!r}")
         if range_ is None and schedule is None:
-            names = ", ".join(self._range_names)
+            names = ", ".join(self.range_names)
             raise ValueError(f"{self}: give the range ({names}) or a schedule")
         if range_ is not None and schedule is not None:
             raise ValueError(f"{self}: give the range or a schedule, not both")
         for r in self.ranges():
-            self._check_range(r)
+            self.check_range(r)
 
     # ------------------------------------------------------------------ description
     @property
@@ -203,7 +203,7 @@ class Term:
     def ranges(self) -> list[Range]:
         """The term's ranges: one, or one per schedule breakpoint."""
         if self.schedule is None:
-            return [self._range]
+            return [self.range]
         return self.schedule.breakpoints()[1]
 
     def _default_name(self) -> str:
@@ -214,23 +214,23 @@ class Term:
         return f"{type(self).__name__}({', '.join(args)})"
 
     def _range_reprs(self) -> list[str]:
-        return [] if self._range is None else [repr(v) for v in self._range]
+        return [] if self.range is None else [repr(v) for v in self.range]
 
     def __repr__(self) -> str:
         return self.name
 
     # ------------------------------------------------------------------ validation
-    def _check_range(self, r) -> None:
+    def check_range(self, r) -> None:
         """Raise ``ValueError`` unless ``r`` is a valid range for the distribution."""
         if not isinstance(r, (tuple, list)) or len(r) != 2:
             raise ValueError(
-                f"{self}: a range is a pair ({', '.join(self._range_names)}), got {r!r}"
+                f"{self}: a range is a pair ({', '.join(self.range_names)}), got {r!r}"
             )
-        a, b = (_as_floats(v, f"{self}: {n}") for v, n in zip(r, self._range_names, strict=True))
+        a, b = (_as_floats(v, f"{self}: {n}") for v, n in zip(r, self.range_names, strict=True))
         if len(a) != len(b) and 1 not in (len(a), len(b)):
             raise ValueError(
-                f"{self}: {self._range_names[0]} has {len(a)} components, "
-                f"{self._range_names[1]} {len(b)}"
+                f"{self}: {self.range_names[0]} has {len(a)} components, "
+                f"{self.range_names[1]} {len(b)}"
             )
         self._check_values(a, b)
 
@@ -278,7 +278,7 @@ class Gaussian(Term):
     ``env.randomization.clamped``."""
 
     dist = "gaussian"
-    _range_names = ("mean", "std")
+    range_names = ("mean", "std")
 
     def __init__(self, param: str, mean: Bound | None = None, std: Bound | None = None, **kw):
         super().__init__(param, _pair(mean, std), **kw)

@@ -182,8 +182,11 @@ class GroupedRunningStats(EngineOwner, nn.Module):
 
     def frozen_copy(self) -> GroupedRunningStats:
         """A frozen deep copy (same device, detached from any env's ``on_change``)."""
-        c = copy.deepcopy(self)
-        c._detach = None
+        detach, self._detach = self._detach, None  # the copy listens to no env
+        try:
+            c = copy.deepcopy(self)
+        finally:
+            self._detach = detach
         return c.freeze()
 
     # ------------------------------------------------------------------ masked reset
