@@ -8,6 +8,7 @@ from __future__ import annotations
 from gpuparam import _device  # noqa: F401  (configures Warp before kernels load)
 from gpuparam.config import randomization_from_config
 from gpuparam.curriculum import ADR, Curriculum
+from gpuparam.distributed import SyncSchedule, shard_range
 from gpuparam.envs import CartPoleEnv, PendulumEnv, make, register, registered
 from gpuparam.params import ParamTable
 from gpuparam.randomization import (
@@ -49,6 +50,7 @@ __all__ = [
     "Randomization",
     "RewardNorm",
     "Step",
+    "SyncSchedule",
     "Term",
     "TransformedEnv",
     "Uniform",
@@ -57,4 +59,5 @@ __all__ = [
     "randomization_from_config",
     "register",
     "registered",
+    "shard_range",
 ]
