@@ -8,8 +8,10 @@ statistics between steps). A round is: barrier, ``steps`` steps, barrier; the ra
 run the merge math, its all-reduces are over one rank). Every rank uses one torch thread
 (torchrun's default), so on CPU the W ranks need W free cores.
 
-Also reported per W: the time of one ``ObsNorm.sync()`` and of one bare ``all_reduce`` of
-the same packed statistics, measured after the rounds.
+Also reported per W: the host time of one ``ObsNorm.sync()`` inside the timed rounds
+(collective waits for the other rank included) and its share of the round time, and, after
+the rounds, one ``ObsNorm.sync()`` and one bare ``all_reduce`` of the same packed
+statistics back to back.
 
 Run alone: ``python -m benchmarks.distributed [--device cpu] [--num-envs N] [--steps S]``.
 """
@@ -36,6 +38,19 @@ WORLD = 2
 SYNC_CALLS = 50
 
 
+class _TimedSync:
+    """Wraps a sync target: host seconds spent in its ``sync`` (collective waits included)."""
+
+    def __init__(self, target):
+        self.target, self.seconds, self.calls = target, 0.0, 0
+
+    def sync(self, group=None) -> None:
+        t0 = time.perf_counter()
+        self.target.sync(group)
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+
+
 def _worker(rank: int, world: int, cfg: dict, store: str, out: str) -> None:
     torch.set_num_threads(1)
     cuda = cfg["device"].startswith("cuda")
@@ -49,13 +64,15 @@ def _worker(rank: int, world: int, cfg: dict, store: str, out: str) -> None:
         env = gp.make("CartPole-v1", n, device=device, seed=0, env_offset=rank * n)
         norm = gp.ObsNorm((4,), num_envs=n)
         tenv = gp.TransformedEnv(env, norm)
-        env.sync_every(cfg["sync_every"], norm)
+        timed = _TimedSync(norm)
+        env.sync_every(cfg["sync_every"], timed)
         g = torch.Generator().manual_seed(rank)
         actions = [torch.randint(0, 2, (n,), generator=g).to(device) for _ in range(16)]
         tenv.reset()
         for t in range(20):  # warm-up: capture, first syncs
             tenv.step(actions[t % 16])
         rounds = []
+        timed.seconds, timed.calls = 0.0, 0
         for _ in range(cfg["rounds"]):
             _barrier(device)
             t0 = time.perf_counter()
@@ -68,7 +85,9 @@ def _worker(rank: int, world: int, cfg: dict, store: str, out: str) -> None:
         reduce_s = _per_call(lambda: dist.all_reduce(pack), device)
         if rank == 0:
             with open(out, "w") as f:
-                json.dump({"round_s": rounds, "sync_s": sync_s, "all_reduce_s": reduce_s}, f)
+                json.dump({"round_s": rounds, "sync_s": sync_s, "all_reduce_s": reduce_s,
+                           "in_loop_sync_s": timed.seconds / max(timed.calls, 1),
+                           "in_loop_sync_share": timed.seconds / sum(rounds)}, f)
     finally:
         dist.destroy_process_group()
 
@@ -125,6 +144,8 @@ def weak_scaling(device: str, num_envs: int, steps: int, rounds: int, repeats: i
         out[f"env_steps_per_s_{w}"] = statistics.median(r["env_steps_per_s"] for r in rs)
         out[f"sync_s_{w}"] = statistics.median(r["sync_s"] for r in rs)
         out[f"all_reduce_s_{w}"] = statistics.median(r["all_reduce_s"] for r in rs)
+        out[f"in_loop_sync_s_{w}"] = statistics.median(r["in_loop_sync_s"] for r in rs)
+        out[f"in_loop_sync_share_{w}"] = statistics.median(r["in_loop_sync_share"] for r in rs)
     out["ratio"] = out[f"env_steps_per_s_{WORLD}"] / out["env_steps_per_s_1"]
     return out
 
@@ -158,7 +179,9 @@ def main() -> None:
     print(f"\n{WORLD} ranks x {a.num_envs}: {res[f'env_steps_per_s_{WORLD}']:.3g} env-steps/s; "
           f"1 rank: {res['env_steps_per_s_1']:.3g}; ratio {res['ratio']:.2f}x (goal >= 1.8x); "
           f"ObsNorm.sync {res[f'sync_s_{WORLD}'] * 1e6:.0f} us, all_reduce "
-          f"{res[f'all_reduce_s_{WORLD}'] * 1e6:.0f} us per call at {WORLD} ranks; load "
+          f"{res[f'all_reduce_s_{WORLD}'] * 1e6:.0f} us per call at {WORLD} ranks (in the loop: "
+          f"{res[f'in_loop_sync_s_{WORLD}'] * 1e6:.0f} us per sync, "
+          f"{res[f'in_loop_sync_share_{WORLD}']:.0%} of the time); load "
           f"{res['load_average_before']} -> {res['load_average_after']}")
 
 
