@@ -162,6 +162,8 @@ def test_sync_every_syncs_after_every_kth_step_and_can_be_removed():
     for _ in range(7):
         env.step(a)
     assert len(rec.calls) == 3 and rec3.calls == ["g", "g"]
+    assert env.pipeline.captured  # syncs run outside the replayed step: no recapture
+    assert "sync" not in " ".join(env.pipeline.names)
     remove()
     env.step(a)
     assert len(rec.calls) == 3 and len(rec3.calls) == 2
