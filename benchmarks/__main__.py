@@ -1,7 +1,9 @@
 """``python -m benchmarks [--device cpu|cuda] [--quick] [--sizes N ...] [--output DIR]``.
 
 Measures, in one run: throughput vs N (gpuparam and peers), parameter-update latency,
-overheads of randomization / normalization / hooks, memory, and (CUDA) the roofline. Writes
+overheads of randomization / normalization / hooks, memory, weak scaling over
+torch.distributed ranks (1 vs 2 ranks, ObsNorm synced every 10 steps), and (CUDA) the
+roofline. Writes
 ``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
 prints a summary with the goals of the issues as PASS / FAIL / SKIP lines.
 """
@@ -25,6 +27,7 @@ from tqdm import tqdm  # noqa: E402 - after Warp is silenced
 
 from benchmarks import (  # noqa: E402
     adapters,
+    distributed,
     host_time,
     latency,
     machine,
@@ -96,7 +99,8 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (throughput, latency, overhead, host_time, adapters, training, memory, roofline)
+    modules = (throughput, latency, overhead, host_time, adapters, training, memory,
+               distributed, roofline)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
               dynamic_ncols=True) as bar:
@@ -109,6 +113,7 @@ def run(cfg: RunConfig) -> dict:
             ("adapters", lambda: adapters.measure(cfg, bar)),
             ("training", lambda: training.measure(cfg, bar)),
             ("memory", lambda: memory.measure(cfg, bar)),
+            ("distributed", lambda: distributed.measure(cfg, bar)),
             ("roofline", lambda: roofline.measure(cfg, res.get("throughput", {}), bar)),
         )
         for key, fn in steps:

@@ -94,7 +94,20 @@ def cpu_goals(res: dict) -> list[dict]:
         v = c.get("overhead") if isinstance(c, dict) else None
         goals.append(_goal(f"adapter_{key}", f"{what} <= 15% over bare (N={n})", v,
                            lambda x: x <= 0.15, "{:+.1%}", _reason(c)))
-    return goals + [_memory_goal(res)]
+    return goals + [_memory_goal(res), _distributed_goal(res)]
+
+
+def _distributed_goal(res: dict) -> dict:
+    d = res.get("distributed", {})
+    n = d.get("num_envs_per_rank")
+    sync = d.get("sync_s_2")
+    why = _reason(d) or (f"ObsNorm.sync {sync * 1e6:.0f} us at 2 ranks; load average "
+                         f"{d.get('load_average_before')} -> {d.get('load_average_after')}"
+                         if sync is not None else "")
+    return _goal("distributed_weak_scaling",
+                 f"2 ranks x N >= 1.8x the env-steps/s of 1 rank x N (N={n}, ObsNorm synced "
+                 f"every {d.get('sync_every')} steps)", d.get("ratio"), lambda v: v >= 1.8,
+                 "{:.2f}x", why)
 
 
 def _memory_goal(res: dict) -> dict:
@@ -129,6 +142,7 @@ def gpu_goals(res: dict) -> list[dict]:
               lambda _: f"{ops:g} ops/call, torch sync: {gt.get('torch_sync_inside')}",
               _reason(gt)),
         _memory_goal(res),
+        _distributed_goal(res),
     ]
 
 

@@ -133,6 +133,17 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                      nbytes(ss["growth_bytes"])))
     else:
         rows.append(("memory growth", _why(ss)))
+    d = res.get("distributed", {})
+    if "ratio" in d:
+        n = d["num_envs_per_rank"]
+        for w in ("1", "2"):
+            rows.append((f"{w} rank(s) x N={n:,}, ObsNorm synced every {d['sync_every']}",
+                         rate(d[f"env_steps_per_s_{w}"])))
+        rows.append(("weak scaling 2 ranks / 1 rank", f"{d['ratio']:.2f}x"))
+        rows.append(("ObsNorm.sync / bare all_reduce at 2 ranks, per call",
+                     f"{seconds(d['sync_s_2'])} / {seconds(d['all_reduce_s_2'])}"))
+    else:
+        rows.append(("weak scaling over ranks", _why(d)))
     roof = res.get("roofline", {})
     counted = roof.get("bytes_per_env_step", {})
     if counted:

@@ -9,6 +9,7 @@ from gpuparam import _device  # noqa: F401  (configures Warp before kernels load
 from gpuparam.backend import Backend, KernelBackend, Task
 from gpuparam.config import randomization_from_config
 from gpuparam.curriculum import ADR, Curriculum
+from gpuparam.distributed import SyncSchedule, shard_range
 from gpuparam.envs import CartPoleEnv, PendulumEnv, make, register, registered
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
@@ -57,6 +58,7 @@ __all__ = [
     "Step",
     "StepContext",
     "Task",
+    "SyncSchedule",
     "Term",
     "TransformedEnv",
     "Uniform",
@@ -65,4 +67,5 @@ __all__ = [
     "randomization_from_config",
     "register",
     "registered",
+    "shard_range",
 ]

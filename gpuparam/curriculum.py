@@ -8,6 +8,12 @@ values (nominal and effective) and per-env ranges. It runs after the env kernel 
 reset-time randomization, so a new level's ranges apply to the very next episode. Optional
 automatic domain randomization (``ADR``) widens a range bound while episodes drawn near it
 keep a high metric.
+
+Sharded runs (``gpuparam.distributed``): levels are per env, so they need no merging and
+match a single process's for the same global envs. ADR ranges are global: with
+``sync=True`` the step only collects ADR statistics and ``sync()`` (a collective, between
+steps, e.g. by ``env.sync_every``) all-reduces them (integer sums: exact) and decides, so
+every rank keeps identical ranges.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._device import launch, to_wp
+from gpuparam._device import launch, stream_for, to_wp
 from gpuparam.randomization.binding import DIST, _per_component, check_result
 from gpuparam.randomization.terms import Term, Uniform
 from kernels import curriculum as K
@@ -93,6 +100,12 @@ class Curriculum:
         demote: ``<= demote`` moves one level down (``demote < promote``).
         initial_level: every env's level when the curriculum is added.
         adr: ``ADR`` specs run at the same point.
+        sync: for runs sharded over ``torch.distributed`` ranks: ADR statistics are only
+            collected at each step, and ranges decided at each :meth:`sync` from the
+            statistics of all ranks (all-reduced), so every rank keeps the same ranges;
+            call ``sync`` between steps, e.g. with ``env.sync_every(k, curriculum)``. Also
+            fine in one process (a world of one): decisions then happen at syncs only.
+            Default False: ADR decides at every step from this process's envs.
 
     Add it with ``env.add_curriculum(cur)``.
     """
@@ -108,6 +121,7 @@ class Curriculum:
         demote: float | None = None,
         initial_level: int = 0,
         adr: Sequence[ADR] = (),
+        sync: bool = False,
     ):
         if not isinstance(num_levels, int) or isinstance(num_levels, bool) or num_levels < 1:
             raise ValueError(f"Curriculum: num_levels must be an int >= 1, got {num_levels!r}")
@@ -129,6 +143,9 @@ class Curriculum:
         if not (isinstance(metric, (str, torch.Tensor)) or callable(metric)):
             raise ValueError(f"{self}: metric must be a key, a tensor or a callable, "
                              f"got {type(metric).__name__}")
+        if not isinstance(sync, bool):
+            raise ValueError(f"{self}: sync must be a bool, got {sync!r}")
+        self.synced = sync
         self._env = None
 
     def __repr__(self) -> str:
@@ -233,6 +250,13 @@ class Curriculum:
         na = sum(len(a["acol"]) for a in adr)
         self._adr_sums = torch.zeros(2 * na, dtype=torch.int64, device=dev)
         self._adr_counts = torch.zeros(2 * na, dtype=torch.int32, device=dev)
+        # sync=True: statistics collected since the last sync (this rank's), and one int64
+        # buffer packing them with the level histogram for a single all-reduce
+        self._local_sums = torch.zeros(2 * na, dtype=torch.int64, device=dev)
+        self._local_counts = torch.zeros(2 * na, dtype=torch.int32, device=dev)
+        self._pack = torch.zeros(4 * na + L, dtype=torch.int64, device=dev)
+        self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
+        self._ones = torch.ones(n, dtype=torch.int64, device=dev)
         self._adr_params = {
             k: (_dev_i32 if k in ("acol", "aop", "samples") else _dev_f32)(
                 [x for a in adr for x in a[k]], dev)
@@ -290,7 +314,8 @@ class Curriculum:
             to_wp(done), to_wp(self._metric_buf), n, to_wp(ap["acol"]), to_wp(aval),
             to_wp(ap["aop"]), to_wp(ap["edge"]), len(aval), to_wp(vals),
             to_wp(p.nominal_table.view(-1)), to_wp(p.effective_table.view(-1)),
-            to_wp(self._adr_sums), to_wp(self._adr_counts),
+            *((to_wp(self._local_sums), to_wp(self._local_counts)) if self.synced
+              else (to_wp(self._adr_sums), to_wp(self._adr_counts))),
         ]
         update = [
             to_wp(aval), to_wp(ap["samples"]), to_wp(ap["thr_high"]), to_wp(ap["thr_low"]),
@@ -323,7 +348,46 @@ class Curriculum:
             self._env.params.notify(self._names, ctx.done)
         if self._cmd_adr is not None:
             self._cmd_adr[0].launch(stream)
-            self._cmd_adr[1].launch(stream)
+            if not self.synced:
+                self._cmd_adr[1].launch(stream)
+
+    # ------------------------------------------------------------------ distributed
+    @property
+    def global_level_counts(self) -> torch.Tensor:
+        """int64 tensor ``[num_levels]`` on the env's device: envs at each level over all
+        ranks, as of the last :meth:`sync` (zeros before)."""
+        self._require_env()
+        return self._level_counts
+
+    def sync(self, group: dist.ProcessGroup | None = None) -> None:
+        """Merge over ``torch.distributed`` ranks (collective: every rank calls it between
+        the same steps): the histogram of levels (``global_level_counts``) and, with
+        ``sync=True``, the ADR statistics collected since the last sync, which are then
+        added to the shared ones and decided on (``ADR``) identically on every rank.
+        Without an initialized process group, a world of one. Device ops and one
+        all-reduce of ``4 * ADR components + num_levels`` int64 values; no host sync.
+
+        Raises ``ValueError`` for a curriculum with ADR built with ``sync=False`` (its
+        ranges are decided per rank at every step and would differ between ranks)."""
+        self._require_env()
+        if self._adr and not self.synced:
+            raise ValueError(f"{self}.sync: this curriculum's ADR decides at every step on "
+                             "each rank; build it with Curriculum(..., sync=True) to sync it")
+        na2 = self._local_sums.numel()
+        pack = self._pack
+        pack[:na2].copy_(self._local_sums)
+        pack[na2 : 2 * na2].copy_(self._local_counts)
+        hist = pack[2 * na2 :]
+        hist.zero_().index_add_(0, self._levels.long(), self._ones)
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(pack, group=group)
+        self._level_counts.copy_(hist)
+        if self._cmd_adr is not None:
+            self._adr_sums += pack[:na2]
+            self._adr_counts += pack[na2 : 2 * na2].to(torch.int32)
+            self._local_sums.zero_()
+            self._local_counts.zero_()
+            self._cmd_adr[1].launch(stream_for(self._env.device))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -333,6 +397,9 @@ class Curriculum:
         return {
             "num_levels": self.num_levels, "levels": self._levels.clone(),
             "adr_sums": self._adr_sums.clone(), "adr_counts": self._adr_counts.clone(),
+            "adr_local_sums": self._local_sums.clone(),
+            "adr_local_counts": self._local_counts.clone(),
+            "level_counts": self._level_counts.clone(),
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
@@ -341,6 +408,13 @@ class Curriculum:
         self._levels.copy_(state["levels"])
         self._adr_sums.copy_(state["adr_sums"])
         self._adr_counts.copy_(state["adr_counts"])
+        for key, buf in (("adr_local_sums", self._local_sums),
+                         ("adr_local_counts", self._local_counts),
+                         ("level_counts", self._level_counts)):
+            if key in state:  # absent in checkpoints of older versions: keep zeros
+                buf.copy_(state[key])
+            else:
+                buf.zero_()
 
     def check_state(self, state: Mapping[str, object]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
@@ -352,6 +426,12 @@ class Curriculum:
             if t.dtype != getattr(self, "_" + key).dtype:
                 raise ValueError(f"{self}.load_state_dict: {key!r} expected dtype "
                                  f"{getattr(self, '_' + key).dtype}, got {t.dtype}")
+        for key, buf in (("adr_local_sums", "_local_sums"), ("adr_local_counts", "_local_counts"),
+                         ("level_counts", "_level_counts")):
+            t = state.get(key)
+            if t is not None and (not isinstance(t, torch.Tensor)
+                                  or t.shape != getattr(self, buf).shape):
+                raise ValueError(f"{self}.load_state_dict: {key!r} of another shape")
         if state.get("num_levels") != self.num_levels:
             raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
         check_curriculum(state, self.num_levels, f"{self}")

@@ -15,6 +15,7 @@ from gpuparam._checkpoint import check_env_state
 from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
 from gpuparam._device import resolve_device, to_wp
 from gpuparam.backend import Backend, KernelBackend, Task
+from gpuparam.distributed import Syncable, SyncSchedule
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
@@ -126,6 +127,7 @@ class VecEnv:
         self._after_step: list[Hook] = []
         self._curricula: list = []
         self._extra_stages: list[Stage] = []
+        self._syncs: list[SyncSchedule] = []
         self.backend = self.make_backend()
         self.backend.bind(self, self.context)
         self.task = self.make_task()
@@ -423,6 +425,8 @@ class VecEnv:
         finally:
             self.stepping = False
             busy.release()
+        for s in self._syncs:  # host-launched collectives, outside the captured step
+            s.step()
         return self._td
 
     @contextlib.contextmanager
@@ -504,6 +508,25 @@ class VecEnv:
 
         return remove
 
+    def sync_every(
+        self, every: int, *targets: Syncable, group: object = None
+    ) -> Callable[[], None]:
+        """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
+        sync=True)``: anything with a collective ``sync(group)``) over the
+        ``torch.distributed`` ranks after every ``every``-th ``step``, outside the captured
+        step (see ``gpuparam.distributed``). Every rank must make the same calls. Without an
+        initialized process group the targets sync as a world of one. ``group``: a
+        ``torch.distributed`` process group, default the world. Returns a function removing
+        the schedule."""
+        sched = SyncSchedule(every, targets, group)
+        self._syncs.append(sched)
+
+        def remove() -> None:
+            if sched in self._syncs:
+                self._syncs.remove(sched)
+
+        return remove
+
     def on_params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Recompute what the env derives from parameters, for the envs in ``mask`` (bool
         tensor ``[num_envs]`` on the device, or None for all). Called after every write
@@ -522,11 +545,15 @@ class VecEnv:
         """Everything needed to continue bit for bit: seed, parameters (nominal and
         effective), the env's state and counters and output buffers, randomization
         (counters, clocks, ranges, global step) and curricula (levels, statistics).
-        Tensors are clones; synchronizes."""
+        Tensors are clones; synchronizes.
+
+        In a sharded run each rank saves its own envs with their global ``env_offset``;
+        global state (normalization statistics) is saved by the modules holding it."""
         tensors = self._checkpoint_tensors()
         return {
             "env": self.name,
             "num_envs": self.num_envs,
+            "env_offset": self.env_offset,
             "seed": self._seed_value,
             "params": self.params.state_dict(),
             "tensors": {k: v.clone() for k, v in tensors.items()},
@@ -538,12 +565,28 @@ class VecEnv:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
         randomization terms and curricula (add them first).
 
+        A sharded checkpoint loads only into an env holding the same global envs (same
+        ``env_offset`` and ``num_envs``, e.g. the same rank of the same world size):
+        anything else raises ``ValueError`` (resharding is not supported).
+
         Everything is validated first (``gpuparam._checkpoint``: structure, shapes, dtypes,
         finite in-range parameter tables, counters, curriculum levels); a rejected load
         raises ``ValueError`` and changes nothing. Synchronizes."""
+        if isinstance(state, dict) and "env_offset" not in state:
+            state = {**state, "env_offset": 0}  # checkpoints before sharding: offset 0
         check_env_state(
             state, self.state_dict(), self.params, [c.num_levels for c in self._curricula]
         )
+        saved_offset = state.get("env_offset", 0) if isinstance(state, dict) else 0
+        if saved_offset != self.env_offset:
+            n = self.num_envs
+            raise ValueError(
+                f"load_state_dict: the checkpoint holds global envs {saved_offset}.."
+                f"{saved_offset + n - 1} (env_offset {saved_offset}), this env holds "
+                f"{self.env_offset}..{self.env_offset + n - 1} (env_offset {self.env_offset}): "
+                "load each rank's checkpoint on the same rank of the same world size "
+                "(resharding a checkpoint is not supported)"
+            )
         self.randomization.check_state(state["randomization"])  # (their own checks too)
         for cur, s in zip(self._curricula, state["curricula"], strict=True):
             cur.check_state(s)

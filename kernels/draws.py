@@ -197,7 +197,7 @@ def draw_general(
         cs = t * terms.ctr_t + env * terms.ctr_e
         c = counter[cs]
         counter[cs] = c + 1
-        h = draw_bits(int(term_key(seed, env, stream)), c)
+        h = draw_bits(int(term_key(seed, terms.env_offset + env, stream)), c)
         pick = int(0)
         if dist == CHOICE:
             u = uniform(h)
@@ -242,6 +242,7 @@ def draw_scratch(
     low: float,
     high: float,
     seed: int,
+    env_offset: int,
     stream: int,
     j0: int,
     j1: int,
@@ -255,44 +256,51 @@ def draw_scratch(
     """Listed path: draw for positions ``j0 <= j < j1`` of the scratch regions (env
     ``scratch[r_env + j]``, counter ``scratch[r_ctr + j]``, nominal value ``scratch_f[j]``,
     per-env range ``scratch_f[r_a + j]``, ``scratch_f[r_b + j]`` when ``per_env``, else
-    ``a, b``) and leave the clamped results in ``scratch_f[j]``; returns the number of
-    clamped draws. One loop per case, each free of branches (vectorized on CPUs)."""
+    ``a, b``; keys of global env ``env_offset + env``) and leave the clamped results in
+    ``scratch_f[j]``; returns the number of clamped draws. One loop per case, each free
+    of branches (vectorized on CPUs)."""
     nclamped = int(0)
     j = int(j0)
     if per_env:
         if dist == GAUSSIAN:
             while j < j1:
-                h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
+                e = env_offset + scratch[r_env + j]
+                h = draw_bits(int(term_key(seed, e, stream)), scratch[r_ctr + j])
                 x = gaussian_value_vec(scratch_f[r_a + j], scratch_f[r_b + j], h)
                 nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
                 j += 1
         elif dist == UNIFORM:
             while j < j1:
-                h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
+                e = env_offset + scratch[r_env + j]
+                h = draw_bits(int(term_key(seed, e, stream)), scratch[r_ctr + j])
                 x = uniform_value(scratch_f[r_a + j], scratch_f[r_b + j], h)
                 nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
                 j += 1
         else:
             while j < j1:
-                h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
+                e = env_offset + scratch[r_env + j]
+                h = draw_bits(int(term_key(seed, e, stream)), scratch[r_ctr + j])
                 x = sample(dist, scratch_f[r_a + j], scratch_f[r_b + j], h)
                 nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
                 j += 1
     elif dist == GAUSSIAN:
         while j < j1:
-            h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
+            e = env_offset + scratch[r_env + j]
+            h = draw_bits(int(term_key(seed, e, stream)), scratch[r_ctr + j])
             x = gaussian_value_vec(a, b, h)
             nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
             j += 1
     elif dist == UNIFORM:
         while j < j1:
-            h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
+            e = env_offset + scratch[r_env + j]
+            h = draw_bits(int(term_key(seed, e, stream)), scratch[r_ctr + j])
             x = uniform_value(a, b, h)
             nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
             j += 1
     else:
         while j < j1:
-            h = draw_bits(int(term_key(seed, scratch[r_env + j], stream)), scratch[r_ctr + j])
+            e = env_offset + scratch[r_env + j]
+            h = draw_bits(int(term_key(seed, e, stream)), scratch[r_ctr + j])
             x = sample(dist, a, b, h)
             nclamped += store_value(op, x, low, high, j, scratch_f, scratch_f)
             j += 1

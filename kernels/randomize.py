@@ -2,12 +2,13 @@
 
 Each term of a class is a row of a small device table (``ti`` ints, ``tf`` floats). A
 term that fires for an env draws the 32 bits ``draw_bits(key, counter)`` (``kernels.rng``)
-of its key ``term_key(seed, env, STREAM_TERM0 + uid)`` and its per-env event counter (which
-it then advances), turns them into a value (``sample``: Uniform, LogUniform, Gaussian; a
-Choice picks with them), writes ``op(nominal, value)`` clamped to the parameter's valid
-range into the effective table and counts clamped draws. Component ``j`` of a vector
-parameter uses the event's ``j``-th bits (``next_bits`` applied ``j`` times); an
-``Every``/``Interval`` clock takes the bits after the value's (a Choice: after the pick's).
+of its key ``term_key(seed, env_offset + env, STREAM_TERM0 + uid)`` (keyed by the global
+env id) and its per-env event counter (which it then advances), turns them into a value
+(``sample``: Uniform, LogUniform, Gaussian; a Choice picks with them), writes
+``op(nominal, value)`` clamped to the parameter's valid range into the effective table and
+counts clamped draws. Component ``j`` of a vector parameter uses the event's ``j``-th bits
+(``next_bits`` applied ``j`` times); an ``Every``/``Interval`` clock takes the bits after
+the value's (a Choice: after the pick's).
 
 A thread handles a block of envs (GPUs: one env; CPUs: all of them, Warp running CPU
 threads one after the other) and walks the terms, each term by one of three paths that
@@ -268,8 +269,8 @@ def randomize(
                 mh += int(hit)
             # draw over contiguous scratch, then scatter the results
             nclamped = draw_scratch(
-                dist, op, pe_row >= 0, a, b, low, high, seed, stream, e0, e0 + mh, r_env,
-                r_ctr, r_a, r_b, scratch, scratch_f,
+                dist, op, pe_row >= 0, a, b, low, high, seed, terms.env_offset, stream, e0,
+                e0 + mh, r_env, r_ctr, r_a, r_b, scratch, scratch_f,
             )
             j = int(e0)
             while j < e0 + mh:
@@ -300,21 +301,22 @@ def init_keys(
     ctr_t: int,
     ctr_e: int,
     seed: int,
+    env_offset: int,
     keys_out: wp.array(dtype=wp.int32),
     counter_out: wp.array(dtype=wp.int32),
     clock_out: wp.array(dtype=wp.float64),
 ):
     """Launch over ``len(rows) * n``: term row ``rows[r]`` gets its keys ``term_key(seed,
-    env, STREAM_TERM0 + uid)``. With ``restart`` its counters restart at 0 and its clock
-    gets its first value, drawn from event counter -1 (never used by a draw): ``EVERY`` a
-    phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval; ``MIN_STEPS``
-    "never drawn"."""
+    env_offset + env, STREAM_TERM0 + uid)`` (keyed by the global env id). With ``restart``
+    its counters restart at 0 and its clock gets its first value, drawn from event counter
+    -1 (never used by a draw): ``EVERY`` a phase (first firing at a step in [1, k]),
+    ``INTERVAL`` a first interval; ``MIN_STEPS`` "never drawn"."""
     i = thread_index(wp.tid())
     r = i // n
     env = i - r * n
     t = rows[r]
     slot = t * n + env
-    key = int(term_key(seed, env, STREAM_TERM0 + ti[t * NI + I_UID]))
+    key = int(term_key(seed, env_offset + env, STREAM_TERM0 + ti[t * NI + I_UID]))
     keys_out[slot] = key
     if restart == 0:
         return

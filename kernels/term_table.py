@@ -67,6 +67,7 @@ class TermTables:
     pe: wp.array(dtype=float)  # per-env ranges, rows of [n]
     gstep: wp.array(dtype=wp.int64)  # [1] global step
     seed: wp.array(dtype=wp.int32)  # [1] the env's seed
+    env_offset: int  # global id of env 0: keys are of global env ``env_offset + env``
     ones_row: int  # a row of ``masks`` that is all True (read for terms without a mask)
     ctr_t: int  # ``counter`` index of (term t, env) is ``t * ctr_t + env * ctr_e``: (n, 1)
     ctr_e: int  # or, interleaving a gated class's terms per env (one cache line), (1, T)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from gpuparam.distributed import shard_range
 from gpuparam.envs.cartpole import CartPoleEnv
 from gpuparam.envs.pendulum import PendulumEnv
 from gpuparam.vecenv import VecEnv
@@ -29,6 +30,7 @@ def make(
     seed: int = 0,
     capture: bool = True,
     env_offset: int = 0,
+    shard: tuple[int, int] | None = None,
     cuda_graph: bool | None = None,
     **param_overrides: object,
 ) -> VecEnv:
@@ -42,10 +44,22 @@ def make(
         capture: capture the step after one eager call and replay it (one CUDA graph on
             CUDA, Warp CPU graphs on CPU; default). False steps eagerly.
         env_offset: global id of this process's env 0, for sharded runs (see ``VecEnv``).
+        shard: ``(rank, world_size)``: ``num_envs`` is then the global number of envs and
+            this process builds its slice of them (``gp.shard_range``: contiguous slices
+            in rank order, the first ``num_envs % world_size`` ranks one env more), with
+            the matching ``env_offset`` (which must then be left at 0). E.g.
+            ``shard=(dist.get_rank(), dist.get_world_size())`` under ``torchrun``.
         cuda_graph: older name of ``capture``.
         **param_overrides: initial parameter values (e.g. ``length=0.8``) and
             ``max_episode_steps``.
     """
+    if shard is not None:
+        if not isinstance(shard, (tuple, list)) or len(shard) != 2:
+            raise ValueError(f"shard: expected a (rank, world_size) tuple, got {shard!r}")
+        if env_offset != 0:
+            raise ValueError(f"shard: pass shard or env_offset, not both (got env_offset="
+                             f"{env_offset}, shard={shard})")
+        env_offset, num_envs = shard_range(num_envs, *shard)
     try:
         cls = _REGISTRY[name]
     except KeyError:

@@ -367,6 +367,7 @@ class Randomization:
         terms.num_terms, terms.n, terms.block = count, n, self._block
         terms.vals, terms.bp_step, terms.pe = to_wp(g["vals"]), to_wp(g["bp"]), to_wp(g["pe"])
         terms.gstep, terms.seed = to_wp(self._gstep), to_wp(self._env.context.seed)
+        terms.env_offset = self._env.env_offset
         terms.ones_row = g["masks"].numel() // n - 1
         terms.ctr_t, terms.ctr_e = self._counter_strides(c)
         if c.interleaved and first:
@@ -405,7 +406,8 @@ class Randomization:
             inputs = [
                 to_wp(t["ti"]), to_wp(t["tf"]),
                 to_wp(torch.tensor(rows, dtype=torch.int32, device=self._dev)), int(restart),
-                n, *self._counter_strides(c), self._env.seed, to_wp(t["keys"]),
+                n, *self._counter_strides(c), self._env.seed, self._env.env_offset,
+                to_wp(t["keys"]),
                 to_wp(t["counter"]), to_wp(t["clock"]),
             ]
             launch(K.init_keys, len(rows) * n, inputs, self._dev)

@@ -82,23 +82,31 @@ def all_reduce_moments(
         reset_pending: bool ``[G]``: groups reset on this rank since the last sync.
         group: the process group; without an initialized one, a world of one.
 
-    The deltas over the baseline are all-reduced exactly (counts, count-weighted means, M2
-    plus the between-rank term) and merged into the baseline, which drops on every rank
-    the groups any rank reset; the result becomes both ``stats`` and ``synced``, and
-    ``reset_pending`` is cleared.
+    The deltas over the baseline are gathered from every rank in one collective
+    (``all_gather_into_tensor``) and merged exactly on each (counts, count-weighted means,
+    M2 plus the between-rank term around the merged mean), then into the baseline, which
+    drops on every rank the groups any rank reset; the result becomes both ``stats`` and
+    ``synced``, and ``reset_pending`` is cleared.
     """
     G = stats[0].shape[0]
     n_d, mean_d, m2_d = unmerge_moments(*stats, *synced)
-    wsum = (mean_d * col(n_d, mean_d)).reshape(G, -1)
-    pack = torch.cat([n_d[:, None], wsum, reset_pending[:, None].to(F64)], 1)
-    distributed = dist.is_available() and dist.is_initialized()
-    if distributed:
-        dist.all_reduce(pack, group=group)
-    n_t, flags = pack[:, 0], pack[:, -1] > 0
-    mean_t = (pack[:, 1:-1] / n_t.clamp(min=1.0)[:, None]).reshape(mean_d.shape)
-    m2_t = m2_d + (mean_d - mean_t).square() * col(n_d, mean_d)
-    if distributed:
-        dist.all_reduce(m2_t, group=group)
+    S = mean_d[0].numel()
+    pack = torch.cat([n_d[:, None], mean_d.reshape(G, S), m2_d.reshape(G, S),
+                      reset_pending[:, None].to(F64)], 1)  # [G, 2S + 2]
+    if dist.is_available() and dist.is_initialized():
+        # one collective: every rank gathers every rank's deltas and merges them the same
+        # way (same data, same ops in the same order: the same bits on every rank)
+        everyone = pack.new_empty(dist.get_world_size(group) * G, pack.shape[1])
+        dist.all_gather_into_tensor(everyone, pack, group=group)  # ranks along dim 0
+        everyone = everyone.view(-1, *pack.shape)
+    else:
+        everyone = pack[None]
+    n_w, flags = everyone[:, :, 0], everyone[:, :, -1].sum(0) > 0  # [W, G], [G]
+    mean_w, m2_w = everyone[:, :, 1 : 1 + S], everyone[:, :, 1 + S : 1 + 2 * S]
+    n_t = n_w.sum(0)
+    mean_t = (mean_w * n_w[..., None]).sum(0) / n_t.clamp(min=1.0)[:, None]
+    m2_t = (m2_w + (mean_w - mean_t).square() * n_w[..., None]).sum(0)
+    mean_t, m2_t = mean_t.reshape(mean_d.shape), m2_t.reshape(mean_d.shape)
     keep = col(~flags, mean_t)  # a reset on any rank drops the shared baseline
     base = (synced[0] * ~flags, synced[1] * keep, synced[2] * keep)
     merge_moments(*base, n_t, mean_t, m2_t, inplace=True)

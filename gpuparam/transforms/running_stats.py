@@ -271,12 +271,15 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         """Merge statistics over ``torch.distributed`` ranks; afterwards all ranks agree.
 
         Each rank's statistics are its ``synced_*`` baseline (identical on all ranks) plus
-        its own data since the last sync. Sync all-reduces these deltas exactly (counts,
-        count-weighted means, M2 plus the between-rank term), adds them to the baseline and
+        its own data since the last sync. Sync gathers these deltas from every rank in one
+        collective and merges them exactly (counts, count-weighted means, M2 plus the
+        between-rank term), the same way on every rank, adds them to the baseline and
         makes the result the new baseline and the current statistics, so repeated syncs never
         double count. A group reset on any rank since the last sync drops its baseline on all
         ranks. All ranks must call it with the same G and shape (it is collective). Without an
-        initialized process group it acts as a world of one.
+        initialized process group it acts as a world of one. Device ops only (no host sync):
+        call it between steps, e.g. with ``env.sync_every(k, norm)``; ``RewardNorm`` syncs
+        its return statistics the same way (its per-env returns stay per rank).
         """
         stats = (self.count, self.mean, self.m2)
         synced = (self.synced_count, self.synced_mean, self.synced_m2)

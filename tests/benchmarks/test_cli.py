@@ -81,6 +81,9 @@ def test_latency_overhead_memory(results):
     assert res["memory"]["per_env"]["bare"]["counted_bytes_per_env"] > 0
     _measured_or_skipped(res["memory"]["steady_state"], "growth_bytes")
     assert "GPU only" in res["roofline"]["skipped"]
+    _measured_or_skipped(res["distributed"], "ratio")
+    d = res["distributed"]
+    assert d["num_envs_per_rank"] == 256 and d["env_steps_per_s_2"] > 0 and d["sync_s_2"] > 0
     assert {g["status"] for g in res["goals"]} <= {"PASS", "FAIL", "SKIP"}
 
 
