@@ -16,9 +16,11 @@ import time
 
 import torch
 import warp as wp
+from gpuparam.kernels.episode import (
+    begin_episode,  # keyed initial-state draws (seed, global id, episode)
+)
 
 import gpuparam as gp
-from kernels.episode import begin_episode  # keyed initial-state draws (seed, global id, episode)
 
 # ----------------------------------------------------------------------------- kernels
 # Pure, fully typed: parameters ([N] or [size, N] rows of the parameter table), state in/out.

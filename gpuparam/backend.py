@@ -3,7 +3,7 @@
 ``VecEnv`` runs them inside its step pipeline (see ``gpuparam.pipeline``)::
 
     physics stage:   backend.step(ctx); task.compute(ctx)
-    episode stage:   step counters, truncation, done, returns (``kernels.episode``)
+    episode stage:   step counters, truncation, done, returns (``gpuparam.kernels.episode``)
     auto-reset:      backend.reset(ctx, ctx.done); task.observe(ctx, ctx.done)
 
 and ``env.reset(mask)`` runs ``backend.reset(ctx, ctx.reset_mask); task.observe(ctx,
@@ -105,7 +105,7 @@ class KernelBackend(Backend):
     the action an int64 array ``[N]`` (discrete) or a float array ``[N, A]``.
 
     ``reset_kernel(mask, seed, env_offset, episode_count, state, obs_out)``: masked reset,
-    keyed with ``kernels.episode.begin_episode``.
+    keyed with ``gpuparam.kernels.episode.begin_episode``.
 
     Args:
         step_kernel, reset_kernel: the kernels.

@@ -28,9 +28,9 @@ import torch.distributed as dist
 from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, stream_for, to_wp
+from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import DIST, _per_component, check_result
 from gpuparam.randomization.terms import Term, Uniform
-from kernels import curriculum as K
 
 Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
 

@@ -12,8 +12,8 @@ import torch
 from gpuparam._checkpoint import check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, stream_for, to_wp
+from gpuparam.kernels import params as kparams
 from gpuparam.spec import ParamSpec
-from kernels import params as kparams
 
 ChangeCallback = Callable[[tuple[str, ...], "torch.Tensor | None"], None]
 

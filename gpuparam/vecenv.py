@@ -16,13 +16,13 @@ from gpuparam._checks import canonical_device, check_mask, check_max_episode_ste
 from gpuparam._device import resolve_device, to_wp
 from gpuparam.backend import Backend, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
+from gpuparam.kernels import actions as kactions
+from gpuparam.kernels import episode as kepisode
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
-from kernels import actions as kactions
-from kernels import episode as kepisode
 
 Hook = Callable[["VecEnv", TensorDict], None]
 

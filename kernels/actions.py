@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.index import thread_index
+from gpuparam.kernels.index import thread_index
 
 
 @wp.kernel

@@ -8,10 +8,9 @@ from the current parameters, never stored.
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.episode import begin_episode
-from kernels.index import thread_index
-from kernels.trig import sincos
+from gpuparam.kernels.episode import begin_episode
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.trig import sincos
 
 # No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
 # the CPU build rounds twice, and its reset draws must be bit-identical on CPU and GPU.

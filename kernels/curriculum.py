@@ -8,8 +8,7 @@ not depend on the order threads add them.
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.index import thread_index
+from gpuparam.kernels.index import thread_index
 
 ADR_SCALE = wp.constant(1024.0)
 

@@ -7,9 +7,8 @@ so that the CPU compiler vectorizes them (see ``kernels.randomize``).
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.rng import STREAM_TERM0, draw_bits, next_bits, term_key, uniform
-from kernels.term_table import (
+from gpuparam.kernels.rng import STREAM_TERM0, draw_bits, next_bits, term_key, uniform
+from gpuparam.kernels.term_table import (
     CHOICE,
     EVERY,
     F_HIGH,

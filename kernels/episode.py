@@ -4,9 +4,8 @@ returns; and the key of a new episode's initial-state draw."""
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.index import thread_index
-from kernels.rng import STREAM_RESET, rng_key
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.rng import STREAM_RESET, rng_key
 
 
 @wp.kernel

@@ -9,8 +9,7 @@ row (one parameter component) per launch: 1-D rows index fastest on every device
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.index import thread_index
+from gpuparam.kernels.index import thread_index
 
 
 @wp.func

@@ -8,9 +8,8 @@ reward -(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 u^2). Never terminat
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.episode import begin_episode
-from kernels.index import thread_index
+from gpuparam.kernels.episode import begin_episode
+from gpuparam.kernels.index import thread_index
 
 # No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
 # the CPU build rounds twice, and its reset draws must be bit-identical on CPU and GPU.

@@ -25,11 +25,10 @@ share one cache line (``ctr_t``, ``ctr_e``).
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.draws import draw_dense, draw_dense_masked, draw_general, draw_scratch
-from kernels.index import thread_index
-from kernels.rng import STREAM_TERM0, draw_bits, term_key, uniform
-from kernels.term_table import (  # noqa: F401 - the layout, re-exported for gpuparam
+from gpuparam.kernels.draws import draw_dense, draw_dense_masked, draw_general, draw_scratch
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.rng import STREAM_TERM0, draw_bits, term_key, uniform
+from gpuparam.kernels.term_table import (  # noqa: F401 - the layout, re-exported for gpuparam
     CHOICE,
     EVERY,
     F_HIGH,

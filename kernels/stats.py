@@ -17,8 +17,7 @@ kernels need no atomics; the big reductions over envs happen before, in torch.
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.index import thread_index
+from gpuparam.kernels.index import thread_index
 
 
 @wp.func

@@ -15,8 +15,7 @@ cancels nothing but rounding of order ``1e-16 * (batch mean - shift)^2 / batch v
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.stats import merge_sums, write_tables
+from gpuparam.kernels.stats import merge_sums, write_tables
 
 vec16 = wp.types.vector(length=16, dtype=wp.float32)
 vec16d = wp.types.vector(length=16, dtype=wp.float64)

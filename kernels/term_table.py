@@ -8,8 +8,7 @@ term, fields ``I_*``) and ``tf`` floats (``NF`` per term, fields ``F_*``); ``Ter
 from __future__ import annotations
 
 import warp as wp
-
-from kernels.rng import normal, normal_vec, uniform
+from gpuparam.kernels.rng import normal, normal_vec, uniform
 
 # distributions
 UNIFORM = wp.constant(0)

@@ -3,9 +3,8 @@
 import numpy as np
 import torch
 import warp as wp
-
-from kernels.index import thread_index
-from kernels.trig import sincos
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.trig import sincos
 
 
 @wp.kernel
@@ -62,8 +61,7 @@ def test_draw_kernels_are_built_without_fp_contraction():
     """CPU = GPU draws bit for bit needs no FMA contraction on the GPU (NVRTC fuses
     ``a + (b - a) * u``, the CPU rounds twice): every module whose kernels draw says so."""
     import warp as wp
-
-    from kernels import cartpole, pendulum, randomize
+    from gpuparam.kernels import cartpole, pendulum, randomize
 
     for module in (cartpole, pendulum, randomize):
         assert wp.get_module_options(module)["fuse_fp"] is False, module.__name__

@@ -6,11 +6,11 @@ import math
 
 import torch
 import warp as wp
+from gpuparam.kernels.rng import STREAM_TERM0, rng_key, uniform
 from randomization_helpers import N, WindyCartPole, actions, cartpole, eff
 from scipy import stats
 
 import gpuparam as gp
-from kernels.rng import STREAM_TERM0, rng_key, uniform
 
 KS_N = 2048
 
@@ -335,9 +335,8 @@ def test_normal_quantiles_match_the_reference():
     24 bits m of the event's bits: within 2e-6 of scipy's ``ndtri`` over the whole grid
     (every 61st point and both ends), exactly symmetric, and the branch-free variant used by
     vectorized loops gives the same bits."""
+    from gpuparam.kernels.rng import normal, normal_vec
     from scipy.special import ndtri
-
-    from kernels.rng import normal, normal_vec
 
     @wp.kernel
     def quantiles(m: wp.array(dtype=wp.int32), x: wp.array(dtype=float),

@@ -6,9 +6,9 @@ import math
 
 import warp as wp
 
+from gpuparam.kernels import cartpole
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
-from kernels import cartpole
 
 _THETA = 12 * 2 * math.pi / 360
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import warp as wp
 
+from gpuparam.kernels import pendulum
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
-from kernels import pendulum
 
 
 class PendulumEnv(VecEnv):

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import torch
 
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
+from gpuparam.kernels import randomize as K
 from gpuparam.randomization.terms import Choice, Every, Interval, OnReset, Term
-from kernels import randomize as K
 
 DIST = {
     "uniform": K.UNIFORM, "loguniform": K.LOGUNIFORM, "gaussian": K.GAUSSIAN, "choice": K.CHOICE,

@@ -22,9 +22,9 @@ import torch
 
 from gpuparam._checkpoint import check_randomization
 from gpuparam._device import Replay, launch, to_wp
+from gpuparam.kernels import randomize as K
 from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
 from gpuparam.randomization.terms import Term
-from kernels import randomize as K
 
 CLASSES = ("startup", "reset", "step")
 _CPU_BLOCK = 1 << 20  # envs per thread on CPUs (a multiple of 8: all); one per thread on GPUs

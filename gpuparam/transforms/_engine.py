@@ -48,10 +48,10 @@ import torch
 import warp as wp
 
 from gpuparam._device import Replay, init_warp, record, wp_device
+from gpuparam.kernels import stats as K
+from gpuparam.kernels import stats_cpu as KC
 from gpuparam.transforms._finite import FiniteMask
 from gpuparam.transforms._moments import F64
-from kernels import stats as K
-from kernels import stats_cpu as KC
 
 ROW = 256  # widest row of the tiled layout on CPU (tests set 1 to run CUDA's layout)
 FUSED = True  # one-launch CPU kernels where they apply (tests set False for the torch path)

@@ -123,8 +123,9 @@ def test_fresh_tensors_every_call_reuse_one_launch_per_flag_set(engine_path):
 def test_rebound_launch_writes_where_it_points(engine_path):
     if engine_path != "fused":
         pytest.skip("builds a fused launch")
+    from gpuparam.kernels import stats_cpu as KC
+
     from gpuparam._device import record
-    from kernels import stats_cpu as KC
 
     def run(rebound: bool):
         n = 16

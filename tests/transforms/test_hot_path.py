@@ -9,11 +9,11 @@ import copy
 import numpy as np
 import pytest
 import torch
+from gpuparam.kernels import stats as K
 from torch.profiler import ProfilerActivity, profile
 
 from gpuparam._device import record
 from gpuparam.transforms import ObsNorm, RewardNorm, _engine
-from kernels import stats as K
 
 LAYOUTS = {  # name -> group_ids for N envs
     "tiled": lambda n: None,
