@@ -27,6 +27,11 @@ from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 from gpuparam.vecenv import VecEnv
 
+try:  # robots: optional extra gpuparam[mujoco]
+    from gpuparam.envs.mujoco import Push, RobotEnv
+except ImportError:  # pragma: no cover
+    Push = RobotEnv = None  # type: ignore[assignment,misc]
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -46,8 +51,10 @@ __all__ = [
     "ParamSpec",
     "ParamTable",
     "PendulumEnv",
+    "Push",
     "Randomization",
     "RewardNorm",
+    "RobotEnv",
     "Step",
     "Term",
     "TransformedEnv",

@@ -46,6 +46,10 @@ def make(
         **param_overrides: initial parameter values (e.g. ``length=0.8``) and
             ``max_episode_steps``.
     """
+    if name in ROBOT_NAMES and name not in _REGISTRY:
+        raise ImportError(
+            f"{name} needs MuJoCo Warp: pip install gpuparam[mujoco] ({_ROBOT_IMPORT_ERROR})"
+        )
     try:
         cls = _REGISTRY[name]
     except KeyError:
@@ -58,5 +62,17 @@ def make(
 
 register(CartPoleEnv)
 register(PendulumEnv)
+
+try:  # robots need the optional extra gpuparam[mujoco]
+    from gpuparam.envs.mujoco import ROBOTS
+except ImportError as _robot_error:  # the extra is not installed
+    _ROBOT_IMPORT_ERROR: ImportError | None = _robot_error
+    ROBOTS = ()
+else:
+    _ROBOT_IMPORT_ERROR = None
+for _cls in ROBOTS:
+    register(_cls)
+
+ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
 
 __all__ = ["CartPoleEnv", "PendulumEnv", "make", "register", "registered"]
