@@ -9,10 +9,13 @@ When parameters reach the model (the policy, see the README's robots section):
   unmasked worlds get their unchanged values back, bit for bit). Inside a captured step
   those launches are part of the graph, so a per-step randomization term costs its draw
   plus one copy per parameter; nothing is copied on steps that write nothing.
-- ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds) runs right after a copy of a
-  mass-type parameter (``body_mass``, ``dof_armature``): derived constants
-  (``body_subtreemass``, ``body_invweight0``, ``dof_invweight0``, ``actuator_acc0``) are
-  then consistent before the next step. Friction, damping, gear and gravity need none.
+- ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds, ``restore=False``) runs right
+  after a copy of a mass-type parameter (``body_mass``, ``dof_armature``): derived
+  constants (``body_subtreemass``, ``body_invweight0``, ``dof_invweight0``,
+  ``actuator_acc0``) are then consistent before the next step. Friction, damping and
+  gravity need none; gear only in models with muscles (``set_const_params``).
+  ``restore=False`` leaves ``d``'s kinematic fields at qpos0 values: the next step
+  recomputes them from qpos before reading them (``step`` starts with ``forward``).
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -31,7 +34,7 @@ import warp as wp
 
 from gpuparam._device import stream_for
 from gpuparam.backend import Backend
-from gpuparam.envs.mujoco.model import MASS_TYPE
+from gpuparam.envs.mujoco.model import set_const_params
 from gpuparam.pipeline import StepContext
 from kernels import locomotion as kloco
 
@@ -52,6 +55,9 @@ class MjwBackend(Backend):
 
     Args:
         mjm: the compiled ``mujoco.MjModel`` (host).
+
+    Attributes (beyond ``Backend``'s):
+        set_const_on: the parameter names whose writes run ``set_const``.
         frame_skip: physics steps per env step.
         noise_param: the parameter holding the reset-noise scale.
         qvel_normal: reset ``qvel`` with ``scale * N(0, 1)`` (Ant, HalfCheetah) instead of
@@ -76,6 +82,7 @@ class MjwBackend(Backend):
         self.noise_param, self.qvel_normal = noise_param, qvel_normal
         self.forward_at_reset = forward_at_reset
         self.dt = float(mjm.opt.timestep) * frame_skip
+        self.set_const_on = set_const_params(mjm)
 
     def bind(self, env: VecEnv, ctx: StepContext) -> None:
         n, dev = env.num_envs, ctx.wp_device
@@ -151,5 +158,5 @@ class MjwBackend(Backend):
                 if spec is not None:
                     kernel, dim, args = spec
                     wp.launch(kernel, dim, args)
-            if any(n in MASS_TYPE for n in names):
+            if any(n in self.set_const_on for n in names):
                 mjw.set_const(self.m, self.d, restore=False)

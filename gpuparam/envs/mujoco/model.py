@@ -17,6 +17,17 @@ CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCon
 MASS_TYPE = ("body_mass", "dof_armature")
 
 
+def set_const_params(mjm: mujoco.MjModel) -> tuple[str, ...]:
+    """The parameters whose writes run ``set_const``: the mass-type ones, and
+    ``actuator_gear`` only in models with muscle actuators (the one place MuJoCo Warp's
+    step reads ``actuator_acc0``, which depends on the gear; the Gymnasium robots have
+    none, so their gear writes leave ``actuator_acc0`` at the model's value)."""
+    muscle = int(mujoco.mjtGain.mjGAIN_MUSCLE)
+    has_muscle = bool((mjm.actuator_gaintype == muscle).any()
+                      or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
+    return MASS_TYPE + (("actuator_gear",) if has_muscle else ())
+
+
 def asset_path(xml_file: str) -> str:
     """Path of one of Gymnasium's MuJoCo assets (``"ant.xml"``, ...)."""
     import gymnasium
@@ -56,6 +67,15 @@ def _dof_names(mjm: mujoco.MjModel) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _actuator_name(mjm: mujoco.MjModel, i: int) -> str:
+    name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i)
+    if name:
+        return name
+    if int(mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT):  # Ant's are unnamed
+        return _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, int(mjm.actuator_trnid[i, 0]), "joint")
+    return f"actuator{i}"
+
+
 @dataclass(frozen=True)
 class Components:
     """Readable names of one robot's components, in MuJoCo's index order.
@@ -66,7 +86,8 @@ class Components:
         geoms: every geom (``geom_friction`` components; unnamed geoms are ``"geom<i>"``).
         dofs: every degree of freedom (``dof_damping``, ``dof_armature``): the joint's
             name, with ``[k]`` appended for the 6 dofs of a free joint (3 of a ball joint).
-        actuators: every actuator (``actuator_gear``).
+        actuators: every actuator (``actuator_gear``): its name, or for an unnamed one
+            the name of the joint it drives (Ant's ``"hip_1"``...), else ``"actuator<i>"``.
     """
 
     bodies: tuple[str, ...]
@@ -81,7 +102,7 @@ class Components:
             bodies=tuple(_name(mjm, o.mjOBJ_BODY, i, "body") for i in range(1, mjm.nbody)),
             geoms=tuple(_name(mjm, o.mjOBJ_GEOM, i, "geom") for i in range(mjm.ngeom)),
             dofs=_dof_names(mjm),
-            actuators=tuple(_name(mjm, o.mjOBJ_ACTUATOR, i, "actuator") for i in range(mjm.nu)),
+            actuators=tuple(_actuator_name(mjm, i) for i in range(mjm.nu)),
         )
 
     def of_param(self, name: str) -> tuple[str, ...] | None:
