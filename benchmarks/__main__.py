@@ -1,7 +1,8 @@
 """``python -m benchmarks [--device cpu|cuda] [--quick] [--sizes N ...] [--output DIR]``.
 
 Measures, in one run: throughput vs N (gpuparam and peers), parameter-update latency,
-overheads of randomization / normalization / hooks, memory, and (CUDA) the roofline. Writes
+overheads of randomization / normalization / hooks, memory, (CUDA) the roofline, and the
+MuJoCo Warp robots (benchmarks/robots.py). Writes
 ``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
 prints a summary with the goals of the issues as PASS / FAIL / SKIP lines.
 """
@@ -30,6 +31,7 @@ from benchmarks import (  # noqa: E402
     overhead,
     plots,
     report,
+    robots,
     roofline,
     throughput,
 )
@@ -93,7 +95,7 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (throughput, latency, overhead, memory, roofline)
+    modules = (throughput, latency, overhead, memory, roofline, robots)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
               dynamic_ncols=True) as bar:
@@ -104,6 +106,7 @@ def run(cfg: RunConfig) -> dict:
             ("overhead", lambda: overhead.measure(cfg, bar)),
             ("memory", lambda: memory.measure(cfg, bar)),
             ("roofline", lambda: roofline.measure(cfg, res.get("throughput", {}), bar)),
+            ("robots", lambda: robots.measure(cfg, bar)),
         )
         for key, fn in steps:
             val, failed = attempt(fn)

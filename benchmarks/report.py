@@ -116,6 +116,7 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                      nbytes(ss["growth_bytes"])))
     else:
         rows.append(("memory growth", _why(ss)))
+    rows += robot_rows(res)
     roof = res.get("roofline", {})
     counted = roof.get("bytes_per_env_step", {})
     if counted:
@@ -131,6 +132,36 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                              f"{r['fraction_of_copy_bandwidth']:.1%}"))
     elif "skipped" in roof:
         rows.append(("roofline", "skipped: " + roof["skipped"]))
+    return rows
+
+
+def robot_rows(res: dict) -> list[tuple[str, str]]:
+    """Rows of the MuJoCo Warp robots (benchmarks/robots.py)."""
+    rob = res.get("robots", {})
+    rows: list[tuple[str, str]] = []
+    tp = rob.get("throughput", {})
+    if "throughput" in rob and not isinstance(tp, dict) or "skipped" in tp or "error" in tp:
+        return [("robots", _why(tp))]
+    for key, row in tp.items():
+        for who, label in (("gpuparam", "gpuparam"), ("gymnasium_sync", "Gymnasium sync")):
+            r = row.get(who, {})
+            val = rate(r["env_steps_per_s"]) if "env_steps_per_s" in r else _why(r)
+            rows.append((f"{label} {key}", val))
+        if "ratio_gpuparam_over_gymnasium" in row:
+            rows.append((f"gpuparam / Gymnasium sync {key}",
+                         f"{row['ratio_gpuparam_over_gymnasium']:.2f}x"))
+    ov = rob.get("overhead", {})
+    for key in ("rand3", "mass", "push"):
+        c = ov.get(key, {})
+        val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c or ov)
+        rows.append((f"robot overhead {c.get('label', key)} (Ant N={ov.get('num_envs')})", val))
+    host = rob.get("host_time", {})
+    if "beyond_physics_s" in host:
+        rows.append(("Ant N=1 captured step / physics replay / beyond physics",
+                     f"{seconds(host['step_s'])} / {seconds(host['physics_replay_s'])} / "
+                     f"{seconds(host['beyond_physics_s'])}"))
+        rows.append(("  of which other stages' launches / Python",
+                     f"{seconds(host['other_stages_device_s'])} / {seconds(host['python_s'])}"))
     return rows
 
 

@@ -1,0 +1,196 @@
+"""Robots on MuJoCo Warp, measured side by side in one run.
+
+- throughput: gpuparam Ant-v5 and HalfCheetah-v5 (captured step, fixed random action) vs
+  Gymnasium's ``make_vec(name, num_envs=N, vectorization_mode="sync")`` (MuJoCo C), timed
+  round by round (interleaved), at N in {16, 64, 256} ({16, 64} with --quick).
+- overheads over the bare Ant step at N=64, paired per round: per-step randomization of
+  friction, damping and gear (3 physical parameters), per-step mass randomization (copy +
+  set_const every step), and a push every step (``gp.Push`` with ``every=1``).
+- host time per captured step at N=1 beyond the physics replay: ``env.step`` minus a Warp
+  CPU graph of ``backend.step`` alone. Split into the other stages' device work (a graph of
+  the whole stage list minus the physics graph: task, episode, clock and the masked
+  auto-reset's launches, which run at every step) and Python (``env.step`` minus the graph
+  of the whole stage list: action checks and copy, pipeline dispatch).
+
+On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the CPU.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import warp as wp
+
+from benchmarks.config import RunConfig
+from benchmarks.features import Skipped, attempt
+from benchmarks.timing import interleave, median, paired_ratio, sync
+
+NAMES = ("Ant-v5", "HalfCheetah-v5")
+OVERHEAD_N = 64
+
+
+def _sizes(cfg: RunConfig) -> tuple[int, ...]:
+    if cfg.is_cuda:
+        return (1024, 16384, 65536)
+    return (16, 64) if cfg.quick else (16, 64, 256)
+
+
+def _steps(cfg: RunConfig, n: int) -> int:
+    if cfg.steps is not None:
+        return max(2, cfg.steps // 50)
+    return max(5, min(40, 2048 // n))
+
+
+def _gp_env(name: str, n: int, device: str, setup: str = "bare"):
+    import gpuparam as gp
+
+    try:
+        env = gp.make(name, n, device=device, seed=0)
+    except ImportError as e:
+        raise Skipped(str(e)) from None
+    if setup == "rand3":
+        env.randomize(
+            gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"),
+            gp.Uniform("dof_damping", 0.8, 1.2, op="scale", on="step"),
+            gp.Uniform("actuator_gear", 0.8, 1.2, op="scale", on="step"),
+        )
+    elif setup == "mass":
+        env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="step"))
+    elif setup == "push":
+        env.add_event(gp.Push([(-0.5, 0.5), (-0.5, 0.5)], every=1))
+    gen = torch.Generator().manual_seed(0)
+    action = (torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1).to(env.device)
+    for _ in range(3):  # warm up and capture
+        env.step(action)
+    sync(device)
+    return env, action
+
+
+def _gp_run(env, action, steps: int, device: str) -> float:
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(action)
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def _gym_env(name: str, n: int):
+    try:
+        import gymnasium
+    except ImportError as e:
+        raise Skipped(f"gymnasium not installed: {e}") from None
+    try:
+        venv = gymnasium.make_vec(name, num_envs=n, vectorization_mode="sync")
+    except Exception as e:  # e.g. gymnasium's MuJoCo extras missing
+        raise Skipped(f"gymnasium.make_vec({name!r}) failed: {e}") from None
+    venv.reset(seed=0)
+    rng = np.random.default_rng(0)
+    action = rng.uniform(-1, 1, size=venv.action_space.shape).astype(np.float64)
+    venv.step(action)
+    return venv, action
+
+
+def _gym_run(venv, action, steps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        venv.step(action)
+    return time.perf_counter() - t0
+
+
+def throughput(cfg: RunConfig, bar) -> dict:
+    out: dict = {}
+    repeats = cfg.repeats or 3
+    for name in NAMES:
+        for n in _sizes(cfg):
+            bar.set_postfix_str(f"robots {name} N={n}")
+            steps = _steps(cfg, n)
+            row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
+            runs = {}
+            gp_env, failed = attempt(_gp_env, name, n, cfg.device)
+            if failed:
+                row["gpuparam"] = failed
+            else:
+                runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
+            gym, failed = attempt(_gym_env, name, n) if not cfg.is_cuda else (
+                None, {"skipped": "Gymnasium runs on the CPU; compared in CPU runs"})
+            if failed:
+                row["gymnasium_sync"] = failed
+            else:
+                runs["gymnasium_sync"] = lambda g=gym, s=steps: _gym_run(*g, s)
+            times = interleave(runs, repeats)
+            for key, ts in times.items():
+                row[key] = {"env_steps_per_s": n * steps / median(ts), "step_s": median(ts) / steps}
+            if len(times) == 2:
+                row["ratio_gpuparam_over_gymnasium"] = paired_ratio(
+                    times["gymnasium_sync"], times["gpuparam"])
+            if gym is not None:
+                gym[0].close()
+            out[f"{name} N={n}"] = row
+            bar.update(1)
+    return out
+
+
+def overheads(cfg: RunConfig, bar) -> dict:
+    n = 1024 if cfg.is_cuda else OVERHEAD_N
+    steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
+    bar.set_postfix_str(f"robot overheads N={n}")
+    envs = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in ("bare", "rand3", "mass", "push")}
+    runs = {k: (lambda e=e: _gp_run(*e, steps, cfg.device)) for k, e in envs.items()}
+    times = interleave(runs, repeats)
+    bare = times.pop("bare")
+    out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
+    labels = {"rand3": "friction+damping+gear every step", "mass": "body_mass every step "
+              "(copy + set_const)", "push": "gp.Push every step"}
+    for k, ts in times.items():
+        out[k] = {"label": labels[k], "step_s": median(ts) / steps,
+                  "overhead": paired_ratio(ts, bare) - 1.0}
+    bar.update(1)
+    return out
+
+
+def host_time(cfg: RunConfig, bar) -> dict:
+    bar.set_postfix_str("robot host time N=1")
+    env, action = _gp_env("Ant-v5", 1, cfg.device)
+    steps, repeats = 200, cfg.repeats or 5
+    if cfg.is_cuda:
+        bar.update(1)
+        return {"skipped": "measured on CPU (on CUDA the step is one graph launch)"}
+    with wp.ScopedCapture(device="cpu") as cap:
+        env.backend.step(env.context)
+    physics_graph = cap.graph
+    with wp.ScopedCapture(device="cpu") as cap:
+        for stage in env.pipeline.stages:
+            stage.run(env.context)
+    step_graph = cap.graph
+
+    def replay(graph) -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            wp.capture_launch(graph)
+        return time.perf_counter() - t0
+
+    times = interleave({"step": lambda: _gp_run(env, action, steps, cfg.device),
+                        "physics": lambda: replay(physics_graph),
+                        "all_stages": lambda: replay(step_graph)}, repeats)
+    step_s, phys_s = median(times["step"]) / steps, median(times["physics"]) / steps
+    stages_s = median(times["all_stages"]) / steps
+    bar.update(1)
+    return {"num_envs": 1, "step_s": step_s, "physics_replay_s": phys_s,
+            "beyond_physics_s": step_s - phys_s,
+            "other_stages_device_s": stages_s - phys_s, "python_s": step_s - stages_s}
+
+
+def measure(cfg: RunConfig, bar) -> dict:
+    res = {}
+    for key, fn in (("throughput", throughput), ("overhead", overheads),
+                    ("host_time", host_time)):
+        val, failed = attempt(fn, cfg, bar)
+        res[key] = failed or val
+    return res
+
+
+def units(cfg: RunConfig) -> int:
+    return len(NAMES) * len(_sizes(cfg)) + 2
