@@ -151,9 +151,11 @@ def robot_rows(res: dict) -> list[tuple[str, str]]:
             rows.append((f"gpuparam / Gymnasium sync {key}",
                          f"{row['ratio_gpuparam_over_gymnasium']:.2f}x"))
     ov = rob.get("overhead", {})
-    for key in ("rand3", "mass", "push"):
+    for key in ("rand3", "rand3_real", "mass", "push"):
         c = ov.get(key, {})
         val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c or ov)
+        if "extra_share" in c:
+            val += f" end to end; its stages alone {c['extra_share']:.1%}"
         rows.append((f"robot overhead {c.get('label', key)} (Ant N={ov.get('num_envs')})", val))
     host = rob.get("host_time", {})
     if "beyond_physics_s" in host:

@@ -19,6 +19,7 @@ class AntTask(LocomotionTask):
 
     def arrays(self, env, ctx, backend, row) -> list:
         self.prev_xy = torch.zeros(ctx.num_envs, 2, dtype=torch.float32, device=env.device)
+        backend.state["task_prev_position"] = self.prev_xy  # checkpointed with the env
         d = backend.d
         return [
             backend.dt, 1, d.qpos, d.qvel, d.xpos, d.cfrc_ext,

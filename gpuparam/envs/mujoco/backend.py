@@ -9,7 +9,8 @@ When parameters reach the model (the policy, see the README's robots section):
   unmasked worlds get their unchanged values back, bit for bit). Inside a captured step
   those launches are part of the graph, so a per-step randomization term costs its draw
   plus one copy per parameter; nothing is copied on steps that write nothing.
-- ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds, ``restore=False``) runs right
+- ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds, ``restore=False``, only the
+  groups the written parameters need: FIXED | INERT0 for mass, INERT0 otherwise) runs right
   after a copy of a mass-type parameter (``body_mass``, ``dof_armature``): derived
   constants (``body_subtreemass``, ``body_invweight0``, ``dof_invweight0``,
   ``actuator_acc0``) are then consistent before the next step. Friction, damping and
@@ -68,8 +69,11 @@ class MjwBackend(Backend):
     Attributes:
         m, d: the ``mjw.Model`` and ``mjw.Data`` (public MuJoCo Warp objects; their arrays
             have the world axis first).
-        state: ``"qpos"`` float32 ``[N, nq]``, ``"qvel"`` ``[N, nv]``: torch views of
-            ``d.qpos``/``d.qvel`` (writing them sets the state the next step starts from).
+        state: ``"qpos"`` float32 ``[N, nq]``, ``"qvel"`` ``[N, nv]``,
+            ``"qacc_warmstart"`` ``[N, nv]`` (the solver's warm start): torch views of the
+            ``d`` arrays (writing them sets the state the next step starts from), plus the
+            task's previous root position (``"task_prev_position"``), so that
+            ``env.state_dict()`` continues bit for bit.
         dt: seconds per env step (``timestep * frame_skip``).
     """
 
@@ -83,6 +87,14 @@ class MjwBackend(Backend):
         self.forward_at_reset = forward_at_reset
         self.dt = float(mjm.opt.timestep) * frame_skip
         self.set_const_on = set_const_params(mjm)
+        # set_const's groups per parameter (its docstring's table): a mass needs the fixed
+        # quantities (body_subtreemass) and the qpos0 inertia ones (invweight0, acc0);
+        # armature and gear only the latter. KIN0 (tendon lengths, camera/light references,
+        # eq anchors) depends on none of them.
+        inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
+        self.set_const_groups = {
+            n: (fixed | inert0 if n == "body_mass" else inert0) for n in self.set_const_on
+        }
 
     def bind(self, env: VecEnv, ctx: StepContext) -> None:
         n, dev = env.num_envs, ctx.wp_device
@@ -91,7 +103,9 @@ class MjwBackend(Backend):
             m = mjw.put_model(self.mjm, batch_sizes={f: n for f in BATCHED})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
             self.m, self.d = m, mjw.make_data(self.mjm, nworld=n)
-        self.state = {"qpos": wp.to_torch(self.d.qpos), "qvel": wp.to_torch(self.d.qvel)}
+        d = self.d
+        self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
+                      "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
         p = env.params
 
         def rows(name: str) -> wp.array:
@@ -158,5 +172,8 @@ class MjwBackend(Backend):
                 if spec is not None:
                     kernel, dim, args = spec
                     wp.launch(kernel, dim, args)
-            if any(n in self.set_const_on for n in names):
-                mjw.set_const(self.m, self.d, restore=False)
+            groups = 0
+            for n in names:
+                groups |= self.set_const_groups.get(n, 0)
+            if groups:
+                mjw.set_const(self.m, self.d, groups=groups, restore=False)

@@ -19,6 +19,7 @@ class HumanoidTask(LocomotionTask):
 
     def arrays(self, env, ctx, backend, row) -> list:
         self.prev_xy = torch.zeros(ctx.num_envs, 2, dtype=torch.float32, device=env.device)
+        backend.state["task_prev_position"] = self.prev_xy  # checkpointed with the env
         d, m = backend.d, backend.m
         return [
             backend.dt, d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,

@@ -29,6 +29,7 @@ class PlanarTask(LocomotionTask):
 
     def arrays(self, env, ctx, backend, row) -> list:
         self.prev_x = torch.zeros(ctx.num_envs, dtype=torch.float32, device=env.device)
+        backend.state["task_prev_position"] = self.prev_x  # checkpointed with the env
         d = backend.d
         # parameters a task lacks (HalfCheetah's health, Walker2d's state range) are never
         # read by its kind: any row stands in

@@ -72,3 +72,18 @@ def test_truncation_at_max_episode_steps():
     dones = [env.step(a)["truncated"].clone() for _ in range(3)]
     assert not dones[0].any() and not dones[1].any() and dones[2].all()
     assert gp.make("HalfCheetah-v5", 1, device="cpu").max_episode_steps == 1000
+
+
+def test_state_dict_continues_bit_for_bit():
+    env = gp.make("Hopper-v5", 3, device="cpu", seed=4)
+    env.randomize(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
+    acts = actions(env, 8)
+    for a in acts[:4]:
+        env.step(a)
+    saved = env.state_dict()
+    first = [env.step(a).clone() for a in acts[4:]]
+    env.load_state_dict(saved)
+    again = [env.step(a).clone() for a in acts[4:]]
+    for x, y in zip(first, again, strict=True):
+        assert torch.equal(x["observation"], y["observation"])
+        assert torch.equal(x["reward"], y["reward"])
