@@ -27,10 +27,17 @@ from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 from gpuparam.vecenv import VecEnv
 
-try:  # robots: optional extra gpuparam[mujoco]
-    from gpuparam.envs.mujoco import Push, RobotEnv
-except ImportError:  # pragma: no cover
-    Push = RobotEnv = None  # type: ignore[assignment,misc]
+_ROBOT_API = ("Push", "RobotEnv")
+
+
+def __getattr__(name: str):
+    """``gp.Push`` and ``gp.RobotEnv`` import MuJoCo Warp at first use (extra
+    ``gpuparam[mujoco]``; an ``ImportError`` names the install line without it)."""
+    if name in _ROBOT_API:
+        from gpuparam.envs import mujoco
+
+        return getattr(mujoco, name)
+    raise AttributeError(f"module 'gpuparam' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 

@@ -32,7 +32,9 @@ class Push:
     Draws are counter-based, keyed by (env seed, global env id, a push stream, the env's
     push count): env ``i`` is pushed the same whatever ``num_envs`` is. The push runs as a
     stage after the auto-reset (it changes the state the next step starts from), inside
-    the captured step. Add it with ``env.add_event(push)``.
+    the captured step. Add it with ``env.add_event(push)``. Its timers and counts
+    (``push.timer``, ``push.count``: int32 ``[num_envs]``) start when it is added and are
+    not restarted by ``env.reset(seed=...)`` nor saved by ``env.state_dict()``.
     """
 
     def __init__(self, velocity: Sequence[tuple[float, float]], every: Every | Interval | int,
