@@ -204,37 +204,42 @@ def host_time(cfg: RunConfig, bar) -> dict:
     action.zero_()
     for _ in range(40):
         env.step(action)
-    steps, repeats = (20 if cfg.quick else 50), cfg.repeats or 9
+    steps, repeats = (20 if cfg.quick else 100), cfg.repeats or 5
     d = env.backend.d
     state = [wp.to_torch(a) for a in (d.qpos, d.qvel, d.qacc_warmstart, d.act)]
     snapshot = [t.clone() for t in state]
-
-    def restored(fn):
-        def run() -> float:
-            for t, s in zip(state, snapshot, strict=True):
-                t.copy_(s)
-            return fn()
-        return run
 
     names = set(env.pipeline.names)
     physics_graph = _stage_graph(env, {"physics"})
     others_graph = _stage_graph(env, names - {"physics"})
     step_graph = _stage_graph(env, names)
-    times = interleave({
-        "step": restored(lambda: _gp_run(env, action, steps, cfg.device)),
-        "physics": restored(lambda: _replay(physics_graph, steps)),
-        "all_stages": restored(lambda: _replay(step_graph, steps)),
-        "other_stages": restored(lambda: _replay(others_graph, steps)),
-    }, repeats)
-    # the fastest round of each: other processes only ever add time
-    best = {k: min(v) / steps for k, v in times.items()}
+    # Every call starts from the same restored state (restore untimed), so each does the
+    # same solver work; the calls rotate so none always runs first. Python per step is
+    # env.step minus a replay of a graph of all its stages.
+    def restore() -> None:
+        for t, s in zip(state, snapshot, strict=True):
+            t.copy_(s)
+
+    calls = {"step": lambda: env.step(action), "all": lambda: wp.capture_launch(step_graph),
+             "physics": lambda: wp.capture_launch(physics_graph),
+             "others": lambda: wp.capture_launch(others_graph)}
+    ts: dict[str, list[float]] = {k: [] for k in calls}
+    order = list(calls)
+    for i in range(repeats * steps):
+        for k in order[i % 4:] + order[: i % 4]:
+            restore()
+            t0 = time.perf_counter()
+            calls[k]()
+            ts[k].append(time.perf_counter() - t0)
+    med = {k: median(v) for k, v in ts.items()}
+    python_s, other_s = med["step"] - med["all"], med["others"]
     bar.update(1)
-    python_s = max(0.0, best["step"] - best["all_stages"])
-    return {"num_envs": 1, "step_s": best["step"], "physics_replay_s": best["physics"],
-            "other_stages_device_s": best["other_stages"], "python_s": python_s,
-            "beyond_physics_s": best["other_stages"] + python_s,
-            "note": "fastest of the rounds; beyond = other stages' replay + Python "
-                    "(env.step minus the replay of all its stages)"}
+    return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
+            "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
+            "python_s": python_s, "beyond_physics_s": other_s + python_s,
+            "note": "medians of single calls, each from the same restored state: Python = "
+                    "env.step minus a replay of all its stages, other stages = a replay of "
+                    "every stage but physics"}
 
 
 def measure(cfg: RunConfig, bar) -> dict:
