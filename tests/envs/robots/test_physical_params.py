@@ -135,3 +135,19 @@ def test_component_names_come_from_the_model():
     i = env.component_index("body_mass", "torso")
     assert env.params["body_mass"][0, i].item() == pytest.approx(env.mjm.body_mass[1], rel=1e-6)
     assert wp.to_torch(env.backend.m.body_mass).shape == (1, 14)
+
+
+def test_task_parameters_are_per_env():
+    """Reward weights and health ranges are parameters: a masked write changes the reward
+    and termination of exactly the masked envs, as Gymnasium's formula says."""
+    env, twin = _twins()
+    env.params.set("ctrl_cost_weight", 0.0, mask=MASK)
+    env.params.set("healthy_z_min", 5.0, mask=MASK)  # every state is unhealthy there
+    a = actions(env, 1)[0]
+    td, tdt = env.step(a).clone(), twin.step(a).clone()
+    ctrl = 0.5 * (a * a).sum(1)
+    healthy = 1.0
+    expected = tdt["reward"] + ctrl - healthy
+    torch.testing.assert_close(td["reward"][MASK], expected[MASK], rtol=0, atol=1e-5)
+    assert torch.equal(td["reward"][~MASK], tdt["reward"][~MASK])
+    assert td["terminated"][MASK].all() and not td["terminated"][~MASK].any()
