@@ -6,7 +6,7 @@ runs clipped PPO epochs. The printed return is the mean reward per step of the i
 rollout times 1000 (an episode's length), so progress shows before 1000-step episodes end;
 completed episodes' returns are printed as they come.
 
-    python examples/ppo_halfcheetah.py                       # N=64, ~3 minutes on 2 CPU cores
+    python examples/ppo_halfcheetah.py                       # N=64, 2-3 minutes on 2 CPU cores
     python examples/ppo_halfcheetah.py --iterations 2 --num-envs 8 --plot /tmp/hc.png
 """
 
