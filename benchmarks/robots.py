@@ -204,7 +204,7 @@ def host_time(cfg: RunConfig, bar) -> dict:
     action.zero_()
     for _ in range(40):
         env.step(action)
-    steps, repeats = (20 if cfg.quick else 100), cfg.repeats or 5
+    steps, rounds = 20, (4 if cfg.quick else 40)
     d = env.backend.d
     state = [wp.to_torch(a) for a in (d.qpos, d.qvel, d.qacc_warmstart, d.act)]
     snapshot = [t.clone() for t in state]
@@ -213,9 +213,10 @@ def host_time(cfg: RunConfig, bar) -> dict:
     physics_graph = _stage_graph(env, {"physics"})
     others_graph = _stage_graph(env, names - {"physics"})
     step_graph = _stage_graph(env, names)
-    # Every call starts from the same restored state (restore untimed), so each does the
-    # same solver work; the calls rotate so none always runs first. Python per step is
-    # env.step minus a replay of a graph of all its stages.
+    # Every block of `steps` back-to-back calls starts from the same restored state
+    # (restore untimed), so each block does the same solver work; the blocks rotate so none
+    # always runs first. Python per step is env.step minus a replay of a graph of all its
+    # stages (captured here: the same launches as the pipeline's own graph).
     def restore() -> None:
         for t, s in zip(state, snapshot, strict=True):
             t.copy_(s)
@@ -225,21 +226,22 @@ def host_time(cfg: RunConfig, bar) -> dict:
              "others": lambda: wp.capture_launch(others_graph)}
     ts: dict[str, list[float]] = {k: [] for k in calls}
     order = list(calls)
-    for i in range(repeats * steps):
+    for i in range(rounds):
         for k in order[i % 4:] + order[: i % 4]:
             restore()
             t0 = time.perf_counter()
-            calls[k]()
-            ts[k].append(time.perf_counter() - t0)
+            for _ in range(steps):
+                calls[k]()
+            ts[k].append((time.perf_counter() - t0) / steps)
     med = {k: median(v) for k, v in ts.items()}
     python_s, other_s = med["step"] - med["all"], med["others"]
     bar.update(1)
     return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
             "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
             "python_s": python_s, "beyond_physics_s": other_s + python_s,
-            "note": "medians of single calls, each from the same restored state: Python = "
-                    "env.step minus a replay of all its stages, other stages = a replay of "
-                    "every stage but physics"}
+            "note": "medians over rounds of 20-call blocks, each from the same restored "
+                    "state: Python = env.step minus a replay of all its stages, other "
+                    "stages = a replay of every stage but physics"}
 
 
 def measure(cfg: RunConfig, bar) -> dict:
