@@ -1,9 +1,10 @@
 """``python -m benchmarks [--device cpu|cuda] [--quick] [--sizes N ...] [--output DIR]``.
 
 Measures, in one run: throughput vs N (gpuparam and peers), parameter-update latency,
-overheads of randomization / normalization / hooks, memory, weak scaling over
-torch.distributed ranks (1 vs 2 ranks, ObsNorm synced every 10 steps), and (CUDA) the
-roofline. Writes
+overheads of randomization / normalization / hooks, host time per captured step, adapter
+overheads, training loops, memory, weak scaling over torch.distributed ranks (1 vs 2 ranks,
+ObsNorm synced every 10 steps), (CUDA) the roofline, and the MuJoCo Warp robots
+(benchmarks/robots.py). Writes
 ``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
 prints a summary with the goals of the issues as PASS / FAIL / SKIP lines.
 """
@@ -35,6 +36,7 @@ from benchmarks import (  # noqa: E402
     overhead,
     plots,
     report,
+    robots,
     roofline,
     throughput,
     training,
@@ -100,7 +102,7 @@ def run(cfg: RunConfig) -> dict:
         "machine": machine.describe(cfg.device),
     }
     modules = (throughput, latency, overhead, host_time, adapters, training, memory,
-               distributed, roofline)
+               distributed, roofline, robots)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
               dynamic_ncols=True) as bar:
@@ -115,6 +117,7 @@ def run(cfg: RunConfig) -> dict:
             ("memory", lambda: memory.measure(cfg, bar)),
             ("distributed", lambda: distributed.measure(cfg, bar)),
             ("roofline", lambda: roofline.measure(cfg, res.get("throughput", {}), bar)),
+            ("robots", lambda: robots.measure(cfg, bar)),
         )
         for key, fn in steps:
             val, failed = attempt(fn)

@@ -146,7 +146,25 @@ def gpu_goals(res: dict) -> list[dict]:
     ]
 
 
+def robot_goals(res: dict) -> list[dict]:
+    """Issue 12: robots on MuJoCo Warp."""
+    ov = _get(res, "robots", "overhead") or {}
+    n = ov.get("num_envs")
+    rand3 = ov.get("rand3") or {}
+    host = _get(res, "robots", "host_time") or {}
+    return [
+        _goal("robot_step_rand3", f"Ant per-step friction+damping+gear <= 10% over bare (N={n})",
+              rand3.get("extra_share", rand3.get("overhead")), lambda x: x <= 0.10, "{:+.1%}",
+              _reason(rand3 or ov) or "its stages timed alone over the bare step"),
+        _goal("robot_host_time", "Ant captured step at N=1: host time beyond physics < 50 us",
+              host.get("beyond_physics_s"), lambda x: x < 50e-6,
+              lambda x: f"{x * 1e6:.1f} us", _reason(host)),
+    ]
+
+
 def evaluate(res: dict) -> list[dict]:
-    """Goals of the run's device: CPU goals (issues 3-6) or GPU goals (issue 7)."""
+    """Goals of the run's device: CPU goals (issues 3-6) or GPU goals (issue 7), plus the
+    robots' (issue 12)."""
     device = _get(res, "config", "device") or "cpu"
-    return gpu_goals(res) if str(device).startswith("cuda") else cpu_goals(res)
+    goals = gpu_goals(res) if str(device).startswith("cuda") else cpu_goals(res)
+    return goals + robot_goals(res)

@@ -144,6 +144,7 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                      f"{seconds(d['sync_s_2'])} / {seconds(d['all_reduce_s_2'])}"))
     else:
         rows.append(("weak scaling over ranks", _why(d)))
+    rows += robot_rows(res)
     roof = res.get("roofline", {})
     counted = roof.get("bytes_per_env_step", {})
     if counted:
@@ -159,6 +160,38 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                              f"{r['fraction_of_copy_bandwidth']:.1%}"))
     elif "skipped" in roof:
         rows.append(("roofline", "skipped: " + roof["skipped"]))
+    return rows
+
+
+def robot_rows(res: dict) -> list[tuple[str, str]]:
+    """Rows of the MuJoCo Warp robots (benchmarks/robots.py)."""
+    rob = res.get("robots", {})
+    rows: list[tuple[str, str]] = []
+    tp = rob.get("throughput", {})
+    if "throughput" in rob and not isinstance(tp, dict) or "skipped" in tp or "error" in tp:
+        return [("robots", _why(tp))]
+    for key, row in tp.items():
+        for who, label in (("gpuparam", "gpuparam"), ("gymnasium_sync", "Gymnasium sync")):
+            r = row.get(who, {})
+            val = rate(r["env_steps_per_s"]) if "env_steps_per_s" in r else _why(r)
+            rows.append((f"{label} {key}", val))
+        if "ratio_gpuparam_over_gymnasium" in row:
+            rows.append((f"gpuparam / Gymnasium sync {key}",
+                         f"{row['ratio_gpuparam_over_gymnasium']:.2f}x"))
+    ov = rob.get("overhead", {})
+    for key in ("rand3", "rand3_real", "mass", "push"):
+        c = ov.get(key, {})
+        val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c or ov)
+        if "extra_share" in c:
+            val += f" end to end; its stages alone {c['extra_share']:.1%}"
+        rows.append((f"robot overhead {c.get('label', key)} (Ant N={ov.get('num_envs')})", val))
+    host = rob.get("host_time", {})
+    if "beyond_physics_s" in host:
+        rows.append(("Ant N=1 captured step / physics replay / beyond physics",
+                     f"{seconds(host['step_s'])} / {seconds(host['physics_replay_s'])} / "
+                     f"{seconds(host['beyond_physics_s'])}"))
+        rows.append(("  of which other stages' launches / Python",
+                     f"{seconds(host['other_stages_device_s'])} / {seconds(host['python_s'])}"))
     return rows
 
 

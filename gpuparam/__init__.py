@@ -30,6 +30,18 @@ from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 from gpuparam.vecenv import VecEnv
 
+_ROBOT_API = ("Push", "RobotEnv")
+
+
+def __getattr__(name: str):
+    """``gp.Push`` and ``gp.RobotEnv`` import MuJoCo Warp at first use (extra
+    ``gpuparam[mujoco]``; an ``ImportError`` names the install line without it)."""
+    if name in _ROBOT_API:
+        from gpuparam.envs import mujoco
+
+        return getattr(mujoco, name)
+    raise AttributeError(f"module 'gpuparam' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -52,13 +64,15 @@ __all__ = [
     "ParamTable",
     "PendulumEnv",
     "Pipeline",
+    "Push",
     "Randomization",
     "RewardNorm",
+    "RobotEnv",
     "Stage",
     "Step",
     "StepContext",
-    "Task",
     "SyncSchedule",
+    "Task",
     "Term",
     "TransformedEnv",
     "Uniform",

@@ -19,8 +19,8 @@ def register(cls: type[VecEnv]) -> type[VecEnv]:
 
 
 def registered() -> tuple[str, ...]:
-    """Names ``make`` accepts."""
-    return tuple(_REGISTRY)
+    """Names ``make`` accepts (the robots need the ``gpuparam[mujoco]`` extra)."""
+    return tuple(dict.fromkeys((*_REGISTRY, *ROBOT_NAMES)))
 
 
 def make(
@@ -60,10 +60,12 @@ def make(
             raise ValueError(f"shard: pass shard or env_offset, not both (got env_offset="
                              f"{env_offset}, shard={shard})")
         env_offset, num_envs = shard_range(num_envs, *shard)
+    if name in ROBOT_NAMES and name not in _REGISTRY:
+        load_robots()
     try:
         cls = _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown env {name!r}; registered: {', '.join(_REGISTRY)}") from None
+        raise KeyError(f"unknown env {name!r}; registered: {', '.join(registered())}") from None
     return cls(
         num_envs, device=device, seed=seed, capture=capture, env_offset=env_offset,
         cuda_graph=cuda_graph, **param_overrides,
@@ -73,4 +75,19 @@ def make(
 register(CartPoleEnv)
 register(PendulumEnv)
 
-__all__ = ["CartPoleEnv", "PendulumEnv", "make", "register", "registered"]
+# Robots need the optional extra gpuparam[mujoco]; they are imported at their first make()
+# (importing MuJoCo Warp takes seconds, which every other user of gpuparam should not pay).
+ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
+
+
+def load_robots() -> tuple[type[VecEnv], ...]:
+    """Import the MuJoCo Warp robots and register them; returns their classes. Raises
+    ``ImportError`` naming ``pip install gpuparam[mujoco]`` without the extra."""
+    from gpuparam.envs.mujoco import ROBOTS  # raises the ImportError with the install line
+
+    for cls in ROBOTS:
+        _REGISTRY.setdefault(cls.name, cls)
+    return ROBOTS
+
+__all__ = ["ROBOT_NAMES", "CartPoleEnv", "PendulumEnv", "load_robots", "make", "register",
+           "registered"]

@@ -26,7 +26,7 @@ def results(tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", *TINY, "--device", "cpu", "--output", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "PASS" in proc.stdout or "FAIL" in proc.stdout or "SKIP" in proc.stdout
@@ -85,6 +85,20 @@ def test_latency_overhead_memory(results):
     d = res["distributed"]
     assert d["num_envs_per_rank"] == 256 and d["env_steps_per_s_2"] > 0 and d["sync_s_2"] > 0
     assert {g["status"] for g in res["goals"]} <= {"PASS", "FAIL", "SKIP"}
+
+
+def test_robot_rows(results):
+    res, _ = results
+    rob = res["robots"]
+    for name in ("Ant-v5", "HalfCheetah-v5"):
+        for n in (16, 64):
+            row = rob["throughput"][f"{name} N={n}"]
+            _measured_or_skipped(row["gpuparam"], "env_steps_per_s")
+            _measured_or_skipped(row["gymnasium_sync"], "env_steps_per_s")
+    for key in ("rand3", "mass", "push"):
+        assert "overhead" in rob["overhead"][key]
+    assert rob["host_time"]["physics_replay_s"] > 0
+    assert {"robot_step_rand3", "robot_host_time"} <= {g["id"] for g in res["goals"]}
 
 
 def test_plots_written(results):

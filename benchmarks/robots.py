@@ -1,0 +1,257 @@
+"""Robots on MuJoCo Warp, measured side by side in one run.
+
+- throughput: gpuparam Ant-v5 and HalfCheetah-v5 (captured step, fixed random action) vs
+  Gymnasium's ``make_vec(name, num_envs=N, vectorization_mode="sync")`` (MuJoCo C), timed
+  round by round (interleaved), at N in {16, 64, 256} ({16, 64} with --quick).
+- overheads over the bare Ant step at N=64, paired per round: per-step randomization of
+  friction, damping and gear (3 physical parameters), per-step mass randomization (copy +
+  set_const every step), and a push every step (``gp.Push`` with ``every=1``).
+- host time per captured step at N=1 beyond the physics replay: ``env.step`` minus a Warp
+  CPU graph of ``backend.step`` alone. Split into the other stages' device work (a graph of
+  the whole stage list minus the physics graph: task, episode, clock and the masked
+  auto-reset's launches, which run at every step) and Python (``env.step`` minus the graph
+  of the whole stage list: action checks and copy, pipeline dispatch).
+
+On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the CPU.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import warp as wp
+
+from benchmarks.config import RunConfig
+from benchmarks.features import Skipped, attempt
+from benchmarks.timing import interleave, median, paired_ratio, sync
+
+NAMES = ("Ant-v5", "HalfCheetah-v5")
+OVERHEAD_N = 64
+
+
+def _sizes(cfg: RunConfig) -> tuple[int, ...]:
+    if cfg.is_cuda:
+        return (1024, 16384, 65536)
+    return (16, 64) if cfg.quick else (16, 64, 256)
+
+
+def _steps(cfg: RunConfig, n: int) -> int:
+    if cfg.steps is not None:
+        return max(2, cfg.steps // 50)
+    return max(5, min(40, 2048 // n))
+
+
+def _gp_env(name: str, n: int, device: str, setup: str = "bare", **kwargs):
+    """A captured env of ``setup``. The overhead setups draw from identity ranges (scale
+    U(1, 1), pushes U(0, 0)): every launch runs as with real ranges, the dynamics stay
+    those of the bare env, so the difference is the mechanism's cost alone (real ranges
+    also change the physics' own cost: pushed or lighter Ants make more contacts and
+    solver iterations). ``rand3_real`` uses real ranges (x0.8-1.2) for comparison."""
+    import gpuparam as gp
+
+    try:
+        env = gp.make(name, n, device=device, seed=0, **kwargs)
+    except ImportError as e:
+        raise Skipped(str(e)) from None
+    lo, hi = (0.8, 1.2) if setup == "rand3_real" else (1.0, 1.0)
+    if setup.startswith("rand3"):
+        env.randomize(
+            gp.Uniform("geom_friction", lo, hi, op="scale", on="step"),
+            gp.Uniform("dof_damping", lo, hi, op="scale", on="step"),
+            gp.Uniform("actuator_gear", lo, hi, op="scale", on="step"),
+        )
+    elif setup == "mass":
+        env.randomize(gp.Uniform("body_mass", 1.0, 1.0, op="scale", on="step"))
+    elif setup == "push":
+        env.add_event(gp.Push([(0.0, 0.0), (0.0, 0.0)], every=1))
+    gen = torch.Generator().manual_seed(0)
+    action = (torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1).to(env.device)
+    for _ in range(3):  # warm up and capture
+        env.step(action)
+    sync(device)
+    return env, action
+
+
+def _gp_run(env, action, steps: int, device: str) -> float:
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(action)
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def _gym_env(name: str, n: int):
+    try:
+        import gymnasium
+    except ImportError as e:
+        raise Skipped(f"gymnasium not installed: {e}") from None
+    try:
+        venv = gymnasium.make_vec(name, num_envs=n, vectorization_mode="sync")
+    except Exception as e:  # e.g. gymnasium's MuJoCo extras missing
+        raise Skipped(f"gymnasium.make_vec({name!r}) failed: {e}") from None
+    venv.reset(seed=0)
+    rng = np.random.default_rng(0)
+    action = rng.uniform(-1, 1, size=venv.action_space.shape).astype(np.float64)
+    venv.step(action)
+    return venv, action
+
+
+def _gym_run(venv, action, steps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        venv.step(action)
+    return time.perf_counter() - t0
+
+
+def throughput(cfg: RunConfig, bar) -> dict:
+    out: dict = {}
+    repeats = cfg.repeats or 3
+    for name in NAMES:
+        for n in _sizes(cfg):
+            bar.set_postfix_str(f"robots {name} N={n}")
+            steps = _steps(cfg, n)
+            row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
+            runs = {}
+            gp_env, failed = attempt(_gp_env, name, n, cfg.device)
+            if failed:
+                row["gpuparam"] = failed
+            else:
+                runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
+            gym, failed = attempt(_gym_env, name, n) if not cfg.is_cuda else (
+                None, {"skipped": "Gymnasium runs on the CPU; compared in CPU runs"})
+            if failed:
+                row["gymnasium_sync"] = failed
+            else:
+                runs["gymnasium_sync"] = lambda g=gym, s=steps: _gym_run(*g, s)
+            times = interleave(runs, repeats)
+            for key, ts in times.items():
+                row[key] = {"env_steps_per_s": n * steps / median(ts), "step_s": median(ts) / steps}
+            if len(times) == 2:
+                row["ratio_gpuparam_over_gymnasium"] = paired_ratio(
+                    times["gymnasium_sync"], times["gpuparam"])
+            if gym is not None:
+                gym[0].close()
+            out[f"{name} N={n}"] = row
+            bar.update(1)
+    return out
+
+
+def _stage_graph(env, names: set[str]):
+    """A Warp CPU graph of the env's stages named in ``names`` (public Stage.run)."""
+    with wp.ScopedCapture(device="cpu") as cap:
+        for stage in env.pipeline.stages:
+            if stage.name in names:
+                stage.run(env.context)
+    return cap.graph
+
+
+def _replay(graph, steps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        wp.capture_launch(graph)
+    return time.perf_counter() - t0
+
+
+def overheads(cfg: RunConfig, bar) -> dict:
+    """Two views of each configuration's cost over the bare Ant step: ``overhead``, the
+    paired end-to-end ratio (whole steps, noisy: +-5% between identical envs on a loaded
+    2-core machine), and on CPU ``extra_share``, the replay time of the stages the
+    configuration adds (randomize_step with its copies and set_const, or push), timed on
+    their own as a Warp CPU graph, over the bare step's time."""
+    n = 1024 if cfg.is_cuda else OVERHEAD_N
+    steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
+    bar.set_postfix_str(f"robot overheads N={n}")
+    keys = ("bare", "rand3", "rand3_real", "mass", "push")
+    envs = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in keys}
+    runs = {k: (lambda e=e: _gp_run(*e, steps, cfg.device)) for k, e in envs.items()}
+    bare_names = set(envs["bare"][0].pipeline.names)
+    if not cfg.is_cuda:
+        for k in keys[1:]:
+            env = envs[k][0]
+            extra = set(env.pipeline.names) - bare_names
+            graph = _stage_graph(env, extra)
+            runs[f"{k}_extra"] = lambda g=graph: _replay(g, steps)
+    times = interleave(runs, repeats)
+    bare = times.pop("bare")
+    out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
+    labels = {"rand3": "friction+damping+gear every step",
+              "rand3_real": "friction+damping+gear every step, x0.8-1.2 (physics changes too)",
+              "mass": "body_mass every step (copy + set_const)", "push": "gp.Push every step"}
+    for k in keys[1:]:
+        ts = times[k]
+        out[k] = {"label": labels[k], "step_s": median(ts) / steps,
+                  "overhead": paired_ratio(ts, bare) - 1.0}
+        if f"{k}_extra" in times:
+            extra = times[f"{k}_extra"]
+            out[k]["extra_stage_s"] = median(extra) / steps
+            out[k]["extra_share"] = paired_ratio(extra, bare)
+    bar.update(1)
+    return out
+
+
+def host_time(cfg: RunConfig, bar) -> dict:
+    bar.set_postfix_str("robot host time N=1")
+    if cfg.is_cuda:
+        bar.update(1)
+        return {"skipped": "measured on CPU (on CUDA the step is one graph launch)"}
+    # an Ant resting under a zero action that never terminates or truncates, restored to
+    # the same state before every timed run: every run does the same solver work
+    env, action = _gp_env("Ant-v5", 1, cfg.device, terminate_when_unhealthy=0.0,
+                          max_episode_steps=2**30)
+    action.zero_()
+    for _ in range(40):
+        env.step(action)
+    steps, rounds = 20, (4 if cfg.quick else 40)
+    d = env.backend.d
+    state = [wp.to_torch(a) for a in (d.qpos, d.qvel, d.qacc_warmstart, d.act)]
+    snapshot = [t.clone() for t in state]
+
+    names = set(env.pipeline.names)
+    physics_graph = _stage_graph(env, {"physics"})
+    others_graph = _stage_graph(env, names - {"physics"})
+    step_graph = _stage_graph(env, names)
+    # Every block of `steps` back-to-back calls starts from the same restored state
+    # (restore untimed), so each block does the same solver work; the blocks rotate so none
+    # always runs first. Python per step is env.step minus a replay of a graph of all its
+    # stages (captured here: the same launches as the pipeline's own graph).
+    def restore() -> None:
+        for t, s in zip(state, snapshot, strict=True):
+            t.copy_(s)
+
+    calls = {"step": lambda: env.step(action), "all": lambda: wp.capture_launch(step_graph),
+             "physics": lambda: wp.capture_launch(physics_graph),
+             "others": lambda: wp.capture_launch(others_graph)}
+    ts: dict[str, list[float]] = {k: [] for k in calls}
+    order = list(calls)
+    for i in range(rounds):
+        for k in order[i % 4:] + order[: i % 4]:
+            restore()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                calls[k]()
+            ts[k].append((time.perf_counter() - t0) / steps)
+    med = {k: median(v) for k, v in ts.items()}
+    python_s, other_s = med["step"] - med["all"], med["others"]
+    bar.update(1)
+    return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
+            "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
+            "python_s": python_s, "beyond_physics_s": other_s + python_s,
+            "note": "medians over rounds of 20-call blocks, each from the same restored "
+                    "state: Python = env.step minus a replay of all its stages, other "
+                    "stages = a replay of every stage but physics"}
+
+
+def measure(cfg: RunConfig, bar) -> dict:
+    res = {}
+    for key, fn in (("throughput", throughput), ("overhead", overheads),
+                    ("host_time", host_time)):
+        val, failed = attempt(fn, cfg, bar)
+        res[key] = failed or val
+    return res
+
+
+def units(cfg: RunConfig) -> int:
+    return len(NAMES) * len(_sizes(cfg)) + 2

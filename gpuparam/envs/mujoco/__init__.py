@@ -1,0 +1,24 @@
+"""Robots on MuJoCo Warp: Gymnasium v5's locomotion tasks with per-world physical
+parameters (needs the optional extra: ``pip install gpuparam[mujoco]``)."""
+
+from __future__ import annotations
+
+try:
+    import mujoco  # noqa: F401
+    import mujoco_warp  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "gpuparam's robots need MuJoCo Warp: pip install gpuparam[mujoco] "
+        f"(mujoco-warp>=4.0.0 and mujoco>=4.0.0); import failed with: {e}"
+    ) from e
+
+from gpuparam.envs.mujoco.ant import AntEnv
+from gpuparam.envs.mujoco.events import Push
+from gpuparam.envs.mujoco.humanoid import HumanoidEnv
+from gpuparam.envs.mujoco.planar import HalfCheetahEnv, HopperEnv, Walker2dEnv
+from gpuparam.envs.mujoco.robot_env import RobotEnv
+
+ROBOTS = (AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv, HumanoidEnv)
+
+__all__ = ["ROBOTS", "AntEnv", "HalfCheetahEnv", "HopperEnv", "HumanoidEnv", "Push",
+           "RobotEnv", "Walker2dEnv"]

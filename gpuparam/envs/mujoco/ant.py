@@ -1,0 +1,67 @@
+"""Ant-v5 on MuJoCo Warp."""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+from gpuparam.envs.mujoco.robot_env import RobotEnv
+from gpuparam.envs.mujoco.task import LocomotionTask
+from gpuparam.kernels import locomotion as kloco
+from gpuparam.spec import ParamSpec
+
+
+class AntTask(LocomotionTask):
+    """Ant-v5's observation (``qpos[2:]``, ``qvel``, clipped ``cfrc_ext[1:]``: 105 values),
+    reward (forward + healthy - ctrl - contact) and termination (unhealthy)."""
+
+    kernel = kloco.ant
+
+    def arrays(self, env, ctx, backend, row) -> list:
+        self.prev_xy = torch.zeros(ctx.num_envs, 2, dtype=torch.float32, device=env.device)
+        backend.state["task_prev_position"] = self.prev_xy  # checkpointed with the env
+        d = backend.d
+        return [
+            backend.dt, 1, d.qpos, d.qvel, d.xpos, d.cfrc_ext,
+            wp.from_torch(ctx.action), *(row(n) for n in (
+                "forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
+                "healthy_reward", "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
+                "contact_force_min", "contact_force_max",
+            )), wp.from_torch(self.prev_xy),
+        ]
+
+
+class AntEnv(RobotEnv):
+    """Gymnasium ``Ant-v5``: ``ant.xml``, frame_skip 5 (dt 0.05 s), 1000-step limit.
+
+    Observation float32 ``[N, 105]``: ``qpos[2:]`` (13), ``qvel`` (14), ``cfrc_ext`` of
+    bodies 1..13 clipped to the contact force range (78). Action float32 ``[N, 8]`` in
+    ``[-1, 1]``. Reward ``forward_reward_weight * dx/dt + healthy_reward * healthy -
+    ctrl_cost_weight * |a|^2 - contact_cost_weight * |clip(cfrc_ext)|^2``; terminated when
+    unhealthy (non-finite state or torso z outside ``[healthy_z_min, healthy_z_max]``).
+    Reset: ``qpos0 + U(-s, s)``, ``s * N(0, 1)`` velocities, ``s = reset_noise_scale``.
+    """
+
+    name = "Ant-v5"
+    xml_file = "ant.xml"
+    frame_skip = 5
+    qvel_normal = True
+    task_specs = (
+        ParamSpec("forward_reward_weight", 1.0, -1e3, 1e3, doc="weight of x velocity"),
+        ParamSpec("ctrl_cost_weight", 0.5, 0.0, 1e3, doc="weight of |action|^2"),
+        ParamSpec("contact_cost_weight", 5e-4, 0.0, 1e3, doc="weight of |contact forces|^2"),
+        ParamSpec("healthy_reward", 1.0, -1e3, 1e3, doc="reward per healthy step"),
+        ParamSpec("terminate_when_unhealthy", 1.0, 0.0, 1.0, doc="1: unhealthy terminates"),
+        ParamSpec("healthy_z_min", 0.2, -1e3, 1e3, unit="m", doc="lowest healthy torso z"),
+        ParamSpec("healthy_z_max", 1.0, -1e3, 1e3, unit="m", doc="highest healthy torso z"),
+        ParamSpec("contact_force_min", -1.0, -1e6, 1e6, doc="contact forces clipped from"),
+        ParamSpec("contact_force_max", 1.0, -1e6, 1e6, doc="contact forces clipped to"),
+        ParamSpec("reset_noise_scale", 0.1, 0.0, 10.0, doc="scale of the reset noise"),
+    )
+
+    def obs_size(self) -> int:
+        m = self.mjm
+        return m.nq - 2 + m.nv + 6 * (m.nbody - 1)
+
+    def make_task(self) -> AntTask:
+        return AntTask()

@@ -1,0 +1,179 @@
+"""MuJoCo Warp as a gpuparam physics backend: one world per env, physical parameters
+copied from the parameter table into the model's per-world arrays when they are written.
+
+When parameters reach the model (the policy, see the README's robots section):
+
+- on change: ``params_changed`` (called after every write of a physical parameter, by
+  ``params.set``, randomization terms, curricula, ``load_state_dict``) copies the written
+  parameters' table rows into the model's per-world arrays (one kernel each, all worlds:
+  unmasked worlds get their unchanged values back, bit for bit). Inside a captured step
+  those launches are part of the graph, so a per-step randomization term costs its draw
+  plus one copy per parameter; nothing is copied on steps that write nothing.
+- ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds, ``restore=False``, only the
+  groups the written parameters need: FIXED | INERT0 for mass, INERT0 otherwise) runs right
+  after a copy of a mass-type parameter (``body_mass``, ``dof_armature``): derived
+  constants (``body_subtreemass``, ``body_invweight0``, ``dof_invweight0``,
+  ``actuator_acc0``) are then consistent before the next step. Friction, damping and
+  gravity need none; gear only in models with muscles (``set_const_params``).
+  ``restore=False`` leaves ``d``'s kinematic fields at qpos0 values: the next step
+  recomputes them from qpos before reading them (``step`` starts with ``forward``).
+
+Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
+vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
+written in place afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import torch
+import warp as wp
+
+from gpuparam._device import stream_for
+from gpuparam.backend import Backend
+from gpuparam.envs.mujoco.model import set_const_params
+from gpuparam.kernels import locomotion as kloco
+from gpuparam.pipeline import StepContext
+
+if TYPE_CHECKING:
+    from gpuparam.vecenv import VecEnv
+
+# Model fields made per-world: the written parameters and the constants set_const derives.
+BATCHED = (
+    "body_mass", "geom_friction", "dof_damping", "dof_armature", "actuator_gear",
+    "body_subtreemass", "body_invweight0", "dof_invweight0", "actuator_acc0",
+)
+PHYSICAL = ("body_mass", "geom_friction", "dof_damping", "dof_armature", "actuator_gear",
+            "gravity")
+
+
+class MjwBackend(Backend):
+    """N MuJoCo Warp worlds of one model.
+
+    Args:
+        mjm: the compiled ``mujoco.MjModel`` (host).
+
+    Attributes (beyond ``Backend``'s):
+        set_const_on: the parameter names whose writes run ``set_const``.
+        frame_skip: physics steps per env step.
+        noise_param: the parameter holding the reset-noise scale.
+        qvel_normal: reset ``qvel`` with ``scale * N(0, 1)`` (Ant, HalfCheetah) instead of
+            ``U(-scale, scale)``.
+        forward_at_reset: run ``mjw.forward`` after a reset (all worlds; the task reads
+            ``mj_forward`` quantities of the new state, as Humanoid's observation does).
+
+    Attributes:
+        m, d: the ``mjw.Model`` and ``mjw.Data`` (public MuJoCo Warp objects; their arrays
+            have the world axis first).
+        state: ``"qpos"`` float32 ``[N, nq]``, ``"qvel"`` ``[N, nv]``,
+            ``"qacc_warmstart"`` ``[N, nv]`` (the solver's warm start): torch views of the
+            ``d`` arrays (writing them sets the state the next step starts from), plus the
+            task's previous root position (``"task_prev_position"``), so that
+            ``env.state_dict()`` continues bit for bit.
+        dt: seconds per env step (``timestep * frame_skip``).
+    """
+
+    recompute_on = PHYSICAL
+
+    def __init__(self, mjm: mujoco.MjModel, frame_skip: int, noise_param: str,
+                 qvel_normal: bool, forward_at_reset: bool = False):
+        super().__init__()
+        self.mjm, self.frame_skip = mjm, frame_skip
+        self.noise_param, self.qvel_normal = noise_param, qvel_normal
+        self.forward_at_reset = forward_at_reset
+        self.dt = float(mjm.opt.timestep) * frame_skip
+        self.set_const_on = set_const_params(mjm)
+        # set_const's groups per parameter (its docstring's table): a mass needs the fixed
+        # quantities (body_subtreemass) and the qpos0 inertia ones (invweight0, acc0);
+        # armature and gear only the latter. KIN0 (tendon lengths, camera/light references,
+        # eq anchors) depends on none of them.
+        inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
+        self.set_const_groups = {
+            n: (fixed | inert0 if n == "body_mass" else inert0) for n in self.set_const_on
+        }
+
+    def bind(self, env: VecEnv, ctx: StepContext) -> None:
+        n, dev = env.num_envs, ctx.wp_device
+        self._device, self._torch_device = dev, env.device
+        with wp.ScopedDevice(dev):
+            m = mjw.put_model(self.mjm, batch_sizes={f: n for f in BATCHED})
+            m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
+            self.m, self.d = m, mjw.make_data(self.mjm, nworld=n)
+        d = self.d
+        self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
+                      "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
+        p = env.params
+
+        def rows(name: str) -> wp.array:
+            c0, size = p.columns(name)
+            return wp.from_torch(p.effective_table[c0 : c0 + size])
+
+        m = self.m
+        self._copies = {
+            "body_mass": (kloco.copy_rows, (n, self.mjm.nbody - 1), [rows("body_mass"), 1,
+                                                                       m.body_mass]),
+            "geom_friction": (kloco.copy_rows_vec3_x, (n, self.mjm.ngeom),
+                              [rows("geom_friction"), m.geom_friction]),
+            "dof_damping": (kloco.copy_rows, (n, self.mjm.nv),
+                            [rows("dof_damping"), 0, m.dof_damping]),
+            "dof_armature": (kloco.copy_rows, (n, self.mjm.nv),
+                             [rows("dof_armature"), 0, m.dof_armature]),
+            "actuator_gear": (kloco.copy_rows_spatial0, (n, self.mjm.nu),
+                              [rows("actuator_gear"), m.actuator_gear]),
+            "gravity": (kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity]),
+        }
+        self._action = wp.from_torch(ctx.action.reshape(n, -1))
+        c0, _ = p.columns(self.noise_param)
+        self._reset_args = [
+            wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count),
+            self.m.qpos0, wp.from_torch(p.effective_table[c0]), int(self.qvel_normal),
+            self.d.qpos, self.d.qvel,
+        ]
+        self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
+
+    def _scope(self, ctx: StepContext | None = None):
+        stream = ctx.stream if ctx is not None else stream_for(self._torch_device)
+        if stream is not None:
+            return wp.ScopedStream(stream)
+        return wp.ScopedDevice(self._device)
+
+    def wp_mask(self, mask: torch.Tensor) -> wp.array:
+        """A cached Warp view of a static bool mask tensor ``[N]``."""
+        m = self._masks.get(id(mask))
+        if m is None:
+            m = self._masks[id(mask)] = (mask, wp.from_torch(mask))
+        return m[1]
+
+    def step(self, ctx: StepContext) -> None:
+        with self._scope(ctx):
+            wp.copy(self.d.ctrl, self._action)
+            for _ in range(self.frame_skip):
+                mjw.step(self.m, self.d)
+            mjw.rne_postconstraint(self.m, self.d)
+
+    def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        wmask = self.wp_mask(mask)
+        with self._scope(ctx):
+            mjw.reset_data(self.m, self.d, reset=wmask)
+            wp.launch(kloco.reset_state, ctx.num_envs, [wmask, *self._reset_args])
+            if self.forward_at_reset:
+                mjw.forward(self.m, self.d)
+
+    def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """Copy the written physical parameters into the model (all worlds), then
+        ``set_const`` if a mass-type one was written. Device work only."""
+        with self._scope():
+            for name in names:
+                spec = self._copies.get(name)
+                if spec is not None:
+                    kernel, dim, args = spec
+                    wp.launch(kernel, dim, args)
+            groups = 0
+            for n in names:
+                groups |= self.set_const_groups.get(n, 0)
+            if groups:
+                mjw.set_const(self.m, self.d, groups=groups, restore=False)

@@ -1,0 +1,94 @@
+"""State events: randomization that writes the physical state instead of parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import warp as wp
+
+from gpuparam.kernels import locomotion as kloco
+from gpuparam.pipeline import Stage, StepContext
+from gpuparam.randomization.terms import Every, Interval
+
+if TYPE_CHECKING:
+    from gpuparam.envs.mujoco.robot_env import RobotEnv
+
+
+class Push:
+    """Random pushes (IsaacLab's ``push_by_setting_velocity``): a velocity drawn from
+    ``U(low_j, high_j)`` is added to ``qvel[first_dof + j]`` of an env when its push timer
+    runs out, per env, on the device.
+
+    Args:
+        velocity: ``[(low, high), ...]``, one range per pushed dof (m/s or rad/s), e.g.
+            ``[(-0.5, 0.5), (-0.5, 0.5)]`` for the x and y velocity of a free-joint root.
+        every: when: ``gp.Every(k)`` (or an int k) pushes each env once every ``k`` env
+            steps, with a per-env phase drawn once; ``gp.Interval(low_s, high_s)`` after
+            per-env intervals drawn uniformly in seconds (``round(s / env.dt)`` steps).
+        first_dof: the first dof pushed (0: the root's first velocity component).
+
+    Draws are counter-based, keyed by (env seed, global env id, a push stream, the env's
+    push count): env ``i`` is pushed the same whatever ``num_envs`` is. The push runs as a
+    stage after the auto-reset (it changes the state the next step starts from), inside
+    the captured step. Add it with ``env.add_event(push)``. Its timers and counts
+    (``push.timer``, ``push.count``: int32 ``[num_envs]``) start when it is added and are
+    not restarted by ``env.reset(seed=...)`` nor saved by ``env.state_dict()``.
+    """
+
+    def __init__(self, velocity: Sequence[tuple[float, float]], every: Every | Interval | int,
+                 first_dof: int = 0):
+        vel = [tuple(map(float, r)) for r in velocity]
+        if not vel or any(len(r) != 2 or not r[0] <= r[1] for r in vel):
+            raise ValueError(f"Push: velocity expects [(low, high), ...] with low <= high, got "
+                             f"{velocity!r}")
+        if isinstance(every, int) and not isinstance(every, bool):
+            every = Every(every)
+        if not isinstance(every, (Every, Interval)):
+            raise ValueError(f"Push: every expects an int, gp.Every or gp.Interval, got {every!r}")
+        if not isinstance(first_dof, int) or first_dof < 0:
+            raise ValueError(f"Push: first_dof expects an int >= 0, got {first_dof!r}")
+        self.velocity, self.every, self.first_dof = vel, every, first_dof
+
+    def steps(self, dt: float) -> tuple[int, int]:
+        """The interval range in env steps for an env of step ``dt`` seconds."""
+        if isinstance(self.every, Every):
+            return self.every.k, self.every.k
+        lo = max(1, round(self.every.low_s / dt))
+        return lo, max(lo, round(self.every.high_s / dt))
+
+    def bind(self, env: RobotEnv) -> Stage:
+        """Allocate the per-env timers and return the stage that pushes."""
+        nv = env.mjm.nv
+        if self.first_dof + len(self.velocity) > nv:
+            raise ValueError(
+                f"Push: dofs {self.first_dof}..{self.first_dof + len(self.velocity) - 1} "
+                f"pushed, {env.name} has {nv}"
+            )
+        n, dev = env.num_envs, env.device
+        self.timer = torch.zeros(n, dtype=torch.int32, device=dev)
+        self.count = torch.zeros(n, dtype=torch.int32, device=dev)
+        k_lo, k_hi = self.steps(env.dt)
+        lo = torch.tensor([v[0] for v in self.velocity], dtype=torch.float32, device=dev)
+        hi = torch.tensor([v[1] for v in self.velocity], dtype=torch.float32, device=dev)
+        self._keep = (lo, hi)
+        ctx = env.context
+        wp.launch(kloco.push_phase, n, [wp.from_torch(ctx.seed), ctx.env_offset, k_lo, k_hi,
+                                        wp.from_torch(self.timer), wp.from_torch(self.count)],
+                  device=ctx.wp_device, stream=ctx.stream)
+        args = [wp.from_torch(ctx.seed), ctx.env_offset, self.first_dof, wp.from_torch(lo),
+                wp.from_torch(hi), k_lo, k_hi, wp.from_torch(self.timer),
+                wp.from_torch(self.count), env.backend.d.qvel]
+
+        def run(c: StepContext) -> None:
+            wp.launch(kloco.push, c.num_envs, args, device=c.wp_device, stream=c.stream)
+
+        return Stage("push", run, warp_only=True)
+
+
+def add_event(env: RobotEnv, event: Push) -> Callable[[], None]:
+    """Bind ``event`` to ``env`` and run it at every step; returns a function removing it."""
+    if not isinstance(event, Push):
+        raise TypeError(f"add_event: expected a gp.Push, got {type(event).__name__}")
+    return env.add_stage(event.bind(env))

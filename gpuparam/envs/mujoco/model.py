@@ -1,0 +1,136 @@
+"""A robot's MJCF model: loading Gymnasium's assets, component names, physical param specs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from gpuparam.spec import ParamSpec
+
+CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
+
+# Physical parameters that need MuJoCo Warp's set_const after a write (derived constants:
+# body_subtreemass, body_invweight0, dof_invweight0, actuator_acc0).
+MASS_TYPE = ("body_mass", "dof_armature")
+
+
+def set_const_params(mjm: mujoco.MjModel) -> tuple[str, ...]:
+    """The parameters whose writes run ``set_const``: the mass-type ones, and
+    ``actuator_gear`` only in models with muscle actuators (the one place MuJoCo Warp's
+    step reads ``actuator_acc0``, which depends on the gear; the Gymnasium robots have
+    none, so their gear writes leave ``actuator_acc0`` at the model's value)."""
+    muscle = int(mujoco.mjtGain.mjGAIN_MUSCLE)
+    has_muscle = bool((mjm.actuator_gaintype == muscle).any()
+                      or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
+    return MASS_TYPE + (("actuator_gear",) if has_muscle else ())
+
+
+def asset_path(xml_file: str) -> str:
+    """Path of one of Gymnasium's MuJoCo assets (``"ant.xml"``, ...)."""
+    import gymnasium
+
+    return os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", xml_file)
+
+
+def load_model(xml_file: str, cone: str | None = None, solver: int | None = None) -> mujoco.MjModel:
+    """Compile ``xml_file`` (a Gymnasium asset name or a path) with MuJoCo.
+
+    Args:
+        cone: ``None`` keeps the XML's friction cone (Gymnasium's: pyramidal),
+            ``"pyramidal"`` or ``"elliptic"`` sets it.
+        solver: a ``mujoco.mjtSolver`` to use instead of the XML's, or ``None``.
+    """
+    path = xml_file if os.path.isabs(xml_file) else asset_path(xml_file)
+    mjm = mujoco.MjModel.from_xml_path(path)
+    if cone is not None:
+        if cone not in CONES:
+            raise ValueError(f"cone: expected one of {tuple(CONES)} or None, got {cone!r}")
+        mjm.opt.cone = CONES[cone]
+    if solver is not None:
+        mjm.opt.solver = solver
+    return mjm
+
+
+def _name(mjm: mujoco.MjModel, obj: int, i: int, prefix: str) -> str:
+    return mujoco.mj_id2name(mjm, obj, i) or f"{prefix}{i}"
+
+
+def _dof_names(mjm: mujoco.MjModel) -> tuple[str, ...]:
+    names = []
+    for j in range(mjm.njnt):
+        jn = _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
+        n = {0: 6, 1: 3}.get(int(mjm.jnt_type[j]), 1)  # free, ball, slide/hinge
+        names += [jn] if n == 1 else [f"{jn}[{k}]" for k in range(n)]
+    return tuple(names)
+
+
+def _actuator_name(mjm: mujoco.MjModel, i: int) -> str:
+    name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i)
+    if name:
+        return name
+    if int(mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT):  # Ant's are unnamed
+        return _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, int(mjm.actuator_trnid[i, 0]), "joint")
+    return f"actuator{i}"
+
+
+@dataclass(frozen=True)
+class Components:
+    """Readable names of one robot's components, in MuJoCo's index order.
+
+    Attributes:
+        bodies: the bodies that move (``body_mass`` components: MuJoCo bodies 1.., the
+            world body 0 has no mass).
+        geoms: every geom (``geom_friction`` components; unnamed geoms are ``"geom<i>"``).
+        dofs: every degree of freedom (``dof_damping``, ``dof_armature``): the joint's
+            name, with ``[k]`` appended for the 6 dofs of a free joint (3 of a ball joint).
+        actuators: every actuator (``actuator_gear``): its name, or for an unnamed one
+            the name of the joint it drives (Ant's ``"hip_1"``...), else ``"actuator<i>"``.
+    """
+
+    bodies: tuple[str, ...]
+    geoms: tuple[str, ...]
+    dofs: tuple[str, ...]
+    actuators: tuple[str, ...]
+
+    @classmethod
+    def of(cls, mjm: mujoco.MjModel) -> Components:
+        o = mujoco.mjtObj
+        return cls(
+            bodies=tuple(_name(mjm, o.mjOBJ_BODY, i, "body") for i in range(1, mjm.nbody)),
+            geoms=tuple(_name(mjm, o.mjOBJ_GEOM, i, "geom") for i in range(mjm.ngeom)),
+            dofs=_dof_names(mjm),
+            actuators=tuple(_actuator_name(mjm, i) for i in range(mjm.nu)),
+        )
+
+    def of_param(self, name: str) -> tuple[str, ...] | None:
+        """Component names of physical parameter ``name`` (None for gravity and the task's
+        parameters, which are not per model element)."""
+        return {
+            "body_mass": self.bodies, "geom_friction": self.geoms, "dof_damping": self.dofs,
+            "dof_armature": self.dofs, "actuator_gear": self.actuators,
+        }.get(name)
+
+
+def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:
+    """The per-world physical parameters of ``mjm``, defaults from the model."""
+
+    def vec(values: np.ndarray) -> tuple[float, ...]:
+        return tuple(float(np.float32(v)) for v in values)
+
+    return (
+        ParamSpec("body_mass", vec(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
+                  unit="kg", doc="mass of each moving body (set_const follows a write)"),
+        ParamSpec("geom_friction", vec(mjm.geom_friction[:, 0]), 0.0, 100.0,
+                  shape=(mjm.ngeom,), doc="sliding friction of each geom"),
+        ParamSpec("dof_damping", vec(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
+                  unit="N m s/rad", doc="damping of each dof"),
+        ParamSpec("dof_armature", vec(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
+                  unit="kg m^2", doc="armature inertia of each dof (set_const follows)"),
+        ParamSpec("actuator_gear", vec(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
+                  doc="gear (force per unit control) of each actuator; never 0"),
+        ParamSpec("gravity", vec(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",
+                  doc="gravitational acceleration vector"),
+    )

@@ -1,0 +1,122 @@
+"""The base of the MuJoCo Warp robots: a model, its per-world physical parameters, a task."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+
+from gpuparam.backend import Task
+from gpuparam.envs.mujoco.backend import MjwBackend
+from gpuparam.envs.mujoco.model import Components, load_model, physical_specs
+from gpuparam.spec import BoxSpec, ParamSpec
+from gpuparam.vecenv import VecEnv
+
+
+class RobotEnv(VecEnv):
+    """A Gymnasium v5 MuJoCo locomotion task on MuJoCo Warp, one world per env.
+
+    Parameters (``env.params``): the physical ones, one component per model element
+    (``body_mass`` per moving body, ``geom_friction`` per geom, ``dof_damping`` and
+    ``dof_armature`` per dof, ``actuator_gear`` per actuator, ``gravity`` a 3-vector; the
+    component names are in ``env.components``, and ``env.component_index(name, element)`` /
+    ``env.set_components`` address them by name), then the task's (reward weights,
+    healthy ranges, reset-noise scale; scalars per env).
+
+    Args (beyond ``VecEnv``'s):
+        cone: friction cone, ``None`` (the XML's, pyramidal in Gymnasium's assets),
+            ``"pyramidal"`` or ``"elliptic"``.
+
+    Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
+    ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task``.
+    """
+
+    xml_file: str
+    frame_skip: int
+    task_specs: tuple[ParamSpec, ...] = ()
+    qvel_normal: bool = False
+    forward_at_reset: bool = False
+    solver: int | None = None
+    max_episode_steps = 1000
+
+    def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
+                 max_episode_steps: int | None = None, capture: bool = True,
+                 env_offset: int = 0, cuda_graph: bool | None = None, cone: str | None = None,
+                 **param_overrides: object):
+        self.mjm = load_model(self.xml_file, cone, self.solver)
+        self.components = Components.of(self.mjm)
+        self.param_specs = physical_specs(self.mjm) + tuple(self.task_specs)
+        self.observation_spec = BoxSpec(shape=(self.obs_size(),), low=-math.inf, high=math.inf)
+        rng = self.mjm.actuator_ctrlrange
+        self.action_spec = BoxSpec(
+            shape=(self.mjm.nu,), low=tuple(float(x) for x in rng[:, 0]),
+            high=tuple(float(x) for x in rng[:, 1]),
+        )
+        super().__init__(num_envs, device=device, seed=seed,
+                         max_episode_steps=max_episode_steps, capture=capture,
+                         env_offset=env_offset, cuda_graph=cuda_graph, **param_overrides)
+
+    def obs_size(self) -> int:
+        raise NotImplementedError
+
+    def make_backend(self) -> MjwBackend:
+        return MjwBackend(self.mjm, self.frame_skip, "reset_noise_scale", self.qvel_normal,
+                          self.forward_at_reset)
+
+    def make_task(self) -> Task:
+        raise NotImplementedError
+
+    @property
+    def dt(self) -> float:
+        """Seconds per env step (MuJoCo timestep x frame_skip), as Gymnasium's ``env.dt``."""
+        return self.backend.dt
+
+    # ------------------------------------------------------------------ named components
+    def component_index(self, name: str, element: str) -> int:
+        """Index of model element ``element`` (e.g. ``"torso"``) among the components of
+        vector parameter ``name`` (e.g. ``"body_mass"``): ``env.params[name][:, index]``.
+        Raises ``KeyError`` naming the valid elements."""
+        names = self.components.of_param(name)
+        if names is None:
+            raise KeyError(
+                f"{name!r} is not a per-element physical parameter; expected one of "
+                "body_mass, geom_friction, dof_damping, dof_armature, actuator_gear"
+            )
+        try:
+            return names.index(element)
+        except ValueError:
+            raise KeyError(
+                f"{name}: unknown element {element!r}; valid: {', '.join(names)}"
+            ) from None
+
+    def set_components(self, name: str, values: Mapping[str, float | torch.Tensor],
+                       mask: torch.Tensor | None = None) -> None:
+        """Write some named components of a per-element parameter, keep the others::
+
+            env.set_components("body_mass", {"torso": 0.5}, mask=m)
+
+        Args:
+            name: ``body_mass``, ``geom_friction``, ``dof_damping``, ``dof_armature`` or
+                ``actuator_gear``.
+            values: element name -> a number or a float tensor ``[num_envs]`` on the device.
+            mask: bool tensor ``[num_envs]`` on the device, or None for every env.
+
+        Every name and value is checked (range, finiteness) before anything is written; a
+        rejected call writes nothing. Synchronizes (validation).
+        """
+        if not isinstance(values, Mapping) or not values:
+            raise ValueError(f"set_components: expected a non-empty dict of values, got {values!r}")
+        idx = {k: self.component_index(name, k) for k in values}
+        full = self.params.nominal[name].clone()
+        for k, v in values.items():
+            full[:, idx[k]] = v if isinstance(v, torch.Tensor) else float(v)
+        self.params.set(name, full, mask=mask)
+
+    # ------------------------------------------------------------------ state events
+    def add_event(self, event) -> Callable[[], None]:
+        """Add a state event (``gp.Push``) run inside every step after the auto-reset;
+        returns a function removing it."""
+        from gpuparam.envs.mujoco.events import add_event
+
+        return add_event(self, event)

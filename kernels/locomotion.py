@@ -1,0 +1,422 @@
+"""Locomotion robots on MuJoCo Warp: parameter-table copies into the per-world model
+arrays, Gymnasium's reset noise, the v5 observation/reward/termination of Ant, HalfCheetah,
+Hopper, Walker2d and Humanoid, and root pushes.
+
+Every parameter is a table row ``[N]`` (float32, one per env); vector parameters are
+``[size, N]``. MuJoCo Warp's per-world arrays are ``[N, k]`` (its ``worldid`` axis first).
+"""
+
+from __future__ import annotations
+
+import warp as wp
+from gpuparam.kernels.episode import begin_episode
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.rng import STREAM_TERM0, next_bits, normal, rng_key, uniform
+
+# Stream of push draws (randomization terms use STREAM_TERM0 + term index < 2^20).
+STREAM_PUSH = wp.constant(STREAM_TERM0 + (1 << 20))
+
+# MuJoCo Warp's cinert element (10 floats: inertia, mass * com, mass)
+vec10 = wp.types.vector(length=10, dtype=wp.float32)
+
+
+# ----------------------------------------------------------------- parameter copies
+@wp.kernel
+def copy_rows(rows: wp.array2d(dtype=float), col0: int, out: wp.array2d(dtype=float)):
+    """``out[i, col0 + j] = rows[j, i]`` (a vector parameter into a per-world array)."""
+    i, j = wp.tid()
+    out[i, col0 + j] = rows[j, i]
+
+
+@wp.kernel
+def copy_rows_vec3_x(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=wp.vec3)):
+    """The first component of ``out[i, j]`` (sliding friction) from ``rows[j, i]``."""
+    i, j = wp.tid()
+    v = out[i, j]
+    v[0] = rows[j, i]
+    out[i, j] = v
+
+
+@wp.kernel
+def copy_rows_spatial0(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=wp.spatial_vector)):
+    """The first component of ``out[i, j]`` (an actuator's gear) from ``rows[j, i]``."""
+    i, j = wp.tid()
+    v = out[i, j]
+    v[0] = rows[j, i]
+    out[i, j] = v
+
+
+@wp.kernel
+def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
+    """``out[i] = (rows[0, i], rows[1, i], rows[2, i])``."""
+    i = thread_index(wp.tid())
+    out[i] = wp.vec3(rows[0, i], rows[1, i], rows[2, i])
+
+
+# ----------------------------------------------------------------- reset
+@wp.kernel
+def reset_state(
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    episode_count: wp.array(dtype=wp.int32),
+    qpos0: wp.array2d(dtype=float),
+    noise_scale: wp.array(dtype=float),
+    qvel_normal: int,
+    qpos_out: wp.array2d(dtype=float),
+    qvel_out: wp.array2d(dtype=float),
+):
+    """Gymnasium's ``reset_model`` for the masked envs: ``qpos = qpos0 + U(-s, s)``,
+    ``qvel = s * N(0, 1)`` (``qvel_normal`` = 1: Ant, HalfCheetah) or ``U(-s, s)``, keyed
+    by (seed, global env id, episode index); draws in order qpos[0..nq), qvel[0..nv)."""
+    i = thread_index(wp.tid())
+    if not mask[i]:
+        return
+    h = begin_episode(i, seed[0], env_offset, episode_count)
+    s = noise_scale[i]
+    for k in range(qpos_out.shape[1]):
+        qpos_out[i, k] = qpos0[i % qpos0.shape[0], k] + s * (2.0 * uniform(h) - 1.0)
+        h = next_bits(h)
+    for k in range(qvel_out.shape[1]):
+        if qvel_normal == 1:
+            qvel_out[i, k] = s * normal(h)
+        else:
+            qvel_out[i, k] = s * (2.0 * uniform(h) - 1.0)
+        h = next_bits(h)
+
+
+# ----------------------------------------------------------------- helpers
+@wp.func
+def _ctrl_cost(action: wp.array2d(dtype=float), i: int, weight: float) -> float:
+    c = float(0.0)
+    for k in range(action.shape[1]):
+        c += action[i, k] * action[i, k]
+    return weight * c
+
+
+@wp.func
+def _finite_state(qpos: wp.array2d(dtype=float), qvel: wp.array2d(dtype=float), i: int) -> bool:
+    bad = int(0)
+    for k in range(qpos.shape[1]):
+        if not wp.isfinite(qpos[i, k]):
+            bad = 1
+    for k in range(qvel.shape[1]):
+        if not wp.isfinite(qvel[i, k]):
+            bad = 1
+    return bad == 0
+
+
+@wp.func
+def _write_obs(obs: wp.array2d(dtype=float), fin: wp.array2d(dtype=float), both: int, i: int,
+               k: int, v: float):
+    obs[i, k] = v
+    if both == 1:
+        fin[i, k] = v
+
+
+# ----------------------------------------------------------------- Ant-v5
+@wp.kernel
+def ant(
+    observe: int,
+    mask: wp.array(dtype=wp.bool),
+    dt: float,
+    main_body: int,
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    xpos: wp.array2d(dtype=wp.vec3),
+    cfrc_ext: wp.array2d(dtype=wp.spatial_vector),
+    action: wp.array2d(dtype=float),
+    forward_w: wp.array(dtype=float),
+    ctrl_w: wp.array(dtype=float),
+    contact_w: wp.array(dtype=float),
+    healthy_r: wp.array(dtype=float),
+    terminate: wp.array(dtype=float),
+    z_min: wp.array(dtype=float),
+    z_max: wp.array(dtype=float),
+    force_min: wp.array(dtype=float),
+    force_max: wp.array(dtype=float),
+    prev_xy: wp.array2d(dtype=float),
+    obs_out: wp.array2d(dtype=float),
+    final_obs_out: wp.array2d(dtype=float),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+):
+    """Ant-v5. ``observe`` = 0: after a step, every env: observation ``qpos[2:], qvel,
+    clip(cfrc_ext[1:])`` into both observation buffers, reward, terminated, and the torso's
+    xy for the next step. ``observe`` = 1: masked envs just reset (contact forces 0, as
+    after ``mj_resetData`` + ``mj_forward``); the torso xy is ``qpos[0:2]`` (free joint)."""
+    i = thread_index(wp.tid())
+    if observe == 1 and not mask[i]:
+        return
+    both = 1 - observe
+    nq = qpos.shape[1]
+    nv = qvel.shape[1]
+    for k in range(2, nq):
+        _write_obs(obs_out, final_obs_out, both, i, k - 2, qpos[i, k])
+    for k in range(nv):
+        _write_obs(obs_out, final_obs_out, both, i, nq - 2 + k, qvel[i, k])
+    o = nq - 2 + nv
+    lo = force_min[i]
+    hi = force_max[i]
+    contact = float(0.0)
+    for b in range(cfrc_ext.shape[1]):
+        f = cfrc_ext[i, b]
+        for c in range(6):
+            v = float(0.0)
+            if observe == 0:
+                v = wp.clamp(f[c], lo, hi)
+            contact += v * v
+            if b > 0:
+                _write_obs(obs_out, final_obs_out, both, i, o + (b - 1) * 6 + c, v)
+    if observe == 1:
+        prev_xy[i, 0] = qpos[i, 0]
+        prev_xy[i, 1] = qpos[i, 1]
+        return
+    p = xpos[i, main_body]
+    x_vel = (p[0] - prev_xy[i, 0]) / dt
+    prev_xy[i, 0] = p[0]
+    prev_xy[i, 1] = p[1]
+    z = qpos[i, 2]
+    healthy = _finite_state(qpos, qvel, i) and z_min[i] <= z and z <= z_max[i]
+    h = float(0.0)
+    if healthy:
+        h = healthy_r[i]
+    reward_out[i] = (
+        x_vel * forward_w[i] + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_w[i] * contact
+    )
+    terminated_out[i] = (not healthy) and terminate[i] > 0.5
+
+
+# ----------------------------------------------------------------- planar walkers
+PLANAR_CHEETAH = wp.constant(0)
+PLANAR_HOPPER = wp.constant(1)
+PLANAR_WALKER = wp.constant(2)
+
+
+@wp.kernel
+def planar(
+    observe: int,
+    kind: int,
+    mask: wp.array(dtype=wp.bool),
+    dt: float,
+    vel_clip: float,
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    action: wp.array2d(dtype=float),
+    forward_w: wp.array(dtype=float),
+    ctrl_w: wp.array(dtype=float),
+    healthy_r: wp.array(dtype=float),
+    terminate: wp.array(dtype=float),
+    z_min: wp.array(dtype=float),
+    z_max: wp.array(dtype=float),
+    angle_min: wp.array(dtype=float),
+    angle_max: wp.array(dtype=float),
+    state_min: wp.array(dtype=float),
+    state_max: wp.array(dtype=float),
+    prev_x: wp.array(dtype=float),
+    obs_out: wp.array2d(dtype=float),
+    final_obs_out: wp.array2d(dtype=float),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+):
+    """HalfCheetah-v5 (``kind`` 0), Hopper-v5 (1), Walker2d-v5 (2): observation
+    ``qpos[1:], clip(qvel, -vel_clip, vel_clip)`` (no clip for HalfCheetah: ``vel_clip``
+    inf), reward ``forward_w * dx / dt + healthy - ctrl_w * |a|^2`` (HalfCheetah: no
+    healthy term, never terminates). Health (strict inequalities, as Gymnasium): Hopper
+    ``state_min < qpos[2:], qvel < state_max``, z = qpos[1] and angle = qpos[2] in range;
+    Walker2d z and angle. ``observe`` as in :func:`ant`."""
+    i = thread_index(wp.tid())
+    if observe == 1 and not mask[i]:
+        return
+    both = 1 - observe
+    nq = qpos.shape[1]
+    nv = qvel.shape[1]
+    for k in range(1, nq):
+        _write_obs(obs_out, final_obs_out, both, i, k - 1, qpos[i, k])
+    for k in range(nv):
+        _write_obs(obs_out, final_obs_out, both, i, nq - 1 + k,
+                   wp.clamp(qvel[i, k], -vel_clip, vel_clip))
+    x = qpos[i, 0]
+    if observe == 1:
+        prev_x[i] = x
+        return
+    x_vel = (x - prev_x[i]) / dt
+    prev_x[i] = x
+    reward = forward_w[i] * x_vel - _ctrl_cost(action, i, ctrl_w[i])
+    sick = int(0)
+    if kind != PLANAR_CHEETAH:
+        z = qpos[i, 1]
+        angle = qpos[i, 2]
+        if not (z_min[i] < z and z < z_max[i] and angle_min[i] < angle and angle < angle_max[i]):
+            sick = 1
+        if kind == PLANAR_HOPPER:
+            lo = state_min[i]
+            hi = state_max[i]
+            for k in range(2, nq):
+                if not (lo < qpos[i, k] and qpos[i, k] < hi):
+                    sick = 1
+            for k in range(nv):
+                if not (lo < qvel[i, k] and qvel[i, k] < hi):
+                    sick = 1
+        if sick == 0:
+            reward += healthy_r[i]
+    reward_out[i] = reward
+    terminated_out[i] = sick == 1 and terminate[i] > 0.5
+
+
+# ----------------------------------------------------------------- Humanoid-v5
+@wp.func
+def _mass_center(body_mass: wp.array2d(dtype=float), xipos: wp.array2d(dtype=wp.vec3),
+                 i: int) -> wp.vec2:
+    w = i % body_mass.shape[0]
+    num = wp.vec3(0.0)
+    den = float(0.0)
+    for b in range(xipos.shape[1]):
+        m = body_mass[w, b]
+        num += m * xipos[i, b]
+        den += m
+    return wp.vec2(num[0] / den, num[1] / den)
+
+
+@wp.kernel
+def humanoid(
+    observe: int,
+    mask: wp.array(dtype=wp.bool),
+    dt: float,
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    cinert: wp.array2d(dtype=vec10),
+    cvel: wp.array2d(dtype=wp.spatial_vector),
+    qfrc_actuator: wp.array2d(dtype=float),
+    cfrc_ext: wp.array2d(dtype=wp.spatial_vector),
+    body_mass: wp.array2d(dtype=float),
+    xipos: wp.array2d(dtype=wp.vec3),
+    action: wp.array2d(dtype=float),
+    forward_w: wp.array(dtype=float),
+    ctrl_w: wp.array(dtype=float),
+    contact_w: wp.array(dtype=float),
+    contact_cost_max: wp.array(dtype=float),
+    healthy_r: wp.array(dtype=float),
+    terminate: wp.array(dtype=float),
+    z_min: wp.array(dtype=float),
+    z_max: wp.array(dtype=float),
+    prev_xy: wp.array2d(dtype=float),
+    obs_out: wp.array2d(dtype=float),
+    final_obs_out: wp.array2d(dtype=float),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+):
+    """Humanoid-v5: observation ``qpos[2:], qvel, cinert[1:], cvel[1:], qfrc_actuator[6:],
+    cfrc_ext[1:]``; reward ``forward_w * d(mass center x)/dt + healthy - ctrl_w |a|^2 -
+    min(contact_w |cfrc_ext|^2, contact_cost_max)``; healthy ``z_min < qpos[2] < z_max``.
+    ``observe`` = 1 needs ``mj_forward``'s quantities (the backend runs forward at reset);
+    contact forces are 0 there."""
+    i = thread_index(wp.tid())
+    if observe == 1 and not mask[i]:
+        return
+    both = 1 - observe
+    nq = qpos.shape[1]
+    nv = qvel.shape[1]
+    nb = cinert.shape[1]
+    o = int(0)
+    for k in range(2, nq):
+        _write_obs(obs_out, final_obs_out, both, i, o, qpos[i, k])
+        o += 1
+    for k in range(nv):
+        _write_obs(obs_out, final_obs_out, both, i, o, qvel[i, k])
+        o += 1
+    for b in range(1, nb):
+        c = cinert[i, b]
+        for k in range(10):
+            _write_obs(obs_out, final_obs_out, both, i, o, c[k])
+            o += 1
+    for b in range(1, nb):
+        cv = cvel[i, b]
+        for k in range(6):
+            _write_obs(obs_out, final_obs_out, both, i, o, cv[k])
+            o += 1
+    for k in range(6, nv):
+        _write_obs(obs_out, final_obs_out, both, i, o, qfrc_actuator[i, k])
+        o += 1
+    contact = float(0.0)
+    for b in range(nb):
+        f = cfrc_ext[i, b]
+        for k in range(6):
+            v = float(0.0)
+            if observe == 0:
+                v = f[k]
+            contact += v * v
+            if b > 0:
+                _write_obs(obs_out, final_obs_out, both, i, o, v)
+                o += 1
+    mc = _mass_center(body_mass, xipos, i)
+    if observe == 1:
+        prev_xy[i, 0] = mc[0]
+        prev_xy[i, 1] = mc[1]
+        return
+    x_vel = (mc[0] - prev_xy[i, 0]) / dt
+    prev_xy[i, 0] = mc[0]
+    prev_xy[i, 1] = mc[1]
+    z = qpos[i, 2]
+    healthy = z_min[i] < z and z < z_max[i]
+    h = float(0.0)
+    if healthy:
+        h = healthy_r[i]
+    contact_cost = wp.min(contact_w[i] * contact, contact_cost_max[i])
+    reward_out[i] = forward_w[i] * x_vel + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_cost
+    terminated_out[i] = (not healthy) and terminate[i] > 0.5
+
+
+# ----------------------------------------------------------------- pushes
+@wp.kernel
+def push(
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    first_dof: int,
+    low: wp.array(dtype=float),
+    high: wp.array(dtype=float),
+    k_low: int,
+    k_high: int,
+    timer: wp.array(dtype=wp.int32),
+    count: wp.array(dtype=wp.int32),
+    qvel_out: wp.array2d(dtype=float),
+):
+    """Count down each env's timer; at zero add ``U(low[j], high[j])`` to
+    ``qvel[first_dof + j]`` and draw the next interval in ``[k_low, k_high]`` steps. Draws
+    keyed by (seed, global env id, push stream, the env's push count)."""
+    i = thread_index(wp.tid())
+    t = timer[i] - 1
+    if t > 0:
+        timer[i] = t
+        return
+    c = count[i]
+    count[i] = c + 1
+    h = rng_key(seed[0], env_offset + i, STREAM_PUSH, c)
+    for j in range(low.shape[0]):
+        dv = low[j] + (high[j] - low[j]) * uniform(h)
+        qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
+        h = next_bits(h)
+    span = k_high - k_low + 1
+    timer[i] = k_low + int(uniform(h) * float(span))
+
+
+@wp.kernel
+def push_phase(
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    k_low: int,
+    k_high: int,
+    timer_out: wp.array(dtype=wp.int32),
+    count_out: wp.array(dtype=wp.int32),
+):
+    """First timer of every env: uniform in ``[1, k_high]`` for a fixed period (phase
+    spread, ``k_low == k_high``), else in ``[k_low, k_high]``; counts restart at 1 (count 0
+    keyed this draw)."""
+    i = thread_index(wp.tid())
+    h = rng_key(seed[0], env_offset + i, STREAM_PUSH, 0)
+    lo = k_low
+    if k_low == k_high:
+        lo = 1
+    span = k_high - lo + 1
+    timer_out[i] = lo + int(uniform(h) * float(span))
+    count_out[i] = 1

@@ -1,0 +1,41 @@
+"""The robot examples run end to end in tiny configurations (MuJoCo Warp on CPU)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mujoco_warp")
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, timeout: int = 300) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpuparam
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_robot_randomization_tiny():
+    out = _run("examples/robot_randomization.py", "--num-envs", "8", "--steps", "30",
+               "--promote", "8", "--device", "cpu")
+    assert re.search(r"^8 Ants x 30 steps in [\d.]+ s: [\d,]+ env-steps/s$", out, flags=re.M)
+    assert len(re.findall(r"^group \d \(floor friction", out, flags=re.M)) == 4
+    assert "mean curriculum level" in out
+
+
+def test_ppo_halfcheetah_tiny(tmp_path):
+    png = tmp_path / "hc.png"
+    out = _run("examples/ppo_halfcheetah.py", "--num-envs", "4", "--iterations", "2",
+               "--rollout", "8", "--epochs", "1", "--minibatches", "2", "--log-every", "1",
+               "--device", "cpu", "--plot", str(png))
+    assert len(re.findall(r"^iter +\d+ \| env steps", out, flags=re.M)) == 2
+    assert "first iteration" in out and png.stat().st_size > 1000
