@@ -638,7 +638,7 @@ class VecEnv:
                 bad = torch.isnan(action).reshape(self.num_envs, -1).any(1)
                 what = "NaN"
             if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
-                envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()
+                envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()  # host-ok
                 raise ValueError(
                     f"action: expected actions in the action space, got {what} actions "
                     f"for envs {envs[:8].tolist()}{' ...' if len(envs) > 8 else ''}"
