@@ -10,14 +10,12 @@ import torch
 import warp as wp
 from tensordict import TensorDict
 
-from gpuparam._buffers import device_bytes
-from gpuparam._checkpoint import check_env_state
 from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
-from gpuparam._device import resolve_device, to_wp
+from gpuparam._device import resolve_device
+from gpuparam._env_stages import EnvStages
+from gpuparam._env_state import EnvState
 from gpuparam.backend import Backend, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
-from gpuparam.kernels import actions as kactions
-from gpuparam.kernels import episode as kepisode
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
@@ -27,7 +25,7 @@ from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 Hook = Callable[["VecEnv", TensorDict], None]
 
 
-class VecEnv:
+class VecEnv(EnvStages, EnvState):
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
@@ -208,113 +206,6 @@ class VecEnv:
     def make_task(self) -> Task | None:
         """The env's task, or None when the backend writes the task outputs itself."""
         return None
-
-    # ------------------------------------------------------------------ stages
-    def _step_stages(self) -> list[Stage]:
-        ctx, rz, backend, task = self.context, self.randomization, self.backend, self.task
-        listeners_ok = self.params.listeners_warp_only
-        physics_ok = backend.warp_only and (task is None or task.warp_only)
-        stages = []
-        if self._before_step:
-            stages.append(Stage("before_step", self._run_hooks(self._before_step)))
-        if rz.step_active:
-            stages.append(Stage("randomize_step", rz.launch_step, warp_only=listeners_ok))
-        stages.append(Stage("physics", self._physics, warp_only=physics_ok))
-        stages.append(Stage("episode", self._episode, warp_only=True))
-        if self._after_step:
-            stages.append(Stage("after_step", self._run_hooks(self._after_step)))
-        for cur in self._curricula:
-            stages.append(Stage("curriculum", cur.update, warp_only=cur.warp_only and listeners_ok))
-        if rz.reset_active:
-            stages.append(Stage(
-                "randomize_reset", lambda c: rz.launch_reset(c, c.done), warp_only=listeners_ok
-            ))
-        stages.append(Stage("clock", self._tick, warp_only=True))
-        stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done),
-                            warp_only=physics_ok))
-        stages.extend(self._extra_stages)
-        del ctx
-        return stages
-
-    def _reset_stages(self) -> list[Stage]:
-        rz = self.randomization
-        physics_ok = self.backend.warp_only and (self.task is None or self.task.warp_only)
-        stages = []
-        if rz.reset_active:
-            stages.append(Stage(
-                "randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
-                warp_only=self.params.listeners_warp_only,
-            ))
-        stages.append(Stage("reset", self._explicit_reset, warp_only=physics_ok))
-        return stages
-
-    def _listener_key(self) -> int:
-        return self.params.listener_key
-
-    def _run_hooks(self, hooks: list[Hook]) -> Callable[[StepContext], None]:
-        def run(ctx: StepContext) -> None:
-            for fn in hooks:
-                fn(self, self._hook_td)
-
-        return run
-
-    def _physics(self, ctx: StepContext) -> None:
-        self._count_invalid(ctx)
-        self.backend.step(ctx)
-        if self.task is not None:
-            self.task.compute(ctx)
-
-    def _episode(self, ctx: StepContext) -> None:
-        out = ctx.outputs
-        wp.launch(kepisode.end_step, ctx.num_envs, [
-            self.max_episode_steps, to_wp(out["reward"]), to_wp(out["terminated"]),
-            to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
-            to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
-        ], device=ctx.wp_device, stream=ctx.stream)
-
-    def _tick(self, ctx: StepContext) -> None:
-        wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
-
-    def _count_invalid(self, ctx: StepContext) -> None:
-        counter = to_wp(self.invalid_actions)
-        if isinstance(self.action_spec, DiscreteSpec):
-            args = [to_wp(ctx.action.reshape(-1)), self.action_spec.n, counter]
-            kernel = kactions.count_invalid_discrete
-        else:
-            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1)), counter]
-            kernel = kactions.count_invalid_box
-        wp.launch(kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
-
-    def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        self.backend.reset(ctx, mask)
-        if self.task is not None:
-            self.task.observe(ctx, mask)
-
-    def _explicit_reset(self, ctx: StepContext) -> None:
-        wp.launch(kepisode.clear_counters, ctx.num_envs, [
-            to_wp(ctx.reset_mask), to_wp(ctx.step_count), to_wp(ctx.running_return),
-        ], device=ctx.wp_device, stream=ctx.stream)
-        self._reset_envs(ctx, ctx.reset_mask)
-
-    def add_stage(self, stage: Stage) -> Callable[[], None]:
-        """Append ``stage`` to every step, after the auto-reset (transforms use this);
-        returns a function removing it. The capture is redone."""
-        if not isinstance(stage, Stage):
-            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
-        self._extra_stages.append(stage)
-        self._structure_changed()
-
-        def remove() -> None:
-            if stage in self._extra_stages:
-                self._extra_stages.remove(stage)
-                self._structure_changed()
-
-        return remove
-
-    def _structure_changed(self) -> None:
-        """The step's work changed: rebuild the stages and capture again."""
-        self.pipeline.invalidate()
-        self.reset_pipeline.invalidate()
 
     # ------------------------------------------------------------------ API
     @property
@@ -540,75 +431,6 @@ class VecEnv:
             self.on_params_changed(names, mask)
             self.backend.params_changed(names, mask)
 
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, object]:
-        """Everything needed to continue bit for bit: seed, parameters (nominal and
-        effective), the env's state and counters and output buffers, randomization
-        (counters, clocks, ranges, global step) and curricula (levels, statistics).
-        Tensors are clones; synchronizes.
-
-        In a sharded run each rank saves its own envs with their global ``env_offset``;
-        global state (normalization statistics) is saved by the modules holding it."""
-        tensors = self._checkpoint_tensors()
-        return {
-            "env": self.name,
-            "num_envs": self.num_envs,
-            "env_offset": self.env_offset,
-            "seed": self._seed_value,
-            "params": self.params.state_dict(),
-            "tensors": {k: v.clone() for k, v in tensors.items()},
-            "randomization": self.randomization.state_dict(),
-            "curricula": [c.state_dict() for c in self._curricula],
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore a ``state_dict()`` of an env of the same kind and size holding the same
-        randomization terms and curricula (add them first).
-
-        A sharded checkpoint loads only into an env holding the same global envs (same
-        ``env_offset`` and ``num_envs``, e.g. the same rank of the same world size):
-        anything else raises ``ValueError`` (resharding is not supported).
-
-        Everything is validated first (``gpuparam._checkpoint``: structure, shapes, dtypes,
-        finite in-range parameter tables, counters, curriculum levels); a rejected load
-        raises ``ValueError`` and changes nothing. Synchronizes."""
-        if isinstance(state, dict) and "env_offset" not in state:
-            state = {**state, "env_offset": 0}  # checkpoints before sharding: offset 0
-        check_env_state(
-            state, self.state_dict(), self.params, [c.num_levels for c in self._curricula]
-        )
-        saved_offset = state.get("env_offset", 0) if isinstance(state, dict) else 0
-        if saved_offset != self.env_offset:
-            n = self.num_envs
-            raise ValueError(
-                f"load_state_dict: the checkpoint holds global envs {saved_offset}.."
-                f"{saved_offset + n - 1} (env_offset {saved_offset}), this env holds "
-                f"{self.env_offset}..{self.env_offset + n - 1} (env_offset {self.env_offset}): "
-                "load each rank's checkpoint on the same rank of the same world size "
-                "(resharding a checkpoint is not supported)"
-            )
-        self.randomization.check_state(state["randomization"])  # (their own checks too)
-        for cur, s in zip(self._curricula, state["curricula"], strict=True):
-            cur.check_state(s)
-        tensors = state["tensors"]
-        mine = self._checkpoint_tensors()
-        self._seed_value = int(state["seed"])
-        self.context.seed.fill_(self._seed_value)
-        self.params.load_state_dict(state["params"])
-        for k, t in mine.items():
-            t.copy_(tensors[k])
-        self.randomization.load_state_dict(state["randomization"])
-        for cur, s in zip(self._curricula, state["curricula"], strict=True):
-            cur.load_state_dict(s)
-
-    def _checkpoint_tensors(self) -> dict[str, torch.Tensor]:
-        ctx = self.context
-        return {
-            **{k if k == "state" else f"state.{k}": v for k, v in self.backend.state.items()},
-            "step_count": ctx.step_count, "episode_count": ctx.episode_count,
-            "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
-        }
-
     def _load_action(self, action: torch.Tensor) -> None:
         buf = self.context.action
         if (
@@ -644,21 +466,6 @@ class VecEnv:
                     f"for envs {envs[:8].tolist()}{' ...' if len(envs) > 8 else ''}"
                 )
         self.context.action.copy_(action.detach())
-
-    def device_bytes(self) -> dict:
-        """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
-        {attribute: bytes}}``, every torch tensor and Warp array reachable from this object
-        counted once (views and Warp aliases of torch memory too). Host-side accounting, not
-        for the step path."""
-        return device_bytes(self)
-
-    def __reduce_ex__(self, protocol):
-        raise TypeError(
-            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
-            "buffers); save env.state_dict() with torch.save, and restore it with "
-            "env.load_state_dict(torch.load(path)) into an env built by gp.make with the same "
-            "arguments, terms and curricula"
-        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"
