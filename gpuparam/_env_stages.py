@@ -23,7 +23,7 @@ class EnvStages:
     """The stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (see ``VecEnv``)."""
 
     def _step_stages(self) -> list[Stage]:
-        ctx, rz, backend, task = self.context, self.randomization, self.backend, self.task
+        rz, backend, task = self.randomization, self.backend, self.task
         listeners_ok = self.params.listeners_warp_only
         physics_ok = backend.warp_only and (task is None or task.warp_only)
         stages = []
@@ -45,7 +45,6 @@ class EnvStages:
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done),
                             warp_only=physics_ok))
         stages.extend(self._extra_stages)
-        del ctx
         return stages
 
     def _reset_stages(self) -> list[Stage]:

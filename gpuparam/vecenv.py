@@ -460,10 +460,12 @@ class VecEnv(EnvStages, EnvState):
                 bad = torch.isnan(action).reshape(self.num_envs, -1).any(1)
                 what = "NaN"
             if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
-                envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()  # host-ok
+                bad_envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()  # host-ok
+                shown = bad_envs[:8].tolist()  # host-ok: validate_actions=True, raising
+                more = " ..." if len(bad_envs) > 8 else ""
                 raise ValueError(
                     f"action: expected actions in the action space, got {what} actions "
-                    f"for envs {envs[:8].tolist()}{' ...' if len(envs) > 8 else ''}"
+                    f"for envs {shown}{more}"
                 )
         self.context.action.copy_(action.detach())
 

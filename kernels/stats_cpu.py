@@ -23,6 +23,59 @@ vec16b = wp.types.vector(length=16, dtype=wp.uint8)  # 16 bools
 
 
 @wp.func
+def merge_features(
+    P: int,
+    k: int,
+    n_ok: wp.float64,
+    eps: wp.float64,
+    feat: wp.array(dtype=wp.float64),
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_flat: wp.array(dtype=wp.float32),
+    scale_flat: wp.array(dtype=wp.float32),
+    offset_flat: wp.array(dtype=wp.float32),
+):
+    """Merge ``n_ok`` samples, given as sums ``feat[f]`` of ``d = x - center_flat[f]`` and
+    ``feat[P + f]`` of ``d * d``, into one group's statistics; rewrite its ``k`` table rows."""
+    n_a = count[0]
+    n = n_a + n_ok
+    if n_ok > wp.float64(0.0):
+        w_b = n_ok / n
+        for f in range(P):
+            shift = wp.float64(center_flat[f])
+            merge_sums(f, n_a, n_ok, w_b, feat[f], feat[P + f], shift, mean, m2)
+        count[0] = n
+    write_tables(0, n, P, k, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+
+
+@wp.func
+def merge_returns(
+    n_ok: wp.float64,
+    sd: wp.float64,
+    sq: wp.float64,
+    eps: wp.float64,
+    shift: wp.array(dtype=wp.float64),
+    count: wp.array(dtype=wp.float64),
+    mean: wp.array(dtype=wp.float64),
+    m2: wp.array(dtype=wp.float64),
+    center_flat: wp.array(dtype=wp.float32),
+    scale_flat: wp.array(dtype=wp.float32),
+    offset_flat: wp.array(dtype=wp.float32),
+):
+    """Merge ``n_ok`` returns, given as sums ``sd`` of ``d = r - shift[0]`` and ``sq`` of
+    ``d * d``, into the statistics; the shift moves to the new mean; rewrite the table."""
+    n_a = count[0]
+    n = n_a + n_ok
+    if n_ok > wp.float64(0.0):
+        w_b = n_ok / n
+        merge_sums(0, n_a, n_ok, w_b, sd, sq, shift[0], mean, m2)
+        count[0] = n
+    shift[0] = mean[0]
+    write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+
+
+@wp.func
 def _lane(x: wp.array(dtype=vec16), i: int) -> wp.float32:
     """Float ``i`` of a flat ``vec16`` array."""
     return x[i // 16][i % 16]
@@ -171,15 +224,8 @@ def obs_step(
         if not wp.isfinite(total):  # float64 sums of float32 data overflow never: a NaN/inf
             n_ok = _finite_sums(x, P, n_b, count[0], center_flat, feat)
             nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
-        n_a = count[0]
-        n = n_a + n_ok
-        if n_ok > wp.float64(0.0):
-            w_b = n_ok / n
-            for f in range(P):
-                shift = wp.float64(center_flat[f])
-                merge_sums(f, n_a, n_ok, w_b, feat[f], feat[P + f], shift, mean, m2)
-            count[0] = n
-        write_tables(0, n, P, 16 * Q // P, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+        merge_features(P, 16 * Q // P, n_ok, eps, feat, count, mean, m2, center_flat,
+                       scale_flat, offset_flat)
     if Q == 1:  # tables in registers
         c = center[0]
         s = scale[0]
@@ -281,14 +327,8 @@ def reward_step(
                         sq += dj * dj
                         n_ok += wp.float64(1.0)
             nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
-        n_a = count[0]
-        n = n_a + n_ok
-        if n_ok > wp.float64(0.0):
-            w_b = n_ok / n
-            merge_sums(0, n_a, n_ok, w_b, sd, sq, shift[0], mean, m2)
-            count[0] = n
-        shift[0] = mean[0]
-        write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+        merge_returns(n_ok, sd, sq, eps, shift, count, mean, m2, center_flat, scale_flat,
+                      offset_flat)
         s = vec16(scale_flat[0])
         if clean != 0:
             for i0 in range(M):
@@ -378,15 +418,8 @@ def obs_step_any(
                 n_ok += wp.float64(1.0)
         if n_ok < n_b:
             nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
-        n_a = count[0]
-        n = n_a + n_ok
-        if n_ok > wp.float64(0.0):
-            w_b = n_ok / n
-            for g in range(P):
-                shift = wp.float64(center_flat[g])
-                merge_sums(g, n_a, n_ok, w_b, feat[g], feat[P + g], shift, mean, m2)
-            count[0] = n
-        write_tables(0, n, P, k, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+        merge_features(P, k, n_ok, eps, feat, count, mean, m2, center_flat, scale_flat,
+                       offset_flat)
     f = int(0)
     for i0 in range(M):
         i = i0 & 0x7FFFFFFF
@@ -445,14 +478,8 @@ def reward_step_any(
                 n_ok += wp.float64(1.0)
         if n_ok < n_b:
             nonfinite[0] = nonfinite[0] + wp.int64(n_b - n_ok)
-        n_a = count[0]
-        n = n_a + n_ok
-        if n_ok > wp.float64(0.0):
-            w_b = n_ok / n
-            merge_sums(0, n_a, n_ok, w_b, sd, sq, shift[0], mean, m2)
-            count[0] = n
-        shift[0] = mean[0]
-        write_tables(0, n, 1, 1, eps, 0, mean, m2, center_flat, scale_flat, offset_flat)
+        merge_returns(n_ok, sd, sq, eps, shift, count, mean, m2, center_flat, scale_flat,
+                      offset_flat)
         s = scale_flat[0]
         for i0 in range(M):
             i = i0 & 0x7FFFFFFF
