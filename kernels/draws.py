@@ -7,7 +7,15 @@ so that the CPU compiler vectorizes them (see ``kernels.randomize``).
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.rng import STREAM_TERM0, draw_bits, next_bits, term_key, uniform
+from gpuparam.kernels.rng import (
+    STREAM_TERM0,
+    counter_mix,
+    draw_bits,
+    draw_bits_mixed,
+    next_bits,
+    term_key,
+    uniform,
+)
 from gpuparam.kernels.term_table import (
     CHOICE,
     EVERY,
@@ -48,6 +56,7 @@ from gpuparam.kernels.term_table import (
 def draw_dense(
     dist: int,
     op: int,
+    lock: int,
     a: float,
     b: float,
     low: float,
@@ -63,9 +72,27 @@ def draw_dense(
 ) -> int:
     """Dense path of a term without mask: draw for envs ``e0 <= e < e1`` (term row ``toff``
     of ``keys`` and ``counter``, parameter row ``coff``); returns the number of clamped
-    draws. One branch-free loop per distribution (vectorized on CPUs)."""
+    draws. One branch-free loop per distribution (vectorized on CPUs). With ``lock`` (every
+    env's counter is the same: ``I_LOCK``) the counter is mixed once, not per env: the
+    same bits, one hash round less per draw."""
     nclamped = int(0)
     e = int(e0)
+    if lock != 0:
+        c0 = counter[toff + e0]
+        mixed = counter_mix(c0)
+        if dist == GAUSSIAN:
+            while e < e1:
+                counter[toff + e] = c0 + 1
+                x = gaussian_value_vec(a, b, draw_bits_mixed(keys[toff + e], mixed))
+                nclamped += store_value(op, x, low, high, coff + e, nominal, effective_out)
+                e += 1
+        else:
+            while e < e1:
+                counter[toff + e] = c0 + 1
+                x = uniform_value(a, b, draw_bits_mixed(keys[toff + e], mixed))
+                nclamped += store_value(op, x, low, high, coff + e, nominal, effective_out)
+                e += 1
+        return nclamped
     if dist == GAUSSIAN:
         while e < e1:
             c = counter[toff + e]

@@ -41,6 +41,7 @@ from gpuparam.kernels.term_table import (  # noqa: F401 - the layout, re-exporte
     I_COL,
     I_DIST,
     I_INTERP,
+    I_LOCK,
     I_MASK,
     I_NBP,
     I_OP,
@@ -198,8 +199,8 @@ def randomize(
         if simple and dense and terms.ctr_e == 1:
             # dense path (term rows toff of keys and counters, coff of the parameters)
             if mrow < 0:
-                nclamped = draw_dense(dist, op, a, b, low, high, e0, e1, toff, coff, keys,
-                                      counter, nominal, effective_out)
+                nclamped = draw_dense(dist, op, ti[q + I_LOCK], a, b, low, high, e0, e1, toff,
+                                      coff, keys, counter, nominal, effective_out)
             else:
                 nclamped = draw_dense_masked(dist, op, a, b, low, high, e0, e1, toff, coff,
                                              moff, masks, keys, counter, nominal,

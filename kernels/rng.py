@@ -45,6 +45,20 @@ def draw_bits(key: int, counter: int) -> wp.uint32:
 
 
 @wp.func
+def counter_mix(counter: int) -> wp.uint32:
+    """The counter's half of ``draw_bits``: ``draw_bits(key, c) == draw_bits_mixed(key,
+    counter_mix(c))``, so a loop whose envs share one counter mixes it once."""
+    return wp.rand_init(counter)
+
+
+@wp.func
+def draw_bits_mixed(key: int, mixed: wp.uint32) -> wp.uint32:
+    """``draw_bits(key, c)`` given ``mixed = counter_mix(c)`` (Warp's ``rand_init(key, c)``
+    is ``pcg(uint32(key) + pcg(uint32(c)))``, wrapping modulo 2^32)."""
+    return wp.rand_init(int(wp.uint32(key) + mixed))
+
+
+@wp.func
 def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
     """PCG state (and bits) for one (seed, env, stream, counter) key."""
     return draw_bits(int(term_key(seed, env, stream)), counter)

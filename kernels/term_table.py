@@ -44,7 +44,10 @@ I_PE = wp.constant(11)  # first per-env range row in ``pe``, or -1
 I_NCH = wp.constant(12)  # number of choices (CHOICE only)
 I_CDF0 = wp.constant(13)  # first index of the cumulative probabilities in ``vals``
 I_UID = wp.constant(14)  # the term's uid: its random stream is STREAM_TERM0 + uid
-NI = 15
+I_LOCK = wp.constant(15)  # 1: every env's event counter is the same (an unmasked term that
+#   draws for all envs or none, since its counters last restarted): the dense path mixes
+#   the counter once per launch instead of once per env (``kernels.rng.draw_bits_mixed``)
+NI = 16
 # columns of the float term table ``tf [T * NF]``
 F_LOW = wp.constant(0)  # the parameter's valid range: every result is clamped into it
 F_HIGH = wp.constant(1)

@@ -58,6 +58,9 @@ class Bound:
     pe_row: int = -1
     r0: int = 0  # first index of the term's block in the shared ``vals`` table
     pinned_by: object = None  # a curriculum using the term's ranges (blocks removal)
+    # every env's counter is the same (set at a restart, checked at a load, cleared when the
+    # term gets a mask): lets the dense path mix the counter once (``I_LOCK``)
+    uniform_counters: bool = True
     state: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property

@@ -128,6 +128,8 @@ class Randomization:
         b = self.bound(term)
         m = term_mask(term, self._env, mask, env_ids)
         recheck(b, self._env, m)
+        if m is not None:
+            b.uniform_counters = False  # from now on only masked envs advance
         if m is not None and b.mask is not None:
             b.mask.copy_(m)
             return
@@ -314,7 +316,7 @@ class Randomization:
             cdf0 = r0 + b.nch * b.size
             ti[t] = torch.tensor([
                 b.dist, b.op, b.timed, b.dtcol, mrow, b.col, b.size, r0, b.nbp, bp0, b.interp,
-                pe, b.nch, cdf0, b.uid,
+                pe, b.nch, cdf0, b.uid, self._lock(c, b),
             ])
             tf[t] = torch.tensor([b.low, b.high, b.plo, b.phi])
             rows = slice(t * n, (t + 1) * n)
@@ -347,6 +349,21 @@ class Randomization:
         elif c.name == "reset":
             c.cmds["done"] = self._record(c, 0, T, ctx.done, ctx.done_words, True)
             c.cmds["reset"] = self._record(c, 0, T, ctx.reset_mask, ctx.reset_words, True)
+
+    @staticmethod
+    def _lock(c: _Class, b: Bound) -> int:
+        """``I_LOCK`` of ``b``: 1 when every env's counter is known to be the same (an
+        unmasked term of an ungated class whose counters restarted together or were
+        loaded equal)."""
+        return int(c.name != "reset" and b.mask is None and b.uniform_counters)
+
+    def _write_locks(self) -> None:
+        """Rewrite the ``I_LOCK`` column of every class's term table (not per step)."""
+        for c in self._classes.values():
+            if c.bounds:
+                c.t["ti"].view(-1, K.NI)[:, K.I_LOCK] = torch.tensor(
+                    [self._lock(c, b) for b in c.bounds], dtype=torch.int32, device=self._dev
+                )
 
     def _counter_strides(self, c: _Class) -> tuple[int, int]:
         """``(by term, by env)``: the counter of term ``t`` and env ``e`` is at ``t * st +
@@ -398,6 +415,9 @@ class Randomization:
         """The key tables of ``bounds`` (and, with ``restart``, their counters from 0 and
         first clocks: phases, intervals)."""
         n = self._n
+        if restart:
+            for b in bounds:
+                b.uniform_counters = True  # all from 0
         for c in self._classes.values():
             rows = [t for t, b in enumerate(c.bounds) if any(b is x for x in bounds)]
             if not rows:
@@ -416,6 +436,7 @@ class Randomization:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): new keys,
         counters from 0, fresh clocks."""
         self._init_keys(self._all(), restart=True)
+        self._write_locks()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -449,6 +470,9 @@ class Randomization:
                 b.mask.copy_(s["mask"])
             if s["pe"] is not None:
                 b.state["pe"].copy_(s["pe"])
+            c = b.state["counter"]
+            b.uniform_counters = bool((c == c[:1]).all())  # host-ok: checkpointing
+        self._write_locks()
         self._next_uid = int(state["next_uid"])
         self._gstep.fill_(int(state["global_step"]))
         self._clamped_removed.copy_(state["clamped_removed"])

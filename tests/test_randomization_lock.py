@@ -1,0 +1,112 @@
+"""The dense path mixes a shared event counter once per launch (``I_LOCK``): the same bits
+as mixing every env's own counter, and only while the counters are known to be equal."""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+from gpuparam.kernels.rng import STREAM_TERM0, counter_mix, draw_bits, draw_bits_mixed, term_key
+from gpuparam.kernels.term_table import uniform_value
+from randomization_helpers import N, actions, cartpole
+
+import gpuparam as gp
+
+LOW, HIGH = 0.5, 1.5
+
+
+@wp.kernel
+def _mixed_vs_plain(keys: wp.array(dtype=wp.int32), ctrs: wp.array(dtype=wp.int32),
+                    plain: wp.array(dtype=wp.uint32), mixed: wp.array(dtype=wp.uint32)):
+    i = wp.tid()
+    plain[i] = draw_bits(keys[i], ctrs[i])
+    mixed[i] = draw_bits_mixed(keys[i], counter_mix(ctrs[i]))
+
+
+@wp.kernel
+def _expected_scale(seed: int, stream: int, nominal: float, ctrs: wp.array(dtype=wp.int32),
+                    out: wp.array(dtype=float)):
+    """``nominal * U(LOW, HIGH)`` of env i's draw at its counter ``ctrs[i]``."""
+    i = wp.tid()
+    h = draw_bits(int(term_key(seed, i, stream)), ctrs[i])
+    out[i] = nominal * uniform_value(LOW, HIGH, h)
+
+
+def test_mixed_counter_gives_the_same_bits_for_any_key_and_counter():
+    g = torch.Generator().manual_seed(0)
+    keys = torch.randint(-(2**31), 2**31 - 1, (4096,), generator=g, dtype=torch.int64)
+    ctrs = torch.randint(-(2**31), 2**31 - 1, (4096,), generator=g, dtype=torch.int64)
+    keys[:4] = torch.tensor([0, -1, 2**31 - 1, -(2**31)])
+    ctrs[:4] = torch.tensor([0, -1, 2**31 - 1, -(2**31)])
+    keys, ctrs = keys.to(torch.int32), ctrs.to(torch.int32)
+    plain = wp.zeros(4096, dtype=wp.uint32, device="cpu")
+    mixed = wp.zeros(4096, dtype=wp.uint32, device="cpu")
+    wp.launch(_mixed_vs_plain, 4096, [wp.from_torch(keys), wp.from_torch(ctrs), plain, mixed],
+              device="cpu")
+    assert (plain.numpy() == mixed.numpy()).all()
+
+
+def _expected(env, term, counters: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(env.num_envs)
+    uid = env.randomization.bound(term).uid
+    nominal = float(env.params.nominal["length"][0])
+    wp.launch(_expected_scale, env.num_envs, [
+        int(env.seed), STREAM_TERM0 + uid, nominal, wp.from_torch(counters.contiguous()),
+        wp.from_torch(out),
+    ], device="cpu")
+    return out
+
+
+def _scale_term() -> gp.Term:
+    return gp.Uniform("length", LOW, HIGH, op="scale", on="step")
+
+
+def test_equal_counters_draw_each_env_at_its_counter():
+    env = cartpole(seed=5)
+    term = _scale_term()
+    env.randomize(term)
+    for a in actions(env, 4):
+        before = env.randomization.counters(term).clone()
+        env.step(a)
+        assert torch.equal(env.params["length"], _expected(env, term, before))
+
+
+def test_loaded_unequal_counters_draw_each_env_at_its_own_counter():
+    env = cartpole(seed=5)
+    term = _scale_term()
+    env.randomize(term)
+    for a in actions(env, 3):
+        env.step(a)
+    state = env.state_dict()
+    saved = next(t for t in state["randomization"]["terms"] if t["name"] == repr(term))
+    saved["counter"] += torch.arange(N, dtype=torch.int32) % 5  # envs at different counters
+    other = cartpole(seed=5)
+    other.randomize(_scale_term())
+    other.load_state_dict(state)
+    (t2,) = other.randomization.terms
+    before = other.randomization.counters(t2).clone()
+    assert not torch.equal(before, before[:1].expand(N))
+    other.step(actions(other, 1)[0])
+    assert torch.equal(other.params["length"], _expected(other, t2, before))
+    assert torch.equal(other.randomization.counters(t2), before + 1)
+    # a reseed restarts every counter at 0: equal again
+    other.reset(seed=9)
+    other.step(actions(other, 1)[0])
+    assert torch.equal(other.randomization.counters(t2), torch.ones(N, dtype=torch.int32))
+    zeros = torch.zeros(N, dtype=torch.int32)
+    assert torch.equal(other.params["length"], _expected(other, t2, zeros))
+
+
+def test_a_mask_once_set_keeps_each_env_at_its_own_counter():
+    env = cartpole(seed=6)
+    term = _scale_term()
+    env.randomize(term)
+    steps = iter(actions(env, 6))
+    env.step(next(steps))
+    env.randomization.set_mask(term, torch.arange(N) < N // 3)
+    env.step(next(steps))
+    env.randomization.set_mask(term, None)  # all envs again, counters now differ
+    for a in steps:
+        before = env.randomization.counters(term).clone()
+        env.step(a)
+        assert torch.equal(env.params["length"], _expected(env, term, before))
+    assert env.randomization.counters(term)[0] != env.randomization.counters(term)[-1]
