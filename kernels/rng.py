@@ -87,16 +87,12 @@ _LN_2POW25 = wp.constant(17.328679513998633)  # 25 ln 2
 def log_int(t: int) -> float:
     """``ln(t)`` for an integer ``1 <= t < 2^24`` with plain arithmetic (no library call,
     so loops calling it vectorize): ``t = 2^e f`` with ``f`` in ``[sqrt(1/2), sqrt(2))``
-    (exponent from the bit count of ``t`` with every bit below its top bit set, mantissa
-    exact), ``ln f`` by a degree-8 polynomial in ``f - 1`` fitted on Chebyshev nodes (absolute
-    error < 1e-7 in float32)."""
-    x = t | (t >> 1)
-    x = x | (x >> 2)
-    x = x | (x >> 4)
-    x = x | (x >> 8)
-    x = x | (x >> 16)
-    e = wp.bit_count(x) - 1  # floor(log2 t)
-    f = float(t << (23 - e)) * 1.1920928955078125e-07  # t / 2^e in [1, 2), exact
+    (exponent and mantissa read from the bits of ``float(t)``, exact since ``t < 2^24``),
+    ``ln f`` by a degree-8 polynomial in ``f - 1`` fitted on Chebyshev nodes (absolute error
+    < 1e-7 in float32)."""
+    bits = wp.cast(float(t), wp.int32)
+    e = (bits >> 23) - 127  # floor(log2 t)
+    f = wp.cast((bits & 0x7FFFFF) | 0x3F800000, float)  # t / 2^e in [1, 2), exact
     big = f > 1.4142135
     f = wp.where(big, f * 0.5, f)
     e = wp.where(big, e + 1, e)

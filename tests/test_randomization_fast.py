@@ -1,11 +1,20 @@
-"""The dense path mixes a shared event counter once per launch (``I_LOCK``): the same bits
-as mixing every env's own counter, and only while the counters are known to be equal."""
+"""Cheaper draws, the same bits: the dense path mixes a shared event counter once per
+launch (``I_LOCK``), exactly as mixing every env's own counter, and only while the counters
+are known to be equal; the Gaussian tail's ``ln`` reads the bits of a float."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import warp as wp
-from gpuparam.kernels.rng import STREAM_TERM0, counter_mix, draw_bits, draw_bits_mixed, term_key
+from gpuparam.kernels.rng import (
+    STREAM_TERM0,
+    counter_mix,
+    draw_bits,
+    draw_bits_mixed,
+    log_int,
+    term_key,
+)
 from gpuparam.kernels.term_table import uniform_value
 from randomization_helpers import N, actions, cartpole
 
@@ -110,3 +119,21 @@ def test_a_mask_once_set_keeps_each_env_at_its_own_counter():
         env.step(a)
         assert torch.equal(env.params["length"], _expected(env, term, before))
     assert env.randomization.counters(term)[0] != env.randomization.counters(term)[-1]
+
+
+@wp.kernel
+def _log_ints(out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = log_int(i + 1)
+
+
+def test_log_int_is_ln_for_every_24_bit_integer():
+    """The Gaussian tail's ``ln t`` (exponent and mantissa read from the bits of
+    ``float(t)``) within float32 rounding of ``ln t`` for every ``1 <= t < 2^24``."""
+    n = (1 << 24) - 1
+    out = wp.zeros(n, dtype=float, device="cpu")
+    wp.launch(_log_ints, n, [out], device="cpu")
+    ref = np.log(np.arange(1, n + 1, dtype=np.float64))
+    err = np.abs(out.numpy().astype(np.float64) - ref)
+    assert err.max() < 4e-6  # ulp(16.6) = 1.9e-6
+    assert (err[:1 << 10] < 1e-6).all()  # small t: ln t < 7
