@@ -1,12 +1,24 @@
 """Training-loop time with each library, gpuparam vs Gymnasium's vector env (issue 13).
 
-At one N (256 on CPU), the same PPO configuration of a library trains CartPole-v1 for the
-same number of iterations once on gpuparam (through its adapter) and once on Gymnasium's
-NumPy-vectorized CartPole (``gymnasium.make_vec(..., vectorization_mode=
-"vector_entry_point")``) behind the library's usual entry (SB3: ``DummyVecEnv`` of
-Gymnasium envs, what ``make_vec_env`` builds; rsl_rl has no Gymnasium wrapper, so a minimal
-one converts NumPy to torch). The figure is ``t_gymnasium / t_gpuparam`` over whole training
-loops (rollout and update), the median of alternating rounds.
+At one N (256), the same PPO configuration of a library (same rollout length, iterations,
+epochs, minibatches and 32x32 networks, initialized from the same seed) trains CartPole-v1
+for the same number of iterations once on gpuparam (through its adapter) and once on
+Gymnasium's CartPole behind the entry that library's users take for a Gymnasium vector env:
+
+- rsl_rl: no Gymnasium wrapper exists, so a minimal one converts NumPy to torch over
+  ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`` (NumPy-vectorized);
+- skrl: ``skrl.envs.wrappers.torch.wrap_env`` over the same ``vector_entry_point`` env;
+- SB3: ``make_vec_env`` (a ``DummyVecEnv`` of Gymnasium envs);
+- TorchRL: ``torchrl.envs.GymWrapper`` over ``gymnasium.make_vec(..., vectorization_mode=
+  "sync", vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})`` (``GymWrapper``
+  rejects the ``vector_entry_point`` env, which has no ``autoreset_mode`` attribute, and
+  NEXT_STEP auto-reset; DISABLED is the mode TorchRL prefers: its collector resets finished
+  envs by mask). ``GymEnv(..., num_envs=N)`` would start N worker processes instead.
+  gpuparam's side is ``TorchRLEnv(..., action_encoding="one_hot")``, the same ``OneHot``
+  action spec, so one policy fits both; both run a ``Collector`` + ``GAE`` + ``ClipPPOLoss``.
+
+The figure is ``t_gymnasium / t_gpuparam`` over whole training loops (rollout and update,
+without building the runner, agent or collector), the median over alternating rounds.
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ import torch
 import gpuparam as gp
 from benchmarks.config import RunConfig
 from benchmarks.features import attempt, optional_import
-from benchmarks.timing import median
+from benchmarks.timing import median, paired_ratio, preserve_torch_threads
 
 STEPS = 16  # rollout length per iteration, both sides
 
@@ -82,6 +94,7 @@ def rsl_rl_pair(n: int, iterations: int):
     from gpuparam.integrations.rsl_rl import RslRlVecEnv
 
     def run(env) -> float:
+        torch.manual_seed(0)
         with contextlib.redirect_stdout(io.StringIO()):
             runner = OnPolicyRunner(env, _rsl_cfg(), log_dir=None, device="cpu")
         return _time(lambda: runner.learn(iterations))
@@ -117,14 +130,134 @@ def sb3_pair(n: int, iterations: int):
     return gp_side, gym_side
 
 
-PAIRS = {"rsl_rl": rsl_rl_pair, "sb3": sb3_pair}
+def _mlp(n_in: int, n_out: int) -> torch.nn.Sequential:
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(n_in, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                         nn.Linear(32, n_out))
+
+
+def skrl_pair(n: int, iterations: int):
+    optional_import("skrl", 'pip install "gpuparam[skrl]"')
+    gym = optional_import("gymnasium")
+    from skrl.agents.torch.ppo import PPO
+    from skrl.envs.wrappers.torch import wrap_env
+    from skrl.memories.torch import RandomMemory
+    from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
+    from skrl.trainers.torch import SequentialTrainer
+
+    from gpuparam.integrations.skrl import wrap
+
+    class Policy(CategoricalMixin, Model):
+        def __init__(self, obs_space, act_space, device):
+            Model.__init__(self, observation_space=obs_space, action_space=act_space,
+                           device=device)
+            CategoricalMixin.__init__(self)
+            self.net = _mlp(self.num_observations, self.num_actions)
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {}
+
+    class Value(DeterministicMixin, Model):
+        def __init__(self, obs_space, act_space, device):
+            Model.__init__(self, observation_space=obs_space, action_space=act_space,
+                           device=device)
+            DeterministicMixin.__init__(self)
+            self.net = _mlp(self.num_observations, 1)
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {}
+
+    def run(env) -> float:
+        torch.manual_seed(0)
+        obs, act, dev = env.observation_space, env.action_space, env.device
+        agent = PPO(models={"policy": Policy(obs, act, dev), "value": Value(obs, act, dev)},
+                    memory=RandomMemory(memory_size=STEPS, num_envs=n, device=dev),
+                    observation_space=obs, action_space=act, device=dev,
+                    cfg={"rollouts": STEPS, "learning_epochs": 1, "mini_batches": 2,
+                         "experiment": {"write_interval": 0, "checkpoint_interval": 0}})
+        trainer = SequentialTrainer(env=env, agents=agent, cfg={
+            "timesteps": iterations * STEPS, "headless": True, "disable_progressbar": True,
+            "close_environment_at_exit": False})
+        return _time(trainer.train)
+
+    def gp_side() -> float:
+        return run(wrap(gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)))
+
+    def gym_side() -> float:
+        venv = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
+        return run(wrap_env(venv, verbose=False))
+
+    return gp_side, gym_side
+
+
+def torchrl_pair(n: int, iterations: int):
+    optional_import("torchrl", 'pip install "gpuparam[torchrl]"')
+    gym = optional_import("gymnasium")
+    from tensordict.nn import TensorDictModule
+    from torchrl.collectors import Collector
+    from torchrl.envs import GymWrapper
+    from torchrl.modules import OneHotCategorical, ProbabilisticActor, ValueOperator
+    from torchrl.objectives import ClipPPOLoss
+    from torchrl.objectives.value import GAE
+
+    from gpuparam.integrations.torchrl import TorchRLEnv
+
+    def run(env) -> float:
+        torch.manual_seed(0)
+        logits = TensorDictModule(_mlp(4, 2), in_keys=["observation"], out_keys=["logits"])
+        policy = ProbabilisticActor(logits, spec=env.action_spec, in_keys=["logits"],
+                                    distribution_class=OneHotCategorical, return_log_prob=True)
+        value = ValueOperator(_mlp(4, 1), in_keys=["observation"])
+        gae = GAE(gamma=0.99, lmbda=0.95, value_network=value, average_gae=True)
+        loss = ClipPPOLoss(policy, value)
+        opt = torch.optim.Adam(loss.parameters(), lr=3e-4)
+        collector = Collector(env, policy, frames_per_batch=n * STEPS,
+                              total_frames=n * STEPS * iterations)
+
+        def learn() -> None:
+            for data in collector:
+                with torch.no_grad():
+                    gae(data)
+                flat = data.reshape(-1)
+                for idx in torch.randperm(flat.shape[0]).split(flat.shape[0] // 2):
+                    out = loss(flat[idx])
+                    total = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+                    opt.zero_grad()
+                    total.backward()
+                    opt.step()
+
+        try:
+            return _time(learn)
+        finally:
+            collector.shutdown()
+
+    def gp_side() -> float:
+        base = gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)
+        return run(TorchRLEnv(base, action_encoding="one_hot"))
+
+    def gym_side() -> float:
+        venv = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync",
+                            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED})
+        return run(GymWrapper(venv, device="cpu"))
+
+    return gp_side, gym_side
+
+
+PAIRS = {"rsl_rl": rsl_rl_pair, "skrl": skrl_pair, "sb3": sb3_pair, "torchrl": torchrl_pair}
+# what each library's Gymnasium side runs (recorded with the figures; see the module docstring)
+GYM_SIDE = {
+    "rsl_rl": "make_vec vector_entry_point, minimal NumPy->torch VecEnv",
+    "skrl": "wrap_env(make_vec vector_entry_point)",
+    "sb3": "make_vec_env (DummyVecEnv)",
+    "torchrl": "GymWrapper(make_vec sync, autoreset DISABLED)",
+}
 
 
 def measure(cfg: RunConfig, bar) -> dict:
     n = 256
     iterations = cfg.steps if cfg.steps is not None else (3 if cfg.quick else 10)
     iterations = max(1, min(iterations, 10))
-    rounds = 1 if cfg.repeats == 1 else (2 if cfg.quick else 3)
+    rounds = 1 if cfg.repeats == 1 else (2 if cfg.quick else 5)
     bar.set_postfix_str(f"training loops N={n}")
     out: dict = {"num_envs": n, "iterations": iterations, "rollout_steps": STEPS,
                  "rounds": rounds, "libraries": {}}
@@ -136,17 +269,18 @@ def measure(cfg: RunConfig, bar) -> dict:
         gp_side, gym_side = pair
         times: dict[str, list[float]] = {"gpuparam": [], "gymnasium": []}
         try:
-            for _ in range(rounds):
-                times["gpuparam"].append(gp_side())
-                times["gymnasium"].append(gym_side())
+            with preserve_torch_threads():
+                for _ in range(rounds):
+                    times["gpuparam"].append(gp_side())
+                    times["gymnasium"].append(gym_side())
         except Exception as e:  # a broken library run is reported, not fatal
             out["libraries"][lib] = {"error": f"{type(e).__name__}: {e}"}
             continue
         out["libraries"][lib] = {
+            "gymnasium_side": GYM_SIDE[lib],
             "gpuparam_s": median(times["gpuparam"]),
             "gymnasium_s": median(times["gymnasium"]),
-            "ratio": median([g / p for g, p in zip(times["gymnasium"], times["gpuparam"],
-                                                   strict=True)]),
+            "ratio": paired_ratio(times["gymnasium"], times["gpuparam"]),
         }
     bar.update(1)
     return out

@@ -150,8 +150,14 @@ def test_adapter_overheads_and_their_goals(results):
 def test_training_loop_ratios(results):
     res, _ = results
     tr = res["training"]
-    assert tr["num_envs"] == 256 and set(tr["libraries"]) == {"rsl_rl", "sb3"}
+    assert tr["num_envs"] == 256
+    assert set(tr["libraries"]) == {"rsl_rl", "skrl", "sb3", "torchrl"}
     for lib in tr["libraries"].values():
         _measured_or_skipped(lib, "ratio")
         if "ratio" in lib:
             assert lib["ratio"] > 0 and lib["gpuparam_s"] > 0 and lib["gymnasium_s"] > 0
+            assert lib["gymnasium_side"]
+    rows = dict(report.key_figures(res))
+    for lib in ("rsl_rl", "skrl", "sb3", "torchrl"):
+        side = tr["libraries"][lib].get("gymnasium_side", "vector")
+        assert any(k.startswith(f"{lib} training loop, Gymnasium {side} time") for k in rows)
