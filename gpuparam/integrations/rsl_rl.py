@@ -11,7 +11,7 @@ Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -51,6 +51,29 @@ def _base(env):
     return env
 
 
+def _range(name: str, given, spec: tuple[float, float], size: int):
+    """(low, high) float64 ``[size]`` for one privileged parameter; validates ``given``."""
+    if given is None:
+        return (torch.full((size,), float(spec[0]), dtype=torch.float64),
+                torch.full((size,), float(spec[1]), dtype=torch.float64))
+    what = f"RslRlVecEnv: privileged[{name!r}]"
+    if not isinstance(given, (tuple, list)) or len(given) != 2:
+        raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
+    try:
+        low, high = (torch.as_tensor(v, dtype=torch.float64).flatten() for v in given)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{what}: low and high must be numbers or sequences of numbers; "
+                         f"{e}") from None
+    for v in (low, high):
+        if v.numel() not in (1, size):
+            raise ValueError(f"{what}: low/high expected a scalar or {size} values (one per "
+                             f"component), got {v.numel()}")
+    low, high = low.expand(size), high.expand(size)
+    if not (torch.isfinite(low).all() and torch.isfinite(high).all() and (high > low).all()):
+        raise ValueError(f"{what}: expected finite low < high, got {given!r}")
+    return low, high
+
+
 class RslRlVecEnv(VecEnv):
     """rsl_rl's ``VecEnv`` contract over a gpuparam env or ``gp.TransformedEnv``.
 
@@ -59,7 +82,11 @@ class RslRlVecEnv(VecEnv):
             observations and rewards, and the episode statistics stay raw). It is reset here.
         privileged: parameter names for the critic's ``"privileged"`` observation group,
             float32 ``[N, P]`` (``P`` the summed sizes): each env's effective values mapped
-            from their spec range ``[low, high]`` to ``[-1, 1]``. Configure rsl_rl's
+            from their spec range ``[low, high]`` to ``[-1, 1]``. Or a mapping ``{name:
+            (low, high)}`` giving the range to map from instead (scalars or one per
+            component, ``high > low``; ``None`` for the spec range): robot parameters' spec
+            ranges are validation bounds (``body_mass`` 1e-6 to 1e6), so pass the range
+            they are randomized over. Configure rsl_rl's
             ``obs_groups={"actor": ["policy"], "critic": ["policy", "privileged"]}`` for an
             asymmetric actor-critic. Empty: no such group.
         clip_actions: clamp continuous actions to the action spec's bounds before stepping.
@@ -106,13 +133,15 @@ class RslRlVecEnv(VecEnv):
         self,
         env,
         *,
-        privileged: Sequence[str] = (),
+        privileged: Sequence[str] | Mapping[str, tuple | None] = (),
         clip_actions: bool = False,
         log_interval: int = 24,
         episode_stats: str | None = "latest",
     ):
         if isinstance(privileged, str):
             privileged = (privileged,)
+        ranges = dict(privileged) if isinstance(privileged, Mapping) else {}
+        privileged = tuple(privileged)
         names = tuple(env.params.names)
         unknown = [p for p in privileged if p not in names]
         if unknown:
@@ -149,7 +178,7 @@ class RslRlVecEnv(VecEnv):
             max_episode_length=self.max_episode_length, privileged=tuple(privileged),
             discrete_actions=int(act.n) if self._discrete else None, clip_actions=self._clip,
         )
-        self._privileged_setup(tuple(privileged))
+        self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
         f32 = dict(dtype=torch.float32, device=dev)
         self._sets = []
@@ -175,7 +204,7 @@ class RslRlVecEnv(VecEnv):
         self._write_obs(0, td)
 
     # ------------------------------------------------------------------ privileged group
-    def _privileged_setup(self, names: tuple[str, ...]) -> None:
+    def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
         self._priv_cols = None
         if not names:
             return
@@ -183,13 +212,13 @@ class RslRlVecEnv(VecEnv):
         cols, scale, offset = [], [], []
         for name in names:
             a, size = params.columns(name)  # rows of the [C, N] tables
-            b = a + size
             spec = params.spec[name]
-            width = spec.high - spec.low
-            s = 2.0 / width if width > 0 else 0.0
-            cols += range(a, b)
-            scale += [s] * (b - a)
-            offset += [-1.0 - spec.low * s if width > 0 else 0.0] * (b - a)
+            low, high = _range(name, ranges.get(name), (spec.low, spec.high), size)
+            width = high - low
+            s = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
+            cols += range(a, a + size)
+            scale += s.tolist()
+            offset += torch.where(width > 0, -1.0 - low * s, 0.0).tolist()
         self._priv_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
         self._priv_scale = torch.tensor(scale, dtype=torch.float32, device=dev)[:, None]
         self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]

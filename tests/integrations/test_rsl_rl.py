@@ -169,6 +169,27 @@ def test_privileged_group_is_the_params_scaled_by_their_spec_ranges():
     assert obs["privileged"].abs().max() <= 1.0
 
 
+def test_privileged_ranges_given_per_name_or_per_component():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    base.randomize(gp.Uniform("m", 0.5, 2.0, on="step"), gp.Uniform("l", 0.8, 1.2, on="step"))
+    env = RslRlVecEnv(base, privileged={"m": (0.5, 2.0), "l": ([0.8], [1.2]),
+                                        "max_torque": None})
+    obs, *_ = env.step(torch.zeros(N, 1))
+    s = base.params.spec["max_torque"]
+    want = torch.stack([(base.params["m"] - 0.5) / 1.5 * 2 - 1,
+                        (base.params["l"] - 0.8) / 0.4 * 2 - 1,
+                        (base.params["max_torque"] - s.low) / (s.high - s.low) * 2 - 1], 1)
+    torch.testing.assert_close(obs["privileged"], want)
+    assert obs["privileged"][:, :2].std(0).min() > 0.2  # spread over [-1, 1], not squeezed
+    assert env.cfg.privileged == ("m", "l", "max_torque")
+    for bad, msg in (((1.0, 1.0), "expected finite low < high"),
+                     ((0.0,), r"expected a \(low, high\) pair or None"),
+                     (([0.0, 1.0], 2.0), "low/high expected a scalar or 1 values"),
+                     (("a", 2.0), "low and high must be numbers")):
+        with pytest.raises(ValueError, match=r"privileged\['m'\]: " + msg):
+            RslRlVecEnv(base, privileged={"m": bad})
+
+
 def test_param_write_and_reset_stats_between_iterations_take_effect():
     base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
     norm = gp.ObsNorm(3)
