@@ -39,3 +39,16 @@ def test_ppo_halfcheetah_tiny(tmp_path):
                "--device", "cpu", "--plot", str(png))
     assert len(re.findall(r"^iter +\d+ \| env steps", out, flags=re.M)) == 2
     assert "first iteration" in out and png.stat().st_size > 1000
+
+
+def test_rsl_rl_train_robot_tiny(tmp_path):
+    pytest.importorskip("rsl_rl")
+    png = tmp_path / "rsl_hc.png"
+    out = _run("examples/rsl_rl_train.py", "--task", "HalfCheetah-v5", "--num-envs", "4",
+               "--iterations", "1", "--steps-per-env", "8", "--episode-steps", "8",
+               "--promote=-1e9", "--demote=-2e9", "--hidden", "8", "--device", "cpu",
+               "--plot", str(png))
+    # every episode ends within the iteration and is promoted: the curriculum is wired
+    assert re.search(r"^iter +0 \| env steps +32 \| mean return +-?\d+\.\d .*"
+                     r"mean level 1\.00 / 4", out, flags=re.M), out
+    assert png.stat().st_size > 1000
