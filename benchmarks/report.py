@@ -118,8 +118,8 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
     tr = res.get("training", {})
     for lib, c in tr.get("libraries", {}).items():
         val = f"{c['ratio']:.2f}x" if "ratio" in c else _why(c)
-        side = f"Gymnasium {c['gymnasium_side']}" if "gymnasium_side" in c else "Gymnasium vector"
-        rows.append((f"{lib} training loop, {side} time / gpuparam time "
+        side = f" ({c['gymnasium_side']})" if "gymnasium_side" in c else ""
+        rows.append((f"{lib} training loop, time on Gymnasium{side} / on gpuparam "
                      f"(N={tr.get('num_envs')}, {tr.get('iterations')} iterations)", val))
     mem = res.get("memory", {})
     for key, m in mem.get("per_env", {}).items():

@@ -246,10 +246,10 @@ def torchrl_pair(n: int, iterations: int):
 PAIRS = {"rsl_rl": rsl_rl_pair, "skrl": skrl_pair, "sb3": sb3_pair, "torchrl": torchrl_pair}
 # what each library's Gymnasium side runs (recorded with the figures; see the module docstring)
 GYM_SIDE = {
-    "rsl_rl": "make_vec vector_entry_point, minimal NumPy->torch VecEnv",
-    "skrl": "wrap_env(make_vec vector_entry_point)",
-    "sb3": "make_vec_env (DummyVecEnv)",
-    "torchrl": "GymWrapper(make_vec sync, autoreset DISABLED)",
+    "rsl_rl": "vector_entry_point, minimal VecEnv",
+    "skrl": "vector_entry_point, wrap_env",
+    "sb3": "DummyVecEnv, make_vec_env",
+    "torchrl": "SyncVectorEnv, GymWrapper",
 }
 
 
