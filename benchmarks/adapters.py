@@ -64,7 +64,14 @@ def torchrl_subject(n: int, device: str, warmup: int = 5) -> Subject:
     env = TorchRLEnv(make_gp_env(BARE, n, device))
     td = env.reset()
     tds = [td.clone().set("action", a) for a in _discrete(n, env.device)]
-    return _subject(n, device, lambda i: env.step(tds[i % len(tds)]), env, warmup)
+
+    def step(i: int) -> None:
+        # what a TorchRL loop passes in (step_mdp's output, as in rollouts and collectors):
+        # no "next" entry yet. A "next" left from an earlier step would take
+        # EnvBase.step's path that merges it into the new one (an override mechanism).
+        env.step(tds[i % len(tds)]).del_("next")
+
+    return _subject(n, device, step, env, warmup)
 
 
 def skrl_subject(n: int, device: str, warmup: int = 5) -> Subject:
