@@ -160,9 +160,10 @@ class TorchRLEnv(EnvBase):
         keys and reshaping of rewards would find nothing to do. Anything else goes through
         ``EnvBase.step`` unchanged.
         """
+        keys = tensordict.keys()
         if (
-            tensordict.get("_step", None) is not None
-            or tensordict.get("next", None) is not None
+            "_step" in keys
+            or "next" in keys
             or tensordict.batch_size != self._bs
             or self.run_type_checks
         ):
