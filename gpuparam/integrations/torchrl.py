@@ -7,11 +7,12 @@ expects ``("next", "observation")`` to be the state the step reached and a later
 a ``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two the way TorchRL's
 own ``VecGymEnvTransform`` does for auto-resetting vector envs, without NaN placeholders:
 
-- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"`` and
-  keeps a copy of the already reset observation of every env that finished;
-- ``reset`` with ``"_reset"`` returns those kept observations for envs that finished at the
-  last step, without running physics again, and runs the env's masked reset kernel only for
-  the other masked envs (an explicit reset of a running episode).
+- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
+- ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the already
+  reset observations the env's ``"observation"`` buffer still holds (nothing ran since),
+  without running physics again, and runs the env's masked reset kernel only for the other
+  masked envs (an explicit reset of a running episode). Step and reset the gpuparam env
+  through this wrapper only (a direct ``gp_env.step`` in between would be missed).
 
 A plain ``step`` loop that ignores ``done`` and never calls ``reset`` therefore continues the
 new episodes from their reset state (as in every auto-resetting vector env); TorchRL's rollouts
@@ -181,7 +182,7 @@ class TorchRLEnv(EnvBase):
     def _step_all(self, action) -> TensorDictBase:
         if self._one_hot:
             action = self._one_hot_index(action)
-        td = self.gp_env.step(action)
+        td = self._gp_env.step(action)  # __dict__ entry: no property call
         views = self._views
         if views[0] is not td:  # the env's output TensorDict: views built once per object
             views = self._bind(td)
