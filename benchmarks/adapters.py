@@ -5,7 +5,8 @@ steps it, with pre-generated actions in the library's format; all are timed inte
 the bare env, and the overhead is ``median_over_rounds(t_adapter / t_bare) - 1`` (as in
 ``benchmarks.overhead``). Goals (``benchmarks.goals``): ``RslRlVecEnv`` (its copies into
 the double buffers and the device-side episode statistics included) and ``TorchRLEnv``
-(``EnvBase.step`` with a TensorDict, its clones included) at most 15%. ``SB3VecEnv`` and
+(``EnvBase.step`` with a TensorDict as TorchRL's loops pass it, i.e. without a ``"next"``
+entry yet; its fresh copies and the output TensorDict included) at most 15%. ``SB3VecEnv`` and
 ``GymnasiumVectorEnv(numpy=True)`` return NumPy arrays and build per-env info dicts: their
 cost is reported, without a goal; so is the skrl wrapper's.
 """

@@ -192,15 +192,16 @@ class TorchRLEnv(EnvBase):
         return TensorDict(out, batch_size=self._bs, device=self._dev, non_blocking=False)
 
     def _bind(self, td: TensorDictBase) -> tuple:
-        """``(td, ((key, view), ...), observation, done)``: views of the env's output
+        """``(td, ((key, view), ...), done)``: views of the env's output
         buffers in TorchRL's shapes (``[N, 1]`` for scalars), cached while the env returns
         the same TensorDict object (a bare gpuparam env always does)."""
         keys = ["reward", "episode_return", "episode_length"]
         keys += ["reward_raw"] if self._raw_reward else []
         views = [("observation", td["final_observation"])]
         views += [(k, td[k].unsqueeze(-1)) for k in (*keys, *_DONE_KEYS)]
-        self._views = (td, tuple(views), td["observation"], td["done"])
-        return self._views
+        # a plain attribute (no nn.Module bookkeeping: a gp.TransformedEnv rebinds every step)
+        self.__dict__["_views"] = out = (td, tuple(views), td["done"])
+        return out
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
@@ -211,7 +212,7 @@ class TorchRLEnv(EnvBase):
         else:
             mask = self._check_reset_mask(mask)
             if self._stepped[0]:  # the envs the last step reset (the env has not run since)
-                auto.copy_(self._views[3])
+                auto.copy_(self._views[2])
             # the other masked envs run the reset kernel; the output buffer keeps the
             # observations the step's auto-reset wrote for the envs it reset
             obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
