@@ -5,7 +5,8 @@ steps it, with pre-generated actions in the library's format; all are timed inte
 the bare env, and the overhead is ``median_over_rounds(t_adapter / t_bare) - 1`` (as in
 ``benchmarks.overhead``). Goals (``benchmarks.goals``): ``RslRlVecEnv`` (its copies into
 the double buffers and the device-side episode statistics included) and ``TorchRLEnv``
-(``EnvBase.step`` with a TensorDict, its clones included) at most 15%. ``SB3VecEnv`` and
+(``EnvBase.step`` with a TensorDict as TorchRL's loops pass it, i.e. without a ``"next"``
+entry yet; its fresh copies and the output TensorDict included) at most 15%. ``SB3VecEnv`` and
 ``GymnasiumVectorEnv(numpy=True)`` return NumPy arrays and build per-env info dicts: their
 cost is reported, without a goal; so is the skrl wrapper's.
 """
@@ -64,7 +65,14 @@ def torchrl_subject(n: int, device: str, warmup: int = 5) -> Subject:
     env = TorchRLEnv(make_gp_env(BARE, n, device))
     td = env.reset()
     tds = [td.clone().set("action", a) for a in _discrete(n, env.device)]
-    return _subject(n, device, lambda i: env.step(tds[i % len(tds)]), env, warmup)
+
+    def step(i: int) -> None:
+        # what a TorchRL loop passes in (step_mdp's output, as in rollouts and collectors):
+        # no "next" entry yet. A "next" left from an earlier step would take
+        # EnvBase.step's path that merges it into the new one (an override mechanism).
+        env.step(tds[i % len(tds)]).del_("next")
+
+    return _subject(n, device, step, env, warmup)
 
 
 def skrl_subject(n: int, device: str, warmup: int = 5) -> Subject:

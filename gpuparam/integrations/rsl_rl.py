@@ -165,9 +165,20 @@ class RslRlVecEnv(VecEnv):
         else:
             self.num_actions = int(torch.Size(act.shape).numel())
         self._clip = bool(clip_actions) and not self._discrete
+        self._in_shape = torch.Size((n, self.num_actions))
+        self._act_view = (n, *self._act_shape)
+        # how actions become the env's: 0 the sign of one float (Discrete(2)), 1 argmax,
+        # 2 clamp, 3 a view
+        self._mode = (0 if self.num_actions == 1 else 1) if self._discrete else (
+            2 if self._clip else 3)
         if self._discrete:
             self._action = torch.zeros(n, dtype=act.dtype, device=dev)
-            self._pick = torch.zeros(n, dtype=torch.bool, device=dev)  # n == 2: a > 0
+            # Discrete(2): [N, 1] views of int32 a > 0 and of the env's action: torch's float
+            # compare against a 0-dim tensor into int32 (then one widening copy) is the
+            # fastest way there on CPU, ahead of a bool mask or a scalar operand
+            self._zero = torch.zeros((), dtype=torch.float32, device=dev)
+            self._pick = torch.zeros(n, 1, dtype=torch.int32, device=dev)
+            self._action_col = self._action.view(n, 1)
         else:
             self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
             shape = (n, *self._act_shape)
@@ -181,6 +192,8 @@ class RslRlVecEnv(VecEnv):
         self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
         f32 = dict(dtype=torch.float32, device=dev)
+        # two output sets, written by alternate steps: (obs TensorDict, its "policy" and
+        # "privileged" (or None) tensors, rewards, dones, time_outs)
         self._sets = []
         for _ in range(2):
             groups = {"policy": torch.zeros(n, *obs_shape, **f32)}
@@ -188,20 +201,22 @@ class RslRlVecEnv(VecEnv):
                 groups["privileged"] = torch.zeros(n, self._priv_cols.numel(), **f32)
             self._sets.append((
                 TensorDict(groups, batch_size=[n], device=dev),
+                groups["policy"],
+                groups.get("privileged"),
                 torch.zeros(n, **f32),
                 torch.zeros(n, dtype=torch.int64, device=dev),
                 torch.zeros(n, dtype=torch.bool, device=dev),
             ))
         self._k = 0
+        self._src: tuple = (None,)  # the env's output TensorDict and its tensors, see _bind
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
         self._has = torch.zeros(n, dtype=torch.bool, device=dev)
         self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
         self.last_log: dict[str, torch.Tensor] | None = None
         td = env.reset()
-        self._groups = [(o["policy"], o.get("privileged", None)) for o, *_ in self._sets]
         self._current = self._sets[0][0]
-        self._write_obs(0, td)
+        self._write_obs(self._sets[0], td["observation"])
 
     # ------------------------------------------------------------------ privileged group
     def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
@@ -224,13 +239,15 @@ class RslRlVecEnv(VecEnv):
         self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
-    def _write_obs(self, k: int, td) -> None:
-        policy, privileged = self._groups[k]
-        policy.copy_(td["observation"])
-        if self._priv_cols is not None:
-            rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
-            torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
-            torch.addcmul(self._priv_offset, rows, self._priv_scale, out=privileged.T)
+    def _write_obs(self, out: tuple, observation: torch.Tensor) -> None:
+        out[1].copy_(observation)
+        if out[2] is not None:
+            self._write_privileged(out[2])
+
+    def _write_privileged(self, privileged: torch.Tensor) -> None:
+        rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
+        torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
+        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=privileged.T)
 
     # ------------------------------------------------------------------ rsl_rl contract
     @property
@@ -255,63 +272,74 @@ class RslRlVecEnv(VecEnv):
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
         td = self.env.reset()
         self._k ^= 1
-        obs = self._sets[self._k][0]
-        self._write_obs(self._k, td)
-        self._current = obs
-        return obs, {}
+        out = self._sets[self._k]
+        self._write_obs(out, td["observation"])
+        self._current = out[0]
+        return out[0], {}
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step every env with ``actions`` float ``[N, num_actions]`` on the device; see the
         class docstring for what comes back."""
-        n = self.num_envs
-        if not isinstance(actions, torch.Tensor) or tuple(actions.shape) != (n, self.num_actions):
+        if not isinstance(actions, torch.Tensor) or actions.shape != self._in_shape:
             got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions)
-            raise ValueError(f"RslRlVecEnv: actions expected a tensor ({n}, {self.num_actions}), "
+            raise ValueError(f"RslRlVecEnv: actions expected a tensor {tuple(self._in_shape)}, "
                              f"got {got}")
-        if self._discrete:
-            if self.num_actions == 1:  # two actions: the sign of one float
-                torch.gt(actions.view(n), 0.0, out=self._pick)
-                self._action.copy_(self._pick)
-            else:
-                torch.argmax(actions, -1, out=self._action)
+        mode = self._mode
+        if mode == 0:  # Discrete(2): action 1 where the float is > 0
+            torch.gt(actions, self._zero, out=self._pick)
+            self._action_col.copy_(self._pick)
             a = self._action
-        elif self._clip:
-            torch.clamp(actions.view(n, *self._act_shape), self._low, self._high, out=self._action)
-            a = self._action
+        elif mode == 1:
+            a = torch.argmax(actions, -1, out=self._action)
+        elif mode == 2:
+            a = torch.clamp(actions.view(self._act_view), self._low, self._high, out=self._action)
         else:
-            a = actions.view(n, *self._act_shape)
+            a = actions.view(self._act_view)
         td = self.env.step(a)
+        src = self._src
+        if src[0] is not td:
+            src = self._bind(td)
         self._k ^= 1
-        obs, rew, dones, time_outs = self._sets[self._k]
-        self._write_obs(self._k, td)
-        rew.copy_(td["reward"])
-        done = td["done"]
-        dones.copy_(done)
-        torch.gt(td["truncated"], td["terminated"], out=time_outs)
+        out = self._sets[self._k]
+        obs, policy, privileged, rew, dones, time_outs = out
+        policy.copy_(src[1])
+        if privileged is not None:
+            self._write_privileged(privileged)
+        rew.copy_(src[2])
+        dones.copy_(src[3])
+        torch.gt(src[4], src[5], out=time_outs)  # truncated and not terminated
         extras = {"time_outs": time_outs}
-        stats = self._episode_stats
-        if stats is not None:
-            if stats == "sums":
-                self._accumulate(td, done)
+        if self._episode_stats is not None:
+            if self._episode_stats == "sums":
+                self._accumulate(src)
             self._steps += 1
-            if self._steps % self._log_interval == 0:
-                extras["log"] = self.last_log = self._log(td)
+            if self._steps == self._log_interval:
+                self._steps = 0
+                extras["log"] = self.last_log = self._log(src)
         self._current = obs
         return obs, rew, dones, extras
 
-    def _accumulate(self, td, done: torch.Tensor) -> None:
+    def _bind(self, td) -> tuple:
+        """``(td, observation, reward, done, truncated, terminated, episode_return,
+        episode_length)``: the env's output TensorDict and its tensors, looked up once per
+        TensorDict object (a bare gpuparam env returns the same one every step)."""
+        self._src = (td, *(td[k] for k in ("observation", "reward", "done", "truncated",
+                                            "terminated", "episode_return", "episode_length")))
+        return self._src
+
+    def _accumulate(self, src: tuple) -> None:
         acc, donef = self._acc, self._donef
-        donef.copy_(done)
-        acc[0].addcmul_(td["episode_return"], donef)
-        acc[1].addcmul_(td["episode_length"], donef)
+        donef.copy_(src[3])
+        acc[0].addcmul_(src[6], donef)
+        acc[1].addcmul_(src[7], donef)
         acc[2].add_(donef)
 
-    def _log(self, td) -> dict[str, torch.Tensor]:
+    def _log(self, src: tuple) -> dict[str, torch.Tensor]:
         acc = self._acc
         if self._episode_stats == "latest":  # each env's last finished episode, if any
-            length = td["episode_length"]
+            length = src[7]
             acc[2].copy_(torch.gt(length, 0, out=self._has))
-            acc[0].copy_(td["episode_return"]).mul_(acc[2])
+            acc[0].copy_(src[6]).mul_(acc[2])
             acc[1].copy_(length)
         ret, length, count = acc.sum(1).unbind()
         acc.zero_()

@@ -7,11 +7,12 @@ expects ``("next", "observation")`` to be the state the step reached and a later
 a ``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two the way TorchRL's
 own ``VecGymEnvTransform`` does for auto-resetting vector envs, without NaN placeholders:
 
-- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"`` and
-  keeps a copy of the already reset observation of every env that finished;
-- ``reset`` with ``"_reset"`` returns those kept observations for envs that finished at the
-  last step, without running physics again, and runs the env's masked reset kernel only for
-  the other masked envs (an explicit reset of a running episode).
+- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
+- ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the already
+  reset observations the env's ``"observation"`` buffer still holds (nothing ran since),
+  without running physics again, and runs the env's masked reset kernel only for the other
+  masked envs (an explicit reset of a running episode). Step and reset the gpuparam env
+  through this wrapper only (a direct ``gp_env.step`` in between would be missed).
 
 A plain ``step`` loop that ignores ``done`` and never calls ``reset`` therefore continues the
 new episodes from their reset state (as in every auto-resetting vector env); TorchRL's rollouts
@@ -39,8 +40,6 @@ from gpuparam.transforms import TransformedEnv as GpTransformedEnv  # noqa: E402
 __all__ = ["ObsNormTransform", "TorchRLEnv"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
-# TensorDict's unchecked constructor (TorchRL's own hot paths use it), if this version has it
-_new_td = getattr(TensorDict, "_new_unsafe", TensorDict)
 
 
 class TorchRLEnv(EnvBase):
@@ -93,10 +92,13 @@ class TorchRLEnv(EnvBase):
         self._raw_reward = isinstance(env, GpTransformedEnv) and any(
             isinstance(t, RewardNorm) for t in env.transforms)
         self._make_specs(env, n, dev)
-        obs_shape = tuple(env.observation_spec.shape)
+        self._bs, self._dev = torch.Size([n]), dev
         # envs whose episode ended at the last step and whose new episode is already started
+        # (valid after a reset; refreshed from the env's done mask at the reset that follows
+        # a step, flagged by _stepped)
         self._autoreset = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._reset_obs = torch.zeros(n, *obs_shape, dtype=torch.float32, device=dev)
+        self._stepped = [False]
+        self._views: tuple = (None,)
 
     # ------------------------------------------------------------------ wrapping
     @property
@@ -149,40 +151,73 @@ class TorchRLEnv(EnvBase):
             device=dev,
         )
 
-    # ------------------------------------------------------------------ EnvBase hooks
+    # ------------------------------------------------------------------ stepping
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it.
+
+        The common case (batch ``[N]``, no ``"_step"`` mask, no ``"next"`` entry to merge,
+        ``run_type_checks`` off) takes a short path: ``_step`` already returns every done
+        key and the reward in their spec shapes, so TorchRL's completion of missing done
+        keys and reshaping of rewards would find nothing to do. Anything else goes through
+        ``EnvBase.step`` unchanged.
+        """
+        keys = tensordict.keys()
+        if (
+            "_step" in keys
+            or "next" in keys
+            or tensordict.batch_size != self._bs
+            or self.run_type_checks
+        ):
+            return super().step(tensordict)
+        tensordict.set("next", self._step_all(tensordict.get("action")))
+        return tensordict
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         partial = tensordict.get("_step", None)
         if partial is not None and not bool(partial.all()):  # host-ok: "_step" is rare
             raise ValueError("TorchRLEnv: partial steps ('_step') are not supported; all "
                              "envs step together")
-        action = tensordict.get("action")
+        return self._step_all(tensordict.get("action"))
+
+    def _step_all(self, action) -> TensorDictBase:
         if self._one_hot:
             action = self._one_hot_index(action)
-        td = self.gp_env.step(action)
-        self._reset_obs.copy_(td["observation"])
-        self._autoreset.copy_(td["done"])
-        out = {"observation": td["final_observation"].clone(),
-               "reward": td["reward"].unsqueeze(-1).clone(),
-               "episode_return": td["episode_return"].unsqueeze(-1).clone(),
-               "episode_length": td["episode_length"].unsqueeze(-1).clone()}
-        if self._raw_reward:
-            out["reward_raw"] = td["reward_raw"].unsqueeze(-1).clone()
-        for k in _DONE_KEYS:
-            out[k] = td[k].unsqueeze(-1).clone()
-        # every entry is a fresh [N, ...] tensor on the device: skip re-validating them
-        return _new_td(out, batch_size=self.batch_size, device=self.device)
+        td = self._gp_env.step(action)  # __dict__ entry: no property call
+        views = self._views
+        if views[0] is not td:  # the env's output TensorDict: views built once per object
+            views = self._bind(td)
+        # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
+        out = {key: src.clone() for key, src in views[1]}
+        self._stepped[0] = True  # the done mask is read at the next reset
+        return TensorDict(out, batch_size=self._bs, device=self._dev, non_blocking=False)
+
+    def _bind(self, td: TensorDictBase) -> tuple:
+        """``(td, ((key, view), ...), done)``: views of the env's output
+        buffers in TorchRL's shapes (``[N, 1]`` for scalars), cached while the env returns
+        the same TensorDict object (a bare gpuparam env always does)."""
+        keys = ["reward", "episode_return", "episode_length"]
+        keys += ["reward_raw"] if self._raw_reward else []
+        views = [("observation", td["final_observation"])]
+        views += [(k, td[k].unsqueeze(-1)) for k in (*keys, *_DONE_KEYS)]
+        # a plain attribute (no nn.Module bookkeeping: a gp.TransformedEnv rebinds every step)
+        self.__dict__["_views"] = out = (td, tuple(views), td["done"])
+        return out
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
+        auto = self._autoreset
         if mask is None:
             obs = self.gp_env.reset()["observation"].clone()
-            self._autoreset.zero_()
+            auto.zero_()
         else:
             mask = self._check_reset_mask(mask)
-            reuse = mask & self._autoreset
-            fresh = self.gp_env.reset(mask & ~self._autoreset)["observation"]
-            obs = torch.where(reuse.view(-1, *[1] * (fresh.dim() - 1)), self._reset_obs, fresh)
-            self._autoreset &= ~mask
+            if self._stepped[0]:  # the envs the last step reset (the env has not run since)
+                auto.copy_(self._views[2])
+            # the other masked envs run the reset kernel; the output buffer keeps the
+            # observations the step's auto-reset wrote for the envs it reset
+            obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
+            auto &= ~mask
+        self._stepped[0] = False
         n = self.batch_size[0]
         out = {"observation": obs,
                "episode_return": torch.zeros(n, 1, device=self.device),
@@ -217,6 +252,7 @@ class TorchRLEnv(EnvBase):
         if seed is not None:
             self.gp_env.reset(seed=int(seed) % 2**31)
             self._autoreset.zero_()
+            self._stepped[0] = False
 
     def __repr__(self) -> str:
         return f"TorchRLEnv({self.gp_env!r}, batch_size={self.batch_size}, device={self.device})"

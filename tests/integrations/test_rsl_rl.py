@@ -287,3 +287,69 @@ def test_import_error_names_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.rsl_rl", raising=False)
     with pytest.raises(ImportError, match=r'pip install "gpuparam\[rsl_rl\]"'):
         importlib.import_module("gpuparam.integrations.rsl_rl")
+
+
+def test_outputs_live_until_step_t_plus_2_reuses_their_buffers():
+    # the documented lifetime: a step's outputs are double-buffered, intact through the next
+    # step and written again by the one after it (what rsl_rl's storage relies on)
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0))
+    a = torch.ones(N, 1)
+    out1 = env.step(a)
+    out2 = env.step(a)
+    out3 = env.step(a)
+    for x1, x2, x3 in zip(out1[:3] + (out1[3]["time_outs"],), out2[:3] + (out2[3]["time_outs"],),
+                          out3[:3] + (out3[3]["time_outs"],), strict=True):
+        assert x1 is x3 and x1 is not x2
+        if isinstance(x1, torch.Tensor):
+            assert x1.untyped_storage().data_ptr() != x2.untyped_storage().data_ptr()
+
+
+class _FreshOutputs:
+    """An env wrapper whose every step returns new tensors in a new TensorDict."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        return self.env.step(action).clone()
+
+
+def test_wrapped_env_returning_new_tensors_each_step_matches_it():
+    # the adapter looks the env's output tensors up once per output TensorDict object: a
+    # wrapper handing out new ones each step (gp.TransformedEnv builds a new TensorDict each
+    # step, over the same buffers) must be read afresh
+    def make():
+        base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=1, max_episode_steps=7)
+        return gp.TransformedEnv(base, gp.ObsNorm(3), gp.RewardNorm())
+
+    env = RslRlVecEnv(_FreshOutputs(make()), episode_stats="sums", log_interval=7)
+    ref = make()
+    ref.reset()  # as the adapter does
+    g = torch.Generator().manual_seed(0)
+    seen = set()
+    for _ in range(15):
+        a = torch.randn(N, 1, generator=g)
+        obs, rew, dones, extras = env.step(a)
+        td = ref.step(a)
+        seen.add(id(td))
+        torch.testing.assert_close(obs["policy"], td["observation"], rtol=0, atol=0)
+        torch.testing.assert_close(rew, td["reward"], rtol=0, atol=0)
+        assert torch.equal(dones, td["done"].long())
+        assert torch.equal(extras["time_outs"], td["truncated"] & ~td["terminated"])
+        if "log" in extras:  # every episode lasts 7 steps: one per env per entry
+            assert extras["log"]["Episode/count"] == N
+            assert extras["log"]["Episode/length"] == 7
+    assert len(seen) > 1
+
+
+@pytest.mark.parametrize("value, action", [(0.5, 1), (1e-30, 1), (0.0, 0), (-0.0, 0),
+                                           (-2.0, 0), (float("nan"), 0), (float("inf"), 1)])
+def test_two_action_mapping_is_strictly_positive(value, action):
+    spy = _ThreeActions()
+    spy.action_spec = gp.DiscreteSpec(2)
+    env = RslRlVecEnv(spy)
+    env.step(torch.full((N, 1), value))
+    assert spy.actions[-1].tolist() == [action] * N

@@ -383,3 +383,72 @@ def test_ppo_trains_through_a_collector_with_norms_and_raw_returns():
     assert torch.all(base.params["max_torque"][half] == 0.0)
     for p in loss.parameters():
         assert torch.isfinite(p).all()
+
+
+def test_step_outputs_are_fresh_and_outlive_later_steps():
+    # TorchRL keeps what step returns (rollouts stack every step at the end): each "next"
+    # is new memory, unchanged by any later step
+    env = TorchRLEnv(_cartpole())
+    td = env.reset()
+    kept, nexts = [], []
+    for t in range(6):
+        td["action"] = torch.full((N,), t % 2)
+        nxt = env.step(td)["next"]
+        nexts.append(nxt)
+        kept.append(nxt.clone())
+        td = env.step_mdp(td)
+    ptrs = [v.untyped_storage().data_ptr() for nxt in nexts for v in nxt.values()]
+    assert len(set(ptrs)) == len(ptrs)
+    for nxt, k in zip(nexts, kept, strict=True):
+        assert (nxt == k).all()
+
+
+def _next_entries(td):
+    return {k: v.clone() for k, v in td["next"].items()}
+
+
+def test_short_step_path_matches_envbase_step():
+    # TorchRLEnv.step skips EnvBase's post-processing when it has nothing to do; with type
+    # checks on, or a "next" entry to merge, the full EnvBase.step runs: same data either way
+    base = gp.TransformedEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=2,
+                                     max_episode_steps=5), gp.RewardNorm())
+    short = TorchRLEnv(base)
+    full = TorchRLEnv(gp.TransformedEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu",
+                                                seed=2, max_episode_steps=5), gp.RewardNorm()))
+    full.run_type_checks = True
+    g = torch.Generator().manual_seed(0)
+    a, b = short.reset(), full.reset()
+    for t in range(12):
+        act = torch.rand(N, 1, generator=g) * 4 - 2
+        a["action"], b["action"] = act, act.clone()
+        if t % 3 == 2:  # a stale "next" left in the input also takes EnvBase.step's path
+            a["next"] = a.exclude("action").clone()
+        ea, eb = _next_entries(short.step(a)), _next_entries(full.step(b))
+        assert set(ea) == set(eb) == {"observation", "reward", "reward_raw", "episode_return",
+                                      "episode_length", "done", "terminated", "truncated"}
+        for k in ea:
+            assert ea[k].shape == eb[k].shape and ea[k].dtype == eb[k].dtype, k
+            assert torch.equal(ea[k], eb[k]), k
+        a, b = short.step_mdp(a), full.step_mdp(b)
+
+
+def test_reset_after_step_gives_the_auto_reset_observations():
+    spy = _Spy(_cartpole(max_episode_steps=3))
+    env = TorchRLEnv(spy)
+    from tensordict import TensorDict
+
+    td = env.reset()
+    for _ in range(3):
+        td["action"] = torch.zeros(N, dtype=torch.int64)
+        td = env.step(td)
+        td = env.step_mdp(td)
+    assert td["done"].all()  # every env truncated at step 3 and was reset by the step
+    after_step = spy.env.outputs["observation"].clone()
+    env.params.set("length", 0.7)  # a write between step and reset changes nothing here
+    mask = torch.ones(N, 1, dtype=torch.bool)
+    out = env.reset(TensorDict({"_reset": mask}, batch_size=[N]))
+    assert torch.equal(out["observation"], after_step)
+    assert not spy.reset_masks[-1].any()  # no env ran the reset kernel again
+    out2 = env.reset(TensorDict({"_reset": mask}, batch_size=[N]))  # now a real reset
+    assert spy.reset_masks[-1].all()
+    assert not torch.equal(out2["observation"], after_step)
