@@ -11,10 +11,6 @@ from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
 from gpuparam.transforms.reward_norm import RewardNorm
 
-# TensorDict's unchecked constructor (used by TorchRL on its hot paths): the entries come from
-# a TensorDict of the same batch size, so re-validating them would only cost time.
-_new_td = getattr(TensorDict, "_new_unsafe", TensorDict)
-
 _OBS_KEYS = ("observation", "final_observation")
 
 
@@ -221,4 +217,4 @@ class TransformedEnv:
                 t(raw, entries["done"], out=out)
                 raw = out
             entries["reward"] = out
-        return _new_td(entries, batch_size=td.batch_size, device=td.device)
+        return TensorDict(entries, batch_size=td.batch_size, device=td.device)
