@@ -21,11 +21,17 @@ What is per rank and what is global:
 Collectives are host-launched ``torch.distributed`` calls (NCCL on GPUs, gloo on CPU): they
 cannot live inside a captured step (a Warp CPU graph or a CUDA graph replay does not run
 Python), so a sync is a call between steps. ``env.sync_every(k, *targets)`` (a
-:class:`SyncSchedule`) makes every ``k``-th ``env.step`` call ``target.sync(group)`` for
-each target, after the step's replay: the captured step is never touched, and a sync costs
-one or two all-reduces of a few hundred bytes per target. Every rank must step the same
-number of times and register the same targets in the same order (collectives match by
-order).
+:class:`SyncSchedule`) syncs after every ``k``-th ``env.step``, after the step's replay (the
+captured step is never touched): each target packs what it collected since the last pack
+into its slice of one flat float64 buffer (``ObsNorm`` / ``RewardNorm``: one Warp launch),
+one ``all_gather`` carries the buffer of every rank, and each target merges all ranks'
+slices the same way on every rank (one Warp launch; a curriculum sums integers), so the
+ranks hold the same bits. With ``overlap=True`` (the default) the gather is launched with
+``async_op=True`` and applied at the next scheduled sync, one interval later (see
+:class:`SyncSchedule` for the exact steps), so the collective's latency hides behind ``k``
+steps. Every rank must step the same number of times and register the same targets in the
+same order (collectives match by order). ``target.sync()`` and ``env.sync_now()`` settle an
+exchange in flight and sync at once (blocking).
 """
 
 from __future__ import annotations
@@ -79,44 +85,56 @@ _gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tenso
 
 
 class _Exchange:
-    """One collective carrying the packed rows of several targets: ``[W, total]`` float64."""
+    """One collective carrying the packed rows of several targets (float64 ``[W, total]``,
+    rank order), with its buffers and per-target views kept for the next ``start``."""
 
-    def __init__(self, targets: Sequence[Exchangeable], group, async_op: bool,
-                 buffers: tuple[torch.Tensor, torch.Tensor] | None = None):
-        sizes = [t.exchange_size() for t in targets]
+    def __init__(self, targets: Sequence[Exchangeable], group):
+        self.targets, self.group = tuple(targets), group
+        self.layout: tuple | None = None
+        self.work, self.parts = None, ()
+
+    def _build(self, layout: tuple) -> None:
+        sizes, world = layout
         total = sum(sizes)
-        world = dist.get_world_size(group) if _initialized() else 1
-        dev = targets[0].exchange_device()
-        if buffers is None or buffers[0].numel() != total or buffers[1].numel() != world * total:
-            send = torch.empty(total, dtype=torch.float64, device=dev)
-            buffers = (send, send.new_empty(world * total) if world > 1 else send)
-        self.buffers = buffers
-        send, recv = buffers
-        self.parts, off = [], 0
-        for t, n in zip(targets, sizes, strict=True):
-            t.exchange_pack(send[off : off + n])
-            self.parts.append((t, t.exchange_epoch, slice(off, off + n)))
+        send = torch.empty(total, dtype=torch.float64, device=self.targets[0].exchange_device())
+        recv = send.new_empty(world * total) if world > 1 else send
+        rows, off, self.views = recv.view(world, total), 0, []
+        for n in sizes:
+            self.views.append((send[off : off + n], rows[:, off : off + n]))
             off += n
-        self.work = _gather(recv, send, group=group, async_op=async_op) if world > 1 else None
-        if async_op:
-            for t in targets:
+        self.send, self.recv, self.layout = send, recv, layout
+
+    def start(self, async_op: bool) -> None:
+        """Pack every target into the send buffer and launch the gather (or, in a world of
+        one, nothing: the send buffer is the one row)."""
+        world = dist.get_world_size(self.group) if _initialized() else 1
+        layout = (tuple(t.exchange_size() for t in self.targets), world)
+        if layout != self.layout:
+            self._build(layout)
+        parts = []
+        for t, (out, rows) in zip(self.targets, self.views, strict=True):
+            t.exchange_pack(out)
+            parts.append((t, t.exchange_epoch, rows))
+            if async_op:
                 _IN_FLIGHT[t] = self
+        self.parts = parts
+        if world > 1:
+            self.work = _gather(self.recv, self.send, group=self.group, async_op=async_op)
 
     def finish(self) -> float:
-        """Wait for the collective (the host seconds it blocked) and apply it to every target
-        still in the epoch it was packed in; idempotent."""
+        """Wait for the collective (returns the host seconds it blocked) and apply it to every
+        target still in the epoch it was packed in; a no-op when nothing is in flight."""
         t0 = time.perf_counter()
         if self.work is not None:
             self.work.wait()
             self.work = None
         waited = time.perf_counter() - t0
-        parts, self.parts = self.parts, []
-        recv = self.buffers[1].view(-1, self.buffers[0].numel())  # [W, total], rank order
-        for t, epoch, cols in parts:
+        parts, self.parts = self.parts, ()
+        for t, epoch, rows in parts:
             if _IN_FLIGHT.get(t) is self:
                 del _IN_FLIGHT[t]
             if t.exchange_epoch == epoch:
-                t.exchange_apply(recv[:, cols])
+                t.exchange_apply(rows)
         return waited
 
 
@@ -137,7 +155,9 @@ def exchange(targets: Sequence[Exchangeable], group: dist.ProcessGroup | None = 
     without an initialized process group, a world of one."""
     for t in targets:
         settle(t)
-    _Exchange(targets, group, async_op=False).finish()
+    ex = _Exchange(targets, group)
+    ex.start(async_op=False)
+    ex.finish()
 
 
 def shard_range(num_envs: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -226,21 +246,18 @@ class SyncSchedule:
         self.group = group
         self.steps = self.syncs = 0
         self.host_seconds = self.wait_seconds = 0.0
-        self._pending: _Exchange | None = None
-        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._exchange = _Exchange(self._exchanged, group) if self._exchanged else None
 
     def step(self) -> None:
         """Count one step; sync when the count is a multiple of ``every``."""
         self.steps += 1
         if self.steps % self.every == 0:
             t0 = time.perf_counter()
-            self.settle()
-            if self._exchanged:
-                ex = _Exchange(self._exchanged, self.group, self.overlap, self._buffers)
-                self._buffers = ex.buffers
-                if self.overlap:
-                    self._pending = ex
-                else:
+            ex = self._exchange
+            if ex is not None:
+                self.wait_seconds += ex.finish()  # the exchange in flight, if any
+                ex.start(self.overlap)
+                if not self.overlap:
                     self.wait_seconds += ex.finish()
             for t in self._others:
                 t.sync(self.group)
@@ -253,9 +270,8 @@ class SyncSchedule:
 
     def settle(self) -> None:
         """Wait for and apply the exchange in flight, if any (no new collective)."""
-        ex, self._pending = self._pending, None
-        if ex is not None:
-            self.wait_seconds += ex.finish()
+        if self._exchange is not None:
+            self.wait_seconds += self._exchange.finish()
 
     def sync(self) -> None:
         """Settle the exchange in flight and sync every target now (collective: all ranks

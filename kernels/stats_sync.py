@@ -14,7 +14,9 @@ runs the same float operations on the same values and gets the same bits.
 from __future__ import annotations
 
 import warp as wp
+
 from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.stats import write_tables
 
 
 @wp.func
@@ -85,13 +87,19 @@ def exchange_apply(
     sent_m2: wp.array(dtype=wp.float64),
     unsent: wp.array(dtype=wp.uint8),
     pending: wp.array(dtype=wp.uint8),
+    k: int,
+    eps: wp.float64,
+    center_out: wp.array(dtype=wp.float32),
+    scale_out: wp.array(dtype=wp.float32),
+    offset_out: wp.array(dtype=wp.float32),
 ):
     """Launch over G: merge the W ranks' rows (rank ``r``'s value ``j`` at
     ``rows[r * stride + j]``) into the baseline, dropping it first where any rank flagged a
     reset: baseline' = baseline + sum over ranks (count-weighted means, M2 plus the
     between-rank term around the merged mean). Live' = baseline' + this rank's data since
     the pack (live minus sent), except for a group reset here since the pack, which keeps
-    only that data; sent' = baseline' there too; pending := unsent."""
+    only that data; sent' = baseline' there too; pending := unsent. Then rebuild the ``k``
+    float32 table rows of the group (``kernels/stats.py``; ``k = 0``: no tables)."""
     g = thread_index(wp.tid())
     R = 2 * P + 2
     one = wp.float64(1.0)
@@ -143,3 +151,4 @@ def exchange_apply(
         count[g] = n
         sent_count[g] = n_b
     pending[g] = unsent[g]
+    write_tables(g, count[g], P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)

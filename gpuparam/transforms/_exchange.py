@@ -28,39 +28,36 @@ def _rows(t: torch.Tensor) -> wp.array:
                     device=wp_device(t.device))
 
 
-def _cmd(m, kind: str, data: torch.Tensor) -> Replay:
-    names = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2",
-             "sent_count", "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
-    bufs = [getattr(m, n) for n in names]
-    W, stride = (data.shape[0], data.stride(0)) if data.dim() == 2 else (1, 0)
-    key = (kind, W, stride, *(b.data_ptr() for b in bufs))
+NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2",
+         "sent_count", "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
+
+
+def cmd(m, kind: str, data: torch.Tensor, key: tuple, tables) -> Replay:
+    """The recorded pack / apply launch of module ``m`` for ``key`` (which must change
+    whenever a buffer or the tables move), repointed at ``data``. ``tables``: ``(k, eps,
+    float32 [3, ...])`` of ``m``'s engine, or ``None``."""
     cmds = _CMDS.setdefault(m, {})
-    cmd = cmds.get(key)
-    if cmd is None:
+    c = cmds.get(key)
+    if c is None:
         init_warp()
         if len(cmds) > 8:  # buffers moved or replaced: drop stale launches
             cmds.clear()
         G, P = m.num_groups, math.prod(m.shape)
-        a = [_flat(b) for b in bufs]
+        a = [_flat(getattr(m, n)) for n in NAMES]
         if kind == "pack":
             args, slot = [P, *a[0:3], *a[6:10], _rows(data)], 8
-            cmd = record(K.exchange_pack, G, args, m.device)
+            c = record(K.exchange_pack, G, args, m.device)
         else:
-            args, slot = [_rows(data), stride, W, P, *a], 0
-            cmd = record(K.exchange_apply, G, args, m.device)
-        cmd.rebindable((slot, _rows))
-        cmds[key] = cmd
-    cmd.set_tensors((data,))
-    return cmd
-
-
-def pack(m, out: torch.Tensor) -> None:
-    """``m``'s data since the last pack into ``out`` (float64 ``[exchange_size()]``)."""
-    _cmd(m, "pack", out)()
-
-
-def apply(m, rows: torch.Tensor) -> None:
-    """Merge ``rows`` (float64 ``[W, exchange_size()]``, unit inner stride) into ``m``."""
-    if rows.stride(-1) != 1:
-        rows = rows.contiguous()
-    _cmd(m, "apply", rows)()
+            W, stride = (data.shape[0], data.stride(0))
+            if tables is None:
+                none = torch.zeros(0, dtype=torch.float32, device=m.device)
+                tables = (0, m.eps, (none, none, none))
+            k, eps, tab = tables
+            args = [_rows(data), stride, W, P, *a, k, wp.float64(eps),
+                    *(_flat(t) for t in tab)]
+            slot = 0
+            c = record(K.exchange_apply, G, args, m.device)
+        c.rebindable((slot, _rows))
+        cmds[key] = c
+    c.set_tensors((data,))
+    return c

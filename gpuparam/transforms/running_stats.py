@@ -57,12 +57,15 @@ def check_shape(name: str, shape) -> tuple[int, ...]:
 class GroupedRunningStats(EngineOwner, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
-    Buffers (all persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
-    ``[G, *shape]``, ``m2`` ``[G, *shape]``; the statistics at the last :meth:`sync`
-    (``synced_count``, ``synced_mean``, ``synced_m2``); ``reset_pending`` bool ``[G]``;
-    ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or inf; per rank,
-    never reset);
-    ``group_ids`` long ``[N]`` (absent until N is known). Subclasses add ``forward``.
+    Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
+    ``[G, *shape]``, ``m2`` ``[G, *shape]``; the shared baseline as of the last applied
+    :meth:`sync` (``synced_count``, ``synced_mean``, ``synced_m2``; identical on every
+    rank); ``reset_pending`` bool ``[G]`` (groups reset on this rank, not yet dropped from
+    the baseline); ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or
+    inf; per rank, never reset);
+    ``group_ids`` long ``[N]`` (absent until N is known). Not saved (per rank, for
+    overlapped syncs): ``sent_count`` / ``sent_mean`` / ``sent_m2`` (the statistics as of the
+    last exchange pack) and ``reset_unsent`` bool ``[G]``. Subclasses add ``forward``.
 
     ``N`` is taken from ``group_ids``, else ``num_envs``, else the first batch, mask or
     :meth:`attach` that shows it.
@@ -305,14 +308,25 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         return self.num_groups * (2 * math.prod(self.shape) + 2)
 
     def exchange_pack(self, out: torch.Tensor) -> None:
-        """Write this rank's data since the last pack (and resets since) into ``out``."""
-        _exchange.pack(self, out)
+        """Write this rank's data since the last pack (and resets since) into ``out``
+        (float64 ``[exchange_size()]``): one Warp launch."""
+        b = self._buffers
+        key = ("pack", *(b[n].data_ptr() for n in _exchange.NAMES))
+        _exchange.cmd(self, "pack", out, key, None)()
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
-        """Merge every rank's packed row into the baseline; live = baseline + own data since
-        the pack. Rewrites the float32 tables."""
-        _exchange.apply(self, rows)
-        self._refresh()
+        """Merge every rank's packed row (float64 ``[W, exchange_size()]``) into the
+        baseline; live = baseline + own data since the pack; rewrite the float32 tables:
+        one Warp launch."""
+        if rows.stride(-1) != 1:
+            rows = rows.contiguous()
+        e = self._eng() if self.group_ids is not None else None
+        b = self._buffers
+        tab = None if e is None else (e.k, e.tab.data_ptr())
+        key = ("apply", rows.shape[0], rows.stride(0), tab,
+               *(b[n].data_ptr() for n in _exchange.NAMES))
+        tables = None if e is None else (e.k, self.eps, tuple(e.tab))
+        _exchange.cmd(self, "apply", rows, key, tables)()
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
