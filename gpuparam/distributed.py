@@ -104,9 +104,9 @@ class _Exchange:
             off += n
         self.send, self.recv, self.layout = send, recv, layout
 
-    def start(self, async_op: bool) -> None:
-        """Pack every target into the send buffer and launch the gather (or, in a world of
-        one, nothing: the send buffer is the one row)."""
+    def start(self) -> None:
+        """Pack every target into the send buffer and launch the gather in the background
+        (``async_op=True``; in a world of one nothing: the send buffer is the one row)."""
         world = dist.get_world_size(self.group) if _initialized() else 1
         layout = (tuple(t.exchange_size() for t in self.targets), world)
         if layout != self.layout:
@@ -115,11 +115,10 @@ class _Exchange:
         for t, (out, rows) in zip(self.targets, self.views, strict=True):
             t.exchange_pack(out)
             parts.append((t, t.exchange_epoch, rows))
-            if async_op:
-                _IN_FLIGHT[t] = self
+            _IN_FLIGHT[t] = self
         self.parts = parts
         if world > 1:
-            self.work = _gather(self.recv, self.send, group=self.group, async_op=async_op)
+            self.work = _gather(self.recv, self.send, group=self.group, async_op=True)
 
     def finish(self) -> float:
         """Wait for the collective (returns the host seconds it blocked) and apply it to every
@@ -156,7 +155,7 @@ def exchange(targets: Sequence[Exchangeable], group: dist.ProcessGroup | None = 
     for t in targets:
         settle(t)
     ex = _Exchange(targets, group)
-    ex.start(async_op=False)
+    ex.start()
     ex.finish()
 
 
@@ -256,7 +255,7 @@ class SyncSchedule:
             ex = self._exchange
             if ex is not None:
                 self.wait_seconds += ex.finish()  # the exchange in flight, if any
-                ex.start(self.overlap)
+                ex.start()
                 if not self.overlap:
                     self.wait_seconds += ex.finish()
             for t in self._others:
