@@ -179,7 +179,7 @@ def measure(cfg: RunConfig, bar) -> dict:
     n = max(cfg.sizes) if cfg.sizes and GOAL_N not in cfg.sizes else GOAL_N
     steps = cfg.steps if cfg.steps is not None else (200 if cfg.quick else 500)
     bar.set_postfix_str(f"distributed: 1 vs {WORLD} ranks x N={n}")
-    res = weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 6,
+    res = weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 10,
                        repeats=1 if cfg.quick else 2)
     bar.update(1)
     return res
@@ -212,7 +212,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--num-envs", type=int, default=GOAL_N, help="per rank")
     p.add_argument("--steps", type=int, default=500, help="per round")
-    p.add_argument("--rounds", type=int, default=6, help="round pairs per launch")
+    p.add_argument("--rounds", type=int, default=10, help="round pairs per launch")
     p.add_argument("--repeats", type=int, default=2, help="launches")
     p.add_argument("--sync-every", type=int, default=SYNC_EVERY)
     p.add_argument("--blocking", action="store_true",
