@@ -58,6 +58,8 @@ def run(shard: tuple[int, int], overlap: bool) -> dict[str, torch.Tensor]:
     norms = {"obs": obs_norm, "rew": rew_norm}
     baseline = {f"{p}_synced_{k}": getattr(m, "synced_" + k).clone()
                 for p, m in norms.items() for k in ("count", "mean", "m2")}
+    baseline["adr_range_scheduled"] = env.randomization.bound(length).range_view().clone()
+    baseline["level_counts_scheduled"] = cur.global_level_counts.clone()
     (sched,) = env.sync_schedules
     assert sched.syncs == STEPS // EVERY
     env.sync_now()  # settle the exchange in flight, sync the rest: all ranks agree
@@ -110,9 +112,10 @@ def test_per_env_state_is_bit_identical_to_one_process(results):
 def test_adr_ranges_and_level_histogram_agree_on_every_rank_and_with_one_process(results):
     single, ranks, overlap = results
     assert not torch.equal(single["adr_range"], torch.tensor([[[0.4, 0.6]]]))  # ADR decided
-    for r in ranks:
-        assert torch.equal(r["adr_range"], single["adr_range"])
-        assert torch.equal(r["level_counts"], single["level_counts"])
+    for r in ranks:  # after the last scheduled sync and after env.sync_now()
+        for key in ("adr_range", "adr_range_scheduled", "level_counts",
+                    "level_counts_scheduled"):
+            assert torch.equal(r[key], single[key]), key
     assert int(single["level_counts"].sum()) == N
 
 
