@@ -14,7 +14,6 @@ runs the same float operations on the same values and gets the same bits.
 from __future__ import annotations
 
 import warp as wp
-
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.stats import write_tables
 
