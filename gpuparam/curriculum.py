@@ -357,7 +357,8 @@ class Curriculum:
     @property
     def global_level_counts(self) -> torch.Tensor:
         """int64 tensor ``[num_levels]`` on the env's device: envs at each level over all
-        ranks, as of the last :meth:`sync` (zeros before)."""
+        ranks, as of the last applied sync (zeros before): of the step it was packed at,
+        one interval before it was applied for an overlapped ``env.sync_every``."""
         self._require_env()
         return self._level_counts
 
