@@ -1,17 +1,24 @@
 """Weak scaling over ``torch.distributed`` ranks: W ranks x N envs vs 1 rank x N envs.
 
-Each rank is its own process (spawned, joined by a file-store process group: gloo on CPU,
-NCCL on GPUs, one GPU per rank) stepping CartPole-v1 with ``ObsNorm`` through a
-``TransformedEnv`` and ``env.sync_every(10, obs_norm)`` (the sync all-reduces the
-statistics between steps). A round is: barrier, ``steps`` steps, barrier; the rate is
-``W * N * steps / time``. The 1-rank run is the same program in a world of one (its syncs
-run the merge math, its all-reduces are over one rank). Every rank uses one torch thread
-(torchrun's default), so on CPU the W ranks need W free cores.
+One launch of W processes (spawned, joined by a file-store process group: gloo on CPU,
+NCCL on GPUs, one GPU per rank), each stepping CartPole-v1 with ``ObsNorm`` through a
+``TransformedEnv`` and ``env.sync_every(10, obs_norm)`` (the library default: one
+all-gather per sync, overlapped with the next 10 steps; ``--blocking`` for
+``overlap=False``). Rank 0 also holds a second, identical env of N envs whose schedule syncs
+over a process group of rank 0 alone: a 1-rank run in the same processes. Rounds alternate
+(1, W, W, 1, ...): in a 1-rank round rank 0 steps its solo env while the other ranks wait
+at a barrier; in a W-rank round every rank steps. Each round is barrier, ``steps`` steps,
+barrier. The ratio is the median over round pairs of ``W * t_1 / t_W`` (paired, so load
+changes on the shared machine hit both), rates are ``ranks * N * steps / median time``.
+Every rank uses one torch thread (torchrun's default), so on CPU the W ranks need W free
+cores.
 
-Also reported per W: the host time of one ``ObsNorm.sync()`` inside the timed rounds
-(collective waits for the other rank included) and its share of the round time, and, after
-the rounds, one ``ObsNorm.sync()`` and one bare ``all_reduce`` of the same packed
-statistics back to back.
+Also reported per launch: the schedule's host time per sync inside the timed rounds
+(``host``: packing, launching, applying, waits included; ``wait``: of which blocked on the
+collective), its share of the round time, and, after the rounds, per call: one blocking
+``ObsNorm.sync()`` (pack, one all-gather, merge), one bare ``all_gather`` and one bare
+``all_reduce`` of the same payload (``1 + 4 + 4 + 1`` float64 values per rank), back to
+back on otherwise idle ranks.
 
 Run alone: ``python -m benchmarks.distributed [--device cpu] [--num-envs N] [--steps S]``.
 """
@@ -38,17 +45,29 @@ WORLD = 2
 SYNC_CALLS = 50
 
 
-class _TimedSync:
-    """Wraps a sync target: host seconds spent in its ``sync`` (collective waits included)."""
+def _build(gp, n: int, device: str, offset: int, cfg: dict, group):
+    env = gp.make("CartPole-v1", n, device=device, seed=0, env_offset=offset)
+    norm = gp.ObsNorm((4,), num_envs=n)
+    tenv = gp.TransformedEnv(env, norm)
+    env.sync_every(cfg["sync_every"], norm, group=group, overlap=cfg["overlap"])
+    return tenv, env, norm
 
-    def __init__(self, target):
-        self.target, self.seconds, self.calls = target, 0.0, 0
 
-    def sync(self, group=None) -> None:
-        t0 = time.perf_counter()
-        self.target.sync(group)
-        self.seconds += time.perf_counter() - t0
-        self.calls += 1
+def _round(tenv, actions, steps: int, device: str, active: bool) -> float:
+    _barrier(device)
+    t0 = time.perf_counter()
+    if active:
+        for t in range(steps):
+            tenv.step(actions[t % 16])
+    _barrier(device)
+    return time.perf_counter() - t0
+
+
+def _sched_costs(env, rounds: list[float]) -> dict:
+    (s,) = env.sync_schedules
+    n = max(s.syncs, 1)
+    return {"in_loop_sync_s": s.host_seconds / n, "in_loop_wait_s": s.wait_seconds / n,
+            "in_loop_sync_share": s.host_seconds / sum(rounds), "syncs": s.syncs}
 
 
 def _worker(rank: int, world: int, cfg: dict, store: str, out: str) -> None:
@@ -59,35 +78,39 @@ def _worker(rank: int, world: int, cfg: dict, store: str, out: str) -> None:
     try:
         import gpuparam as gp
 
+        solo_group = dist.new_group([0])  # every rank takes part in creating it
         device = f"cuda:{rank}" if cuda else "cpu"
         n, steps = cfg["num_envs"], cfg["steps"]
-        env = gp.make("CartPole-v1", n, device=device, seed=0, env_offset=rank * n)
-        norm = gp.ObsNorm((4,), num_envs=n)
-        tenv = gp.TransformedEnv(env, norm)
-        timed = _TimedSync(norm)
-        env.sync_every(cfg["sync_every"], timed)
+        tenv, env, norm = _build(gp, n, device, rank * n, cfg, None)
+        solo = _build(gp, n, device, 0, cfg, solo_group) if rank == 0 else None
         g = torch.Generator().manual_seed(rank)
         actions = [torch.randint(0, 2, (n,), generator=g).to(device) for _ in range(16)]
-        tenv.reset()
-        for t in range(20):  # warm-up: capture, first syncs
-            tenv.step(actions[t % 16])
-        rounds = []
-        timed.seconds, timed.calls = 0.0, 0
-        for _ in range(cfg["rounds"]):
-            _barrier(device)
-            t0 = time.perf_counter()
-            for t in range(steps):
-                tenv.step(actions[t % 16])
-            _barrier(device)
-            rounds.append(time.perf_counter() - t0)
+        for te in ([tenv, solo[0]] if solo else [tenv]):
+            te.reset()
+            for t in range(20):  # warm-up: capture, first syncs
+                te.step(actions[t % 16])
+        for e in ([env, solo[1]] if solo else [env]):
+            e.sync_schedules[0].reset_costs()
+        t1, tw = [], []
+        for r in range(cfg["rounds"]):
+            for kind in ((1, WORLD) if r % 2 == 0 else (WORLD, 1)):
+                if kind == 1:
+                    t1.append(_round(solo[0] if solo else None, actions, steps, device,
+                                     rank == 0))
+                else:
+                    tw.append(_round(tenv, actions, steps, device, True))
         sync_s = _per_call(norm.sync, device)
-        pack = torch.zeros(norm.count.shape[0], 1 + 4 + 1, dtype=torch.float64, device=device)
+        pack = torch.zeros(norm.exchange_size(), dtype=torch.float64, device=device)
+        everyone = pack.new_empty(world * pack.numel())
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather_s = _per_call(lambda: gather(everyone, pack), device)
         reduce_s = _per_call(lambda: dist.all_reduce(pack), device)
         if rank == 0:
             with open(out, "w") as f:
-                json.dump({"round_s": rounds, "sync_s": sync_s, "all_reduce_s": reduce_s,
-                           "in_loop_sync_s": timed.seconds / max(timed.calls, 1),
-                           "in_loop_sync_share": timed.seconds / sum(rounds)}, f)
+                json.dump({"round_s_1": t1, f"round_s_{WORLD}": tw, "sync_s": sync_s,
+                           "all_gather_s": gather_s, "all_reduce_s": reduce_s,
+                           "costs_1": _sched_costs(solo[1], t1),
+                           f"costs_{WORLD}": _sched_costs(env, tw)}, f)
     finally:
         dist.destroy_process_group()
 
@@ -108,45 +131,46 @@ def _per_call(fn, device: str) -> float:
     return (time.perf_counter() - t0) / SYNC_CALLS
 
 
-def run_world(world: int, cfg: dict) -> dict:
-    """Spawn ``world`` ranks with ``cfg`` (device, num_envs, steps, rounds); rank 0's
-    timings plus env-steps/s (median round)."""
+def run_launch(cfg: dict) -> dict:
+    """Spawn ``WORLD`` ranks with ``cfg`` (device, num_envs, steps, rounds, sync_every,
+    overlap); rank 0's timings."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank0.json")
-        mp.spawn(_worker, args=(world, cfg, os.path.join(tmp, "store"), out), nprocs=world,
+        mp.spawn(_worker, args=(WORLD, cfg, os.path.join(tmp, "store"), out), nprocs=WORLD,
                  join=True)
         with open(out) as f:
-            res = json.load(f)
-    t = statistics.median(res["round_s"])
-    return {"world_size": world, **res,
-            "env_steps_per_s": world * cfg["num_envs"] * cfg["steps"] / t}
+            return json.load(f)
 
 
 def weak_scaling(device: str, num_envs: int, steps: int, rounds: int, repeats: int,
-                 sync_every: int = SYNC_EVERY) -> dict:
-    """Alternate 1-rank and ``WORLD``-rank launches ``repeats`` times each; the ratio is of
-    the median rates."""
+                 sync_every: int = SYNC_EVERY, overlap: bool = True) -> dict:
+    """``repeats`` launches of ``rounds`` interleaved 1-rank / ``WORLD``-rank rounds each;
+    the ratio is the median over all round pairs of ``WORLD * t_1 / t_W``."""
     if not dist.is_available():
         raise Skipped("torch.distributed is not available")
     if device.startswith("cuda") and torch.cuda.device_count() < WORLD:
         raise Skipped(f"needs {WORLD} GPUs (one per rank), found {torch.cuda.device_count()}")
     cfg = {"device": device, "num_envs": num_envs, "steps": steps, "rounds": rounds,
-           "sync_every": sync_every}
+           "sync_every": sync_every, "overlap": overlap}
+    w = str(WORLD)
     out: dict = {"num_envs_per_rank": num_envs, "steps": steps, "rounds": rounds,
-                 "sync_every": sync_every, "world_sizes": [1, WORLD],
-                 "load_average_before": load_average(), "runs": {"1": [], str(WORLD): []}}
+                 "sync_every": sync_every, "overlap": overlap, "world_sizes": [1, WORLD],
+                 "load_average_before": load_average(), "launches": []}
     for _ in range(repeats):
-        for w in (1, WORLD):
-            out["runs"][str(w)].append(run_world(w, cfg))
+        out["launches"].append(run_launch(cfg))
     out["load_average_after"] = load_average()
-    for w in ("1", str(WORLD)):
-        rs = out["runs"][w]
-        out[f"env_steps_per_s_{w}"] = statistics.median(r["env_steps_per_s"] for r in rs)
-        out[f"sync_s_{w}"] = statistics.median(r["sync_s"] for r in rs)
-        out[f"all_reduce_s_{w}"] = statistics.median(r["all_reduce_s"] for r in rs)
-        out[f"in_loop_sync_s_{w}"] = statistics.median(r["in_loop_sync_s"] for r in rs)
-        out[f"in_loop_sync_share_{w}"] = statistics.median(r["in_loop_sync_share"] for r in rs)
-    out["ratio"] = out[f"env_steps_per_s_{WORLD}"] / out["env_steps_per_s_1"]
+    ls = out["launches"]
+    t1 = [t for r in ls for t in r["round_s_1"]]
+    tw = [t for r in ls for t in r[f"round_s_{w}"]]
+    out["round_ratios"] = [WORLD * a / b for a, b in zip(t1, tw, strict=True)]
+    out["ratio"] = statistics.median(out["round_ratios"])
+    out["env_steps_per_s_1"] = num_envs * steps / statistics.median(t1)
+    out[f"env_steps_per_s_{w}"] = WORLD * num_envs * steps / statistics.median(tw)
+    for k in ("sync_s", "all_gather_s", "all_reduce_s"):
+        out[f"{k}_{w}"] = statistics.median(r[k] for r in ls)
+    for n in ("1", w):
+        for k in ("in_loop_sync_s", "in_loop_wait_s", "in_loop_sync_share"):
+            out[f"{k}_{n}"] = statistics.median(r[f"costs_{n}"][k] for r in ls)
     return out
 
 
@@ -155,7 +179,8 @@ def measure(cfg: RunConfig, bar) -> dict:
     n = max(cfg.sizes) if cfg.sizes and GOAL_N not in cfg.sizes else GOAL_N
     steps = cfg.steps if cfg.steps is not None else (200 if cfg.quick else 500)
     bar.set_postfix_str(f"distributed: 1 vs {WORLD} ranks x N={n}")
-    res = weak_scaling(cfg.device, n, steps, rounds=3, repeats=1 if cfg.quick else 2)
+    res = weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 10,
+                       repeats=1 if cfg.quick else 2)
     bar.update(1)
     return res
 
@@ -164,25 +189,39 @@ def units(cfg: RunConfig) -> int:
     return 1
 
 
+def summary(res: dict) -> str:
+    w = str(WORLD)
+    us = 1e6
+    return (f"{WORLD} ranks x {res['num_envs_per_rank']}: {res[f'env_steps_per_s_{w}']:.3g} "
+            f"env-steps/s; 1 rank: {res['env_steps_per_s_1']:.3g}; ratio {res['ratio']:.2f}x "
+            f"(goal >= 1.8x; rounds {min(res['round_ratios']):.2f}-"
+            f"{max(res['round_ratios']):.2f}); sync every {res['sync_every']} "
+            f"({'overlapped' if res['overlap'] else 'blocking'}), in the loop per sync: "
+            f"{res[f'in_loop_sync_s_{w}'] * us:.0f} us host at {WORLD} ranks (waits "
+            f"{res[f'in_loop_wait_s_{w}'] * us:.0f} us, {res[f'in_loop_sync_share_{w}']:.1%} "
+            f"of the time), {res['in_loop_sync_s_1'] * us:.0f} us at 1 rank; per call at "
+            f"{WORLD} ranks: ObsNorm.sync {res[f'sync_s_{w}'] * us:.0f} us, bare all_gather "
+            f"{res[f'all_gather_s_{w}'] * us:.0f} us, bare all_reduce "
+            f"{res[f'all_reduce_s_{w}'] * us:.0f} us; load {res['load_average_before']} -> "
+            f"{res['load_average_after']}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.distributed", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--num-envs", type=int, default=GOAL_N, help="per rank")
     p.add_argument("--steps", type=int, default=500, help="per round")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=2, help="launches per world size")
+    p.add_argument("--rounds", type=int, default=10, help="round pairs per launch")
+    p.add_argument("--repeats", type=int, default=2, help="launches")
     p.add_argument("--sync-every", type=int, default=SYNC_EVERY)
+    p.add_argument("--blocking", action="store_true",
+                   help="sync_every(..., overlap=False): apply each sync at once")
     a = p.parse_args()
-    res = weak_scaling(a.device, a.num_envs, a.steps, a.rounds, a.repeats, a.sync_every)
+    res = weak_scaling(a.device, a.num_envs, a.steps, a.rounds, a.repeats, a.sync_every,
+                       overlap=not a.blocking)
     print(json.dumps(res, indent=1))
-    print(f"\n{WORLD} ranks x {a.num_envs}: {res[f'env_steps_per_s_{WORLD}']:.3g} env-steps/s; "
-          f"1 rank: {res['env_steps_per_s_1']:.3g}; ratio {res['ratio']:.2f}x (goal >= 1.8x); "
-          f"ObsNorm.sync {res[f'sync_s_{WORLD}'] * 1e6:.0f} us, all_reduce "
-          f"{res[f'all_reduce_s_{WORLD}'] * 1e6:.0f} us per call at {WORLD} ranks (in the loop: "
-          f"{res[f'in_loop_sync_s_{WORLD}'] * 1e6:.0f} us per sync, "
-          f"{res[f'in_loop_sync_share_{WORLD}']:.0%} of the time); load "
-          f"{res['load_average_before']} -> {res['load_average_after']}")
+    print("\n" + summary(res))
 
 
 if __name__ == "__main__":

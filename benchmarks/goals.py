@@ -100,10 +100,12 @@ def cpu_goals(res: dict) -> list[dict]:
 def _distributed_goal(res: dict) -> dict:
     d = res.get("distributed", {})
     n = d.get("num_envs_per_rank")
-    sync = d.get("sync_s_2")
-    why = _reason(d) or (f"ObsNorm.sync {sync * 1e6:.0f} us at 2 ranks; load average "
-                         f"{d.get('load_average_before')} -> {d.get('load_average_after')}"
-                         if sync is not None else "")
+    sync = d.get("in_loop_sync_s_2", d.get("sync_s_2"))
+    wait = d.get("in_loop_wait_s_2")
+    why = _reason(d) or (f"sync {sync * 1e6:.0f} us host per sync at 2 ranks"
+                         + (f" ({wait * 1e6:.0f} us waiting)" if wait is not None else "")
+                         + f"; load average {d.get('load_average_before')} -> "
+                         f"{d.get('load_average_after')}" if sync is not None else "")
     return _goal("distributed_weak_scaling",
                  f"2 ranks x N >= 1.8x the env-steps/s of 1 rank x N (N={n}, ObsNorm synced "
                  f"every {d.get('sync_every')} steps)", d.get("ratio"), lambda v: v >= 1.8,

@@ -141,8 +141,15 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
             rows.append((f"{w} rank(s) x N={n:,}, ObsNorm synced every {d['sync_every']}",
                          rate(d[f"env_steps_per_s_{w}"])))
         rows.append(("weak scaling 2 ranks / 1 rank", f"{d['ratio']:.2f}x"))
-        rows.append(("ObsNorm.sync / bare all_reduce at 2 ranks, per call",
-                     f"{seconds(d['sync_s_2'])} / {seconds(d['all_reduce_s_2'])}"))
+        if "in_loop_sync_s_2" in d and "all_gather_s_2" in d:
+            mode = "overlapped" if d.get("overlap") else "blocking"
+            rows.append((f"sync in the loop at 2 ranks ({mode}): host time / of which waiting",
+                         f"{seconds(d['in_loop_sync_s_2'])} / {seconds(d['in_loop_wait_s_2'])}"))
+            rows.append(("blocking ObsNorm.sync / bare all_gather at 2 ranks, per call",
+                         f"{seconds(d['sync_s_2'])} / {seconds(d['all_gather_s_2'])}"))
+        else:
+            rows.append(("ObsNorm.sync / bare all_reduce at 2 ranks, per call",
+                         f"{seconds(d['sync_s_2'])} / {seconds(d['all_reduce_s_2'])}"))
     else:
         rows.append(("weak scaling over ranks", _why(d)))
     rows += robot_rows(res)

@@ -164,8 +164,7 @@ def train(args) -> None:
                   f"return {ret:7.1f} | mean level {mean_level.item():.2f} / {args.levels - 1} "
                   f"| masspole scale [{lo:.2f}, {hi:.2f}] | "
                   f"{time.perf_counter() - start:6.1f} s", flush=True)
-    obs_norm.sync()  # a last sync by hand (collective: every rank calls it)
-    curriculum.sync()
+    raw_env.sync_now()  # settle the overlapped exchange in flight, sync the rest (collective)
     lo, hi = mass.range_view()[0, 0].tolist()
     weights = sum(p.double().sum() for p in model.parameters()).item()
     line = (f"rank {rank}/{world} final | envs {raw_env.env_offset}.."

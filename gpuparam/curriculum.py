@@ -28,6 +28,7 @@ import torch.distributed as dist
 from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, stream_for, to_wp
+from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import DIST, _per_component, check_result
 from gpuparam.randomization.terms import Term, Uniform
@@ -254,6 +255,7 @@ class Curriculum:
         # buffer packing them with the level histogram for a single all-reduce
         self._local_sums = torch.zeros(2 * na, dtype=torch.int64, device=dev)
         self._local_counts = torch.zeros(2 * na, dtype=torch.int32, device=dev)
+        self._in_flight = torch.zeros(4 * na, dtype=torch.int64, device=dev)  # packed, unapplied
         self._pack = torch.zeros(4 * na + L, dtype=torch.int64, device=dev)
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
@@ -355,7 +357,8 @@ class Curriculum:
     @property
     def global_level_counts(self) -> torch.Tensor:
         """int64 tensor ``[num_levels]`` on the env's device: envs at each level over all
-        ranks, as of the last :meth:`sync` (zeros before)."""
+        ranks, as of the last applied sync (zeros before): of the step it was packed at,
+        one interval before it was applied for an overlapped ``env.sync_every``."""
         self._require_env()
         return self._level_counts
 
@@ -365,28 +368,59 @@ class Curriculum:
         ``sync=True``, the ADR statistics collected since the last sync, which are then
         added to the shared ones and decided on (``ADR``) identically on every rank.
         Without an initialized process group, a world of one. Device ops and one
-        all-reduce of ``4 * ADR components + num_levels`` int64 values; no host sync.
+        all-gather of ``4 * ADR components + num_levels`` int64 values (exact integer sums);
+        no host sync. ``env.sync_every(k, cur)`` packs it with the schedule's other targets
+        into one collective, overlapped with the next steps by default
+        (``gp.SyncSchedule``); an exchange of it still in flight is applied first.
 
         Raises ``ValueError`` for a curriculum with ADR built with ``sync=False`` (its
         ranges are decided per rank at every step and would differ between ranks)."""
+        self._check_syncable()
+        exchange([self], group)
+
+    def _check_syncable(self) -> None:
         self._require_env()
         if self._adr and not self.synced:
             raise ValueError(f"{self}.sync: this curriculum's ADR decides at every step on "
                              "each rank; build it with Curriculum(..., sync=True) to sync it")
+
+    # the Exchangeable split (gpuparam.distributed), used by sync() and by SyncSchedule
+    exchange_epoch = 0
+
+    def exchange_device(self) -> torch.device:
+        """The env's device."""
+        return torch.empty(0, device=self._require_env().device).device
+
+    def exchange_size(self) -> int:
+        """Values per rank (int64 bits in a float64 row): ADR sums and counts, levels."""
+        self._require_env()
+        return self._pack.numel()
+
+    def exchange_pack(self, out: torch.Tensor) -> None:
+        """Move the ADR statistics collected since the last pack and this rank's level
+        histogram into ``out`` (float64 ``[exchange_size()]``, holding int64 bits)."""
+        self._check_syncable()
         na2 = self._local_sums.numel()
         pack = self._pack
         pack[:na2].copy_(self._local_sums)
         pack[na2 : 2 * na2].copy_(self._local_counts)
-        hist = pack[2 * na2 :]
-        hist.zero_().index_add_(0, self._levels.long(), self._ones)
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(pack, group=group)
-        self._level_counts.copy_(hist)
+        pack[2 * na2 :].zero_().index_add_(0, self._levels.long(), self._ones)
+        out.view(torch.int64).copy_(pack)
         if self._cmd_adr is not None:
-            self._adr_sums += pack[:na2]
-            self._adr_counts += pack[na2 : 2 * na2].to(torch.int32)
+            self._in_flight += pack[: 2 * na2]  # kept for state_dict until applied
             self._local_sums.zero_()
             self._local_counts.zero_()
+
+    def exchange_apply(self, rows: torch.Tensor) -> None:
+        """Sum every rank's row (int64: exact), set ``global_level_counts`` and, with ADR,
+        add the sums to the shared statistics and decide."""
+        total = rows.view(torch.int64).sum(0)
+        na2 = self._local_sums.numel()
+        self._level_counts.copy_(total[2 * na2 :])
+        if self._cmd_adr is not None:
+            self._adr_sums += total[:na2]
+            self._adr_counts += total[na2 : 2 * na2].to(torch.int32)
+            self._in_flight.zero_()
             self._cmd_adr[1].launch(stream_for(self._env.device))
 
     # ------------------------------------------------------------------ checkpoints
@@ -394,17 +428,21 @@ class Curriculum:
         """``levels`` and ADR statistics (parameter values, per-env ranges and ADR ranges
         are saved by the env's parameters and randomization)."""
         self._require_env()
+        na2 = self._local_sums.numel()
         return {
             "num_levels": self.num_levels, "levels": self._levels.clone(),
             "adr_sums": self._adr_sums.clone(), "adr_counts": self._adr_counts.clone(),
-            "adr_local_sums": self._local_sums.clone(),
-            "adr_local_counts": self._local_counts.clone(),
+            # statistics packed into an exchange still in flight count as not yet sent
+            "adr_local_sums": self._local_sums + self._in_flight[:na2],
+            "adr_local_counts": self._local_counts + self._in_flight[na2:].to(torch.int32),
             "level_counts": self._level_counts.clone(),
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()`` (checked first)."""
         self.check_state(state)
+        self.exchange_epoch += 1  # an exchange in flight is not applied to this state
+        self._in_flight.zero_()
         self._levels.copy_(state["levels"])
         self._adr_sums.copy_(state["adr_sums"])
         self._adr_counts.copy_(state["adr_counts"])

@@ -21,18 +21,27 @@ What is per rank and what is global:
 Collectives are host-launched ``torch.distributed`` calls (NCCL on GPUs, gloo on CPU): they
 cannot live inside a captured step (a Warp CPU graph or a CUDA graph replay does not run
 Python), so a sync is a call between steps. ``env.sync_every(k, *targets)`` (a
-:class:`SyncSchedule`) makes every ``k``-th ``env.step`` call ``target.sync(group)`` for
-each target, after the step's replay: the captured step is never touched, and a sync costs
-one or two all-reduces of a few hundred bytes per target. Every rank must step the same
-number of times and register the same targets in the same order (collectives match by
-order).
+:class:`SyncSchedule`) syncs after every ``k``-th ``env.step``, after the step's replay (the
+captured step is never touched): each target packs what it collected since the last pack
+into its slice of one flat float64 buffer (``ObsNorm`` / ``RewardNorm``: one Warp launch),
+one ``all_gather`` carries the buffer of every rank, and each target merges all ranks'
+slices the same way on every rank (one Warp launch; a curriculum sums integers), so the
+ranks hold the same bits. With ``overlap=True`` (the default) the gather is launched with
+``async_op=True`` and applied at the next scheduled sync, one interval later (see
+:class:`SyncSchedule` for the exact steps), so the collective's latency hides behind ``k``
+steps. Every rank must step the same number of times and register the same targets in the
+same order (collectives match by order). ``target.sync()`` and ``env.sync_now()`` settle an
+exchange in flight and sync at once (blocking).
 """
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+import torch
 import torch.distributed as dist
 
 
@@ -41,6 +50,113 @@ class Syncable(Protocol):
     ``gp.Curriculum`` (built with ``sync=True``)."""
 
     def sync(self, group: dist.ProcessGroup | None = None) -> None: ...
+
+
+@runtime_checkable
+class Exchangeable(Protocol):
+    """A sync target split into a pack and an apply, so that a :class:`SyncSchedule` can
+    carry all its targets in one collective and overlap it with the steps that follow.
+
+    ``exchange_size()``: float64 values this target sends per rank. ``exchange_pack(out)``:
+    write this rank's contribution since the last pack into ``out`` (float64
+    ``[exchange_size()]`` on ``exchange_device()``; device ops only). ``exchange_apply(rows)``:
+    merge every rank's row (float64 ``[W, exchange_size()]``, rank order, identical on every
+    rank) the same way on every rank; data collected since the pack stays this rank's own.
+    ``exchange_epoch``: an int that changes when the target's state is replaced (a
+    checkpoint load); an exchange packed under another epoch is not applied to it.
+    """
+
+    exchange_epoch: int
+
+    def exchange_device(self) -> torch.device: ...
+
+    def exchange_size(self) -> int: ...
+
+    def exchange_pack(self, out: torch.Tensor) -> None: ...
+
+    def exchange_apply(self, rows: torch.Tensor) -> None: ...
+
+
+def _initialized() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+class _Exchange:
+    """One collective carrying the packed rows of several targets (float64 ``[W, total]``,
+    rank order), with its buffers and per-target views kept for the next ``start``."""
+
+    def __init__(self, targets: Sequence[Exchangeable], group):
+        self.targets, self.group = tuple(targets), group
+        self.layout: tuple | None = None
+        self.work, self.parts = None, ()
+
+    def _build(self, layout: tuple) -> None:
+        sizes, world = layout
+        total = sum(sizes)
+        send = torch.empty(total, dtype=torch.float64, device=self.targets[0].exchange_device())
+        recv = send.new_empty(world * total) if world > 1 else send
+        rows, off, self.views = recv.view(world, total), 0, []
+        for n in sizes:
+            self.views.append((send[off : off + n], rows[:, off : off + n]))
+            off += n
+        self.send, self.recv, self.layout = send, recv, layout
+
+    def start(self) -> None:
+        """Pack every target into the send buffer and launch the gather in the background
+        (``async_op=True``; in a world of one nothing: the send buffer is the one row)."""
+        world = dist.get_world_size(self.group) if _initialized() else 1
+        layout = (tuple(t.exchange_size() for t in self.targets), world)
+        if layout != self.layout:
+            self._build(layout)
+        parts = []
+        for t, (out, rows) in zip(self.targets, self.views, strict=True):
+            t.exchange_pack(out)
+            parts.append((t, t.exchange_epoch, rows))
+            _IN_FLIGHT[t] = self
+        self.parts = parts
+        if world > 1:
+            self.work = _gather(self.recv, self.send, group=self.group, async_op=True)
+
+    def finish(self) -> float:
+        """Wait for the collective (returns the host seconds it blocked) and apply it to every
+        target still in the epoch it was packed in; a no-op when nothing is in flight."""
+        t0 = time.perf_counter()
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        waited = time.perf_counter() - t0
+        parts, self.parts = self.parts, ()
+        for t, epoch, rows in parts:
+            if _IN_FLIGHT.get(t) is self:
+                del _IN_FLIGHT[t]
+            if t.exchange_epoch == epoch:
+                t.exchange_apply(rows)
+        return waited
+
+
+_IN_FLIGHT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def settle(target: object) -> None:
+    """Wait for and apply an overlapped exchange still in flight that carries ``target``
+    (collective in effect: every rank must call it at the same point). Targets' ``sync()``
+    call it first, so a sync by hand never overtakes a scheduled one."""
+    ex = _IN_FLIGHT.get(target)
+    if ex is not None:
+        ex.finish()
+
+
+def exchange(targets: Sequence[Exchangeable], group: dist.ProcessGroup | None = None) -> None:
+    """Sync ``targets`` now, in one blocking collective (after settling any in flight);
+    without an initialized process group, a world of one."""
+    for t in targets:
+        settle(t)
+    ex = _Exchange(targets, group)
+    ex.start()
+    ex.finish()
 
 
 def shard_range(num_envs: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -76,7 +192,7 @@ def shard_range(num_envs: int, rank: int, world_size: int) -> tuple[int, int]:
 
 
 class SyncSchedule:
-    """Call ``sync(group)`` of ``targets`` every ``every`` steps (see the module doc).
+    """Sync ``targets`` every ``every`` steps (see the module doc).
 
     Args:
         every: steps between syncs, ``>= 1``.
@@ -84,9 +200,24 @@ class SyncSchedule:
         group: the ``torch.distributed`` process group (default: the world); without an
             initialized process group the targets sync as a world of one, so the same
             code runs in one process.
+        overlap: with ``True`` (the default) the exchange packed after step ``j * every``
+            runs in the background (``async_op=True``) while the next ``every`` steps run,
+            and is applied after step ``(j + 1) * every``, just before the next exchange is
+            packed: from step ``(j + 1) * every + 1`` on, the shared statistics hold every
+            rank's data up to step ``j * every`` (plus, in the live statistics, this rank's
+            own data since). With ``False`` each exchange is applied at once (blocking): from
+            step ``j * every + 1`` on they hold every rank's data up to step ``j * every``.
+            The schedule is the same in a world of one, so W ranks match one process.
+
+    Targets with the :class:`Exchangeable` split (``ObsNorm``, ``RewardNorm``,
+    ``Curriculum``) travel together in one ``all_gather`` of one flat float64 buffer per
+    sync; others get their own ``sync(group)`` call (blocking) at each sync.
 
     ``step()`` counts one env step on the host (a Python int: no device sync) and syncs at
-    every ``every``-th call; ``sync()`` syncs now. ``steps`` is the count so far.
+    every ``every``-th call; ``sync()`` settles the exchange in flight and syncs everything
+    now (blocking): afterwards every rank holds the same statistics. ``steps`` is the count
+    so far; ``syncs``, ``host_seconds`` (host time in the scheduled syncs, waits included)
+    and ``wait_seconds`` (of which blocked on collectives) measure what syncing costs.
     """
 
     def __init__(
@@ -94,6 +225,7 @@ class SyncSchedule:
         every: int,
         targets: Sequence[Syncable],
         group: dist.ProcessGroup | None = None,
+        overlap: bool = True,
     ):
         if not isinstance(every, int) or isinstance(every, bool) or every < 1:
             raise ValueError(f"sync_every: every must be an int >= 1, got {every!r}")
@@ -104,22 +236,51 @@ class SyncSchedule:
                 raise ValueError(
                     f"sync_every: targets must have a sync(group) method, got {type(t).__name__}"
                 )
-        self.every = every
+        if not isinstance(overlap, bool):
+            raise ValueError(f"sync_every: overlap must be a bool, got {overlap!r}")
+        self.every, self.overlap = every, overlap
         self.targets = tuple(targets)
+        self._exchanged = tuple(t for t in self.targets if isinstance(t, Exchangeable))
+        self._others = tuple(t for t in self.targets if not isinstance(t, Exchangeable))
         self.group = group
-        self.steps = 0
+        self.steps = self.syncs = 0
+        self.host_seconds = self.wait_seconds = 0.0
+        self._exchange = _Exchange(self._exchanged, group) if self._exchanged else None
 
     def step(self) -> None:
         """Count one step; sync when the count is a multiple of ``every``."""
         self.steps += 1
         if self.steps % self.every == 0:
-            self.sync()
+            t0 = time.perf_counter()
+            ex = self._exchange
+            if ex is not None:
+                self.wait_seconds += ex.finish()  # the exchange in flight, if any
+                ex.start()
+                if not self.overlap:
+                    self.wait_seconds += ex.finish()
+            for t in self._others:
+                t.sync(self.group)
+            self.syncs += 1
+            self.host_seconds += time.perf_counter() - t0
+
+    def reset_costs(self) -> None:
+        """Zero ``syncs``, ``host_seconds`` and ``wait_seconds`` (not ``steps``)."""
+        self.syncs, self.host_seconds, self.wait_seconds = 0, 0.0, 0.0
+
+    def settle(self) -> None:
+        """Wait for and apply the exchange in flight, if any (no new collective)."""
+        if self._exchange is not None:
+            self.wait_seconds += self._exchange.finish()
 
     def sync(self) -> None:
-        """Sync every target now (collective: all ranks must call it)."""
-        for t in self.targets:
+        """Settle the exchange in flight and sync every target now (collective: all ranks
+        must call it); afterwards the statistics are the same on every rank."""
+        self.settle()
+        if self._exchanged:
+            exchange(self._exchanged, self.group)
+        for t in self._others:
             t.sync(self.group)
 
     def __repr__(self) -> str:
         names = ", ".join(type(t).__name__ for t in self.targets)
-        return f"SyncSchedule(every={self.every}, targets=[{names}])"
+        return f"SyncSchedule(every={self.every}, targets=[{names}], overlap={self.overlap})"

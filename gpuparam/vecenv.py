@@ -400,23 +400,42 @@ class VecEnv(EnvStages, EnvState):
         return remove
 
     def sync_every(
-        self, every: int, *targets: Syncable, group: object = None
+        self, every: int, *targets: Syncable, group: object = None, overlap: bool = True
     ) -> Callable[[], None]:
         """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
         sync=True)``: anything with a collective ``sync(group)``) over the
         ``torch.distributed`` ranks after every ``every``-th ``step``, outside the captured
-        step (see ``gpuparam.distributed``). Every rank must make the same calls. Without an
-        initialized process group the targets sync as a world of one. ``group``: a
-        ``torch.distributed`` process group, default the world. Returns a function removing
-        the schedule."""
-        sched = SyncSchedule(every, targets, group)
+        step, all in one collective (a ``gp.SyncSchedule``; see ``gpuparam.distributed``).
+        With ``overlap=True`` (the default) the exchange packed after step ``j * every`` runs
+        in the background during the next ``every`` steps and is applied after step
+        ``(j + 1) * every``; with ``False`` it is applied at once (blocking). Every rank must
+        make the same calls. Without an initialized process group the targets sync as a
+        world of one, on the same schedule. ``group``: a ``torch.distributed`` process
+        group, default the world. Returns a function removing the schedule (after settling
+        its exchange in flight)."""
+        sched = SyncSchedule(every, targets, group, overlap)
         self._syncs.append(sched)
 
         def remove() -> None:
             if sched in self._syncs:
+                sched.settle()
                 self._syncs.remove(sched)
 
         return remove
+
+    @property
+    def sync_schedules(self) -> tuple[SyncSchedule, ...]:
+        """The schedules registered by :meth:`sync_every`, in order (their ``syncs``,
+        ``host_seconds`` and ``wait_seconds`` say what syncing cost)."""
+        return tuple(self._syncs)
+
+    def sync_now(self) -> None:
+        """Settle every schedule's exchange in flight and sync all their targets now
+        (blocking, collective: every rank calls it). Afterwards every rank holds the same
+        statistics: call it before reading or saving global statistics at the end of a
+        run."""
+        for s in self._syncs:
+            s.sync()
 
     def on_params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Recompute what the env derives from parameters, for the envs in ``mask`` (bool

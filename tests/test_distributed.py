@@ -2,10 +2,12 @@
 
 Both runs hold the same envs (reset, step and Every randomization; a curriculum with
 levels and a synced ADR; ObsNorm and RewardNorm) and the same schedule: everything synced
-every 10 steps (one process syncs as a world of one). Per-env state (observations,
-rewards, parameters, levels, discounted returns) must be bit-identical; ADR ranges are
-integer all-reduces, so bit-identical too; normalization statistics merged across ranks
-equal the single process's to float64 rounding.
+every 10 steps in one collective (one process syncs as a world of one), overlapped with the
+next 10 steps (the default) or blocking. Per-env state (observations, rewards, parameters,
+levels, discounted returns) must be bit-identical; ADR ranges are integer sums, so
+bit-identical too; normalization statistics merged across ranks equal the single process's
+to float64 rounding, both the shared baseline the schedule left after step 100 and the
+statistics after a final ``env.sync_now()``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import gpuparam as gp
 N, WORLD, STEPS, EVERY, SEED = 64, 2, 100, 10, 5
 
 
-def build(shard: tuple[int, int]):
+def build(shard: tuple[int, int], overlap: bool):
     env = gp.make("CartPole-v1", N, device="cpu", seed=SEED, shard=shard, max_episode_steps=40)
     length = gp.Uniform("length", 0.4, 0.6, on="reset")
     env.randomize(
@@ -38,12 +40,12 @@ def build(shard: tuple[int, int]):
     env.add_curriculum(cur)
     obs_norm, rew_norm = gp.ObsNorm(4), gp.RewardNorm(0.99)
     tenv = gp.TransformedEnv(env, obs_norm, rew_norm)
-    env.sync_every(EVERY, obs_norm, rew_norm, cur)
+    env.sync_every(EVERY, obs_norm, rew_norm, cur, overlap=overlap)
     return tenv, env, cur, length, obs_norm, rew_norm
 
 
-def run(shard: tuple[int, int]) -> dict[str, torch.Tensor]:
-    tenv, env, cur, length, obs_norm, rew_norm = build(shard)
+def run(shard: tuple[int, int], overlap: bool) -> dict[str, torch.Tensor]:
+    tenv, env, cur, length, obs_norm, rew_norm = build(shard, overlap)
     n, off = env.num_envs, env.env_offset
     scale = 0.02 * (torch.arange(off, off + n) % 8)  # from steady to random, per global env
     tenv.reset()
@@ -53,7 +55,16 @@ def run(shard: tuple[int, int]) -> dict[str, torch.Tensor]:
         env.step((env.outputs["observation"][:, 2] + scale * noise > 0).long())
         obs.append(env.outputs["observation"].clone())
         rew.append(env.outputs["reward"].clone())
+    norms = {"obs": obs_norm, "rew": rew_norm}
+    baseline = {f"{p}_synced_{k}": getattr(m, "synced_" + k).clone()
+                for p, m in norms.items() for k in ("count", "mean", "m2")}
+    baseline["adr_range_scheduled"] = env.randomization.bound(length).range_view().clone()
+    baseline["level_counts_scheduled"] = cur.global_level_counts.clone()
+    (sched,) = env.sync_schedules
+    assert sched.syncs == STEPS // EVERY
+    env.sync_now()  # settle the exchange in flight, sync the rest: all ranks agree
     return {
+        **baseline,
         "obs": torch.stack(obs), "reward": torch.stack(rew),
         "nominal": env.params.nominal_table.clone(),
         "effective": env.params.effective_table.clone(),
@@ -65,30 +76,31 @@ def run(shard: tuple[int, int]) -> dict[str, torch.Tensor]:
     }
 
 
-def _worker(rank: int, init_file: str, out_dir: str) -> None:
+def _worker(rank: int, init_file: str, out_dir: str, overlap: bool) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=WORLD, timeout=datetime.timedelta(seconds=60))
     try:
-        torch.save(run((rank, WORLD)), os.path.join(out_dir, f"rank{rank}.pt"))
+        torch.save(run((rank, WORLD), overlap), os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
+@pytest.fixture(scope="module", params=[True, False], ids=["overlap", "blocking"])
+def results(request, tmp_path_factory):
     if not dist.is_available():
         pytest.skip("torch.distributed not available")
     tmp = tmp_path_factory.mktemp("dist")
-    mp.spawn(_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(str(tmp / "store"), str(tmp), request.param), nprocs=WORLD,
+             join=True)
     ranks = [torch.load(tmp / f"rank{r}.pt") for r in range(WORLD)]
-    return run((0, 1)), ranks
+    return run((0, 1), request.param), ranks, request.param
 
 
 PER_ENV = {"obs": 1, "reward": 1, "nominal": 1, "effective": 1, "levels": 0, "returns": 0}
 
 
 def test_per_env_state_is_bit_identical_to_one_process(results):
-    single, ranks = results
+    single, ranks, overlap = results
     for key, dim in PER_ENV.items():
         joined = torch.cat([r[key] for r in ranks], dim)
         assert torch.equal(joined, single[key]), key
@@ -98,17 +110,24 @@ def test_per_env_state_is_bit_identical_to_one_process(results):
 
 
 def test_adr_ranges_and_level_histogram_agree_on_every_rank_and_with_one_process(results):
-    single, ranks = results
+    single, ranks, overlap = results
     assert not torch.equal(single["adr_range"], torch.tensor([[[0.4, 0.6]]]))  # ADR decided
-    for r in ranks:
-        assert torch.equal(r["adr_range"], single["adr_range"])
-        assert torch.equal(r["level_counts"], single["level_counts"])
+    for r in ranks:  # after the last scheduled sync and after env.sync_now()
+        for key in ("adr_range", "adr_range_scheduled", "level_counts",
+                    "level_counts_scheduled"):
+            assert torch.equal(r[key], single[key]), key
     assert int(single["level_counts"].sum()) == N
 
 
 def test_synced_normalization_equals_one_process_statistics(results):
-    single, ranks = results
-    for key in ("obs_count", "obs_mean", "obs_m2", "rew_count", "rew_mean", "rew_m2"):
-        assert torch.equal(ranks[0][key], ranks[1][key]), key  # ranks agree bit for bit
-        torch.testing.assert_close(ranks[0][key], single[key], rtol=1e-12, atol=0)
+    single, ranks, overlap = results
+    for p in ("obs", "rew"):
+        for k in ("count", "mean", "m2"):
+            for key in (f"{p}_{k}", f"{p}_synced_{k}"):
+                assert torch.equal(ranks[0][key], ranks[1][key]), key  # bit for bit
+                torch.testing.assert_close(ranks[0][key], single[key], rtol=1e-12, atol=0)
     assert int(single["obs_count"][0]) == STEPS * N
+    # the schedule's last sync (after step 100) applied every rank's data up to step 90
+    # when overlapped, up to step 100 when blocking
+    applied = STEPS - EVERY if overlap else STEPS
+    assert int(single["obs_synced_count"][0]) == applied * N

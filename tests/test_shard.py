@@ -227,3 +227,126 @@ def test_unsynced_adr_refuses_sync_and_bad_flag():
     env.add_curriculum(plain)
     plain.sync()  # no ADR: only the level histogram
     assert torch.equal(plain.global_level_counts, torch.tensor([64, 0]))
+
+
+# ---------------------------------------------------------------- the overlapped schedule
+def _moments(x: torch.Tensor) -> tuple[float, torch.Tensor, torch.Tensor]:
+    x = x.double().reshape(-1, x.shape[-1])
+    return x.shape[0], x.mean(0), ((x - x.mean(0)) ** 2).sum(0)
+
+
+def _assert_stats(norm, data: torch.Tensor, prefix: str = "") -> None:
+    n, mean, m2 = _moments(data)
+    assert int(getattr(norm, prefix + "count")[0]) == n
+    torch.testing.assert_close(getattr(norm, prefix + "mean")[0], mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(getattr(norm, prefix + "m2")[0], m2, rtol=1e-10, atol=1e-9)
+
+
+def _batches(k: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(4)
+    return [torch.randn(8, 3, generator=g) * (1 + i) + 100 for i in range(k)]
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_schedule_applies_each_exchange_one_interval_later_when_overlapped(overlap):
+    """World of one, every=1: after point j the baseline holds the data up to point j - 1
+    (overlapped) or j (blocking); the live statistics always hold all the data."""
+    norm = gp.ObsNorm(3, num_envs=8)
+    sched = gp.SyncSchedule(1, [norm], overlap=overlap)
+    xs = _batches(4)
+    for j, x in enumerate(xs):
+        norm(x)
+        sched.step()
+        _assert_stats(norm, torch.stack(xs[: j + 1]))
+        applied = j if overlap else j + 1
+        if applied:
+            _assert_stats(norm, torch.stack(xs[:applied]), "synced_")
+        else:
+            assert int(norm.synced_count[0]) == 0
+    sched.sync()
+    for k in ("count", "mean", "m2"):
+        assert torch.equal(getattr(norm, k), getattr(norm, "synced_" + k)), k
+    _assert_stats(norm, torch.stack(xs))
+    assert sched.syncs == 4 and sched.host_seconds > 0
+
+
+def test_reset_between_pack_and_apply_drops_the_old_data_once_applied():
+    norm = gp.ObsNorm(3, num_envs=8)
+    sched = gp.SyncSchedule(1, [norm])  # overlapped
+    x0, x1, x2, x3 = _batches(4)
+    norm(x0)
+    sched.step()  # x0 in flight
+    norm(x1)
+    norm.reset_stats()
+    norm(x2)
+    sched.step()  # x0 applied to the baseline; live keeps only x2; x2 + reset in flight
+    _assert_stats(norm, x0, "synced_")
+    _assert_stats(norm, x2)
+    norm(x3)
+    sched.step()  # the reset drops x0 from the baseline on every rank
+    _assert_stats(norm, x2, "synced_")
+    _assert_stats(norm, torch.stack([x2, x3]))
+    sched.sync()
+    _assert_stats(norm, torch.stack([x2, x3]), "synced_")
+    assert not norm.reset_pending.any()
+
+
+def test_loading_while_an_exchange_is_in_flight_counts_nothing_twice():
+    norm = gp.ObsNorm(3, num_envs=8)
+    sched = gp.SyncSchedule(1, [norm])
+    x0, x1 = _batches(2)
+    norm(x0)
+    sched.step()  # x0 in flight, not in the baseline
+    state = {k: v.clone() for k, v in norm.state_dict().items()}
+    assert int(state["synced_count"][0]) == 0 and int(state["count"][0]) == 8
+    norm.load_state_dict(state)  # e.g. a restart: the exchange in flight is dropped ...
+    norm(x1)
+    sched.step()  # ... and x0 is sent again with x1
+    sched.sync()
+    _assert_stats(norm, torch.stack([x0, x1]), "synced_")
+    _assert_stats(norm, torch.stack([x0, x1]))
+
+
+def test_a_sync_by_hand_settles_the_scheduled_exchange_first():
+    norm, rew = gp.ObsNorm(3, num_envs=8), gp.RewardNorm(0.9, num_envs=8)
+    sched = gp.SyncSchedule(1, [norm, rew])
+    xs = _batches(2)
+    never = torch.zeros(8, dtype=torch.bool)
+    for x in xs:
+        norm(x)
+        rew(x[:, 0], never)
+        sched.step()
+    norm.sync()  # applies the exchange in flight (both modules), then syncs norm
+    _assert_stats(norm, torch.stack(xs), "synced_")
+    assert int(rew.synced_count[0]) == 16  # rew's part of the exchange was applied too
+    with pytest.raises(ValueError, match="overlap must be a bool"):
+        gp.SyncSchedule(1, [norm], overlap=1)
+
+
+def test_overlapped_adr_decides_one_interval_later_and_checkpoints_what_is_in_flight():
+    env, cur, b = _adr_env(sync=True)
+    env2, cur2, b2 = _adr_env(sync=True)
+    env.sync_every(7, cur)  # overlapped
+    env2.sync_every(7, cur2, overlap=False)
+    env.reset()
+    env2.reset()
+    first = b.range_view().clone()
+    changed = changed2 = None
+    checked = 0
+    for t in range(1, 60):
+        for e in (env, env2):
+            e.step((e.state[:, 2] > 0).long())
+        if changed2 is None and not torch.equal(b2.range_view(), first):
+            changed2, decided = t, b2.range_view().clone()
+        if t % 7 == 0 and changed2 is None:  # same trajectories until the first decision
+            # applied + (collected since, in flight included) == all applied at once
+            s, s2 = cur.state_dict(), cur2.state_dict()
+            for k in ("sums", "counts"):
+                assert torch.equal(s[f"adr_{k}"] + s[f"adr_local_{k}"], s2[f"adr_{k}"]), k
+            assert int(s2["adr_local_counts"].sum()) == 0
+            checked += int(s["adr_local_counts"].sum() > 0)
+        if changed is None and not torch.equal(b.range_view(), first):
+            changed = t
+            assert torch.equal(b.range_view(), decided)  # the same decision ...
+    assert checked > 0 and changed2 is not None and changed2 % 7 == 0
+    assert changed == changed2 + 7  # ... one interval later

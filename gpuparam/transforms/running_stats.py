@@ -20,11 +20,12 @@ import torch.distributed as dist
 from torch import nn
 
 from gpuparam._checks import check_mask
+from gpuparam.distributed import exchange
+from gpuparam.transforms import _exchange
 from gpuparam.transforms._engine import EngineOwner
 from gpuparam.transforms._groups import check_group_ids, groups_to_mask
 from gpuparam.transforms._moments import (
     F64,
-    all_reduce_moments,
     col,
     merge_moments,
     unmerge_moments,
@@ -56,12 +57,15 @@ def check_shape(name: str, shape) -> tuple[int, ...]:
 class GroupedRunningStats(EngineOwner, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
-    Buffers (all persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
-    ``[G, *shape]``, ``m2`` ``[G, *shape]``; the statistics at the last :meth:`sync`
-    (``synced_count``, ``synced_mean``, ``synced_m2``); ``reset_pending`` bool ``[G]``;
-    ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or inf; per rank,
-    never reset);
-    ``group_ids`` long ``[N]`` (absent until N is known). Subclasses add ``forward``.
+    Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
+    ``[G, *shape]``, ``m2`` ``[G, *shape]``; the shared baseline as of the last applied
+    :meth:`sync` (``synced_count``, ``synced_mean``, ``synced_m2``; identical on every
+    rank); ``reset_pending`` bool ``[G]`` (groups reset on this rank, not yet dropped from
+    the baseline); ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or
+    inf; per rank, never reset);
+    ``group_ids`` long ``[N]`` (absent until N is known). Not saved (per rank, for
+    overlapped syncs): ``sent_count`` / ``sent_mean`` / ``sent_m2`` (the statistics as of the
+    last exchange pack) and ``reset_unsent`` bool ``[G]``. Subclasses add ``forward``.
 
     ``N`` is taken from ``group_ids``, else ``num_envs``, else the first batch, mask or
     :meth:`attach` that shows it.
@@ -100,6 +104,13 @@ class GroupedRunningStats(EngineOwner, nn.Module):
             self.register_buffer(prefix + "mean", torch.zeros(G, *S, dtype=F64, device=dev))
             self.register_buffer(prefix + "m2", torch.zeros(G, *S, dtype=F64, device=dev))
         self.register_buffer("reset_pending", torch.zeros(G, dtype=torch.bool, device=dev))
+        # the statistics as of the last exchange pack, and resets since: per rank, not saved
+        for k, v in (("count", torch.zeros(G)), ("mean", torch.zeros(G, *S)),
+                     ("m2", torch.zeros(G, *S))):
+            self.register_buffer("sent_" + k, v.to(F64).to(dev), persistent=False)
+        self.register_buffer("reset_unsent", torch.zeros(G, dtype=torch.bool, device=dev),
+                             persistent=False)
+        self.exchange_epoch = 0
         self.register_buffer("nonfinite", torch.zeros(G, dtype=torch.int64, device=dev))
         self.register_buffer("group_ids", None)
         self._frozen, self._detach, self._engine = False, None, None
@@ -220,11 +231,12 @@ class GroupedRunningStats(EngineOwner, nn.Module):
                 per_group = torch.zeros(G, dtype=torch.int32, device=dev)
                 hit |= per_group.index_add_(0, self.group_ids, mask.to(torch.int32)) > 0
         hv = col(hit, self.mean)
-        for prefix in ("", "synced_"):
+        for prefix in ("", "sent_"):  # the shared baseline drops it at the next exchange
             getattr(self, prefix + "count").masked_fill_(hit, 0.0)
             getattr(self, prefix + "mean").masked_fill_(hv, 0.0)
             getattr(self, prefix + "m2").masked_fill_(hv, 0.0)
         self.reset_pending |= hit
+        self.reset_unsent |= hit
         self._after_reset(mask, gh)
         self._refresh()
 
@@ -270,21 +282,51 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     def sync(self, group: dist.ProcessGroup | None = None) -> None:
         """Merge statistics over ``torch.distributed`` ranks; afterwards all ranks agree.
 
-        Each rank's statistics are its ``synced_*`` baseline (identical on all ranks) plus
-        its own data since the last sync. Sync gathers these deltas from every rank in one
-        collective and merges them exactly (counts, count-weighted means, M2 plus the
-        between-rank term), the same way on every rank, adds them to the baseline and
-        makes the result the new baseline and the current statistics, so repeated syncs never
-        double count. A group reset on any rank since the last sync drops its baseline on all
-        ranks. All ranks must call it with the same G and shape (it is collective). Without an
-        initialized process group it acts as a world of one. Device ops only (no host sync):
-        call it between steps, e.g. with ``env.sync_every(k, norm)``; ``RewardNorm`` syncs
-        its return statistics the same way (its per-env returns stay per rank).
+        Each rank's statistics are the shared baseline (``synced_*``, identical on all
+        ranks) plus its own data since the last sync. Sync gathers these deltas from every
+        rank in one collective and merges them exactly (counts, count-weighted means, M2
+        plus the between-rank term), the same way on every rank, adds them to the baseline
+        and makes the result the new baseline and the current statistics, so repeated syncs
+        never double count. A group reset on any rank since the last sync drops its baseline
+        on all ranks. All ranks must call it with the same G and shape (it is collective).
+        Without an initialized process group it acts as a world of one. Device ops only (no
+        host sync): call it between steps, or let ``env.sync_every(k, norm)`` do it (which
+        packs this module with the schedule's other targets into one collective and, by
+        default, overlaps it with the next steps: ``gp.SyncSchedule``). An overlapped
+        exchange still in flight is applied first. ``RewardNorm`` syncs its return
+        statistics the same way (its per-env returns stay per rank).
         """
-        stats = (self.count, self.mean, self.m2)
-        synced = (self.synced_count, self.synced_mean, self.synced_m2)
-        all_reduce_moments(stats, synced, self.reset_pending, group)
-        self._refresh()
+        exchange([self], group)
+
+    # the Exchangeable split (gpuparam.distributed), used by sync() and by SyncSchedule
+    def exchange_device(self) -> torch.device:
+        """The device of the packed rows."""
+        return self.device
+
+    def exchange_size(self) -> int:
+        """float64 values per rank: per group the count, mean, M2 and a reset flag."""
+        return self.num_groups * (2 * math.prod(self.shape) + 2)
+
+    def exchange_pack(self, out: torch.Tensor) -> None:
+        """Write this rank's data since the last pack (and resets since) into ``out``
+        (float64 ``[exchange_size()]``): one Warp launch."""
+        b = self._buffers
+        key = ("pack", *(b[n].data_ptr() for n in _exchange.NAMES))
+        _exchange.cmd(self, "pack", out, key, None)()
+
+    def exchange_apply(self, rows: torch.Tensor) -> None:
+        """Merge every rank's packed row (float64 ``[W, exchange_size()]``) into the
+        baseline; live = baseline + own data since the pack; rewrite the float32 tables:
+        one Warp launch."""
+        if rows.stride(-1) != 1:
+            rows = rows.contiguous()
+        e = self._eng() if self.group_ids is not None else None
+        b = self._buffers
+        tab = None if e is None else (e.k, e.tab.data_ptr())
+        key = ("apply", rows.shape[0], rows.stride(0), tab,
+               *(b[n].data_ptr() for n in _exchange.NAMES))
+        tables = None if e is None else (e.k, self.eps, tuple(e.tab))
+        _exchange.cmd(self, "apply", rows, key, tables)()
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
@@ -304,6 +346,13 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         if gid is not None:
             self._ensure_bound(gid.shape[0])
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
+        # resend everything not in the loaded baseline; an exchange in flight is not applied
+        self.reset_unsent.copy_(self.reset_pending)
+        keep = ~self.reset_pending
+        for k in ("count", "mean", "m2"):
+            base = getattr(self, "synced_" + k)
+            getattr(self, "sent_" + k).copy_(base * col(keep, base))
+        self.exchange_epoch += 1
         self._engine = None  # the group layout may have changed
         self._refresh()
 
