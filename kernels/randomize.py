@@ -70,10 +70,6 @@ from gpuparam.kernels.term_table import (  # noqa: F401 - the layout, re-exporte
 # GPU.
 wp.set_module_options({"fuse_fp": False})
 
-# (w * _FOLD) >> 56 gathers the low bits of the 8 bytes of w (bools: 0 or 1) into one byte,
-# byte j's bit at bit j
-_FOLD = wp.constant(wp.uint64(0x0102040810204080))
-
 
 @wp.kernel
 def randomize(
@@ -125,24 +121,22 @@ def randomize(
     if gated != 0:
         m = int(0)
         if block % 8 == 0:
-            # 64 envs at a time: 8 words of 8 bools (bytes 0 or 1), each folded into 8 bits
-            # of one 64-bit mask by a multiply, then the mask's set bits in order
             w = int(e0 // 8)
-            wend = (e1 + 7) // 8
-            while w < wend:
-                bits = wp.uint64(0)
-                k = int(0)
-                while k < 8:
-                    word = wp.uint64(gate_words[wp.max(wp.min(w + k, wend - 1), 0)])
-                    word = wp.where(w + k < wend, word, wp.uint64(0))
-                    bits = bits | (((word * _FOLD) >> wp.uint64(56)) << wp.uint64(8 * k))
-                    k += 1
-                while bits != wp.uint64(0):
-                    low_bit = bits & (~bits + wp.uint64(1))
-                    scratch[wp.max(e0 + m, 0)] = w * 8 + wp.bit_count(low_bit - wp.uint64(1))
+            while w < (e1 + 7) // 8:
+                # the lowest set byte (env) of the 8-env word, branch-free (a zero word
+                # writes a position it does not count); a loop for the rare other ones.
+                # (Branching per word or per env mispredicts on a random gate.)
+                word = gate_words[w]
+                low_bit = word & (-word)
+                scratch[wp.max(e0 + m, 0)] = w * 8 + (wp.bit_count(low_bit - wp.int64(1)) >> 3)
+                m += int(word != wp.int64(0))
+                word = word ^ low_bit
+                while word != wp.int64(0):
+                    low_bit = word & (-word)
+                    scratch[wp.max(e0 + m, 0)] = w * 8 + (wp.bit_count(low_bit - wp.int64(1)) >> 3)
                     m += 1
-                    bits = bits ^ low_bit
-                w += 8
+                    word = word ^ low_bit
+                w += 1
         else:
             e = int(e0)
             while e < e1:
