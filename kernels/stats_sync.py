@@ -38,6 +38,20 @@ def unmerge_into(
     return out
 
 
+@wp.func
+def merge_moments(
+    n_a: wp.float64,
+    mean_a: wp.float64,
+    m2_a: wp.float64,
+    w_b: wp.float64,
+    mean_b: wp.float64,
+    m2_b: wp.float64,
+) -> wp.vec2d:
+    """Mean and M2 of A∪B from A's (count ``n_a``) and B's, ``w_b = n_b / (n_a + n_b)``."""
+    d = mean_b - mean_a
+    return wp.vec2d(mean_a + d * w_b, m2_a + m2_b + d * d * n_a * w_b)
+
+
 @wp.kernel
 def exchange_pack(
     P: int,
@@ -133,16 +147,16 @@ def exchange_apply(
         if flag == wp.float64(0.0):
             ms = synced_mean[i]
             m2s = synced_m2[i]
-        delta = mt - ms
-        m2b = m2s + m2t + delta * delta * n_s * w_t
-        mb = ms + delta * w_t
+        b = merge_moments(n_s, ms, m2s, w_t, mt, m2t)
+        mb = b[0]
+        m2b = b[1]
         e = unmerge_into(n_l, mean[i], m2[i], n_sent, sent_mean[i], sent_m2[i])
-        de = e[0] - mb
         synced_mean[i] = mb
         synced_m2[i] = m2b
         if not here:
-            mean[i] = mb + de * w_e
-            m2[i] = m2b + e[1] + de * de * n_b * w_e
+            live = merge_moments(n_b, mb, m2b, w_e, e[0], e[1])
+            mean[i] = live[0]
+            m2[i] = live[1]
             sent_mean[i] = mb
             sent_m2[i] = m2b
     synced_count[g] = n_b
