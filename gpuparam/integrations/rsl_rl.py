@@ -301,10 +301,8 @@ class RslRlVecEnv(VecEnv):
             src = self._bind(td)
         self._k ^= 1
         out = self._sets[self._k]
-        obs, policy, privileged, rew, dones, time_outs = out
-        policy.copy_(src[1])
-        if privileged is not None:
-            self._write_privileged(privileged)
+        obs, _, _, rew, dones, time_outs = out
+        self._write_obs(out, src[1])
         rew.copy_(src[2])
         dones.copy_(src[3])
         torch.gt(src[4], src[5], out=time_outs)  # truncated and not terminated
