@@ -389,7 +389,7 @@ class Curriculum:
 
     def exchange_device(self) -> torch.device:
         """The env's device."""
-        return torch.empty(0, device=self._require_env().device).device
+        return self._require_env().device
 
     def exchange_size(self) -> int:
         """Values per rank (int64 bits in a float64 row): ADR sums and counts, levels."""
