@@ -26,7 +26,7 @@ class EnvStages:
         rz, backend, task = self.randomization, self.backend, self.task
         listeners_ok = self.params.listeners_warp_only
         physics_ok = backend.warp_only and (task is None or task.warp_only)
-        stages = []
+        stages = list(self._first_stages)
         if self._before_step:
             stages.append(Stage("before_step", self._run_hooks(self._before_step)))
         if rz.step_active:
@@ -107,17 +107,20 @@ class EnvStages:
         ], device=ctx.wp_device, stream=ctx.stream)
         self._reset_envs(ctx, ctx.reset_mask)
 
-    def add_stage(self, stage: Stage) -> Callable[[], None]:
-        """Append ``stage`` to every step, after the auto-reset (transforms use this);
-        returns a function removing it. The capture is redone."""
+    def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
+        """Append ``stage`` to every step, after the auto-reset (transforms use this), or
+        with ``first=True`` put it before every other stage of the step (where an adapter
+        turns a library's actions into ``context.action``); returns a function removing
+        it. The capture is redone."""
         if not isinstance(stage, Stage):
             raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
-        self._extra_stages.append(stage)
+        where = self._first_stages if first else self._extra_stages
+        where.append(stage)
         self._structure_changed()
 
         def remove() -> None:
-            if stage in self._extra_stages:
-                self._extra_stages.remove(stage)
+            if stage in where:
+                where.remove(stage)
                 self._structure_changed()
 
         return remove

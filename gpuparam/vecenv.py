@@ -125,6 +125,7 @@ class VecEnv(EnvStages, EnvState):
         self._after_step: list[Hook] = []
         self._curricula: list = []
         self._extra_stages: list[Stage] = []
+        self._first_stages: list[Stage] = []
         self._syncs: list[SyncSchedule] = []
         self.backend = self.make_backend()
         self.backend.bind(self, self.context)

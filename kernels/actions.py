@@ -1,4 +1,13 @@
-"""Actions outside the action space, counted on the device (no host sync)."""
+"""Actions in and outputs out: actions outside the action space counted on the device (no
+host sync), and the stages a training-library adapter adds to the step (its action mapping,
+and the copy of the step's outputs into its own buffers).
+
+The adapter stages are armed per step by a flag the adapter sets before ``env.step`` (``0``:
+disarmed, a plain ``env.step`` of the same env leaves the adapter's buffers alone; ``k``:
+write output set ``k - 1``) and cleared by ``disarm`` at the end of the step. A thread
+handles a block of envs (GPUs: one env; CPUs: all of them, in loops over contiguous memory
+that the compiler vectorizes).
+"""
 
 from __future__ import annotations
 
@@ -33,3 +42,96 @@ def count_invalid_box(
             bad = 1
     if bad != 0:
         wp.atomic_add(counter, 0, wp.int64(1))
+
+
+@wp.func
+def env_block(tid: int, block: int, n: int) -> wp.vec2i:
+    """The envs ``[e0, e1)`` of thread ``tid`` (``e0 >= 0`` visible to the compiler)."""
+    e0 = wp.max(tid * block, 0)
+    return wp.vec2i(e0, wp.min(e0 + block, n))
+
+
+@wp.kernel
+def pick_positive(
+    flag: wp.array(dtype=wp.int32),
+    block: int,
+    n: int,
+    logits: wp.array(dtype=float),
+    action_out: wp.array(dtype=wp.int64),
+):
+    """Armed: ``action_out[e] = 1 if logits[e] > 0 else 0`` (NaN and -0.0 give 0)."""
+    if flag[0] == 0:
+        return
+    r = env_block(wp.tid(), block, n)
+    e = r[0]
+    while e < r[1]:
+        action_out[e] = wp.where(logits[e] > 0.0, wp.int64(1), wp.int64(0))
+        e += 1
+
+
+@wp.func
+def copy_outputs(
+    e0: int,
+    e1: int,
+    d: int,
+    obs: wp.array(dtype=float),
+    reward: wp.array(dtype=float),
+    done: wp.array(dtype=wp.bool),
+    truncated: wp.array(dtype=wp.bool),
+    terminated: wp.array(dtype=wp.bool),
+    obs_out: wp.array(dtype=float),
+    reward_out: wp.array(dtype=float),
+    dones_out: wp.array(dtype=wp.int64),
+    time_outs_out: wp.array(dtype=wp.bool),
+):
+    i = wp.max(e0 * d, 0)
+    while i < e1 * d:
+        obs_out[i] = obs[i]
+        i += 1
+    e = wp.max(e0, 0)
+    while e < e1:
+        reward_out[e] = reward[e]
+        dones_out[e] = wp.where(done[e], wp.int64(1), wp.int64(0))
+        time_outs_out[e] = truncated[e] and not terminated[e]
+        e += 1
+
+
+@wp.kernel
+def write_outputs(
+    flag: wp.array(dtype=wp.int32),
+    block: int,
+    n: int,
+    d: int,
+    obs: wp.array(dtype=float),
+    reward: wp.array(dtype=float),
+    done: wp.array(dtype=wp.bool),
+    truncated: wp.array(dtype=wp.bool),
+    terminated: wp.array(dtype=wp.bool),
+    obs0: wp.array(dtype=float),
+    reward0: wp.array(dtype=float),
+    dones0: wp.array(dtype=wp.int64),
+    time_outs0: wp.array(dtype=wp.bool),
+    obs1: wp.array(dtype=float),
+    reward1: wp.array(dtype=float),
+    dones1: wp.array(dtype=wp.int64),
+    time_outs1: wp.array(dtype=wp.bool),
+):
+    """Armed with ``k``: copy the step's outputs into set ``k - 1``: ``obs`` ``[N * d]``
+    (observations, flattened), ``reward``, ``dones`` int64 (``done``), ``time_outs``
+    (truncated and not terminated)."""
+    k = flag[0]
+    if k == 0:
+        return
+    r = env_block(wp.tid(), block, n)
+    if k == 1:
+        copy_outputs(r[0], r[1], d, obs, reward, done, truncated, terminated,
+                     obs0, reward0, dones0, time_outs0)
+    else:
+        copy_outputs(r[0], r[1], d, obs, reward, done, truncated, terminated,
+                     obs1, reward1, dones1, time_outs1)
+
+
+@wp.kernel
+def disarm(flag: wp.array(dtype=wp.int32)):
+    """Clear the adapter's flag: the step is over."""
+    flag[0] = 0

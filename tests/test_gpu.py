@@ -144,3 +144,22 @@ def test_graph_includes_transforms():
         assert torch.equal(te["reward"], tg["reward"])
     assert graph.env.pipeline.plan == ((graph.env.pipeline.names, True),)
     assert graph.env.pipeline.names[-1] == "transforms"
+
+
+def test_rsl_rl_adapter_stages_match_cpu():
+    # the adapter's action and output stages run inside the captured CUDA graph, armed per
+    # step by a flag written on torch's stream: the same outputs as on CPU, step for step
+    pytest.importorskip("rsl_rl")
+    from gpuparam.integrations.rsl_rl import RslRlVecEnv
+
+    envs = {d: RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device=d, seed=2))
+            for d in ("cpu", "cuda")}
+    g = torch.Generator().manual_seed(0)
+    for _ in range(12):
+        logits = torch.randn(N, 1, generator=g)
+        outs = {d: e.step(logits.to(e.device)) for d, e in envs.items()}
+        (obs_c, rew_c, done_c, ex_c), (obs_g, rew_g, done_g, ex_g) = outs["cpu"], outs["cuda"]
+        torch.testing.assert_close(obs_g["policy"].cpu(), obs_c["policy"], rtol=1e-5, atol=1e-5)
+        assert torch.equal(rew_g.cpu(), rew_c) and torch.equal(done_g.cpu(), done_c)
+        assert torch.equal(ex_g["time_outs"].cpu(), ex_c["time_outs"])
+    assert envs["cuda"].env.pipeline.captured

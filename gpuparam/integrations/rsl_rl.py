@@ -20,11 +20,16 @@ from gpuparam.integrations._extras import require
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
+import warp as wp  # noqa: E402
 from rsl_rl.env import VecEnv  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 
+from gpuparam._device import to_wp  # noqa: E402
+from gpuparam.kernels import actions as kactions  # noqa: E402
+from gpuparam.pipeline import Stage, StepContext  # noqa: E402
 from gpuparam.spec import DiscreteSpec  # noqa: E402
 from gpuparam.transforms import TransformedEnv  # noqa: E402
+from gpuparam.vecenv import VecEnv as VecEnvBase  # noqa: E402
 
 __all__ = ["RslRlEnvCfg", "RslRlVecEnv"]
 
@@ -43,6 +48,10 @@ class RslRlEnvCfg:
     def to_dict(self) -> dict:
         """A plain dict of the fields (what rsl_rl's W&B and Neptune writers call)."""
         return asdict(self)
+
+
+def _f32(device: torch.device) -> dict:
+    return {"dtype": torch.float32, "device": device}
 
 
 def _base(env):
@@ -127,6 +136,15 @@ class RslRlVecEnv(VecEnv):
     acts on step t's observations and stores them after step t + 1) and are overwritten two
     steps later; ``clone()`` what you keep longer. The core env's own buffers are never
     handed out.
+
+    Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter joins the env's
+    captured step: a stage at its end copies the outputs into the set being written (one
+    pass for observations, rewards, dones, time-outs), and for Discrete(2) a stage at its
+    start maps the floats to actions; continuous actions are written straight into the
+    env's action buffer. Both stages run only while this adapter steps (armed by a flag it
+    sets, on CUDA on torch's current stream), so stepping the env directly leaves this
+    adapter's buffers alone. ``close()`` removes them. Any other wrapper is stepped through
+    its own ``step`` and its returned outputs copied with torch ops.
     """
 
     def __init__(
@@ -171,16 +189,27 @@ class RslRlVecEnv(VecEnv):
         # 2 clamp, 3 a view
         self._mode = (0 if self.num_actions == 1 else 1) if self._discrete else (
             2 if self._clip else 3)
-        if self._discrete:
-            self._action = torch.zeros(n, dtype=act.dtype, device=dev)
-            # Discrete(2): [N, 1] views of int32 a > 0 and of the env's action: torch's float
-            # compare against a 0-dim tensor into int32 (then one widening copy) is the
-            # fastest way there on CPU, ahead of a bool mask or a scalar operand
+        # A gpuparam env (or TransformedEnv over one) does all its step's work in its
+        # pipeline: this adapter joins it (see _join), writes actions straight into the
+        # env's static action buffer (the env's step then has nothing to copy) and has its
+        # outputs copied by a stage of the captured step. Any other wrapper's step may do
+        # its own work in Python: then torch ops map the actions into a buffer of ours and
+        # copy the outputs it returns.
+        base = _base(env)
+        self._staged = isinstance(base, VecEnvBase)
+        if self._staged:
+            self._action = base.context.action
+        else:
+            self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
+        if self._mode == 0:
+            # Discrete(2), staged: the policy's floats, mapped to {0, 1} by the first stage
+            self._logits = torch.zeros(n, 1, **_f32(dev))
+            # otherwise: int32 a > 0 then one widening copy into an [N, 1] view of the
+            # action (torch's fastest way there on CPU, ahead of a bool mask or a scalar)
             self._zero = torch.zeros((), dtype=torch.float32, device=dev)
             self._pick = torch.zeros(n, 1, dtype=torch.int32, device=dev)
             self._action_col = self._action.view(n, 1)
-        else:
-            self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
+        if not self._discrete:
             shape = (n, *self._act_shape)
             self._low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
             self._high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
@@ -191,7 +220,7 @@ class RslRlVecEnv(VecEnv):
         )
         self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
-        f32 = dict(dtype=torch.float32, device=dev)
+        f32 = _f32(dev)
         # two output sets, written by alternate steps: (obs TensorDict, its "policy" and
         # "privileged" (or None) tensors, rewards, dones, time_outs)
         self._sets = []
@@ -208,6 +237,9 @@ class RslRlVecEnv(VecEnv):
                 torch.zeros(n, dtype=torch.bool, device=dev),
             ))
         self._k = 0
+        self._removers: list = []
+        if self._staged:
+            self._join(base)
         self._src: tuple = (None,)  # the env's output TensorDict and its tensors, see _bind
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
@@ -217,6 +249,52 @@ class RslRlVecEnv(VecEnv):
         td = env.reset()
         self._current = self._sets[0][0]
         self._write_obs(self._sets[0], td["observation"])
+
+    # ------------------------------------------------------------------ step stages
+    def _join(self, base) -> None:
+        """Add this adapter's stages to the env's step: the output copy into set ``k``
+        (last), and for Discrete(2) the action mapping (first). They run only when armed
+        by ``step`` (the flag ``k + 1``; the output stage's step clears it), so a plain
+        ``env.step`` of the same env leaves this adapter's buffers alone."""
+        dev = self.device
+        self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
+        # on CPU the flag is armed through a NumPy view of its memory: no torch dispatch
+        self._flag_np = self._flag.numpy() if dev.type == "cpu" else None
+        self._block = self.num_envs if dev.type == "cpu" else 1  # envs per thread
+        self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
+                                                   warp_only=True)))
+        if self._mode == 0:
+            self._removers.append(base.add_stage(
+                Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
+
+    def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
+        dim = (self.num_envs + self._block - 1) // self._block
+        wp.launch(kernel, dim, inputs, device=ctx.wp_device, stream=ctx.stream)
+
+    def _action_stage(self, ctx: StepContext) -> None:
+        self._launch(ctx, kactions.pick_positive, [
+            to_wp(self._flag), self._block, self.num_envs, to_wp(self._logits.reshape(-1)),
+            to_wp(ctx.action.reshape(-1)),
+        ])
+
+    def _output_stage(self, ctx: StepContext) -> None:
+        td = self.env.outputs  # this step's (after any transforms), read at capture
+        obs = td["observation"]
+        sets = [(to_wp(s[1].reshape(-1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]))
+                for s in self._sets]
+        self._launch(ctx, kactions.write_outputs, [
+            to_wp(self._flag), self._block, self.num_envs, obs[0].numel(),
+            to_wp(obs.reshape(-1)), to_wp(td["reward"]), to_wp(td["done"]),
+            to_wp(td["truncated"]), to_wp(td["terminated"]), *sets[0], *sets[1],
+        ])
+        wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
+                  stream=ctx.stream)
+
+    def _arm(self, k: int) -> None:
+        if self._flag_np is not None:
+            self._flag_np[0] = k
+        else:
+            self._flag.fill_(k)
 
     # ------------------------------------------------------------------ privileged group
     def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
@@ -284,30 +362,38 @@ class RslRlVecEnv(VecEnv):
             got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions)
             raise ValueError(f"RslRlVecEnv: actions expected a tensor {tuple(self._in_shape)}, "
                              f"got {got}")
-        mode = self._mode
-        if mode == 0:  # Discrete(2): action 1 where the float is > 0
-            torch.gt(actions, self._zero, out=self._pick)
-            self._action_col.copy_(self._pick)
-            a = self._action
+        mode, a = self._mode, self._action
+        if mode == 0:
+            if self._staged:  # mapped by the armed action stage
+                self._logits.copy_(actions)
+            else:
+                torch.gt(actions, self._zero, out=self._pick)
+                self._action_col.copy_(self._pick)
         elif mode == 1:
-            a = torch.argmax(actions, -1, out=self._action)
+            torch.argmax(actions, -1, out=a)
         elif mode == 2:
-            a = torch.clamp(actions.view(self._act_view), self._low, self._high, out=self._action)
+            torch.clamp(actions.view(self._act_view), self._low, self._high, out=a)
         else:
-            a = actions.view(self._act_view)
-        td = self.env.step(a)
-        src = self._src
-        if src[0] is not td:
-            src = self._bind(td)
+            a.copy_(actions.view(self._act_view))
         self._k ^= 1
         out = self._sets[self._k]
-        obs, _, _, rew, dones, time_outs = out
-        self._write_obs(out, src[1])
-        rew.copy_(src[2])
-        dones.copy_(src[3])
-        torch.gt(src[4], src[5], out=time_outs)  # truncated and not terminated
+        if self._staged:
+            self._arm(self._k + 1)  # the output stage writes `out` during the step
+        td = self.env.step(a)
+        if not self._staged:
+            src = self._src if self._src[0] is td else self._bind(td)
+            out[1].copy_(src[1])
+            out[3].copy_(src[2])
+            out[4].copy_(src[3])
+            torch.gt(src[4], src[5], out=out[5])  # truncated and not terminated
+        obs, time_outs = out[0], out[5]
+        if out[2] is not None:
+            self._write_privileged(out[2])
         extras = {"time_outs": time_outs}
         if self._episode_stats is not None:
+            src = self._src
+            if src[0] is not td:
+                src = self._bind(td)
             if self._episode_stats == "sums":
                 self._accumulate(src)
             self._steps += 1
@@ -315,7 +401,7 @@ class RslRlVecEnv(VecEnv):
                 self._steps = 0
                 extras["log"] = self.last_log = self._log(src)
         self._current = obs
-        return obs, rew, dones, extras
+        return obs, out[3], out[4], extras
 
     def _bind(self, td) -> tuple:
         """``(td, observation, reward, done, truncated, terminated, episode_return,
@@ -345,7 +431,11 @@ class RslRlVecEnv(VecEnv):
                 "Episode/count": count}
 
     def close(self) -> None:
-        """Nothing to release (the gpuparam env holds no processes)."""
+        """Remove this adapter's stages from the env's step (the gpuparam env holds no
+        processes); the adapter cannot step after this."""
+        for remove in self._removers:
+            remove()
+        self._removers = []
 
     def __repr__(self) -> str:
         return f"RslRlVecEnv({self.env!r})"

@@ -75,6 +75,13 @@ class TransformedEnv:
             ))
 
     @property
+    def outputs(self) -> TensorDict | None:
+        """The TensorDict ``step`` returns (this wrapper's static buffers; the wrapped
+        env's are ``env.env.outputs``), readable at any time, e.g. by a stage added with
+        ``add_stage`` after this wrapper was built. None before the first step."""
+        return self._out
+
+    @property
     def transforms(self) -> tuple[ObsNorm | RewardNorm, ...]:
         """The transforms, in the order given."""
         return self._transforms
@@ -126,7 +133,7 @@ class TransformedEnv:
             td = self.env.step(action)
         finally:
             self._stepping = False
-        out = self._transform(td, update=True)
+        out = self._out = self._transform(td, update=True)
         self._flush_deferred()
         return out
 

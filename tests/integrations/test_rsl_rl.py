@@ -317,15 +317,20 @@ class _FreshOutputs:
         return self.env.step(action).clone()
 
 
-def test_wrapped_env_returning_new_tensors_each_step_matches_it():
+@pytest.mark.parametrize("fresh", [True, False])
+def test_wrapped_env_returning_new_tensors_each_step_matches_it(fresh):
     # the adapter looks the env's output tensors up once per output TensorDict object: a
     # wrapper handing out new ones each step (gp.TransformedEnv builds a new TensorDict each
-    # step, over the same buffers) must be read afresh
+    # step, over the same buffers) must be read afresh. fresh=False: the adapter joins the
+    # TransformedEnv's pipeline and copies its (normalized) outputs in a stage
     def make():
         base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=1, max_episode_steps=7)
         return gp.TransformedEnv(base, gp.ObsNorm(3), gp.RewardNorm())
 
-    env = RslRlVecEnv(_FreshOutputs(make()), episode_stats="sums", log_interval=7)
+    inner = make()
+    env = RslRlVecEnv(_FreshOutputs(inner) if fresh else inner, episode_stats="sums",
+                      log_interval=7)
+    assert ("rsl_rl_outputs" in inner.env.pipeline.names) != fresh
     ref = make()
     ref.reset()  # as the adapter does
     g = torch.Generator().manual_seed(0)
@@ -348,8 +353,50 @@ def test_wrapped_env_returning_new_tensors_each_step_matches_it():
 @pytest.mark.parametrize("value, action", [(0.5, 1), (1e-30, 1), (0.0, 0), (-0.0, 0),
                                            (-2.0, 0), (float("nan"), 0), (float("inf"), 1)])
 def test_two_action_mapping_is_strictly_positive(value, action):
-    spy = _ThreeActions()
-    spy.action_spec = gp.DiscreteSpec(2)
-    env = RslRlVecEnv(spy)
-    env.step(torch.full((N, 1), value))
-    assert spy.actions[-1].tolist() == [action] * N
+    # the mapping runs as the first stage of the env's captured step: read the action the
+    # env stepped with from its action buffer, on eager steps and on replays
+    base = gp.make("CartPole-v1", num_envs=N, device="cpu")
+    env = RslRlVecEnv(base)
+    for _ in range(base.pipeline.warmup + 2):
+        base.context.action.fill_(7)
+        env.step(torch.full((N, 1), value))
+        assert base.context.action.tolist() == [action] * N
+    assert base.pipeline.captured
+
+
+def test_plain_env_steps_leave_the_adapters_buffers_alone():
+    # the adapter's stages join the env's step but run only when the adapter steps: stepping
+    # the env itself (eagerly and replayed) neither maps actions nor writes the adapter's sets
+    base = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base)
+    ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    ref.reset()
+    names = base.pipeline.names
+    assert names[0] == "rsl_rl_actions" and names[-1] == "rsl_rl_outputs"
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        logits = torch.randn(N, 1, generator=g)
+        obs, rew, dones, extras = env.step(logits)
+        ref.step((logits[:, 0] > 0).long())
+        kept = [x.clone() for x in (obs["policy"], rew, dones, extras["time_outs"])]
+        others = [x.clone() for s in env._sets for x in s[1:] if x is not None]
+        for _ in range(base.pipeline.warmup + 2):  # eager, then captured
+            plain = torch.randint(0, 2, (N,), generator=g)
+            td = base.step(plain)
+            assert torch.equal(base.context.action, plain)  # not remapped from the logits
+            torch.testing.assert_close(td["observation"], ref.step(plain)["observation"],
+                                       rtol=0, atol=0)
+        assert base.pipeline.captured
+        for x, y in zip((obs["policy"], rew, dones, extras["time_outs"]), kept, strict=True):
+            assert torch.equal(x, y)
+        assert all(torch.equal(x, y) for x, y in zip(
+            [x for s in env._sets for x in s[1:] if x is not None], others, strict=True))
+
+
+def test_close_removes_the_adapters_stages():
+    base = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base)
+    env.step(torch.ones(N, 1))
+    env.close()
+    assert not any(n.startswith("rsl_rl") for n in base.pipeline.names)
+    base.step(torch.ones(N, dtype=torch.int64))  # the env steps on without them
