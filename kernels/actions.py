@@ -69,10 +69,12 @@ def pick_positive(
         e += 1
 
 
-@wp.func
-def copy_outputs(
-    e0: int,
-    e1: int,
+@wp.kernel
+def write_outputs(
+    flag: wp.array(dtype=wp.int32),
+    which: int,
+    block: int,
+    n: int,
     d: int,
     obs: wp.array(dtype=float),
     reward: wp.array(dtype=float),
@@ -84,51 +86,22 @@ def copy_outputs(
     dones_out: wp.array(dtype=wp.int64),
     time_outs_out: wp.array(dtype=wp.bool),
 ):
-    i = wp.max(e0 * d, 0)
-    while i < e1 * d:
+    """Armed with ``which``: copy the step's outputs into this output set: ``obs`` ``[N *
+    d]`` (observations, flattened), ``reward``, ``dones`` int64 (``done``), ``time_outs``
+    (truncated and not terminated). An adapter launches it once per set."""
+    if flag[0] != which:
+        return
+    r = env_block(wp.tid(), block, n)
+    i = wp.max(r[0] * d, 0)
+    while i < r[1] * d:
         obs_out[i] = obs[i]
         i += 1
-    e = wp.max(e0, 0)
-    while e < e1:
+    e = r[0]
+    while e < r[1]:
         reward_out[e] = reward[e]
         dones_out[e] = wp.where(done[e], wp.int64(1), wp.int64(0))
         time_outs_out[e] = truncated[e] and not terminated[e]
         e += 1
-
-
-@wp.kernel
-def write_outputs(
-    flag: wp.array(dtype=wp.int32),
-    block: int,
-    n: int,
-    d: int,
-    obs: wp.array(dtype=float),
-    reward: wp.array(dtype=float),
-    done: wp.array(dtype=wp.bool),
-    truncated: wp.array(dtype=wp.bool),
-    terminated: wp.array(dtype=wp.bool),
-    obs0: wp.array(dtype=float),
-    reward0: wp.array(dtype=float),
-    dones0: wp.array(dtype=wp.int64),
-    time_outs0: wp.array(dtype=wp.bool),
-    obs1: wp.array(dtype=float),
-    reward1: wp.array(dtype=float),
-    dones1: wp.array(dtype=wp.int64),
-    time_outs1: wp.array(dtype=wp.bool),
-):
-    """Armed with ``k``: copy the step's outputs into set ``k - 1``: ``obs`` ``[N * d]``
-    (observations, flattened), ``reward``, ``dones`` int64 (``done``), ``time_outs``
-    (truncated and not terminated)."""
-    k = flag[0]
-    if k == 0:
-        return
-    r = env_block(wp.tid(), block, n)
-    if k == 1:
-        copy_outputs(r[0], r[1], d, obs, reward, done, truncated, terminated,
-                     obs0, reward0, dones0, time_outs0)
-    else:
-        copy_outputs(r[0], r[1], d, obs, reward, done, truncated, terminated,
-                     obs1, reward1, dones1, time_outs1)
 
 
 @wp.kernel

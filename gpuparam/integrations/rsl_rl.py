@@ -280,13 +280,13 @@ class RslRlVecEnv(VecEnv):
     def _output_stage(self, ctx: StepContext) -> None:
         td = self.env.outputs  # this step's (after any transforms), read at capture
         obs = td["observation"]
-        sets = [(to_wp(s[1].reshape(-1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]))
-                for s in self._sets]
-        self._launch(ctx, kactions.write_outputs, [
-            to_wp(self._flag), self._block, self.num_envs, obs[0].numel(),
-            to_wp(obs.reshape(-1)), to_wp(td["reward"]), to_wp(td["done"]),
-            to_wp(td["truncated"]), to_wp(td["terminated"]), *sets[0], *sets[1],
-        ])
+        src = [to_wp(obs.reshape(-1))]
+        src += [to_wp(td[k]) for k in ("reward", "done", "truncated", "terminated")]
+        for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
+            self._launch(ctx, kactions.write_outputs, [
+                to_wp(self._flag), k + 1, self._block, self.num_envs, obs[0].numel(), *src,
+                to_wp(s[1].reshape(-1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]),
+            ])
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
 
