@@ -201,11 +201,12 @@ class RslRlVecEnv(VecEnv):
             self._action = base.context.action
         else:
             self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
-        if self._mode == 0:
-            # Discrete(2), staged: the policy's floats, mapped to {0, 1} by the first stage
+        if self._mode == 0 and self._staged:
+            # Discrete(2): the policy's floats, mapped to {0, 1} by the first stage
             self._logits = torch.zeros(n, 1, **_f32(dev))
-            # otherwise: int32 a > 0 then one widening copy into an [N, 1] view of the
-            # action (torch's fastest way there on CPU, ahead of a bool mask or a scalar)
+        elif self._mode == 0:
+            # int32 a > 0 then one widening copy into an [N, 1] view of the action (torch's
+            # fastest way there on CPU, ahead of a bool mask or a scalar operand)
             self._zero = torch.zeros((), dtype=torch.float32, device=dev)
             self._pick = torch.zeros(n, 1, dtype=torch.int32, device=dev)
             self._action_col = self._action.view(n, 1)
