@@ -27,10 +27,18 @@ import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
+from gpuparam._curriculum_build import (
+    bind_adr,
+    dev_f32,
+    dev_i32,
+    metric_source,
+    range_table,
+    table,
+)
 from gpuparam._device import launch, stream_for, to_wp
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import DIST, _per_component, check_result
+from gpuparam.randomization.binding import DIST, check_result
 from gpuparam.randomization.terms import Term, Uniform
 
 Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
@@ -212,7 +220,7 @@ class Curriculum:
                                f"{', '.join(p.names)}")
             spec = p.spec[name]
             col, size = p.columns(name)
-            tab = _table(value, L, (size,), f"{self}: parameter {name!r}")
+            tab = table(value, L, (size,), f"{self}: parameter {name!r}")
             bad = (tab < spec.low) | (tab > spec.high)
             if bool(bad.any()):
                 lvl = int(bad.any(1).nonzero()[0])  # host-ok: construction, error path
@@ -227,25 +235,25 @@ class Curriculum:
             if b.dist == DIST["choice"] or b.scheduled:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
-            tab = _range_table(value, L, term, b.size)
+            tab = range_table(value, L, term, b.size)
             for r in tab:
                 term.check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
                 lo, hi = (r[:, 0], r[:, 0]) if term.dist == "gaussian" else (r[:, 0], r[:, 1])
                 check_result(term, p.spec[term.param], p, b.mask, lo.float(), hi.float())
             bounds.append(b)
             rtab.append(tab)
-        adr = [_bind_adr(a, env) for a in self.adr]
-        src = _metric_source(self.metric, env, self)
+        adr = [bind_adr(a, env) for a in self.adr]
+        src = metric_source(self.metric, env, self)
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
         self._src, self._metric_buf = src
         self._names = tuple(self.params)
-        self._pcol = _dev_i32(pcol, dev)
-        self._pval = _dev_f32(torch.cat(ptab, 1) if ptab else torch.zeros(L, 0), dev)
+        self._pcol = dev_i32(pcol, dev)
+        self._pval = dev_f32(torch.cat(ptab, 1) if ptab else torch.zeros(L, 0), dev)
         self._num_p = len(pcol)
         self._range_bounds = bounds
-        self._rval = _dev_f32(torch.cat(rtab, 1) if rtab else torch.zeros(L, 0, 2), dev)
+        self._rval = dev_f32(torch.cat(rtab, 1) if rtab else torch.zeros(L, 0, 2), dev)
         self._num_q = sum(b.size for b in bounds)
         self._adr = adr
         na = sum(len(a["acol"]) for a in adr)
@@ -260,7 +268,7 @@ class Curriculum:
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
         self._adr_params = {
-            k: (_dev_i32 if k in ("acol", "aop", "samples") else _dev_f32)(
+            k: (dev_i32 if k in ("acol", "aop", "samples") else dev_f32)(
                 [x for a in adr for x in a[k]], dev)
             for k in ("acol", "aop", "samples", "edge", "thr_high", "thr_low", "delta",
                       "lim_low", "lim_high")
@@ -291,7 +299,7 @@ class Curriculum:
         env = self._env
         n, p = env.num_envs, env.params
         prow = [b.pe_row + j for b in self._range_bounds for j in range(b.size)]
-        self._prow = _dev_i32(prow, env.device)
+        self._prow = dev_i32(prow, env.device)
         return [
             to_wp(gate), force, to_wp(self._metric_buf), self.promote, self.demote,
             self.num_levels, n, to_wp(self._pcol), to_wp(self._pval.reshape(-1)), self._num_p,
@@ -309,7 +317,7 @@ class Curriculum:
         if not self._adr:
             return
         vals = env.randomization.tables()["vals"]
-        aval = _dev_i32([b.r0 + 2 * j for a in self._adr for b, j in a["slots"]], dev)
+        aval = dev_i32([b.r0 + 2 * j for a in self._adr for b, j in a["slots"]], dev)
         ap, p = self._adr_params, env.params
         self._aval = aval
         collect = [
@@ -473,101 +481,3 @@ class Curriculum:
         if state.get("num_levels") != self.num_levels:
             raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
         check_curriculum(state, self.num_levels, f"{self}")
-
-
-# ---------------------------------------------------------------------------- helpers
-def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
-    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64) if L > 1 else torch.zeros(1)
-    w = w.reshape(L, *([1] * (t.dim() - 1)))
-    return t[0] + (t[1] - t[0]) * w
-
-
-def _table(value, L: int, tail: tuple[int, ...], what: str) -> torch.Tensor:
-    """Values per level ``[L, *tail]``: a table ``[L]``/``[L, *tail]`` or an (easy, hard)
-    pair ``[2]``/``[2, *tail]`` interpolated over the levels."""
-    try:
-        t = torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{what}: expected numbers per level, got {value!r}") from None
-    shape = tuple(t.shape)
-    if t.dim() == 1 and tail == (tail[0],):
-        t = t[:, None].expand(-1, tail[0])
-    if t.dim() == 0 or tuple(t.shape[1:]) != tail or t.shape[0] not in (L, 2):
-        raise ValueError(f"{what}: expected {L} values (one per level) or an (easy, hard) pair, "
-                         f"each a scalar or of shape {tail}; got shape {shape}")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{what}: values must be finite")
-    return t if t.shape[0] == L else _lerp(t, L)
-
-
-def _range_table(value, L: int, term: Term, size: int) -> torch.Tensor:
-    """Ranges per level ``[L, size, 2]`` from a list of ranges or an (easy, hard) pair."""
-    if not isinstance(value, Sequence) or len(value) not in (L, 2) or any(
-        not isinstance(r, Sequence) or len(r) != 2 for r in value
-    ):
-        raise ValueError(f"Curriculum: {term}: expected {L} ranges or an (easy, hard) pair of "
-                         f"ranges (each a pair), got {value!r}")
-    rows = []
-    for r in value:
-        a = _per_component(r[0], size, term, term.range_names[0])
-        b = _per_component(r[1], size, term, term.range_names[1])
-        rows.append(torch.tensor([a, b], dtype=torch.float64).T)  # [size, 2]
-    t = torch.stack(rows)
-    return t if t.shape[0] == L else _lerp(t, L)
-
-
-def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Tensor]:
-    """``(source called per step or None, float32 buffer [N] the kernel reads)``."""
-    n, dev = env.num_envs, env.device
-    buf = torch.zeros(n, dtype=torch.float32, device=dev)
-    if isinstance(metric, str):
-        outputs = env.context.outputs
-        if metric not in outputs:
-            raise KeyError(f"{cur}: unknown metric {metric!r}; keys: {', '.join(outputs)}")
-        t = outputs[metric]
-    elif isinstance(metric, torch.Tensor):
-        if metric.shape != (n,) or metric.device != dev:
-            raise ValueError(f"{cur}: metric tensor must be [{n}] on {dev}, got "
-                             f"{tuple(metric.shape)} on {metric.device}")
-        t = metric
-    else:
-        return (lambda: metric(env)), buf
-    if t.dtype == torch.float32:
-        return None, t
-    return (lambda: t), buf
-
-
-def _bind_adr(a: ADR, env) -> dict[str, list]:
-    b = env.randomization.bound(a.term)
-    if b.pe_row >= 0:
-        raise ValueError(f"ADR({a.term}): the term has per-level ranges; ADR needs a global one")
-    size = b.size
-    rng = b.range_view()[0].cpu()  # host-ok: binding only, [size, 2]
-    lim_lo = _per_component(a.limits[0], size, a.term, "limits low")
-    lim_hi = _per_component(a.limits[1], size, a.term, "limits high")
-    delta = _per_component(a.delta, size, a.term, "delta")
-    for j in range(size):
-        if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
-            raise ValueError(f"ADR({a.term}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
-                             f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
-        if not delta[j] > 0:
-            raise ValueError(f"ADR({a.term}): delta must be > 0, got {delta[j]}")
-    spec = env.params.spec[b.param]
-    check_result(a.term, spec, env.params, b.mask, torch.tensor(lim_lo), torch.tensor(lim_hi))
-    lo_thr = -math.inf if a.threshold_low is None else a.threshold_low
-    return {
-        "slots": [(b, j) for j in range(size)], "acol": [b.col + j for j in range(size)],
-        "aop": [b.op] * size, "samples": [a.samples] * size, "edge": [a.edge] * size,
-        "thr_high": [a.threshold_high] * size, "thr_low": [lo_thr] * size, "delta": delta,
-        "lim_low": lim_lo, "lim_high": lim_hi,
-    }
-
-
-def _dev_i32(x, dev) -> torch.Tensor:
-    t = torch.as_tensor(x, dtype=torch.int32).reshape(-1)
-    return (t if t.numel() else torch.zeros(1, dtype=torch.int32)).to(dev)
-
-
-def _dev_f32(x, dev) -> torch.Tensor:
-    t = torch.as_tensor(x, dtype=torch.float32)
-    return (t if t.numel() else torch.zeros(1)).to(dev)
