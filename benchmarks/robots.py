@@ -234,13 +234,17 @@ def host_time(cfg: RunConfig, bar) -> dict:
                 calls[k]()
             ts[k].append((time.perf_counter() - t0) / steps)
     med = {k: median(v) for k, v in ts.items()}
-    python_s, other_s = med["step"] - med["all"], med["others"]
+    # paired within each round (blocks adjacent in time), as the overheads are: a difference
+    # of two separate ~1 ms medians moved by tens of microseconds from run to run
+    python_s = median([a - b for a, b in zip(ts["step"], ts["all"], strict=True)])
+    other_s = med["others"]
     bar.update(1)
     return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
             "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
             "python_s": python_s, "beyond_physics_s": other_s + python_s,
             "note": "medians over rounds of 20-call blocks, each from the same restored "
-                    "state: Python = env.step minus a replay of all its stages, other "
+                    "state: Python = env.step minus a replay of all its stages (the median "
+                    "of the differences within each round), other "
                     "stages = a replay of every stage but physics"}
 
 
