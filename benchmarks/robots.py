@@ -236,15 +236,18 @@ def host_time(cfg: RunConfig, bar) -> dict:
     med = {k: median(v) for k, v in ts.items()}
     # paired within each round (blocks adjacent in time), as the overheads are: a difference
     # of two separate ~1 ms medians moved by tens of microseconds from run to run
-    python_s = median([a - b for a, b in zip(ts["step"], ts["all"], strict=True)])
-    other_s = med["others"]
+    def paired(a: str, b: str) -> float:
+        return median([x - y for x, y in zip(ts[a], ts[b], strict=True)])
+
+    python_s, other_s = paired("step", "all"), med["others"]
     bar.update(1)
     return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
             "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
-            "python_s": python_s, "beyond_physics_s": other_s + python_s,
+            "python_s": python_s, "beyond_physics_s": paired("step", "physics"),
             "note": "medians over rounds of 20-call blocks, each from the same restored "
-                    "state: Python = env.step minus a replay of all its stages (the median "
-                    "of the differences within each round), other "
+                    "state; differences are medians of the per-round differences: beyond "
+                    "physics = env.step minus a replay of its physics stage, Python = "
+                    "env.step minus a replay of all its stages, other "
                     "stages = a replay of every stage but physics"}
 
 
