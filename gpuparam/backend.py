@@ -105,19 +105,30 @@ class KernelBackend(Backend):
     the action an int64 array ``[N]`` (discrete) or a float array ``[N, A]``.
 
     ``reset_kernel(mask, seed, env_offset, episode_count, state, obs_out)``: masked reset,
-    keyed with ``gpuparam.kernels.episode.begin_episode``.
+    keyed with ``gpuparam.kernels.episode.begin_episode``, one thread per env. Or, with
+    ``listed_reset``, ``reset_kernel(mask, mask_words, block, seed, env_offset,
+    episode_count, state, obs_out, scratch, scratch_f)``: a thread resets the masked envs
+    of its block of ``block`` envs (CPUs: all of them; GPUs: one), listed first
+    (``gpuparam.kernels.index.list_masked``) into ``scratch`` int32 ``[2 * npad]``, with
+    ``scratch_f`` float32 ``[state length * npad]`` (one region per state component;
+    ``npad``: N rounded up to 8) for its draws: on a CPU the draws of the few resetting envs
+    then run in one loop over contiguous memory instead of one long serial chain of hashes
+    per env (``kernels/cartpole.py``).
 
     Args:
         step_kernel, reset_kernel: the kernels.
         state_dtype, obs_dtype: Warp vector types of one env's state and observation.
         kernel_params: the parameters ``step_kernel`` takes, in order.
+        listed_reset: ``reset_kernel`` takes the listed signature.
     """
 
-    def __init__(self, step_kernel, reset_kernel, state_dtype, obs_dtype, kernel_params):
+    def __init__(self, step_kernel, reset_kernel, state_dtype, obs_dtype, kernel_params,
+                 listed_reset: bool = False):
         super().__init__()
         self.step_kernel, self.reset_kernel = step_kernel, reset_kernel
         self.state_dtype, self.obs_dtype = state_dtype, obs_dtype
         self.kernel_params = tuple(kernel_params)
+        self.listed_reset = bool(listed_reset)
 
     def bind(self, env: VecEnv, ctx: StepContext) -> None:
         n, dev = env.num_envs, env.device
@@ -144,6 +155,13 @@ class KernelBackend(Backend):
         self._reset_tail = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), s, obs,
         ]
+        if self.listed_reset:
+            npad = (n + 7) // 8 * 8
+            self._scratch = (
+                torch.zeros(2 * npad, dtype=torch.int32, device=dev),
+                torch.zeros(self.state_dtype._length_ * npad, dtype=torch.float32, device=dev),
+            )
+            self._reset_tail += [wp.from_torch(t) for t in self._scratch]
         self._masks = {}
 
     def step(self, ctx: StepContext) -> None:
@@ -153,6 +171,23 @@ class KernelBackend(Backend):
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
         m = self._masks.get(id(mask))
         if m is None:
-            m = self._masks[id(mask)] = (mask, wp.from_torch(mask))
-        wp.launch(self.reset_kernel, ctx.num_envs, [m[1], *self._reset_tail],
-                  device=ctx.wp_device, stream=ctx.stream)
+            m = self._masks[id(mask)] = (mask, *self._mask_args(ctx, mask))
+        if not self.listed_reset:
+            wp.launch(self.reset_kernel, ctx.num_envs, [m[1], *self._reset_tail],
+                      device=ctx.wp_device, stream=ctx.stream)
+            return
+        dim, args = m[2]
+        wp.launch(self.reset_kernel, dim, [*args, *self._reset_tail], device=ctx.wp_device,
+                  stream=ctx.stream)
+
+    def _mask_args(self, ctx: StepContext, mask: torch.Tensor) -> tuple:
+        """``(wp mask, (launch dim, listed-kernel mask arguments))``: one thread walking
+        every env on a CPU when the mask's 8-env words are known (the done and reset
+        masks), else one thread per env."""
+        wmask = wp.from_torch(mask)
+        words = {id(ctx.done): ctx.done_words, id(ctx.reset_mask): ctx.reset_words}.get(id(mask))
+        n = ctx.num_envs
+        if ctx.device.type == "cpu" and words is not None:
+            return wmask, (1, [wmask, wp.from_torch(words), (n + 7) // 8 * 8])
+        placeholder = wp.from_torch(torch.zeros(1, dtype=torch.int64, device=ctx.device))
+        return wmask, (n, [wmask, placeholder, 1])

@@ -81,6 +81,7 @@ class VecEnv(EnvStages, EnvState):
     kernel_params: tuple[str, ...] | None = None
     time_step_param: str | None = None
     recompute_on: tuple[str, ...] = ()
+    listed_reset: bool = False  # reset_kernel has KernelBackend's listed signature
 
     def __init__(
         self,
@@ -201,7 +202,8 @@ class VecEnv(EnvStages, EnvState):
             )
         names = self.kernel_params or tuple(s.name for s in self.param_specs)
         return KernelBackend(
-            self.step_kernel, self.reset_kernel, self.state_dtype, self.obs_dtype, names
+            self.step_kernel, self.reset_kernel, self.state_dtype, self.obs_dtype, names,
+            listed_reset=self.listed_reset,
         )
 
     def make_task(self) -> Task | None:

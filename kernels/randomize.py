@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warp as wp
 from gpuparam.kernels.draws import draw_dense, draw_dense_masked, draw_general, draw_scratch
-from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.index import list_masked, thread_index
 from gpuparam.kernels.rng import STREAM_TERM0, draw_bits, term_key, uniform
 from gpuparam.kernels.term_table import (  # noqa: F401 - the layout, re-exported for gpuparam
     CHOICE,
@@ -119,31 +119,7 @@ def randomize(
     # the envs of this block to consider: e0..e1, or the gated ones listed in scratch
     m = int(e1 - e0)
     if gated != 0:
-        m = int(0)
-        if block % 8 == 0:
-            w = int(e0 // 8)
-            while w < (e1 + 7) // 8:
-                # the lowest set byte (env) of the 8-env word, branch-free (a zero word
-                # writes a position it does not count); a loop for the rare other ones.
-                # (Branching per word or per env mispredicts on a random gate.)
-                word = gate_words[w]
-                low_bit = word & (-word)
-                scratch[wp.max(e0 + m, 0)] = w * 8 + (wp.bit_count(low_bit - wp.int64(1)) >> 3)
-                m += int(word != wp.int64(0))
-                word = word ^ low_bit
-                while word != wp.int64(0):
-                    low_bit = word & (-word)
-                    scratch[wp.max(e0 + m, 0)] = w * 8 + (wp.bit_count(low_bit - wp.int64(1)) >> 3)
-                    m += 1
-                    word = word ^ low_bit
-                w += 1
-        else:
-            e = int(e0)
-            while e < e1:
-                if gate[e]:
-                    scratch[e0 + m] = e
-                    m += 1
-                e += 1
+        m = list_masked(gate, gate_words, block % 8 == 0, e0, e1, scratch)
     if terms.track != 0:
         e = int(e0)
         while e < e1:

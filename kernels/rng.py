@@ -76,6 +76,14 @@ def uniform(h: wp.uint32) -> float:
     return float(h >> wp.uint32(8)) * 5.9604644775390625e-08
 
 
+@wp.func
+def uniform_in(h: wp.uint32, low: float, high: float) -> float:
+    """``wp.randf(state, low, high)`` once ``state`` has advanced to ``h`` (bit for bit), as
+    a function of values: a loop of such draws over many envs vectorizes on CPUs, where
+    ``wp.randf``'s by-reference state keeps each env's chain of hashes serial."""
+    return (high - low) * uniform(h) + low
+
+
 # normal(): the 24-bit grid m of the bits, p = (m + 1/2) / 2^24 in (0, 1); t = 2 min(m, 2^24 -
 # 1 - m) + 1 is odd and min(p, 1 - p) = t / 2^25.
 _M_MAX = wp.constant(16777215)  # 2^24 - 1

@@ -47,4 +47,5 @@ class CartPoleEnv(VecEnv):
     time_step_param = "tau"
     step_kernel = cartpole.step
     reset_kernel = cartpole.reset
+    listed_reset = True
 

@@ -33,3 +33,4 @@ class PendulumEnv(VecEnv):
     time_step_param = "dt"
     step_kernel = pendulum.step
     reset_kernel = pendulum.reset
+    listed_reset = True
