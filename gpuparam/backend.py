@@ -163,6 +163,7 @@ class KernelBackend(Backend):
             )
             self._reset_tail += [wp.from_torch(t) for t in self._scratch]
         self._masks = {}
+        self._no_words = None
 
     def step(self, ctx: StepContext) -> None:
         wp.launch(self.step_kernel, ctx.num_envs, self._step_args, device=ctx.wp_device,
@@ -189,5 +190,6 @@ class KernelBackend(Backend):
         n = ctx.num_envs
         if ctx.device.type == "cpu" and words is not None:
             return wmask, (1, [wmask, wp.from_torch(words), (n + 7) // 8 * 8])
-        placeholder = wp.from_torch(torch.zeros(1, dtype=torch.int64, device=ctx.device))
-        return wmask, (n, [wmask, placeholder, 1])
+        if self._no_words is None:  # kept: a Warp view does not keep its tensor alive
+            self._no_words = torch.zeros(1, dtype=torch.int64, device=ctx.device)
+        return wmask, (n, [wmask, wp.from_torch(self._no_words), 1])

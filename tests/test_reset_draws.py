@@ -94,3 +94,18 @@ def test_initial_states_follow_their_key(name, n, offset, seed):
             episodes[sel] += 1
     assert env.pipeline.captured
     assert np.array_equal(env.context.episode_count.numpy(), episodes)
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
+def test_a_mask_without_words_resets_one_env_per_thread(name):
+    # KernelBackend.reset given a mask other than the env's done or reset mask (no 8-env
+    # words): one thread per env, the same draws
+    n, seed = 11, 5
+    env = gp.make(name, num_envs=n, device="cpu", seed=seed)
+    episodes = env.context.episode_count.numpy().astype(np.int64)
+    mask = torch.tensor([i % 3 == 1 for i in range(n)])
+    env.backend.reset(env.context, mask)
+    sel = mask.numpy()
+    _check(name, env.context.outputs["observation"], seed, 0, np.flatnonzero(sel),
+           episodes[sel], env.state)
+    assert np.array_equal(env.context.episode_count.numpy(), episodes + sel)
