@@ -12,7 +12,7 @@ that the compiler vectorizes).
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.index import env_block, thread_index
 
 
 @wp.kernel
@@ -42,13 +42,6 @@ def count_invalid_box(
             bad = 1
     if bad != 0:
         wp.atomic_add(counter, 0, wp.int64(1))
-
-
-@wp.func
-def env_block(tid: int, block: int, n: int) -> wp.vec2i:
-    """The envs ``[e0, e1)`` of thread ``tid`` (``e0 >= 0`` visible to the compiler)."""
-    e0 = wp.max(tid * block, 0)
-    return wp.vec2i(e0, wp.min(e0 + block, n))
 
 
 @wp.kernel

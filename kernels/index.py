@@ -18,6 +18,14 @@ def thread_index(tid: int) -> int:
 
 
 @wp.func
+def env_block(tid: int, block: int, n: int) -> wp.vec2i:
+    """The envs ``[e0, e1)`` of thread ``tid`` when each thread handles ``block`` envs
+    (``e0 >= 0`` visible to the compiler)."""
+    e0 = wp.max(tid * block, 0)
+    return wp.vec2i(e0, wp.min(e0 + block, n))
+
+
+@wp.func
 def list_masked(
     mask: wp.array(dtype=wp.bool),
     mask_words: wp.array(dtype=wp.int64),

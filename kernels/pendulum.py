@@ -8,7 +8,8 @@ reward -(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 u^2). Never terminat
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.index import list_masked, thread_index
+from gpuparam.kernels.episode import begin_listed
+from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.rng import STREAM_RESET, next_bits, rng_key, uniform_in
 
 # No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
@@ -93,17 +94,13 @@ def reset(
 ):
     """Masked reset: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as Gymnasium (a ``listed``
     reset kernel, see ``gpuparam.backend.KernelBackend`` and ``kernels/cartpole.py``)."""
-    n = mask.shape[0]
     npad = wp.max(scratch.shape[0] // 2, 0)  # (max: lets the compiler see indices >= 0)
-    e0 = wp.max(wp.tid() * block, 0)
-    m = list_masked(mask, mask_words, block % 8 == 0, e0, wp.min(e0 + block, n), scratch)
-    j = int(e0)
-    while j < e0 + m:
-        env = wp.max(scratch[j], 0)
-        k = episode_count[env]
-        episode_count[env] = k + 1
-        scratch[npad + j] = k
-        j += 1
+    # the masked envs and their episode indices listed (scattered), then the draws over
+    # contiguous scratch, one region per state component (independent per env: vectorized
+    # on CPUs), then the scattered writes
+    listed = begin_listed(wp.tid(), block, mask, mask_words, episode_count, scratch)
+    e0 = wp.max(listed[0], 0)
+    m = listed[1]
     key_seed = seed[0]
     j = int(e0)
     while j < e0 + m:  # wp.randf(r, ...) twice, as pure functions (vectorized on CPUs)
