@@ -376,11 +376,17 @@ class RslRlVecEnv(VecEnv):
             torch.clamp(actions.view(self._act_view), self._low, self._high, out=a)
         else:
             a.copy_(actions.view(self._act_view))
-        self._k ^= 1
-        out = self._sets[self._k]
+        k = self._k ^ 1
+        out = self._sets[k]
         if self._staged:
-            self._arm(self._k + 1)  # the output stage writes `out` during the step
-        td = self.env.step(a)
+            self._arm(k + 1)  # the output stage writes `out` during the step
+        try:
+            td = self.env.step(a)
+        except BaseException:  # a refused step (before its stages ran) leaves nothing armed
+            if self._staged:
+                self._arm(0)
+            raise
+        self._k = k
         if not self._staged:
             src = self._src if self._src[0] is td else self._bind(td)
             out[1].copy_(src[1])

@@ -400,3 +400,21 @@ def test_close_removes_the_adapters_stages():
     env.close()
     assert not any(n.startswith("rsl_rl") for n in base.pipeline.names)
     base.step(torch.ones(N, dtype=torch.int64))  # the env steps on without them
+
+
+def test_a_refused_step_leaves_the_stages_disarmed_and_the_buffers_kept():
+    # env.step refusing the actions (validate_actions) before any stage ran: the adapter's
+    # flag is cleared, so the next plain env.step does not write the adapter's buffers, and
+    # the outputs of the last good step stay those of the last good step
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, validate_actions=True)
+    env = RslRlVecEnv(base)
+    for _ in range(base.pipeline.warmup + 1):
+        obs, rew, _, _ = env.step(torch.zeros(N, 1))
+    kept = [x.clone() for s in env._sets for x in s[1:] if x is not None]
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(torch.full((N, 1), float("nan")))
+    base.step(torch.ones(N, 1))
+    assert all(torch.equal(x, y) for x, y in zip(
+        [x for s in env._sets for x in s[1:] if x is not None], kept, strict=True))
+    obs2, _, _, _ = env.step(torch.zeros(N, 1))
+    assert obs2 is not obs  # the set after the last good step's
