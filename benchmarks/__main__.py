@@ -1,10 +1,10 @@
 """``python -m benchmarks [--device cpu|cuda] [--quick] [--sizes N ...] [--output DIR]``.
 
 Measures, in one run: throughput vs N (gpuparam and peers), parameter-update latency,
-overheads of randomization / normalization / hooks, host time per captured step, adapter
-overheads, training loops, memory, weak scaling over torch.distributed ranks (1 vs 2 ranks,
-ObsNorm synced every 10 steps), (CUDA) the roofline, and the MuJoCo Warp robots
-(benchmarks/robots.py). Writes
+overheads of randomization / normalization / hooks, the time of each stage of the step
+(CPU), host time per captured step, adapter overheads, training loops, memory, weak scaling
+over torch.distributed ranks (1 vs 2 ranks, ObsNorm synced every 10 steps), (CUDA) the
+roofline, and the MuJoCo Warp robots (benchmarks/robots.py). Writes
 ``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
 prints a summary with the goals of the issues as PASS / FAIL / SKIP lines.
 """
@@ -38,6 +38,7 @@ from benchmarks import (  # noqa: E402
     report,
     robots,
     roofline,
+    stages,
     throughput,
     training,
 )
@@ -101,7 +102,7 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (throughput, latency, overhead, host_time, adapters, training, memory,
+    modules = (throughput, latency, overhead, stages, host_time, adapters, training, memory,
                distributed, roofline, robots)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
@@ -111,6 +112,7 @@ def run(cfg: RunConfig) -> dict:
             ("throughput_paired", lambda: throughput.measure_paired(cfg, bar)),
             ("latency", lambda: latency.measure(cfg, bar)),
             ("overhead", lambda: overhead.measure(cfg, bar)),
+            ("stages", lambda: stages.measure(cfg, bar)),
             ("host_time", lambda: host_time.measure(cfg, bar)),
             ("adapters", lambda: adapters.measure(cfg, bar)),
             ("training", lambda: training.measure(cfg, bar)),

@@ -103,6 +103,16 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
         val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
         what = c.get("label", key) if key == "ObsNorm_D64" else key
         rows.append((f"overhead {what} (N={ov.get('num_envs'):,})", val))
+    st = res.get("stages", {})
+    for key, c in st.get("configs", {}).items():
+        if "stages_s" in c:
+            parts = " + ".join(f"{k} {v * 1e6:.1f}" for k, v in c["stages_s"].items())
+            val = f"{parts} = {c['sum_s'] * 1e6:.1f} us (whole step {c['step_s'] * 1e6:.1f} us)"
+        else:
+            val = _why(c)
+        rows.append((f"stage times, {c.get('label', key)} (N={st.get('num_envs'):,})", val))
+    if "skipped" in st:
+        rows.append(("stage times", _why(st)))
     ht = res.get("host_time", {})
     for key, what in (("bare_step_s", "bare"), ("full_step_s", ht.get("config", "full")),
                       ("replay_only_step_s", "replay call only, full")):

@@ -78,6 +78,11 @@ def test_latency_overhead_memory(results):
     _measured_or_skipped(lat["torchrl_collector_recreate"], "per_switch_s")
     for cfg in res["overhead"]["configs"].values():
         _measured_or_skipped(cfg, "overhead")
+    stages = res["stages"]["configs"]
+    assert set(stages) == {"bare", "reset_randomization_3", "ObsNorm+RewardNorm"}
+    for cfg in stages.values():
+        _measured_or_skipped(cfg, "step_s")
+        assert "physics" in cfg["stages_s"] and cfg["sum_s"] > 0
     assert res["memory"]["per_env"]["bare"]["counted_bytes_per_env"] > 0
     _measured_or_skipped(res["memory"]["steady_state"], "growth_bytes")
     assert "GPU only" in res["roofline"]["skipped"]

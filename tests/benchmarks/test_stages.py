@@ -1,0 +1,52 @@
+"""The stage profile (benchmarks/stages.py) times the real step's work: replaying the
+stages one by one advances an env exactly as ``env.step`` does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.stages import CONFIGS, profile
+from benchmarks.subjects import gp_actions, make_gp_env
+
+N, STEPS = 64, 15  # 30 steps in all: CartPole episodes end and reset (and randomize)
+
+EXPECTED = {
+    "bare": ("physics", "episode", "clock", "autoreset"),
+    "reset_randomization_3": ("physics", "episode", "randomize_reset", "clock", "autoreset"),
+    "ObsNorm+RewardNorm": ("physics", "episode", "clock", "autoreset", "transforms"),
+}
+
+
+def _assert_same(a, b, path="") -> None:
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _assert_same(a[k], b[k], f"{path}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same(x, y, f"{path}/{i}")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), path
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_stage_replays_step_the_env_as_env_step_does(key):
+    profiled, stepped = (make_gp_env(CONFIGS[key], N, "cpu") for _ in range(2))
+    for env in (profiled, stepped):
+        env.reset()
+    res = profile(profiled, STEPS, repeats=1)  # STEPS by stage replays, then STEPS env.step
+    actions = gp_actions(stepped, N, stepped.device)
+    dones = 0
+    for _ in range(2):
+        for i in range(STEPS):
+            dones += int(stepped.step(actions[i % len(actions)])["done"].sum())
+    assert dones > 0
+    assert tuple(res["stages_s"]) == EXPECTED[key]
+    assert all(t > 0 for t in res["stages_s"].values()) and res["step_s"] > 0
+    assert res["sum_s"] == pytest.approx(sum(res["stages_s"].values()))
+    _assert_same(profiled.state_dict(), stepped.state_dict())
+    _assert_same(profiled.outputs.to_dict(), stepped.outputs.to_dict())
