@@ -156,6 +156,7 @@ class Pipeline:
         self._stages: tuple[Stage, ...] | None = None
         self._segments: list[_Segment] | None = None
         self._cuda_graph = None
+        self._wp_capture = None  # keeps the Warp modules the CUDA graph calls loaded
         self._keys: tuple = ()
         self._calls = 0
         self._lock = threading.Lock()
@@ -199,6 +200,7 @@ class Pipeline:
         later calls warm up and capture again. The one call for anything that changes
         what a replay would do."""
         self._segments, self._cuda_graph, self._calls, self._stages = None, None, 0, None
+        self._wp_capture = None
 
     # ------------------------------------------------------------------ running
     def __call__(self) -> None:
@@ -281,22 +283,27 @@ class Pipeline:
         current = torch.cuda.current_stream(self.ctx.device)
         stream = self.ctx.torch_stream
         stream.wait_stream(current)
-        with torch.cuda.stream(stream):
-            if self._cuda_graph is None and self._ready_to_capture():
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, stream=stream):
-                    with wp.ScopedCapture(
-                        device=self.ctx.wp_device, stream=self.ctx.stream, external=True
-                    ):
-                        for s in self.stages:
-                            s.run(self.ctx)
-                self._keys = self._current_keys()
-                self._cuda_graph = graph
-            error = None
-            if self._cuda_graph is not None:
-                self._cuda_graph.replay()
-            else:
-                error = self._eager(self.stages, None)
-        current.wait_stream(stream)
+        error = None
+        try:
+            with torch.cuda.stream(stream):
+                if self._cuda_graph is None and self._ready_to_capture():
+                    graph = torch.cuda.CUDAGraph()
+                    # thread_local (Warp's own default): CUDA calls from other threads (another
+                    # env, a data loader, NCCL's watchdog) do not invalidate this capture
+                    with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                        with wp.ScopedCapture(
+                            device=self.ctx.wp_device, stream=self.ctx.stream, external=True
+                        ) as cap:
+                            for s in self.stages:
+                                s.run(self.ctx)
+                    self._keys = self._current_keys()
+                    # the Warp capture object keeps the modules the graph calls loaded
+                    self._cuda_graph, self._wp_capture = graph, cap
+                if self._cuda_graph is not None:
+                    self._cuda_graph.replay()
+                else:
+                    error = self._eager(self.stages, None)
+        finally:
+            current.wait_stream(stream)  # also when a capture raised
         if error is not None:
             raise error

@@ -16,6 +16,10 @@ from gpuparam.kernels.rng import STREAM_TERM0, next_bits, normal, rng_key, unifo
 # Stream of push draws (randomization terms use STREAM_TERM0 + term index < 2^20).
 STREAM_PUSH = wp.constant(STREAM_TERM0 + (1 << 20))
 
+# No floating-point contraction: the reset noise and push draws (``qpos0 + s * (2u - 1)``,
+# the normal quantile's polynomials) round alike on CPU and GPU, bit for bit, as every draw.
+wp.set_module_options({"fuse_fp": False})
+
 # MuJoCo Warp's cinert element (10 floats: inertia, mass * com, mass)
 vec10 = wp.types.vector(length=10, dtype=wp.float32)
 

@@ -19,7 +19,10 @@ The key is built in two parts so that the part that never changes can be kept:
 event come from ``next_bits`` (one PCG round each). ``uniform`` takes the top 24 bits as a
 float in [0, 1); ``normal`` the standard normal quantile of the same 24-bit grid, computed
 with plain arithmetic so that loops over envs vectorize (``normal_vec``: same bits, no
-branch).
+branch); ``log_uniform`` a log-uniform value. Plain arithmetic (IEEE-rounded +, -, *, /,
+sqrt, floor and bit casts, in modules built without floating-point contraction) is also
+what makes a variate bit-identical on CPU and GPU: the libraries' ``expf``/``logf`` differ
+in the last bit between the host's libm and CUDA's.
 """
 
 from __future__ import annotations
@@ -92,15 +95,15 @@ _LN_2POW25 = wp.constant(17.328679513998633)  # 25 ln 2
 
 
 @wp.func
-def log_int(t: int) -> float:
-    """``ln(t)`` for an integer ``1 <= t < 2^24`` with plain arithmetic (no library call,
-    so loops calling it vectorize): ``t = 2^e f`` with ``f`` in ``[sqrt(1/2), sqrt(2))``
-    (exponent and mantissa read from the bits of ``float(t)``, exact since ``t < 2^24``),
-    ``ln f`` by a degree-8 polynomial in ``f - 1`` fitted on Chebyshev nodes (absolute error
-    < 1e-7 in float32)."""
-    bits = wp.cast(float(t), wp.int32)
-    e = (bits >> 23) - 127  # floor(log2 t)
-    f = wp.cast((bits & 0x7FFFFF) | 0x3F800000, float)  # t / 2^e in [1, 2), exact
+def log_pos(x: float) -> float:
+    """``ln(x)`` for a positive normal float with plain arithmetic (no library call, so
+    loops calling it vectorize, and the same bits on every device): ``x = 2^e f`` with ``f``
+    in ``[sqrt(1/2), sqrt(2))`` (exponent and mantissa read from the bits of ``x``), ``ln f``
+    by a degree-8 polynomial in ``f - 1`` fitted on Chebyshev nodes (absolute error < 1e-7
+    in float32)."""
+    bits = wp.cast(x, wp.int32)
+    e = (bits >> 23) - 127  # floor(log2 x)
+    f = wp.cast((bits & 0x7FFFFF) | 0x3F800000, float)  # x / 2^e in [1, 2), exact
     big = f > 1.4142135
     f = wp.where(big, f * 0.5, f)
     e = wp.where(big, e + 1, e)
@@ -108,6 +111,40 @@ def log_int(t: int) -> float:
     lnf = d * (0.99999982 + d * (-0.50000697 + d * (0.33335689 + d * (-0.24957781 + d * (
         0.19885361 + d * (-0.17363153 + d * (0.16338556 + d * -0.099136561)))))))
     return float(e) * _LN2 + lnf
+
+
+@wp.func
+def log_int(t: int) -> float:
+    """``ln(t)`` for an integer ``1 <= t < 2^24`` (``float(t)`` is exact): ``log_pos``."""
+    return log_pos(float(t))
+
+
+# exp_pos(): Cody-Waite reduction y = k ln2 + r (ln2 split in a high part exact in k * hi for
+# |k| < 2^15 and a low part), |r| <= ln2 / 2, e^r by its Taylor polynomial of degree 7
+# (truncation < 6e-9 relative), times 2^k built from its bits.
+_LOG2E = wp.constant(1.4426950408889634)
+_LN2_HI = wp.constant(0.693359375)
+_LN2_LO = wp.constant(-2.12194440e-4)
+
+
+@wp.func
+def exp_pos(y: float) -> float:
+    """``e^y`` for ``-87 < y < 88`` with plain arithmetic (the same bits on every device;
+    relative error about 2e-7)."""
+    k = wp.floor(y * _LOG2E + 0.5)
+    r = (y - k * _LN2_HI) - k * _LN2_LO
+    p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666667 + r * (0.041666668 + r * (
+        0.008333334 + r * (0.0013888889 + r * 0.0001984127))))))
+    scale = wp.cast((wp.clamp(int(k), -126, 127) + 127) << 23, float)  # 2^k
+    return p * scale
+
+
+@wp.func
+def log_uniform(a: float, b: float, u: float) -> float:
+    """A log-uniform value between ``a > 0`` and ``b > 0`` given a uniform ``u`` in [0, 1):
+    ``a (b / a)^u``, kept inside ``[min(a, b), max(a, b)]`` (``u = 0`` gives ``a``)."""
+    x = a * exp_pos(log_pos(b / a) * u)
+    return wp.clamp(x, wp.min(a, b), wp.max(a, b))
 
 
 # normal(): Wichura's AS 241 PPND7 (single precision, relative error ~1e-7): a rational

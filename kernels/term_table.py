@@ -8,7 +8,7 @@ term, fields ``I_*``) and ``tf`` floats (``NF`` per term, fields ``F_*``); ``Ter
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.rng import normal, normal_vec, uniform
+from gpuparam.kernels.rng import log_uniform, normal, normal_vec, uniform
 
 # distributions
 UNIFORM = wp.constant(0)
@@ -109,7 +109,7 @@ def sample(dist: int, a: float, b: float, h: wp.uint32) -> float:
     if dist == GAUSSIAN:
         return gaussian_value(a, b, h)
     if dist == LOGUNIFORM:
-        return a * wp.exp(wp.log(b / a) * uniform(h))
+        return log_uniform(a, b, uniform(h))
     return uniform_value(a, b, h)
 
 

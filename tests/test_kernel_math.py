@@ -61,7 +61,7 @@ def test_draw_kernels_are_built_without_fp_contraction():
     """CPU = GPU draws bit for bit needs no FMA contraction on the GPU (NVRTC fuses
     ``a + (b - a) * u``, the CPU rounds twice): every module whose kernels draw says so."""
     import warp as wp
-    from gpuparam.kernels import cartpole, pendulum, randomize
+    from gpuparam.kernels import cartpole, locomotion, pendulum, randomize
 
-    for module in (cartpole, pendulum, randomize):
+    for module in (cartpole, locomotion, pendulum, randomize):
         assert wp.get_module_options(module)["fuse_fp"] is False, module.__name__

@@ -12,7 +12,10 @@ from gpuparam.kernels.rng import (
     counter_mix,
     draw_bits,
     draw_bits_mixed,
+    exp_pos,
     log_int,
+    log_pos,
+    log_uniform,
     term_key,
 )
 from gpuparam.kernels.term_table import uniform_value
@@ -137,3 +140,48 @@ def test_log_int_is_ln_for_every_24_bit_integer():
     err = np.abs(out.numpy().astype(np.float64) - ref)
     assert err.max() < 4e-6  # ulp(16.6) = 1.9e-6
     assert (err[:1 << 10] < 1e-6).all()  # small t: ln t < 7
+
+
+@wp.kernel
+def _exp_log(y: wp.array(dtype=float), x: wp.array(dtype=float), exp_out: wp.array(dtype=float),
+             log_out: wp.array(dtype=float)):
+    i = wp.tid()
+    exp_out[i] = exp_pos(y[i])
+    log_out[i] = log_pos(x[i])
+
+
+def test_exp_and_log_of_plain_arithmetic_match_float64():
+    """LogUniform's ``exp`` and ``ln`` (no library call: the same bits on CPU and GPU) are
+    within float32 rounding: ``e^y`` for ``|y| <= 80``, ``ln x`` for normal ``x``."""
+    rng = np.random.default_rng(0)
+    y = np.concatenate([np.linspace(-80, 80, 100001), rng.uniform(-5, 5, 100000),
+                        [0.0, -0.0, 0.34657359, -0.34657359, 1e-8]]).astype(np.float32)
+    x = np.concatenate([np.exp(rng.uniform(-80, 80, 200000)), [1.0, 2.0, 0.5, 1.4142135,
+                        1.4142137, 3e-38, 3e38]]).astype(np.float32)
+    x = np.resize(x, len(y))
+    e, lg = (wp.zeros(len(y), dtype=float, device="cpu") for _ in range(2))
+    wp.launch(_exp_log, len(y), [wp.array(y, device="cpu"), wp.array(x, device="cpu"), e, lg],
+              device="cpu")
+    ref_e = np.exp(y.astype(np.float64))
+    assert (np.abs(e.numpy() / ref_e - 1) < 4e-7).all()
+    assert (e.numpy()[y == 0] == 1.0).all()  # e^0 is exactly 1
+    ref_l = np.log(x.astype(np.float64))
+    assert (np.abs(lg.numpy() - ref_l) < 2e-7 + 1.2e-7 * np.abs(ref_l)).all()
+
+
+@wp.kernel
+def _log_uniforms(a: float, b: float, u: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = log_uniform(a, b, u[i])
+
+
+def test_log_uniform_stays_in_its_range_and_follows_a_b_over_a_to_the_u():
+    u = np.concatenate([np.arange(1 << 16) / (1 << 16), [1 - 2.0**-24]]).astype(np.float32)
+    for a, b in ((0.01, 1.0), (0.5, 2.0), (2.0, 0.5), (1.0, 1.0), (1e-3, 1e3)):
+        out = wp.zeros(len(u), dtype=float, device="cpu")
+        wp.launch(_log_uniforms, len(u), [a, b, wp.array(u, device="cpu"), out], device="cpu")
+        x = out.numpy()
+        lo, hi = np.float32(min(a, b)), np.float32(max(a, b))
+        assert x[0] == np.float32(a) and ((x >= lo) & (x <= hi)).all()
+        ref = a * (b / a) ** u.astype(np.float64)
+        assert (np.abs(x / ref - 1) < 1e-6).all(), (a, b)

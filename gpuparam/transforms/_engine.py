@@ -398,6 +398,16 @@ class EngineOwner:
         super().__setattr__(name, value)
         if name in _BOUND:  # the engine's launches point at the replaced tensor
             self.__dict__["_engine"] = None
+        if name in _BOUND or name == "_engine":
+            # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
+            # often takes the freed one's address
+            self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
+
+    @property
+    def engine_generation(self) -> int:
+        """Counts the engines built and dropped: a captured step that launched into an
+        engine's buffers is stale once this changes (``replay_key``)."""
+        return self.__dict__.get("_engine_gen", 0)
 
     def _refresh(self) -> None:
         """Rewrite the float32 tables; empty groups normalize with mean 0, var 1."""

@@ -179,10 +179,11 @@ class GroupedRunningStats(EngineOwner, nn.Module):
 
     def replay_key(self) -> tuple:
         """The host-side settings a recorded (captured) call depends on: training,
-        frozen, clip, gamma (RewardNorm) and the identity of the bound device buffers.
-        A captured step is redone when this changes (``gp.TransformedEnv``)."""
+        frozen, clip, gamma (RewardNorm) and which device buffers are bound
+        (``engine_generation``). A captured step is redone when this changes
+        (``gp.TransformedEnv``)."""
         return (self.training, self._frozen, self.clip, getattr(self, "gamma", None),
-                id(self._engine))
+                self.engine_generation)
 
     @property
     def warp_only(self) -> bool:

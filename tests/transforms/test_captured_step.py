@@ -95,3 +95,33 @@ def test_any_n_is_captured_and_stays_exact(engine_path, n):
             whole = ((env.pipeline.names, True),)
             assert (env.pipeline.plan == whole) == (engine_path == "fused")
     assert torch.equal(*outs)
+
+
+@pytest.mark.parametrize("make", [lambda: gp.ObsNorm((4,), num_envs=N),
+                                  lambda: gp.RewardNorm(0.9, num_envs=N)],
+                         ids=["ObsNorm", "RewardNorm"])
+def test_replay_key_changes_whenever_the_bound_buffers_are_replaced(make):
+    """A captured step launches into the engine's buffers, so every new engine must change
+    the key, also one built at the freed engine's address (``id()`` of the engine stays the
+    same after ``load_state_dict``: CPython reuses the address)."""
+    m = make()
+    x = torch.randn(N, 4) if isinstance(m, gp.ObsNorm) else torch.randn(N)
+    done = torch.zeros(N, dtype=torch.bool)
+
+    def call():
+        return m(x) if isinstance(m, gp.ObsNorm) else m(x, done)
+
+    call()
+    keys = [m.replay_key()]
+    m.load_state_dict(m.state_dict())
+    keys.append(m.replay_key())
+    m.to("cpu")
+    keys.append(m.replay_key())
+    m.count = m.count.clone()  # a bound buffer replaced
+    keys.append(m.replay_key())
+    call()  # builds the next engine
+    keys.append(m.replay_key())
+    assert len(set(keys)) == len(keys)
+    call()  # using an engine keeps the key
+    call()
+    assert m.replay_key() == keys[-1]

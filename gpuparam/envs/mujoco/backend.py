@@ -134,11 +134,19 @@ class MjwBackend(Backend):
             self.d.qpos, self.d.qvel,
         ]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
+        # the model and data were built on Warp's own stream; the steps run on torch's
+        # (see _scope): finish them first (a setup-time wait, CUDA only)
+        if env.device.type == "cuda":
+            wp.synchronize_device(dev)
 
     def _scope(self, ctx: StepContext | None = None):
+        """Make MuJoCo Warp's launches (which take no stream argument) go to the step's
+        stream. ``sync_enter=False``: no wait on Warp's previous current stream, which would
+        be a dependency on uncaptured work inside a CUDA graph capture (error 905); the
+        step's stream is already ordered after the caller's work."""
         stream = ctx.stream if ctx is not None else stream_for(self._torch_device)
         if stream is not None:
-            return wp.ScopedStream(stream)
+            return wp.ScopedStream(stream, sync_enter=False)
         return wp.ScopedDevice(self._device)
 
     def wp_mask(self, mask: torch.Tensor) -> wp.array:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 import warp as wp
 
+from gpuparam._device import stream_for
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import Stage, StepContext
 from gpuparam.randomization.terms import Every, Interval
@@ -74,9 +75,10 @@ class Push:
         hi = torch.tensor([v[1] for v in self.velocity], dtype=torch.float32, device=dev)
         self._keep = (lo, hi)
         ctx = env.context
+        # on torch's current stream, after the zeros above (the step's stream waits on it)
         wp.launch(kloco.push_phase, n, [wp.from_torch(ctx.seed), ctx.env_offset, k_lo, k_hi,
                                         wp.from_torch(self.timer), wp.from_torch(self.count)],
-                  device=ctx.wp_device, stream=ctx.stream)
+                  device=ctx.wp_device, stream=stream_for(dev))
         args = [wp.from_torch(ctx.seed), ctx.env_offset, self.first_dof, wp.from_torch(lo),
                 wp.from_torch(hi), k_lo, k_hi, wp.from_torch(self.timer),
                 wp.from_torch(self.count), env.backend.d.qvel]
