@@ -73,6 +73,8 @@ def _sched_costs(env, rounds: list[float]) -> dict:
 def _worker(rank: int, world: int, cfg: dict, store: str, out: str) -> None:
     torch.set_num_threads(1)
     cuda = cfg["device"].startswith("cuda")
+    if cuda:
+        torch.cuda.set_device(rank)  # NCCL binds each rank's communicator to its device
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store}",
                             rank=rank, world_size=world)
     try:
@@ -179,10 +181,11 @@ def measure(cfg: RunConfig, bar) -> dict:
     n = max(cfg.sizes) if cfg.sizes and GOAL_N not in cfg.sizes else GOAL_N
     steps = cfg.steps if cfg.steps is not None else (200 if cfg.quick else 500)
     bar.set_postfix_str(f"distributed: 1 vs {WORLD} ranks x N={n}")
-    res = weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 10,
-                       repeats=1 if cfg.quick else 2)
-    bar.update(1)
-    return res
+    try:
+        return weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 10,
+                            repeats=1 if cfg.quick else 2)
+    finally:
+        bar.update(1)
 
 
 def units(cfg: RunConfig) -> int:

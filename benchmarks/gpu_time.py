@@ -8,7 +8,8 @@ import gpuparam as gp
 
 
 def device_time_per_call(fn, calls: int = 100) -> dict:
-    """Kernels (and memcpy/memset) per call and their summed GPU time per call, in seconds.
+    """Kernels and copies (memcpy/memset) per call, counted apart, and their summed GPU
+    time per call, in seconds.
 
     Also reports whether torch synchronizes with the host inside ``fn`` (sync debug mode).
     """
@@ -30,6 +31,7 @@ def device_time_per_call(fn, calls: int = 100) -> dict:
         return 0.0
 
     total_us = sum(us(e) for e in events)
+    copies = [e for e in events if "memcpy" in e.name.lower() or "memset" in e.name.lower()]
     syncs = False
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -41,6 +43,8 @@ def device_time_per_call(fn, calls: int = 100) -> dict:
     return {
         "gpu_s_per_call": total_us * 1e-6 / calls,
         "device_ops_per_call": len(events) / calls,
+        "kernels_per_call": (len(events) - len(copies)) / calls,
+        "copies_per_call": len(copies) / calls,
         "op_names": sorted({e.name for e in events})[:10],
         "torch_sync_inside": syncs,
         "calls": calls,

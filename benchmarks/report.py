@@ -114,10 +114,11 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
     if "skipped" in st:
         rows.append(("stage times", _why(st)))
     ht = res.get("host_time", {})
+    timed = ("time to completion" if ht.get("measures") == "host+device" else "host time")
     for key, what in (("bare_step_s", "bare"), ("full_step_s", ht.get("config", "full")),
                       ("replay_only_step_s", "replay call only, full")):
         if key in ht:
-            rows.append((f"host time per captured step, {what} (N=1)",
+            rows.append((f"{timed} per captured step, {what} (N=1)",
                          f"{ht[key] * 1e6:.1f} us"))
     if ht and "full_step_s" not in ht:
         rows.append(("host time per captured step (N=1)", _why(ht)))

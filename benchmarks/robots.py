@@ -40,6 +40,8 @@ def _sizes(cfg: RunConfig) -> tuple[int, ...]:
 def _steps(cfg: RunConfig, n: int) -> int:
     if cfg.steps is not None:
         return max(2, cfg.steps // 50)
+    if cfg.is_cuda:  # (a GPU steps 1024-65536 worlds at once: rounds long enough to time)
+        return 40
     return max(5, min(40, 2048 // n))
 
 

@@ -185,6 +185,9 @@ def skrl_pair(n: int, iterations: int):
 
     def gym_side() -> float:
         venv = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
+        # skrl's wrapper takes the env's device, else cuda:0 when available: both sides on
+        # the CPU, as the gpuparam side
+        venv.unwrapped.device = "cpu"
         return run(wrap_env(venv, verbose=False))
 
     return gp_side, gym_side

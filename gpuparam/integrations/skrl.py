@@ -25,6 +25,7 @@ from gpuparam.integrations._extras import require
 require("skrl", "skrl", "gpuparam.integrations.skrl")
 gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
 
+from skrl import config as skrl_config  # noqa: E402
 from skrl.envs.wrappers.torch.base import Wrapper  # noqa: E402
 
 from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
@@ -143,7 +144,9 @@ class ObsNormPreprocessor(nn.Module):
         norm: an ``ObsNorm`` to use (e.g. to share it); default a new one-group
             ``ObsNorm(size, clip=clip, device=device)``.
         clip: output clip, as ``ObsNorm``'s.
-        device: where the statistics live.
+        device: where the statistics live; default skrl's default device, as for its
+            ``RunningStandardScaler`` (``cuda:0`` when CUDA is available), where skrl's
+            agents keep the observations they pass.
 
     skrl calls ``preprocessor(x)`` when acting (normalize only) and ``preprocessor(x,
     train=True)`` on the first epoch's minibatches (merge them in, then normalize), with
@@ -166,6 +169,7 @@ class ObsNormPreprocessor(nn.Module):
                 size = size.shape
             if size is None:
                 raise ValueError("ObsNormPreprocessor: expected size or norm, got neither")
+            device = skrl_config.torch.parse_device(device)
             norm = ObsNorm(size, clip=clip, device=device)
         elif not isinstance(norm, ObsNorm):
             raise TypeError(

@@ -152,6 +152,23 @@ def test_preprocessor_modes_and_errors():
         ObsNormPreprocessor(norm=3)
 
 
+def test_preprocessor_statistics_live_on_skrls_default_device(monkeypatch):
+    """skrl's agents pass observations on skrl's default device (cuda:0 when available), as
+    its own RunningStandardScaler assumes: the default norm is built there."""
+    import gpuparam.integrations.skrl as gskrl
+
+    asked = []
+
+    def parse_device(device, validate=True):
+        asked.append(device)
+        return torch.device("cpu")
+
+    monkeypatch.setattr(gskrl.skrl_config.torch, "parse_device", parse_device)
+    assert ObsNormPreprocessor(3).norm.device == torch.device("cpu") and asked == [None]
+    ObsNormPreprocessor(3, device="cpu")
+    assert asked == [None, "cpu"]
+
+
 def test_import_error_names_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "skrl", None)
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.skrl", raising=False)
