@@ -1,6 +1,7 @@
 """A captured step (the default) equals eager stepping (``capture=False``) bit for bit,
 through every change that alters what a replay must do: transform flags, checkpoint loads,
-``.to()``, parameter writes with ``reset_on``, terms, hooks and curricula added and removed."""
+``.to()``, parameter writes with ``reset_on``, terms, hooks and curricula added, then
+removed."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _plain(capture: bool):
     return env, gp.TransformedEnv(env, gp.ObsNorm((4,), clip=5.0), gp.RewardNorm(0.9))
 
 
-def _changes(step: int, t) -> None:
+def _changes(step: int, t, removers: list) -> None:
     if step == 10:
         t.transforms[0].clip = 1.0
     if step == 20:
@@ -43,17 +44,20 @@ def _changes(step: int, t) -> None:
     if step == 50:
         t.transforms[1].gamma = 0.5
     if step == 55:
-        t.randomize(gp.Gaussian("force_mag", 0.0, 1.0, op="add", on="step"))
+        removers.append(t.randomize(gp.Gaussian("force_mag", 0.0, 1.0, op="add", on="step")))
     if step == 60:
-        t.env.after_step(lambda e, td: td["reward"].mul_(2.0))
+        removers.append(t.env.after_step(lambda e, td: td["reward"].mul_(2.0)))
     if step == 65:
-        t.env.add_curriculum(gp.Curriculum(3, params={"masspole": (0.1, 0.3)},
-                                           metric="episode_return", promote=5.0))
+        removers.append(t.env.add_curriculum(gp.Curriculum(
+            3, params={"masspole": (0.1, 0.3)}, metric="episode_return", promote=5.0)))
+    if step in (75, 80, 85):  # the curriculum, then the hook, then the term removed
+        removers.pop()()
 
 
-def _compare(make, engine_path, steps=75):
+def _compare(make, engine_path, steps=90):
     _, a = make(True)
     _, b = make(False)
+    removers = {id(a): [], id(b): []}
     g = torch.Generator().manual_seed(0)
     for step in range(steps):
         act = torch.randint(0, 2, (N,), generator=g)
@@ -62,8 +66,9 @@ def _compare(make, engine_path, steps=75):
             assert torch.equal(ta[k], tb[k]), (step, k)
         if step == 5:
             assert a.env.pipeline.captured and not b.env.pipeline.captured
-        _changes(step, a)
-        _changes(step, b)
+        _changes(step, a, removers[id(a)])
+        _changes(step, b, removers[id(b)])
+    assert removers[id(a)] == [] and a.env.pipeline.names == b.env.pipeline.names
     assert torch.equal(a.transforms[0].m2, b.transforms[0].m2)
     assert torch.equal(a.transforms[1].returns, b.transforms[1].returns)
     return a
