@@ -182,7 +182,9 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         frozen, clip, gamma (RewardNorm) and which device buffers are bound
         (``engine_generation``). A captured step is redone when this changes
         (``gp.TransformedEnv``)."""
-        return (self.training, self._frozen, self.clip, getattr(self, "gamma", None),
+        # (checked before every captured step: ``__dict__.get``, not ``getattr`` with a
+        # default, which costs nn.Module's __getattr__ and an exception where there is none)
+        return (self.training, self._frozen, self.clip, self.__dict__.get("gamma"),
                 self.engine_generation)
 
     @property
