@@ -41,6 +41,9 @@ class TransformedEnv:
     triggered during ``env.step`` (auto-reset randomization) run after that step's update, so
     observations produced under the old parameters never enter the reset statistics.
 
+    Over a gpuparam env the transforms are the last stage of the env's own (captured) step,
+    so a plain ``env.step`` normalizes too, until :meth:`close` takes them out.
+
     Every other attribute (``params``, ``randomize``, ``num_envs``, ``device``,
     ``observation_spec`` (raw observations), ``action_spec``, ...) is the wrapped env's.
     """
@@ -65,9 +68,11 @@ class TransformedEnv:
         # envs whose reset_on params changed during a step: reset after the step's update
         self._deferred = [torch.zeros(n, dtype=torch.bool, device=t.device) for t in transforms]
         self._deferring = tuple(bool(t.reset_on) for t in transforms)
+        self._stop_listening = None
         if any(self._deferring):
-            env.params.on_change(self._on_param_change)
+            self._stop_listening = env.params.on_change(self._on_param_change)
         self._out: TensorDict | None = None
+        self._closed = False
         self._remove_stage = None
         if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
             self._remove_stage = env.add_stage(Stage(
@@ -101,6 +106,23 @@ class TransformedEnv:
     def __repr__(self) -> str:
         return f"TransformedEnv({self.env!r}, transforms={list(self._transforms)!r})"
 
+    def close(self) -> None:
+        """Take the transforms out of the wrapped env: its step no longer normalizes (a
+        plain ``env.step`` leaves the statistics alone) and its parameter writes no longer
+        reset them. The modules keep their statistics; this wrapper cannot step or reset
+        after this. Closing twice does nothing."""
+        if self._remove_stage is not None:
+            self._remove_stage()
+            self._remove_stage = None
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
+        self._closed = True
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"TransformedEnv.{what}: called after close()")
+
     def reset(self, mask: torch.Tensor | None = None, **kwargs) -> TensorDict:
         """Reset masked envs (all if ``None``) and return normalized observations.
 
@@ -111,6 +133,7 @@ class TransformedEnv:
         Returns:
             TensorDict batch ``[N]`` as described in the class docstring.
         """
+        self._check_open("reset")
         td = self.env.reset(mask, **kwargs) if kwargs else self.env.reset(mask)
         for t in self._rew:
             t.reset_returns(mask)
@@ -125,6 +148,7 @@ class TransformedEnv:
         Returns:
             TensorDict batch ``[N]`` as described in the class docstring.
         """
+        self._check_open("step")
         if self._remove_stage is not None:
             self.env.step(action)  # the transforms run as the last stage of the env's step
             return self._out

@@ -261,3 +261,27 @@ def test_step_never_syncs(monkeypatch):
         monkeypatch.setattr(torch.Tensor, name, boom)
     for _ in range(5):  # includes auto-resets that re-randomize length
         env.step(action)
+
+
+def test_close_takes_the_transforms_out_of_a_gpuparam_env():
+    import gpuparam as gp
+
+    env = gp.make("CartPole-v1", num_envs=16, device="cpu", seed=0)
+    obs = ObsNorm((4,), reset_on=("length",))
+    t = TransformedEnv(env, obs, RewardNorm(0.9))
+    t.reset()
+    a = torch.zeros(16, dtype=torch.int64)
+    for _ in range(3):
+        t.step(a)
+    assert env.pipeline.names[-1] == "transforms" and float(obs.count[0]) == 48
+    t.close()
+    assert "transforms" not in env.pipeline.names
+    count, mean = obs.count.clone(), obs.mean.clone()
+    env.step(a)  # a plain step: no longer normalized, statistics untouched
+    env.params.set("length", 0.7)  # no longer a reset_on listener
+    assert torch.equal(obs.count, count) and torch.equal(obs.mean, mean)
+    with pytest.raises(RuntimeError, match=r"TransformedEnv.step: called after close\(\)"):
+        t.step(a)
+    with pytest.raises(RuntimeError, match=r"TransformedEnv.reset: called after close\(\)"):
+        t.reset()
+    t.close()  # twice: nothing more to do
