@@ -46,12 +46,17 @@ def test_reset_and_randomization_draws_identical_on_cpu_and_gpu():
     assert torch.equal(cpu.state, gpu.state.cpu())
     cpu.randomize(*_every_distribution_and_trigger())
     gpu.randomize(*_every_distribution_and_trigger())
+    same = torch.ones(N, dtype=torch.bool)  # envs whose episodes ended at the same steps
     for t, a in enumerate(_actions(40, N)):
         cpu.step(a)
         gpu.step(a.cuda())
-        # parameters are drawn bit for bit alike; states only until dynamics diverge
-        assert torch.equal(cpu.params.effective_table, gpu.params.effective_table.cpu()), t
-        assert torch.equal(cpu.context.episode_count, gpu.context.episode_count.cpu()), t
+        # parameters are drawn bit for bit alike. Reset-time draws follow the episodes, so
+        # an env whose dynamics crossed a termination threshold one step apart on the two
+        # devices (float32 physics, not guaranteed bit-identical) leaves the comparison
+        same &= cpu.context.episode_count == gpu.context.episode_count.cpu()
+        assert torch.equal(cpu.params.effective_table[:, same],
+                           gpu.params.effective_table.cpu()[:, same]), t
+    assert same.float().mean() > 0.99, int((~same).sum())
 
 
 def test_dynamics_agree_within_tolerance():
