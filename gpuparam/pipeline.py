@@ -17,8 +17,8 @@ Capture happens at the first call after ``warmup`` eager calls (which load every
 module). Anything that changes what a replay would do must drop the capture: stage list
 changes (``invalidate``), and host-side settings that a stage declares through its
 ``key`` (e.g. a transform's eval/freeze/clip flags): when any key differs from its value
-at capture, the pipeline captures again. ``invalidate()`` is the one public call that
-drops the capture.
+when the stages were built or captured, the pipeline builds and captures again.
+``invalidate()`` is the one public call that drops the capture.
 """
 
 from __future__ import annotations
@@ -172,6 +172,9 @@ class Pipeline:
                 if not isinstance(s, Stage):
                     raise TypeError(f"Pipeline: expected Stage objects, got {type(s).__name__}")
             self._stages = stages
+            # what the list was built for (e.g. whether every parameter listener is
+            # Warp-only): a change before the capture must rebuild it too
+            self._keys = self._current_keys()
         return self._stages
 
     @property
@@ -212,8 +215,8 @@ class Pipeline:
                 "thread its own env or serialize the calls"
             )
         try:
-            if self.captured and self._keys != self._current_keys():
-                self.invalidate()
+            if self._stages is not None and self._keys != self._current_keys():
+                self.invalidate()  # built or captured for other settings
             if self._cuda:
                 self._run_cuda()
             else:

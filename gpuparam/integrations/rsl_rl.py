@@ -349,6 +349,7 @@ class RslRlVecEnv(VecEnv):
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
+        self._check_open("reset")
         td = self.env.reset()
         self._k ^= 1
         out = self._sets[self._k]
@@ -359,6 +360,7 @@ class RslRlVecEnv(VecEnv):
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step every env with ``actions`` float ``[N, num_actions]`` on the device; see the
         class docstring for what comes back."""
+        self._check_open("step")
         if not isinstance(actions, torch.Tensor) or actions.shape != self._in_shape:
             got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions)
             raise ValueError(f"RslRlVecEnv: actions expected a tensor {tuple(self._in_shape)}, "
@@ -439,10 +441,16 @@ class RslRlVecEnv(VecEnv):
 
     def close(self) -> None:
         """Remove this adapter's stages from the env's step (the gpuparam env holds no
-        processes); the adapter cannot step after this."""
+        processes); ``step`` and ``reset`` raise after this (no stage would map the actions
+        or write the outputs any more). Closing twice does nothing."""
         for remove in self._removers:
             remove()
         self._removers = []
+        self._closed = True
+
+    def _check_open(self, what: str) -> None:
+        if self.__dict__.get("_closed", False):
+            raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")
 
     def __repr__(self) -> str:
         return f"RslRlVecEnv({self.env!r})"

@@ -400,6 +400,12 @@ def test_close_removes_the_adapters_stages():
     env.close()
     assert not any(n.startswith("rsl_rl") for n in base.pipeline.names)
     base.step(torch.ones(N, dtype=torch.int64))  # the env steps on without them
+    # no stage maps the adapter's actions or writes its outputs any more: it refuses
+    with pytest.raises(RuntimeError, match=r"RslRlVecEnv.step: called after close\(\)"):
+        env.step(-torch.ones(N, 1))
+    with pytest.raises(RuntimeError, match=r"RslRlVecEnv.reset: called after close\(\)"):
+        env.reset()
+    env.close()  # twice: nothing more to do
 
 
 def test_a_refused_step_leaves_the_stages_disarmed_and_the_buffers_kept():

@@ -1,0 +1,41 @@
+"""Settings that decide how the step's stages are built (e.g. whether every parameter
+listener is Warp-only) are checked from the moment the stage list is built, not only once
+the step is captured: a listener registered between the warm-up step and the capture is
+called at every later step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gpuparam as gp
+
+
+@pytest.mark.parametrize("register_before_step", [0, 1, 2])
+def test_a_listener_registered_at_any_step_runs_at_every_later_step(register_before_step):
+    env = gp.make("CartPole-v1", num_envs=8, device="cpu", seed=0)
+    env.randomize(gp.Uniform("length", 0.4, 0.6, on="reset"))
+    calls = []
+    a = torch.zeros(8, dtype=torch.int64)
+    for step in range(10):
+        if step == register_before_step:
+            env.params.on_change(lambda names, mask: calls.append(names))  # not Warp-only
+        env.step(a)
+    assert len(calls) == 10 - register_before_step
+
+
+@pytest.mark.parametrize("attach_before_step", [0, 1, 3])
+def test_obs_norm_attached_after_the_first_step_resets_on_every_redraw(attach_before_step):
+    # every env ends and redraws masscart at every step: its statistics start over each time
+    env = gp.make("CartPole-v1", num_envs=8, device="cpu", seed=0, max_episode_steps=1)
+    env.randomize(gp.Uniform("masscart", 0.5, 2.0))
+    norm = None
+    a = torch.zeros(8, dtype=torch.int64)
+    for step in range(6):
+        if step == attach_before_step:
+            norm = gp.ObsNorm(4, reset_on=("masscart",)).attach(env)
+        td = env.step(a)
+        if norm is not None:
+            norm(td["final_observation"])
+    assert norm.count.tolist() == [8.0]
+    assert env.pipeline.captured
