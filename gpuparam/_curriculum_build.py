@@ -77,10 +77,23 @@ def metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Tens
     return (lambda: t), buf
 
 
+def check_unowned(b, term, cur) -> None:
+    """Raise unless the bound term ``b`` is free for curriculum ``cur``: not used by another
+    curriculum (its per-env ranges or ADR), without per-env ranges already."""
+    if b.pinned_by is not None and b.pinned_by is not cur:
+        raise ValueError(f"{cur}: {term} is already used by {b.pinned_by}; a term can belong "
+                         "to one curriculum")
+    if b.pe_row >= 0:
+        raise ValueError(f"{cur}: {term} already has per-env ranges")
+
+
 def bind_adr(a: ADR, env) -> dict[str, list]:
     b = env.randomization.bound(a.term)
     if b.pe_row >= 0:
         raise ValueError(f"ADR({a.term}): the term has per-level ranges; ADR needs a global one")
+    if b.mask is not None:
+        raise ValueError(f"ADR({a.term}): ADR needs a term without mask (envs outside it "
+                         "never draw from the range its statistics would move)")
     size = b.size
     rng = b.range_view()[0].cpu()  # host-ok: binding only, [size, 2]
     lim_lo = _per_component(a.limits[0], size, a.term, "limits low")

@@ -29,6 +29,7 @@ from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._curriculum_build import (
     bind_adr,
+    check_unowned,
     dev_f32,
     dev_i32,
     metric_source,
@@ -229,9 +230,14 @@ class Curriculum:
                                  f"[{spec.low}, {spec.high}]")
             pcol += range(col, col + size)
             ptab.append(tab)
+        both = [a.term for a in self.adr if a.term in self.ranges]
+        if both:
+            raise ValueError(f"{self}: {both[0]} has per-level ranges and ADR; give it one "
+                             "(ADR moves the global range, which per-env ranges replace)")
         bounds, rtab = [], []
         for term, value in self.ranges.items():
             b = rz.bound(term)
+            check_unowned(b, term, self)
             if b.dist == DIST["choice"] or b.scheduled:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
@@ -242,11 +248,14 @@ class Curriculum:
                 check_result(term, p.spec[term.param], p, b.mask, lo.float(), hi.float())
             bounds.append(b)
             rtab.append(tab)
+        for a in self.adr:
+            check_unowned(rz.bound(a.term), a.term, self)
         adr = [bind_adr(a, env) for a in self.adr]
         src = metric_source(self.metric, env, self)
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
+        self._changed = torch.zeros(n, dtype=torch.bool, device=dev)  # envs the update wrote
         self._src, self._metric_buf = src
         self._names = tuple(self.params)
         self._pcol = dev_i32(pcol, dev)
@@ -304,7 +313,8 @@ class Curriculum:
             to_wp(gate), force, to_wp(self._metric_buf), self.promote, self.demote,
             self.num_levels, n, to_wp(self._pcol), to_wp(self._pval.reshape(-1)), self._num_p,
             to_wp(self._prow), to_wp(self._rval.reshape(-1)), self._num_q, to_wp(self._levels),
-            to_wp(p.nominal_table.view(-1)), to_wp(p.effective_table.view(-1)),
+            to_wp(self._changed), to_wp(p.nominal_table.view(-1)),
+            to_wp(p.effective_table.view(-1)),
             to_wp(env.randomization.tables()["pe"]),
         ]
 
@@ -354,8 +364,8 @@ class Curriculum:
                                  f"got {getattr(m, 'shape', type(m).__name__)}")
             self._metric_buf.copy_(m)
         self._cmd.launch(stream)
-        if self._names:
-            self._env.params.notify(self._names, ctx.done)
+        if self._names:  # the envs whose level moved, not every done env
+            self._env.params.notify(self._names, self._changed)
         if self._cmd_adr is not None:
             self._cmd_adr[0].launch(stream)
             if not self.synced:

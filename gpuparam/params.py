@@ -338,7 +338,10 @@ class ParamTable:
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()``; checks names, shapes, dtypes and values (finite,
-        inside each spec range) before writing anything: a rejected load changes nothing."""
+        inside each spec range) before writing anything: a rejected load changes nothing.
+        ``on_change`` listeners are told of the parameters and envs whose values the load
+        changed (so loading the state a normalization module already matches does not
+        reset its statistics)."""
         names = tuple(state.get("names", ()))
         if names != self.names:
             raise ValueError(f"load_state_dict: expected names {self.names}, got {names}")
@@ -355,10 +358,17 @@ class ParamTable:
                     f"load_state_dict: {key!r} expected dtype torch.float32, got {t.dtype}"
                 )
         check_param_tables(state, self)  # finite, inside each spec range
+        diff = None
+        if self._callbacks:  # listeners hear of the parameters and envs the load changes
+            nom, eff = (state[k].to(self.device) for k in ("nominal", "effective"))
+            diff = (self.nominal_table != nom) | (self.effective_table != eff)  # [C, N]
         self.nominal_table.copy_(state["nominal"])
         self.effective_table.copy_(state["effective"])
-        if self._callbacks:
-            self.notify(self.names, None)
+        if diff is not None:
+            rows = {n: diff[c0 : c0 + size] for n, (c0, size) in self._cols.items()}
+            changed = tuple(n for n, r in rows.items() if bool(r.any()))  # host-ok: a load
+            if changed:
+                self.notify(changed, diff.any(0))
 
     def __repr__(self) -> str:
         return f"ParamTable({', '.join(self.names)}; num_envs={self.num_envs}, {self.device})"

@@ -29,6 +29,7 @@ def update_levels(
     rval: wp.array(dtype=float),
     num_q: int,
     levels: wp.array(dtype=wp.int32),
+    changed_out: wp.array(dtype=wp.bool),
     nominal_out: wp.array(dtype=float),
     effective_out: wp.array(dtype=float),
     pe_out: wp.array(dtype=float),
@@ -37,8 +38,10 @@ def update_levels(
     ``metric >= promote``, one down when ``metric <= demote`` (clamped to the levels) and
     stop if it did not change. Then write the level's parameter values (``pval[level *
     num_p + p]`` into table column ``pcol[p]``, nominal and effective) and per-env ranges
-    (``rval[2 * (level * num_q + q) + {0, 1}]`` into ``pe`` rows ``2 * prow[q] + {0, 1}``)."""
+    (``rval[2 * (level * num_q + q) + {0, 1}]`` into ``pe`` rows ``2 * prow[q] + {0, 1}``).
+    ``changed_out[env]``: whether this launch wrote the env (what listeners are told)."""
     env = thread_index(wp.tid())
+    changed_out[env] = False
     if not gate[env]:
         return
     level = levels[env]
@@ -54,6 +57,7 @@ def update_levels(
             return
         levels[env] = new
         level = new
+    changed_out[env] = True
     p = int(0)
     while p < num_p:
         v = pval[level * num_p + p]

@@ -217,3 +217,60 @@ def test_bad_ranges_and_adr_raise():
     with pytest.raises(ValueError, match="must contain the range"):
         env.add_curriculum(gp.Curriculum(1, adr=[adr]))
     assert env._curricula == [] and env.randomization.bound(term).pe_row == -1
+
+
+# ---------------------------------------------------------------------------- listeners
+def test_listeners_hear_of_the_envs_whose_level_moved_not_every_done_env():
+    # a curriculum that never promotes writes nothing: an ObsNorm resetting on its parameter
+    # keeps every sample (it used to restart at every episode end)
+    def count(with_curriculum: bool) -> float:
+        env = pendulum(max_episode_steps=5)
+        if with_curriculum:
+            env.add_curriculum(gp.Curriculum(3, params={"g": (9.0, 11.0)}, initial_level=1,
+                                             metric=torch.zeros(N), promote=1e9))
+        norm = gp.ObsNorm((3,), reset_on=("g",))
+        t = gp.TransformedEnv(env, norm)
+        t.reset()
+        for a in actions(env, 12):
+            t.step(a)
+        return float(norm.count[0])
+
+    assert count(True) == count(False) == 12 * N
+    # and one whose level moves is heard of: its envs' groups start over
+    env = pendulum(max_episode_steps=5)
+    env.add_curriculum(gp.Curriculum(3, params={"g": (9.0, 11.0)}, metric=torch.ones(N),
+                                     promote=0.5))
+    heard = []
+    env.params.on_change(lambda names, mask: heard.append((names, mask.clone())))
+    for a in actions(env, 5):
+        env.step(a)
+    assert heard[-1][0] == ("g",) and heard[-1][1].all()  # all promoted at the 5th step
+
+
+def test_a_term_belongs_to_one_curriculum_and_rejected_adds_change_nothing():
+    env = pendulum()
+    t1, t2 = gp.Uniform("m", 0.9, 1.1, on="reset"), gp.Uniform("l", 0.9, 1.1, on="reset")
+    env.randomize(t1, t2)
+    env.add_curriculum(gp.Curriculum(2, ranges={t2: [(0.9, 1.1), (1.2, 1.3)]}))
+    second = gp.Curriculum(2, ranges={t1: [(0.9, 1.1), (2.0, 3.0)], t2: [(0.9, 1.1), (1.2, 1.3)]})
+    with pytest.raises(ValueError, match="already used by Curriculum"):
+        env.add_curriculum(second)
+    assert env.randomization.bound(t1).pe_row == -1 and len(env._curricula) == 1
+    adr = gp.ADR(t2, delta=0.1, limits=(0.5, 1.5), threshold_high=1.0)
+    with pytest.raises(ValueError, match="already used by Curriculum"):
+        env.add_curriculum(gp.Curriculum(1, adr=[adr]))
+    # t1 is still free: a valid curriculum on it is accepted
+    env.add_curriculum(gp.Curriculum(2, ranges={t1: [(0.9, 1.1), (2.0, 3.0)]}))
+
+
+def test_adr_needs_a_term_without_mask_and_without_per_level_ranges():
+    env = pendulum()
+    masked = gp.Uniform("m", 1.0, 1.0, op="scale", on="reset", mask=torch.arange(N) < 4)
+    term = gp.Uniform("l", 1.0, 1.0, op="scale", on="reset")
+    env.randomize(masked, term)
+    with pytest.raises(ValueError, match="without mask"):
+        env.add_curriculum(gp.Curriculum(1, adr=[gp.ADR(masked, 0.1, (0.5, 1.5), 1.0)]))
+    with pytest.raises(ValueError, match="per-level ranges and ADR"):
+        env.add_curriculum(gp.Curriculum(2, ranges={term: [(1.0, 1.0), (0.9, 1.1)]},
+                                         adr=[gp.ADR(term, 0.1, (0.5, 1.5), 1.0)]))
+    assert env._curricula == [] and env.randomization.bound(term).pe_row == -1

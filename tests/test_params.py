@@ -204,3 +204,18 @@ def test_on_change_receives_names_and_mask(env):
     remove()
     env.params.set("length", 0.7)
     assert len(seen) == 3
+
+
+def test_a_load_tells_listeners_only_what_it_changed():
+    import gpuparam as gp
+
+    env = gp.make("Pendulum-v1", 8, device="cpu", seed=0)
+    heard = []
+    env.params.on_change(lambda names, mask: heard.append((names, mask.clone())))
+    state = env.params.state_dict()
+    env.params.load_state_dict(state)  # the same values: nothing to hear
+    assert heard == []
+    state["nominal"][env.params.columns("g")[0], 3] = 10.5
+    state["effective"][env.params.columns("g")[0], 3] = 10.5
+    env.params.load_state_dict(state)
+    assert heard[-1][0] == ("g",) and heard[-1][1].tolist() == [i == 3 for i in range(8)]
