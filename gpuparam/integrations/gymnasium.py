@@ -144,7 +144,9 @@ class GymnasiumVectorEnv(VectorEnv):
             mask = options["reset_mask"]
             if isinstance(mask, np.ndarray):
                 mask = torch.from_numpy(mask).to(self.device)
-        td = self.gp_env.reset(mask) if seed is None else self.gp_env.reset(mask, seed=seed)
+        # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
+        td = (self.gp_env.reset(mask) if seed is None
+              else self.gp_env.reset(mask, seed=int(seed) % 2**31))
         if mask is None:
             self._autoreset.zero_()
         else:

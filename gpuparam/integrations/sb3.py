@@ -154,12 +154,12 @@ class SB3VecEnv(VecEnv):
                              f"({', '.join(self.params.names)}), got indices={indices!r}")
 
     def _write(self, name: str, value, indices) -> None:
+        if isinstance(value, np.ndarray):
+            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
         if indices is None:
             self.params.set(name, value)
             return
         ids = self._ids(indices)
-        if isinstance(value, np.ndarray):
-            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
         self.params.set(name, value, env_ids=ids)
 
     def _read(self, name: str, indices) -> list[Any]:

@@ -252,3 +252,11 @@ def test_bad_autoreset_mode():
 def _envs_mode(mode):
     return GymnasiumVectorEnv(gp.make("CartPole-v1", num_envs=N, device="cpu"),
                               autoreset_mode=mode)
+
+
+def test_any_non_negative_seed_is_taken_as_gymnasium_does():
+    envs = _envs()
+    for seed in (0, 2**31, 2**32 + 5):  # beyond int32: reduced, as the SB3 and TorchRL adapters
+        obs, _ = envs.reset(seed=seed)
+        again, _ = _envs().reset(seed=seed % 2**31)
+        assert torch.equal(torch.as_tensor(obs), torch.as_tensor(again))

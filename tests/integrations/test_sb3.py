@@ -92,6 +92,8 @@ def test_set_attr_and_env_method_write_parameters():
                                                               pytest.approx(0.1)]
     venv.set_attr("force_mag", 5.0)
     assert torch.all(venv.params["force_mag"] == 5.0)
+    venv.set_attr("force_mag", np.array(6.0))  # NumPy values with or without indices
+    assert torch.all(venv.params["force_mag"] == 6.0)
     assert venv.get_attr("num_envs") == [N] * N
     assert venv.env_is_wrapped(object) == [False] * N
     with pytest.raises(ValueError, match="per-env indices only apply to parameters"):
