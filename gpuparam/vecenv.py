@@ -396,6 +396,10 @@ class VecEnv(EnvStages, EnvState):
 
         def remove() -> None:
             if curriculum in self._curricula:
+                synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
+                if synced:  # its exchange would be applied to a curriculum bound to nothing
+                    raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
+                                     "that schedule first (the function sync_every returned)")
                 self._curricula.remove(curriculum)
                 curriculum.unbind()
                 self._structure_changed()

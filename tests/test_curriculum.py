@@ -274,3 +274,26 @@ def test_adr_needs_a_term_without_mask_and_without_per_level_ranges():
         env.add_curriculum(gp.Curriculum(2, ranges={term: [(1.0, 1.0), (0.9, 1.1)]},
                                          adr=[gp.ADR(term, 0.1, (0.5, 1.5), 1.0)]))
     assert env._curricula == [] and env.randomization.bound(term).pe_row == -1
+
+
+def test_a_synced_curriculum_cannot_be_removed_before_its_schedule():
+    env = cartpole(max_episode_steps=5)
+    term = gp.Uniform("length", 0.5, 0.5, on="reset")
+    env.randomize(term)
+    cur = gp.Curriculum(1, metric=torch.ones(N), sync=True,
+                        adr=[gp.ADR(term, 0.05, (0.2, 1.0), threshold_high=0.5, samples=2)])
+    remove_cur = env.add_curriculum(cur)
+    norm = gp.ObsNorm(4)
+    t = gp.TransformedEnv(env, norm)
+    remove_sched = env.sync_every(3, cur, norm)
+    t.reset()
+    acts = actions(env, 9)
+    for a in acts[:3]:
+        t.step(a)  # an exchange packed after step 3, in flight
+    with pytest.raises(ValueError, match="remove that schedule first"):
+        remove_cur()
+    remove_sched()  # settles the exchange in flight
+    remove_cur()
+    for a in acts[3:]:
+        t.step(a)
+    assert float(norm.synced_count[0]) == 3 * N  # the exchange packed at step 3 was applied
