@@ -58,7 +58,11 @@ class SkrlWrapper(Wrapper):
     the time-limit bootstrap into the reward in place and keeps the observations), so no
     NumPy round trip and no copy-construct warning happen.
 
-    ``reset()`` resets every env and returns ``(obs, {})``; skrl's trainers call it once.
+    ``reset()`` resets every env the first time and returns ``(obs, {})``. Later calls
+    return the last step's observations without resetting (the envs reset themselves at
+    episode ends), as skrl's own wrappers of vectorized envs do: skrl's trainers call
+    ``reset()`` again after done steps of single-env runs and at every ``train()`` or
+    ``eval()``. ``gp_env.reset()`` resets for real.
     """
 
     def __init__(self, env):
@@ -69,6 +73,7 @@ class SkrlWrapper(Wrapper):
         self._act_shape = tuple(act.shape)
         self._observation_space = _box(env.observation_spec)
         self._action_space = gym.spaces.Discrete(act.n) if self._discrete else _box(act)
+        self._last_obs: torch.Tensor | None = None  # None: reset() has not reset yet
 
     @property
     def observation_space(self) -> gym.Space:
@@ -101,8 +106,11 @@ class SkrlWrapper(Wrapper):
         return self._env
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every env; returns ``(obs float32 [N, *obs_shape], {})``."""
-        return self._env.reset()["observation"].clone(), {}
+        """Reset every env the first time, later return the last observations (see the
+        class docstring); returns ``(obs float32 [N, *obs_shape], {})``."""
+        if self._last_obs is None:
+            self._last_obs = self._env.reset()["observation"].clone()
+        return self._last_obs, {}
 
     def step(
         self, actions: torch.Tensor
@@ -115,7 +123,8 @@ class SkrlWrapper(Wrapper):
             elif not self._discrete and actions.dim() == 2 and actions.shape[0] == n:
                 actions = actions.view(n, *self._act_shape)
         td = self._env.step(actions)
-        return (td["observation"].clone(), td["reward"].view(n, 1).clone(),
+        self._last_obs = td["observation"].clone()
+        return (self._last_obs, td["reward"].view(n, 1).clone(),
                 td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(), {})
 
     def state(self) -> None:

@@ -109,6 +109,22 @@ def test_outputs_are_fresh_tensors():
     assert env.state() is None and env.num_envs == N and env.params is env.gp_env.params
 
 
+def test_reset_resets_once_then_returns_the_last_observations():
+    # as skrl's wrappers of vectorized envs: its trainers call reset() after done steps of
+    # single-env runs and at every train()/eval(); the envs reset themselves
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=3)
+    env = wrap(base)
+    before = base.context.episode_count.clone()
+    env.reset()  # the first call resets every env
+    assert torch.equal(base.context.episode_count, before + 1)
+    for _ in range(4):
+        obs = env.step(torch.ones(N, 1))[0]
+    episodes = base.context.episode_count.clone()
+    again, info = env.reset()
+    assert torch.equal(again, obs) and info == {}
+    assert torch.equal(base.context.episode_count, episodes)  # nothing was reset
+
+
 def test_discrete_actions_from_categorical_models():
     env = wrap(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=1))
     ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=1)
