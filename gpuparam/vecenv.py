@@ -420,6 +420,11 @@ class VecEnv(EnvStages, EnvState):
         world of one, on the same schedule. ``group``: a ``torch.distributed`` process
         group, default the world. Returns a function removing the schedule (after settling
         its exchange in flight)."""
+        for t in targets:  # one schedule per target: an exchange applied by one schedule
+            for other in self._syncs:  # would clear what the other has in flight
+                if any(x is t for x in other.targets):
+                    raise ValueError(f"sync_every: {type(t).__name__} is already synced by "
+                                     f"{other!r}; a target belongs to one schedule")
         sched = SyncSchedule(every, targets, group, overlap)
         self._syncs.append(sched)
 

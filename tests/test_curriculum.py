@@ -297,3 +297,13 @@ def test_a_synced_curriculum_cannot_be_removed_before_its_schedule():
     for a in acts[3:]:
         t.step(a)
     assert float(norm.synced_count[0]) == 3 * N  # the exchange packed at step 3 was applied
+
+
+def test_a_target_belongs_to_one_sync_schedule():
+    env = cartpole()
+    norm, cur = gp.ObsNorm(4, num_envs=N), gp.Curriculum(2, metric=torch.ones(N), sync=True)
+    env.add_curriculum(cur)
+    env.sync_every(3, norm, cur)
+    with pytest.raises(ValueError, match="already synced by SyncSchedule"):
+        env.sync_every(5, cur)
+    assert len(env.sync_schedules) == 1
