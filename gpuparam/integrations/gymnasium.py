@@ -77,9 +77,11 @@ class GymnasiumVectorEnv(VectorEnv):
     episode (the draw that counts is the second one); observations of the discarded step
     still enter a ``gp.ObsNorm``'s statistics inside a ``TransformedEnv``.
 
-    ``reset(seed=None, options=None)``: ``seed`` (int) reseeds and resets every env;
-    ``options={"reset_mask": mask}`` (bool ``[N]``, NumPy or torch) resets only masked envs
-    (the others keep their observation). Returns ``(obs, {})``.
+    ``reset(seed=None, options=None)``: ``seed`` (any int >= 0, taken modulo 2^31) reseeds
+    and resets every env; ``options={"reset_mask": mask}`` (bool ``[N]``, NumPy or torch)
+    resets only masked envs (the others keep their observation). A seed is global even with
+    a mask (unlike Gymnasium's per-sub-env seeds): every env's draws restart from that seed,
+    see ``VecEnv.reset``. Returns ``(obs, {})``.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -114,6 +116,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._last_obs: torch.Tensor | None = None  # NEXT_STEP: the observations last returned
 
     @property
     def params(self):
@@ -147,11 +150,17 @@ class GymnasiumVectorEnv(VectorEnv):
         # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
         td = (self.gp_env.reset(mask) if seed is None
               else self.gp_env.reset(mask, seed=int(seed) % 2**31))
+        obs = td["observation"]
         if mask is None:
             self._autoreset.zero_()
         else:
+            # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
+            # observation last returned, as Gymnasium's; their new episode starts next step
+            pending = self._autoreset & ~mask
+            if self._last_obs is not None:
+                obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs, obs)
             self._autoreset &= ~mask
-        return self._out(td["observation"]), {}
+        return self._out(obs), {}
 
     def step(self, actions: torch.Tensor | np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every env; see the class docstring for shapes, modes and the info dict.
@@ -190,6 +199,7 @@ class GymnasiumVectorEnv(VectorEnv):
         obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
         done = terminated | truncated
         self._autoreset = done
+        self._last_obs = obs
         info: dict[str, Any] = {}
         if self._episode_info:
             out_done = self._out(done)

@@ -260,3 +260,28 @@ def test_any_non_negative_seed_is_taken_as_gymnasium_does():
         obs, _ = envs.reset(seed=seed)
         again, _ = _envs().reset(seed=seed % 2**31)
         assert torch.equal(torch.as_tensor(obs), torch.as_tensor(again))
+
+
+def test_next_step_masked_reset_keeps_the_last_observation_of_envs_outside_the_mask():
+    # as Gymnasium's SyncVectorEnv: an env that ended at the last step and is not in the mask
+    # keeps the (final) observation it last returned; its new episode starts at the next step
+    gym = pytest.importorskip("gymnasium")
+    from gymnasium.vector import SyncVectorEnv
+
+    n, t = 3, 2
+    m = np.array([True, False, False])
+    a = np.zeros((n, 1), np.float32)
+    ref = SyncVectorEnv([lambda: gym.make("Pendulum-v1", max_episode_steps=t)] * n,
+                        autoreset_mode="NextStep")
+    ours = GymnasiumVectorEnv(gp.make("Pendulum-v1", num_envs=n, device="cpu",
+                                      max_episode_steps=t), autoreset_mode="next_step",
+                              numpy=True)
+    for e in (ref, ours):
+        e.reset(seed=0)
+        for _ in range(t):
+            last = e.step(a)
+        assert last[3].all()  # every env truncated at the last step
+        obs, _ = e.reset(options={"reset_mask": m.copy()})
+        assert np.array_equal(obs[~m], last[0][~m])
+        after = e.step(a)  # the envs outside the mask start their new episode now
+        assert (after[1][~m] == 0).all() and not after[3].any()
