@@ -185,11 +185,16 @@ class VecEnv(EnvStages, EnvState):
             running_return=torch.zeros(n, **f32),
             clock=torch.zeros(1, dtype=torch.int64, device=dev),
         )
-        self._td = TensorDict(outputs, batch_size=[n], device=dev)
+        # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
+        # from them for good (later steps would hand back the caller's tensor): it raises,
+        # and writes go in place (``td[key].copy_(x)``, ``td[key] *= 0.1``)
+        self._td = TensorDict(outputs, batch_size=[n], device=dev).lock_()
         self._reset_td = TensorDict(
             {"observation": outputs["observation"]}, batch_size=[n], device=dev
-        )
-        self._hook_td = TensorDict({**outputs, "action": ctx.action}, batch_size=[n], device=dev)
+        ).lock_()
+        self._hook_td = TensorDict(
+            {**outputs, "action": ctx.action}, batch_size=[n], device=dev
+        ).lock_()
         return ctx
 
     def make_backend(self) -> Backend:
@@ -364,8 +369,9 @@ class VecEnv(EnvStages, EnvState):
     def before_step(self, fn: Hook) -> Callable[[], None]:
         """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
         and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device)
-        holds ``"action"`` (writable: changing it changes the action taken) and the
-        previous step's outputs. ``fn`` must only launch device work (no host sync) to keep
+        holds ``"action"`` (writable in place, e.g. ``td["action"].copy_(a)``: that changes
+        the action taken) and the previous step's outputs; the TensorDict is locked, so
+        assigning a key raises. ``fn`` must only launch device work (no host sync) to keep
         the step capturable. Returns a function removing the hook."""
         return self._add_hook(self._before_step, fn)
 
@@ -373,8 +379,9 @@ class VecEnv(EnvStages, EnvState):
         """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
         reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
         ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
-        ``"observation"`` (pre-reset here) and ``"action"``; writes (e.g. reward shaping)
-        are seen by the caller. Returns a function removing the hook."""
+        ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
+        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller; the TensorDict is
+        locked, so assigning a key raises. Returns a function removing the hook."""
         return self._add_hook(self._after_step, fn)
 
     def _add_hook(self, hooks: list[Hook], fn: Hook) -> Callable[[], None]:

@@ -13,6 +13,13 @@ from gpuparam.kernels.index import thread_index
 
 
 @wp.func
+def _writes(v: float, clamp: int) -> bool:
+    """Whether a value is written: always when validated (``clamp == 0``), else only a
+    finite one (a non-finite value leaves both tables' entries unchanged)."""
+    return clamp == 0 or wp.isfinite(v)
+
+
+@wp.func
 def _checked(v: float, low: float, high: float, clamp: int, old: float) -> float:
     if clamp == 0:
         return v
@@ -39,9 +46,10 @@ def masked_fill(
     env = thread_index(wp.tid())
     if not mask[env]:
         return
-    v = _checked(value, low, high, clamp, nominal_out[env])
-    nominal_out[env] = v
-    effective_out[env] = v
+    if _writes(value, clamp):
+        v = _checked(value, low, high, clamp, 0.0)
+        nominal_out[env] = v
+        effective_out[env] = v
 
 
 @wp.kernel
@@ -58,9 +66,11 @@ def masked_write(
     env = thread_index(wp.tid())
     if not mask[env]:
         return
-    v = _checked(value[env], low, high, clamp, nominal_out[env])
-    nominal_out[env] = v
-    effective_out[env] = v
+    x = value[env]
+    if _writes(x, clamp):
+        v = _checked(x, low, high, clamp, 0.0)
+        nominal_out[env] = v
+        effective_out[env] = v
 
 
 @wp.kernel
@@ -82,6 +92,8 @@ def indexed_write(
         return
     for j in range(ncols):
         col = col0 + j
-        v = _checked(value[k, j], low, high, clamp, nominal_out[col, env])
-        nominal_out[col, env] = v
-        effective_out[col, env] = v
+        x = value[k, j]
+        if _writes(x, clamp):
+            v = _checked(x, low, high, clamp, 0.0)
+            nominal_out[col, env] = v
+            effective_out[col, env] = v

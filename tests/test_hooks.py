@@ -118,3 +118,30 @@ def test_env_logic_runs_after_randomization_and_curricula():
     env.params.set("masscart", 3.0)
     env.load_state_dict(state)
     assert torch.equal(env.total_mass, true_total(env))
+
+
+def test_returned_and_hook_tensordicts_take_writes_in_place_only():
+    # they hold the env's own buffers: assigning a key would detach it from them for good
+    import pytest
+
+    env = cartpole()
+    a = torch.zeros(N, dtype=torch.int64)
+    td = env.step(a)
+    with pytest.raises(RuntimeError, match="locked"):
+        td["reward"] = td["reward"] * 0.1
+    td["reward"].mul_(0.5)  # in place: fine
+
+    def shaping(e, hook_td):
+        hook_td["reward"].add_(10.0)
+
+    env.after_step(shaping)
+    assert torch.all(env.step(a)["reward"] == 11.0)
+
+    def assigning(e, hook_td):
+        hook_td["reward"] = hook_td["reward"] + 10.0
+
+    remove = env.after_step(assigning)
+    with pytest.raises(RuntimeError, match="locked"):
+        env.step(a)
+    remove()
+    assert torch.all(env.step(a)["reward"] == 11.0)

@@ -219,3 +219,19 @@ def test_a_load_tells_listeners_only_what_it_changed():
     state["effective"][env.params.columns("g")[0], 3] = 10.5
     env.params.load_state_dict(state)
     assert heard[-1][0] == ("g",) and heard[-1][1].tolist() == [i == 3 for i in range(8)]
+
+
+def test_unvalidated_non_finite_values_leave_both_tables_alone():
+    import gpuparam as gp
+
+    env = gp.make("CartPole-v1", 4, device="cpu", seed=0)
+    env.randomize(gp.Uniform("length", 0.4, 0.6, on="startup"))
+    eff, nom = env.params["length"].clone(), env.params.nominal["length"].clone()
+    value = torch.tensor([float("nan"), 0.7, float("inf"), 0.8])
+    for how in ({}, {"env_ids": torch.arange(4)}, {"mask": torch.ones(4, dtype=torch.bool)}):
+        env.params.set("length", value, validate=False, **how)
+        got = env.params["length"]
+        assert got[0] == eff[0] and got[2] == eff[2], how  # the randomized draws stay
+        assert env.params.nominal["length"][0] == nom[0] and got[1] == pytest.approx(0.7)
+    env.params.set("length", float("nan"), validate=False)  # a scalar: nothing written
+    assert env.params["length"][0] == eff[0]

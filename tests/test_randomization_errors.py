@@ -174,3 +174,31 @@ def test_set_mask_checks_the_new_envs():
     assert torch.equal(env.randomization.bound(term).mask, ~big)
     env.randomization.set_mask(term, env_ids=[10, 11])
     assert int(env.randomization.bound(term).mask.sum()) == 2
+
+
+def test_removing_a_term_passed_twice_raises_and_changes_nothing():
+    env = cartpole()
+    term = gp.Uniform("length", 0.4, 0.6, on="step")
+    env.randomize(term)
+    env.step(torch.zeros(N, dtype=torch.int64))
+    before = eff(env)
+    with pytest.raises(ValueError, match="passed twice"):
+        env.randomization.remove(term, term)
+    assert env.randomization.terms == (term,) and torch.equal(eff(env), before)
+
+
+def test_unmasking_a_masked_term_keeps_each_envs_own_counter():
+    # masked envs advanced alone: once unmasked, every env draws at its own counter
+    env = gp.make("CartPole-v1", 4, device="cpu", seed=0)
+    mask = torch.tensor([False, True, True, False])
+    term = gp.Uniform("length", 0.4, 0.6, on="step", mask=mask)
+    env.randomize(term)
+    a = torch.zeros(4, dtype=torch.int64)
+    env.step(a)
+    first = env.params["length"].clone()
+    env.step(a)
+    env.step(a)
+    env.randomization.set_mask(term, None)
+    env.step(a)
+    assert env.randomization.counters(term).tolist() == [1, 4, 4, 1]
+    assert not torch.equal(env.params["length"][1:3], first[1:3])  # counter 3, not 0

@@ -105,6 +105,8 @@ class Randomization:
         """Remove ``terms``. With ``restore`` (default) their parameters' effective values go
         back to the nominal ones for the envs they covered (and listeners are notified)."""
         bounds = [self.bound(t) for t in terms]
+        if len({id(b) for b in bounds}) != len(bounds):
+            raise ValueError(f"remove: a term was passed twice in {list(terms)}")
         for b in bounds:
             if b.pinned_by is not None:
                 raise ValueError(f"{b.term}: used by {b.pinned_by}; remove that first")
@@ -128,8 +130,9 @@ class Randomization:
         b = self.bound(term)
         m = term_mask(term, self._env, mask, env_ids)
         recheck(b, self._env, m)
-        if m is not None:
-            b.uniform_counters = False  # from now on only masked envs advance
+        if m is not None or b.mask is not None:
+            # masked envs advance alone from now on, or did until now: counters may differ
+            b.uniform_counters = False
         if m is not None and b.mask is not None:
             b.mask.copy_(m)
             return
