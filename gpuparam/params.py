@@ -187,6 +187,72 @@ class ParamTable:
                 mask = ids_to_mask(env_ids, self.num_envs)
             self.notify(tuple(n for n, _ in prepared), mask)
 
+    def set_components(
+        self, name: str, values: Mapping[int, object], mask: torch.Tensor | None = None
+    ) -> None:
+        """Write some components of the vector parameter ``name`` (nominal and effective)
+        for the masked envs; every other component keeps both its values (a randomized
+        effective value included).
+
+        Args:
+            name: a parameter name.
+            values: component index -> a number, or a float tensor ``[num_envs]`` on the
+                table's device.
+            mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
+
+        Validated as ``set`` (indices; finite values inside the spec range; synchronizes
+        for tensors) before anything is written; listeners hear of ``name`` for ``mask``.
+        """
+        c0, size = self._cols[self._spec(name).name]
+        check_mask(mask, self.num_envs, self.device)
+        if not isinstance(values, Mapping) or not values:
+            raise ValueError(f"set_components: expected a non-empty dict of component "
+                             f"values, got {values!r}")
+        prepared = [(j, self._check_component(name, j, size, v, mask))
+                    for j, v in values.items()]
+        self._load_mask(mask)
+        stream = stream_for(self.device)
+        for j, v in prepared:  # everything validated: now write
+            if isinstance(v, float):
+                cmd = self._fill_cmds[c0 + j]
+                cmd.set_param_at_index(1, v)
+            else:
+                self._value_buf[j].copy_(v)
+                cmd = self._write_cmds[c0 + j]
+            cmd.set_param_at_index(4, 0)
+            cmd.launch(stream)
+        if self._callbacks:
+            self.notify((name,), mask)
+
+    def _check_component(self, name: str, j, size: int, value, mask):
+        """One value of ``set_components``: a float, or a float32 tensor ``[num_envs]``."""
+        spec = self._spec(name)
+        if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
+            raise ValueError(f"parameter {name!r}: component index expected an int in "
+                             f"[0, {size}), got {j!r}")
+        where = f"parameter {name!r} component {j}"
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            v = float(value)
+            if not (math.isfinite(v) and spec.low <= v <= spec.high):
+                raise ValueError(f"{where}: value {v} outside its range "
+                                 f"[{spec.low}, {spec.high}]")
+            return v
+        if (not isinstance(value, torch.Tensor) or value.dtype == torch.bool
+                or value.is_complex() or value.shape not in ((), (self.num_envs,))):
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"{where}: expected a number or a float tensor "
+                             f"[{self.num_envs}], got {got}")
+        if value.device != self.device:
+            raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
+        v = value.detach().to(torch.float32).expand(self.num_envs)
+        bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
+        if mask is not None:
+            bad &= mask
+        if bool(bad.any()):  # host-ok: validated writes synchronize (documented)
+            raise ValueError(f"{where}: value {v[bad][0].item()} outside its range "  # host-ok
+                             f"[{spec.low}, {spec.high}] (or not finite)")
+        return v
+
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
         """Write every parameter's spec default (nominal and effective) for masked envs.
 

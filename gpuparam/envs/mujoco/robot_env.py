@@ -108,10 +108,8 @@ class RobotEnv(VecEnv):
         if not isinstance(values, Mapping) or not values:
             raise ValueError(f"set_components: expected a non-empty dict of values, got {values!r}")
         idx = {k: self.component_index(name, k) for k in values}
-        full = self.params.nominal[name].clone()
-        for k, v in values.items():
-            full[:, idx[k]] = v if isinstance(v, torch.Tensor) else float(v)
-        self.params.set(name, full, mask=mask)
+        # only the named components' rows: the others keep their (randomized) values
+        self.params.set_components(name, {idx[k]: v for k, v in values.items()}, mask=mask)
 
     # ------------------------------------------------------------------ state events
     def add_event(self, event) -> Callable[[], None]:

@@ -151,3 +151,35 @@ def test_task_parameters_are_per_env():
     torch.testing.assert_close(td["reward"][MASK], expected[MASK], rtol=0, atol=1e-5)
     assert torch.equal(td["reward"][~MASK], tdt["reward"][~MASK])
     assert td["terminated"][MASK].all() and not td["terminated"][~MASK].any()
+
+
+def test_set_components_keeps_the_other_components_randomized_values():
+    env = gp.make("Ant-v5", N, device="cpu", seed=0)
+    env.randomize(gp.Uniform("body_mass", 0.5, 1.5, op="scale", on="reset"))
+    env.reset()
+    before = env.params["body_mass"].clone()
+    nominal = env.params.nominal["body_mass"].clone()
+    torso = env.component_index("body_mass", "torso")
+    env.set_components("body_mass", {"torso": 0.5}, mask=MASK)
+    after = env.params["body_mass"]
+    others = torch.arange(after.shape[1]) != torso
+    assert torch.equal(after[:, others], before[:, others])  # the draws stay
+    assert torch.all(after[MASK, torso] == 0.5) and torch.equal(after[~MASK], before[~MASK])
+    assert torch.all(env.params.nominal["body_mass"][MASK, torso] == 0.5)
+    assert torch.equal(env.params.nominal["body_mass"][:, others], nominal[:, others])
+    np.testing.assert_allclose(env.backend.m.body_mass.numpy()[:, 1:],
+                               after.numpy(), rtol=0, atol=0)  # the model follows
+
+
+def test_param_table_set_components_checks_everything_first():
+    env = gp.make("Ant-v5", N, device="cpu", seed=0)
+    before = env.params.state_dict()
+    for values, words in (({13: 1.0}, "component index"), ({0: 1.0, 1: -1.0}, "outside"),
+                          ({0: torch.ones(N + 1)}, "expected a number or a float tensor"),
+                          ({0: torch.tensor([1.0, float("nan"), 1.0, 1.0])}, "not finite"),
+                          ({}, "non-empty")):
+        with pytest.raises(ValueError, match=words):
+            env.params.set_components("body_mass", values)
+    after = env.params.state_dict()
+    assert torch.equal(before["nominal"], after["nominal"])
+    assert torch.equal(before["effective"], after["effective"])
