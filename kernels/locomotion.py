@@ -304,7 +304,7 @@ def humanoid(
     terminate: wp.array(dtype=float),
     z_min: wp.array(dtype=float),
     z_max: wp.array(dtype=float),
-    prev_xy: wp.array2d(dtype=float),
+    prev_x: wp.array2d(dtype=float),
     obs_out: wp.array2d(dtype=float),
     final_obs_out: wp.array2d(dtype=float),
     reward_out: wp.array(dtype=float),
@@ -314,7 +314,9 @@ def humanoid(
     cfrc_ext[1:]``; reward ``forward_w * d(mass center x)/dt + healthy - ctrl_w |a|^2 -
     min(contact_w |cfrc_ext|^2, contact_cost_max)``; healthy ``z_min < qpos[2] < z_max``.
     ``observe`` = 1 needs ``mj_forward``'s quantities (the backend runs forward at reset);
-    contact forces are 0 there."""
+    contact forces are 0 there. ``prev_x`` ``[N, nbody]`` keeps each body's ``xipos`` x of
+    the last step: the mass center before a step is weighed with the masses in force now,
+    as Gymnasium's (a mass written between two steps adds no false velocity)."""
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -353,14 +355,20 @@ def humanoid(
             if b > 0:
                 _write_obs(obs_out, final_obs_out, both, i, o, v)
                 o += 1
-    mc = _mass_center(body_mass, xipos, i)
     if observe == 1:
-        prev_xy[i, 0] = mc[0]
-        prev_xy[i, 1] = mc[1]
+        for b in range(nb):
+            prev_x[i, b] = xipos[i, b][0]
         return
-    x_vel = (mc[0] - prev_xy[i, 0]) / dt
-    prev_xy[i, 0] = mc[0]
-    prev_xy[i, 1] = mc[1]
+    mc = _mass_center(body_mass, xipos, i)
+    w = i % body_mass.shape[0]
+    num = float(0.0)
+    den = float(0.0)
+    for b in range(nb):
+        m = body_mass[w, b]
+        num += m * prev_x[i, b]
+        den += m
+        prev_x[i, b] = xipos[i, b][0]
+    x_vel = (mc[0] - num / den) / dt
     z = qpos[i, 2]
     healthy = z_min[i] < z and z < z_max[i]
     h = float(0.0)

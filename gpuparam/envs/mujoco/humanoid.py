@@ -18,8 +18,11 @@ class HumanoidTask(LocomotionTask):
     kernel = kloco.humanoid
 
     def arrays(self, env, ctx, backend, row) -> list:
-        self.prev_xy = torch.zeros(ctx.num_envs, 2, dtype=torch.float32, device=env.device)
-        backend.state["task_prev_position"] = self.prev_xy  # checkpointed with the env
+        # each body's x at the last step (the mass center before a step is weighed with the
+        # masses in force at that step); checkpointed with the env
+        nbody = backend.mjm.nbody
+        self.prev_x = torch.zeros(ctx.num_envs, nbody, dtype=torch.float32, device=env.device)
+        backend.state["task_prev_position"] = self.prev_x
         d, m = backend.d, backend.m
         return [
             backend.dt, d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,
@@ -27,7 +30,7 @@ class HumanoidTask(LocomotionTask):
                 "forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
                 "contact_cost_max", "healthy_reward", "terminate_when_unhealthy",
                 "healthy_z_min", "healthy_z_max",
-            )), wp.from_torch(self.prev_xy),
+            )), wp.from_torch(self.prev_x),
         ]
 
 

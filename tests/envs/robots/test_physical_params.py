@@ -183,3 +183,19 @@ def test_param_table_set_components_checks_everything_first():
     after = env.params.state_dict()
     assert torch.equal(before["nominal"], after["nominal"])
     assert torch.equal(before["effective"], after["effective"])
+
+
+def test_humanoid_mass_write_between_steps_adds_no_false_forward_velocity():
+    # Gymnasium weighs the mass center before and after a step with the same (current)
+    # masses: tripling a foot's mass between two steps changes the reward by its small
+    # physical effect only (weighing the old center with the old masses added ~0.12 here)
+    env = gp.make("Humanoid-v5", num_envs=2, device="cpu", seed=0, reset_noise_scale=0.0)
+    env.reset()
+    a = torch.zeros(2, 17)
+    first = env.step(a)["reward"].clone()
+    assert first[0] == first[1]
+    j = env.component_index("body_mass", "right_foot")
+    mass = float(env.params["body_mass"][0, j])
+    env.set_components("body_mass", {"right_foot": 3.0 * mass}, mask=torch.tensor([True, False]))
+    second = env.step(a)["reward"]
+    assert abs(float(second[0] - second[1])) < 0.02
