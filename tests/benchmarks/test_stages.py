@@ -4,7 +4,7 @@ stages one by one advances an env exactly as ``env.step`` does."""
 from __future__ import annotations
 
 import pytest
-import torch
+from test_bad_input import assert_same_state
 
 from benchmarks.stages import CONFIGS, profile
 from benchmarks.subjects import gp_actions, make_gp_env
@@ -16,21 +16,6 @@ EXPECTED = {
     "reset_randomization_3": ("physics", "episode", "randomize_reset", "clock", "autoreset"),
     "ObsNorm+RewardNorm": ("physics", "episode", "clock", "autoreset", "transforms"),
 }
-
-
-def _assert_same(a, b, path="") -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            _assert_same(a[k], b[k], f"{path}/{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_same(x, y, f"{path}/{i}")
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), path
-    else:
-        assert a == b, path
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))
@@ -48,5 +33,5 @@ def test_stage_replays_step_the_env_as_env_step_does(key):
     assert tuple(res["stages_s"]) == EXPECTED[key]
     assert all(t > 0 for t in res["stages_s"].values()) and res["step_s"] > 0
     assert res["sum_s"] == pytest.approx(sum(res["stages_s"].values()))
-    _assert_same(profiled.state_dict(), stepped.state_dict())
-    _assert_same(profiled.outputs.to_dict(), stepped.outputs.to_dict())
+    assert_same_state(profiled.state_dict(), stepped.state_dict())
+    assert_same_state(profiled.outputs.to_dict(), stepped.outputs.to_dict())
