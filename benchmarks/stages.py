@@ -47,7 +47,7 @@ def _stage_runs(env) -> list[tuple[str, object]]:
     for stage in env.pipeline.stages:
         seen[stage.name] = seen.get(stage.name, 0) + 1
         name = stage.name + (f"#{seen[stage.name]}" if seen[stage.name] > 1 else "")
-        if stage.warp_only:
+        if stage.kind == "warp":
             with wp.ScopedCapture(device="cpu") as cap:
                 stage.run(ctx)
             runs.append((name, lambda g=cap.graph: wp.capture_launch(g)))

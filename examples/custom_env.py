@@ -107,23 +107,17 @@ def point_observe(
 
 
 # ----------------------------------------------------------------------------- the env
-def _rows(env, name: str) -> wp.array:
-    """The effective values of parameter ``name``: ``[N]`` (scalar) or ``[size, N]``."""
-    c0, size = env.params.columns(name)
-    rows = env.params.effective_table[c0 : c0 + size]
-    return wp.from_torch(rows[0] if env.params.spec[name].shape == () else rows)
-
-
 class PointBackend(gp.Backend):
     """Semi-implicit Euler point mass; state ``pos``, ``vel`` float32 ``[N, 2]``."""
 
-    def bind(self, env, ctx):
-        n = env.num_envs
-        self.state = {k: torch.zeros(n, 2, device=env.device) for k in ("pos", "vel")}
+    def bind(self, b):
+        # b: a gp.BindContext (sizes, device, parameters, the step context, the spaces)
+        self.state = {k: torch.zeros(b.num_envs, 2, device=b.device) for k in ("pos", "vel")}
         self.pos = wp.from_torch(self.state["pos"], dtype=wp.vec2)
         self.vel = wp.from_torch(self.state["vel"], dtype=wp.vec2)
-        params = [_rows(env, k) for k in ("mass", "dt", "damping", "max_force")]
-        self.step_args = [*params, wp.from_torch(ctx.action), self.pos, self.vel]
+        # b.param_rows(name): the effective values, [N] (scalar) or [size, N], a live view
+        params = [wp.from_torch(b.param_rows(k)) for k in ("mass", "dt", "damping", "max_force")]
+        self.step_args = [*params, wp.from_torch(b.step.action), self.pos, self.vel]
         self.masks = {}
 
     def step(self, ctx):
@@ -140,11 +134,12 @@ class PointBackend(gp.Backend):
 class ReachTask(gp.Task):
     """Observation (pos, vel, target - pos), reward -distance, success within radius."""
 
-    def bind(self, env, ctx, backend):
-        self.backend, self.target = backend, _rows(env, "target")
-        out = ctx.outputs
+    def bind(self, b, backend):
+        self.backend, self.target = backend, wp.from_torch(b.param_rows("target"))
+        out = b.step.outputs
         self.obs = wp.from_torch(out["observation"])
-        self.args = [self.target, _rows(env, "radius"), backend.pos, backend.vel, self.obs,
+        self.args = [self.target, wp.from_torch(b.param_rows("radius")), backend.pos,
+                     backend.vel, self.obs,
                      wp.from_torch(out["final_observation"]), wp.from_torch(out["reward"]),
                      wp.from_torch(out["terminated"])]
 

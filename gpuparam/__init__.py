@@ -6,7 +6,7 @@ The names below are the public API; everything else may change.
 from __future__ import annotations
 
 from gpuparam import _device  # noqa: F401  (configures Warp before kernels load)
-from gpuparam.backend import Backend, KernelBackend, Task
+from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.config import randomization_from_config
 from gpuparam.curriculum import ADR, Curriculum
 from gpuparam.distributed import SyncSchedule, shard_range
@@ -47,6 +47,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ADR",
     "Backend",
+    "BindContext",
     "BoxSpec",
     "CartPoleEnv",
     "Choice",

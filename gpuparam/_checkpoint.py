@@ -181,3 +181,58 @@ def check_env_state(
     check_randomization(state["randomization"])
     for i, (s, levels) in enumerate(zip(state["curricula"], curricula_levels, strict=True)):
         check_curriculum(s, levels, f"curricula[{i}]")
+
+
+class EnvCheckpoint:
+    """``state_dict`` / ``load_state_dict`` of one env (``VecEnv`` delegates to it)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        env = self._env
+        ctx = env.context
+        return {
+            **{k if k == "state" else f"state.{k}": v for k, v in env.backend.state.items()},
+            "step_count": ctx.step_count, "episode_count": ctx.episode_count,
+            "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
+        }
+
+    def state_dict(self) -> dict[str, object]:
+        env = self._env
+        return {
+            "env": env.name,
+            "num_envs": env.num_envs,
+            "env_offset": env.env_offset,
+            "seed": env.seed,
+            "params": env.params.state_dict(),
+            "tensors": {k: v.clone() for k, v in self._tensors().items()},
+            "randomization": env.randomization.state_dict(),
+            "curricula": [c.state_dict() for c in env.curricula],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        env = self._env
+        if isinstance(state, dict) and "env_offset" not in state:
+            state = {**state, "env_offset": 0}  # checkpoints before sharding: offset 0
+        curricula = env.curricula
+        check_env_state(state, self.state_dict(), env.params, [c.num_levels for c in curricula])
+        saved_offset = state.get("env_offset", 0) if isinstance(state, dict) else 0
+        if saved_offset != env.env_offset:
+            n, off = env.num_envs, env.env_offset
+            raise ValueError(
+                f"load_state_dict: the checkpoint holds global envs {saved_offset}.."
+                f"{saved_offset + n - 1} (env_offset {saved_offset}), this env holds "
+                f"{off}..{off + n - 1} (env_offset {off}): load each rank's checkpoint on "
+                "the same rank of the same world size (resharding is not supported)"
+            )
+        env.randomization.check_state(state["randomization"])  # (their own checks too)
+        for cur, s in zip(curricula, state["curricula"], strict=True):
+            cur.check_state(s)
+        env.restore_seed(int(state["seed"]))
+        env.params.load_state_dict(state["params"])
+        for k, t in self._tensors().items():
+            t.copy_(state["tensors"][k])
+        env.randomization.load_state_dict(state["randomization"])
+        for cur, s in zip(curricula, state["curricula"], strict=True):
+            cur.load_state_dict(s)

@@ -12,20 +12,48 @@ no Python branch on tensor values): the pipeline captures it once and replays it
 
 Classic control envs use :class:`KernelBackend`: one fused Warp kernel computes the
 physics and the task outputs (a tiny env is faster in one pass), so their task is None.
+Backends and tasks bind to a :class:`BindContext` (sizes, device, parameters, the step
+context, the spaces), not to the env.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 import warp as wp
 
+from gpuparam.params import ParamTable
 from gpuparam.pipeline import StepContext
-from gpuparam.spec import DiscreteSpec
+from gpuparam.spec import BoxSpec, DiscreteSpec
 
-if TYPE_CHECKING:
-    from gpuparam.vecenv import VecEnv
+
+@dataclass(frozen=True, eq=False)
+class BindContext:
+    """What a :class:`Backend` or :class:`Task` binds to (not the whole env).
+
+    Attributes:
+        num_envs: N.
+        device: the torch device of every buffer.
+        params: the env's ``ParamTable``: ``params.effective_table`` float32 ``[C, N]``
+            (rows of a parameter: ``params.columns(name)``) is what kernels read.
+        step: the env's ``StepContext`` (action, outputs, seed, counters, stream).
+        observation_spec, action_spec: the env's spaces.
+    """
+
+    num_envs: int
+    device: torch.device
+    params: ParamTable
+    step: StepContext
+    observation_spec: BoxSpec
+    action_spec: BoxSpec | DiscreteSpec
+
+    def param_rows(self, name: str) -> torch.Tensor:
+        """The effective-table rows of parameter ``name``: float32 ``[N]`` for a scalar
+        parameter, ``[size, N]`` for a vector one (a view: kernels see every write)."""
+        c0, size = self.params.columns(name)
+        rows = self.params.effective_table[c0 : c0 + size]
+        return rows[0] if self.params.spec[name].shape == () else rows
 
 
 class Backend:
@@ -49,11 +77,10 @@ class Backend:
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
 
-    def bind(self, env: VecEnv, ctx: StepContext) -> None:
+    def bind(self, b: BindContext) -> None:
         """Allocate the state and keep what ``step``/``reset`` read: views of the
-        parameter table rows (``env.params.effective_table[c0:c0 + size]``, float32
-        ``[size, N]``, see ``env.params.columns(name)``), the context's buffers. Called
-        once, after the parameter table and the context exist."""
+        parameter table rows (``b.param_rows(name)``), the step context's buffers
+        (``b.step``). Called once, after the parameter table and the context exist."""
         raise NotImplementedError
 
     def step(self, ctx: StepContext) -> None:
@@ -81,7 +108,7 @@ class Task:
 
     warp_only: bool = True
 
-    def bind(self, env: VecEnv, ctx: StepContext, backend: Backend) -> None:
+    def bind(self, b: BindContext, backend: Backend) -> None:
         """Keep what ``compute``/``observe`` read (backend state, parameter rows)."""
 
     def compute(self, ctx: StepContext) -> None:
@@ -105,43 +132,28 @@ class KernelBackend(Backend):
     the action an int64 array ``[N]`` (discrete) or a float array ``[N, A]``.
 
     ``reset_kernel(mask, seed, env_offset, episode_count, state, obs_out)``: masked reset,
-    keyed with ``gpuparam.kernels.episode.begin_episode``, one thread per env. Or, with
-    ``listed_reset``, ``reset_kernel(mask, mask_words, block, seed, env_offset,
-    episode_count, state, obs_out, scratch, scratch_f)``: a thread resets the masked envs
-    of its block of ``block`` envs (CPUs: all of them; GPUs: one), listed first
-    (``gpuparam.kernels.index.list_masked``) into ``scratch`` int32 ``[2 * npad]``, with
-    ``scratch_f`` float32 ``[state length * npad]`` (one region per state component;
-    ``npad``: N rounded up to 8) for its draws: on a CPU the draws of the few resetting envs
-    then run in one loop over contiguous memory instead of one long serial chain of hashes
-    per env (``kernels/cartpole.py``).
+    one thread per env, keyed with ``gpuparam.kernels.episode.begin_episode``.
 
     Args:
         step_kernel, reset_kernel: the kernels.
         state_dtype, obs_dtype: Warp vector types of one env's state and observation.
         kernel_params: the parameters ``step_kernel`` takes, in order.
-        listed_reset: ``reset_kernel`` takes the listed signature.
     """
 
-    def __init__(self, step_kernel, reset_kernel, state_dtype, obs_dtype, kernel_params,
-                 listed_reset: bool = False):
+    def __init__(self, step_kernel, reset_kernel, state_dtype, obs_dtype, kernel_params):
         super().__init__()
         self.step_kernel, self.reset_kernel = step_kernel, reset_kernel
         self.state_dtype, self.obs_dtype = state_dtype, obs_dtype
         self.kernel_params = tuple(kernel_params)
-        self.listed_reset = bool(listed_reset)
 
-    def bind(self, env: VecEnv, ctx: StepContext) -> None:
-        n, dev = env.num_envs, env.device
+    def bind(self, b: BindContext) -> None:
+        n, ctx = b.num_envs, b.step
         self.state = {
-            "state": torch.zeros(n, self.state_dtype._length_, dtype=torch.float32, device=dev)
+            "state": torch.zeros(n, self.state_dtype._length_, dtype=torch.float32,
+                                 device=b.device)
         }
-        p = env.params
-        params = []
-        for name in self.kernel_params:
-            c0, size = p.columns(name)
-            rows = p.effective_table[c0 : c0 + size]
-            params.append(wp.from_torch(rows[0] if p.spec[name].shape == () else rows))
-        if isinstance(env.action_spec, DiscreteSpec):
+        params = [wp.from_torch(b.param_rows(name)) for name in self.kernel_params]
+        if isinstance(b.action_spec, DiscreteSpec):
             action = wp.from_torch(ctx.action)
         else:
             action = wp.from_torch(ctx.action.reshape(n, -1))
@@ -155,15 +167,7 @@ class KernelBackend(Backend):
         self._reset_tail = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), s, obs,
         ]
-        if self.listed_reset:
-            npad = (n + 7) // 8 * 8
-            self._scratch = (
-                torch.zeros(2 * npad, dtype=torch.int32, device=dev),
-                torch.zeros(self.state_dtype._length_ * npad, dtype=torch.float32, device=dev),
-            )
-            self._reset_tail += [wp.from_torch(t) for t in self._scratch]
-        self._masks = {}
-        self._no_words = None
+        self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
 
     def step(self, ctx: StepContext) -> None:
         wp.launch(self.step_kernel, ctx.num_envs, self._step_args, device=ctx.wp_device,
@@ -171,25 +175,7 @@ class KernelBackend(Backend):
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
         m = self._masks.get(id(mask))
-        if m is None:
-            m = self._masks[id(mask)] = (mask, *self._mask_args(ctx, mask))
-        if not self.listed_reset:
-            wp.launch(self.reset_kernel, ctx.num_envs, [m[1], *self._reset_tail],
-                      device=ctx.wp_device, stream=ctx.stream)
-            return
-        dim, args = m[2]
-        wp.launch(self.reset_kernel, dim, [*args, *self._reset_tail], device=ctx.wp_device,
-                  stream=ctx.stream)
-
-    def _mask_args(self, ctx: StepContext, mask: torch.Tensor) -> tuple:
-        """``(wp mask, (launch dim, listed-kernel mask arguments))``: one thread walking
-        every env on a CPU when the mask's 8-env words are known (the done and reset
-        masks), else one thread per env."""
-        wmask = wp.from_torch(mask)
-        words = {id(ctx.done): ctx.done_words, id(ctx.reset_mask): ctx.reset_words}.get(id(mask))
-        n = ctx.num_envs
-        if ctx.device.type == "cpu" and words is not None:
-            return wmask, (1, [wmask, wp.from_torch(words), (n + 7) // 8 * 8])
-        if self._no_words is None:  # kept: a Warp view does not keep its tensor alive
-            self._no_words = torch.zeros(1, dtype=torch.int64, device=ctx.device)
-        return wmask, (n, [wmask, wp.from_torch(self._no_words), 1])
+        if m is None:  # the tensor is kept with its view (a Warp view does not keep it)
+            m = self._masks[id(mask)] = (mask, wp.from_torch(mask))
+        wp.launch(self.reset_kernel, ctx.num_envs, [m[1], *self._reset_tail],
+                  device=ctx.wp_device, stream=ctx.stream)

@@ -11,7 +11,7 @@ import torch
 
 from gpuparam._checkpoint import check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._device import launch, stream_for, to_wp
+from gpuparam._device import launch, to_wp
 from gpuparam.kernels import params as kparams
 from gpuparam.spec import ParamSpec
 
@@ -61,28 +61,17 @@ class ParamTable:
             c += s.size
         self.num_columns = c
         defaults = torch.cat([s.default_tensor() for s in specs])
-        self._default_values = defaults.tolist()  # host-ok: CPU tensor at construction
         self.defaults = defaults.to(device)  # float32 [C]
+        self._wp_defaults = to_wp(self.defaults)
         self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
         self.wp_effective = to_wp(self.effective_table)
-        # Static staging buffers and recorded launches (one per table row and value kind),
-        # so a write costs two small copies and a launch per component, no new Warp arrays.
+        # a static mask buffer (a write copies the caller's mask into it), so every masked
+        # write is one copy and one launch over arrays made once
         self._mask_buf = torch.ones(num_envs, dtype=torch.bool, device=device)
-        width = max(s.size for s in specs)
-        self._value_buf = torch.zeros(width, num_envs, dtype=torch.float32, device=device)
-        self._fill_cmds: list = []
-        self._write_cmds: list = []
-        mask = to_wp(self._mask_buf)
-        for s in specs:
-            c0, size = self._cols[s.name]
-            for j in range(size):
-                rows = [to_wp(self.nominal_table[c0 + j]), to_wp(self.effective_table[c0 + j])]
-                fill = [mask, 0.0, s.low, s.high, 0, *rows]
-                write = [mask, to_wp(self._value_buf[j]), s.low, s.high, 0, *rows]
-                self._fill_cmds.append(launch(kparams.masked_fill, num_envs, fill, device, True))
-                self._write_cmds.append(launch(kparams.masked_write, num_envs, write, device, True))
+        self._wp_mask = to_wp(self._mask_buf)
+        self._no_values = to_wp(torch.zeros(1, 1, device=device))
         self._callbacks: list[tuple[ChangeCallback, bool]] = []
         # bumped when a callback is added or removed (captured steps compare it)
         self.listener_key = 0
@@ -211,16 +200,9 @@ class ParamTable:
         prepared = [(j, self._check_component(name, j, size, v, mask))
                     for j, v in values.items()]
         self._load_mask(mask)
-        stream = stream_for(self.device)
+        spec = self._specs[name]
         for j, v in prepared:  # everything validated: now write
-            if isinstance(v, float):
-                cmd = self._fill_cmds[c0 + j]
-                cmd.set_param_at_index(1, v)
-            else:
-                self._value_buf[j].copy_(v)
-                cmd = self._write_cmds[c0 + j]
-            cmd.set_param_at_index(4, 0)
-            cmd.launch(stream)
+            self._masked(c0 + j, 1, spec, v if isinstance(v, float) else v[:, None], False)
         if self._callbacks:
             self.notify((name,), mask)
 
@@ -232,7 +214,11 @@ class ParamTable:
                              f"[0, {size}), got {j!r}")
         where = f"parameter {name!r} component {j}"
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            v = float(value)
+            try:
+                v = float(value)
+            except OverflowError:
+                raise ValueError(f"{where}: expected a number in [{spec.low}, {spec.high}], "
+                                 f"got one beyond float range ({str(value)[:20]}...)") from None
             if not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(f"{where}: value {v} outside its range "
                                  f"[{spec.low}, {spec.high}]")
@@ -261,11 +247,9 @@ class ParamTable:
         """
         check_mask(mask, self.num_envs, self.device)
         self._load_mask(mask)
-        stream = stream_for(self.device)
-        for col, cmd in enumerate(self._fill_cmds):
-            cmd.set_param_at_index(1, float(self._default_values[col]))
-            cmd.set_param_at_index(4, 0)
-            cmd.launch(stream)
+        launch(kparams.masked_defaults, self.num_envs, [
+            self._wp_mask, self._wp_defaults, self.wp_nominal, self.wp_effective,
+        ], self.device)
         if self._callbacks:
             self.notify(self.names, mask)
 
@@ -338,16 +322,7 @@ class ParamTable:
         spec = self._specs[name]
         c0, size = self._cols[name]
         if env_ids is None:
-            stream = stream_for(self.device)
-            scalar = isinstance(v, float)
-            if not scalar:
-                self._value_buf[:size].copy_(v.T)
-            for col in range(c0, c0 + size):
-                cmd = self._fill_cmds[col] if scalar else self._write_cmds[col]
-                if scalar:
-                    cmd.set_param_at_index(1, v)
-                cmd.set_param_at_index(4, int(clamp))
-                cmd.launch(stream)
+            self._masked(c0, size, spec, v, clamp)
             return
         if env_ids.shape[0] == 0:
             return
@@ -357,6 +332,16 @@ class ParamTable:
         inputs = [to_wp(env_ids), to_wp(v), c0, size, spec.low, spec.high, int(clamp)]
         inputs += [self.wp_nominal, self.wp_effective]
         launch(kparams.indexed_write, env_ids.shape[0], inputs, self.device)
+
+    def _masked(self, c0: int, size: int, spec: ParamSpec, v, clamp: bool) -> None:
+        """One launch: rows ``c0 .. c0 + size`` of the envs in the mask buffer get ``v`` (a
+        float, or a float32 tensor ``[num_envs, size]``, any strides)."""
+        scalar = isinstance(v, float)
+        values = self._no_values if scalar else to_wp(v)
+        launch(kparams.masked_write, self.num_envs, [
+            self._wp_mask, values, v if scalar else 0.0, int(scalar), c0, size, spec.low,
+            spec.high, int(clamp), self.wp_nominal, self.wp_effective,
+        ], self.device)
 
     # ------------------------------------------------------------------ change hooks
     def on_change(self, callback: ChangeCallback, warp_only: bool = False) -> Callable[[], None]:
@@ -435,6 +420,12 @@ class ParamTable:
             changed = tuple(n for n, r in rows.items() if bool(r.any()))  # host-ok: a load
             if changed:
                 self.notify(changed, diff.any(0))
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "ParamTable cannot be pickled (it holds device tables and Warp views); save "
+            "params.state_dict() (or env.state_dict()) and restore it with load_state_dict"
+        )
 
     def __repr__(self) -> str:
         return f"ParamTable({', '.join(self.names)}; num_envs={self.num_envs}, {self.device})"

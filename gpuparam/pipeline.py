@@ -1,24 +1,36 @@
-"""The step as an explicit list of stages, captured once and replayed, on CPU and CUDA.
+"""The step as an explicit list of stages, captured once and replayed by one plan on CPU and CUDA.
 
 A :class:`Stage` launches the device work of one part of a step (hooks, randomization,
 physics, episode bookkeeping, curricula, auto-reset, transforms). Every stage reads and
 writes one :class:`StepContext`: the env's static buffers and masks, its seed, its stream.
 
-:class:`Pipeline` runs the stages and captures them through public APIs only:
+Each stage declares its ``kind``, and :func:`plan` (device-independent: a CPU test of the
+plan tests the plan CUDA runs) splits the list into segments of consecutive stages of one
+kind:
 
-- CUDA: one ``torch.cuda.graph`` of the whole list, on a stream the pipeline owns, with
-  Warp launching on one cached ``wp.Stream`` wrapping it (kept alive as long as the
-  pipeline: a dropped ``wp.Stream`` of an external handle unregisters the CUDA stream).
-- CPU: each run of consecutive ``warp_only`` stages is one Warp CPU graph
-  (``wp.ScopedCapture(device="cpu")``, replayed with ``wp.capture_launch``); stages that
-  run torch ops or Python run eagerly between them.
+============  ============================================  ================================
+kind          what ``run`` may do                           how its segment runs
+============  ============================================  ================================
+``"warp"``    Warp launches on ``ctx.stream`` only           one Warp graph on both devices
+                                                            (``wp.ScopedCapture`` on the env's
+                                                            stream; MuJoCo Warp's conditional
+                                                            nodes are native there)
+``"torch"``   device work through torch ops (and Warp)       one torch CUDA graph on CUDA,
+                                                            eager on CPU
+``"python"``  anything: host Python that must run at          eager on both devices, every step
+              every step
+============  ============================================  ================================
+
+So a hook's or a callable metric's Python means the same on both devices: a ``"python"``
+stage runs at every step on both; a stage that declares itself device work (``"warp"``,
+``"torch"``) is recorded once and its device work replayed on both (on the CPU a
+``"torch"`` stage's Python still runs at every step: it must do nothing but device work).
 
 Capture happens at the first call after ``warmup`` eager calls (which load every Warp
-module). Anything that changes what a replay would do must drop the capture: stage list
-changes (``invalidate``), and host-side settings that a stage declares through its
-``key`` (e.g. a transform's eval/freeze/clip flags): when any key differs from its value
-when the stages were built or captured, the pipeline builds and captures again.
-``invalidate()`` is the one public call that drops the capture.
+module): each segment is captured, then replayed at once. Anything that changes what a
+replay would do must drop the capture: stage list changes (``invalidate``), and host-side
+settings that a stage declares through its ``key``; settings that kernels read from device
+memory (a transform's train/eval flag, ``max_episode_steps``) need neither.
 """
 
 from __future__ import annotations
@@ -31,6 +43,8 @@ import torch
 import warp as wp
 
 from gpuparam._device import wp_device, wp_stream
+
+KINDS = ("warp", "torch", "python")
 
 
 @dataclass(eq=False)
@@ -49,12 +63,12 @@ class StepContext:
             ``"terminated"``, ``"truncated"``, ``"done"`` bool, ``"episode_return"``
             float32, ``"episode_length"`` int32.
         done: bool ``[N]``, the envs whose episode ended at this step (``outputs["done"]``).
-        done_words: int64 ``[ceil(N / 8)]``, the same bytes read 8 envs per word.
         reset_mask: bool ``[N]``, the envs of an explicit ``reset(mask)``.
-        reset_words: int64 ``[ceil(N / 8)]``, its bytes 8 envs per word.
         step_count: int32 ``[N]``, steps of each env's current episode.
         episode_count: int32 ``[N]``, episodes begun per env (keys the initial-state draw).
         running_return: float32 ``[N]``, reward summed over the current episode.
+        max_episode_steps: int32 ``[1]``, the truncation limit (read by the episode kernel,
+            so a new limit takes effect at the next step without a recapture).
         clock: int64 ``[1]``, steps taken since the env was built (the global step of
             schedules; advanced by the clock stage).
         stream: the ``wp.Stream`` every launch of a step goes on (None on CPU): one per
@@ -69,15 +83,16 @@ class StepContext:
     action: torch.Tensor
     outputs: dict[str, torch.Tensor]
     done: torch.Tensor
-    done_words: torch.Tensor
     reset_mask: torch.Tensor
-    reset_words: torch.Tensor
     step_count: torch.Tensor
     episode_count: torch.Tensor
     running_return: torch.Tensor
+    max_episode_steps: torch.Tensor
     clock: torch.Tensor
     stream: object = None
     torch_stream: object = None
+    done_words: torch.Tensor | None = None  # TEMP: until the randomization rewrite lands
+    reset_words: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.device.type == "cuda" and self.stream is None:
@@ -92,43 +107,101 @@ class StepContext:
         return wp_device(self.device)
 
 
-@dataclass(eq=False)
 class Stage:
     """One part of a step.
 
-    Attributes:
+    Args:
         name: for errors and ``Pipeline.names``.
-        run: ``run(ctx)`` launches the stage's device work; no host sync, no allocation,
-            no Python branch on tensor values (a replay repeats the work, not the Python).
-        warp_only: True when ``run`` does nothing but Warp launches on ``ctx.stream``:
-            such stages replay inside a Warp CPU graph. False for torch ops or Python. A
-            callable is asked at capture time (after the warm-up call).
-        key: optional ``key()`` returning the host-side settings ``run`` reads (flags,
-            module identities); a change drops the capture.
+        run: ``run(ctx)`` launches the stage's device work. For a ``"warp"`` or ``"torch"``
+            stage: no host sync, no allocation, no Python branch on tensor values (a replay
+            repeats the device work, not the Python).
+        kind: ``"warp"`` (Warp launches on ``ctx.stream`` only), ``"torch"`` (device work
+            through torch ops) or ``"python"`` (host Python that must run at every step;
+            the default), see the module docstring; or a callable returning one, asked
+            when the stage list is built.
+        key: optional ``key()`` returning host-side settings ``run`` reads (module
+            identities, sizes); a change drops the capture.
+        warp_only: older name of ``kind``: True is ``"warp"``, False ``"torch"``.
 
     A stage that raises does not stop the step: the later stages still run (bookkeeping,
     curricula, auto-reset), so no done env is left un-reset, and the first error is raised
-    when the step is complete.
+    when the step is complete; also when the stage raises while its segment is being
+    captured (the step then runs eagerly and the capture is retried after ``warmup`` calls).
     """
 
-    name: str
-    run: Callable[[StepContext], None]
-    warp_only: bool | Callable[[], bool] = False
-    key: Callable[[], Hashable] | None = None
+    def __init__(
+        self,
+        name: str,
+        run: Callable[[StepContext], None],
+        kind: str | Callable[[], str] = "python",
+        key: Callable[[], Hashable] | None = None,
+        *,
+        warp_only: bool | Callable[[], bool] | None = None,
+    ):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Stage: name expected a non-empty str, got {name!r}")
+        if not callable(run):
+            raise TypeError(f"Stage {name!r}: run expected a callable run(ctx), got {run!r}")
+        if key is not None and not callable(key):
+            raise TypeError(f"Stage {name!r}: key expected a callable or None, got {key!r}")
+        if warp_only is not None:
+            if callable(warp_only):
+                wo = warp_only
+                kind = lambda: "warp" if wo() else "torch"  # noqa: E731
+            else:
+                kind = "warp" if warp_only else "torch"
+        if not callable(kind) and kind not in KINDS:
+            raise ValueError(f"Stage {name!r}: kind expected one of {KINDS}, got {kind!r}")
+        self.name, self.run, self.key, self._kind = name, run, key, kind
+
+    @property
+    def kind(self) -> str:
+        """The stage's kind now (a callable kind is asked)."""
+        k = self._kind() if callable(self._kind) else self._kind
+        if k not in KINDS:
+            raise ValueError(f"Stage {self.name!r}: kind expected one of {KINDS}, got {k!r}")
+        return k
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name!r}, kind={self.kind!r})"
 
 
-def _warp_only(s: Stage) -> bool:
-    return bool(s.warp_only() if callable(s.warp_only) else s.warp_only)
+@dataclass(frozen=True)
+class Segment:
+    """A run of consecutive stages of one kind, captured and replayed as one."""
 
-
-@dataclass(eq=False)
-class _Segment:
+    kind: str
     stages: tuple[Stage, ...]
-    graph: object = None  # wp.Graph of a warp_only run on CPU
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+
+def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
+    """Split ``stages`` into segments of consecutive stages of one kind. The same on every
+    device: a ``"warp"`` segment is one Warp graph on CPU and CUDA, a ``"torch"`` segment
+    one torch CUDA graph on CUDA (eager on CPU), a ``"python"`` segment runs eagerly."""
+    segments: list[Segment] = []
+    for s in stages:
+        k = s.kind
+        if segments and segments[-1].kind == k:
+            segments[-1] = Segment(k, (*segments[-1].stages, s))
+        else:
+            segments.append(Segment(k, (s,)))
+    return tuple(segments)
+
+
+class _Captured:
+    """The graphs of one capture, one entry per segment (None: runs eagerly)."""
+
+    def __init__(self) -> None:
+        self.graphs: list[object] = []
+        self.keep: list[object] = []  # Warp capture objects: keep their modules loaded
 
 
 class Pipeline:
-    """Runs a list of stages over one context; captures and replays them.
+    """Runs a list of stages over one context; captures and replays them by :func:`plan`.
 
     Args:
         ctx: the context handed to every stage.
@@ -154,11 +227,12 @@ class Pipeline:
         self.capture_enabled = capture
         self.warmup = warmup
         self._stages: tuple[Stage, ...] | None = None
-        self._segments: list[_Segment] | None = None
-        self._cuda_graph = None
-        self._wp_capture = None  # keeps the Warp modules the CUDA graph calls loaded
+        self._segments: tuple[Segment, ...] = ()
+        self._captured: _Captured | None = None
+        self._pool = None  # the torch graphs' shared memory pool (CUDA)
         self._keys: tuple = ()
         self._calls = 0
+        self.captures = 0  # captures made so far (a replay that recaptures shows here)
         self._lock = threading.Lock()
         self._cuda = ctx.device.type == "cuda"
 
@@ -171,6 +245,7 @@ class Pipeline:
             for s in stages:
                 if not isinstance(s, Stage):
                     raise TypeError(f"Pipeline: expected Stage objects, got {type(s).__name__}")
+            self._segments = plan(stages)
             self._stages = stages
             # what the list was built for (e.g. whether every parameter listener is
             # Warp-only): a change before the capture must rebuild it too
@@ -183,27 +258,23 @@ class Pipeline:
         return tuple(s.name for s in self.stages)
 
     @property
-    def captured(self) -> bool:
-        """True while replays come from a capture."""
-        return self._segments is not None or self._cuda_graph is not None
+    def plan(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """How a captured step runs, the same on every device: per segment its kind
+        (``"warp"``: one Warp graph; ``"torch"``: one torch CUDA graph on CUDA, eager on
+        CPU; ``"python"``: eager) and its stage names."""
+        self.stages  # noqa: B018 (builds the list and its plan)
+        return tuple((seg.kind, seg.names) for seg in self._segments)
 
     @property
-    def plan(self) -> tuple[tuple[tuple[str, ...], bool], ...]:
-        """How the captured step runs: per segment, its stage names and whether it replays
-        as one graph (``True``) or runs eagerly. Empty before capture. On CUDA one graph."""
-        if self._cuda_graph is not None:
-            return ((self.names, True),)
-        if self._segments is None:
-            return ()
-        return tuple((tuple(s.name for s in g.stages), g.graph is not None)
-                     for g in self._segments)
+    def captured(self) -> bool:
+        """True while replays come from a capture."""
+        return self._captured is not None
 
     def invalidate(self) -> None:
         """Drop the capture and the stage list: the next call rebuilds the stages, and
         later calls warm up and capture again. The one call for anything that changes
         what a replay would do."""
-        self._segments, self._cuda_graph, self._calls, self._stages = None, None, 0, None
-        self._wp_capture = None
+        self._captured, self._calls, self._stages, self._segments = None, 0, None, ()
 
     # ------------------------------------------------------------------ running
     def __call__(self) -> None:
@@ -217,10 +288,18 @@ class Pipeline:
         try:
             if self._stages is not None and self._keys != self._current_keys():
                 self.invalidate()  # built or captured for other settings
-            if self._cuda:
-                self._run_cuda()
-            else:
-                self._run_cpu()
+            self.stages  # noqa: B018
+            if not self._cuda:
+                self._run()
+                return
+            current = torch.cuda.current_stream(self.ctx.device)
+            stream = self.ctx.torch_stream
+            stream.wait_stream(current)
+            try:
+                with torch.cuda.stream(stream):
+                    self._run()
+            finally:
+                current.wait_stream(stream)  # also when a stage raised
         finally:
             self._lock.release()
 
@@ -229,6 +308,29 @@ class Pipeline:
         if self.key is not None:
             keys.append(self.key())
         return tuple(keys)
+
+    def _run(self) -> None:
+        cap = self._captured
+        if cap is not None:
+            error = None
+            for seg, graph in zip(self._segments, cap.graphs, strict=True):
+                if graph is None:
+                    error = self._eager(seg.stages, error)
+                elif seg.kind == "warp":
+                    wp.capture_launch(graph, stream=self.ctx.stream)
+                else:
+                    graph.replay()
+            if error is not None:
+                raise error
+            return
+        if self.capture_enabled:
+            self._calls += 1
+            if self._calls > self.warmup:
+                self._capture()
+                return
+        error = self._eager(self.stages, None)
+        if error is not None:
+            raise error
 
     def _eager(self, stages: Sequence[Stage], error: BaseException | None) -> BaseException | None:
         ctx = self.ctx
@@ -239,74 +341,59 @@ class Pipeline:
                 error = error or e
         return error
 
-    def _ready_to_capture(self) -> bool:
-        if not self.capture_enabled:
-            return False
-        self._calls += 1
-        return self._calls > self.warmup
+    def _capturable(self, seg: Segment) -> bool:
+        return seg.kind == "warp" or (seg.kind == "torch" and self._cuda)
 
-    def _run_cpu(self) -> None:
-        if self._segments is None and self._ready_to_capture():
-            self._capture_cpu()
-        error = None
-        if self._segments is None:
-            error = self._eager(self.stages, error)
-        else:
-            for seg in self._segments:
-                if seg.graph is not None:
-                    wp.capture_launch(seg.graph)
-                else:
-                    error = self._eager(seg.stages, error)
-        if error is not None:
-            raise error
-
-    def _capture_cpu(self) -> None:
-        segments: list[_Segment] = []
-        run: list[Stage] = []
-        for s in self.stages:
-            if _warp_only(s):
-                run.append(s)
+    def _capture(self) -> None:
+        """Capture each capturable segment and replay it at once (a capture does not run
+        the work); run the others eagerly. A stage that raises during a capture drops the
+        whole capture: its segment and the rest of the step run eagerly."""
+        cap, error = _Captured(), None
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            if not self._capturable(seg):
+                cap.graphs.append(None)
+                error = self._eager(seg.stages, error)
                 continue
-            if run:
-                segments.append(_Segment(tuple(run)))
-                run = []
-            segments.append(_Segment((s,)))
-        if run:
-            segments.append(_Segment(tuple(run)))
-        for seg in segments:
-            if _warp_only(seg.stages[0]):
-                with wp.ScopedCapture(device="cpu") as cap:
-                    for s in seg.stages:
-                        s.run(self.ctx)
-                seg.graph = cap.graph
+            try:
+                graph = self._capture_segment(seg, cap)
+            except Exception as e:
+                error = error or e
+                for rest in segments[i:]:
+                    error = self._eager(rest.stages, error)
+                self._calls = 0  # warm up and try again later
+                raise error from None
+            cap.graphs.append(graph)
+            if seg.kind == "warp":
+                wp.capture_launch(graph, stream=self.ctx.stream)
+            else:
+                graph.replay()
+        self._captured = cap
+        self.captures += 1
         self._keys = self._current_keys()
-        self._segments = segments
-
-    def _run_cuda(self) -> None:
-        current = torch.cuda.current_stream(self.ctx.device)
-        stream = self.ctx.torch_stream
-        stream.wait_stream(current)
-        error = None
-        try:
-            with torch.cuda.stream(stream):
-                if self._cuda_graph is None and self._ready_to_capture():
-                    graph = torch.cuda.CUDAGraph()
-                    # thread_local (Warp's own default): CUDA calls from other threads (another
-                    # env, a data loader, NCCL's watchdog) do not invalidate this capture
-                    with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-                        with wp.ScopedCapture(
-                            device=self.ctx.wp_device, stream=self.ctx.stream, external=True
-                        ) as cap:
-                            for s in self.stages:
-                                s.run(self.ctx)
-                    self._keys = self._current_keys()
-                    # the Warp capture object keeps the modules the graph calls loaded
-                    self._cuda_graph, self._wp_capture = graph, cap
-                if self._cuda_graph is not None:
-                    self._cuda_graph.replay()
-                else:
-                    error = self._eager(self.stages, None)
-        finally:
-            current.wait_stream(stream)  # also when a capture raised
         if error is not None:
             raise error
+
+    def _capture_segment(self, seg: Segment, cap: _Captured):
+        ctx = self.ctx
+        if seg.kind == "warp":
+            with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream) as c:
+                for s in seg.stages:
+                    s.run(ctx)
+            cap.keep.append(c)
+            return c.graph
+        # torch on CUDA: one graph per segment, all in one memory pool (their scratch
+        # allocations stay private to the pipeline's graphs, valid at every replay)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        # thread_local (Warp's own default): CUDA calls from other threads (another env,
+        # a data loader, NCCL's watchdog) do not invalidate this capture
+        with torch.cuda.graph(graph, pool=self._pool, stream=ctx.torch_stream,
+                              capture_error_mode="thread_local"):
+            with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
+                                  external=True) as c:
+                for s in seg.stages:
+                    s.run(ctx)
+        cap.keep.append(c)
+        return graph

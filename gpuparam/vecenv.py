@@ -10,11 +10,12 @@ import torch
 import warp as wp
 from tensordict import TensorDict
 
+from gpuparam._buffers import device_bytes
+from gpuparam._checkpoint import EnvCheckpoint
 from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
 from gpuparam._device import resolve_device
-from gpuparam._env_stages import EnvStages
-from gpuparam._env_state import EnvState
-from gpuparam.backend import Backend, KernelBackend, Task
+from gpuparam._stages import EnvStages
+from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
@@ -25,7 +26,7 @@ from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 Hook = Callable[["VecEnv", TensorDict], None]
 
 
-class VecEnv(EnvStages, EnvState):
+class VecEnv:
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
@@ -35,11 +36,13 @@ class VecEnv(EnvStages, EnvState):
     bookkeeping (step counters, truncation, done, returns), ``after_step`` hooks, curricula,
     reset-time randomization for the done envs, the global clock, the auto-reset
     (``backend.reset(done)``, ``task.observe``), then stages added with ``add_stage``
-    (transforms). The pipeline is captured after one eager step and replayed: one CUDA
-    graph on CUDA, Warp CPU graphs (with torch-op stages eager between them) on CPU.
+    (transforms). The pipeline is captured after one eager step and replayed by one plan
+    on both devices (``env.pipeline.plan``): runs of Warp-only stages as Warp graphs, hooks
+    and other Python stages eagerly at every step.
 
     Subclasses declare ``name``, ``param_specs``, ``observation_spec``, ``action_spec``,
-    ``max_episode_steps`` and either override ``make_backend`` (and ``make_task``) or, for
+    ``max_episode_steps`` (the default limit, an int) and either override ``make_backend``
+    (and ``make_task``) or, for
     a :class:`~gpuparam.backend.KernelBackend`, set ``step_kernel``, ``reset_kernel``,
     ``state_dtype``, ``obs_dtype`` and optionally ``kernel_params`` (the parameters the
     step kernel takes, in order; default all). Optional: ``time_step_param`` (the
@@ -81,7 +84,16 @@ class VecEnv(EnvStages, EnvState):
     kernel_params: tuple[str, ...] | None = None
     time_step_param: str | None = None
     recompute_on: tuple[str, ...] = ()
-    listed_reset: bool = False  # reset_kernel has KernelBackend's listed signature
+    _default_max_episode_steps: int = 0
+
+    def __init_subclass__(cls, **kw) -> None:
+        # a subclass declares its default limit as ``max_episode_steps = 500``: kept as the
+        # default, so that ``env.max_episode_steps`` stays the validated property below
+        super().__init_subclass__(**kw)
+        v = cls.__dict__.get("max_episode_steps")
+        if v is not None and not isinstance(v, property):
+            cls._default_max_episode_steps = check_max_episode_steps(v)
+            delattr(cls, "max_episode_steps")
 
     def __init__(
         self,
@@ -107,8 +119,8 @@ class VecEnv(EnvStages, EnvState):
         self.num_envs = num_envs
         self.env_offset = env_offset
         self.device = resolve_device(canonical_device(device))
-        if max_episode_steps is not None:
-            self.max_episode_steps = check_max_episode_steps(max_episode_steps)
+        limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
+        limit = check_max_episode_steps(limit)
         if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
             raise ValueError(f"seed: expected an int32 value, got {seed!r}")
         if cuda_graph is not None:
@@ -119,32 +131,35 @@ class VecEnv(EnvStages, EnvState):
         if param_overrides:
             self.params.set(param_overrides)
         self.context = self._make_context()
+        self.max_episode_steps = limit
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._seed_value = seed
         self.stepping = False  # True while step() runs its pipeline
-        self._before_step: list[Hook] = []
-        self._after_step: list[Hook] = []
-        self._curricula: list = []
-        self._extra_stages: list[Stage] = []
-        self._first_stages: list[Stage] = []
+        self._stages = EnvStages(self, self._structure_changed)
         self._syncs: list[SyncSchedule] = []
+        binding = BindContext(
+            num_envs=num_envs, device=self.device, params=self.params, step=self.context,
+            observation_spec=self.observation_spec, action_spec=self.action_spec,
+        )
         self.backend = self.make_backend()
-        self.backend.bind(self, self.context)
+        self.backend.bind(binding)
         self.task = self.make_task()
         if self.task is not None:
-            self.task.bind(self, self.context, self.backend)
+            self.task.bind(binding, self.backend)
         self.randomization = Randomization(self)
         key = self._listener_key
-        self.pipeline = Pipeline(self.context, self._step_stages, capture=capture, key=key)
-        self.reset_pipeline = Pipeline(self.context, self._reset_stages, capture=capture, key=key)
+        self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
+        self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
+                                       key=key)
         self.randomization.on_rebuild(self._structure_changed)
+        self._checkpoint = EnvCheckpoint(self)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if recompute:
             unknown = [n for n in recompute if n not in self.params]
             if unknown:
                 raise ValueError(f"{type(self).__name__}.recompute_on: unknown {unknown}")
             self._recompute = recompute
-            # a subclass's on_params_changed may run torch ops: replayed on CPU only as Warp
+            # a subclass's on_params_changed may run torch ops: a "torch" stage then
             warp_only = self.backend.warp_only and (
                 type(self).on_params_changed is VecEnv.on_params_changed
             )
@@ -159,8 +174,7 @@ class VecEnv(EnvStages, EnvState):
         f32 = dict(dtype=torch.float32, device=dev)
         i32 = dict(dtype=torch.int32, device=dev)
         b = dict(dtype=torch.bool, device=dev)
-        # done and reset masks live in storage padded to 8 bytes, read 8 envs per int64 word
-        # by the randomization kernels
+        # TEMP (until the randomization rewrite lands): masks padded to 8-env words
         pad = -(-n // 8) * 8
         done_store = torch.zeros(pad, **b)
         reset_store = torch.zeros(pad, **b)
@@ -182,7 +196,7 @@ class VecEnv(EnvStages, EnvState):
             outputs=outputs, done=outputs["done"], done_words=done_store.view(torch.int64),
             reset_mask=reset_store[:n], reset_words=reset_store.view(torch.int64),
             step_count=torch.zeros(n, **i32), episode_count=torch.zeros(n, **i32),
-            running_return=torch.zeros(n, **f32),
+            running_return=torch.zeros(n, **f32), max_episode_steps=torch.ones(1, **i32),
             clock=torch.zeros(1, dtype=torch.int64, device=dev),
         )
         # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
@@ -207,8 +221,7 @@ class VecEnv(EnvStages, EnvState):
             )
         names = self.kernel_params or tuple(s.name for s in self.param_specs)
         return KernelBackend(
-            self.step_kernel, self.reset_kernel, self.state_dtype, self.obs_dtype, names,
-            listed_reset=self.listed_reset,
+            self.step_kernel, self.reset_kernel, self.state_dtype, self.obs_dtype, names
         )
 
     def make_task(self) -> Task | None:
@@ -239,27 +252,53 @@ class VecEnv(EnvStages, EnvState):
 
     @episode_length.setter
     def episode_length(self, value: torch.Tensor | int) -> None:
+        limit = self.max_episode_steps
+        want = f"steps in [0, {limit}) (max_episode_steps {limit})"
         if isinstance(value, torch.Tensor):
             if tuple(value.shape) not in ((), (self.num_envs,)):
                 raise ValueError(
                     f"episode_length: expected shape () or ({self.num_envs},), "
                     f"got {tuple(value.shape)}"
                 )
-            if value.is_floating_point() or value.dtype == torch.bool:
+            if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
                 raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
             if value.device != self.device:
                 raise ValueError(
                     f"episode_length: expected device {self.device}, got {value.device}"
                 )
+            if value.numel() and bool(((value < 0) | (value >= limit)).any()):  # host-ok: setter
+                lo, hi = int(value.min()), int(value.max())  # host-ok: error path
+                raise ValueError(f"episode_length: expected {want}, got values in [{lo}, {hi}]")
         elif not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
-        value = torch.as_tensor(value, device=self.device).clamp(0, 2**31 - 1)
-        self.context.step_count.copy_(value)
+        elif not 0 <= value < limit:
+            raise ValueError(f"episode_length: expected {want}, got {value}")
+        self.context.step_count.copy_(torch.as_tensor(value, device=self.device))
+
+    @property
+    def max_episode_steps(self) -> int:
+        """The truncation limit: an episode is truncated when its step count reaches it.
+        Assigning an int in ``[1, 2**31 - 1]`` takes effect at the next step (the episode
+        kernel reads it from device memory: no recapture); an env whose episode is already
+        longer is truncated at its next step."""
+        return self._max_episode_steps
+
+    @max_episode_steps.setter
+    def max_episode_steps(self, value: int) -> None:
+        value = check_max_episode_steps(value)
+        self.context.max_episode_steps.fill_(value)
+        self._max_episode_steps = value
 
     @property
     def seed(self) -> int:
         """The seed of every random draw (with env index and per-env counters)."""
         return self._seed_value
+
+    def restore_seed(self, seed: int) -> None:
+        """Set the seed as a checkpoint holds it, without reseeding (the counters are
+        restored with it); ``reset(seed=...)`` is the way to reseed."""
+        self._seed_value = seed
+        self.context.seed.fill_(seed)
 
     def reset(self, mask: torch.Tensor | None = None, seed: int | None = None) -> TensorDict:
         """Start new episodes for the masked envs.
@@ -363,55 +402,84 @@ class VecEnv(EnvStages, EnvState):
     # ------------------------------------------------------------------ extensions
     def randomize(self, *terms: Term) -> Callable[[], None]:
         """Add randomization terms (``gp.Uniform``, ``gp.Gaussian``, ...); returns a
-        function removing them. See ``env.randomization`` for the rest of the API."""
+        function removing them. See ``env.randomization`` for the rest of the API. Refused
+        from inside a step."""
+        self._stages.check_not_stepping("add randomization terms")
         return self.randomization.add(*terms)
 
-    def before_step(self, fn: Hook) -> Callable[[], None]:
+    def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
         """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
         and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device)
         holds ``"action"`` (writable in place, e.g. ``td["action"].copy_(a)``: that changes
         the action taken) and the previous step's outputs; the TensorDict is locked, so
-        assigning a key raises. ``fn`` must only launch device work (no host sync) to keep
-        the step capturable. Returns a function removing the hook."""
-        return self._add_hook(self._before_step, fn)
+        assigning a key raises.
 
-    def after_step(self, fn: Hook) -> Callable[[], None]:
+        ``kind`` (see ``gpuparam.pipeline``): ``"python"`` (default) runs ``fn`` at every
+        step on every device; ``"torch"`` or ``"warp"`` declares that ``fn`` only launches
+        device work (torch ops, or Warp launches on ``env.context.stream`` only, no host
+        sync): it is then recorded once into the step's graphs and its work replayed.
+        Returns a function removing the hook. Refused from inside a step."""
+        return self._stages.add_hook(self._stages.before, fn, kind)
+
+    def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
         """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
         reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
         ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
         ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
         shaping, ``td["reward"].mul_(0.1)``) are seen by the caller; the TensorDict is
-        locked, so assigning a key raises. Returns a function removing the hook."""
-        return self._add_hook(self._after_step, fn)
+        locked, so assigning a key raises. ``kind`` as in :meth:`before_step`. Returns a
+        function removing the hook."""
+        return self._stages.add_hook(self._stages.after, fn, kind)
 
-    def _add_hook(self, hooks: list[Hook], fn: Hook) -> Callable[[], None]:
-        hooks.append(fn)
-        self._structure_changed()
+    @property
+    def hook_outputs(self) -> TensorDict:
+        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
+        and ``"action"``, the env's own buffers."""
+        return self._hook_td
 
-        def remove() -> None:
-            hooks.remove(fn)
-            self._structure_changed()
-
-        return remove
+    @property
+    def curricula(self) -> tuple:
+        """The curricula added with :meth:`add_curriculum`, in order."""
+        return tuple(self._stages.curricula)
 
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
+        self._stages.check_not_stepping("add a curriculum")
         curriculum.bind(self)
-        self._curricula.append(curriculum)
+        self._stages.curricula.append(curriculum)
         self._structure_changed()
 
         def remove() -> None:
-            if curriculum in self._curricula:
+            self._stages.check_not_stepping("remove a curriculum")
+            if curriculum in self._stages.curricula:
                 synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
                 if synced:  # its exchange would be applied to a curriculum bound to nothing
                     raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
                                      "that schedule first (the function sync_every returned)")
-                self._curricula.remove(curriculum)
+                self._stages.curricula.remove(curriculum)
                 curriculum.unbind()
                 self._structure_changed()
 
         return remove
+
+    def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
+        """Append ``stage`` to every step, after the auto-reset (transforms use this), or
+        with ``first=True`` put it before every other stage of the step (where an adapter
+        turns a library's actions into ``context.action``); returns a function removing
+        it. The capture is redone. Refused from inside a step."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        where = self._stages.first if first else self._stages.extra
+        return self._stages.add(where, stage, f"stage {stage.name!r}")
+
+    def _structure_changed(self) -> None:
+        """The step's work changed: rebuild the stages and capture again."""
+        self.pipeline.invalidate()
+        self.reset_pipeline.invalidate()
+
+    def _listener_key(self) -> int:
+        return self.params.listener_key
 
     def sync_every(
         self, every: int, *targets: Syncable, group: object = None, overlap: bool = True
@@ -427,6 +495,10 @@ class VecEnv(EnvStages, EnvState):
         world of one, on the same schedule. ``group``: a ``torch.distributed`` process
         group, default the world. Returns a function removing the schedule (after settling
         its exchange in flight)."""
+        for t in targets:
+            check = getattr(t, "check_syncable", None)
+            if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
+                check()  # at every step on each rank: refused now, not at the first sync
         for t in targets:  # one schedule per target: an exchange applied by one schedule
             for other in self._syncs:  # would clear what the other has in flight
                 if any(x is t for x in other.targets):
@@ -455,6 +527,35 @@ class VecEnv(EnvStages, EnvState):
         run."""
         for s in self._syncs:
             s.sync()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, object]:
+        """Everything needed to continue bit for bit (see ``gpuparam._checkpoint``): seed,
+        parameters (nominal and effective), the env's state, counters and output buffers,
+        randomization and curricula. Tensors are clones; synchronizes. In a sharded run
+        each rank saves its own envs; normalization statistics are saved by their modules."""
+        return self._checkpoint.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a ``state_dict()`` of an env of the same kind and size holding the same
+        randomization terms and curricula (add them first), and the same global envs
+        (``env_offset``). Everything is validated first; a rejected load raises
+        ``ValueError`` and changes nothing. Synchronizes."""
+        self._checkpoint.load_state_dict(state)
+
+    def device_bytes(self) -> dict:
+        """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
+        {attribute: bytes}}``, every torch tensor and Warp array reachable from this object
+        counted once. Host-side accounting, not for the step path."""
+        return device_bytes(self)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
+            "buffers); save env.state_dict() with torch.save, and restore it with "
+            "env.load_state_dict(torch.load(path)) into an env built by gp.make with the same "
+            "arguments, terms and curricula"
+        )
 
     def on_params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Recompute what the env derives from parameters, for the envs in ``mask`` (bool

@@ -8,9 +8,8 @@ from the current parameters, never stored.
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.episode import begin_listed
+from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
-from gpuparam.kernels.rng import STREAM_RESET, next_bits, rng_key, uniform_in
 from gpuparam.kernels.trig import sincos
 
 # No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
@@ -73,46 +72,22 @@ def step(
 @wp.kernel
 def reset(
     mask: wp.array(dtype=wp.bool),
-    mask_words: wp.array(dtype=wp.int64),
-    block: int,
     seed: wp.array(dtype=wp.int32),
     env_offset: int,
     episode_count: wp.array(dtype=wp.int32),
     state: wp.array(dtype=wp.vec4),
     obs_out: wp.array(dtype=wp.vec4),
-    scratch: wp.array(dtype=wp.int32),
-    scratch_f: wp.array(dtype=float),
 ):
-    """Masked reset: state ~ U(-0.05, 0.05)^4, as Gymnasium (a ``listed`` reset kernel,
-    see ``gpuparam.backend.KernelBackend``)."""
-    npad = wp.max(scratch.shape[0] // 2, 0)  # (max: lets the compiler see indices >= 0)
-    r2 = wp.max(2 * npad, 0)
-    r3 = wp.max(3 * npad, 0)
-    # the masked envs and their episode indices listed (scattered), then the draws over
-    # contiguous scratch, one region per state component (independent per env: vectorized
-    # on CPUs), then the scattered writes
-    listed = begin_listed(wp.tid(), block, mask, mask_words, episode_count, scratch)
-    e0 = wp.max(listed[0], 0)
-    m = listed[1]
-    key_seed = seed[0]
-    j = int(e0)
-    while j < e0 + m:
-        # wp.randf(r, -0.05, 0.05) for each component, as pure functions (no inner loop:
-        # the compiler vectorizes innermost loops only)
-        h0 = next_bits(rng_key(key_seed, env_offset + scratch[j], STREAM_RESET,
-                               scratch[npad + j]))
-        h1 = next_bits(h0)
-        h2 = next_bits(h1)
-        h3 = next_bits(h2)
-        scratch_f[j] = uniform_in(h0, -0.05, 0.05)
-        scratch_f[npad + j] = uniform_in(h1, -0.05, 0.05)
-        scratch_f[r2 + j] = uniform_in(h2, -0.05, 0.05)
-        scratch_f[r3 + j] = uniform_in(h3, -0.05, 0.05)
-        j += 1
-    j = int(e0)
-    while j < e0 + m:
-        env = wp.max(scratch[j], 0)
-        s = wp.vec4(scratch_f[j], scratch_f[npad + j], scratch_f[r2 + j], scratch_f[r3 + j])
-        state[env] = s
-        obs_out[env] = s
-        j += 1
+    """Masked reset: state ~ U(-0.05, 0.05)^4, as Gymnasium."""
+    i = thread_index(wp.tid())
+    if not mask[i]:
+        return
+    r = begin_episode(i, seed[0], env_offset, episode_count)
+    s = wp.vec4(
+        wp.randf(r, -0.05, 0.05),
+        wp.randf(r, -0.05, 0.05),
+        wp.randf(r, -0.05, 0.05),
+        wp.randf(r, -0.05, 0.05),
+    )
+    state[i] = s
+    obs_out[i] = s

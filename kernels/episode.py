@@ -4,13 +4,13 @@ returns; and the key of a new episode's initial-state draw."""
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.index import env_block, list_masked, thread_index
+from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.rng import STREAM_RESET, rng_key
 
 
 @wp.kernel
 def end_step(
-    max_episode_steps: wp.int32,
+    max_episode_steps: wp.array(dtype=wp.int32),
     reward: wp.array(dtype=float),
     terminated: wp.array(dtype=wp.bool),
     step_count: wp.array(dtype=wp.int32),
@@ -23,11 +23,11 @@ def end_step(
     """Count the step, truncate at the time limit (Gymnasium's TimeLimit), and for an
     episode that ends here report its return and length and clear the counters (the
     auto-reset follows). Those two outputs are written only where done; elsewhere they
-    keep the env's previous finished episode."""
+    keep the env's previous finished episode. ``max_episode_steps`` int32 ``[1]``."""
     i = thread_index(wp.tid())
     n = step_count[i] + 1
     ret = running_return[i] + reward[i]
-    truncated = n >= max_episode_steps
+    truncated = n >= max_episode_steps[0]
     done = terminated[i] or truncated
     truncated_out[i] = truncated
     done_out[i] = done
@@ -71,31 +71,3 @@ def begin_episode(
     k = episode_count[env]
     episode_count[env] = k + 1
     return rng_key(seed, env_offset + env, STREAM_RESET, k)
-
-
-@wp.func
-def begin_listed(
-    tid: int,
-    block: int,
-    mask: wp.array(dtype=wp.bool),
-    mask_words: wp.array(dtype=wp.int64),
-    episode_count: wp.array(dtype=wp.int32),
-    scratch: wp.array(dtype=wp.int32),
-) -> wp.vec2i:
-    """``begin_episode`` for the masked envs of thread ``tid``'s block, as a listed reset
-    kernel starts (``gpuparam.backend.KernelBackend``): lists them into ``scratch[e0:e0 +
-    m]`` and their episode index into ``scratch[npad + e0:]`` (``npad``: half of
-    ``scratch``), counting the new episodes; returns ``(e0, m)``. Their keys are then
-    ``rng_key(seed, env_offset + env, STREAM_RESET, episode)``, drawn in a loop of their own."""
-    r = env_block(tid, block, mask.shape[0])
-    e0 = r[0]
-    m = list_masked(mask, mask_words, block % 8 == 0, e0, r[1], scratch)
-    npad = wp.max(scratch.shape[0] // 2, 0)
-    j = int(e0)
-    while j < e0 + m:
-        env = wp.max(scratch[j], 0)
-        k = episode_count[env]
-        episode_count[env] = k + 1
-        scratch[npad + j] = k
-        j += 1
-    return wp.vec2i(e0, m)

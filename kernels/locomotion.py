@@ -59,6 +59,25 @@ def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
 
 # ----------------------------------------------------------------- reset
 @wp.kernel
+def set_flag(value: int, flag_out: wp.array(dtype=wp.int32)):
+    """``flag_out[0] = value`` (one thread)."""
+    flag_out[0] = value
+
+
+@wp.kernel
+def flag_any(mask: wp.array(dtype=wp.bool), flag_out: wp.array(dtype=wp.int32)):
+    """``flag_out[0] = 1`` if any env of ``mask`` is set (one thread per env)."""
+    if mask[wp.tid()]:
+        flag_out[0] = 1
+
+
+@wp.kernel
+def count_write(count: wp.array(dtype=wp.int32)):
+    """Count one write of parameters into the model (one thread)."""
+    count[0] = count[0] + 1
+
+
+@wp.kernel
 def reset_state(
     mask: wp.array(dtype=wp.bool),
     seed: wp.array(dtype=wp.int32),

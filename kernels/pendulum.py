@@ -8,9 +8,8 @@ reward -(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 u^2). Never terminat
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.episode import begin_listed
+from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
-from gpuparam.kernels.rng import STREAM_RESET, next_bits, rng_key, uniform_in
 
 # No floating-point contraction: NVRTC would fuse ``a + (b - a) * u`` into one FMA that
 # the CPU build rounds twice, and its reset draws must be bit-identical on CPU and GPU.
@@ -82,37 +81,19 @@ def step(
 @wp.kernel
 def reset(
     mask: wp.array(dtype=wp.bool),
-    mask_words: wp.array(dtype=wp.int64),
-    block: int,
     seed: wp.array(dtype=wp.int32),
     env_offset: int,
     episode_count: wp.array(dtype=wp.int32),
     state: wp.array(dtype=wp.vec2),
     obs_out: wp.array(dtype=wp.vec3),
-    scratch: wp.array(dtype=wp.int32),
-    scratch_f: wp.array(dtype=float),
 ):
-    """Masked reset: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as Gymnasium (a ``listed``
-    reset kernel, see ``gpuparam.backend.KernelBackend`` and ``kernels/cartpole.py``)."""
-    npad = wp.max(scratch.shape[0] // 2, 0)  # (max: lets the compiler see indices >= 0)
-    # the masked envs and their episode indices listed (scattered), then the draws over
-    # contiguous scratch, one region per state component (independent per env: vectorized
-    # on CPUs), then the scattered writes
-    listed = begin_listed(wp.tid(), block, mask, mask_words, episode_count, scratch)
-    e0 = wp.max(listed[0], 0)
-    m = listed[1]
-    key_seed = seed[0]
-    j = int(e0)
-    while j < e0 + m:  # wp.randf(r, ...) twice, as pure functions (vectorized on CPUs)
-        h0 = next_bits(rng_key(key_seed, env_offset + scratch[j], STREAM_RESET,
-                               scratch[npad + j]))
-        scratch_f[j] = uniform_in(h0, -wp.pi, wp.pi)
-        scratch_f[npad + j] = uniform_in(next_bits(h0), -1.0, 1.0)
-        j += 1
-    j = int(e0)
-    while j < e0 + m:
-        env = wp.max(scratch[j], 0)
-        s = wp.vec2(scratch_f[j], scratch_f[npad + j])
-        state[env] = s
-        obs_out[env] = _obs(s)
-        j += 1
+    """Masked reset: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as Gymnasium."""
+    i = thread_index(wp.tid())
+    if not mask[i]:
+        return
+    r = begin_episode(i, seed[0], env_offset, episode_count)
+    th = wp.randf(r, -wp.pi, wp.pi)
+    thdot = wp.randf(r, -1.0, 1.0)
+    s = wp.vec2(th, thdot)
+    state[i] = s
+    obs_out[i] = _obs(s)

@@ -18,7 +18,7 @@ def test_before_step_hook_can_change_the_action():
     remove()
     act = torch.zeros(N, dtype=torch.int64)
     assert torch.equal(a.step(act)["observation"], b.step(act)["observation"])
-    assert a._before_step == []
+    assert "before_step" not in a.pipeline.names
 
 
 def test_after_step_sees_the_step_before_auto_reset_and_can_shape_rewards():

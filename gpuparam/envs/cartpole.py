@@ -47,5 +47,4 @@ class CartPoleEnv(VecEnv):
     time_step_param = "tau"
     step_kernel = cartpole.step
     reset_kernel = cartpole.reset
-    listed_reset = True
 

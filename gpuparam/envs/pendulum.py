@@ -33,4 +33,3 @@ class PendulumEnv(VecEnv):
     time_step_param = "dt"
     step_kernel = pendulum.step
     reset_kernel = pendulum.reset
-    listed_reset = True

@@ -17,13 +17,13 @@ class AntTask(LocomotionTask):
 
     kernel = kloco.ant
 
-    def arrays(self, env, ctx, backend, row) -> list:
-        self.prev_xy = torch.zeros(ctx.num_envs, 2, dtype=torch.float32, device=env.device)
+    def arrays(self, b, backend, row) -> list:
+        self.prev_xy = torch.zeros(b.num_envs, 2, dtype=torch.float32, device=b.device)
         backend.state["task_prev_position"] = self.prev_xy  # checkpointed with the env
         d = backend.d
         return [
             backend.dt, 1, d.qpos, d.qvel, d.xpos, d.cfrc_ext,
-            wp.from_torch(ctx.action), *(row(n) for n in (
+            wp.from_torch(b.step.action), *(row(n) for n in (
                 "forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
                 "healthy_reward", "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
                 "contact_force_min", "contact_force_max",

@@ -7,8 +7,9 @@ When parameters reach the model (the policy, see the README's robots section):
   ``params.set``, randomization terms, curricula, ``load_state_dict``) copies the written
   parameters' table rows into the model's per-world arrays (one kernel each, all worlds:
   unmasked worlds get their unchanged values back, bit for bit). Inside a captured step
-  those launches are part of the graph, so a per-step randomization term costs its draw
-  plus one copy per parameter; nothing is copied on steps that write nothing.
+  the copies (and ``set_const``) sit behind a ``wp.capture_if`` on a device flag set when
+  the write's mask holds any env: a reset-time term's copies and ``set_const`` run only
+  at steps where some env was reset (a step-time term writes every step anyway).
 - ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds, ``restore=False``, only the
   groups the written parameters need: FIXED | INERT0 for mass, INERT0 otherwise) runs right
   after a copy of a mass-type parameter (``body_mass``, ``dof_armature``): derived
@@ -25,22 +26,17 @@ written in place afterwards.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import mujoco
 import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
 
-from gpuparam._device import stream_for
-from gpuparam.backend import Backend
+from gpuparam._device import stream_for, wp_device
+from gpuparam.backend import Backend, BindContext
 from gpuparam.envs.mujoco.model import set_const_params
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
-
-if TYPE_CHECKING:
-    from gpuparam.vecenv import VecEnv
 
 # Model fields made per-world: the written parameters and the constants set_const derives.
 BATCHED = (
@@ -96,9 +92,9 @@ class MjwBackend(Backend):
             n: (fixed | inert0 if n == "body_mass" else inert0) for n in self.set_const_on
         }
 
-    def bind(self, env: VecEnv, ctx: StepContext) -> None:
-        n, dev = env.num_envs, ctx.wp_device
-        self._device, self._torch_device = dev, env.device
+    def bind(self, b: BindContext) -> None:
+        n, dev, ctx = b.num_envs, wp_device(b.device), b.step
+        self._device, self._torch_device = dev, b.device
         with wp.ScopedDevice(dev):
             m = mjw.put_model(self.mjm, batch_sizes={f: n for f in BATCHED})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
@@ -106,11 +102,8 @@ class MjwBackend(Backend):
         d = self.d
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
-        p = env.params
-
         def rows(name: str) -> wp.array:
-            c0, size = p.columns(name)
-            return wp.from_torch(p.effective_table[c0 : c0 + size])
+            return wp.from_torch(b.param_rows(name))
 
         m = self.m
         self._copies = {
@@ -127,16 +120,17 @@ class MjwBackend(Backend):
             "gravity": (kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity]),
         }
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
-        c0, _ = p.columns(self.noise_param)
         self._reset_args = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count),
-            self.m.qpos0, wp.from_torch(p.effective_table[c0]), int(self.qvel_normal),
+            self.m.qpos0, wp.from_torch(b.param_rows(self.noise_param)), int(self.qvel_normal),
             self.d.qpos, self.d.qvel,
         ]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
+        self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
+        self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
         # the model and data were built on Warp's own stream; the steps run on torch's
         # (see _scope): finish them first (a setup-time wait, CUDA only)
-        if env.device.type == "cuda":
+        if b.device.type == "cuda":
             wp.synchronize_device(dev)
 
     def _scope(self, ctx: StepContext | None = None):
@@ -173,15 +167,27 @@ class MjwBackend(Backend):
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then
-        ``set_const`` if a mass-type one was written. Device work only."""
-        with self._scope():
-            for name in names:
-                spec = self._copies.get(name)
-                if spec is not None:
-                    kernel, dim, args = spec
-                    wp.launch(kernel, dim, args)
-            groups = 0
-            for n in names:
-                groups |= self.set_const_groups.get(n, 0)
+        ``set_const`` if a mass-type one was written. Device work only: while a graph is
+        being captured it runs behind ``wp.capture_if`` on whether ``mask`` (bool ``[N]``)
+        holds any env, so a replay does the copies only at steps that wrote something."""
+        copies = [self._copies[n] for n in names if n in self._copies]
+        groups = 0
+        for n in names:
+            groups |= self.set_const_groups.get(n, 0)
+        if not copies and not groups:
+            return
+
+        def write() -> None:
+            for kernel, dim, args in copies:
+                wp.launch(kernel, dim, args)
             if groups:
                 mjw.set_const(self.m, self.d, groups=groups, restore=False)
+            wp.launch(kloco.count_write, 1, [self.model_writes])
+
+        with self._scope():
+            if mask is None or not wp.get_device(self._device).is_capturing:
+                write()  # from the host (eager): unconditional, always correct
+                return
+            wp.launch(kloco.set_flag, 1, [0, self._written])
+            wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
+            wp.capture_if(self._written, on_true=write)

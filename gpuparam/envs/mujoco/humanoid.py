@@ -17,16 +17,16 @@ class HumanoidTask(LocomotionTask):
 
     kernel = kloco.humanoid
 
-    def arrays(self, env, ctx, backend, row) -> list:
+    def arrays(self, b, backend, row) -> list:
         # each body's x at the last step (the mass center before a step is weighed with the
         # masses in force at that step); checkpointed with the env
         nbody = backend.mjm.nbody
-        self.prev_x = torch.zeros(ctx.num_envs, nbody, dtype=torch.float32, device=env.device)
+        self.prev_x = torch.zeros(b.num_envs, nbody, dtype=torch.float32, device=b.device)
         backend.state["task_prev_position"] = self.prev_x
         d, m = backend.d, backend.m
         return [
             backend.dt, d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,
-            m.body_mass, d.xipos, wp.from_torch(ctx.action), *(row(n) for n in (
+            m.body_mass, d.xipos, wp.from_torch(b.step.action), *(row(n) for n in (
                 "forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
                 "contact_cost_max", "healthy_reward", "terminate_when_unhealthy",
                 "healthy_z_min", "healthy_z_max",

@@ -27,16 +27,16 @@ class PlanarTask(LocomotionTask):
         self.prefix = (kind,)
         self.vel_clip = vel_clip
 
-    def arrays(self, env, ctx, backend, row) -> list:
-        self.prev_x = torch.zeros(ctx.num_envs, dtype=torch.float32, device=env.device)
+    def arrays(self, b, backend, row) -> list:
+        self.prev_x = torch.zeros(b.num_envs, dtype=torch.float32, device=b.device)
         backend.state["task_prev_position"] = self.prev_x  # checkpointed with the env
         d = backend.d
         # parameters a task lacks (HalfCheetah's health, Walker2d's state range) are never
         # read by its kind: any row stands in
-        health = [row(n) if n in env.params else row("forward_reward_weight")
+        health = [row(n) if n in b.params else row("forward_reward_weight")
                   for n in HEALTH_PARAMS]
         return [
-            backend.dt, self.vel_clip, d.qpos, d.qvel, wp.from_torch(ctx.action),
+            backend.dt, self.vel_clip, d.qpos, d.qvel, wp.from_torch(b.step.action),
             row("forward_reward_weight"), row("ctrl_cost_weight"), *health,
             wp.from_torch(self.prev_x),
         ]

@@ -1,0 +1,69 @@
+"""Inside a captured step, parameter copies into the model and ``set_const`` run only at
+steps whose writes hit some env (a device flag and ``wp.capture_if``): a reset-time mass
+term costs nothing at steps where no env was reset."""
+
+from __future__ import annotations
+
+import torch
+
+import gpuparam as gp
+
+N = 4
+
+
+def _writes(env) -> int:
+    return int(env.backend.model_writes.numpy()[0])
+
+
+def _step(env, k: int, twin=None) -> list[int]:
+    """Writes counted at each of ``k`` steps (zero actions)."""
+    counts = []
+    a = torch.zeros(N, 8)
+    for _ in range(k):
+        before = _writes(env)
+        env.step(a)
+        if twin is not None:
+            twin.step(a)
+        counts.append(_writes(env) - before)
+    return counts
+
+
+def test_reset_time_mass_term_writes_the_model_only_at_steps_with_a_reset():
+    env = gp.make("Ant-v5", N, device="cpu", seed=3)
+    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
+    env.step(torch.zeros(N, 8))  # eager warm-up: writes unconditionally
+    env.step(torch.zeros(N, 8))  # capture
+    assert env.pipeline.captured
+    counts = _step(env, 5)
+    assert counts == [0] * 5  # nobody done: no copy, no set_const
+    env.episode_length = 999  # every env truncates at the next step
+    assert _step(env, 1) == [1]  # one gated write (copy + set_const) for the reset envs
+    assert _step(env, 2) == [0, 0]
+
+
+def test_gated_writes_equal_unconditional_eager_writes():
+    graph = gp.make("Ant-v5", N, device="cpu", seed=3)
+    eager = gp.make("Ant-v5", N, device="cpu", seed=3, capture=False)
+    for env in (graph, eager):
+        env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
+                      gp.Uniform("geom_friction", 0.5, 1.5, op="scale", on="step"))
+    a = torch.zeros(N, 8)
+    for t in range(30):
+        if t in (5, 17):
+            m = torch.tensor([True, False, True, False])
+            lengths = torch.where(m, 999, 0).to(torch.int32)
+            graph.episode_length = lengths
+            eager.episode_length = lengths
+        og = graph.step(a)["observation"].clone()
+        oe = eager.step(a)["observation"]
+        assert torch.equal(og, oe), t
+    for f in ("body_mass", "body_subtreemass", "body_invweight0", "geom_friction"):
+        assert torch.equal(torch.as_tensor(getattr(graph.backend.m, f).numpy()),
+                           torch.as_tensor(getattr(eager.backend.m, f).numpy())), f
+
+
+def test_step_time_term_writes_every_step():
+    env = gp.make("Ant-v5", N, device="cpu", seed=3)
+    env.randomize(gp.Uniform("dof_damping", 0.5, 1.5, op="scale", on="step"))
+    env.step(torch.zeros(N, 8))
+    assert _step(env, 4) == [1, 1, 1, 1]
