@@ -6,7 +6,8 @@ overheads of randomization / normalization / hooks, the time of each stage of th
 over torch.distributed ranks (1 vs 2 ranks, ObsNorm synced every 10 steps), (CUDA) the
 roofline, and the MuJoCo Warp robots (benchmarks/robots.py). Writes
 ``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
-prints a summary with the goals of the issues as PASS / FAIL / SKIP lines.
+prints a summary with the goals of the issues as PASS / FAIL / SKIP lines. Exits 1 when
+any measurement raised (its error is recorded in the JSON and printed), else 0.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tqdm import tqdm  # noqa: E402 - after Warp is silenced
 
 from benchmarks import (  # noqa: E402
     adapters,
+    budgets,
     distributed,
     host_time,
     latency,
@@ -102,12 +104,13 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (throughput, latency, overhead, stages, host_time, adapters, training, memory,
-               distributed, roofline, robots)
+    modules = (budgets, throughput, latency, overhead, stages, host_time, adapters, training,
+               memory, distributed, roofline, robots)
     total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
     with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
               dynamic_ncols=True) as bar:
         steps = (
+            ("budgets", lambda: budgets.measure(cfg, bar)),
             ("throughput", lambda: throughput.measure(cfg, bar)),
             ("throughput_paired", lambda: throughput.measure_paired(cfg, bar)),
             ("latency", lambda: latency.measure(cfg, bar)),
@@ -144,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     print(report.text(res))
     print(f"\nwall time {res['wall_time_s']:.1f} s; wrote {path} and "
           f"{', '.join(res['plots']) or 'no plots'} in {out}")
-    return 0
+    errors = report.errors(res)
+    for where, msg in errors:
+        print(f"ERROR  {where}: {msg}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

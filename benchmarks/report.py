@@ -164,6 +164,7 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
     else:
         rows.append(("weak scaling over ranks", _why(d)))
     rows += robot_rows(res)
+    rows += budget_rows(res)
     roof = res.get("roofline", {})
     counted = roof.get("bytes_per_env_step", {})
     if counted:
@@ -212,6 +213,38 @@ def robot_rows(res: dict) -> list[tuple[str, str]]:
         rows.append(("  of which other stages' launches / Python",
                      f"{seconds(host['other_stages_device_s'])} / {seconds(host['python_s'])}"))
     return rows
+
+
+def budget_rows(res: dict) -> list[tuple[str, str]]:
+    """Rows of the device-independent counts (benchmarks/budgets.py)."""
+    b = res.get("budgets", {})
+    if "subjects" not in b:
+        return [("budgets", _why(b))] if b else []
+    rows = []
+    for name, c in b["subjects"].items():
+        if "launches" not in c:
+            rows.append((f"budget {name}", _why(c)))
+            continue
+        phys = f" (+{c['physics_launches']} MuJoCo Warp, eager)" if c["physics_launches"] else ""
+        rows.append((f"budget {name}: launches / Warp graphs / eager segments / arg bytes per env",
+                     f"{c['launches']}{phys} / {c['graph_segments']} / {c['eager_segments']} / "
+                     f"{c['argument_bytes_per_env']:.0f} B"))
+    return rows
+
+
+def errors(res: object, where: str = "") -> list[tuple[str, str]]:
+    """``(path, message)`` of every measurement that raised (an ``"error"`` entry)."""
+    out = []
+    if isinstance(res, dict):
+        if isinstance(res.get("error"), str):
+            out.append((where or "run", res["error"]))
+        for k, v in res.items():
+            if k not in ("goals", "error"):
+                out += errors(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(res, list):
+        for i, v in enumerate(res):
+            out += errors(v, f"{where}[{i}]")
+    return out
 
 
 def goal_lines(res: dict) -> list[str]:

@@ -1,0 +1,143 @@
+"""What a GPU will pay per step, counted on any device: launches, graph segments, bytes.
+
+For three subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
+Ant-v5 with 3 step-time physical terms) one eager step in steady state is recorded: every
+Warp launch (``wp.launch``/``wp.launch_tiled``), split into gpuparam's own kernels and
+MuJoCo Warp's (counted as launched by an eager CPU step: its solver's loop then runs its
+iterations from the host), and the bytes of the arrays each of gpuparam's launches takes,
+per env (each array counted once per launch, at its full size: an upper bound of the
+traffic, since a kernel may read part of an array). A captured step replays exactly these
+launches (work behind a ``wp.capture_if`` counted as taken, as it is at every step for
+step-time terms), in the segments of ``env.pipeline.plan``: a GPU pays one graph launch
+per Warp segment.
+
+These counts are device-independent: they must not grow (``tests/benchmarks`` holds the
+limits).
+"""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+import gpuparam as gp
+from benchmarks.features import randomization_terms
+
+N = 64  # small: the counts per env do not depend on N
+
+
+class _Recorder:
+    """Records the kernels launched while active (the public launch functions wrapped)."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[str, int]] = []  # (module name, bytes of array arguments)
+
+    def __enter__(self) -> _Recorder:
+        self._orig = wp.launch, wp.launch_tiled
+
+        def wrap(fn):
+            def rec(kernel, *a, **k):
+                seen, nbytes = set(), 0
+                arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
+                for x in a:
+                    if isinstance(x, (list, tuple)):
+                        arrays += x
+                for x in arrays:
+                    if isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
+                        seen.add(x.ptr)
+                        nbytes += x.size * wp.types.type_size_in_bytes(x.dtype)
+                self.launches.append((kernel.module.name, nbytes))
+                return fn(kernel, *a, **k)
+
+            return rec
+
+        wp.launch, wp.launch_tiled = wrap(self._orig[0]), wrap(self._orig[1])
+        replay = self._replay = wp.Launch.launch
+
+        def launch_recorded(cmd, *a, **k):  # a launch recorded once (record_cmd=True)
+            params = getattr(cmd, "params", None) or ()
+            seen, nbytes = set(), 0
+            for x in params:
+                if isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
+                    seen.add(x.ptr)
+                    nbytes += x.size * wp.types.type_size_in_bytes(x.dtype)
+            self.launches.append((cmd.kernel.module.name, nbytes))
+            return replay(cmd, *a, **k)
+
+        wp.Launch.launch = launch_recorded
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wp.launch, wp.launch_tiled = self._orig
+        wp.Launch.launch = self._replay
+
+
+def _count(step, env) -> dict:
+    step()  # steady state: the first steps build, warm up and capture
+    step()
+    with _Recorder() as rec:
+        step()
+    ours = [b for m, b in rec.launches if m.startswith("gpuparam")]
+    theirs = [m for m, _ in rec.launches if not m.startswith("gpuparam")]
+    plan = env.pipeline.plan
+    return {
+        "launches": len(ours),
+        "physics_launches": len(theirs),
+        "graph_segments": sum(1 for kind, _ in plan if kind == "warp"),
+        "eager_segments": sum(1 for kind, _ in plan if kind != "warp"),
+        "plan": [[kind, list(names)] for kind, names in plan],
+        "argument_bytes_per_env": sum(ours) / env.num_envs,
+    }
+
+
+def _eager(name: str, **kw):
+    return gp.make(name, N, device="cpu", seed=0, capture=False, **kw)
+
+
+def cartpole_bare() -> dict:
+    env = _eager("CartPole-v1")
+    a = torch.ones(N, dtype=torch.int64)
+    return _count(lambda: env.step(a), env)
+
+
+def cartpole_full() -> dict:
+    env = _eager("CartPole-v1")
+    env.randomize(*randomization_terms("step"))
+    t = gp.TransformedEnv(env, gp.ObsNorm((4,)), gp.RewardNorm())
+    a = torch.ones(N, dtype=torch.int64)
+    return _count(lambda: t.step(a), env)
+
+
+def ant_physical() -> dict:
+    env = _eager("Ant-v5")
+    env.randomize(
+        gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"),
+        gp.Uniform("dof_damping", 0.8, 1.2, op="scale", on="step"),
+        gp.Uniform("actuator_gear", 0.9, 1.1, op="scale", on="step"),
+    )
+    a = torch.zeros(N, 8)
+    return _count(lambda: env.step(a), env)
+
+
+SUBJECTS = {
+    "CartPole bare": cartpole_bare,
+    "CartPole rand3(step)+ObsNorm+RewardNorm": cartpole_full,
+    "Ant-v5 rand3(step, physical)": ant_physical,
+}
+
+
+def units(cfg) -> int:
+    return len(SUBJECTS)
+
+
+def measure(cfg, bar) -> dict:
+    """Counts per subject (device-independent: measured on the CPU whatever ``cfg``)."""
+    out: dict = {"num_envs": N, "subjects": {}}
+    for name, fn in SUBJECTS.items():
+        bar.set_postfix_str(f"budgets {name}")
+        try:
+            out["subjects"][name] = fn()
+        except ImportError as e:  # the robots need gpuparam[mujoco]
+            out["subjects"][name] = {"skipped": str(e)}
+        bar.update(1)
+    return out
