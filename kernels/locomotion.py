@@ -72,6 +72,25 @@ def flag_any(mask: wp.array(dtype=wp.bool), flag_out: wp.array(dtype=wp.int32)):
 
 
 @wp.kernel
+def count_overflows(
+    nefc: wp.array(dtype=int),
+    njmax: int,
+    nacon: wp.array(dtype=int),
+    naconmax: int,
+    constraint_overflows: wp.array(dtype=wp.int32),
+    contact_overflows: wp.array(dtype=wp.int32),
+):
+    """Count a step at which world ``tid``'s constraint rows exceeded ``njmax`` (MuJoCo
+    Warp counts the rows it wanted, keeps ``njmax``), and (thread 0) one at which the
+    contacts of all worlds exceeded the shared ``naconmax``."""
+    w = wp.tid()
+    if nefc[w] > njmax:
+        constraint_overflows[w] = constraint_overflows[w] + 1
+    if w == 0 and nacon[0] > naconmax:
+        contact_overflows[0] = contact_overflows[0] + 1
+
+
+@wp.kernel
 def count_write(count: wp.array(dtype=wp.int32)):
     """Count one write of parameters into the model (one thread)."""
     count[0] = count[0] + 1

@@ -52,6 +52,16 @@ class MjwBackend(Backend):
 
     Args:
         mjm: the compiled ``mujoco.MjModel`` (host).
+        njmax, nconmax: constraint rows per world and contacts per world (the contact
+            buffer is shared by all worlds: ``nconmax * N``) that MuJoCo Warp allocates;
+            ``None``: MuJoCo Warp's estimate for the model (``mjw.make_data``'s defaults,
+            sized for the model's normal use). Rows or contacts that do not fit are dropped
+            by MuJoCo Warp and counted here (``constraint_overflows`` int32 ``[N]``,
+            ``contact_overflows`` int32 ``[1]``: steps with a drop), so raise them when a
+            count grows (e.g. under extreme gravity or masses).
+        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
+            order, invariant atomics): bit-identical replays on CUDA, at some speed cost.
+            CPU runs are deterministic either way.
 
     Attributes (beyond ``Backend``'s):
         set_const_on: the parameter names whose writes run ``set_const``.
@@ -76,8 +86,14 @@ class MjwBackend(Backend):
     recompute_on = PHYSICAL
 
     def __init__(self, mjm: mujoco.MjModel, frame_skip: int, noise_param: str,
-                 qvel_normal: bool, forward_at_reset: bool = False):
+                 qvel_normal: bool, forward_at_reset: bool = False,
+                 njmax: int | None = None, nconmax: int | None = None,
+                 deterministic: bool = False):
         super().__init__()
+        for what, v in (("njmax", njmax), ("nconmax", nconmax)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{what}: expected an int >= 1 or None, got {v!r}")
+        self.njmax, self.nconmax, self.deterministic = njmax, nconmax, bool(deterministic)
         self.mjm, self.frame_skip = mjm, frame_skip
         self.noise_param, self.qvel_normal = noise_param, qvel_normal
         self.forward_at_reset = forward_at_reset
@@ -98,7 +114,16 @@ class MjwBackend(Backend):
         with wp.ScopedDevice(dev):
             m = mjw.put_model(self.mjm, batch_sizes={f: n for f in BATCHED})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
-            self.m, self.d = m, mjw.make_data(self.mjm, nworld=n)
+            if self.deterministic:  # stable contact and constraint order, invariant atomics
+                m.opt.deterministic = int(mjw.DeterminismType.ALL)
+            # dropped constraint rows are counted per world below (env.overflows): no print
+            m.opt.warn_overflow = int(m.opt.warn_overflow) & ~int(mjw.OverflowType.NEFC)
+            self.m = m
+            self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
+            # steps at which a world's constraint rows (or the shared contact buffer) did not
+            # fit and were dropped: counted on the device, read by env.overflows
+            self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
+            self.contact_overflows = wp.zeros(1, dtype=wp.int32)
         d = self.d
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
@@ -153,9 +178,14 @@ class MjwBackend(Backend):
     def step(self, ctx: StepContext) -> None:
         with self._scope(ctx):
             wp.copy(self.d.ctrl, self._action)
+            d = self.d
             for _ in range(self.frame_skip):
-                mjw.step(self.m, self.d)
-            mjw.rne_postconstraint(self.m, self.d)
+                mjw.step(self.m, d)
+                wp.launch(kloco.count_overflows, ctx.num_envs, [
+                    d.nefc, d.njmax, d.nacon, d.naconmax, self.constraint_overflows,
+                    self.contact_overflows,
+                ])
+            mjw.rne_postconstraint(self.m, d)
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
         wmask = self.wp_mask(mask)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Mapping
 
 import torch
+import warp as wp
 
 from gpuparam.backend import Task
 from gpuparam.envs.mujoco.backend import MjwBackend
@@ -27,6 +28,10 @@ class RobotEnv(VecEnv):
     Args (beyond ``VecEnv``'s):
         cone: friction cone, ``None`` (the XML's, pyramidal in Gymnasium's assets),
             ``"pyramidal"`` or ``"elliptic"``.
+        njmax, nconmax: MuJoCo Warp's constraint rows and contacts per world (``None``: its
+            estimate for the model); what does not fit is dropped and counted in
+            :attr:`overflows`.
+        deterministic: MuJoCo Warp's deterministic mode (bit-identical CUDA replays, slower).
 
     Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
     ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task``.
@@ -43,7 +48,9 @@ class RobotEnv(VecEnv):
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
                  env_offset: int = 0, cuda_graph: bool | None = None, cone: str | None = None,
-                 **param_overrides: object):
+                 njmax: int | None = None, nconmax: int | None = None,
+                 deterministic: bool = False, **param_overrides: object):
+        self._sizes = dict(njmax=njmax, nconmax=nconmax, deterministic=deterministic)
         self.mjm = load_model(self.xml_file, cone, self.solver)
         self.components = Components.of(self.mjm)
         self.param_specs = physical_specs(self.mjm) + tuple(self.task_specs)
@@ -62,7 +69,18 @@ class RobotEnv(VecEnv):
 
     def make_backend(self) -> MjwBackend:
         return MjwBackend(self.mjm, self.frame_skip, "reset_noise_scale", self.qvel_normal,
-                          self.forward_at_reset)
+                          self.forward_at_reset, **self._sizes)
+
+    @property
+    def overflows(self) -> dict[str, torch.Tensor]:
+        """Steps at which MuJoCo Warp dropped what did not fit its buffers, counted on the
+        device since the env was built (read without a sync; ``.any()`` to check):
+        ``"constraints"`` int32 ``[num_envs]`` per world, ``"contacts"`` int32 ``[1]`` (the
+        contact buffer is shared by all worlds). Non-zero: results are wrong for those
+        steps; rebuild with a larger ``njmax`` / ``nconmax``."""
+        b = self.backend
+        return {"constraints": wp.to_torch(b.constraint_overflows),
+                "contacts": wp.to_torch(b.contact_overflows)}
 
     def make_task(self) -> Task:
         raise NotImplementedError
