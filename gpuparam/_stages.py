@@ -4,10 +4,11 @@ what each launches (an object every ``VecEnv`` owns as ``env.stages``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 import warp as wp
+from tensordict import TensorDict
 
 from gpuparam._device import to_wp
 from gpuparam.kernels import actions as kactions
@@ -15,8 +16,7 @@ from gpuparam.kernels import episode as kepisode
 from gpuparam.pipeline import KINDS, Stage, StepContext
 from gpuparam.spec import DiscreteSpec
 
-if TYPE_CHECKING:
-    from gpuparam.vecenv import Hook, VecEnv
+Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 
 class EnvStages:
@@ -31,7 +31,7 @@ class EnvStages:
     Every change calls ``changed()`` (the env drops its captures).
     """
 
-    def __init__(self, env: VecEnv, changed: Callable[[], None]):
+    def __init__(self, env: Any, changed: Callable[[], None]):
         self._env = env  # hooks are called with it; stages read its public parts
         self._changed = changed
         self.before: list[tuple[Hook, str]] = []

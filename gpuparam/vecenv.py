@@ -14,7 +14,7 @@ from gpuparam._buffers import device_bytes
 from gpuparam._checkpoint import EnvCheckpoint
 from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
 from gpuparam._device import resolve_device
-from gpuparam._stages import EnvStages
+from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
 from gpuparam.params import ParamTable
@@ -22,8 +22,6 @@ from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
-
-Hook = Callable[["VecEnv", TensorDict], None]
 
 
 class VecEnv:

@@ -198,3 +198,33 @@ def test_robot_captured_step_equals_eager_with_writes_and_pushes():
         assert torch.equal(envs["graph"].params["geom_friction"].cpu(),
                            envs["cpu"].params["geom_friction"]), t
     assert envs["graph"].pipeline.captured
+
+
+def test_hook_kinds_mean_the_same_on_cuda():
+    """A Python hook runs at every captured CUDA step; a torch hook's work (allocating
+    temporaries) replays from a torch graph in the pipeline's private pool, equal to eager
+    stepping."""
+    calls = []
+
+    def python_hook(env, td):
+        calls.append(1)
+
+    def torch_hook(env, td):
+        tmp = td["reward"] * 4.0  # an allocation inside the captured segment
+        td["reward"].copy_(tmp / 8.0)
+
+    envs = []
+    for capture in (True, False):
+        env = gp.make("CartPole-v1", num_envs=N, device="cuda", seed=4, capture=capture)
+        env.randomize(*_terms())
+        env.before_step(python_hook)
+        env.after_step(torch_hook, kind="torch")
+        envs.append(env)
+    graph, eager = envs
+    for a in _actions(50, N).cuda():
+        tg, te = graph.step(a), eager.step(a)
+        assert torch.equal(tg["reward"], te["reward"])
+        assert torch.equal(tg["observation"], te["observation"])
+    assert len(calls) == 100  # both envs, every step
+    assert [k for k, _ in graph.pipeline.plan] == ["python", "warp", "torch", "warp"]
+    assert graph.pipeline.captured

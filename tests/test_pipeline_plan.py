@@ -199,3 +199,19 @@ def test_a_warp_hook_replays_inside_the_graph():
     assert int(counter) == 5
     assert env.pipeline.plan[0] == ("warp", ("before_step", "physics", "episode", "clock",
                                              "autoreset"))
+
+
+def test_a_callable_curriculum_metric_is_called_at_every_step():
+    env = cartpole()
+    calls = []
+
+    def metric(e):
+        calls.append(1)
+        return e.outputs["episode_return"]
+
+    env.add_curriculum(gp.Curriculum(2, params={"length": (0.5, 0.6)}, metric=metric,
+                                     promote=10.0))
+    for _ in range(5):
+        env.step(ones())
+    assert len(calls) == 5 and env.pipeline.captured
+    assert ("python", ("curriculum",)) in env.pipeline.plan
