@@ -302,3 +302,13 @@ def test_torchrl_rollout_with_a_grad_policy_keeps_no_graph_alive():
     del out
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_set_components_with_a_number_beyond_float_range_is_a_value_error():
+    env = gp.make("Ant-v5", 4, device="cpu")
+    before = env.params.state_dict()
+    with pytest.raises(ValueError, match="beyond float range"):
+        env.set_components("body_mass", {"torso": 10**400})
+    after = env.params.state_dict()
+    assert torch.equal(before["nominal"], after["nominal"])
+    assert torch.equal(before["effective"], after["effective"])
