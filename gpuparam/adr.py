@@ -180,6 +180,13 @@ class AdrGroup:
             self.in_flight.zero_()
             self._decide.launch(stream)
 
+    def _stats(self) -> dict[str, tuple[torch.Tensor, bool]]:
+        """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
+        absent in checkpoints of older versions)."""
+        return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
+                "adr_local_sums": (self.local_sums, False),
+                "adr_local_counts": (self.local_counts, False)}
+
     def state_dict(self) -> dict[str, torch.Tensor]:
         na2 = self.size
         return {
@@ -191,25 +198,20 @@ class AdrGroup:
 
     def check_state(self, state: Mapping[str, object], where: str) -> None:
         """Raise ``ValueError`` unless the ADR entries of ``state`` fit."""
-        for key, buf, required in (("adr_sums", self.sums, True),
-                                   ("adr_counts", self.counts, True),
-                                   ("adr_local_sums", self.local_sums, False),
-                                   ("adr_local_counts", self.local_counts, False)):
+        for key, (buf, required) in self._stats().items():
             t = state.get(key)
             if t is None and not required:
-                continue  # absent in checkpoints of older versions
+                continue
             if not isinstance(t, torch.Tensor) or t.shape != buf.shape:
                 raise ValueError(f"{where}.load_state_dict: {key!r} missing or of another shape")
-            if required and t.dtype != buf.dtype:
+            if t.dtype != buf.dtype:
                 raise ValueError(f"{where}.load_state_dict: {key!r} expected dtype "
                                  f"{buf.dtype}, got {t.dtype}")
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore checked entries (an exchange in flight is dropped)."""
         self.in_flight.zero_()
-        for key, buf in (("adr_sums", self.sums), ("adr_counts", self.counts),
-                         ("adr_local_sums", self.local_sums),
-                         ("adr_local_counts", self.local_counts)):
+        for key, (buf, _) in self._stats().items():
             if key in state:
                 buf.copy_(state[key])
             else:

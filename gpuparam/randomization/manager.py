@@ -321,16 +321,19 @@ class Randomization:
         self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), mask)
 
     # ------------------------------------------------------------------ checkpoints
+    @staticmethod
+    def _saved(b: Bound) -> dict[str, torch.Tensor | None]:
+        """A term's checkpointed tensors (None: it has no mask / no per-env ranges)."""
+        return {"counter": b.counter, "clock": b.clock, "clamped": b.clamped, "vals": b.values,
+                "mask": b.mask, "pe": b.pe}
+
     def state_dict(self) -> dict[str, object]:
         """Per term (in order): uid, name, counters, clocks, clamped count, current ranges
         (``vals``), mask, per-env ranges; plus the global step and the next uid.
         Synchronizes."""
-        terms = [{
-            "uid": b.uid, "name": repr(b.term), "counter": b.counter.clone(),
-            "clock": b.clock.clone(), "clamped": b.clamped.clone(), "vals": b.values.clone(),
-            "mask": None if b.mask is None else b.mask.clone(),
-            "pe": None if b.pe is None else b.pe.clone(),
-        } for b in self._bounds]
+        terms = [{"uid": b.uid, "name": repr(b.term),
+                  **{k: None if t is None else t.clone() for k, t in self._saved(b).items()}}
+                 for b in self._bounds]
         return {
             "terms": terms,
             "global_step": int(self._gstep.item()),  # host-ok: checkpointing
@@ -341,15 +344,14 @@ class Randomization:
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` into an env holding the same terms (same names, same
         order: add them first). Checks everything before writing."""
-        bounds = self.check_state(state)
+        self.check_state(state)
         uids = [int(s["uid"]) for s in state["terms"]]
-        moved = uids != [b.uid for b in bounds]  # the uids key the draws: new rows
+        moved = uids != [b.uid for b in self._bounds]  # the uids key the draws: new rows
         if moved:
             self._between_steps("load_state_dict")
-        for b, s, uid in zip(bounds, state["terms"], uids, strict=True):
+        for b, s, uid in zip(self._bounds, state["terms"], uids, strict=True):
             b.uid = uid
-            for t, key in ((b.counter, "counter"), (b.clock, "clock"), (b.clamped, "clamped"),
-                           (b.values, "vals"), (b.mask, "mask"), (b.pe, "pe")):
+            for key, t in self._saved(b).items():
                 if t is not None:
                     t.copy_(s[key])
         self._next_uid = int(state["next_uid"])
@@ -358,45 +360,33 @@ class Randomization:
         if moved:
             self._rebuild()
 
-    def check_state(self, state: dict) -> list[Bound]:
-        """Raise ``ValueError`` unless ``state`` fits this env's terms; returns them."""
-        bounds = self._bounds
+    def check_state(self, state: dict) -> None:
+        """Raise ``ValueError`` unless ``state`` fits this env's terms."""
+        where = "randomization.load_state_dict"
         saved = list(state.get("terms", ()))
-        names = [repr(b.term) for b in bounds]
+        names = [repr(b.term) for b in self._bounds]
         if [s["name"] for s in saved] != names:
-            raise ValueError(
-                f"randomization.load_state_dict: expected terms {names}, "
-                f"got {[s['name'] for s in saved]}"
-            )
-        for b, s in zip(bounds, saved, strict=True):
-            if (s["mask"] is None) != (b.mask is None) or (s["pe"] is None) != (b.pe is None):
-                raise ValueError(f"randomization.load_state_dict: {b.term}: mask/ranges differ")
-            for key, want in (("counter", b.counter), ("clock", b.clock),
-                              ("clamped", b.clamped), ("vals", b.values), ("mask", b.mask),
-                              ("pe", b.pe)):
+            raise ValueError(f"{where}: expected terms {names}, got {[s['name'] for s in saved]}")
+        for b, s in zip(self._bounds, saved, strict=True):
+            for key, want in self._saved(b).items():
                 t = s.get(key)
-                if want is None:
+                if want is None and t is None:
                     continue
-                if not isinstance(t, torch.Tensor) or t.shape != want.shape or (
-                    t.dtype != want.dtype
-                ):
-                    got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else t
-                    raise ValueError(
-                        f"randomization.load_state_dict: {b.term}: {key!r} expected "
-                        f"{want.dtype} {tuple(want.shape)}, got {got}"
-                    )
-        for key in ("global_step", "next_uid"):
-            v = state.get(key)
+                if want is None or not isinstance(t, torch.Tensor) or t.shape != want.shape or (
+                        t.dtype != want.dtype):
+                    exp, got = (_describe(x) for x in (want, t))
+                    raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
+        ints = [("global_step", state.get("global_step")), ("next_uid", state.get("next_uid")),
+                *(("uid", s["uid"]) for s in saved)]
+        for key, v in ints:
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ValueError(f"randomization.load_state_dict: {key!r} expected an int, "
-                                 f"got {v!r}")
+                raise ValueError(f"{where}: {key!r} expected an int, got {v!r}")
         cr = state.get("clamped_removed")
         if not isinstance(cr, torch.Tensor) or cr.shape != self._clamped_removed.shape:
-            raise ValueError("randomization.load_state_dict: 'clamped_removed' expected a "
-                             f"tensor {tuple(self._clamped_removed.shape)}, got {cr!r}")
-        for s in saved:
-            if isinstance(s["uid"], bool) or not isinstance(s["uid"], numbers.Integral):
-                raise ValueError(f"randomization.load_state_dict: uid expected an int, "
-                                 f"got {s['uid']!r}")
+            raise ValueError(f"{where}: 'clamped_removed' expected a tensor "
+                             f"{tuple(self._clamped_removed.shape)}, got {cr!r}")
         check_randomization(state, "randomization")
-        return bounds
+
+
+def _describe(t) -> str:
+    return f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else repr(t)
