@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -122,7 +123,7 @@ Schedule = Linear | Step
 
 
 # ---------------------------------------------------------------------------- terms
-Op = str  # "set", "add" or "scale"
+Op = Literal["set", "add", "scale"]
 Mask = torch.Tensor | None
 EnvIds = torch.Tensor | Sequence[int] | None
 
