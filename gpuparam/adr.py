@@ -18,11 +18,8 @@ import warp as wp
 
 from gpuparam._device import record, to_wp, wp_device
 from gpuparam.kernels import curriculum as K
-from gpuparam.kernels.randomize import OP_ADD, OP_SCALE, OP_SET
-from gpuparam.randomization.binding import check_result, per_component
+from gpuparam.randomization.binding import OP, check_result, per_component
 from gpuparam.randomization.terms import Term, Uniform
-
-_OP = {"set": OP_SET, "add": OP_ADD, "scale": OP_SCALE}
 
 
 @dataclass
@@ -105,7 +102,7 @@ def _slots(a: ADR, env) -> list[K.AdrSlot]:
     slots = []
     for j in range(size):
         s = K.AdrSlot()
-        s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, _OP[t.op]
+        s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, OP[t.op]
         s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
         s.thr_high = a.threshold_high
         s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
