@@ -87,7 +87,7 @@ def make_env(args, rank: int, world: int, device: torch.device):
     obs_norm = gp.ObsNorm((4,), num_envs=env.num_envs, clip=10.0)
     tenv = gp.TransformedEnv(env, obs_norm)
     env.sync_every(args.sync_every, obs_norm, curriculum)  # collectives between steps
-    return tenv, env, curriculum, obs_norm, env.randomization.bound(mass)
+    return tenv, env, curriculum, obs_norm, env.randomization.ranges(mass)
 
 
 def ppo_update(ddp, opt, batch, args) -> None:
@@ -159,13 +159,13 @@ def train(args) -> None:
             levels = curriculum.global_level_counts.double()
             mean_level = (levels * torch.arange(args.levels, device=dev)).sum() / levels.sum()
             ret = (stats[0] / stats[1].clamp(min=1)).item()
-            lo, hi = mass.range_view()[0, 0].tolist()
+            lo, hi = mass[0, 0].tolist()
             print(f"iter {it:4d} | env steps {it * t_len * args.num_envs:>10,} | mean episode "
                   f"return {ret:7.1f} | mean level {mean_level.item():.2f} / {args.levels - 1} "
                   f"| masspole scale [{lo:.2f}, {hi:.2f}] | "
                   f"{time.perf_counter() - start:6.1f} s", flush=True)
     raw_env.sync_now()  # settle the overlapped exchange in flight, sync the rest (collective)
-    lo, hi = mass.range_view()[0, 0].tolist()
+    lo, hi = mass[0, 0].tolist()
     weights = sum(p.double().sum() for p in model.parameters()).item()
     line = (f"rank {rank}/{world} final | envs {raw_env.env_offset}.."
             f"{raw_env.env_offset + n - 1} | obs count {obs_norm.count[0].item():.0f} mean "

@@ -6,8 +6,8 @@ the envs whose episode just ended (the ``done`` mask, nothing else), one recorde
 compares a device metric with the thresholds, moves the level and writes the level's
 values (nominal and effective) and per-env ranges. It runs after the env kernel and before
 reset-time randomization, so a new level's ranges apply to the very next episode. Optional
-automatic domain randomization (``ADR``) widens a range bound while episodes drawn near it
-keep a high metric.
+automatic domain randomization (``gpuparam.adr.ADR``) widens a range bound while episodes
+drawn near it keep a high metric.
 
 Sharded runs (``gpuparam.distributed``): levels are per env, so they need no merging and
 match a single process's for the same global envs. ADR ranges are global: with
@@ -20,73 +20,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._curriculum_build import (
-    bind_adr,
-    check_unowned,
-    dev_f32,
-    dev_i32,
-    metric_source,
-    range_table,
-    table,
-)
-from gpuparam._device import launch, stream_for, to_wp
+from gpuparam._device import launch, record, stream_for, to_wp
+from gpuparam.adr import ADR, AdrGroup, check_unowned
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import DIST, check_result
-from gpuparam.randomization.terms import Term, Uniform
+from gpuparam.randomization.binding import check_result, per_component, result_inputs
+from gpuparam.randomization.terms import Term
+
+__all__ = ["ADR", "Curriculum", "Metric"]
 
 Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
-
-
-@dataclass
-class ADR:
-    """Automatic domain randomization of a ``Uniform`` reset term's range (OpenAI's ADR,
-    with "episodes drawn near a bound" standing in for boundary sampling).
-
-    Each episode end adds the metric to a bound's statistics when the value the episode
-    ran with lies within ``edge`` times the range's width of that bound. Once a bound has
-    ``samples`` episodes: mean metric ``>= threshold_high`` moves it outwards by ``delta``
-    (never past ``limits``), ``< threshold_low`` moves it inwards (never past the other
-    bound); then its statistics restart. The range is global (shared by all envs) and
-    lives in the term's device table, so it is saved by ``env.state_dict()``.
-
-    Args:
-        term: a ``gp.Uniform`` term with ``on="reset"``, added to the env, no schedule.
-        delta: step per decision (scalar or per component), > 0.
-        limits: ``(lowest low, highest high)``, scalars or per component; must contain the
-            term's current range.
-        threshold_high: widen at or above this mean metric.
-        threshold_low: narrow below this mean metric (default: never narrow).
-        samples: episodes per decision, >= 1.
-        edge: fraction of the width counted as "at the bound", in [0, 0.5].
-    """
-
-    term: Term
-    delta: float | Sequence[float]
-    limits: tuple[float | Sequence[float], float | Sequence[float]]
-    threshold_high: float
-    threshold_low: float | None = None
-    samples: int = 64
-    edge: float = 0.1
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.term, Uniform) or self.term.on != "reset" or self.term.schedule:
-            raise ValueError(f"ADR: needs a gp.Uniform term with on='reset' and no schedule, "
-                             f"got {self.term!r}")
-        if not isinstance(self.samples, int) or self.samples < 1:
-            raise ValueError(f"ADR({self.term}): samples must be an int >= 1, got {self.samples}")
-        if not 0.0 <= self.edge <= 0.5:
-            raise ValueError(f"ADR({self.term}): edge must be in [0, 0.5], got {self.edge}")
-        lo = -math.inf if self.threshold_low is None else self.threshold_low
-        if not (math.isfinite(self.threshold_high) and lo < self.threshold_high):
-            raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
 
 
 class Curriculum:
@@ -210,8 +159,12 @@ class Curriculum:
 
     # ------------------------------------------------------------------ binding
     def bind(self, env) -> None:
+        """Check everything against ``env``, then attach (``env.add_curriculum`` calls it);
+        ``RuntimeError`` during a step."""
         if self._env is not None:
             raise ValueError(f"{self}: already added to an env")
+        if env.stepping:
+            raise RuntimeError(f"{self}: added during a step; add it between steps")
         n, dev, L = env.num_envs, env.device, self.num_levels
         p, rz = env.params, env.randomization
         pcol, ptab = [], []
@@ -221,7 +174,7 @@ class Curriculum:
                                f"{', '.join(p.names)}")
             spec = p.spec[name]
             col, size = p.columns(name)
-            tab = table(value, L, (size,), f"{self}: parameter {name!r}")
+            tab = _table(value, L, (size,), f"{self}: parameter {name!r}")
             bad = (tab < spec.low) | (tab > spec.high)
             if bool(bad.any()):
                 lvl = int(bad.any(1).nonzero()[0])  # host-ok: construction, error path
@@ -234,68 +187,51 @@ class Curriculum:
         if both:
             raise ValueError(f"{self}: {both[0]} has per-level ranges and ADR; give it one "
                              "(ADR moves the global range, which per-env ranges replace)")
-        bounds, rtab = [], []
+        rtab = []
         for term, value in self.ranges.items():
-            b = rz.bound(term)
-            check_unowned(b, term, self)
-            if b.dist == DIST["choice"] or b.scheduled:
+            check_unowned(env, term, self)
+            if term.dist == "choice" or term.schedule is not None:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
-            tab = range_table(value, L, term, b.size)
+            tab = _range_table(value, L, term, p.columns(term.param)[1])
             for r in tab:
                 term.check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
-                lo, hi = (r[:, 0], r[:, 0]) if term.dist == "gaussian" else (r[:, 0], r[:, 1])
-                check_result(term, p.spec[term.param], p, b.mask, lo.float(), hi.float())
-            bounds.append(b)
-            rtab.append(tab)
-        for a in self.adr:
-            check_unowned(rz.bound(a.term), a.term, self)
-        adr = [bind_adr(a, env) for a in self.adr]
-        src = metric_source(self.metric, env, self)
+                check_result(term, p.spec[term.param], p, rz.mask(term),
+                             *result_inputs(term, r.float()))
+            rtab.append(tab.reshape(L, -1))
+        src, buf = _metric_source(self.metric, env, self)
+        adr = AdrGroup(self.adr, env, self, buf, self.synced)
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
         self._changed = torch.zeros(n, dtype=torch.bool, device=dev)  # envs the update wrote
-        self._src, self._metric_buf = src
+        self._src, self._metric_buf, self._adr = src, buf, adr
         self._names = tuple(self.params)
-        self._pcol = dev_i32(pcol, dev)
-        self._pval = dev_f32(torch.cat(ptab, 1) if ptab else torch.zeros(L, 0), dev)
-        self._num_p = len(pcol)
-        self._range_bounds = bounds
-        self._rval = dev_f32(torch.cat(rtab, 1) if rtab else torch.zeros(L, 0, 2), dev)
-        self._num_q = sum(b.size for b in bounds)
-        self._adr = adr
-        na = sum(len(a["acol"]) for a in adr)
-        self._adr_sums = torch.zeros(2 * na, dtype=torch.int64, device=dev)
-        self._adr_counts = torch.zeros(2 * na, dtype=torch.int32, device=dev)
-        # sync=True: statistics collected since the last sync (this rank's), and one int64
-        # buffer packing them with the level histogram for a single all-reduce
-        self._local_sums = torch.zeros(2 * na, dtype=torch.int64, device=dev)
-        self._local_counts = torch.zeros(2 * na, dtype=torch.int32, device=dev)
-        self._in_flight = torch.zeros(4 * na, dtype=torch.int64, device=dev)  # packed, unapplied
-        self._pack = torch.zeros(4 * na + L, dtype=torch.int64, device=dev)
+        f32 = dict(dtype=torch.float32, device=dev)
+        self._pcol = torch.tensor(pcol, dtype=torch.int32, device=dev)
+        self._pval = (torch.cat(ptab, 1) if ptab else torch.zeros(L, 0)).to(**f32)
+        self._rval = (torch.cat(rtab, 1) if rtab else torch.zeros(L, 0)).to(**f32)
+        self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
+        # sync=True: one int64 buffer packing the ADR statistics and the level histogram
+        self._pack = torch.zeros(2 * adr.size + L, dtype=torch.int64, device=dev)
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
-        self._adr_params = {
-            k: (dev_i32 if k in ("acol", "aop", "samples") else dev_f32)(
-                [x for a in adr for x in a[k]], dev)
-            for k in ("acol", "aop", "samples", "edge", "thr_high", "thr_low", "delta",
-                      "lim_low", "lim_high")
-        }
-        if bounds:
-            rz.attach_per_env_ranges([b.term for b in bounds])
-        self._pinned = [b.term for b in bounds] + [a.term for a in self.adr]
+        row = 0
+        for term in self.ranges:
+            size = p.columns(term.param)[1]
+            rz.attach_per_env_ranges(term, self._pe[row : row + 2 * size])
+            row += 2 * size
+        self._pinned = [*self.ranges, *(a.term for a in self.adr)]
         rz.pin(self._pinned, self)
-        self._remove_listener = rz.on_rebuild(self._record)
-        self._record()
+        self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev)
         self.set_level(self.initial_level)
 
     def unbind(self) -> None:
-        env = self._env
-        self._remove_listener()
-        env.randomization.unpin(self._pinned)
-        if self._range_bounds:
-            env.randomization.detach_per_env_ranges([b.term for b in self._range_bounds])
+        """Detach from the env (``env.add_curriculum``'s remover calls it)."""
+        rz = self._env.randomization
+        rz.pin(self._pinned, None)
+        for term in self.ranges:
+            rz.detach_per_env_ranges(term)
         self._env = None
 
     def _require_env(self):
@@ -303,49 +239,14 @@ class Curriculum:
             raise ValueError(f"{self}: add it to an env first (env.add_curriculum)")
         return self._env
 
-    # ------------------------------------------------------------------ launches
     def _level_inputs(self, gate: torch.Tensor, force: int) -> list:
-        env = self._env
-        n, p = env.num_envs, env.params
-        prow = [b.pe_row + j for b in self._range_bounds for j in range(b.size)]
-        self._prow = dev_i32(prow, env.device)
+        p = self._env.params
         return [
             to_wp(gate), force, to_wp(self._metric_buf), self.promote, self.demote,
-            self.num_levels, n, to_wp(self._pcol), to_wp(self._pval.reshape(-1)), self._num_p,
-            to_wp(self._prow), to_wp(self._rval.reshape(-1)), self._num_q, to_wp(self._levels),
-            to_wp(self._changed), to_wp(p.nominal_table.view(-1)),
-            to_wp(p.effective_table.view(-1)),
-            to_wp(env.randomization.tables()["pe"]),
+            to_wp(self._pcol), to_wp(self._pval), to_wp(self._rval), to_wp(self._levels),
+            to_wp(self._changed), to_wp(p.nominal_table), to_wp(p.effective_table),
+            to_wp(self._pe),
         ]
-
-    def _record(self) -> None:
-        """(Re)record the launches: at binding and after every randomization rebuild."""
-        env = self._env
-        n, dev, done = env.num_envs, env.device, env.context.done
-        self._cmd = launch(K.update_levels, n, self._level_inputs(done, 0), dev, record=True)
-        self._cmd_adr = None
-        if not self._adr:
-            return
-        vals = env.randomization.tables()["vals"]
-        aval = dev_i32([b.r0 + 2 * j for a in self._adr for b, j in a["slots"]], dev)
-        ap, p = self._adr_params, env.params
-        self._aval = aval
-        collect = [
-            to_wp(done), to_wp(self._metric_buf), n, to_wp(ap["acol"]), to_wp(aval),
-            to_wp(ap["aop"]), to_wp(ap["edge"]), len(aval), to_wp(vals),
-            to_wp(p.nominal_table.view(-1)), to_wp(p.effective_table.view(-1)),
-            *((to_wp(self._local_sums), to_wp(self._local_counts)) if self.synced
-              else (to_wp(self._adr_sums), to_wp(self._adr_counts))),
-        ]
-        update = [
-            to_wp(aval), to_wp(ap["samples"]), to_wp(ap["thr_high"]), to_wp(ap["thr_low"]),
-            to_wp(ap["delta"]), to_wp(ap["lim_low"]), to_wp(ap["lim_high"]), to_wp(vals),
-            to_wp(self._adr_sums), to_wp(self._adr_counts),
-        ]
-        self._cmd_adr = (
-            launch(K.adr_collect, n, collect, dev, record=True),
-            launch(K.adr_update, len(aval), update, dev, record=True),
-        )
 
     @property
     def warp_only(self) -> bool:
@@ -356,20 +257,16 @@ class Curriculum:
     def update(self, ctx) -> None:
         """Stage of the env's step (``ctx``: its ``StepContext``): metric, levels and
         values, ADR, for the done envs; no host sync."""
-        stream = ctx.stream
         if self._src is not None:
             m = self._src()
             if not isinstance(m, torch.Tensor) or m.shape != self._metric_buf.shape:
                 raise ValueError(f"{self}: metric must give a tensor [{self._env.num_envs}], "
                                  f"got {getattr(m, 'shape', type(m).__name__)}")
             self._metric_buf.copy_(m)
-        self._cmd.launch(stream)
+        self._cmd.launch(ctx.stream)
         if self._names:  # the envs whose level moved, not every done env
             self._env.params.notify(self._names, self._changed)
-        if self._cmd_adr is not None:
-            self._cmd_adr[0].launch(stream)
-            if not self.synced:
-                self._cmd_adr[1].launch(stream)
+        self._adr.step(ctx.stream)
 
     # ------------------------------------------------------------------ distributed
     @property
@@ -393,12 +290,15 @@ class Curriculum:
 
         Raises ``ValueError`` for a curriculum with ADR built with ``sync=False`` (its
         ranges are decided per rank at every step and would differ between ranks)."""
-        self._check_syncable()
+        self._require_env()
+        self.check_syncable()
         exchange([self], group)
 
-    def _check_syncable(self) -> None:
-        self._require_env()
-        if self._adr and not self.synced:
+    def check_syncable(self) -> None:
+        """Raise ``ValueError`` if this curriculum cannot be synced over ranks (ADR built
+        with ``sync=False`` decides on each rank at every step). ``env.sync_every`` calls
+        it when the schedule is made."""
+        if self.adr and not self.synced:
             raise ValueError(f"{self}.sync: this curriculum's ADR decides at every step on "
                              "each rank; build it with Curriculum(..., sync=True) to sync it")
 
@@ -417,77 +317,117 @@ class Curriculum:
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Move the ADR statistics collected since the last pack and this rank's level
         histogram into ``out`` (float64 ``[exchange_size()]``, holding int64 bits)."""
-        self._check_syncable()
-        na2 = self._local_sums.numel()
-        pack = self._pack
-        pack[:na2].copy_(self._local_sums)
-        pack[na2 : 2 * na2].copy_(self._local_counts)
-        pack[2 * na2 :].zero_().index_add_(0, self._levels.long(), self._ones)
+        self._require_env()
+        self.check_syncable()
+        na4, pack = 2 * self._adr.size, self._pack
+        self._adr.pack(pack[:na4])  # kept in flight for state_dict until applied
+        pack[na4:].zero_().index_add_(0, self._levels.long(), self._ones)
         out.view(torch.int64).copy_(pack)
-        if self._cmd_adr is not None:
-            self._in_flight += pack[: 2 * na2]  # kept for state_dict until applied
-            self._local_sums.zero_()
-            self._local_counts.zero_()
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Sum every rank's row (int64: exact), set ``global_level_counts`` and, with ADR,
         add the sums to the shared statistics and decide."""
         total = rows.view(torch.int64).sum(0)
-        na2 = self._local_sums.numel()
-        self._level_counts.copy_(total[2 * na2 :])
-        if self._cmd_adr is not None:
-            self._adr_sums += total[:na2]
-            self._adr_counts += total[na2 : 2 * na2].to(torch.int32)
-            self._in_flight.zero_()
-            self._cmd_adr[1].launch(stream_for(self._env.device))
+        na4 = 2 * self._adr.size
+        self._level_counts.copy_(total[na4:])
+        self._adr.apply(total[:na4], stream_for(self._env.device))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
-        """``levels`` and ADR statistics (parameter values, per-env ranges and ADR ranges
-        are saved by the env's parameters and randomization)."""
+        """``levels``, ADR statistics and the last synced level histogram (parameter
+        values, per-env ranges and ADR ranges are saved by the env's parameters and
+        randomization)."""
         self._require_env()
-        na2 = self._local_sums.numel()
-        return {
-            "num_levels": self.num_levels, "levels": self._levels.clone(),
-            "adr_sums": self._adr_sums.clone(), "adr_counts": self._adr_counts.clone(),
-            # statistics packed into an exchange still in flight count as not yet sent
-            "adr_local_sums": self._local_sums + self._in_flight[:na2],
-            "adr_local_counts": self._local_counts + self._in_flight[na2:].to(torch.int32),
-            "level_counts": self._level_counts.clone(),
-        }
+        return {"num_levels": self.num_levels, "levels": self._levels.clone(),
+                **self._adr.state_dict(), "level_counts": self._level_counts.clone()}
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()`` (checked first)."""
         self.check_state(state)
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
-        self._in_flight.zero_()
         self._levels.copy_(state["levels"])
-        self._adr_sums.copy_(state["adr_sums"])
-        self._adr_counts.copy_(state["adr_counts"])
-        for key, buf in (("adr_local_sums", self._local_sums),
-                         ("adr_local_counts", self._local_counts),
-                         ("level_counts", self._level_counts)):
-            if key in state:  # absent in checkpoints of older versions: keep zeros
-                buf.copy_(state[key])
-            else:
-                buf.zero_()
+        self._adr.load_state_dict(state)
+        if "level_counts" in state:  # absent in checkpoints of older versions: zeros
+            self._level_counts.copy_(state["level_counts"])
+        else:
+            self._level_counts.zero_()
 
     def check_state(self, state: Mapping[str, object]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
         self._require_env()
-        for key in ("levels", "adr_sums", "adr_counts"):
-            t = state.get(key)
-            if not isinstance(t, torch.Tensor) or t.shape != getattr(self, "_" + key).shape:
-                raise ValueError(f"{self}.load_state_dict: {key!r} missing or of another shape")
-            if t.dtype != getattr(self, "_" + key).dtype:
-                raise ValueError(f"{self}.load_state_dict: {key!r} expected dtype "
-                                 f"{getattr(self, '_' + key).dtype}, got {t.dtype}")
-        for key, buf in (("adr_local_sums", "_local_sums"), ("adr_local_counts", "_local_counts"),
-                         ("level_counts", "_level_counts")):
-            t = state.get(key)
-            if t is not None and (not isinstance(t, torch.Tensor)
-                                  or t.shape != getattr(self, buf).shape):
-                raise ValueError(f"{self}.load_state_dict: {key!r} of another shape")
+        t = state.get("levels")
+        if not isinstance(t, torch.Tensor) or t.shape != self._levels.shape:
+            raise ValueError(f"{self}.load_state_dict: 'levels' missing or of another shape")
+        if t.dtype != self._levels.dtype:
+            raise ValueError(f"{self}.load_state_dict: 'levels' expected dtype "
+                             f"{self._levels.dtype}, got {t.dtype}")
+        self._adr.check_state(state, f"{self}")
+        t = state.get("level_counts")
+        if t is not None and (not isinstance(t, torch.Tensor)
+                              or t.shape != self._level_counts.shape):
+            raise ValueError(f"{self}.load_state_dict: 'level_counts' of another shape")
         if state.get("num_levels") != self.num_levels:
             raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
         check_curriculum(state, self.num_levels, f"{self}")
+
+
+# ---------------------------------------------------------------------------- binding helpers
+def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
+    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64) if L > 1 else torch.zeros(1)
+    w = w.reshape(L, *([1] * (t.dim() - 1)))
+    return t[0] + (t[1] - t[0]) * w
+
+
+def _table(value, L: int, tail: tuple[int, ...], what: str) -> torch.Tensor:
+    """Values per level ``[L, *tail]``: a table ``[L]``/``[L, *tail]`` or an (easy, hard)
+    pair ``[2]``/``[2, *tail]`` interpolated over the levels."""
+    try:
+        t = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{what}: expected numbers per level, got {value!r}") from None
+    shape = tuple(t.shape)
+    if t.dim() == 1 and tail == (tail[0],):
+        t = t[:, None].expand(-1, tail[0])
+    if t.dim() == 0 or tuple(t.shape[1:]) != tail or t.shape[0] not in (L, 2):
+        raise ValueError(f"{what}: expected {L} values (one per level) or an (easy, hard) pair, "
+                         f"each a scalar or of shape {tail}; got shape {shape}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{what}: values must be finite")
+    return t if t.shape[0] == L else _lerp(t, L)
+
+
+def _range_table(value, L: int, term: Term, size: int) -> torch.Tensor:
+    """Ranges per level ``[L, size, 2]`` from a list of ranges or an (easy, hard) pair."""
+    if not isinstance(value, Sequence) or len(value) not in (L, 2) or any(
+        not isinstance(r, Sequence) or len(r) != 2 for r in value
+    ):
+        raise ValueError(f"Curriculum: {term}: expected {L} ranges or an (easy, hard) pair of "
+                         f"ranges (each a pair), got {value!r}")
+    rows = []
+    for r in value:
+        a = per_component(r[0], size, term, term.range_names[0])
+        b = per_component(r[1], size, term, term.range_names[1])
+        rows.append(torch.tensor([a, b], dtype=torch.float64).T)  # [size, 2]
+    t = torch.stack(rows)
+    return t if t.shape[0] == L else _lerp(t, L)
+
+
+def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Tensor]:
+    """``(source called per step or None, float32 buffer [N] the kernels read)``."""
+    n, dev = env.num_envs, env.device
+    buf = torch.zeros(n, dtype=torch.float32, device=dev)
+    if isinstance(metric, str):
+        outputs = env.context.outputs
+        if metric not in outputs:
+            raise KeyError(f"{cur}: unknown metric {metric!r}; keys: {', '.join(outputs)}")
+        t = outputs[metric]
+    elif isinstance(metric, torch.Tensor):
+        if metric.shape != (n,) or metric.device != dev:
+            raise ValueError(f"{cur}: metric tensor must be [{n}] on {dev}, got "
+                             f"{tuple(metric.shape)} on {metric.device}")
+        t = metric
+    else:
+        return (lambda: metric(env)), buf
+    if t.dtype == torch.float32:
+        return None, t
+    return (lambda: t), buf

@@ -91,8 +91,6 @@ class StepContext:
     clock: torch.Tensor
     stream: object = None
     torch_stream: object = None
-    done_words: torch.Tensor | None = None  # TEMP: until the randomization rewrite lands
-    reset_words: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.device.type == "cuda" and self.stream is None:

@@ -172,10 +172,6 @@ class VecEnv:
         f32 = dict(dtype=torch.float32, device=dev)
         i32 = dict(dtype=torch.int32, device=dev)
         b = dict(dtype=torch.bool, device=dev)
-        # TEMP (until the randomization rewrite lands): masks padded to 8-env words
-        pad = -(-n // 8) * 8
-        done_store = torch.zeros(pad, **b)
-        reset_store = torch.zeros(pad, **b)
         act = self.action_spec
         outputs = {
             "observation": torch.zeros(n, *obs_shape, **f32),
@@ -183,7 +179,7 @@ class VecEnv:
             "reward": torch.zeros(n, **f32),
             "terminated": torch.zeros(n, **b),
             "truncated": torch.zeros(n, **b),
-            "done": done_store[:n],
+            "done": torch.zeros(n, **b),
             "episode_return": torch.zeros(n, **f32),
             "episode_length": torch.zeros(n, **i32),
         }
@@ -191,8 +187,7 @@ class VecEnv:
             num_envs=n, device=dev, env_offset=self.env_offset,
             seed=torch.zeros(1, **i32),
             action=torch.zeros(n, *act.shape, dtype=act.dtype, device=dev),
-            outputs=outputs, done=outputs["done"], done_words=done_store.view(torch.int64),
-            reset_mask=reset_store[:n], reset_words=reset_store.view(torch.int64),
+            outputs=outputs, done=outputs["done"], reset_mask=torch.zeros(n, **b),
             step_count=torch.zeros(n, **i32), episode_count=torch.zeros(n, **i32),
             running_return=torch.zeros(n, **f32), max_episode_steps=torch.ones(1, **i32),
             clock=torch.zeros(1, dtype=torch.int64, device=dev),

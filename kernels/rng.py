@@ -7,8 +7,7 @@ sees the same numbers whatever the batch size, on CPU and GPU alike (integer has
 The key is built in two parts so that the part that never changes can be kept:
 
 - ``term_key(seed, env, stream)``: two PCG hashes chained, ``rand_init(rand_init(seed,
-  env), stream)``. Randomization precomputes it once per (term, env) when a term is added
-  or the env is reseeded, or recomputes it where that is cheaper than a memory access.
+  env), stream)`` (randomization recomputes it at each draw: cheaper than a memory read).
 - ``draw_bits(key, counter)`` = ``wp.rand_init(key, counter)`` = ``pcg(key +
   pcg(counter))``: one counter mix and one PCG round give the 32 random bits of event
   ``counter``. Mixing the counter before adding it keeps the streams of different keys
@@ -17,12 +16,11 @@ The key is built in two parts so that the part that never changes can be kept:
 ``rng_key(seed, env, stream, counter) == draw_bits(term_key(seed, env, stream), counter)``
 (env resets draw their initial state from it with ``wp.randf``). Further values of the same
 event come from ``next_bits`` (one PCG round each). ``uniform`` takes the top 24 bits as a
-float in [0, 1); ``normal`` the standard normal quantile of the same 24-bit grid, computed
-with plain arithmetic so that loops over envs vectorize (``normal_vec``: same bits, no
-branch); ``log_uniform`` a log-uniform value. Plain arithmetic (IEEE-rounded +, -, *, /,
-sqrt, floor and bit casts, in modules built without floating-point contraction) is also
-what makes a variate bit-identical on CPU and GPU: the libraries' ``expf``/``logf`` differ
-in the last bit between the host's libm and CUDA's.
+float in [0, 1); ``normal`` the standard normal quantile of the same 24-bit grid;
+``log_uniform`` a log-uniform value. They use plain arithmetic only (IEEE-rounded +, -, *,
+/, sqrt, floor and bit casts, in modules built without floating-point contraction): that is
+what makes a variate bit-identical on CPU and GPU, where the libraries' ``expf``/``logf``
+differ in the last bit between the host's libm and CUDA's.
 """
 
 from __future__ import annotations
@@ -48,20 +46,6 @@ def draw_bits(key: int, counter: int) -> wp.uint32:
 
 
 @wp.func
-def counter_mix(counter: int) -> wp.uint32:
-    """The counter's half of ``draw_bits``: ``draw_bits(key, c) == draw_bits_mixed(key,
-    counter_mix(c))``, so a loop whose envs share one counter mixes it once."""
-    return wp.rand_init(counter)
-
-
-@wp.func
-def draw_bits_mixed(key: int, mixed: wp.uint32) -> wp.uint32:
-    """``draw_bits(key, c)`` given ``mixed = counter_mix(c)`` (Warp's ``rand_init(key, c)``
-    is ``pcg(uint32(key) + pcg(uint32(c)))``, wrapping modulo 2^32)."""
-    return wp.rand_init(int(wp.uint32(key) + mixed))
-
-
-@wp.func
 def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
     """PCG state (and bits) for one (seed, env, stream, counter) key."""
     return draw_bits(int(term_key(seed, env, stream)), counter)
@@ -82,8 +66,7 @@ def uniform(h: wp.uint32) -> float:
 @wp.func
 def uniform_in(h: wp.uint32, low: float, high: float) -> float:
     """``wp.randf(state, low, high)`` once ``state`` has advanced to ``h`` (bit for bit), as
-    a function of values: a loop of such draws over many envs vectorizes on CPUs, where
-    ``wp.randf``'s by-reference state keeps each env's chain of hashes serial."""
+    a function of values (``low + (high - low) u`` rounds the same: + commutes exactly)."""
     return (high - low) * uniform(h) + low
 
 
@@ -96,8 +79,8 @@ _LN_2POW25 = wp.constant(17.328679513998633)  # 25 ln 2
 
 @wp.func
 def log_pos(x: float) -> float:
-    """``ln(x)`` for a positive normal float with plain arithmetic (no library call, so
-    loops calling it vectorize, and the same bits on every device): ``x = 2^e f`` with ``f``
+    """``ln(x)`` for a positive normal float with plain arithmetic (no library call: the
+    same bits on every device): ``x = 2^e f`` with ``f``
     in ``[sqrt(1/2), sqrt(2))`` (exponent and mantissa read from the bits of ``x``), ``ln f``
     by a degree-8 polynomial in ``f - 1`` fitted on Chebyshev nodes (absolute error < 1e-7
     in float32)."""
@@ -184,7 +167,7 @@ def normal(h: wp.uint32) -> float:
     """A standard normal draw from the top 24 bits ``m`` of ``h``: the quantile of ``p =
     (m + 1/2) / 2^24`` (so draws are symmetric, |x| <= 5.42), by Wichura's PPND7 (relative
     error ~1e-7). ``p - 1/2`` and the tail's ``ln min(p, 1 - p)`` are computed from the
-    integer ``m``: no library call but ``sqrt``. ``normal_vec`` gives the same bits."""
+    integer ``m``: no library call but ``sqrt``."""
     m = int(h >> wp.uint32(8))
     k = 2 * m - _M_MAX  # (p - 1/2) 2^25, odd, exact in float32
     q = float(k) * 2.9802322387695312e-08
@@ -193,16 +176,3 @@ def normal(h: wp.uint32) -> float:
         return _central_num(q, r) / _central_den(r)
     r = _tail_var(2 * wp.min(m, _M_MAX - m) + 1)
     return wp.where(k < 0, -_tail_num(r), _tail_num(r)) / _tail_den(r)
-
-
-@wp.func
-def normal_vec(h: wp.uint32) -> float:
-    """``normal(h)``, branch-free (both regions, one division): for vectorized loops."""
-    m = int(h >> wp.uint32(8))
-    k = 2 * m - _M_MAX
-    q = float(k) * 2.9802322387695312e-08
-    central = wp.abs(k) <= _K_CENTRAL
-    r = 0.180625 - q * q
-    rt = _tail_var(2 * wp.min(m, _M_MAX - m) + 1)
-    num = wp.where(central, _central_num(q, r), wp.where(k < 0, -_tail_num(rt), _tail_num(rt)))
-    return num / wp.where(central, _central_den(r), _tail_den(rt))

@@ -312,3 +312,14 @@ def test_set_components_with_a_number_beyond_float_range_is_a_value_error():
     after = env.params.state_dict()
     assert torch.equal(before["nominal"], after["nominal"])
     assert torch.equal(before["effective"], after["effective"])
+
+
+def test_sync_every_refuses_an_unsynced_adr_curriculum_at_once():
+    env = cartpole()
+    term = gp.Uniform("length", 1.0, 1.0, op="scale", on="reset")
+    env.randomize(term)
+    cur = gp.Curriculum(1, adr=[gp.ADR(term, 0.1, (0.5, 1.5), 1.0)])
+    env.add_curriculum(cur)
+    with pytest.raises(ValueError, match="sync=True"):
+        env.sync_every(1, cur)
+    assert env.sync_schedules == ()

@@ -127,7 +127,7 @@ def test_adr_widens_while_performance_at_the_bounds_stays_high():
                  samples=8)
     env.add_curriculum(gp.Curriculum(1, metric=metric, adr=[adr]))
     env.reset()
-    rng = env.randomization.bound(term).range_view()[0, 0]
+    rng = env.randomization.ranges(term)[0, 0]
     env.step(actions(env, 1)[0])
     assert torch.allclose(rng, torch.tensor([1.0, 1.0]))
     env.step(actions(env, 1)[0])  # every env ended an episode at l == 1.0: both bounds move
@@ -216,7 +216,7 @@ def test_bad_ranges_and_adr_raise():
     adr = gp.ADR(term, delta=0.1, limits=(1.0, 1.5), threshold_high=1.0)
     with pytest.raises(ValueError, match="must contain the range"):
         env.add_curriculum(gp.Curriculum(1, adr=[adr]))
-    assert env.curricula == () and env.randomization.bound(term).pe_row == -1
+    assert env.curricula == () and env.randomization.per_env_ranges(term) is None
 
 
 # ---------------------------------------------------------------------------- listeners
@@ -255,7 +255,7 @@ def test_a_term_belongs_to_one_curriculum_and_rejected_adds_change_nothing():
     second = gp.Curriculum(2, ranges={t1: [(0.9, 1.1), (2.0, 3.0)], t2: [(0.9, 1.1), (1.2, 1.3)]})
     with pytest.raises(ValueError, match="already used by Curriculum"):
         env.add_curriculum(second)
-    assert env.randomization.bound(t1).pe_row == -1 and len(env.curricula) == 1
+    assert env.randomization.per_env_ranges(t1) is None and len(env.curricula) == 1
     adr = gp.ADR(t2, delta=0.1, limits=(0.5, 1.5), threshold_high=1.0)
     with pytest.raises(ValueError, match="already used by Curriculum"):
         env.add_curriculum(gp.Curriculum(1, adr=[adr]))
@@ -273,7 +273,7 @@ def test_adr_needs_a_term_without_mask_and_without_per_level_ranges():
     with pytest.raises(ValueError, match="per-level ranges and ADR"):
         env.add_curriculum(gp.Curriculum(2, ranges={term: [(1.0, 1.0), (0.9, 1.1)]},
                                          adr=[gp.ADR(term, 0.1, (0.5, 1.5), 1.0)]))
-    assert env.curricula == () and env.randomization.bound(term).pe_row == -1
+    assert env.curricula == () and env.randomization.per_env_ranges(term) is None
 
 
 def test_a_synced_curriculum_cannot_be_removed_before_its_schedule():

@@ -58,7 +58,7 @@ def run(shard: tuple[int, int], overlap: bool) -> dict[str, torch.Tensor]:
     norms = {"obs": obs_norm, "rew": rew_norm}
     baseline = {f"{p}_synced_{k}": getattr(m, "synced_" + k).clone()
                 for p, m in norms.items() for k in ("count", "mean", "m2")}
-    baseline["adr_range_scheduled"] = env.randomization.bound(length).range_view().clone()
+    baseline["adr_range_scheduled"] = env.randomization.ranges(length).clone()
     baseline["level_counts_scheduled"] = cur.global_level_counts.clone()
     (sched,) = env.sync_schedules
     assert sched.syncs == STEPS // EVERY
@@ -69,7 +69,7 @@ def run(shard: tuple[int, int], overlap: bool) -> dict[str, torch.Tensor]:
         "nominal": env.params.nominal_table.clone(),
         "effective": env.params.effective_table.clone(),
         "levels": cur.levels.clone(), "level_counts": cur.global_level_counts.clone(),
-        "adr_range": env.randomization.bound(length).range_view().clone(),
+        "adr_range": env.randomization.ranges(length).clone(),
         "returns": rew_norm.returns.clone(),
         **{f"obs_{k}": getattr(obs_norm, k).clone() for k in ("count", "mean", "m2")},
         **{f"rew_{k}": getattr(rew_norm, k).clone() for k in ("count", "mean", "m2")},

@@ -171,9 +171,9 @@ def test_set_mask_checks_the_new_envs():
         env.randomization.set_mask(term)  # all envs: 60 * 1.8 > 100
     with pytest.raises(ValueError, match="mask or env_ids"):
         env.randomization.set_mask(term, mask=big, env_ids=[1])
-    assert torch.equal(env.randomization.bound(term).mask, ~big)
+    assert torch.equal(env.randomization.mask(term), ~big)
     env.randomization.set_mask(term, env_ids=[10, 11])
-    assert int(env.randomization.bound(term).mask.sum()) == 2
+    assert int(env.randomization.mask(term).sum()) == 2
 
 
 def test_removing_a_term_passed_twice_raises_and_changes_nothing():
@@ -202,3 +202,51 @@ def test_unmasking_a_masked_term_keeps_each_envs_own_counter():
     env.step(a)
     assert env.randomization.counters(term).tolist() == [1, 4, 4, 1]
     assert not torch.equal(env.params["length"][1:3], first[1:3])  # counter 3, not 0
+
+
+def test_structural_changes_during_a_step_raise_and_change_nothing():
+    # a hook removing, adding or (un)masking terms inside a step used to be accepted, and
+    # the step then ran its old launch on tables the change replaced: the remaining term
+    # lost that step's counter increment and repeated a draw
+    env, twin = cartpole(seed=3), cartpole(seed=3)
+    few = torch.arange(N) < 5
+
+    def terms():
+        return (gp.Uniform("length", 0.4, 0.6, on="step"),
+                gp.Uniform("gravity", 9.0, 10.0, on="step", mask=few),
+                gp.Uniform("tau", 0.01, 0.02, on="reset"))
+
+    keep, masked, drop = terms()
+    env.randomize(keep, masked, drop)
+    twin.randomize(*terms())
+    errors = []
+
+    def hook(e, td):
+        for change in (lambda: e.randomization.remove(drop),
+                       lambda: e.randomize(gp.Uniform("masspole", 0.1, 0.2)),
+                       lambda: e.randomization.set_mask(keep, few),
+                       lambda: e.randomization.set_mask(masked, None),
+                       lambda: e.randomization.clear(),
+                       lambda: e.add_curriculum(gp.Curriculum(2, ranges={drop: ((0.01, 0.02),
+                                                                                (0.02, 0.03))}))):
+            with pytest.raises(RuntimeError, match="during a step") as err:
+                change()
+            errors.append(err.value)
+        e.randomization.set_mask(masked, ~few)  # a new mask for a masked term: a copy
+        e.randomization.set_mask(masked, few)
+
+    remove_hook = env.before_step(hook)
+    a = torch.zeros(N, dtype=torch.int64)
+    for _ in range(3):
+        env.step(a)
+        twin.step(a)
+    assert len(errors) == 18 and env.randomization.terms == (keep, masked, drop)
+    assert torch.equal(env.randomization.counters(keep), torch.full((N,), 3, dtype=torch.int32))
+    assert torch.equal(eff(env), eff(twin))
+    remove_hook()
+    env.randomization.remove(drop)  # between steps: fine
+    twin.randomization.remove(twin.randomization.terms[2])
+    env.step(a)
+    twin.step(a)
+    assert torch.equal(eff(env), eff(twin))
+    assert torch.equal(env.randomization.counters(keep), torch.full((N,), 4, dtype=torch.int32))

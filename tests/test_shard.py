@@ -183,19 +183,19 @@ def _adr_env(sync: bool):
     cur = gp.Curriculum(3, params={"force_mag": (8.0, 12.0)}, promote=20.0, demote=10.0,
                         adr=[adr], sync=sync)
     env.add_curriculum(cur)
-    return env, cur, env.randomization.bound(term)
+    return env, cur, env.randomization.ranges(term)  # live [1, 1, 2]
 
 
 def test_synced_adr_decides_only_at_syncs_in_a_world_of_one():
     env, cur, b = _adr_env(sync=True)
     env.reset()
-    first = b.range_view().clone()
+    first = b.clone()
     for _ in range(40):
         env.step((env.state[:, 2] > 0).long())
-        assert torch.equal(b.range_view(), first)  # collected, not decided
+        assert torch.equal(b, first)  # collected, not decided
     assert int(cur.state_dict()["adr_local_counts"].sum()) > 0
     cur.sync()
-    assert not torch.equal(b.range_view(), first)
+    assert not torch.equal(b, first)
     assert int(cur.state_dict()["adr_local_counts"].sum()) == 0
     assert torch.equal(cur.global_level_counts,
                        torch.bincount(cur.levels.long(), minlength=3))
@@ -214,7 +214,7 @@ def test_synced_curriculum_checkpoint_round_trip_keeps_pending_statistics():
         assert torch.equal(cur2.state_dict()[k], state["curricula"][0][k]), k
     cur.sync()
     cur2.sync()
-    assert torch.equal(b.range_view(), b2.range_view())
+    assert torch.equal(b, b2)
 
 
 def test_unsynced_adr_refuses_sync_and_bad_flag():
@@ -330,14 +330,14 @@ def test_overlapped_adr_decides_one_interval_later_and_checkpoints_what_is_in_fl
     env2.sync_every(7, cur2, overlap=False)
     env.reset()
     env2.reset()
-    first = b.range_view().clone()
+    first = b.clone()
     changed = changed2 = None
     checked = 0
     for t in range(1, 60):
         for e in (env, env2):
             e.step((e.state[:, 2] > 0).long())
-        if changed2 is None and not torch.equal(b2.range_view(), first):
-            changed2, decided = t, b2.range_view().clone()
+        if changed2 is None and not torch.equal(b2, first):
+            changed2, decided = t, b2.clone()
         if t % 7 == 0 and changed2 is None:  # same trajectories until the first decision
             # applied + (collected since, in flight included) == all applied at once
             s, s2 = cur.state_dict(), cur2.state_dict()
@@ -345,8 +345,8 @@ def test_overlapped_adr_decides_one_interval_later_and_checkpoints_what_is_in_fl
                 assert torch.equal(s[f"adr_{k}"] + s[f"adr_local_{k}"], s2[f"adr_{k}"]), k
             assert int(s2["adr_local_counts"].sum()) == 0
             checked += int(s["adr_local_counts"].sum() > 0)
-        if changed is None and not torch.equal(b.range_view(), first):
+        if changed is None and not torch.equal(b, first):
             changed = t
-            assert torch.equal(b.range_view(), decided)  # the same decision ...
+            assert torch.equal(b, decided)  # the same decision ...
     assert checked > 0 and changed2 is not None and changed2 % 7 == 0
     assert changed == changed2 + 7  # ... one interval later

@@ -1,4 +1,4 @@
-"""Binding a term to an env: checks against the parameter specs, host-side table rows.
+"""Binding a term to an env: checks against the parameter specs, and the term's device state.
 
 Runs when terms are added (never per step); it may synchronize with the host.
 """
@@ -6,11 +6,12 @@ Runs when terms are added (never per step); it may synchronize with the host.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
+from gpuparam._device import to_wp
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization.terms import Choice, Every, Interval, OnReset, Term
 
@@ -18,64 +19,71 @@ DIST = {
     "uniform": K.UNIFORM, "loguniform": K.LOGUNIFORM, "gaussian": K.GAUSSIAN, "choice": K.CHOICE,
 }
 OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
-# I_TIMED codes
-PLAIN, EVERY, INTERVAL, MIN_STEPS = 0, 1, 2, 3
 
 
 @dataclass(eq=False)
 class Bound:
-    """A term bound to one env: its device-table row and views of its live state.
+    """A term bound to one env: its checked description and its device state (``N``:
+    num_envs), kept for the term's life (tables are rebuilt around it, never copied).
 
-    ``values`` (float32, CPU) is the term's initial block of ``vals``: ranges ``[nbp, size,
-    2]`` flattened, or for ``Choice`` the values ``[nch, size]`` then the cumulative
-    probabilities ``[nch]``. The views (set by the manager at every rebuild) point into
-    the manager's device arrays: ``keys`` int32 ``[N]``, ``counter`` int32 ``[N]`` (strided
-    for reset terms), ``clock`` float64 ``[N]``, ``clamped`` int64 ``[1]``, ``vals`` float32
-    (the term's block), ``pe`` float32 ``[2 * size, N]`` per-env ranges (rows low/high
-    interleaved per component) or None.
+    ``values`` float32: the term's ranges ``[nbp, size, 2]`` flattened, or for ``Choice``
+    the values ``[nch, size]`` then the cumulative probabilities ``[nch]``. ``steps`` int64
+    ``[nbp]``: the schedule's breakpoints (``[0]`` without one). ``counter`` int32 ``[N]``,
+    ``clock`` float64 ``[N]``, ``clamped`` int64 ``[1]``; ``mask`` bool ``[N]`` or None (all
+    envs); ``pe`` float32 ``[2 * size, N]`` per-env ranges (rows a/b per component, storage
+    of the curriculum that attached them) or None.
     """
 
     term: Term
     uid: int
-    cls: str
-    param: str
     col: int
     size: int
     low: float
     high: float
-    dist: int
-    op: int
-    timed: int
-    dtcol: int
-    plo: float
-    phi: float
-    mask: torch.Tensor | None
+    trigger: int
+    dt_col: int
+    period: tuple[float, float]
     values: torch.Tensor
-    nbp: int
-    bp: list[int]
-    interp: int
-    nch: int = 0
-    pe_row: int = -1
-    r0: int = 0  # first index of the term's block in the shared ``vals`` table
-    pinned_by: object = None  # a curriculum using the term's ranges (blocks removal)
-    # every env's counter is the same (set at a restart, checked at a load, cleared when the
-    # term gets a mask): lets the dense path mix the counter once (``I_LOCK``)
-    uniform_counters: bool = True
-    state: dict[str, torch.Tensor] = field(default_factory=dict)
+    steps: torch.Tensor
+    linear: bool
+    nch: int
+    mask: torch.Tensor | None
+    counter: torch.Tensor
+    clock: torch.Tensor
+    clamped: torch.Tensor
+    pe: torch.Tensor | None = None
+    owner: object = None  # a curriculum using the term's ranges (blocks removal)
 
-    @property
-    def scheduled(self) -> bool:
-        return self.nbp > 1
-
-    def range_view(self) -> torch.Tensor:
+    def ranges(self) -> torch.Tensor:
         """Device view ``[nbp, size, 2]`` of the term's ranges (writable)."""
-        return self.state["vals"][: self.nbp * self.size * 2].view(self.nbp, self.size, 2)
+        if self.nch:
+            raise ValueError(f"{self.term}: a Choice has values, not ranges")
+        return self.values.view(-1, self.size, 2)
+
+    def row(self) -> K.TermRow:
+        """The term's ``kernels.randomize.TermRow`` (views of its tensors)."""
+        r = K.TermRow()
+        t = self.term
+        r.dist, r.op, r.trigger, r.dt_col = DIST[t.dist], OP[t.op], self.trigger, self.dt_col
+        r.col, r.size, r.uid, r.linear = self.col, self.size, self.uid, int(self.linear)
+        r.low, r.high = self.low, self.high
+        r.period_lo, r.period_hi = self.period
+        split = self.nch * self.size if self.nch else self.values.numel()
+        r.ranges = to_wp(self.values[:split])
+        r.cdf = to_wp(self.values[split:]) if self.nch else None
+        r.steps = to_wp(self.steps)
+        r.has_mask, r.has_pe = int(self.mask is not None), int(self.pe is not None)
+        r.mask = None if self.mask is None else to_wp(self.mask)
+        r.pe = None if self.pe is None else to_wp(self.pe)
+        r.counter, r.clock, r.clamped = to_wp(self.counter), to_wp(self.clock), to_wp(self.clamped)
+        return r
 
 
 def bind(term: Term, env, uid: int) -> Bound:
-    """Check ``term`` against ``env`` and return its table row; raises ``KeyError`` for an
-    unknown parameter and ``ValueError`` for anything else, naming the term and parameter."""
-    params = env.params
+    """Check ``term`` against ``env`` and allocate its device state (counters restarted by
+    the caller); raises ``KeyError`` for an unknown parameter and ``ValueError`` for
+    anything else, naming the term and parameter."""
+    params, n, dev = env.params, env.num_envs, env.device
     if term.param not in params:
         raise KeyError(
             f"{term}: unknown parameter {term.param!r}; valid names: {', '.join(params.names)}"
@@ -83,34 +91,30 @@ def bind(term: Term, env, uid: int) -> Bound:
     spec = params.spec[term.param]
     col, size = params.columns(term.param)
     mask = term_mask(term, env, term.mask, term.env_ids)
-    timed, dtcol, plo, phi = _trigger(term, env)
+    trigger, dt_col, period = _trigger(term, env)
+    steps, linear, nch = [0], False, 0
     if isinstance(term, Choice):
-        vals = torch.tensor([_per_component(v, size, term, "value") for v in term.values])
+        vals = torch.tensor([per_component(v, size, term, "value") for v in term.values])
         check_result(term, spec, params, mask, vals, vals)
         cdf = torch.tensor(term.probs, dtype=torch.float64).cumsum(0)
         cdf[-1] = 2.0  # every draw u < 1 stops at the last choice at the latest
-        values = torch.cat([vals.reshape(-1), cdf.to(torch.float32)])
-        nbp, bp, interp, nch = 1, [0], K.HOLD, len(term.values)
+        values, nch = torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(term.values)
     else:
-        if term.schedule is None:
-            bp, ranges, kind = [0], [term.range], "hold"
-        else:
-            bp, ranges, kind = term.schedule.breakpoints()
-        rows = []
-        for r in ranges:
-            term.check_range(r)
-            a = torch.tensor(_per_component(r[0], size, term, term.range_names[0]))
-            b = torch.tensor(_per_component(r[1], size, term, term.range_names[1]))
-            lo, hi = _result_inputs(term, a, b)
-            check_result(term, spec, params, mask, lo, hi)
-            rows.append(torch.stack([a, b], dim=-1))  # [size, 2]
+        ranges = [term.range]
+        if term.schedule is not None:
+            steps, ranges, kind = term.schedule.breakpoints()
+            linear = kind == "linear"
+        rows = [range_tensor(r, size, term) for r in ranges]
+        for r in rows:
+            check_result(term, spec, params, mask, *result_inputs(term, r))
         values = torch.stack(rows).reshape(-1)
-        nbp, interp, nch = len(bp), K.LINEAR if kind == "linear" else K.HOLD, 0
     return Bound(
-        term=term, uid=uid, cls=term.trigger_class, param=term.param, col=col, size=size,
-        low=spec.low, high=spec.high, dist=DIST[term.dist], op=OP[term.op], timed=timed,
-        dtcol=dtcol, plo=plo, phi=phi, mask=mask, values=values.to(torch.float32), nbp=nbp,
-        bp=bp, interp=interp, nch=nch,
+        term=term, uid=uid, col=col, size=size, low=spec.low, high=spec.high, trigger=trigger,
+        dt_col=dt_col, period=period, values=values.to(dev, torch.float32),
+        steps=torch.tensor(steps, dtype=torch.int64, device=dev), linear=linear, nch=nch,
+        mask=mask, counter=torch.zeros(n, dtype=torch.int32, device=dev),
+        clock=torch.zeros(n, dtype=torch.float64, device=dev),
+        clamped=torch.zeros(1, dtype=torch.int64, device=dev),
     )
 
 
@@ -132,30 +136,31 @@ def term_mask(term: Term, env, mask=None, env_ids=None) -> torch.Tensor | None:
 
 def recheck(b: Bound, env, mask: torch.Tensor | None) -> None:
     """Re-run the valid-range check of a bound term's current ranges for a new mask."""
-    spec = env.params.spec[b.param]
-    if b.dist == K.CHOICE:
-        vals = b.state["vals"][: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
+    spec = env.params.spec[b.term.param]
+    if b.nch:
+        vals = b.values[: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
         check_result(b.term, spec, env.params, mask, vals, vals)
         return
-    r = b.range_view().cpu()  # host-ok: setup only, [nbp, size, 2]
-    lo, hi = _result_inputs(b.term, r[..., 0], r[..., 1])
-    check_result(b.term, spec, env.params, mask, lo, hi)
+    for r in b.ranges().cpu():  # host-ok: setup only, [size, 2] per breakpoint
+        check_result(b.term, spec, env.params, mask, *result_inputs(b.term, r))
 
 
-def _trigger(term: Term, env) -> tuple[int, int, float, float]:
+def _trigger(term: Term, env) -> tuple[int, int, tuple[float, float]]:
     on = term.on
     if isinstance(on, Every):
-        return EVERY, -1, float(on.k), float(on.k)
+        return K.EVERY, -1, (float(on.k), float(on.k))
     if isinstance(on, Interval):
         name = getattr(env, "time_step_param", None)
-        dtcol = env.params.columns(name)[0] if name else -1
-        return INTERVAL, dtcol, float(on.low_s), float(on.high_s)
+        dt_col = env.params.columns(name)[0] if name else -1
+        return K.INTERVAL, dt_col, (float(on.low_s), float(on.high_s))
     if isinstance(on, OnReset) and on.min_steps > 0:
-        return MIN_STEPS, -1, float(on.min_steps), float(on.min_steps)
-    return PLAIN, -1, 0.0, 0.0
+        return K.MIN_STEPS, -1, (float(on.min_steps), float(on.min_steps))
+    return K.PLAIN, -1, (0.0, 0.0)
 
 
-def _per_component(v, size: int, term: Term, what: str) -> list[float]:
+def per_component(v, size: int, term: Term, what: str) -> list[float]:
+    """A scalar or one value per component, as ``size`` floats (``ValueError`` naming
+    ``what`` if the count is wrong)."""
     vals = [float(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
     if len(vals) == 1:
         return vals * size
@@ -166,12 +171,18 @@ def _per_component(v, size: int, term: Term, what: str) -> list[float]:
     return vals
 
 
-def _result_inputs(term: Term, a: torch.Tensor, b: torch.Tensor):
-    """The draw interval checked against the valid range: the range itself, the mean of a
-    Gaussian (its tails are clamped and counted)."""
-    if term.dist == "gaussian":
-        return a, a
-    return a, b
+def range_tensor(r, size: int, term: Term) -> torch.Tensor:
+    """A range ``(a, b)`` of ``term`` (checked) as float32 ``[size, 2]``."""
+    term.check_range(r)
+    a = per_component(r[0], size, term, term.range_names[0])
+    b = per_component(r[1], size, term, term.range_names[1])
+    return torch.tensor([a, b]).T.contiguous()
+
+
+def result_inputs(term: Term, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The draw interval of range ``r`` ``[size, 2]`` checked against the valid range: the
+    range itself, or the mean of a Gaussian (its tails are clamped and counted)."""
+    return r[:, 0], (r[:, 0] if term.dist == "gaussian" else r[:, 1])
 
 
 def check_result(term: Term, spec, params, mask, lo: torch.Tensor, hi: torch.Tensor) -> None:
@@ -200,8 +211,7 @@ def check_result(term: Term, spec, params, mask, lo: torch.Tensor, hi: torch.Ten
         raise ValueError(
             f"{term}: op={term.op!r} gives values in [{r_lo[j].item():.6g}, "  # host-ok
             f"{r_hi[j].item():.6g}]{comp} for parameter {term.param!r}, "  # host-ok
-            "outside its valid "
-            f"range [{spec.low}, {spec.high}]"
+            f"outside its valid range [{spec.low}, {spec.high}]"
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -122,29 +123,45 @@ Schedule = Linear | Step
 
 
 # ---------------------------------------------------------------------------- terms
+Op = Literal["set", "add", "scale"]
+Mask = torch.Tensor | None
+EnvIds = torch.Tensor | Sequence[int] | None
+
+_ARGS = """
+    Common args (keyword only):
+        op: what a draw ``x`` does to the parameter: ``"set"`` (effective = x, default),
+            ``"add"`` (nominal + x) or ``"scale"`` (nominal * x). ``add`` and ``scale`` act on
+            the env's nominal value, so repeated draws never compound. Every result is
+            clamped to the parameter's valid range on the device and counted
+            (``env.randomization.clamped``); ``env.randomize`` refuses ranges that can
+            leave it (a Gaussian: its mean).
+        on: when an env draws: ``"reset"`` (default: at each reset of the env, auto or
+            ``env.reset``), ``"step"`` (every step, before the physics), ``"startup"``
+            (once, when the term is added), ``gp.Every(k)``, ``gp.Interval(low_s, high_s)``
+            or ``gp.OnReset(min_steps)``.
+        mask: bool tensor ``[num_envs]`` on the env's device confining the term to some envs
+            (copied when the term is added; change it with ``env.randomization.set_mask``).
+        env_ids: alternatively, env indices (long tensor ``[K]`` or a list of ints).
+        schedule: ``gp.Linear`` or ``gp.Step`` moving the range with the global step (then
+            the range arguments are omitted).
+        name: label used in messages and ``repr`` (default: the constructor call).
+
+    A vector parameter (shape ``[size]``) takes one value per component for each range
+    argument (a sequence of ``size`` numbers), or a scalar for all components; component
+    ``j`` of an event uses the event's ``j``-th random bits. Draws are counter-based, keyed
+    by (seed, global env id, term, the env's event counter): env ``i`` draws the same values
+    whatever ``num_envs`` and on CPU and GPU alike.
+"""
+
+
 class Term:
-    """One randomized parameter. Subclasses: ``Uniform``, ``LogUniform``, ``Gaussian``,
-    ``Choice``.
+    """One randomized parameter (the base of ``Uniform``, ``LogUniform``, ``Gaussian`` and
+    ``Choice``; add terms to an env with ``env.randomize(*terms)``).
 
     Args:
         param: parameter name (checked when added to an env).
-        op: ``"set"`` (effective = draw), ``"add"`` (nominal + draw) or ``"scale"``
-            (nominal * draw). ``add`` and ``scale`` act on the env's nominal value, so
-            repeated draws never compound.
-        on: ``"startup"`` (once, when added), ``"reset"`` (at each reset of an env, auto or
-            ``env.reset``), ``"step"`` (every step, before the env kernel), ``Every(k)``,
-            ``Interval(low_s, high_s)`` or ``OnReset(min_steps)``.
-        mask: bool tensor ``[num_envs]`` on the env's device confining the term to some
-            envs (copied when the term is added; change it with
-            ``env.randomization.set_mask``).
-        env_ids: alternatively, env indices (long tensor ``[K]`` or a list).
-        schedule: ``Linear`` or ``Step`` over the range (not for ``Choice``); then the
-            range arguments may be omitted.
-        name: label used in messages and ``repr`` (default: the constructor call).
-
-    Ranges accept one value per component for vector parameters (a sequence), or a scalar
-    for all components.
-    """
+        range_: ``(low, high)`` or ``(mean, std)``, or None with a ``schedule``.
+    """ + _ARGS
 
     dist: str = ""
     range_names: tuple[str, str] = ("low", "high")
@@ -154,10 +171,10 @@ class Term:
         param: str,
         range_: Range | None,
         *,
-        op: str = "set",
+        op: Op = "set",
         on: Trigger = "reset",
-        mask: torch.Tensor | None = None,
-        env_ids: torch.Tensor | Sequence[int] | None = None,
+        mask: Mask = None,
+        env_ids: EnvIds = None,
         schedule: Schedule | None = None,
         name: str | None = None,
     ):
@@ -239,12 +256,22 @@ class Term:
 
 
 class Uniform(Term):
-    """Uniform draws in ``[low, high]`` (per component)."""
+    __doc__ = """Uniform draws in ``[low, high]`` per component (low <= high).
+
+    Args:
+        param: parameter name, e.g. ``"length"``.
+        low, high: the range: numbers, or sequences of one number per component.
+    """ + _ARGS
 
     dist = "uniform"
 
-    def __init__(self, param: str, low: Bound | None = None, high: Bound | None = None, **kw):
-        super().__init__(param, _pair(low, high), **kw)
+    def __init__(
+        self, param: str, low: Bound | None = None, high: Bound | None = None, *,
+        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        schedule: Schedule | None = None, name: str | None = None,
+    ):
+        super().__init__(param, _pair(low, high), op=op, on=on, mask=mask, env_ids=env_ids,
+                         schedule=schedule, name=name)
 
     def _check_values(self, a, b):
         for lo, hi in _zip_b(a, b):
@@ -253,12 +280,24 @@ class Uniform(Term):
 
 
 class LogUniform(Term):
-    """Draws whose log is uniform in ``[log low, log high]``; ``0 < low <= high``."""
+    __doc__ = """Draws whose log is uniform in ``[log low, log high]`` per component
+    (``0 < low <= high``): ``low (high / low)^u``, computed with the same bits on every
+    device.
+
+    Args:
+        param: parameter name, e.g. ``"masspole"``.
+        low, high: the range: positive numbers, or sequences of one per component.
+    """ + _ARGS
 
     dist = "loguniform"
 
-    def __init__(self, param: str, low: Bound | None = None, high: Bound | None = None, **kw):
-        super().__init__(param, _pair(low, high), **kw)
+    def __init__(
+        self, param: str, low: Bound | None = None, high: Bound | None = None, *,
+        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        schedule: Schedule | None = None, name: str | None = None,
+    ):
+        super().__init__(param, _pair(low, high), op=op, on=on, mask=mask, env_ids=env_ids,
+                         schedule=schedule, name=name)
 
     def _check_values(self, a, b):
         for lo, hi in _zip_b(a, b):
@@ -272,16 +311,27 @@ class LogUniform(Term):
 
 
 class Gaussian(Term):
-    """Normal draws with ``mean`` and standard deviation ``std >= 0`` (per component).
+    __doc__ = """Normal draws with ``mean`` and standard deviation ``std >= 0`` per component
+    (the standard normal quantile of 24 random bits: ``|x - mean| <= 5.42 std``).
 
     Tails are clamped to the parameter's valid range on the device and counted in
-    ``env.randomization.clamped``."""
+    ``env.randomization.clamped``; only the mean must lie in the valid range.
+
+    Args:
+        param: parameter name, e.g. ``"force_mag"``.
+        mean, std: numbers, or sequences of one number per component.
+    """ + _ARGS
 
     dist = "gaussian"
     range_names = ("mean", "std")
 
-    def __init__(self, param: str, mean: Bound | None = None, std: Bound | None = None, **kw):
-        super().__init__(param, _pair(mean, std), **kw)
+    def __init__(
+        self, param: str, mean: Bound | None = None, std: Bound | None = None, *,
+        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        schedule: Schedule | None = None, name: str | None = None,
+    ):
+        super().__init__(param, _pair(mean, std), op=op, on=on, mask=mask, env_ids=env_ids,
+                         schedule=schedule, name=name)
 
     def _check_values(self, a, b):
         for _, sd in _zip_b(a, b):
@@ -290,21 +340,29 @@ class Gaussian(Term):
 
 
 class Choice(Term):
-    """One of ``values`` with probabilities ``probs`` (default: equal). A value is a scalar,
-    or a sequence with one entry per component for vector parameters (one draw picks the
-    whole vector)."""
+    __doc__ = """One of ``values`` with probabilities ``probs`` (default: equal).
+
+    Args:
+        param: parameter name, e.g. ``"gravity"``.
+        values: a non-empty sequence; each value is a number, or for a vector parameter a
+            sequence with one number per component (one draw picks the whole vector).
+        probs: probabilities ``[len(values)]``, >= 0, summing to 1.
+        schedule: not supported (``ValueError``).
+    """ + _ARGS
 
     dist = "choice"
 
     def __init__(
-        self, param: str, values: Sequence[Bound], probs: Sequence[float] | None = None, **kw
+        self, param: str, values: Sequence[Bound], probs: Sequence[float] | None = None, *,
+        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        schedule: Schedule | None = None, name: str | None = None,
     ):
-        if kw.get("schedule") is not None:
+        if schedule is not None:
             raise ValueError(f"Choice({param!r}): schedules are not supported for Choice")
         self.values = [_as_floats(v, f"Choice({param!r}): value") for v in _seq(values, param)]
         n = len(self.values)
         self.probs = [1.0 / n] * n if probs is None else [float(p) for p in probs]
-        super().__init__(param, (0.0, 0.0), **kw)
+        super().__init__(param, (0.0, 0.0), op=op, on=on, mask=mask, env_ids=env_ids, name=name)
         if len({len(v) for v in self.values}) > 1:
             raise ValueError(f"{self}: values have different numbers of components")
         if len(self.probs) != n:

@@ -1,0 +1,215 @@
+"""Automatic domain randomization (ADR): the global range of a reset term widened while the
+episodes drawn near its bounds keep a high metric (OpenAI's ADR, with "episodes drawn near a
+bound" standing in for boundary sampling). A ``Curriculum`` runs it (``Curriculum(...,
+adr=[gp.ADR(...)])``) for the envs whose episode just ended.
+
+The range lives in the term's own device tensor (``env.randomization.ranges(term)``), which
+the step's draws read and ADR's kernels move, so it is saved with the env's randomization.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+import warp as wp
+
+from gpuparam._device import record, to_wp, wp_device
+from gpuparam.kernels import curriculum as K
+from gpuparam.randomization.binding import OP, check_result, per_component
+from gpuparam.randomization.terms import Term, Uniform
+
+
+@dataclass
+class ADR:
+    """Automatic domain randomization of a ``Uniform`` reset term's range.
+
+    Each episode end adds the metric to a bound's statistics when the value the episode
+    ran with lies within ``edge`` times the range's width of that bound. Once a bound has
+    ``samples`` episodes: mean metric ``>= threshold_high`` moves it outwards by ``delta``
+    (never past ``limits``), ``< threshold_low`` moves it inwards (never past the other
+    bound); then its statistics restart. The range is global (shared by all envs) and
+    lives in the term's device range (``env.randomization.ranges(term)``), so it is saved
+    by ``env.state_dict()``.
+
+    Args:
+        term: a ``gp.Uniform`` term with ``on="reset"``, added to the env, no schedule, no
+            mask.
+        delta: step per decision (scalar or per component), > 0.
+        limits: ``(lowest low, highest high)``, scalars or per component; must contain the
+            term's current range.
+        threshold_high: widen at or above this mean metric.
+        threshold_low: narrow below this mean metric (default: never narrow).
+        samples: episodes per decision, >= 1.
+        edge: fraction of the width counted as "at the bound", in [0, 0.5].
+    """
+
+    term: Term
+    delta: float | Sequence[float]
+    limits: tuple[float | Sequence[float], float | Sequence[float]]
+    threshold_high: float
+    threshold_low: float | None = None
+    samples: int = 64
+    edge: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.term, Uniform) or self.term.on != "reset" or self.term.schedule:
+            raise ValueError(f"ADR: needs a gp.Uniform term with on='reset' and no schedule, "
+                             f"got {self.term!r}")
+        if not isinstance(self.samples, int) or self.samples < 1:
+            raise ValueError(f"ADR({self.term}): samples must be an int >= 1, got {self.samples}")
+        if not 0.0 <= self.edge <= 0.5:
+            raise ValueError(f"ADR({self.term}): edge must be in [0, 0.5], got {self.edge}")
+        lo = -math.inf if self.threshold_low is None else self.threshold_low
+        if not (math.isfinite(self.threshold_high) and lo < self.threshold_high):
+            raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
+
+
+def check_unowned(env, term: Term, owner: object) -> None:
+    """Raise ``ValueError`` unless ``term`` (added to ``env``) is free for ``owner``: not
+    used by another curriculum, without per-env ranges already."""
+    rz = env.randomization
+    other = rz.owner(term)
+    if other is not None and other is not owner:
+        raise ValueError(f"{owner}: {term} is already used by {other}; a term can belong "
+                         "to one curriculum")
+    if rz.per_env_ranges(term) is not None:
+        raise ValueError(f"{owner}: {term} already has per-env ranges")
+
+
+def _slots(a: ADR, env) -> list[K.AdrSlot]:
+    """The checked slots (one per component) of ``a`` on ``env``."""
+    rz, t = env.randomization, a.term
+    if rz.mask(t) is not None:
+        raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
+                         "never draw from the range its statistics would move)")
+    col, size = env.params.columns(t.param)
+    ranges = rz.ranges(t)
+    rng = ranges[0].cpu()  # host-ok: binding only, [size, 2]
+    lim_lo = per_component(a.limits[0], size, t, "limits low")
+    lim_hi = per_component(a.limits[1], size, t, "limits high")
+    delta = per_component(a.delta, size, t, "delta")
+    for j in range(size):
+        if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
+            raise ValueError(f"ADR({t}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
+                             f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
+        if not delta[j] > 0:
+            raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
+    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
+                 torch.tensor(lim_hi))
+    slots = []
+    for j in range(size):
+        s = K.AdrSlot()
+        s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, OP[t.op]
+        s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
+        s.thr_high = a.threshold_high
+        s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
+        s.lim_low, s.lim_high = lim_lo[j], lim_hi[j]
+        slots.append(s)
+    return slots
+
+
+class AdrGroup:
+    """The ADR specs of one curriculum bound to an env: one ``kernels.curriculum.AdrSlot``
+    per term component (``A`` in all), their statistics and recorded launches.
+
+    Statistics (device): ``sums`` int64 ``[2A]`` and ``counts`` int32 ``[2A]`` (metric sums
+    in fixed point and episodes, per bound) decided on; with ``synced``, ``local_sums`` and
+    ``local_counts`` collected since the last ``pack``, and ``in_flight`` int64 ``[4A]``
+    packed but not yet applied (counted as local in ``state_dict``).
+    """
+
+    def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
+                 synced: bool):
+        for a in specs:
+            check_unowned(env, a.term, owner)
+        slots = [s for a in specs for s in _slots(a, env)]  # everything checked here
+        n, dev, p = env.num_envs, env.device, env.params
+        self.synced = synced
+        na2 = 2 * len(slots)
+        z64, z32 = dict(dtype=torch.int64, device=dev), dict(dtype=torch.int32, device=dev)
+        self.sums, self.counts = torch.zeros(na2, **z64), torch.zeros(na2, **z32)
+        self.local_sums, self.local_counts = torch.zeros(na2, **z64), torch.zeros(na2, **z32)
+        self.in_flight = torch.zeros(2 * na2, **z64)
+        self._collect = self._decide = None
+        if slots:
+            arr = wp.array(slots, dtype=K.AdrSlot, device=wp_device(dev))
+            sums, counts = ((self.local_sums, self.local_counts) if synced
+                            else (self.sums, self.counts))
+            self._collect = record(K.adr_collect, n, [
+                to_wp(env.context.done), to_wp(metric), arr, to_wp(p.nominal_table),
+                to_wp(p.effective_table), to_wp(sums), to_wp(counts),
+            ], dev)
+            self._decide = record(K.adr_update, len(slots), [
+                arr, to_wp(self.sums), to_wp(self.counts)], dev)
+            self._slots = arr  # keeps the rows alive with the launches
+
+    @property
+    def size(self) -> int:
+        """``2A``: the statistics per kind (sums, counts)."""
+        return self.sums.numel()
+
+    def step(self, stream) -> None:
+        """Collect the done envs' statistics; unless ``synced``, decide."""
+        if self._collect is not None:
+            self._collect.launch(stream)
+            if not self.synced:
+                self._decide.launch(stream)
+
+    def pack(self, out: torch.Tensor) -> None:
+        """Move the local statistics into ``out`` (int64 ``[2 * size]``: sums, counts)."""
+        na2 = self.size
+        out[:na2].copy_(self.local_sums)
+        out[na2:].copy_(self.local_counts)
+        if self._collect is not None:
+            self.in_flight += out
+            self.local_sums.zero_()
+            self.local_counts.zero_()
+
+    def apply(self, total: torch.Tensor, stream) -> None:
+        """Add every rank's statistics (int64 ``[2 * size]``) to the shared ones and decide."""
+        if self._collect is not None:
+            na2 = self.size
+            self.sums += total[:na2]
+            self.counts += total[na2:].to(torch.int32)
+            self.in_flight.zero_()
+            self._decide.launch(stream)
+
+    def _stats(self) -> dict[str, tuple[torch.Tensor, bool]]:
+        """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
+        absent in checkpoints of older versions)."""
+        return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
+                "adr_local_sums": (self.local_sums, False),
+                "adr_local_counts": (self.local_counts, False)}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        na2 = self.size
+        return {
+            "adr_sums": self.sums.clone(), "adr_counts": self.counts.clone(),
+            # statistics packed into an exchange still in flight count as not yet sent
+            "adr_local_sums": self.local_sums + self.in_flight[:na2],
+            "adr_local_counts": self.local_counts + self.in_flight[na2:].to(torch.int32),
+        }
+
+    def check_state(self, state: Mapping[str, object], where: str) -> None:
+        """Raise ``ValueError`` unless the ADR entries of ``state`` fit."""
+        for key, (buf, required) in self._stats().items():
+            t = state.get(key)
+            if t is None and not required:
+                continue
+            if not isinstance(t, torch.Tensor) or t.shape != buf.shape:
+                raise ValueError(f"{where}.load_state_dict: {key!r} missing or of another shape")
+            if t.dtype != buf.dtype:
+                raise ValueError(f"{where}.load_state_dict: {key!r} expected dtype "
+                                 f"{buf.dtype}, got {t.dtype}")
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Restore checked entries (an exchange in flight is dropped)."""
+        self.in_flight.zero_()
+        for key, (buf, _) in self._stats().items():
+            if key in state:
+                buf.copy_(state[key])
+            else:
+                buf.zero_()
