@@ -115,6 +115,8 @@ class VecEnv(EnvStages, EnvState):
             capture = bool(cuda_graph)
         self.validate_actions = bool(validate_actions)
         self._busy = threading.Lock()
+        self._holder: int | None = None  # the thread holding the env through hold()
+        self._in_call = False  # a step or reset of the holding thread is running
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
@@ -314,16 +316,14 @@ class VecEnv(EnvStages, EnvState):
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
-        busy = self._busy
-        if not busy.acquire(blocking=False):
-            self._refuse()
+        took = self._enter()
         try:
             self._load_action(action)
             self.stepping = True
             self.pipeline()
         finally:
             self.stepping = False
-            busy.release()
+            self._leave(took)
         for s in self._syncs:  # host-launched collectives, outside the captured step
             s.step()
         return self._td
@@ -332,11 +332,45 @@ class VecEnv(EnvStages, EnvState):
     def _exclusive(self):
         """One call at a time: a second thread stepping or resetting the same env while a
         call runs would interleave writes into the same buffers."""
-        if not self._busy.acquire(blocking=False):
-            self._refuse()
+        took = self._enter()
         try:
             yield
         finally:
+            self._leave(took)
+
+    def _enter(self) -> bool:
+        """Claim the env for one step or reset; ``True`` when this call took the lock
+        (``False``: the calling thread holds the env through ``hold()``)."""
+        if self._holder == threading.get_ident() and not self._in_call:
+            self._in_call = True
+            return False
+        if not self._busy.acquire(blocking=False):
+            self._refuse()
+        self._in_call = True
+        return True
+
+    def _leave(self, took: bool) -> None:
+        self._in_call = False
+        if took:
+            self._busy.release()
+
+    @contextlib.contextmanager
+    def hold(self):
+        """Hold this env for the calling thread over a block: ``with env.hold(): ...``.
+
+        Inside the block this thread's ``step`` and ``reset`` calls run as usual, while any
+        other call (another thread's, or a hook's inside a running step) raises the
+        ``RuntimeError`` of concurrent use. Entering raises that error, before the block
+        runs, when a call on the env is running or another thread holds it. For adapters
+        that write the env's buffers (action, flags of their stages) before a step: a
+        refused call then changes nothing."""
+        if not self._busy.acquire(blocking=False):
+            self._refuse()
+        self._holder = threading.get_ident()
+        try:
+            yield self
+        finally:
+            self._holder = None
             self._busy.release()
 
     def _refuse(self) -> None:

@@ -268,7 +268,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="episode_stats expected 'latest', 'sums' or None"):
         RslRlVecEnv(base, episode_stats=True)
     env = RslRlVecEnv(base)
-    with pytest.raises(ValueError, match=r"actions expected a tensor \(8, 1\), got \(8,\)"):
+    with pytest.raises(ValueError, match=r"actions expected a floating-point tensor \(8, 1\) "
+                                         r"on cpu, got shape \(8,\)"):
         env.step(torch.zeros(N))
 
 
