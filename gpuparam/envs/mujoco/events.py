@@ -10,9 +10,9 @@ import numpy as np
 import torch
 import warp as wp
 
+from gpuparam._checks import INT32_MAX
 from gpuparam._device import stream_for
 from gpuparam.kernels import locomotion as kloco
-from gpuparam._checks import INT32_MAX
 from gpuparam.pipeline import Stage, StepContext
 from gpuparam.randomization.terms import Every, Interval
 
