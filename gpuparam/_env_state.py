@@ -6,6 +6,7 @@ import torch
 
 from gpuparam._buffers import device_bytes
 from gpuparam._checkpoint import check_env_state
+from gpuparam.files import load_state, save_state
 
 
 class EnvState:
@@ -72,6 +73,18 @@ class EnvState:
         for cur, s in zip(self._curricula, state["curricula"], strict=True):
             cur.load_state_dict(s)
 
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
+        (``gpuparam.files.save_state``): an interrupted save leaves the old file. Synchronizes."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`: a file that is not one, truncated or
+        altered is refused (``gpuparam.files.load_state``), then ``load_state_dict``
+        validates the state whole. A refused load raises ``ValueError`` and changes
+        nothing. Synchronizes."""
+        self.load_state_dict(load_state(path))
+
     def _checkpoint_tensors(self) -> dict[str, torch.Tensor]:
         ctx = self.context
         return {
@@ -90,7 +103,7 @@ class EnvState:
     def __reduce_ex__(self, protocol):
         raise TypeError(
             f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
-            "buffers); save env.state_dict() with torch.save, and restore it with "
-            "env.load_state_dict(torch.load(path)) into an env built by gp.make with the same "
-            "arguments, terms and curricula"
+            "buffers); save it with env.save(path) (env.state_dict() in memory) and restore "
+            "it with env.load(path) (env.load_state_dict(state)) into an env built by "
+            "gp.make with the same arguments, terms and curricula"
         )
