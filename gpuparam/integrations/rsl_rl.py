@@ -122,7 +122,9 @@ class RslRlVecEnv(VecEnv):
     reduction); with n > 2 actions it outputs n floats and the env takes their ``argmax``
     (the first on ties). The actions rsl_rl stores stay the floats it sampled.
 
-    ``step(actions)``: float ``[N, num_actions]`` on the device. Returns ``(obs, rewards,
+    ``step(actions)``: float ``[N, num_actions]`` on the device (any floating dtype; taken
+    detached, so no autograd graph reaches the env; another dtype, shape or device raises
+    ``ValueError`` before anything is written). Returns ``(obs, rewards,
     dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
     ``[N, *obs_shape]`` (after auto-reset) and ``"privileged"`` if configured; ``rewards``
     float32 ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
@@ -147,6 +149,11 @@ class RslRlVecEnv(VecEnv):
     sets, on CUDA on torch's current stream), so stepping the env directly leaves this
     adapter's buffers alone. ``close()`` removes them. Any other wrapper is stepped through
     its own ``step`` and its returned outputs copied with torch ops.
+
+    Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
+    lock of this adapter's) before writing actions, flags or buffers, so a call made while
+    another call on the env runs (another thread's, or a hook's) raises ``RuntimeError``
+    and changes nothing.
     """
 
     def __init__(
