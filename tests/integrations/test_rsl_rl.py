@@ -579,3 +579,23 @@ def test_actions_of_another_dtype_or_device_are_refused(name, clip):
     assert all(torch.equal(x, y) for x, y in zip(_sets(env), kept, strict=True))
     assert torch.equal(base.context.action, action)
     env.step(torch.zeros(N, 1, dtype=torch.float64))  # other float widths are taken
+
+
+def test_over_another_wrapper_a_concurrent_adapter_call_is_refused_by_the_adapter():
+    # a wrapper that is not a gpuparam env: the adapter maps actions into a buffer of its
+    # own, guarded by its own lock (checked before anything is written)
+    inner = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    ref = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(_FreshOutputs(inner))
+    ref.reset()
+    held = Held(inner)
+    env.step(torch.zeros(N, 1))
+    ref.step(torch.zeros(N, 1))
+    thread, out = held.run(lambda: env.step(torch.full((N, 1), 1.5)))
+    with pytest.raises(RuntimeError, match="another call on this adapter is running"):
+        env.step(torch.full((N, 1), -1.5))
+    with pytest.raises(RuntimeError, match="another call on this adapter is running"):
+        env.reset()
+    held.go.set()
+    thread.join()
+    assert torch.equal(out[0][0]["policy"], ref.step(torch.full((N, 1), 1.5))["observation"])
