@@ -17,6 +17,7 @@ from gpuparam._device import resolve_device
 from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
+from gpuparam.files import load_state, save_state
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
@@ -125,6 +126,8 @@ class VecEnv:
             capture = bool(cuda_graph)
         self.validate_actions = bool(validate_actions)
         self._busy = threading.Lock()
+        self._holder: int | None = None  # the thread holding the env through hold()
+        self._in_call = False  # a step or reset of the holding thread is running
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
@@ -346,16 +349,14 @@ class VecEnv:
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
-        busy = self._busy
-        if not busy.acquire(blocking=False):
-            self._refuse()
+        took = self._enter()
         try:
             self._load_action(action)
             self.stepping = True
             self.pipeline()
         finally:
             self.stepping = False
-            busy.release()
+            self._leave(took)
         for s in self._syncs:  # host-launched collectives, outside the captured step
             s.step()
         return self._td
@@ -364,11 +365,45 @@ class VecEnv:
     def _exclusive(self):
         """One call at a time: a second thread stepping or resetting the same env while a
         call runs would interleave writes into the same buffers."""
-        if not self._busy.acquire(blocking=False):
-            self._refuse()
+        took = self._enter()
         try:
             yield
         finally:
+            self._leave(took)
+
+    def _enter(self) -> bool:
+        """Claim the env for one step or reset; ``True`` when this call took the lock
+        (``False``: the calling thread holds the env through ``hold()``)."""
+        if self._holder == threading.get_ident() and not self._in_call:
+            self._in_call = True
+            return False
+        if not self._busy.acquire(blocking=False):
+            self._refuse()
+        self._in_call = True
+        return True
+
+    def _leave(self, took: bool) -> None:
+        self._in_call = False
+        if took:
+            self._busy.release()
+
+    @contextlib.contextmanager
+    def hold(self):
+        """Hold this env for the calling thread over a block: ``with env.hold(): ...``.
+
+        Inside the block this thread's ``step`` and ``reset`` calls run as usual, while any
+        other call (another thread's, or a hook's inside a running step) raises the
+        ``RuntimeError`` of concurrent use. Entering raises that error, before the block
+        runs, when a call on the env is running or another thread holds it. For adapters
+        that write the env's buffers (action, flags of their stages) before a step: a
+        refused call then changes nothing."""
+        if not self._busy.acquire(blocking=False):
+            self._refuse()
+        self._holder = threading.get_ident()
+        try:
+            yield self
+        finally:
+            self._holder = None
             self._busy.release()
 
     def _refuse(self) -> None:
@@ -536,6 +571,18 @@ class VecEnv:
         ``ValueError`` and changes nothing. Synchronizes."""
         self._checkpoint.load_state_dict(state)
 
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
+        (``gpuparam.files.save_state``): an interrupted save leaves the old file. Synchronizes."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`: a file that is not one, truncated or
+        altered is refused (``gpuparam.files.load_state``), then ``load_state_dict``
+        validates the state whole. A refused load raises ``ValueError`` and changes
+        nothing. Synchronizes."""
+        self.load_state_dict(load_state(path))
+
     def device_bytes(self) -> dict:
         """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
         {attribute: bytes}}``, every torch tensor and Warp array reachable from this object
@@ -545,9 +592,9 @@ class VecEnv:
     def __reduce_ex__(self, protocol):
         raise TypeError(
             f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
-            "buffers); save env.state_dict() with torch.save, and restore it with "
-            "env.load_state_dict(torch.load(path)) into an env built by gp.make with the same "
-            "arguments, terms and curricula"
+            "buffers); save it with env.save(path) (env.state_dict() in memory) and restore "
+            "it with env.load(path) (env.load_state_dict(state)) into an env built by "
+            "gp.make with the same arguments, terms and curricula"
         )
 
     def on_params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:

@@ -4,15 +4,14 @@ and the copy of the step's outputs into its own buffers).
 
 The adapter stages are armed per step by a flag the adapter sets before ``env.step`` (``0``:
 disarmed, a plain ``env.step`` of the same env leaves the adapter's buffers alone; ``k``:
-write output set ``k - 1``) and cleared by ``disarm`` at the end of the step. A thread
-handles a block of envs (GPUs: one env; CPUs: all of them, in loops over contiguous memory
-that the compiler vectorizes).
+write output set ``k - 1``) and cleared by ``disarm`` at the end of the step. One thread
+per env, on every device.
 """
 
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.index import env_block, thread_index
+from gpuparam.kernels.index import thread_index
 
 
 @wp.kernel
@@ -47,54 +46,43 @@ def count_invalid_box(
 @wp.kernel
 def pick_positive(
     flag: wp.array(dtype=wp.int32),
-    block: int,
-    n: int,
     logits: wp.array(dtype=float),
     action_out: wp.array(dtype=wp.int64),
 ):
-    """Armed: ``action_out[e] = 1 if logits[e] > 0 else 0`` (NaN and -0.0 give 0)."""
+    """Armed: ``action_out[e] = 1 if logits[e] > 0 else 0`` (NaN and -0.0 give 0).
+    Launched over envs."""
     if flag[0] == 0:
         return
-    r = env_block(wp.tid(), block, n)
-    e = r[0]
-    while e < r[1]:
-        action_out[e] = wp.where(logits[e] > 0.0, wp.int64(1), wp.int64(0))
-        e += 1
+    e = thread_index(wp.tid())
+    action_out[e] = wp.where(logits[e] > 0.0, wp.int64(1), wp.int64(0))
 
 
 @wp.kernel
 def write_outputs(
     flag: wp.array(dtype=wp.int32),
     which: int,
-    block: int,
-    n: int,
-    d: int,
-    obs: wp.array(dtype=float),
+    obs: wp.array2d(dtype=float),
     reward: wp.array(dtype=float),
     done: wp.array(dtype=wp.bool),
     truncated: wp.array(dtype=wp.bool),
     terminated: wp.array(dtype=wp.bool),
-    obs_out: wp.array(dtype=float),
+    obs_out: wp.array2d(dtype=float),
     reward_out: wp.array(dtype=float),
     dones_out: wp.array(dtype=wp.int64),
     time_outs_out: wp.array(dtype=wp.bool),
 ):
-    """Armed with ``which``: copy the step's outputs into this output set: ``obs`` ``[N *
-    d]`` (observations, flattened), ``reward``, ``dones`` int64 (``done``), ``time_outs``
-    (truncated and not terminated). An adapter launches it once per set."""
+    """Armed with ``which``: copy the step's outputs into this output set: ``obs`` ``[N,
+    d]`` (observations, flattened per env), ``reward``, ``dones`` int64 (``done``),
+    ``time_outs`` (truncated and not terminated). Launched over envs; an adapter launches
+    it once per set."""
     if flag[0] != which:
         return
-    r = env_block(wp.tid(), block, n)
-    i = wp.max(r[0] * d, 0)
-    while i < r[1] * d:
-        obs_out[i] = obs[i]
-        i += 1
-    e = r[0]
-    while e < r[1]:
-        reward_out[e] = reward[e]
-        dones_out[e] = wp.where(done[e], wp.int64(1), wp.int64(0))
-        time_outs_out[e] = truncated[e] and not terminated[e]
-        e += 1
+    e = thread_index(wp.tid())
+    for j in range(obs.shape[1]):
+        obs_out[e, j] = obs[e, j]
+    reward_out[e] = reward[e]
+    dones_out[e] = wp.where(done[e], wp.int64(1), wp.int64(0))
+    time_outs_out[e] = truncated[e] and not terminated[e]
 
 
 @wp.kernel

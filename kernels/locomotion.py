@@ -418,6 +418,14 @@ def humanoid(
 
 
 # ----------------------------------------------------------------- pushes
+@wp.func
+def draw_interval(h: wp.uint32, k_low: int, k_high: int) -> int:
+    """A step count uniform in ``[k_low, k_high]`` (``1 <= k_low <= k_high < 2^31``), never
+    past ``k_high`` nor beyond int32 (float32 rounding of the product is capped)."""
+    span = k_high - k_low + 1
+    return k_low + wp.min(int(uniform(h) * float(span)), span - 1)
+
+
 @wp.kernel
 def push(
     seed: wp.array(dtype=wp.int32),
@@ -440,14 +448,13 @@ def push(
         timer[i] = t
         return
     c = count[i]
-    count[i] = c + 1
+    count[i] = c % 2147483647 + 1  # 1 .. 2^31 - 1, then 1 again (no int32 overflow)
     h = rng_key(seed[0], env_offset + i, STREAM_PUSH, c)
     for j in range(low.shape[0]):
         dv = low[j] + (high[j] - low[j]) * uniform(h)
         qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
         h = next_bits(h)
-    span = k_high - k_low + 1
-    timer[i] = k_low + int(uniform(h) * float(span))
+    timer[i] = draw_interval(h, k_low, k_high)
 
 
 @wp.kernel
@@ -467,6 +474,5 @@ def push_phase(
     lo = k_low
     if k_low == k_high:
         lo = 1
-    span = k_high - lo + 1
-    timer_out[i] = lo + int(uniform(h) * float(span))
+    timer_out[i] = draw_interval(h, lo, k_high)
     count_out[i] = 1

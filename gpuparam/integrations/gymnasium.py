@@ -116,7 +116,11 @@ class GymnasiumVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        self._last_obs: torch.Tensor | None = None  # NEXT_STEP: the observations last returned
+        # NEXT_STEP: the observations last returned, in a buffer of this wrapper's (the
+        # caller gets copies: editing them changes nothing here)
+        self._last_obs = torch.zeros(self.num_envs, *env.observation_spec.shape,
+                                     dtype=torch.float32, device=self.device)
+        self._has_last = False
 
     @property
     def params(self):
@@ -157,7 +161,7 @@ class GymnasiumVectorEnv(VectorEnv):
             # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
             # observation last returned, as Gymnasium's; their new episode starts next step
             pending = self._autoreset & ~mask
-            if self._last_obs is not None:
+            if self._has_last:
                 obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs, obs)
             self._autoreset &= ~mask
         return self._out(obs), {}
@@ -199,7 +203,8 @@ class GymnasiumVectorEnv(VectorEnv):
         obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
         done = terminated | truncated
         self._autoreset = done
-        self._last_obs = obs
+        self._last_obs.copy_(obs)
+        self._has_last = True
         info: dict[str, Any] = {}
         if self._episode_info:
             out_done = self._out(done)

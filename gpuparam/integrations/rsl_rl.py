@@ -11,7 +11,9 @@ Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -120,7 +122,9 @@ class RslRlVecEnv(VecEnv):
     reduction); with n > 2 actions it outputs n floats and the env takes their ``argmax``
     (the first on ties). The actions rsl_rl stores stay the floats it sampled.
 
-    ``step(actions)``: float ``[N, num_actions]`` on the device. Returns ``(obs, rewards,
+    ``step(actions)``: float ``[N, num_actions]`` on the device (any floating dtype; taken
+    detached, so no autograd graph reaches the env; another dtype, shape or device raises
+    ``ValueError`` before anything is written). Returns ``(obs, rewards,
     dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
     ``[N, *obs_shape]`` (after auto-reset) and ``"privileged"`` if configured; ``rewards``
     float32 ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
@@ -145,6 +149,11 @@ class RslRlVecEnv(VecEnv):
     sets, on CUDA on torch's current stream), so stepping the env directly leaves this
     adapter's buffers alone. ``close()`` removes them. Any other wrapper is stepped through
     its own ``step`` and its returned outputs copied with torch ops.
+
+    Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
+    lock of this adapter's) before writing actions, flags or buffers, so a call made while
+    another call on the env runs (another thread's, or a hook's) raises ``RuntimeError``
+    and changes nothing.
     """
 
     def __init__(
@@ -238,6 +247,7 @@ class RslRlVecEnv(VecEnv):
                 torch.zeros(n, dtype=torch.bool, device=dev),
             ))
         self._k = 0
+        self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
         self._removers: list = []
         if self._staged:
             self._join(base)
@@ -261,7 +271,6 @@ class RslRlVecEnv(VecEnv):
         self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
         # on CPU the flag is armed through a NumPy view of its memory: no torch dispatch
         self._flag_np = self._flag.numpy() if dev.type == "cpu" else None
-        self._block = self.num_envs if dev.type == "cpu" else 1  # envs per thread
         self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
                                                    warp_only=True)))
         if self._mode == 0:
@@ -269,24 +278,23 @@ class RslRlVecEnv(VecEnv):
                 Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
 
     def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
-        dim = (self.num_envs + self._block - 1) // self._block
-        wp.launch(kernel, dim, inputs, device=ctx.wp_device, stream=ctx.stream)
+        wp.launch(kernel, self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
 
     def _action_stage(self, ctx: StepContext) -> None:
         self._launch(ctx, kactions.pick_positive, [
-            to_wp(self._flag), self._block, self.num_envs, to_wp(self._logits.reshape(-1)),
-            to_wp(ctx.action.reshape(-1)),
+            to_wp(self._flag), to_wp(self._logits.reshape(-1)), to_wp(ctx.action.reshape(-1)),
         ])
 
     def _output_stage(self, ctx: StepContext) -> None:
         td = self.env.outputs  # this step's (after any transforms), read at capture
         obs = td["observation"]
-        src = [to_wp(obs.reshape(-1))]
+        n = self.num_envs
+        src = [to_wp(obs.reshape(n, -1))]
         src += [to_wp(td[k]) for k in ("reward", "done", "truncated", "terminated")]
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
             self._launch(ctx, kactions.write_outputs, [
-                to_wp(self._flag), k + 1, self._block, self.num_envs, obs[0].numel(), *src,
-                to_wp(s[1].reshape(-1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]),
+                to_wp(self._flag), k + 1, *src,
+                to_wp(s[1].reshape(n, -1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]),
             ])
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
@@ -350,21 +358,61 @@ class RslRlVecEnv(VecEnv):
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
         self._check_open("reset")
-        td = self.env.reset()
-        self._k ^= 1
-        out = self._sets[self._k]
-        self._write_obs(out, td["observation"])
+        with self._guard():
+            td = self.env.reset()
+            k = self._k ^ 1
+            out = self._sets[k]
+            self._write_obs(out, td["observation"])
+            self._k = k
         self._current = out[0]
         return out[0], {}
 
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """This call's hold on the env: over a gpuparam env its ``hold()`` (another call on
+        the env, this adapter's or a plain one, raises instead of running), else this
+        adapter's own lock. Taken before anything is written, so a refused call changes
+        nothing (actions, the stages' flag, the output sets)."""
+        if self._staged:
+            with _base(self.env).hold():
+                yield
+            return
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(f"{self!r}: step/reset called while another call on this "
+                               "adapter is running (two threads, or a hook calling step): "
+                               "serialize the calls")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _check_actions(self, actions) -> torch.Tensor:
+        """``actions`` detached, after checking type, shape, dtype and device (host metadata
+        only: no sync)."""
+        want = (f"a floating-point tensor {tuple(self._in_shape)} on {self.device}")
+        if not isinstance(actions, torch.Tensor):
+            raise ValueError(f"RslRlVecEnv: actions expected {want}, "
+                             f"got {type(actions).__name__}")
+        if actions.shape != self._in_shape:
+            raise ValueError(f"RslRlVecEnv: actions expected {want}, got shape "
+                             f"{tuple(actions.shape)}")
+        if not actions.is_floating_point():
+            raise ValueError(f"RslRlVecEnv: actions expected {want}, got dtype {actions.dtype}")
+        if actions.device != self.device:
+            raise ValueError(f"RslRlVecEnv: actions expected {want}, got device "
+                             f"{actions.device}")
+        return actions.detach()  # entering data leaves autograd (and its graph) behind
+
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step every env with ``actions`` float ``[N, num_actions]`` on the device; see the
-        class docstring for what comes back."""
+        class docstring for what comes back. Actions are detached (no autograd graph
+        reaches the env); another dtype, shape or device raises ``ValueError``."""
         self._check_open("step")
-        if not isinstance(actions, torch.Tensor) or actions.shape != self._in_shape:
-            got = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions)
-            raise ValueError(f"RslRlVecEnv: actions expected a tensor {tuple(self._in_shape)}, "
-                             f"got {got}")
+        actions = self._check_actions(actions)
+        with self._guard():
+            return self._step(actions)
+
+    def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         mode, a = self._mode, self._action
         if mode == 0:
             if self._staged:  # mapped by the armed action stage
@@ -384,7 +432,7 @@ class RslRlVecEnv(VecEnv):
             self._arm(k + 1)  # the output stage writes `out` during the step
         try:
             td = self.env.step(a)
-        except BaseException:  # a refused step (before its stages ran) leaves nothing armed
+        except BaseException:  # a step that failed midway leaves nothing armed
             if self._staged:
                 self._arm(0)
             raise

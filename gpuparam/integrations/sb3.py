@@ -26,6 +26,7 @@ from gymnasium import spaces  # noqa: E402
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
 
 from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
+from gpuparam.transforms import TransformedEnv  # noqa: E402
 
 __all__ = ["SB3VecEnv"]
 
@@ -58,8 +59,12 @@ class SB3VecEnv(VecEnv):
     for all envs):
 
     - ``set_attr(name, value, indices)`` with a parameter name writes ``value`` to those
-      envs (``params.set(name, value, env_ids=indices)``); other names set an attribute of
-      the gpuparam env itself (``indices`` must then be ``None``).
+      envs (``params.set(name, value, env_ids=indices)``). Otherwise (``indices`` must then
+      be ``None``) ``name`` is one of the env's settings, validated as the env validates
+      them and in effect from the next step: ``"max_episode_steps"`` (an int in ``[1,
+      2**31 - 1]``; the step is captured again), ``"episode_length"`` (the env's
+      validated setter) or ``"validate_actions"`` (a bool). Any other name (``num_envs``,
+      ...) raises ``ValueError``: nothing else of the env may change under it.
     - ``get_attr(name, indices)``: a parameter's per-env values (one NumPy value per index),
       else the gpuparam env's attribute repeated once per index.
     - ``env_method("set_<param>", value, indices=...)`` writes like ``set_attr``;
@@ -175,15 +180,34 @@ class SB3VecEnv(VecEnv):
         value = getattr(self.gp_env, attr_name)
         return [value for _ in self._ids(indices)]
 
+    _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
+
     def set_attr(
         self, attr_name: str, value: Any, indices: Iterable[int] | int | None = None
     ) -> None:
-        """Write a parameter for the indexed envs, or set an attribute of the gpuparam env."""
+        """Write a parameter for the indexed envs, or one of the env's settings (see the
+        class docstring); anything else raises ``ValueError``, changing nothing."""
         if attr_name in self.params.names:
             self._write(attr_name, value, indices)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
-        setattr(self.gp_env, attr_name, value)
+        base = self.gp_env
+        while isinstance(base, TransformedEnv):
+            base = base.env
+        if attr_name == "max_episode_steps":
+            base.max_episode_steps = value  # validated; read from device memory: no recapture
+        elif attr_name == "episode_length":
+            base.episode_length = value
+        elif attr_name == "validate_actions":
+            if not isinstance(value, bool):
+                raise ValueError(f"SB3VecEnv.set_attr('validate_actions'): expected a bool, "
+                                 f"got {value!r}")
+            base.validate_actions = value
+        else:
+            raise ValueError(
+                f"SB3VecEnv.set_attr: {attr_name!r} cannot be set; expected a parameter "
+                f"({', '.join(self.params.names)}) or one of {', '.join(self._SETTINGS)}"
+            )
 
     def env_method(
         self, method_name: str, *method_args, indices: Iterable[int] | int | None = None,

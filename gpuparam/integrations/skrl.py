@@ -10,6 +10,16 @@ Three lines to train::
                 device=env.device, cfg={"observation_preprocessor": ObsNormPreprocessor,
                 "observation_preprocessor_kwargs": {"size": env.observation_space}})
     SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 10_000}).train()
+
+Time-limit bootstrapping (``cfg={"time_limit_bootstrap": True}``): skrl adds
+``discount * V(next_observations) * truncated`` to the reward, with the ``next_observations``
+the env returned; a vectorized env returns the observations after its auto-reset (skrl's
+trainers act on them next), so a plain agent bootstraps a truncated episode from the
+*next* episode's first state. For a correct bootstrap build the agent from
+``FinalObservation`` (``class Agent(FinalObservation, PPO): pass``): it hands the agent the
+observations the step reached, ``info["final_observation"]``, as its ``next_observations``
+(what it bootstraps from, and what off-policy agents store), while the trainer acts on the
+reset ones.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from skrl.envs.wrappers.torch.base import Wrapper  # noqa: E402
 from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
 from gpuparam.transforms import ObsNorm  # noqa: E402
 
-__all__ = ["ObsNormPreprocessor", "SkrlWrapper", "wrap"]
+__all__ = ["FinalObservation", "ObsNormPreprocessor", "SkrlWrapper", "wrap"]
 
 
 def _box(spec: BoxSpec) -> gym.spaces.Box:
@@ -50,19 +60,23 @@ class SkrlWrapper(Wrapper):
     Spaces (single-env, Gymnasium): ``observation_space`` a ``Box`` of the observation shape,
     ``action_space`` a ``Box`` or ``Discrete``; ``state_space`` ``None``.
 
-    ``step(actions)``: float ``[N, *action_shape]`` (``Box``) or integer ``[N, 1]`` / ``[N]``
-    (``Discrete``, what skrl's categorical models give) on the env's device. Returns
-    ``(obs, reward, terminated, truncated, info)``: float32 ``[N, *obs_shape]`` (after the
-    env's same-step auto-reset, as skrl's vectorized trainers expect), float32 ``[N, 1]``,
-    bool ``[N, 1]``, bool ``[N, 1]``, and ``{}``. Every output is a fresh tensor (skrl adds
-    the time-limit bootstrap into the reward in place and keeps the observations), so no
-    NumPy round trip and no copy-construct warning happen.
+    ``step(actions)``: float ``[N, *action_shape]`` or ``[N, prod(action_shape)]``
+    (``Box``) or integer ``[N, 1]`` / ``[N]`` (``Discrete``, what skrl's categorical models
+    give) on the env's device; another shape raises ``ValueError`` (dtypes and devices are
+    checked by the env). Returns ``(obs, reward, terminated, truncated, info)``: float32
+    ``[N, *obs_shape]`` (after the env's same-step auto-reset, as skrl's vectorized trainers
+    expect), float32 ``[N, 1]``, bool ``[N, 1]``, bool ``[N, 1]``, and ``info`` with
+    ``"final_observation"`` float32 ``[N, *obs_shape]``: the observations the step reached
+    (before the auto-reset; equal to ``obs`` where no episode ended), what
+    ``FinalObservation`` bootstraps from. Every output is a fresh tensor (skrl adds the
+    time-limit bootstrap into the reward in place and keeps the observations), so no NumPy
+    round trip and no copy-construct warning happen.
 
     ``reset()`` resets every env the first time and returns ``(obs, {})``. Later calls
-    return the last step's observations without resetting (the envs reset themselves at
-    episode ends), as skrl's own wrappers of vectorized envs do: skrl's trainers call
-    ``reset()`` again after done steps of single-env runs and at every ``train()`` or
-    ``eval()``. ``gp_env.reset()`` resets for real.
+    return (a fresh copy of) the last step's observations without resetting (the envs reset
+    themselves at episode ends), as skrl's own wrappers of vectorized envs do: skrl's
+    trainers call ``reset()`` again after done steps of single-env runs and at every
+    ``train()`` or ``eval()``. ``gp_env.reset()`` resets for real.
     """
 
     def __init__(self, env):
@@ -73,7 +87,11 @@ class SkrlWrapper(Wrapper):
         self._act_shape = tuple(act.shape)
         self._observation_space = _box(env.observation_spec)
         self._action_space = gym.spaces.Discrete(act.n) if self._discrete else _box(act)
-        self._last_obs: torch.Tensor | None = None  # None: reset() has not reset yet
+        # the last observations, a buffer of this wrapper's (what later reset() calls copy)
+        self._last_obs = torch.zeros(self._n, *env.observation_spec.shape,
+                                     dtype=torch.float32, device=torch.device(env.device))
+        self._started = False  # reset() has reset once
+        self._act_size = int(np.prod(self._act_shape, dtype=np.int64))
 
     @property
     def observation_space(self) -> gym.Space:
@@ -108,9 +126,10 @@ class SkrlWrapper(Wrapper):
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every env the first time, later return the last observations (see the
         class docstring); returns ``(obs float32 [N, *obs_shape], {})``."""
-        if self._last_obs is None:
-            self._last_obs = self._env.reset()["observation"].clone()
-        return self._last_obs, {}
+        if not self._started:
+            self._last_obs.copy_(self._env.reset()["observation"])
+            self._started = True
+        return self._last_obs.clone(), {}
 
     def step(
         self, actions: torch.Tensor
@@ -118,14 +137,25 @@ class SkrlWrapper(Wrapper):
         """Step every env; see the class docstring."""
         n = self._n
         if isinstance(actions, torch.Tensor):
-            if self._discrete and tuple(actions.shape) == (n, 1):
-                actions = actions.view(n)
-            elif not self._discrete and actions.dim() == 2 and actions.shape[0] == n:
-                actions = actions.view(n, *self._act_shape)
+            shape = tuple(actions.shape)
+            if self._discrete:
+                if shape == (n, 1):
+                    actions = actions.view(n)
+                elif shape != (n,):
+                    raise ValueError(f"SkrlWrapper: actions expected shape ({n}, 1) or ({n},) "
+                                     f"(Discrete({self._action_space.n})), got {shape}")
+            elif shape == (n, self._act_size):
+                actions = actions.reshape(n, *self._act_shape)
+            elif shape != (n, *self._act_shape):
+                want = " or ".join(map(str, dict.fromkeys([(n, *self._act_shape),
+                                                           (n, self._act_size)])))
+                raise ValueError(f"SkrlWrapper: actions expected shape {want}, got {shape}")
         td = self._env.step(actions)
-        self._last_obs = td["observation"].clone()
-        return (self._last_obs, td["reward"].view(n, 1).clone(),
-                td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(), {})
+        obs = td["observation"]
+        self._last_obs.copy_(obs)
+        return (obs.clone(), td["reward"].view(n, 1).clone(),
+                td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(),
+                {"final_observation": td["final_observation"].clone()})
 
     def state(self) -> None:
         """No separate state: ``None``."""
@@ -137,6 +167,35 @@ class SkrlWrapper(Wrapper):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class FinalObservation:
+    """Mixin for a skrl (torch) agent, first in its bases: ``class Agent(FinalObservation,
+    PPO): pass``, then build ``Agent`` as the agent it extends.
+
+    Its ``record_transition`` passes ``infos["final_observation"]`` (from ``SkrlWrapper``:
+    the observations the step reached, before the auto-reset) to the agent as
+    ``next_observations``; the trainer goes on acting on the observations ``step`` returned
+    (after the auto-reset). So ``time_limit_bootstrap`` adds ``discount *
+    V(final observation)`` for truncated envs, and off-policy agents store the state each
+    transition reached. Where ``infos`` has no ``"final_observation"`` it changes nothing.
+    For one agent per env batch (skrl's ``num_simultaneous_agents == 1``): with another
+    batch size a ``ValueError`` is raised.
+    """
+
+    def record_transition(self, **kwargs) -> None:
+        infos = kwargs.get("infos")
+        final = infos.get("final_observation") if isinstance(infos, dict) else None
+        if final is not None:
+            nxt = kwargs["next_observations"]
+            if final.shape != nxt.shape:
+                raise ValueError(
+                    "FinalObservation: infos['final_observation'] expected the shape of "
+                    f"next_observations {tuple(nxt.shape)}, got {tuple(final.shape)} "
+                    "(one agent per env batch only)"
+                )
+            kwargs["next_observations"] = final
+        super().record_transition(**kwargs)
 
 
 def wrap(env) -> SkrlWrapper:

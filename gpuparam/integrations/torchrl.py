@@ -52,8 +52,14 @@ class TorchRLEnv(EnvBase):
             wrapper (``wrapper.params.set(...)``), and as ``wrapper.gp_env``.
         action_encoding: for discrete envs, ``"categorical"`` (default: ``Categorical(n)``
             int64 ``[N]``) or ``"one_hot"`` (``OneHot(n)`` int64 ``[N, n]``, what TorchRL's
-            ``GymWrapper`` gives, so policies written for it run unchanged; the env takes
-            the ``argmax``). Ignored for continuous envs.
+            ``GymWrapper`` gives, so policies written for it run unchanged; integer or bool
+            rows, another dtype, shape or device raises ``ValueError``). A row that is not
+            one-hot (all zeros, several ones, entries other than 0 and 1) is an action
+            outside the space: with the env's ``validate_actions`` (or TorchRL's
+            ``run_type_checks``) it raises ``ValueError`` (a host check); else it is
+            counted on the device in ``env.invalid_actions`` as the env's action ``n``
+            (outside ``[0, n)``; the env takes the nearest valid action). Ignored for
+            continuous envs.
 
     Specs (batch ``[N]``, ``env.device``):
         ``"observation"``: ``Unbounded`` float32 ``[N, *obs_shape]`` (parameters and
@@ -227,11 +233,31 @@ class TorchRLEnv(EnvBase):
         return TensorDict(out, batch_size=self.batch_size, device=self.device)
 
     def _one_hot_index(self, action) -> torch.Tensor:
+        """The index of each row's 1; ``k`` (outside the action space) for a row that is
+        not one-hot. Metadata checks raise; values are checked on the host only with
+        ``validate_actions`` (or TorchRL's ``run_type_checks``), else on the device."""
         n, k = self.batch_size[0], self.action_spec.shape[-1]
         if not isinstance(action, torch.Tensor) or tuple(action.shape) != (n, k):
             got = tuple(action.shape) if isinstance(action, torch.Tensor) else type(action).__name__
             raise ValueError(f"TorchRLEnv: one-hot action expected shape ({n}, {k}), got {got}")
-        return action.argmax(-1)
+        if action.is_floating_point() or action.is_complex():
+            raise ValueError("TorchRLEnv: one-hot action expected an integer or bool dtype "
+                             f"(0/1 entries), got {action.dtype}")
+        if action.device != self._dev:
+            raise ValueError(f"TorchRLEnv: one-hot action expected device {self._dev}, "
+                             f"got {action.device}")
+        if action.dtype == torch.bool:
+            action = action.to(torch.uint8)
+        one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
+        if self.run_type_checks or getattr(self.gp_env, "validate_actions", False):
+            bad = ~one_hot
+            if bool(bad.any()):  # host-ok: validate_actions / run_type_checks synchronize
+                rows = torch.nonzero(bad).flatten()[:4].tolist()  # host-ok: raising
+                raise ValueError(
+                    f"TorchRLEnv: one-hot action expected exactly one 1 and {k - 1} zeros "
+                    f"per env, got rows {[action[i].tolist() for i in rows]} for envs {rows}"
+                )
+        return torch.where(one_hot, action.argmax(-1), k)
 
     def _check_reset_mask(self, mask) -> torch.Tensor:
         n = self.batch_size[0]

@@ -31,8 +31,9 @@ class Every:
     k: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1:
-            raise ValueError(f"Every(k): expected an int k >= 1, got {self.k!r}")
+        # k <= 2**53: the trigger clocks count in float64, exact up to there
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or not 1 <= self.k <= 2**53:
+            raise ValueError(f"Every(k): expected an int k in [1, 2**53], got {self.k!r}")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from torch import nn
 
 from gpuparam._checks import check_mask
 from gpuparam.distributed import exchange
+from gpuparam.files import load_state, save_state
 from gpuparam.transforms import _exchange
 from gpuparam.transforms._engine import EngineOwner
 from gpuparam.transforms._groups import check_group_ids, groups_to_mask
@@ -340,6 +341,18 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         >= 0). A rejected load raises ``ValueError`` and changes nothing. Synchronizes."""
         check_stats_state(self, state_dict, "", strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
+        (``gpuparam.files.save_state``). Synchronizes."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`: a file that is not one, truncated or
+        altered is refused (``gpuparam.files.load_state``), then ``load_state_dict``
+        validates the state whole. A refused load raises ``ValueError`` and changes
+        nothing. Synchronizes."""
+        self.load_state_dict(load_state(path))
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, *args):
         gid = state_dict.get(prefix + "group_ids")

@@ -285,3 +285,24 @@ def test_next_step_masked_reset_keeps_the_last_observation_of_envs_outside_the_m
         assert np.array_equal(obs[~m], last[0][~m])
         after = e.step(a)  # the envs outside the mask start their new episode now
         assert (after[1][~m] == 0).all() and not after[3].any()
+
+
+@pytest.mark.parametrize("numpy", [False, True])
+def test_next_step_observations_the_caller_edits_are_not_handed_back(numpy):
+    # issue 24 (11): NEXT_STEP returned the tensor it keeps for masked resets, so an in-place
+    # edit of `obs` came back at the next masked reset
+    n, t = 4, 2
+    envs = GymnasiumVectorEnv(gp.make("Pendulum-v1", num_envs=n, device="cpu", seed=0,
+                                      max_episode_steps=t), autoreset_mode="next_step",
+                              numpy=numpy)
+    envs.reset(seed=0)
+    for _ in range(t):
+        obs, *_ = envs.step(torch.zeros(n, 1))
+    kept = torch.as_tensor(obs).clone()
+    obs[:] = 99.0  # the caller's edit
+    mask = torch.tensor([True, False, False, False])
+    again, _ = envs.reset(options={"reset_mask": mask})
+    assert torch.equal(torch.as_tensor(again)[1:], kept[1:])
+    torch.as_tensor(again)[:] = -99.0
+    after, *_ = envs.step(torch.zeros(n, 1))  # the pending envs start their new episode
+    assert not (torch.as_tensor(after) == -99.0).any()

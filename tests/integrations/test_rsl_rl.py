@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import io
 import sys
+import threading
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -268,7 +271,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="episode_stats expected 'latest', 'sums' or None"):
         RslRlVecEnv(base, episode_stats=True)
     env = RslRlVecEnv(base)
-    with pytest.raises(ValueError, match=r"actions expected a tensor \(8, 1\), got \(8,\)"):
+    with pytest.raises(ValueError, match=r"actions expected a floating-point tensor \(8, 1\) "
+                                         r"on cpu, got shape \(8,\)"):
         env.step(torch.zeros(N))
 
 
@@ -424,3 +428,174 @@ def test_a_refused_step_leaves_the_stages_disarmed_and_the_buffers_kept():
         [x for s in env._sets for x in s[1:] if x is not None], kept, strict=True))
     obs2, _, _, _ = env.step(torch.zeros(N, 1))
     assert obs2 is not obs  # the set after the last good step's
+
+
+# ---------------------------------------------------------------- issue 24: edges
+class Held:
+    """A ``before_step`` hook holding one step of thread A until released."""
+
+    def __init__(self, env):
+        self.armed, self.entered, self.go = False, threading.Event(), threading.Event()
+        self.actions: list[torch.Tensor] = []
+        env.before_step(self)
+
+    def __call__(self, env, td):
+        if self.armed:
+            self.armed = False
+            self.actions.append(td["action"].clone())
+            self.entered.set()
+            assert self.go.wait(10)
+
+    def run(self, fn):
+        """Start ``fn`` in thread A and return once it is inside the hook."""
+        self.armed = True
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(fn()))
+        t.start()
+        assert self.entered.wait(10)
+        return t, out
+
+
+def _sets(env):
+    return [x.clone() for s in env._sets for x in s[1:] if x is not None]
+
+
+@pytest.mark.parametrize("name", ["Pendulum-v1", "CartPole-v1"])
+@pytest.mark.parametrize("second", ["adapter_step", "adapter_reset"])
+def test_a_call_refused_while_an_adapter_step_runs_changes_nothing(name, second):
+    # issue 24 (1): thread B's step wrote its actions (and armed the stages) before the
+    # env refused it, so thread A's step ran with B's actions
+    base = gp.make(name, num_envs=N, device="cpu", seed=0)
+    ref = gp.make(name, num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base)
+    ref.reset()
+    held = Held(base)
+    a_act, b_act = torch.full((N, 1), 1.5), torch.full((N, 1), -1.5)
+    to_env = (lambda a: a) if name == "Pendulum-v1" else (lambda a: (a[:, 0] > 0).long())
+    for _ in range(base.pipeline.warmup + 1):  # A's step replays the capture
+        prev = env.step(torch.zeros(N, 1))
+        ref.step(to_env(torch.zeros(N, 1)))
+    prev_obs = prev[0]["policy"].clone()
+    thread, out = held.run(lambda: env.step(a_act))
+    with pytest.raises(RuntimeError, match="another call on this env is running"):
+        env.step(b_act) if second == "adapter_step" else env.reset()
+    held.go.set()
+    thread.join()
+    expected = ref.step(to_env(a_act))
+    assert torch.equal(held.actions[0], to_env(a_act).view_as(held.actions[0]))
+    obs, rew, dones, extras = out[0]
+    assert torch.equal(obs["policy"], expected["observation"])
+    assert torch.equal(rew, expected["reward"])
+    assert torch.equal(prev[0]["policy"], prev_obs)  # the set of the step before: intact
+
+
+@pytest.mark.parametrize("name", ["Pendulum-v1", "CartPole-v1"])
+def test_an_adapter_step_refused_while_a_plain_step_runs_changes_nothing(name):
+    # issue 24 (1): the refused adapter call armed the stages for the plain step of thread
+    # A (which then wrote the adapter's buffers) and mapped its own actions into A's
+    base = gp.make(name, num_envs=N, device="cpu", seed=0)
+    ref = gp.make(name, num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base)
+    ref.reset()
+    held = Held(base)
+    kind = torch.float32 if name == "Pendulum-v1" else torch.int64
+    plain = torch.ones(N, *base.action_spec.shape, dtype=kind)
+    env.step(torch.zeros(N, 1))
+    ref.step(torch.zeros(N, *base.action_spec.shape, dtype=kind))
+    kept = _sets(env)
+    thread, out = held.run(lambda: base.step(plain).clone())
+    with pytest.raises(RuntimeError, match="another call on this env is running"):
+        env.step(torch.full((N, 1), -1.5))
+    held.go.set()
+    thread.join()
+    assert torch.equal(out[0]["observation"], ref.step(plain)["observation"])
+    assert all(torch.equal(x, y) for x, y in zip(_sets(env), kept, strict=True))
+    # and the adapter steps on normally
+    obs, *_ = env.step(torch.full((N, 1), 0.5))
+    expected = ref.step(torch.full((N, 1), 0.5) if name == "Pendulum-v1"
+                        else torch.ones(N, dtype=torch.int64))
+    assert torch.equal(obs["policy"], expected["observation"])
+
+
+def test_a_hook_calling_the_adapter_is_refused():
+    base = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base)
+    seen: list = []
+
+    def hook(e, td):
+        try:
+            env.step(torch.ones(N, 1))
+        except RuntimeError as err:
+            seen.append(str(err))
+
+    base.before_step(hook)
+    env.step(torch.ones(N, 1))
+    assert len(seen) == 1 and "another call on this env is running" in seen[0]
+
+
+@pytest.mark.parametrize(("name", "clip"), [("Pendulum-v1", False), ("Pendulum-v1", True),
+                                            ("CartPole-v1", False)])
+def test_actions_that_require_grad_are_detached(name, clip):
+    # issue 24 (3): the action (or Discrete(2) logits) buffer joined each step's graph to
+    # the last; with clip_actions torch raised its own clamp(out=) error
+    base = gp.make(name, num_envs=N, device="cpu", seed=0)
+    ref = gp.make(name, num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base, clip_actions=clip)
+    ref.reset()
+    for t in range(3):
+        w = torch.full((N, 1), 0.3 * (t + 1), requires_grad=True)
+        alive = weakref.ref(w)
+        obs, rew, dones, _ = env.step(w * 2.0)
+        assert not base.context.action.requires_grad
+        assert not any(x.requires_grad for x in (obs["policy"], rew, dones))
+        a = torch.full((N, 1), 0.6 * (t + 1))
+        expected = ref.step(a if name == "Pendulum-v1" else (a[:, 0] > 0).long())
+        assert torch.equal(obs["policy"], expected["observation"])
+        del w
+        gc.collect()
+        assert alive() is None  # no buffer of the adapter holds the graph
+
+
+@pytest.mark.parametrize("name", ["Pendulum-v1", "CartPole-v1"])
+@pytest.mark.parametrize("clip", [False, True])
+def test_actions_of_another_dtype_or_device_are_refused(name, clip):
+    # issue 24 (13): int, bool and complex actions were cast; meta actions raised
+    # NotImplementedError
+    base = gp.make(name, num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base, clip_actions=clip)
+    env.step(torch.zeros(N, 1))
+    kept, action = _sets(env), base.context.action.clone()
+    for bad, got in [
+        (torch.ones(N, 1, dtype=torch.int64), "dtype torch.int64"),
+        (torch.ones(N, 1, dtype=torch.bool), "dtype torch.bool"),
+        (torch.ones(N, 1, dtype=torch.complex64), "dtype torch.complex64"),
+        (torch.ones(N, 1, device="meta"), "device meta"),
+        (torch.ones(N, 2), r"shape \(8, 2\)"),
+        ([[0.0]] * N, "list"),
+    ]:
+        with pytest.raises(ValueError, match=r"actions expected a floating-point tensor "
+                                             rf"\(8, 1\) on cpu, got {got}"):
+            env.step(bad)
+    assert all(torch.equal(x, y) for x, y in zip(_sets(env), kept, strict=True))
+    assert torch.equal(base.context.action, action)
+    env.step(torch.zeros(N, 1, dtype=torch.float64))  # other float widths are taken
+
+
+def test_over_another_wrapper_a_concurrent_adapter_call_is_refused_by_the_adapter():
+    # a wrapper that is not a gpuparam env: the adapter maps actions into a buffer of its
+    # own, guarded by its own lock (checked before anything is written)
+    inner = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    ref = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(_FreshOutputs(inner))
+    ref.reset()
+    held = Held(inner)
+    env.step(torch.zeros(N, 1))
+    ref.step(torch.zeros(N, 1))
+    thread, out = held.run(lambda: env.step(torch.full((N, 1), 1.5)))
+    with pytest.raises(RuntimeError, match="another call on this adapter is running"):
+        env.step(torch.full((N, 1), -1.5))
+    with pytest.raises(RuntimeError, match="another call on this adapter is running"):
+        env.reset()
+    held.go.set()
+    thread.join()
+    assert torch.equal(out[0][0]["policy"], ref.step(torch.full((N, 1), 1.5))["observation"])

@@ -142,3 +142,47 @@ def test_import_error_names_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.sb3", raising=False)
     with pytest.raises(ImportError, match=r'pip install "gpuparam\[sb3\]"'):
         importlib.import_module("gpuparam.integrations.sb3")
+
+
+@pytest.mark.parametrize(("name", "value", "match"), [
+    ("max_episode_steps", 0, r"max_episode_steps: expected an int in \[1, 2147483647\]"),
+    ("max_episode_steps", 2**31, r"max_episode_steps: expected an int in \[1, 2147483647\]"),
+    ("max_episode_steps", 3.0, r"max_episode_steps: expected an int"),
+    ("num_envs", 3, r"'num_envs' cannot be set; expected a parameter \(gravity, .*\) or one "
+                    r"of max_episode_steps, episode_length, validate_actions"),
+    ("device", "cuda", r"'device' cannot be set"),
+    ("episode_length", 2.5, r"episode_length: expected a tensor or an int"),
+    ("validate_actions", 1, r"validate_actions'\): expected a bool, got 1"),
+])
+def test_set_attr_goes_through_the_envs_validation(name, value, match):
+    # issue 24 (8): max_episode_steps=0 and num_envs=3 were set (and reported by get_attr)
+    venv = _venv()
+    before = venv.get_attr(name)
+    with pytest.raises(ValueError, match=match):
+        venv.set_attr(name, value)
+    assert venv.get_attr(name) == before
+
+
+@pytest.mark.parametrize("transformed", [False, True])
+def test_set_attr_max_episode_steps_takes_effect_at_the_next_step(transformed):
+    # issue 24 (8): after capture the new limit was ignored until something else rebuilt
+    env = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    venv = SB3VecEnv(gp.TransformedEnv(env, gp.ObsNorm((4,))) if transformed else env)
+    venv.reset()
+    env.state.zero_()  # upright: nothing terminates in these few steps
+    steady = np.tile([0, 1], N // 2)
+    for _ in range(env.pipeline.warmup + 2):
+        venv.step(steady)
+    assert env.pipeline.captured
+    venv.set_attr("max_episode_steps", 3)
+    lengths = env.episode_length.numpy().copy()
+    _, _, done, infos = venv.step(steady)
+    assert (lengths + 1 >= 3).all() and done.all()
+    assert all(infos[i]["TimeLimit.truncated"] for i in range(N))
+    assert venv.get_attr("max_episode_steps") == [3] * N
+    venv.set_attr("episode_length", 1)
+    venv.set_attr("validate_actions", True)
+    with pytest.raises(ValueError, match="outside"):
+        venv.step(np.full(N, 5))
+    assert not venv.step(steady)[2].any()  # 1 -> 2 steps: below the limit
+    assert venv.step(steady)[2].all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import warnings
 
@@ -19,7 +20,12 @@ from skrl.memories.torch import RandomMemory  # noqa: E402
 from skrl.models.torch import DeterministicMixin, GaussianMixin, Model  # noqa: E402
 from skrl.trainers.torch import SequentialTrainer  # noqa: E402
 
-from gpuparam.integrations.skrl import ObsNormPreprocessor, SkrlWrapper, wrap  # noqa: E402
+from gpuparam.integrations.skrl import (  # noqa: E402
+    FinalObservation,
+    ObsNormPreprocessor,
+    SkrlWrapper,
+    wrap,
+)
 
 N, ROLLOUTS = 8, 8
 
@@ -190,3 +196,114 @@ def test_import_error_names_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.skrl", raising=False)
     with pytest.raises(ImportError, match=r'pip install "gpuparam\[skrl\]"'):
         importlib.import_module("gpuparam.integrations.skrl")
+
+
+# ---------------------------------------------------------------- issue 24: edges
+def test_returned_observations_are_not_the_wrappers_own():
+    # issue 24 (11): reset() returned the very tensor the last step returned, so an edit of
+    # either showed in the other (and in every later reset())
+    env = wrap(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0))
+    first, _ = env.reset()
+    first.fill_(7.0)
+    again, _ = env.reset()
+    assert not torch.equal(again, first)
+    obs = env.step(torch.ones(N, 1))[0]
+    kept = obs.clone()
+    obs.fill_(9.0)  # the user edits what step returned
+    after, _ = env.reset()
+    assert after is not obs and torch.equal(after, kept)
+    after.fill_(5.0)
+    assert torch.equal(env.reset()[0], kept)
+
+
+def test_actions_of_a_wrong_shape_raise_a_clear_error():
+    # issue 24 (13): [N, 2] actions for Pendulum raised torch's raw view error
+    env = wrap(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0))
+    env.reset()
+    for bad in (torch.zeros(N, 2), torch.zeros(N + 1, 1), torch.zeros(N, 1, 1), torch.zeros(N)):
+        got = re.escape(str(tuple(bad.shape)))
+        with pytest.raises(ValueError, match=rf"SkrlWrapper: actions expected shape \(8, 1\), "
+                                             rf"got {got}"):
+            env.step(bad)
+    cart = wrap(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0))
+    cart.reset()
+    with pytest.raises(ValueError, match=r"expected shape \(8, 1\) or \(8,\) \(Discrete\(2\)\), "
+                                         r"got \(8, 2\)"):
+        cart.step(torch.zeros(N, 2, dtype=torch.int64))
+
+
+class LinearValue(DeterministicMixin, Model):
+    """V(s) = w . s with fixed weights (nothing is trained in these tests)."""
+
+    def __init__(self, observation_space, action_space, device):
+        Model.__init__(self, observation_space=observation_space, action_space=action_space,
+                       device=device)
+        DeterministicMixin.__init__(self)
+        self.net = nn.Linear(self.num_observations, 1, bias=False)
+        with torch.no_grad():
+            self.net.weight.copy_(torch.tensor([[1.0, -2.0, 0.5]]))
+
+    def compute(self, inputs, role=""):
+        return self.net(inputs["observations"]), {}
+
+
+class FinalPPO(FinalObservation, PPO):
+    pass
+
+
+@pytest.mark.parametrize("final", [True, False])
+def test_time_limit_bootstrap_through_skrls_ppo_and_trainer(final):
+    # issue 24 (12): skrl's PPO bootstraps truncated episodes from V(next_observations);
+    # the env returns post-reset observations, so a plain agent bootstraps from the next
+    # episode's first state; FinalObservation hands it the state the step reached
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=3)
+    env = wrap(base)
+    dev = env.device
+    models = {"policy": Policy(env.observation_space, env.action_space, dev),
+              "value": LinearValue(env.observation_space, env.action_space, dev)}
+    cls = FinalPPO if final else PPO
+    agent = cls(models=models, memory=RandomMemory(memory_size=ROLLOUTS, num_envs=N, device=dev),
+                observation_space=env.observation_space, action_space=env.action_space,
+                device=dev, cfg={"rollouts": ROLLOUTS, "time_limit_bootstrap": True,
+                                 "experiment": {"write_interval": 0, "checkpoint_interval": 0}})
+    seen, step = [], env.step
+
+    def spy(actions):
+        out = step(actions)
+        seen.append([t.clone() for t in out[:4]] + [out[4]["final_observation"].clone()])
+        return out
+
+    env.step = spy
+    train(env, agent, 6)  # fewer steps than a rollout: no update, memory holds them all
+    rewards = agent.memory.get_tensor_by_name("rewards")[:6]
+    with torch.no_grad():
+        v = models["value"].net
+        for t, (obs, reward, _, truncated, final_obs) in enumerate(seen):
+            bootstrap_from = final_obs if final else obs
+            expected = reward + agent.cfg.discount_factor * v(bootstrap_from) * truncated
+            torch.testing.assert_close(rewards[t], expected)
+            if truncated.any():
+                assert not torch.equal(final_obs[truncated[:, 0]], obs[truncated[:, 0]])
+    assert sum(int(s[3].sum()) for s in seen) == 2 * N  # truncated at steps 3 and 6
+    # the trainer acted on the reset observations: the memory's observations at t + 1 are
+    # the ones step t returned
+    stored = agent.memory.get_tensor_by_name("observations")[:6]
+    for t in range(5):
+        assert torch.equal(stored[t + 1], seen[t][0])
+
+
+def test_final_observation_mixin_refuses_a_batch_it_cannot_match():
+    class Base:
+        def record_transition(self, **kw):
+            self.got = kw
+
+    class Agent(FinalObservation, Base):
+        pass
+
+    agent = Agent()
+    agent.record_transition(next_observations=torch.zeros(2, 3), infos={})
+    assert torch.equal(agent.got["next_observations"], torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"expected the shape of next_observations \(2, 3\), "
+                                         r"got \(4, 3\)"):
+        agent.record_transition(next_observations=torch.zeros(2, 3),
+                                infos={"final_observation": torch.ones(4, 3)})

@@ -452,3 +452,30 @@ def test_reset_after_step_gives_the_auto_reset_observations():
     out2 = env.reset(TensorDict({"_reset": mask}, batch_size=[N]))  # now a real reset
     assert spy.reset_masks[-1].all()
     assert not torch.equal(out2["observation"], after_step)
+
+
+def test_one_hot_actions_that_are_not_one_hot():
+    # issue 24 (13): all-zero, multi-hot, float and 2-valued rows were taken (argmax)
+    env = TorchRLEnv(_cartpole(), action_encoding="one_hot")
+    td = env.reset()
+    with pytest.raises(ValueError, match=r"one-hot action expected an integer or bool dtype "
+                                         r"\(0/1 entries\), got torch.float32"):
+        env.step(td.set("action", torch.tensor([[0.3, 0.7]] * N)))
+    # bool rows are one-hot rows too
+    out = env.step(td.set("action", torch.tensor([[False, True]] * N)))
+    assert torch.equal(env.gp_env.context.action, torch.ones(N, dtype=torch.int64))
+    # by default a row that is not one-hot is counted on the device as an invalid action
+    bad = torch.tensor([[0, 0], [1, 1], [2, 0], [0, -1]] + [[1, 0]] * (N - 4))
+    before = int(env.gp_env.invalid_actions)
+    env.step(out["next"].set("action", bad))
+    assert int(env.gp_env.invalid_actions) == before + 4
+    assert torch.equal(env.gp_env.context.action[4:], torch.zeros(N - 4, dtype=torch.int64))
+    # with validate_actions (the host-checking mode) it raises, naming the rows
+    strict = TorchRLEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", validate_actions=True),
+                        action_encoding="one_hot")
+    td = strict.reset()
+    with pytest.raises(ValueError, match=r"one-hot action expected exactly one 1 and 1 zeros "
+                                         r"per env, got rows \[\[0, 0\], \[1, 1\], \[2, 0\], "
+                                         r"\[0, -1\]\] for envs \[0, 1, 2, 3\]"):
+        strict.step(td.set("action", bad))
+    strict.step(td.set("action", torch.tensor([[1, 0]] * N)))

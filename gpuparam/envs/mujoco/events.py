@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 import warp as wp
 
+from gpuparam._checks import INT32_MAX
 from gpuparam._device import stream_for
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import Stage, StepContext
@@ -24,10 +27,13 @@ class Push:
 
     Args:
         velocity: ``[(low, high), ...]``, one range per pushed dof (m/s or rad/s), e.g.
-            ``[(-0.5, 0.5), (-0.5, 0.5)]`` for the x and y velocity of a free-joint root.
+            ``[(-0.5, 0.5), (-0.5, 0.5)]`` for the x and y velocity of a free-joint root:
+            ``low <= high``, both and ``high - low`` finite in float32 (``qvel``'s type).
         every: when: ``gp.Every(k)`` (or an int k) pushes each env once every ``k`` env
             steps, with a per-env phase drawn once; ``gp.Interval(low_s, high_s)`` after
             per-env intervals drawn uniformly in seconds (``round(s / env.dt)`` steps).
+            Intervals are counted by int32 timers: at most ``2**31 - 1`` steps (checked
+            here for ``Every``, when added to an env for ``Interval``).
         first_dof: the first dof pushed (0: the root's first velocity component).
 
     Draws are counter-based, keyed by (env seed, global env id, a push stream, the env's
@@ -35,29 +41,45 @@ class Push:
     stage after the auto-reset (it changes the state the next step starts from), inside
     the captured step. Add it with ``env.add_event(push)``. Its timers and counts
     (``push.timer``, ``push.count``: int32 ``[num_envs]``) start when it is added and are
-    not restarted by ``env.reset(seed=...)`` nor saved by ``env.state_dict()``.
+    not restarted by ``env.reset(seed=...)`` nor saved by ``env.state_dict()``. A push
+    count wraps back to 1 after ``2**31 - 1`` pushes of its env (its draws then repeat).
     """
 
     def __init__(self, velocity: Sequence[tuple[float, float]], every: Every | Interval | int,
                  first_dof: int = 0):
-        vel = [tuple(map(float, r)) for r in velocity]
-        if not vel or any(len(r) != 2 or not r[0] <= r[1] for r in vel):
-            raise ValueError(f"Push: velocity expects [(low, high), ...] with low <= high, got "
-                             f"{velocity!r}")
+        try:
+            vel = [tuple(map(float, r)) for r in velocity]
+        except (TypeError, ValueError, OverflowError):
+            vel = []
+        if not vel or any(len(r) != 2 or not r[0] <= r[1] or not _finite32(*r) for r in vel):
+            raise ValueError(
+                "Push: velocity expects [(low, high), ...] with low <= high, both and "
+                f"high - low finite in float32 (|v| < 3.4e38), got {velocity!r}"
+            )
         if isinstance(every, int) and not isinstance(every, bool):
             every = Every(every)
         if not isinstance(every, (Every, Interval)):
             raise ValueError(f"Push: every expects an int, gp.Every or gp.Interval, got {every!r}")
-        if not isinstance(first_dof, int) or first_dof < 0:
+        if isinstance(every, Every) and every.k > INT32_MAX:
+            raise ValueError(f"Push: every expects at most {INT32_MAX} steps (int32 timers), "
+                             f"got {every!r}")
+        if not isinstance(first_dof, int) or isinstance(first_dof, bool) or first_dof < 0:
             raise ValueError(f"Push: first_dof expects an int >= 0, got {first_dof!r}")
         self.velocity, self.every, self.first_dof = vel, every, first_dof
 
     def steps(self, dt: float) -> tuple[int, int]:
-        """The interval range in env steps for an env of step ``dt`` seconds."""
+        """The interval range in env steps for an env of step ``dt`` seconds; raises
+        ``ValueError`` when it does not fit the int32 timers."""
         if isinstance(self.every, Every):
             return self.every.k, self.every.k
         lo = max(1, round(self.every.low_s / dt))
-        return lo, max(lo, round(self.every.high_s / dt))
+        hi = max(lo, round(self.every.high_s / dt))
+        if hi > INT32_MAX:
+            raise ValueError(
+                f"Push: every={self.every!r} is up to {hi} steps of {dt} s; expected at most "
+                f"{INT32_MAX} steps (int32 timers)"
+            )
+        return lo, hi
 
     def bind(self, env: RobotEnv) -> Stage:
         """Allocate the per-env timers and return the stage that pushes."""
@@ -67,10 +89,10 @@ class Push:
                 f"Push: dofs {self.first_dof}..{self.first_dof + len(self.velocity) - 1} "
                 f"pushed, {env.name} has {nv}"
             )
+        k_lo, k_hi = self.steps(env.dt)
         n, dev = env.num_envs, env.device
         self.timer = torch.zeros(n, dtype=torch.int32, device=dev)
         self.count = torch.zeros(n, dtype=torch.int32, device=dev)
-        k_lo, k_hi = self.steps(env.dt)
         lo = torch.tensor([v[0] for v in self.velocity], dtype=torch.float32, device=dev)
         hi = torch.tensor([v[1] for v in self.velocity], dtype=torch.float32, device=dev)
         self._keep = (lo, hi)
@@ -87,6 +109,13 @@ class Push:
             wp.launch(kloco.push, c.num_envs, args, device=c.wp_device, stream=c.stream)
 
         return Stage("push", run, warp_only=True)
+
+
+def _finite32(low: float, high: float) -> bool:
+    """``low``, ``high`` and ``high - low`` finite in float32 (the push kernel's type)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo, hi = np.float32(low), np.float32(high)
+        return bool(math.isfinite(lo) and math.isfinite(hi) and np.isfinite(hi - lo))
 
 
 def add_event(env: RobotEnv, event: Push) -> Callable[[], None]:
