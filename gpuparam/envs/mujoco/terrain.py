@@ -185,8 +185,8 @@ def generate_terrain(rows: int = 10, cols: int | None = None, *,
             origins[i, j] = ((i + 0.5) * tile_size, (j + 0.5) * tile_size, tile[n // 2, n // 2])
     return TerrainGrid(
         heights=heights.astype(np.float32), horizontal_scale=h, corner=(-b * h, -b * h),
-        origins=origins.astype(np.float32), types=tuple(types[j % len(types)] for j in
-                                                           range(cols)),
+        origins=origins.astype(np.float32),
+        types=tuple(types[j % len(types)] for j in range(cols)),
         difficulty=(np.arange(rows) / rows).astype(np.float32), tile_size=float(tile_size),
         border=b * h)
 
