@@ -167,8 +167,8 @@ class EnvStages:
     def check_not_stepping(self, what: str) -> None:
         if self._env.stepping:
             raise RuntimeError(
-                f"{what} from inside a step (a hook or stage): the step's stage list cannot "
-                "change while it runs; do it between steps"
+                f"{what} during a step (from a hook or stage inside it): the step's stage "
+                "list cannot change while it runs; do it between steps"
             )
 
 

@@ -114,7 +114,7 @@ def test_structural_changes_inside_a_step_raise_and_change_nothing():
     remove = env.after_step(hook)
     names = env.pipeline.names
     env.step(ones())
-    assert len(errors) == 4 and all("inside a step" in m for m in errors)
+    assert len(errors) == 4 and all("during a step" in m for m in errors)
     assert env.pipeline.names == names and env.randomization.terms == ()
     remove()
     assert "after_step" not in env.pipeline.names
@@ -133,7 +133,7 @@ def test_removing_a_hook_from_inside_a_step_raises():
 
     removers.append(env.before_step(hook))
     env.step(ones())
-    assert seen and "inside a step" in seen[0]
+    assert seen and "during a step" in seen[0]
     assert "before_step" in env.pipeline.names
 
 
