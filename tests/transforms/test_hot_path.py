@@ -1,6 +1,6 @@
-"""The per-step path of ObsNorm / RewardNorm: every layout against a float64 reference, the
-replayed Warp launches, no per-step allocation, and engines that follow their module's
-buffers through moves, copies and reassignment."""
+"""The per-step path of ObsNorm / RewardNorm: every group layout against a float64 reference,
+the replayed Warp launches, no per-step allocation, the launches per call, and engines that
+follow their module's buffers through moves, copies and reassignment."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ import copy
 import numpy as np
 import pytest
 import torch
+import warp as wp
 from gpuparam.kernels import stats as K
 from torch.profiler import ProfilerActivity, profile
 
 from gpuparam._device import record
-from gpuparam.transforms import ObsNorm, RewardNorm, _engine
+from gpuparam.transforms import ObsNorm, RewardNorm
 
-LAYOUTS = {  # name -> group_ids for N envs
-    "tiled": lambda n: None,
+LAYOUTS = {  # name -> group_ids for N envs: one design for all
+    "one group": lambda n: None,
     "grouped": lambda n: torch.arange(n) % 3,
-    "identity": lambda n: torch.arange(n),
+    "uneven": lambda n: (torch.arange(n) * 7 % 5).clamp(max=3),  # interleaved, uneven groups
+    "per env": lambda n: torch.arange(n),
 }
 
 
@@ -28,17 +30,12 @@ def ref_moments(data: np.ndarray, gids: np.ndarray, g: int):
     return x.shape[0], x.mean(0), x.var(0)
 
 
-@pytest.mark.parametrize("layout", [*LAYOUTS, "tiled k=1"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("loc,scale", [(1e4, 1.0), (0.0, 1e-3), (-3.0, 50.0)])
-def test_obs_layouts_match_float64_reference(layout, loc, scale, monkeypatch):
+def test_obs_layouts_match_float64_reference(layout, loc, scale):
     n, steps = 256, 12
-    if layout == "tiled k=1":  # the layout CUDA uses
-        monkeypatch.setattr(_engine, "ROW", 1)
-        layout = "tiled"
     gid = LAYOUTS[layout](n)
     norm = ObsNorm((2, 3), group_ids=gid, num_envs=n)
-    e = norm._eng()
-    assert e.layout == layout and (e.k > 1) == (layout == "tiled" and _engine.ROW > 1)
     rng = np.random.default_rng(0)
     data = rng.normal(loc, scale, (steps, n, 2, 3)).astype(np.float32)
     drift = np.linspace(0, 20 * scale, steps, dtype=np.float32)[:, None, None, None]
@@ -49,23 +46,20 @@ def test_obs_layouts_match_float64_reference(layout, loc, scale, monkeypatch):
     for g in range(norm.num_groups):
         cnt, mean, var = ref_moments(d64, gids, g)
         assert norm.count[g].item() == cnt
-        np.testing.assert_allclose(norm.mean[g].numpy(), mean, rtol=1e-6, atol=1e-7 * scale)
-        np.testing.assert_allclose(norm.var[g].numpy(), var, rtol=2e-6, atol=1e-12)
+        np.testing.assert_allclose(norm.mean[g].numpy(), mean, rtol=1e-12, atol=1e-12 * scale)
+        np.testing.assert_allclose(norm.var[g].numpy(), var, rtol=1e-9, atol=1e-15)
     mean, var = norm.mean.numpy()[gids], norm.var.numpy()[gids]
     expect = (d64[-1] - mean) / np.sqrt(var + 1e-8)
     atol = 4e-3 if abs(loc) / scale > 1e3 else 1e-5  # float32 x: ulp(1e4) ~ 1e-3
     np.testing.assert_allclose(out.numpy(), expect, rtol=1e-5, atol=atol)
 
 
-@pytest.mark.parametrize(
-    "layout,group_ids",
-    [("single", None), ("grouped", torch.arange(64) % 4), ("identity", torch.arange(64))],
-)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("offset", [0.0, 1e4])
-def test_reward_layouts_match_reference(layout, group_ids, offset):
+def test_reward_layouts_match_reference(layout, offset):
     n, gamma = 64, 0.95
+    group_ids = LAYOUTS[layout](n)
     norm = RewardNorm(gamma, group_ids=group_ids, num_envs=n)
-    assert norm._eng().layout == layout
     rng = np.random.default_rng(1)
     gids = np.zeros(n, int) if group_ids is None else group_ids.numpy()
     ret, seen = np.zeros(n), [[] for _ in range(norm.num_groups)]
@@ -94,30 +88,53 @@ def test_reward_clears_non_finite_returns_exactly():
 
 
 def test_replayed_launch_equals_warp_launch():
-    import warp as wp
-
     def run(recorded: bool):
-        n, mean, m2 = (
-            torch.tensor([3.0, 0.0]).double(),
-            torch.ones(6).double(),
-            torch.ones(6).double(),
-        )
-        batch = [
-            torch.tensor([2.0, 0.0]).double(),
-            torch.arange(6.0).double(),
-            torch.ones(6).double(),
-        ]
-        tabs = torch.zeros(3, 6)
-        args = [*(wp.from_torch(t) for t in batch), 3, 1, wp.float64(1e-8)]
-        args += [wp.from_torch(t) for t in (n, mean, m2, tabs[0], tabs[1], tabs[2])]
+        count = torch.tensor([3.0, 0.0]).double()
+        mean, m2 = torch.arange(6.0).double(), torch.ones(6).double()
+        tab = torch.zeros(3, 6)
+        args = [3, wp.float64(1e-8), *(wp.from_torch(t) for t in (count, mean, m2)),
+                wp.from_torch(tab)]
         if recorded:
-            record(K.merge, 2, args, torch.device("cpu"))()
+            record(K.refresh, (2, 3), args, torch.device("cpu"))()
         else:
-            wp.launch(K.merge, 2, args, device="cpu")
-        return n, mean, m2, tabs
+            wp.launch(K.refresh, (2, 3), args, device="cpu")
+        return tab
 
-    for a, b in zip(run(True), run(False), strict=True):
-        assert torch.equal(a, b)
+    a, b = run(True), run(False)
+    assert torch.equal(a, b) and torch.equal(a[1, 3:], torch.full((3,), (1 + 1e-8) ** -0.5))
+
+
+def test_chan_merge_keeps_counts_beyond_2_24_and_matches_concatenation():
+    @wp.kernel
+    def merge2(a: wp.array(dtype=wp.float64), b: wp.array(dtype=wp.float64),
+               out: wp.array(dtype=wp.vec3d)):
+        out[0] = K.chan(a[0], a[1], a[2], b[0], b[1], b[2])
+        out[1] = K.unmerge(out[0][0], out[0][1], out[0][2], a[0], a[1], a[2])
+
+    def run(a, b):
+        out = wp.zeros(2, dtype=wp.vec3d, device="cpu")
+        f = [wp.array(np.array(v, dtype=np.float64), device="cpu") for v in (a, b)]
+        wp.launch(merge2, 1, [*f, out], device="cpu")
+        return out.numpy()
+
+    big = float(2**24)
+    (n, mean, m2), _ = run([big, 5.0, big], [1.0, 5.0 + big, 0.0])
+    assert n == big + 1  # float32 would stay at 2**24
+    assert mean == pytest.approx(5.0 + big / (big + 1), rel=1e-12)
+    assert m2 == pytest.approx(big + big**2 * big / (big + 1), rel=1e-12)
+    rng = np.random.default_rng(3)
+    xa, xb = rng.normal(1e4, 2.0, 7), rng.normal(1e4 + 1, 1.0, 11)
+
+    def moments(x):
+        return [float(len(x)), x.mean(), ((x - x.mean()) ** 2).sum()]
+
+    (n, mean, m2), back = run(moments(xa), moments(xb))
+    ab = np.concatenate([xa, xb])
+    np.testing.assert_allclose(mean, ab.mean(), rtol=1e-14)
+    np.testing.assert_allclose(m2 / n, ab.var(), rtol=1e-10)
+    assert back[0] == 11  # unmerge gives B back
+    np.testing.assert_allclose(back[1], xb.mean(), rtol=1e-13)
+    np.testing.assert_allclose(back[2] / 11, xb.var(), rtol=1e-8)
 
 
 def _allocated_bytes(fn) -> int:
@@ -183,5 +200,4 @@ def test_cached_views_do_not_keep_inputs_alive():
     refs = [weakref.ref(x), weakref.ref(out)]
     del x, out
     gc.collect()
-    assert all(r() is None for r in refs)
-    assert not norm._eng()._views  # their cached views went with them
+    assert all(r() is None for r in refs)  # recorded launches hold addresses, not tensors
