@@ -201,3 +201,56 @@ def test_cached_views_do_not_keep_inputs_alive():
     del x, out
     gc.collect()
     assert all(r() is None for r in refs)  # recorded launches hold addresses, not tensors
+
+
+def _count_launches(monkeypatch, fn) -> int:
+    """Warp launches made by ``fn()``: direct ``wp.launch`` calls and replays of recorded
+    ones (``wp.Launch.launch``)."""
+    n = [0]
+    direct, replay = wp.launch, wp.Launch.launch
+
+    def counted(f):
+        def call(*a, **k):
+            n[0] += 1
+            return f(*a, **k)
+        return call
+
+    with monkeypatch.context() as m:
+        m.setattr(wp, "launch", counted(direct))
+        m.setattr(wp.Launch, "launch", counted(replay))
+        fn()
+    return n[0]
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_launches_per_step_and_per_reset(monkeypatch, layout):
+    """ObsNorm + RewardNorm in a TransformedEnv add eight launches to an env step (each:
+    stamp or returns, partial, merge, normalize or scale), whatever the group layout, in
+    eval mode and frozen too (the kernels read the flags); reset_stats(mask) is one."""
+    import gpuparam as gp
+
+    n = 64
+    act = torch.zeros(n, dtype=torch.int64)
+
+    def make(transforms: bool):
+        env = gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0, capture=False)
+        if not transforms:
+            return env, None
+        gid = LAYOUTS[layout](n)
+        return env, gp.TransformedEnv(env, ObsNorm(4, group_ids=gid),
+                                      RewardNorm(0.9, group_ids=gid))
+
+    bare, _ = make(False)
+    env, t = make(True)
+    for e in (bare, env):
+        e.step(act)  # warm: engines and recorded launches exist
+    base = _count_launches(monkeypatch, lambda: bare.step(act))
+    assert _count_launches(monkeypatch, lambda: env.step(act)) == base + 8
+    t.transforms[0].eval()
+    t.transforms[1].freeze()
+    assert _count_launches(monkeypatch, lambda: env.step(act)) == base + 8
+    mask = torch.arange(n) % 5 == 0
+    for m in t.transforms:
+        m.reset_stats(mask), m.reset_stats()  # the first calls record the launches
+        assert _count_launches(monkeypatch, lambda m=m: m.reset_stats(mask)) == 1
+        assert _count_launches(monkeypatch, lambda m=m: m.reset_stats()) == 1

@@ -372,3 +372,16 @@ def test_cuda_matches_cpu_without_host_syncs():
     for a, b, rtol in pairs:
         for k in ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2"):
             torch.testing.assert_close(getattr(b, k).cpu(), getattr(a, k), rtol=rtol, atol=1e-9)
+
+
+def test_env_batch_of_another_size_is_refused_not_merged():
+    # issue 24: ObsNorm((4,), num_envs=4) merged a batch of 5 in silently
+    norm = ObsNorm((4,), num_envs=4)
+    before = snapshot(norm)
+    with pytest.raises(ValueError, match=r"x expected shape \(4, 4\) \(the env batch; pass "
+                                         r"train=True or train=False.*got \(5, 4\)"):
+        norm(torch.randn(5, 4))
+    assert_same(norm, before)
+    norm(torch.randn(5, 4), train=True)  # a learner's minibatch, merged when asked
+    assert norm.count.item() == 5
+    assert norm.normalize(torch.randn(5, 4)).shape == (5, 4)
