@@ -12,15 +12,18 @@ A batch holds ``M`` rows of ``P`` values; row ``r`` is env ``r % n_env`` of slic
 ``r // n_env`` (the env batch is one slice of ``N`` rows). Each group's envs are listed once,
 at bind time (``order``), and the list is cut into chunks of at most C envs that never span
 two groups: chunk ``c`` covers ``order[lo[c]:hi[c]]`` of group ``grp[c]``; group ``g`` owns
-chunks ``first[g]`` to ``first[g + 1] - 1``. An update is three launches, with no float
-atomics, so its result does not depend on thread scheduling:
+chunks ``first[g]`` to ``first[g + 1] - 1``. The chunks of each group are cut the same way
+into chunks of the next level, and so on until a group has at most C items at the top (a
+tree: about ``log_C(N / G)`` levels). An update is a few launches, with no float atomics,
+so its result does not depend on thread scheduling:
 
 - ``flag_rows`` (M, P): rows holding a NaN or inf get this update's ``tick`` in ``stamp``;
 - ``partial`` (B, K, P): per slice, chunk and feature, the count, mean and M2 of the chunk's
   unstamped rows, in float64 around the chunk's first such value;
-- ``merge`` (G, P): fold the group's partials in slice and chunk order with :func:`chan`,
-  merge the result into the statistics, count the stamped rows in ``nonfinite``, rewrite
-  the tables and advance ``tick``.
+- ``combine`` (K', P), once per level above the first: fold each chunk's items (in slice,
+  then item order) with :func:`chan`;
+- ``merge`` (G, P): fold the group's top items the same way, merge the result into the
+  statistics, count the stamped rows in ``nonfinite``, rewrite the tables, advance ``tick``.
 
 Settings are read from ``ctl`` (float64 ``[4]``, written by the module's setters): training,
 frozen, clip (0: none) and gamma. ``mode`` says when a call updates: 0 never, 1 unless
@@ -200,6 +203,53 @@ def partial(
             n_old_out[g] = count[g]
 
 
+@wp.func
+def fold(B: int, K: int, c0: int, c1: int, f: int, P: int, part_n: F64, part_bad: I64,
+         part_mean: F64, part_m2: F64) -> wp.vec4d:
+    """``(count, mean, M2, stamped rows)`` of items ``c0 .. c1 - 1`` of every slice ``b``
+    (item ``b * K + c``), merged in slice, then item order."""
+    acc = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
+    bad = wp.float64(0.0)
+    for b in range(B):
+        for c in range(c0, c1):
+            s = b * K + c
+            acc = chan(acc[0], acc[1], acc[2], part_n[s], part_mean[s * P + f],
+                       part_m2[s * P + f])
+            bad += wp.float64(part_bad[s])
+    return wp.vec4d(acc[0], acc[1], acc[2], bad)
+
+
+@wp.kernel
+def combine(
+    P: int,
+    B: int,
+    K: int,
+    lo: I32,
+    hi: I32,
+    part_n: F64,
+    part_bad: I64,
+    part_mean: F64,
+    part_m2: F64,
+    ctl: F64,
+    mode: int,
+    up_n_out: F64,
+    up_bad_out: I64,
+    up_mean_out: F64,
+    up_m2_out: F64,
+):
+    """Launch over (K', P): item ``c`` of the next level folds items ``lo[c] .. hi[c] - 1``
+    of this one (of every slice: ``B`` slices of ``K`` items)."""
+    c, f = wp.tid()
+    if not updating(ctl, mode):
+        return
+    acc = fold(B, K, int(lo[c]), int(hi[c]), f, P, part_n, part_bad, part_mean, part_m2)
+    up_mean_out[c * P + f] = acc[1]
+    up_m2_out[c * P + f] = acc[2]
+    if f == 0:
+        up_n_out[c] = acc[0]
+        up_bad_out[c] = wp.int64(acc[3])
+
+
 @wp.kernel
 def merge(
     P: int,
@@ -221,10 +271,10 @@ def merge(
     tick: I64,
     tab: TAB,
 ):
-    """Launch over (G, P): fold group ``g``'s partials (slice, then chunk order) into the
-    batch moments, merge them into the statistics, add the stamped rows to ``nonfinite``
-    and rewrite the tables. A group without envs, or whose rows were all stamped, keeps
-    its statistics."""
+    """Launch over (G, P): fold group ``g``'s top-level items (``B`` slices of ``K``) into
+    the batch moments, merge them into the statistics, add the stamped rows to
+    ``nonfinite`` and rewrite the tables. A group without envs, or whose rows were all
+    stamped, keeps its statistics."""
     g, f = wp.tid()
     if not updating(ctl, mode):
         return
@@ -234,14 +284,8 @@ def merge(
     c1 = int(first[g + 1])
     if c0 == c1:
         return
-    acc = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
-    bad = wp.int64(0)
-    for b in range(B):
-        for c in range(c0, c1):
-            s = b * K + c
-            acc = chan(acc[0], acc[1], acc[2], part_n[s], part_mean[s * P + f],
-                       part_m2[s * P + f])
-            bad += part_bad[s]
+    acc = fold(B, K, c0, c1, f, P, part_n, part_bad, part_mean, part_m2)
+    bad = wp.int64(acc[3])
     i = g * P + f
     new = chan(n_old[g], mean[i], m2[i], acc[0], acc[1], acc[2])
     mean[i] = new[1]
@@ -326,22 +370,7 @@ def scale_rewards(
         ret[e] = wp.float64(0.0)
 
 
-@wp.func
-def clear_group(g: int, f: int, P: int, eps: wp.float64, count: F64, mean: F64, m2: F64,
-                sent_count: F64, sent_mean: F64, sent_m2: F64, pending: wp.array(dtype=wp.bool),
-                unsent: wp.array(dtype=wp.bool), tab: TAB):
-    """Clear feature ``f`` of group ``g`` (and, for ``f == 0``, its count and flags)."""
-    i = g * P + f
-    mean[i] = wp.float64(0.0)
-    m2[i] = wp.float64(0.0)
-    sent_mean[i] = wp.float64(0.0)
-    sent_m2[i] = wp.float64(0.0)
-    write_table(i, wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), eps, tab)
-    if f == 0:
-        count[g] = wp.float64(0.0)
-        sent_count[g] = wp.float64(0.0)
-        pending[g] = True
-        unsent[g] = True
+RESET_LANES = 64  # threads of a ``reset`` block on CUDA (Warp's CPU runs 1 per block)
 
 
 @wp.kernel
@@ -369,32 +398,42 @@ def reset(
     tab: TAB,
     ret: F64,
 ):
-    """Launch over (K + G, P): the masked reset of the statistics. Row ``c < K`` is chunk
-    ``c``: its group is cleared if one of its envs is selected (``every``, masked, or in a
-    selected group), and (``clear_returns``) the returns of its selected envs are cleared.
-    Row ``K + g`` clears group ``g`` when ``every`` or ``groups[g]`` (groups without envs
-    too). Every writer of a value writes the same value; other groups are not touched."""
-    row, f = wp.tid()
+    """Launch tiled over K + G blocks: the masked reset of the statistics. Block ``c < K``
+    is chunk ``c`` of a group's envs (``order[lo[c]:hi[c]]``): its lanes scan the envs
+    (RewardNorm: clearing the returns of the selected ones), agree through a block
+    maximum whether one is selected (``every``, masked, or in a selected group), and then
+    clear the group's features. Block ``K + g`` clears group ``g`` when ``every`` or
+    ``groups[g]`` (groups without envs too). Writers of a value write the same value (at
+    most one block per chunk of a group); other groups are not touched."""
+    row, lane = wp.tid()
+    nb = wp.block_dim()
     K = lo.shape[0]
-    if row >= K:
-        g = row - K
-        if every != 0 or (use_groups != 0 and groups[g]):
-            clear_group(g, f, P, eps, count, mean, m2, sent_count, sent_mean, sent_m2,
-                        pending, unsent, tab)
-        return
-    g = int(grp[row])
-    whole = every != 0 or (use_groups != 0 and groups[g])
-    hit = whole
-    for j in range(lo[row], hi[row]):
-        e = int(order[j])
-        sel = whole or (use_mask != 0 and mask[e])
-        if sel:
-            hit = True
-            if clear_returns != 0 and f == 0:
-                ret[e] = wp.float64(0.0)
-    if hit:
-        clear_group(g, f, P, eps, count, mean, m2, sent_count, sent_mean, sent_m2, pending,
-                    unsent, tab)
+    g = row - K
+    hit = int(0)
+    if row < K:
+        g = int(grp[row])
+        whole = every != 0 or (use_groups != 0 and groups[g])
+        for j in range(int(lo[row]) + lane, int(hi[row]), nb):
+            e = int(order[j])
+            if whole or (use_mask != 0 and mask[e]):
+                hit = 1
+                if clear_returns != 0:
+                    ret[e] = wp.float64(0.0)
+    elif every != 0 or (use_groups != 0 and groups[g]):
+        hit = 1
+    if wp.tile_max(wp.tile(hit))[0] != 0:
+        for f in range(lane, P, nb):
+            i = g * P + f
+            mean[i] = wp.float64(0.0)
+            m2[i] = wp.float64(0.0)
+            sent_mean[i] = wp.float64(0.0)
+            sent_m2[i] = wp.float64(0.0)
+            write_table(i, wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), eps, tab)
+        if lane == 0:
+            count[g] = wp.float64(0.0)
+            sent_count[g] = wp.float64(0.0)
+            pending[g] = True
+            unsent[g] = True
 
 
 @wp.kernel

@@ -7,18 +7,21 @@ that reads a device value on the host), owns every per-step buffer, so a step al
 nothing, and replays launches recorded once (``Replay``), repointed at the caller's
 tensors when their addresses change.
 
-Per update, over ``M`` rows of ``P`` values: ``flag_rows`` (ObsNorm) or ``returns_step``
-(RewardNorm) reads the data once, ``partial`` once more, ``merge`` reads only the partials
-(``K * P`` per slice, ``K`` about ``sqrt(N)``), and the normalization reads it a last time.
-No pass is in float64 over the data: the float64 scratch is the partials, 16 bytes per
-chunk and feature, about ``16 / C`` bytes per value (C envs per chunk), plus one int64
-stamp per row.
+An update of ``N`` rows of ``P`` values: ``flag_rows`` (ObsNorm) or ``returns_step``
+(RewardNorm) reads the data once, ``partial`` once more (each thread reduces up to 32 rows
+of one feature), a ``combine`` per tree level folds 32 partials per thread, ``merge`` folds
+a group's last (at most 32) partials into its statistics; the normalization reads the data
+a last time. No pass over the data is in float64, and the float64 scratch is the partials:
+16 bytes per chunk and feature (count and stamp counts aside), so about ``16 / 32`` bytes
+per value at the first level (16 when every env is its own group), plus an int64 stamp
+per row. Launches per update: 3 up to 1024 envs per group, one more per factor of 32.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import warp as wp
 
@@ -30,13 +33,8 @@ F64 = torch.float64
 MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mode``
 
 
-def chunk_size(largest: int) -> int:
-    """Envs per chunk: the power of two (at least 8) nearest above ``sqrt(largest)``, so a
-    partial thread reduces about as many rows as a merge thread folds partials."""
-    c = 8
-    while c * c < largest:
-        c *= 2
-    return c
+CHUNK = 32  # items a thread folds, at every level of the tree
+RESET_CHUNK = 1024  # envs a ``reset`` block scans (``kernels.stats.RESET_LANES`` lanes)
 
 
 def _wp(t: torch.Tensor) -> wp.array:
@@ -66,54 +64,65 @@ def _rows(t: torch.Tensor) -> wp.array:
                     device=wp_device(t.device))
 
 
+class Level:
+    """One level of the tree: chunks of at most ``CHUNK`` items of one group. Chunk ``c``
+    covers items ``lo[c] .. hi[c] - 1`` (level 0: positions in ``order``) of group
+    ``grp[c]``; group ``g`` owns chunks ``first[g] .. first[g + 1] - 1`` (int32 on the
+    device; ``wp``: the same as Warp arrays)."""
+
+    def __init__(self, counts: np.ndarray, start: np.ndarray, device: torch.device,
+                 size: int = CHUNK):
+        per = -(-counts // size)
+        first = np.concatenate([[0], np.cumsum(per)])
+        self.K = int(first[-1])
+        grp = np.repeat(np.arange(len(counts)), per)
+        lo = start[grp] + (np.arange(self.K) - first[grp]) * size
+        hi = np.minimum(lo + size, start[grp] + counts[grp])
+        self.per, self.first_np = per, first
+        self.t = [torch.as_tensor(a.astype(np.int32)).to(device) for a in (lo, hi, grp, first)]
+        self.wp = [_wp(a) for a in self.t]
+
+
 class Layout:
-    """``n`` rows listed by group and cut into chunks of at most ``C`` rows of one group
-    (int32 tensors on ``device``; see ``kernels.stats``).
+    """``n`` rows listed by group (``order``, int32 on the device), the tree of chunks
+    over them (``levels``) and the larger chunks ``reset`` scans (``resets``), built from
+    the group sizes (host ints).
 
     Args:
-        gid: long ``[n]`` group of each row, or ``None`` for one group.
+        gid: long ``[n]`` group of each row on ``device``, or ``None`` for one group.
         G: number of groups. n: rows. device: torch device.
 
-    Attributes: ``order [n]``, ``lo``, ``hi``, ``grp [K]``, ``first [G + 1]``, ``K``, ``C``.
-    Built with device ops; reads the largest group size and ``K`` on the host (bind time).
+    With groups, reads their sizes on the host (bind time only).
     """
 
     def __init__(self, gid: torch.Tensor | None, G: int, n: int, device: torch.device):
-        i64 = dict(dtype=torch.int64, device=device)
         if gid is None:
-            self.C = chunk_size(n)
-            self.K = -(-n // self.C)
-            order = torch.arange(n, **i64)
-            lo = torch.arange(self.K, **i64) * self.C
-            hi, grp = (lo + self.C).clamp(max=n), torch.zeros(self.K, **i64)
-            first = torch.tensor([0, self.K], **i64)
+            order, counts = torch.arange(n, device=device), np.array([n] * G)
         else:
-            cnt = torch.bincount(gid, minlength=G)
-            self.C = chunk_size(int(cnt.max()))  # host-ok: bind time
-            first = torch.cat([torch.zeros(1, **i64), ((cnt + self.C - 1) // self.C).cumsum(0)])
-            self.K = int(first[-1])  # host-ok: bind time
-            start = cnt.cumsum(0) - cnt
-            c = torch.arange(self.K, **i64)
-            grp = torch.searchsorted(first[1:], c, right=True)
-            lo = start[grp] + (c - first[grp]) * self.C
-            hi = torch.minimum(lo + self.C, start[grp] + cnt[grp])
             order = torch.argsort(gid, stable=True)
-        self.order, self.lo, self.hi, self.grp, self.first = (
-            t.to(torch.int32) for t in (order, lo, hi, grp, first))
-        self.wp = [_wp(t) for t in (self.order, self.lo, self.hi, self.grp, self.first)]
+            counts = torch.bincount(gid, minlength=G).cpu().numpy()  # host-ok: bind time
+        self.order = order.to(torch.int32)
+        self.resets = Level(counts, np.cumsum(counts) - counts, device, RESET_CHUNK)
+        self.levels = [Level(counts, np.cumsum(counts) - counts, device)]
+        while self.levels[-1].per.max(initial=0) > CHUNK:
+            below = self.levels[-1]
+            self.levels.append(Level(below.per, below.first_np[:-1], device))
+        self.K = self.levels[0].K
 
 
 class Scratch:
-    """Per-update float64 partials for ``B`` slices of a layout's ``K`` chunks and a stamp
-    per row (``rows`` int64, 0: no row stamped yet)."""
+    """Per-update float64 moments of every level's chunks (``B`` slices at level 0) and a
+    stamp per row (int64, 0: never stamped)."""
 
-    def __init__(self, B: int, K_: int, P: int, rows: int, device: torch.device):
-        f64 = dict(dtype=F64, device=device)
-        self.n, self.mean, self.m2 = (torch.zeros(B * K_, **f64), torch.zeros(B * K_ * P, **f64),
-                                      torch.zeros(B * K_ * P, **f64))
-        self.bad = torch.zeros(B * K_, dtype=torch.int64, device=device)
-        self.stamp = torch.zeros(max(rows, 1), dtype=torch.int64, device=device)
-        self.wp = [_wp(t) for t in (self.n, self.bad, self.mean, self.m2)]
+    def __init__(self, B: int, L: Layout, P: int, rows: int, device: torch.device):
+        f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
+        self.parts = []
+        for i, lev in enumerate(L.levels):
+            k = lev.K * (B if i == 0 else 1)
+            t = (torch.zeros(k, **f64), torch.zeros(k, **i64), torch.zeros(k * P, **f64),
+                 torch.zeros(k * P, **f64))
+            self.parts.append([_wp(a) for a in t])
+        self.stamp = torch.zeros(max(rows, 1), **i64)
 
 
 class Engine:
@@ -130,7 +139,7 @@ class Engine:
         self.eps = wp.float64(m.eps)
         gid = m.group_ids
         self.layout = Layout(None if gid is None or G == 1 else gid, G, n, dev)
-        self.scratch = Scratch(1, self.layout.K, P, n, dev)
+        self.scratch = Scratch(1, self.layout, P, n, dev)
         self.gid = gid if gid is not None else torch.zeros(1, dtype=torch.int64, device=dev)
         self.n_mod = n if gid is not None else 1  # row r normalizes with group gid[r % n_mod]
         self.tab = torch.zeros(3, G * P, dtype=torch.float32, device=dev)
@@ -163,16 +172,38 @@ class Engine:
         c.set_tensors(tensors)
         c.launch(stream)
 
-    def _partial_args(self, x32: wp.array, x64: wp.array, n_env: int, L: Layout, s: Scratch,
-                      mode: int) -> list:
-        a = self.a
-        return [x32, x64, self.P, n_env, *L.wp[:5], a["flags"], mode, _wp(self.tick), _wp(s.stamp),
-                a["count"], _wp(self.n_old), *s.wp]
+    def _tree(self, x32: wp.array, x64: wp.array, n_env: int, L: Layout, s: Scratch,
+              B: int, mode: int, P: int) -> list[tuple]:
+        """``(kernel, dim, args)`` of the reduction of ``B`` slices of ``n_env`` rows
+        (``x32`` or ``x64``) over layout ``L``: ``partial``, a ``combine`` per level above
+        the first, ``merge``."""
+        a, lv, pt = self.a, L.levels, s.parts
+        t, flags = _wp(self.tick), a["flags"]
+        out = [(K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
+                                         mode, t, _wp(s.stamp), a["count"], _wp(self.n_old),
+                                         *pt[0]])]
+        for i in range(1, len(lv)):
+            args = [P, B if i == 1 else 1, lv[i - 1].K, *lv[i].wp[:2], *pt[i - 1], flags, mode,
+                    *pt[i]]
+            out.append((K.combine, (lv[i].K, P), args))
+        top = len(lv) - 1
+        out.append((K.merge, (self.G, P), [
+            P, B if top == 0 else 1, lv[top].K, lv[top].wp[3], *pt[top], _wp(self.n_old), flags,
+            mode, self.eps, a["count"], a["mean"], a["m2"], a["nonfinite"], t, self.wtab]))
+        return out
 
-    def _merge_args(self, B: int, L: Layout, s: Scratch, mode: int) -> list:
-        a = self.a
-        return [self.P, B, L.K, L.wp[4], *s.wp, _wp(self.n_old), a["flags"], mode, self.eps,
-                a["count"], a["mean"], a["m2"], a["nonfinite"], _wp(self.tick), self.wtab]
+    def _run_tree(self, kind: str, x32, x64, rebind: tuple, mode: int, stream) -> None:
+        """The recorded launches of ``_tree`` for the env batch (argument 0 or 1, the data,
+        repointed at ``rebind``'s tensor when given)."""
+        specs = None
+        for i in range(len(self.layout.levels) + 1):
+            def make(i=i):
+                nonlocal specs
+                specs = specs or self._tree(x32, x64, self.n, self.layout, self.scratch, 1,
+                                            mode, self.P)
+                c = record(*specs[i], self.device)
+                return c.rebindable((0, _ptr)) if (i == 0 and rebind) else c
+            self._run((kind, i, mode), make, rebind if i == 0 else (), stream)
 
     def _normalize_args(self, x, out, x2, out2, pair: bool, gid, n_mod: int) -> list:
         return [x, out, x2, out2, int(pair), self.P, n_mod, _wp(gid), self.a["flags"],
@@ -186,22 +217,17 @@ class Engine:
 
     def update(self, x: torch.Tensor, mode: int, stream) -> None:
         """Merge the float32 env batch ``x`` (contiguous ``[N, *shape]``) into the
-        statistics when ``mode`` says so (three launches); rows with a NaN or inf are
-        left out and counted."""
-        L, s, n, P, dev = self.layout, self.scratch, self.n, self.P, self.device
+        statistics when ``mode`` says so (``flag_rows``, then ``_tree``: three launches up
+        to 1024 envs per group, one more per 32 times more); rows with a NaN or inf are left
+        out and counted."""
+        s, n, P, dev = self.scratch, self.n, self.P, self.device
 
         def flag():
             args = [_ptr(x), P, self.a["flags"], mode, _wp(self.tick), _wp(s.stamp)]
             return record(K.flag_rows, (n, P), args, dev).rebindable((0, _ptr))
 
-        def part():
-            args = self._partial_args(_ptr(x), self.none64, n, L, s, mode)
-            return record(K.partial, (1, L.K, P), args, dev).rebindable((0, _ptr))
-
         self._run(("flag", mode), flag, (x,), stream)
-        self._run(("partial", mode), part, (x,), stream)
-        self._run(("merge", mode), lambda: record(K.merge, (self.G, P),
-                                                  self._merge_args(1, L, s, mode), dev), (), stream)
+        self._run_tree("obs", _ptr(x), self.none64, (x,), mode, stream)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
         """``out = normalize(x)`` and, unless ``x2`` is None, ``out2 = normalize(x2)``: one
@@ -217,10 +243,10 @@ class Engine:
         self._run(("normalize", pair), make, t, stream)
 
     def reward(self, reward, done, out, mode: int, stream) -> None:
-        """RewardNorm's step (four launches): advance the returns with ``reward``, merge them
-        in (``mode``), write ``out`` and clear the returns where ``done`` (``reward``,
-        ``out`` float32, ``done`` bool, all contiguous ``[N]``)."""
-        L, s, n, dev, a = self.layout, self.scratch, self.n, self.device, self.a
+        """RewardNorm's step (four launches up to 1024 envs per group): advance the returns
+        with ``reward``, merge them in (``mode``), write ``out`` and clear the returns where
+        ``done`` (``reward``, ``out`` float32, ``done`` bool, all contiguous ``[N]``)."""
+        s, n, dev, a = self.scratch, self.n, self.device, self.a
 
         def ret():
             args = [_ptr(reward), a["flags"], mode, _wp(self.tick), self.ret, _wp(s.stamp)]
@@ -233,10 +259,7 @@ class Engine:
                                                                     (6, _ptr))
 
         self._run(("returns", mode), ret, (reward,), stream)
-        self._run(("partial", mode), lambda: record(K.partial, (1, L.K, 1), self._partial_args(
-            self.none32, self.ret, n, L, s, mode), dev), (), stream)
-        self._run(("merge", mode), lambda: record(K.merge, (self.G, 1),
-                                                  self._merge_args(1, L, s, mode), dev), (), stream)
+        self._run_tree("ret", self.none32, self.ret, (), mode, stream)
         self._run(("scale", mode), scale, (reward, done, out), stream)
 
     # ------------------------------------------------------------------ resets, tables
@@ -249,12 +272,15 @@ class Engine:
         t = (mask if um else self.none_b, groups if ug else self.none_b)
 
         def make():
-            args = [self.P, *L.wp[:4], _ptrb(t[0]), int(um), _ptrb(t[1]), int(ug),
+            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptrb(t[0]), int(um),
+                    _ptrb(t[1]), int(ug),
                     int(not (um or ug)), int(self.has_returns), self.eps,
                     *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
                                      "reset_pending", "reset_unsent")), self.wtab, self.ret]
-            return record(K.reset, (L.K + self.G, self.P), args, dev).rebindable(
-                (5, _ptrb), (7, _ptrb))
+            cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
+                                  device=wp_device(dev),
+                                  block_dim=K.RESET_LANES, record_cmd=True)
+            return Replay(cmd, dev).rebindable((5, _ptrb), (7, _ptrb))
 
         self._run(("reset", um, ug), make, t, stream)
 
@@ -305,13 +331,12 @@ class Engine:
                 L, B, n_env = self._rows_layout[1], 1, M
             else:
                 L, B, n_env = self.layout, M // self.n, self.n
-            s = Scratch(B, L.K, P, M, dev)
+            s = Scratch(B, L, P, M, dev)
             launch = dict(device=wp_device(dev), stream=stream)
             wp.launch(K.flag_rows, (M, P), [xw, P, self.a["flags"], 1, _wp(self.tick),
                                             _wp(s.stamp)], **launch)
-            args = self._partial_args(xw, self.none64, n_env, L, s, 1)
-            wp.launch(K.partial, (B, L.K, P), args, **launch)
-            wp.launch(K.merge, (G, P), self._merge_args(B, L, s, 1), **launch)
+            for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1, P):
+                wp.launch(kernel, dim, args, **launch)
         gid, n_mod = (self.gid, self.n_mod) if G > 1 else (self.gid[:1], 1)
         args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)
         wp.launch(K.normalize, (M, P), args, device=wp_device(dev), stream=stream)

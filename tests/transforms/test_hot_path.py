@@ -254,3 +254,63 @@ def test_launches_per_step_and_per_reset(monkeypatch, layout):
         m.reset_stats(mask), m.reset_stats()  # the first calls record the launches
         assert _count_launches(monkeypatch, lambda m=m: m.reset_stats(mask)) == 1
         assert _count_launches(monkeypatch, lambda m=m: m.reset_stats()) == 1
+
+
+@pytest.mark.parametrize("n,gid", [(5000, None), (40_000, None), (9000, "mod3"),
+                                   (2100, "uneven")])
+def test_deep_trees_match_float64(n, gid):
+    """Groups of more than 32 * 32 envs fold through ``combine`` levels (one per factor of
+    32); the env path, the learner path and per-group counts all match a float64 reference."""
+    from gpuparam.transforms._engine import Layout
+
+    g = {None: None, "mod3": torch.arange(n) % 3,
+         "uneven": (torch.arange(n) >= 70).long() + (torch.arange(n) >= 2000).long()}[gid]
+    norm = ObsNorm(3, group_ids=g, num_envs=n)
+    levels = len(norm._eng().layout.levels)
+    assert levels == len(Layout(g, norm.num_groups, n, torch.device("cpu")).levels) >= 2
+    rng = np.random.default_rng(7)
+    data = rng.normal(1e5, 3.0, (3, n, 3)).astype(np.float32)
+    data[1, 17, 2] = np.nan  # left out and counted, at every level
+    for x in data[:2]:
+        norm(torch.from_numpy(x))
+    norm(torch.from_numpy(data[2:]), train=True)  # the learner path: [1, N, 3]
+    gids = np.zeros(n, int) if g is None else g.numpy()
+    ok = np.ones((3, n), bool)
+    ok[1, 17] = False
+    for k in range(norm.num_groups):
+        sel = ok & (gids == k)[None]
+        x = data[sel].astype(np.float64)
+        assert norm.count[k].item() == len(x)
+        np.testing.assert_allclose(norm.mean[k].numpy(), x.mean(0), rtol=1e-13)
+        np.testing.assert_allclose(norm.var[k].numpy(), x.var(0), rtol=1e-10)
+    assert norm.nonfinite.sum().item() == 1
+
+
+def test_reset_over_several_scan_chunks_clears_exactly_the_hit_groups():
+    """Groups larger than one ``reset`` block's scan (RESET_CHUNK envs): a masked env deep
+    in a group clears it; other groups, returns of unmasked envs, stay bit-identical."""
+    from gpuparam.transforms._engine import RESET_CHUNK
+
+    n = 2 * RESET_CHUNK + 900
+    gid = (torch.arange(n) >= 2 * RESET_CHUNK + 400).long()  # 2448 envs, then 499
+    gid[-1] = 2  # group 2: one env; group 3: none
+    rew = RewardNorm(0.9, group_ids=gid, num_groups=4)
+    obs = ObsNorm(2, group_ids=gid, num_groups=4)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        rew(torch.randn(n, generator=g), torch.zeros(n, dtype=torch.bool))
+        obs(torch.randn(n, 2, generator=g))
+    for m in (obs, rew):
+        before = {k: v.clone() for k, v in m.state_dict().items()}
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[2 * RESET_CHUNK + 7] = True  # group 0, third scan chunk
+        m.reset_stats(mask)
+        hit = torch.tensor([True, False, False, False])
+        assert m.count[hit].tolist() == [0.0] and torch.equal(m.reset_pending, hit)
+        for k in ("count", "mean", "m2"):
+            assert torch.equal(getattr(m, k)[~hit], before[k][~hit]), k
+        if m is rew:
+            assert m.returns[mask].tolist() == [0.0]
+            assert torch.equal(m.returns[~mask], before["returns"][~mask])
+        m.reset_stats(groups=torch.tensor([False, True, False, True]))  # 3: no env
+        assert m.count.tolist() == [0.0, 0.0, 3.0, 0.0]
