@@ -30,14 +30,18 @@ ranks hold the same bits. With ``overlap=True`` (the default) the gather is laun
 ``async_op=True`` and applied at the next scheduled sync, one interval later (see
 :class:`SyncSchedule` for the exact steps), so the collective's latency hides behind ``k``
 steps. Every rank must step the same number of times and register the same targets in the
-same order (collectives match by order). ``target.sync()`` and ``env.sync_now()`` settle an
-exchange in flight and sync at once (blocking).
+same order (collectives match by order): the first exchange of a set of targets (and every
+``target.sync()``) first gathers a small header (the number of targets, their sizes and
+kinds), so ranks that registered different targets all raise the same ``ValueError``, with
+nothing packed, instead of one rank aborting. ``target.sync()`` and ``env.sync_now()``
+settle an exchange in flight and sync at once (blocking).
 """
 
 from __future__ import annotations
 
 import time
 import weakref
+import zlib
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -84,6 +88,36 @@ def _initialized() -> bool:
 _gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
+_LISTED = 16  # target sizes a header lists
+
+
+def _check_targets(targets: Sequence[Exchangeable], sizes: tuple[int, ...], group,
+                   world: int) -> None:
+    """Gather a header (count, total size, a checksum of the kinds, the first sizes) from
+    every rank; raise the same ``ValueError`` on every rank unless all agree. A blocking
+    collective and a host read: once per set of targets, before anything is packed."""
+    kinds = ",".join(type(t).__name__ for t in targets).encode()
+    head = [len(sizes), sum(sizes), zlib.crc32(kinds), *sizes[:_LISTED]]
+    head += [-1] * (3 + _LISTED - len(head))
+    dev = targets[0].exchange_device()
+    rows = torch.empty(world * len(head), dtype=torch.int64, device=dev)
+    _gather(rows, torch.tensor(head, dtype=torch.int64, device=dev), group=group)
+    rows = rows.view(world, len(head)).cpu()  # host-ok: once per set of targets
+    if bool((rows == rows[0]).all()):
+        return
+    desc = []
+    for r, row in enumerate(rows.tolist()):
+        listed = [v for v in row[3:] if v >= 0]
+        more = " and more" if row[0] > len(listed) else ""
+        desc.append(f"rank {r}: {row[0]} target(s), float64 values per target {listed}{more}, "
+                    f"kinds checksum {row[2]}")
+    raise ValueError(
+        "sync: the ranks registered different sync targets (" + "; ".join(desc) + "); "
+        "every rank must pass the same targets (ObsNorm, RewardNorm, Curriculum, ...) in "
+        "the same order to sync_every / sync"
+    )
+
+
 class _Exchange:
     """One collective carrying the packed rows of several targets (float64 ``[W, total]``,
     rank order), with its buffers and per-target views kept for the next ``start``."""
@@ -110,6 +144,8 @@ class _Exchange:
         world = dist.get_world_size(self.group) if _initialized() else 1
         layout = (tuple(t.exchange_size() for t in self.targets), world)
         if layout != self.layout:
+            if world > 1:
+                _check_targets(self.targets, layout[0], self.group, world)
             self._build(layout)
         parts = []
         for t, (out, rows) in zip(self.targets, self.views, strict=True):

@@ -1,224 +1,442 @@
-"""Running statistics: Chan et al.'s merge of batch moments and the normalization tables.
+"""Running statistics on the device: chunked batch moments, Chan et al.'s merge, the float32
+normalization tables, normalization and the masked reset. The same launches on CPU and CUDA.
 
-Statistics are float64 per group ``g`` and feature ``f`` of ``P`` (arrays flattened as
-``g * P + f``): ``count [G]``, ``mean [G * P]``, ``m2 [G * P]`` (sum of squared deviations).
-The float32 tables the hot path normalizes with hold ``k`` copies of each group's row
-(index ``(g * k + t) * P + f`` for ``t < k``): a center ``c``, the scale
-``s = 1 / sqrt(var + eps)`` and the offset ``b = (c - mean) * s``, so that
-``(x - c) * s + b == (x - mean) * s``. The center is the group's mean rounded to float32
-(``b`` is then a rounding residue), or the batch mean of the current update (``shifted``):
-the hot path then reuses ``x - c``, which it computed for the batch statistics. A group with
-count 0 normalizes with mean 0 and var 1.
+Statistics are float64 per group ``g`` of ``G`` and feature ``f`` of ``P``, flattened as
+``i = g * P + f``: ``count [G]``, ``mean [G * P]``, ``m2 [G * P]`` (sum of squared deviations
+from the mean). The tables the normalization reads are float32 ``tab [3, G * P]``: a center
+``c = float32(mean)``, the scale ``s = 1 / sqrt(var + eps)`` and the offset
+``o = float32((c - mean) * s)``, so that ``(x - c) * s + o`` is ``(x - mean) * s`` to float32
+rounding even where ``x`` is far from 0. A group with count 0 normalizes with mean 0, var 1.
 
-One thread per group walks its features, so no two threads touch the same count and the
-kernels need no atomics; the big reductions over envs happen before, in torch.
+A batch holds ``M`` rows of ``P`` values; row ``r`` is env ``r % n_env`` of slice
+``r // n_env`` (the env batch is one slice of ``N`` rows). Each group's envs are listed once,
+at bind time (``order``), and the list is cut into chunks of at most C envs that never span
+two groups: chunk ``c`` covers ``order[lo[c]:hi[c]]`` of group ``grp[c]``; group ``g`` owns
+chunks ``first[g]`` to ``first[g + 1] - 1``. The chunks of each group are cut the same way
+into chunks of the next level, and so on until a group has at most C items at the top (a
+tree: about ``log_C(N / G)`` levels). An update is a few launches, with no float atomics,
+so its result does not depend on thread scheduling:
+
+- ``flag_rows`` (M, P): rows holding a NaN or inf get this update's ``tick`` in ``stamp``;
+- ``partial`` (B, K, P): per slice, chunk and feature, the count, mean and M2 of the chunk's
+  unstamped rows, in float64 around the chunk's first such value;
+- ``combine`` (K', P), once per level above the first: fold each chunk's items (in slice,
+  then item order) with :func:`chan`;
+- ``merge`` (G, P): fold the group's top items the same way, merge the result into the
+  statistics, count the stamped rows in ``nonfinite``, rewrite the tables, advance ``tick``.
+
+Settings are read from ``ctl`` (float64 ``[4]``, written by the module's setters): training,
+frozen, clip (0: none) and gamma. ``mode`` says when a call updates: 0 never, 1 unless
+frozen, 2 when training and not frozen; kernels return early when it does not.
 """
 
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.index import thread_index
+
+# the same float rounding on CPU and CUDA: no contraction of a * b + c into an FMA
+wp.set_module_options({"fuse_fp": False})
+
+TRAINING, FROZEN, CLIP, GAMMA = 0, 1, 2, 3  # slots of ``ctl``
+
+F64 = wp.array(dtype=wp.float64)
+I32 = wp.array(dtype=wp.int32)
+I64 = wp.array(dtype=wp.int64)
+TAB = wp.array2d(dtype=wp.float32)
 
 
 @wp.func
-def write_tables(
-    g: int,
-    n: wp.float64,
-    P: int,
-    k: int,
-    eps: wp.float64,
-    keep_center: int,
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    center: wp.array(dtype=wp.float32),
-    scale_out: wp.array(dtype=wp.float32),
-    offset_out: wp.array(dtype=wp.float32),
-):
-    """Fill group ``g``'s ``k`` table rows from its statistics (count ``n``); with
-    ``keep_center`` the centers already hold the batch mean, else they get the mean."""
-    for f in range(P):
-        i = g * P + f
-        var = wp.float64(1.0)
-        if n > wp.float64(0.0):
-            var = m2[i] / n
-        s = wp.float64(1.0) / wp.sqrt(var + eps)
-        c = wp.float32(mean[i])
-        if keep_center != 0:
-            c = center[g * k * P + f]
-        b = wp.float32((wp.float64(c) - mean[i]) * s)
-        for t in range(k):
-            j = (g * k + t) * P + f
-            center[j] = c
-            scale_out[j] = wp.float32(s)
-            offset_out[j] = b
+def updating(ctl: F64, mode: int) -> bool:
+    """Whether a call with ``mode`` updates the statistics under the settings ``ctl``."""
+    upd = mode == 1 or (mode == 2 and ctl[0] != wp.float64(0.0))
+    return upd and ctl[1] == wp.float64(0.0)
 
 
 @wp.func
-def merge_sums(
-    i: int,
+def chan(
     n_a: wp.float64,
+    mean_a: wp.float64,
+    m2_a: wp.float64,
     n_b: wp.float64,
-    w_b: wp.float64,
-    sd: wp.float64,
-    sq: wp.float64,
-    shift: wp.float64,
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-):
-    """Merge into statistic ``i`` (count ``n_a``) a batch of ``n_b`` samples given as the
-    sums ``sd`` of ``d = x - shift`` and ``sq`` of ``d * d``; ``w_b = n_b / (n_a + n_b)``."""
-    mean_d = sd / n_b
-    batch_m2 = wp.max(sq - sd * mean_d, wp.float64(0.0))
-    delta = shift + mean_d - mean[i]
-    m2[i] = m2[i] + batch_m2 + delta * delta * n_a * w_b
-    mean[i] = mean[i] + delta * w_b
+    mean_b: wp.float64,
+    m2_b: wp.float64,
+) -> wp.vec3d:
+    """Chan et al.'s parallel merge: ``(count, mean, M2)`` of the union of sets A and B.
+    B empty: A unchanged (so groups empty on both sides keep their mean)."""
+    out = wp.vec3d(n_a, mean_a, m2_a)
+    if n_b > wp.float64(0.0):
+        n = n_a + n_b
+        w = n_b / n
+        d = mean_b - mean_a
+        out = wp.vec3d(n, mean_a + d * w, m2_a + m2_b + d * d * n_a * w)
+    return out
+
+
+@wp.func
+def unmerge(
+    n: wp.float64,
+    mean: wp.float64,
+    m2: wp.float64,
+    n_a: wp.float64,
+    mean_a: wp.float64,
+    m2_a: wp.float64,
+) -> wp.vec3d:
+    """Inverse of :func:`chan`: ``(count, mean, M2)`` of B given A∪B and A (zeros where B is
+    empty)."""
+    n_b = n - n_a
+    out = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
+    if n_b > wp.float64(0.0):
+        mean_b = mean_a + (mean - mean_a) * (n / n_b)
+        d = mean_b - mean_a
+        corr = d * d * (n_a * n_b / n)
+        out = wp.vec3d(n_b, mean_b, wp.max(m2 - m2_a - corr, wp.float64(0.0)))
+    return out
+
+
+@wp.func
+def write_table(i: int, n: wp.float64, mean: wp.float64, m2: wp.float64, eps: wp.float64,
+                tab: TAB):
+    """Table entry ``i`` from the statistics ``(n, mean, m2)``."""
+    mu = wp.float64(0.0)
+    var = wp.float64(1.0)
+    if n > wp.float64(0.0):
+        mu = mean
+        var = m2 / n
+    s = wp.float64(1.0) / wp.sqrt(var + eps)
+    c = wp.float32(mu)
+    tab[0, i] = c
+    tab[1, i] = wp.float32(s)
+    tab[2, i] = wp.float32((wp.float64(c) - mu) * s)
+
+
+@wp.func
+def clipped(y: wp.float32, clip: wp.float32) -> wp.float32:
+    """``y`` clamped to ``[-clip, clip]``; ``clip`` 0: unchanged."""
+    out = y
+    if clip > wp.float32(0.0):
+        out = wp.clamp(y, -clip, clip)
+    return out
 
 
 @wp.kernel
-def refresh(
+def flag_rows(
+    x: wp.array(dtype=wp.float32),
     P: int,
-    k: int,
-    eps: wp.float64,
-    count: wp.array(dtype=wp.float64),
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    center_out: wp.array(dtype=wp.float32),
-    scale_out: wp.array(dtype=wp.float32),
-    offset_out: wp.array(dtype=wp.float32),
+    ctl: F64,
+    mode: int,
+    tick: I64,
+    stamp_out: I64,
 ):
-    """Launch over G: rebuild the tables after the statistics changed outside a merge."""
-    g = thread_index(wp.tid())
-    write_tables(g, count[g], P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)
+    """Launch over (M, P): stamp row ``r`` with ``tick[0]`` when value ``f`` is NaN or inf
+    (every writer of a row writes the same value)."""
+    r, f = wp.tid()
+    if updating(ctl, mode) and not wp.isfinite(x[r * P + f]):
+        stamp_out[r] = tick[0]
+
+
+@wp.kernel
+def partial(
+    x32: wp.array(dtype=wp.float32),
+    x64: F64,
+    P: int,
+    n_env: int,
+    order: I32,
+    lo: I32,
+    hi: I32,
+    grp: I32,
+    first: I32,
+    ctl: F64,
+    mode: int,
+    tick: I64,
+    stamp: I64,
+    count: F64,
+    n_old_out: F64,
+    part_n_out: F64,
+    part_bad_out: I64,
+    part_mean_out: F64,
+    part_m2_out: F64,
+):
+    """Launch over (B, K, P): moments of feature ``f`` over the unstamped rows of chunk
+    ``c`` in slice ``b`` of the data (``x32`` if it is not empty, else ``x64``: one kernel,
+    no overloads), reduced in float64 around the chunk's first such value, so neither
+    overflow nor a far mean costs precision, at partial ``s = b * K + c``. Also keeps each
+    group's count before the merge (``n_old``)."""
+    b, c, f = wp.tid()
+    if not updating(ctl, mode):
+        return
+    t = tick[0]
+    f32 = x32.shape[0] > 0
+    n = wp.float64(0.0)
+    shift = wp.float64(0.0)
+    sd = wp.float64(0.0)
+    sq = wp.float64(0.0)
+    bad = wp.int64(0)
+    for j in range(lo[c], hi[c]):
+        r = b * n_env + int(order[j])
+        if stamp[r] == t:
+            bad += wp.int64(1)
+        else:
+            v = wp.float64(0.0)
+            if f32:
+                v = wp.float64(x32[r * P + f])
+            else:
+                v = x64[r * P + f]
+            if n == wp.float64(0.0):
+                shift = v
+            d = v - shift
+            sd += d
+            sq += d * d
+            n += wp.float64(1.0)
+    mean = wp.float64(0.0)
+    m2 = wp.float64(0.0)
+    if n > wp.float64(0.0):
+        mean = shift + sd / n
+        m2 = wp.max(sq - sd * (sd / n), wp.float64(0.0))
+    s = b * lo.shape[0] + c
+    part_mean_out[s * P + f] = mean
+    part_m2_out[s * P + f] = m2
+    if f == 0:
+        part_n_out[s] = n
+        part_bad_out[s] = bad
+        g = int(grp[c])
+        if b == 0 and c == int(first[g]):
+            n_old_out[g] = count[g]
+
+
+@wp.func
+def fold(B: int, K: int, c0: int, c1: int, f: int, P: int, part_n: F64, part_bad: I64,
+         part_mean: F64, part_m2: F64) -> wp.vec4d:
+    """``(count, mean, M2, stamped rows)`` of items ``c0 .. c1 - 1`` of every slice ``b``
+    (item ``b * K + c``), merged in slice, then item order."""
+    acc = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
+    bad = wp.float64(0.0)
+    for b in range(B):
+        for c in range(c0, c1):
+            s = b * K + c
+            acc = chan(acc[0], acc[1], acc[2], part_n[s], part_mean[s * P + f],
+                       part_m2[s * P + f])
+            bad += wp.float64(part_bad[s])
+    return wp.vec4d(acc[0], acc[1], acc[2], bad)
+
+
+@wp.kernel
+def combine(
+    P: int,
+    B: int,
+    K: int,
+    lo: I32,
+    hi: I32,
+    part_n: F64,
+    part_bad: I64,
+    part_mean: F64,
+    part_m2: F64,
+    ctl: F64,
+    mode: int,
+    up_n_out: F64,
+    up_bad_out: I64,
+    up_mean_out: F64,
+    up_m2_out: F64,
+):
+    """Launch over (K', P): item ``c`` of the next level folds items ``lo[c] .. hi[c] - 1``
+    of this one (of every slice: ``B`` slices of ``K`` items)."""
+    c, f = wp.tid()
+    if not updating(ctl, mode):
+        return
+    acc = fold(B, K, int(lo[c]), int(hi[c]), f, P, part_n, part_bad, part_mean, part_m2)
+    up_mean_out[c * P + f] = acc[1]
+    up_m2_out[c * P + f] = acc[2]
+    if f == 0:
+        up_n_out[c] = acc[0]
+        up_bad_out[c] = wp.int64(acc[3])
 
 
 @wp.kernel
 def merge(
-    batch_count: wp.array(dtype=wp.float64),
-    batch_mean: wp.array(dtype=wp.float64),
-    batch_m2: wp.array(dtype=wp.float64),
     P: int,
-    k: int,
+    B: int,
+    K: int,
+    first: I32,
+    part_n: F64,
+    part_bad: I64,
+    part_mean: F64,
+    part_m2: F64,
+    n_old: F64,
+    ctl: F64,
+    mode: int,
     eps: wp.float64,
-    count: wp.array(dtype=wp.float64),
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    center_out: wp.array(dtype=wp.float32),
-    scale_out: wp.array(dtype=wp.float32),
-    offset_out: wp.array(dtype=wp.float32),
+    count: F64,
+    mean: F64,
+    m2: F64,
+    nonfinite: I64,
+    tick: I64,
+    tab: TAB,
 ):
-    """Launch over G: merge batch moments (``[G]``, ``[G * P]``, ``[G * P]``) into the
-    statistics, then rebuild the tables. Groups empty on both sides keep their mean."""
-    g = thread_index(wp.tid())
-    n_a = count[g]
-    n_b = batch_count[g]
-    n = n_a + n_b
-    w_b = n_b / wp.max(n, wp.float64(1.0))
-    for f in range(P):
-        i = g * P + f
-        delta = batch_mean[i] - mean[i]
-        m2[i] = m2[i] + batch_m2[i] + delta * delta * n_a * w_b
-        mean[i] = mean[i] + delta * w_b
-    count[g] = n
-    write_tables(g, n, P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)
-
-
-@wp.kernel
-def batch_center64(
-    col_sum: wp.array(dtype=wp.float64),
-    n_b: wp.array(dtype=wp.float64),
-    P: int,
-    k: int,
-    mean: wp.array(dtype=wp.float64),
-    center_out: wp.array(dtype=wp.float32),
-    center64_out: wp.array(dtype=wp.float64),
-):
-    """Launch over 1 (one group): the batch mean per feature from the float64 per-column
-    sums of the ``[N // k, k * P]`` row view over ``n_b[0]`` finite samples, written as the
-    ``k`` centers of each feature (the running mean if the batch has no finite sample),
-    in float32 and (the same values) in float64."""
-    for f in range(P):
-        s = wp.float64(0.0)
-        for t in range(k):
-            s += col_sum[t * P + f]
-        c = wp.float32(mean[f])
-        if n_b[0] > wp.float64(0.0):
-            c = wp.float32(s / n_b[0])
-        for t in range(k):
-            center_out[t * P + f] = c
-            center64_out[t * P + f] = wp.float64(c)
-
-
-@wp.kernel
-def merge_shifted_n(
-    col_sums: wp.array(dtype=wp.float64),
-    nb: wp.array(dtype=wp.float64),
-    n_total: wp.float64,
-    P: int,
-    k: int,
-    eps: wp.float64,
-    count: wp.array(dtype=wp.float64),
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    center: wp.array(dtype=wp.float32),
-    scale_out: wp.array(dtype=wp.float32),
-    offset_out: wp.array(dtype=wp.float32),
-    nonfinite: wp.array(dtype=wp.int64),
-):
-    """Launch over 1 (one group): merge a batch of ``nb[0]`` finite samples given as the
-    float64 per-column sums of ``d = x - center`` (``col_sums[:W]``) and of ``d * d``
-    (``col_sums[W:]``, ``W = k * P``) over the row view, then rebuild the tables around the
-    same centers (around the mean if the batch has no finite sample); the other
-    ``n_total - nb[0]`` samples are added to ``nonfinite[0]``."""
-    W = k * P
-    n_a = count[0]
-    n_b = nb[0]
-    nonfinite[0] = nonfinite[0] + wp.int64(n_total - n_b)
-    if n_b == wp.float64(0.0):
-        write_tables(0, n_a, P, k, eps, 0, mean, m2, center, scale_out, offset_out)
+    """Launch over (G, P): fold group ``g``'s top-level items (``B`` slices of ``K``) into
+    the batch moments, merge them into the statistics, add the stamped rows to
+    ``nonfinite`` and rewrite the tables. A group without envs, or whose rows were all
+    stamped, keeps its statistics."""
+    g, f = wp.tid()
+    if not updating(ctl, mode):
         return
-    n = n_a + n_b
-    w_b = n_b / n
-    for f in range(P):
-        sd = wp.float64(0.0)
-        sq = wp.float64(0.0)
-        for t in range(k):
-            sd += col_sums[t * P + f]
-            sq += col_sums[W + t * P + f]
-        merge_sums(f, n_a, n_b, w_b, sd, sq, wp.float64(center[f]), mean, m2)
-    count[0] = n
-    write_tables(0, n, P, k, eps, 1, mean, m2, center, scale_out, offset_out)
+    if g == 0 and f == 0:
+        tick[0] = tick[0] + wp.int64(1)
+    c0 = int(first[g])
+    c1 = int(first[g + 1])
+    if c0 == c1:
+        return
+    acc = fold(B, K, c0, c1, f, P, part_n, part_bad, part_mean, part_m2)
+    bad = wp.int64(acc[3])
+    i = g * P + f
+    new = chan(n_old[g], mean[i], m2[i], acc[0], acc[1], acc[2])
+    mean[i] = new[1]
+    m2[i] = new[2]
+    if f == 0:
+        count[g] = new[0]
+        nonfinite[g] = nonfinite[g] + bad
+    write_table(i, new[0], new[1], new[2], eps, tab)
 
 
 @wp.kernel
-def merge_shifted64(
-    sums: wp.array(dtype=wp.float64),
-    nb: wp.array(dtype=wp.float64),
-    n_total: wp.float64,
+def refresh(P: int, eps: wp.float64, count: F64, mean: F64, m2: F64, tab: TAB):
+    """Launch over (G, P): rewrite the tables from the statistics."""
+    g, f = wp.tid()
+    i = g * P + f
+    write_table(i, count[g], mean[i], m2[i], eps, tab)
+
+
+@wp.kernel
+def normalize(
+    x: wp.array(dtype=wp.float32),
+    out: wp.array(dtype=wp.float32),
+    x2: wp.array(dtype=wp.float32),
+    out2: wp.array(dtype=wp.float32),
+    pair: int,
     P: int,
-    eps: wp.float64,
-    shift: wp.array(dtype=wp.float64),
-    count: wp.array(dtype=wp.float64),
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    center_out: wp.array(dtype=wp.float32),
-    scale_out: wp.array(dtype=wp.float32),
-    offset_out: wp.array(dtype=wp.float32),
-    nonfinite: wp.array(dtype=wp.int64),
+    n_env: int,
+    gid: I64,
+    ctl: F64,
+    tab: TAB,
 ):
-    """Launch over 1 (one group of ``nb[0]`` finite samples, float64 data): merge a batch
-    given as the sums of ``d * d`` (``sums[:P]``) and of ``d`` (``sums[P:]``) for
-    ``d = x - shift``, then rebuild the tables and move ``shift`` to the new mean for the
-    next batch (a batch with no finite sample changes no statistic); the other
-    ``n_total - nb[0]`` samples are added to ``nonfinite[0]``."""
-    n_a = count[0]
-    n_b = nb[0]
-    nonfinite[0] = nonfinite[0] + wp.int64(n_total - n_b)
-    n = n_a + n_b
-    if n_b > wp.float64(0.0):
-        w_b = n_b / n
-        for f in range(P):
-            merge_sums(f, n_a, n_b, w_b, sums[P + f], sums[f], shift[f], mean, m2)
-    for f in range(P):
-        shift[f] = mean[f]
-    count[0] = n
-    write_tables(0, n, P, 1, eps, 0, mean, m2, center_out, scale_out, offset_out)
+    """Launch over (M, P): ``out = clip((x - c) * s + o)`` with the tables of row ``r``'s
+    group ``gid[r % n_env]``; with ``pair`` also ``out2`` from ``x2``. ``out`` may be ``x``
+    and ``out2`` may be ``x2``."""
+    r, f = wp.tid()
+    j = int(gid[r % n_env]) * P + f
+    c = tab[0, j]
+    s = tab[1, j]
+    o = tab[2, j]
+    clip = wp.float32(ctl[2])
+    i = r * P + f
+    out[i] = clipped((x[i] - c) * s + o, clip)
+    if pair != 0:
+        out2[i] = clipped((x2[i] - c) * s + o, clip)
+
+
+@wp.kernel
+def returns_step(
+    reward: wp.array(dtype=wp.float32),
+    ctl: F64,
+    mode: int,
+    tick: I64,
+    ret: F64,
+    stamp_out: I64,
+):
+    """Launch over N: ``ret = ret * gamma + reward`` in float64; an updating call stamps a
+    return that is not finite."""
+    e = wp.tid()
+    r = ret[e] * ctl[3] + wp.float64(reward[e])
+    ret[e] = r
+    if updating(ctl, mode) and not wp.isfinite(r):
+        stamp_out[e] = tick[0]
+
+
+@wp.kernel
+def scale_rewards(
+    reward: wp.array(dtype=wp.float32),
+    done: wp.array(dtype=wp.bool),
+    gid: I64,
+    ctl: F64,
+    mode: int,
+    tab: TAB,
+    out: wp.array(dtype=wp.float32),
+    ret: F64,
+):
+    """Launch over N: ``out = clip(reward * s)`` with the env's group scale; then the return
+    is cleared (to +0) where ``done``, and, in an updating call, where it is not finite.
+    ``out`` may be ``reward``."""
+    e = wp.tid()
+    out[e] = clipped(reward[e] * tab[1, int(gid[e])], wp.float32(ctl[2]))
+    if done[e] or (updating(ctl, mode) and not wp.isfinite(ret[e])):
+        ret[e] = wp.float64(0.0)
+
+
+RESET_LANES = 64  # threads of a ``reset`` block on CUDA (Warp's CPU runs 1 per block)
+
+
+@wp.kernel
+def reset(
+    P: int,
+    order: I32,
+    lo: I32,
+    hi: I32,
+    grp: I32,
+    mask: wp.array(dtype=wp.bool),
+    use_mask: int,
+    groups: wp.array(dtype=wp.bool),
+    use_groups: int,
+    every: int,
+    clear_returns: int,
+    eps: wp.float64,
+    count: F64,
+    mean: F64,
+    m2: F64,
+    sent_count: F64,
+    sent_mean: F64,
+    sent_m2: F64,
+    pending: wp.array(dtype=wp.bool),
+    unsent: wp.array(dtype=wp.bool),
+    tab: TAB,
+    ret: F64,
+):
+    """Launch tiled over K + G blocks: the masked reset of the statistics. Block ``c < K``
+    is chunk ``c`` of a group's envs (``order[lo[c]:hi[c]]``): its lanes scan the envs
+    (RewardNorm: clearing the returns of the selected ones), agree through a block
+    maximum whether one is selected (``every``, masked, or in a selected group), and then
+    clear the group's features. Block ``K + g`` clears group ``g`` when ``every`` or
+    ``groups[g]`` (groups without envs too). Writers of a value write the same value (at
+    most one block per chunk of a group); other groups are not touched."""
+    row, lane = wp.tid()
+    nb = wp.block_dim()
+    K = lo.shape[0]
+    g = row - K
+    hit = int(0)
+    if row < K:
+        g = int(grp[row])
+        whole = every != 0 or (use_groups != 0 and groups[g])
+        for j in range(int(lo[row]) + lane, int(hi[row]), nb):
+            e = int(order[j])
+            if whole or (use_mask != 0 and mask[e]):
+                hit = 1
+                if clear_returns != 0:
+                    ret[e] = wp.float64(0.0)
+    elif every != 0 or (use_groups != 0 and groups[g]):
+        hit = 1
+    if wp.tile_max(wp.tile(hit))[0] != 0:
+        for f in range(lane, P, nb):
+            i = g * P + f
+            mean[i] = wp.float64(0.0)
+            m2[i] = wp.float64(0.0)
+            sent_mean[i] = wp.float64(0.0)
+            sent_m2[i] = wp.float64(0.0)
+            write_table(i, wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), eps, tab)
+        if lane == 0:
+            count[g] = wp.float64(0.0)
+            sent_count[g] = wp.float64(0.0)
+            pending[g] = True
+            unsent[g] = True
+
+
+@wp.kernel
+def clear_mask(mask: wp.array(dtype=wp.bool)):
+    """Launch over N: ``mask[e] = False``."""
+    mask[wp.tid()] = False

@@ -5,163 +5,116 @@ Statistics as in ``kernels/stats.py`` (float64, group ``g``, feature ``f`` of ``
 (``synced_*``, identical on every rank) and the live statistics as of the last pack
 (``sent_*``). A rank's row holds per group ``R = 2 P + 2`` float64 values: the count, means
 and M2 of the data since the last pack, and a reset flag. ``unsent`` / ``pending`` are bool
-(uint8) per group: a reset since the last pack / not yet applied to the baseline.
+per group: a reset since the last pack / not yet applied to the baseline.
 
-One thread per group walks its features and the ranks' rows in rank order, so every rank
-runs the same float operations on the same values and gets the same bits.
+One thread per group (a sync runs every few steps, not every step): it must read a group's
+counts before it rewrites them. Ranks' rows are folded in rank order with the one merge,
+``chan``, so every rank runs the same float operations on the same values: the same bits.
 """
 
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.index import thread_index
-from gpuparam.kernels.stats import write_tables
+from gpuparam.kernels.stats import F64, TAB, chan, unmerge, write_table
 
+wp.set_module_options({"fuse_fp": False})
 
-@wp.func
-def unmerge_into(
-    n: wp.float64,
-    mean: wp.float64,
-    m2: wp.float64,
-    n_a: wp.float64,
-    mean_a: wp.float64,
-    m2_a: wp.float64,
-) -> wp.vec2d:
-    """Mean and M2 of B given A∪B (``n``, ``mean``, ``m2``) and A; zeros where B is empty."""
-    n_b = n - n_a
-    out = wp.vec2d(wp.float64(0.0), wp.float64(0.0))
-    if n_b > wp.float64(0.0):
-        mean_b = mean_a + (mean - mean_a) * (n / n_b)
-        d = mean_b - mean_a
-        corr = d * d * (n_a * n_b / wp.max(n, wp.float64(1.0)))
-        out = wp.vec2d(mean_b, wp.max(m2 - m2_a - corr, wp.float64(0.0)))
-    return out
-
-
-@wp.func
-def merge_moments(
-    n_a: wp.float64,
-    mean_a: wp.float64,
-    m2_a: wp.float64,
-    w_b: wp.float64,
-    mean_b: wp.float64,
-    m2_b: wp.float64,
-) -> wp.vec2d:
-    """Mean and M2 of A∪B from A's (count ``n_a``) and B's, ``w_b = n_b / (n_a + n_b)``."""
-    d = mean_b - mean_a
-    return wp.vec2d(mean_a + d * w_b, m2_a + m2_b + d * d * n_a * w_b)
+BOOL = wp.array(dtype=wp.bool)
 
 
 @wp.kernel
 def exchange_pack(
     P: int,
-    count: wp.array(dtype=wp.float64),
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    sent_count: wp.array(dtype=wp.float64),
-    sent_mean: wp.array(dtype=wp.float64),
-    sent_m2: wp.array(dtype=wp.float64),
-    unsent: wp.array(dtype=wp.uint8),
-    out: wp.array(dtype=wp.float64),
+    count: F64,
+    mean: F64,
+    m2: F64,
+    sent_count: F64,
+    sent_mean: F64,
+    sent_m2: F64,
+    unsent: BOOL,
+    out: F64,
 ):
     """Launch over G: write the data since the last pack (live minus sent) and the reset
-    flag into ``out`` ``[G * R]``; sent := live, unsent := 0."""
-    g = thread_index(wp.tid())
+    flag into ``out`` ``[G * R]``; sent := live, unsent := False."""
+    g = wp.tid()
     R = 2 * P + 2
     n = count[g]
     n_a = sent_count[g]
     out[g * R] = n - n_a
     for f in range(P):
         i = g * P + f
-        b = unmerge_into(n, mean[i], m2[i], n_a, sent_mean[i], sent_m2[i])
-        out[g * R + 1 + f] = b[0]
-        out[g * R + 1 + P + f] = b[1]
+        b = unmerge(n, mean[i], m2[i], n_a, sent_mean[i], sent_m2[i])
+        out[g * R + 1 + f] = b[1]
+        out[g * R + 1 + P + f] = b[2]
         sent_mean[i] = mean[i]
         sent_m2[i] = m2[i]
-    out[g * R + R - 1] = wp.float64(unsent[g])
+    out[g * R + R - 1] = wp.where(unsent[g], wp.float64(1.0), wp.float64(0.0))
     sent_count[g] = n
-    unsent[g] = wp.uint8(0)
+    unsent[g] = False
 
 
 @wp.kernel
 def exchange_apply(
-    rows: wp.array(dtype=wp.float64),
+    rows: F64,
     stride: int,
     W: int,
     P: int,
-    count: wp.array(dtype=wp.float64),
-    mean: wp.array(dtype=wp.float64),
-    m2: wp.array(dtype=wp.float64),
-    synced_count: wp.array(dtype=wp.float64),
-    synced_mean: wp.array(dtype=wp.float64),
-    synced_m2: wp.array(dtype=wp.float64),
-    sent_count: wp.array(dtype=wp.float64),
-    sent_mean: wp.array(dtype=wp.float64),
-    sent_m2: wp.array(dtype=wp.float64),
-    unsent: wp.array(dtype=wp.uint8),
-    pending: wp.array(dtype=wp.uint8),
-    k: int,
+    count: F64,
+    mean: F64,
+    m2: F64,
+    synced_count: F64,
+    synced_mean: F64,
+    synced_m2: F64,
+    sent_count: F64,
+    sent_mean: F64,
+    sent_m2: F64,
+    unsent: BOOL,
+    pending: BOOL,
     eps: wp.float64,
-    center_out: wp.array(dtype=wp.float32),
-    scale_out: wp.array(dtype=wp.float32),
-    offset_out: wp.array(dtype=wp.float32),
+    tab: TAB,
 ):
-    """Launch over G: merge the W ranks' rows (rank ``r``'s value ``j`` at
-    ``rows[r * stride + j]``) into the baseline, dropping it first where any rank flagged a
-    reset: baseline' = baseline + sum over ranks (count-weighted means, M2 plus the
-    between-rank term around the merged mean). Live' = baseline' + this rank's data since
-    the pack (live minus sent), except for a group reset here since the pack, which keeps
-    only that data; sent' = baseline' there too; pending := unsent. Then rebuild the ``k``
-    float32 table rows of the group (``kernels/stats.py``; ``k = 0``: no tables)."""
-    g = thread_index(wp.tid())
+    """Launch over G: fold the W ranks' rows (rank ``r``'s value ``j`` at
+    ``rows[r * stride + j]``) in rank order into the baseline, dropping it first where any
+    rank flagged a reset. Live' = baseline' + this rank's data since the pack (live minus
+    sent), except for a group reset here since the pack, which keeps only that data;
+    sent' = baseline' there too; pending := unsent. Then rewrite the group's tables."""
+    g = wp.tid()
     R = 2 * P + 2
-    one = wp.float64(1.0)
-    n_t = wp.float64(0.0)
-    flag = wp.float64(0.0)
+    zero = wp.float64(0.0)
+    dropped = bool(False)
     for r in range(W):
-        n_t = n_t + rows[r * stride + g * R]
-        flag = flag + rows[r * stride + g * R + R - 1]
-    n_s = synced_count[g]
-    if flag > wp.float64(0.0):
-        n_s = wp.float64(0.0)
-    n_b = n_s + n_t  # the new baseline's count
-    w_t = n_t / wp.max(n_b, one)
+        if rows[r * stride + g * R + R - 1] != zero:
+            dropped = True
     n_l = count[g]
     n_sent = sent_count[g]
-    n_e = n_l - n_sent  # data since the pack
-    n = n_b + n_e
-    w_e = n_e / wp.max(n, one)
-    here = unsent[g] != wp.uint8(0)
+    here = unsent[g]
+    n_s = synced_count[g]
+    if dropped:
+        n_s = zero
+    n_new = n_s
     for f in range(P):
         i = g * P + f
-        mt = wp.float64(0.0)
+        base = wp.vec3d(n_s, zero, zero)
+        if not dropped:
+            base = wp.vec3d(n_s, synced_mean[i], synced_m2[i])
         for r in range(W):
-            mt = mt + rows[r * stride + g * R + 1 + f] * rows[r * stride + g * R]
-        mt = mt / wp.max(n_t, one)
-        m2t = wp.float64(0.0)
-        for r in range(W):
-            d = rows[r * stride + g * R + 1 + f] - mt
-            m2t = m2t + rows[r * stride + g * R + 1 + P + f] + d * d * rows[r * stride + g * R]
-        ms = wp.float64(0.0)
-        m2s = wp.float64(0.0)
-        if flag == wp.float64(0.0):
-            ms = synced_mean[i]
-            m2s = synced_m2[i]
-        b = merge_moments(n_s, ms, m2s, w_t, mt, m2t)
-        mb = b[0]
-        m2b = b[1]
-        e = unmerge_into(n_l, mean[i], m2[i], n_sent, sent_mean[i], sent_m2[i])
-        synced_mean[i] = mb
-        synced_m2[i] = m2b
+            k = r * stride + g * R
+            base = chan(base[0], base[1], base[2], rows[k], rows[k + 1 + f], rows[k + 1 + P + f])
+        own = unmerge(n_l, mean[i], m2[i], n_sent, sent_mean[i], sent_m2[i])
+        synced_mean[i] = base[1]
+        synced_m2[i] = base[2]
+        n_new = base[0]
         if not here:
-            live = merge_moments(n_b, mb, m2b, w_e, e[0], e[1])
-            mean[i] = live[0]
-            m2[i] = live[1]
-            sent_mean[i] = mb
-            sent_m2[i] = m2b
-    synced_count[g] = n_b
+            live = chan(base[0], base[1], base[2], own[0], own[1], own[2])
+            mean[i] = live[1]
+            m2[i] = live[2]
+            sent_mean[i] = base[1]
+            sent_m2[i] = base[2]
+    synced_count[g] = n_new
     if not here:
-        count[g] = n
-        sent_count[g] = n_b
-    pending[g] = unsent[g]
-    write_tables(g, count[g], P, k, eps, 0, mean, m2, center_out, scale_out, offset_out)
+        count[g] = n_new + (n_l - n_sent)
+        sent_count[g] = n_new
+    pending[g] = here
+    for f in range(P):
+        i = g * P + f
+        write_table(i, count[g], mean[i], m2[i], eps, tab)

@@ -150,7 +150,7 @@ def test_stepping_with_a_policy_output_keeps_no_graph_alive():
 
 
 def test_obsnorm_and_rewardnorm_accept_grad_inputs_without_keeping_them():
-    norm = gp.ObsNorm((4,), num_envs=6)  # the torch path: N does not fill 16-float vectors
+    norm = gp.ObsNorm((4,), num_envs=6)
     x = torch.randn(6, 4, requires_grad=True)
     y = norm(x * 2)
     assert not y.requires_grad and not norm.mean.requires_grad

@@ -131,3 +131,42 @@ def test_synced_normalization_equals_one_process_statistics(results):
     # when overlapped, up to step 100 when blocking
     applied = STEPS - EVERY if overlap else STEPS
     assert int(single["obs_synced_count"][0]) == applied * N
+
+
+# ---------------------------------------------------------------- mismatched targets
+def _mismatch_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=WORLD, timeout=datetime.timedelta(seconds=60))
+    try:
+        obs = gp.ObsNorm(4, num_envs=8)
+        obs(torch.randn(8, 4, generator=torch.Generator().manual_seed(rank)))
+        targets = [obs, gp.RewardNorm(num_envs=8)] if rank == 0 else [obs]
+        before = {k: getattr(obs, k).clone() for k in ("sent_count", "sent_mean", "count")}
+        out = {}
+        for name, call in (("schedule", lambda: gp.SyncSchedule(1, targets).step()),
+                           ("exchange", lambda: gp.distributed.exchange(targets))):
+            try:
+                call()
+                out[name] = None
+            except ValueError as e:
+                out[name] = str(e)
+        out["unchanged"] = all(torch.equal(v, getattr(obs, k)) for k, v in before.items())
+        obs.sync()  # the process group still works: a matching sync goes through
+        out["count"] = obs.count.clone()
+        torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_with_different_targets_all_get_the_same_value_error(tmp_path):
+    if not dist.is_available():
+        pytest.skip("torch.distributed not available")
+    mp.spawn(_mismatch_worker, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=WORLD,
+             join=True)
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD))
+    for key in ("schedule", "exchange"):
+        assert r0[key] is not None and r0[key] == r1[key], key  # the same error everywhere
+        assert "rank 0: 2 target(s)" in r0[key] and "rank 1: 1 target(s)" in r0[key]
+        assert "same targets" in r0[key]
+    assert r0["unchanged"] and r1["unchanged"]  # nothing packed before the check
+    assert r0["count"].item() == r1["count"].item() == 16

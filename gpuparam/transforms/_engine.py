@@ -1,89 +1,49 @@
-"""The hot path of the running-statistics modules: scratch, float32 tables, recorded launches.
+"""The device side of the running-statistics modules: envs listed by group, scratch, float32
+tables and recorded Warp launches (``kernels.stats``), the same on CPU and CUDA.
 
-An ``Engine`` is built once N is known (and again after the module moves or loads a
-checkpoint). It owns every per-step buffer, so a step allocates no tensor storage, and it
-runs the batch reduction as a few torch ops over ``[N, *shape]`` followed by one Warp launch
-(``kernels.stats``) that merges the batch into the float64 statistics and rewrites the
-float32 tables. Nothing here reads a device value on the host.
+An ``Engine`` is built for a module's buffers (again whenever one is replaced: ``.to()``, a
+checkpoint load, a copy). It lists each group's envs once (:class:`Layout`, the only place
+that reads a device value on the host), owns every per-step buffer, so a step allocates
+nothing, and replays launches recorded once (``Replay``), repointed at the caller's
+tensors when their addresses change.
 
-Every torch layout leaves envs whose sample holds NaN or inf out of the batch (their rows
-zeroed in the float64 scratch, the per-group batch counts computed on the device, see
-``_finite``) and adds them to the module's ``nonfinite`` counters; the fused kernels do the
-same in a second pass that runs only when the first pass's sums are not finite.
-
-On CPU each torch op costs a few microseconds whatever its size, and more right after an env
-step has flushed the caches, so the layouts below use as few ops as their numerics allow.
-``P`` is the numel of the per-env shape.
-
-- ``tiled`` (one group, float32 data: ``ObsNorm``): ``[N, *shape]`` is viewed as rows
-  ``[N // k, k * P]`` (k = 1 on CUDA) and the tables hold the group's row k times, so every
-  elementwise op broadcasts a row of up to 256 elements (a ``[N, 4] - [4]`` broadcast is
-  about 6x slower on CPU). The batch is copied to float64 (so nothing overflows, not even
-  ``(3e38 - -3e38)^2``); two passes: per-column sums give the batch mean ``c`` (the tables'
-  center, rounded to float32), then one sum over ``[d, d * d]`` with ``d = x - c``, which
-  the kernel folds into ``M2 = sum(d^2) - sum(d)^2 / N``. The output is ``(x - c) * s + b``
-  in float32.
-- ``single`` (one group, float64 ``[N]`` data: ``RewardNorm``): one pass in float64 around
-  the running mean (the first batch of an engine: around its own mean), both sums from one
-  ``mv`` of ``[d, 1]`` with ``d``. The relative error of M2 is about
-  ``1e-16 * (1 + (batch mean - running mean)^2 / batch var)``.
-- ``grouped`` (several groups): float64 segment sums (``index_add``), two passes; per-env
-  tables are gathered from the group tables after every change.
-- ``identity`` (``group_ids == arange(N)``): each env's sample is its own batch mean.
-
-``fused`` (Warp's CPU device, one group, ``N`` filling whole 16-float vectors): ``tiled``
-and ``single`` run as one launch per call instead (``kernels.stats_cpu``): a single thread
-reduces the batch in float64 around the running mean (the first env's values after a reset),
-merges it and writes the output, in SIMD lanes of 16 floats; k is then ``lcm(16, P) / P``.
-On CPU this is about 3x faster than the torch ops, which cost a few microseconds each
-whatever their size; on CUDA the torch reductions are the fast way.
+An update of ``N`` rows of ``P`` values: ``flag_rows`` (ObsNorm) or ``returns_step``
+(RewardNorm) reads the data once, ``partial`` once more (each thread reduces up to 32 rows
+of one feature), a ``combine`` per tree level folds 32 partials per thread, ``merge`` folds
+a group's last (at most 32) partials into its statistics; the normalization reads the data
+a last time. No pass over the data is in float64, and the float64 scratch is the partials:
+16 bytes per chunk and feature (count and stamp counts aside), so about ``16 / 32`` bytes
+per value at the first level (16 when every env is its own group), plus an int64 stamp
+per row. Launches per update: 3 up to 1024 envs per group, one more per factor of 32.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 
+import numpy as np
 import torch
 import warp as wp
 
-from gpuparam._device import Replay, init_warp, record, wp_device
+from gpuparam._device import Replay, init_warp, record, stream_for, wp_device
 from gpuparam.kernels import stats as K
-from gpuparam.kernels import stats_cpu as KC
-from gpuparam.transforms._finite import FiniteMask
-from gpuparam.transforms._moments import F64
+from gpuparam.kernels import stats_sync as KS
 
-ROW = 256  # widest row of the tiled layout on CPU (tests set 1 to run CUDA's layout)
-FUSED = True  # one-launch CPU kernels where they apply (tests set False for the torch path)
-# the fused launches are repointed per call (Replay.rebindable, Warp's public
-# Launch.set_param_at_index): a Warp without it takes the torch path
-_CAN_REBIND = hasattr(getattr(wp, "Launch", None), "set_param_at_index")
+F64 = torch.float64
+MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mode``
+
+
+CHUNK = 32  # items a thread folds, at every level of the tree
+RESET_CHUNK = 1024  # envs a ``reset`` block scans (``kernels.stats.RESET_LANES`` lanes)
 
 
 def _wp(t: torch.Tensor) -> wp.array:
     return wp.from_torch(t.view(-1))
 
 
-def _wp16(t: torch.Tensor, dtype=KC.vec16) -> wp.array:
-    """``t`` (contiguous, numel a multiple of 16) as an array of 16-lane vectors."""
-    if t.dtype == torch.bool:
-        t = t.view(torch.uint8)
-    return wp.from_torch(t.view(-1, 16), dtype=dtype)
-
-
-def _ptr16(t: torch.Tensor, dtype=KC.vec16) -> wp.array:
-    """Like ``_wp16`` but not holding ``t``: for a launch argument repointed at every call
-    (``Replay.set_tensors`` compares data pointers), so no caller tensor is kept alive."""
-    return wp.array(ptr=t.data_ptr(), dtype=dtype, shape=(t.numel() // 16,),
-                    device=wp_device(t.device))
-
-
-def _ptr16b(t: torch.Tensor) -> wp.array:
-    return _ptr16(t, KC.vec16b)
-
-
 def _ptr(t: torch.Tensor, dtype=wp.float32) -> wp.array:
-    """``_ptr16`` for the scalar kernels: a flat array over ``t``, not holding it."""
+    """A flat array over ``t``'s memory that does not hold ``t``: for launch arguments
+    repointed at every call (``Replay.set_tensors`` compares data pointers)."""
     return wp.array(ptr=t.data_ptr(), dtype=dtype, shape=(t.numel(),),
                     device=wp_device(t.device))
 
@@ -92,307 +52,315 @@ def _ptrb(t: torch.Tensor) -> wp.array:
     return _ptr(t, wp.bool)
 
 
-class Engine:
-    """Per-step state of one ``GroupedRunningStats`` bound to N envs.
+def _ptr64(t: torch.Tensor) -> wp.array:
+    return _ptr(t, wp.float64)
+
+
+def _rows(t: torch.Tensor) -> wp.array:
+    """``t`` float64 ``[W, S]`` (rows ``stride(0)`` apart, unit inner stride) as a flat
+    array from ``t[0, 0]``, not holding ``t``."""
+    extent = (t.shape[0] - 1) * t.stride(0) + t.shape[1]
+    return wp.array(ptr=t.data_ptr(), dtype=wp.float64, shape=(extent,),
+                    device=wp_device(t.device))
+
+
+class Level:
+    """One level of the tree: chunks of at most ``CHUNK`` items of one group. Chunk ``c``
+    covers items ``lo[c] .. hi[c] - 1`` (level 0: positions in ``order``) of group
+    ``grp[c]``; group ``g`` owns chunks ``first[g] .. first[g + 1] - 1`` (int32 on the
+    device; ``wp``: the same as Warp arrays)."""
+
+    def __init__(self, counts: np.ndarray, start: np.ndarray, device: torch.device,
+                 size: int = CHUNK):
+        per = -(-counts // size)
+        first = np.concatenate([[0], np.cumsum(per)])
+        self.K = int(first[-1])
+        grp = np.repeat(np.arange(len(counts)), per)
+        lo = start[grp] + (np.arange(self.K) - first[grp]) * size
+        hi = np.minimum(lo + size, start[grp] + counts[grp])
+        self.per, self.first_np = per, first
+        self.t = [torch.as_tensor(a.astype(np.int32)).to(device) for a in (lo, hi, grp, first)]
+        self.wp = [_wp(a) for a in self.t]
+
+
+class Layout:
+    """``n`` rows listed by group (``order``, int32 on the device), the tree of chunks
+    over them (``levels``) and the larger chunks ``reset`` scans (``resets``), built from
+    the group sizes (host ints).
 
     Args:
-        m: the module: its ``count``, ``mean``, ``m2`` and ``group_ids`` buffers are bound.
-        data64: the module's own float64 data buffer ``[N, *shape]`` (``RewardNorm``'s
-            returns), or ``None`` to allocate one if the layout needs it (``ObsNorm``).
-        f32: the module reduces float32 batches, so one group uses ``tiled``.
-        env_mean: also gather per-env centers in the ``grouped`` layout (``RewardNorm``
-            only scales).
+        gid: long ``[n]`` group of each row on ``device``, or ``None`` for one group.
+        G: number of groups. n: rows. device: torch device.
 
-    Tables (float32, on the device): ``center``, ``scale``, ``offset``, broadcasting against
-    :meth:`view` of a batch; ``scale_flat`` is ``scale`` as ``[1]`` or ``[N]`` (``P == 1``).
+    With groups, reads their sizes on the host (bind time only).
     """
 
-    def __init__(self, m, data64: torch.Tensor | None, f32: bool, env_mean: bool):
+    def __init__(self, gid: torch.Tensor | None, G: int, n: int, device: torch.device):
+        if gid is None:
+            order, counts = torch.arange(n, device=device), np.array([n] * G)
+        else:
+            order = torch.argsort(gid, stable=True)
+            counts = torch.bincount(gid, minlength=G).cpu().numpy()  # host-ok: bind time
+        self.order = order.to(torch.int32)
+        self.resets = Level(counts, np.cumsum(counts) - counts, device, RESET_CHUNK)
+        self.levels = [Level(counts, np.cumsum(counts) - counts, device)]
+        while self.levels[-1].per.max(initial=0) > CHUNK:
+            below = self.levels[-1]
+            self.levels.append(Level(below.per, below.first_np[:-1], device))
+        self.K = self.levels[0].K
+
+
+class Scratch:
+    """Per-update float64 moments of every level's chunks (``B`` slices at level 0) and a
+    stamp per row (int64, 0: never stamped)."""
+
+    def __init__(self, B: int, L: Layout, P: int, rows: int, device: torch.device):
+        f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
+        self.parts = []
+        for i, lev in enumerate(L.levels):
+            k = lev.K * (B if i == 0 else 1)
+            t = (torch.zeros(k, **f64), torch.zeros(k, **i64), torch.zeros(k * P, **f64),
+                 torch.zeros(k * P, **f64))
+            self.parts.append([_wp(a) for a in t])
+        self.stamp = torch.zeros(max(rows, 1), **i64)
+
+
+class Engine:
+    """Device state of one ``GroupedRunningStats`` (bound to N envs, or not yet: N = 0).
+
+    Attributes: ``tab`` float32 ``[3, G * P]`` (center, scale, offset per group and
+    feature), ``layout`` (the envs by group), ``full_shape`` ``(N, *shape)``.
+    """
+
+    def __init__(self, m):
         init_warp()
-        dev, G, S, gid = m.device, m.num_groups, m.shape, m.group_ids
-        n, P = gid.shape[0], math.prod(S)
-        self.n, self.P, self.device, self.full_shape = n, P, dev, (n, *S)
-        z, z64 = dict(device=dev), dict(dtype=F64, device=dev)
-        identity = G == n and torch.equal(gid, torch.arange(n, device=dev))  # host-ok: setup
-        if f32 and G == 1:
-            self.layout = "tiled"
-        elif G == 1 and P == 1 and data64 is not None:  # (N = 1 too: one group)
-            self.layout = "single"
-        elif identity:
-            self.layout = "identity"
-        else:
-            self.layout = "grouped"
-        k = 1
-        k16 = 16 // math.gcd(P, 16)  # envs per whole number of 16-float vectors
-        self.fused = (
-            FUSED and _CAN_REBIND and ROW > 1 and dev.type == "cpu"
-            and self.layout in ("tiled", "single")
-        )
-        # whole 16-float vectors: the SIMD kernels; otherwise their scalar versions (_any)
-        self.lanes16 = n % k16 == 0
-        self._cmds: dict[tuple, Replay] = {}  # fused launches per flags, repointed per call
-        self.last = None  # (launch, data pointers) of the last fused call
-        if self.layout == "tiled" and self.fused:
-            k = k16 if self.lanes16 else 1
-        elif self.layout == "tiled" and dev.type == "cpu":
-            while 2 * k * P <= ROW and n % (2 * k) == 0:
-                k *= 2
-        self.k, W, eps = k, k * P, wp.float64(m.eps)
-        self.tab = torch.zeros(3, G * W, **z)  # float32 centers, scales, offsets
-        stats = [_wp(m.count), _wp(m.mean), _wp(m.m2)]
-        tabs = [_wp(self.tab[0]), _wp(self.tab[1]), _wp(self.tab[2])]
-        self._refresh = record(K.refresh, G, [P, k, eps, *stats, *tabs], dev)
-        self.center, self.scale, self.offset = (t.view(G, W) for t in self.tab)
-        self._gid, self._gather, self._views = gid, (), {}
-        if self.layout == "tiled" and self.fused and not self.lanes16:
-            self.placeholder = torch.zeros(n * P, **z)
-            self.feat = torch.zeros(2 * P, **z64)
-            self._fused_args = [P, k, wp.float64(n), eps, *stats, *tabs, _wp(self.feat),
-                                _wp(m.nonfinite)]
-        elif self.layout == "tiled" and self.fused:
-            Q = W // 16
-            self.acc = torch.zeros(3 * Q, 16, **z64)  # batch sums of d and d * d, the shift
-            self.placeholder = torch.zeros(n * P, **z)  # what the fused launch is recorded with
-            self.feat = torch.zeros(2 * P, **z64)
-            self._fused_args = [
-                P, Q, wp.float64(n), eps, *stats,
-                *(_wp16(t) for t in self.tab), *tabs, _wp16(self.acc, KC.vec16d), _wp(self.feat),
-                _wp(m.nonfinite),
-            ]
-        else:
-            self.fin = FiniteMask(n, P, dev)  # NaN / inf samples: left out and counted
-            self._nonfinite = m.nonfinite
-            nb = _wp(self.fin.nb)
-        if self.layout == "tiled" and not self.fused:  # float64 sums: nothing overflows
-            self.x64 = torch.zeros(n // k, W, **z64)
-            self.col_sum = torch.zeros(W, **z64)
-            self.dsq = torch.zeros(2, n // k, W, **z64)  # d = x - center, d * d
-            self.d, self.dd = self.dsq[0], self.dsq[1]
-            self.sums = torch.zeros(2, W, **z64)
-            self.center64 = torch.zeros(1, W, **z64)  # the centers in float64 (no promotion)
-            args = [_wp(self.col_sum), nb, P, k, _wp(m.mean), tabs[0], _wp(self.center64)]
-            self._center = record(K.batch_center64, 1, args, dev)
-            args = [_wp(self.sums), nb, wp.float64(n), P, k, eps, *stats, *tabs,
-                    _wp(m.nonfinite)]
-            self._merge = record(K.merge_shifted_n, 1, args, dev)
-        elif self.layout == "single":
-            self.data64, self.primed = data64, False
-            self.shift = torch.zeros(1, **z64)  # the running mean, kept through resets
-            if self.fused:  # shift by the running mean (a loaded one too), from the start
-                self.shift.copy_(m.mean.reshape(1))
-                self._fused_args = [wp.float64(n), eps, _wp(self.shift), *stats, *tabs,
-                                    _wp(m.nonfinite)]
-                self.r32 = torch.zeros(n, **z)  # placeholders the fused launch is recorded with
-                self.d8 = torch.zeros(n, dtype=torch.bool, device=dev)  # (reward/out, done)
-            else:
-                self.dm = torch.ones(2, n, **z64)  # [d = x - shift, 1]: one mv sums d^2, d
-                self.d, self.sums = self.dm[0], torch.zeros(2, **z64)
-                args = [_wp(self.sums), nb, wp.float64(n), 1, eps, _wp(self.shift), *stats,
-                        *tabs, _wp(m.nonfinite)]
-                self._merge = record(K.merge_shifted64, 1, args, dev)
-        elif self.layout in ("grouped", "identity"):
-            self.data64 = torch.zeros(n, *S, **z64) if data64 is None else data64
-            self.bcount = torch.zeros(G, **z64)  # finite samples per group, per batch
-            self.bdiv = torch.ones(G, **z64).view(G, *([1] * len(S)))  # bcount, empty: 1
-            self.bmean = self.data64 if identity else torch.zeros(G, *S, **z64)
-            self.bm2, self.zeros = torch.zeros(G, *S, **z64), torch.zeros(G, *S, **z64)
-            self.zeros_g = torch.zeros(G, **z64)
-            self.resid = torch.zeros(n, *S, **z64)  # x - its group's batch mean
-            batch = [_wp(self.bcount), _wp(self.bmean), _wp(self.bm2)]
-            self._merge = record(K.merge, G, [*batch, P, k, eps, *stats, *tabs], dev)
-            if self.layout == "grouped":
-                self.scale = torch.zeros(n, P, **z)
-                self._gather = ((self.tab[1].view(G, P), self.scale),)
-                if env_mean:
-                    self.center = torch.zeros(n, P, **z)
-                    self._gather += ((self.tab[0].view(G, P), self.center),)
-        self.scale_flat = self.scale.view(-1)
+        dev, G, P, n = m.device, m.num_groups, math.prod(m.shape), m.num_envs or 0
+        self.device, self.G, self.P, self.n, self.full_shape = dev, G, P, n, (n, *m.shape)
+        self.eps = wp.float64(m.eps)
+        gid = m.group_ids
+        self.layout = Layout(None if gid is None or G == 1 else gid, G, n, dev)
+        self.scratch = Scratch(1, self.layout, P, n, dev)
+        self.gid = gid if gid is not None else torch.zeros(1, dtype=torch.int64, device=dev)
+        self.n_mod = n if gid is not None else 1  # row r normalizes with group gid[r % n_mod]
+        self.tab = torch.zeros(3, G * P, dtype=torch.float32, device=dev)
+        self.n_old = torch.zeros(G, dtype=F64, device=dev)
+        self.tick = torch.ones(1, dtype=torch.int64, device=dev)
+        self.none_b = torch.zeros(max(n, G, 1), dtype=torch.bool, device=dev)  # unused masks
+        self.none32 = wp.empty(0, dtype=wp.float32, device=wp_device(dev))  # unused data
+        self.none64 = wp.empty(0, dtype=wp.float64, device=wp_device(dev))
+        names = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2",
+                 "sent_count", "sent_mean", "sent_m2", "reset_unsent", "reset_pending",
+                 "nonfinite", "flags")
+        self.a = {k: _wp(getattr(m, k)) for k in names}
+        ret = getattr(m, "returns", None)
+        self.has_returns = ret is not None
+        self.ret = _wp(ret if ret is not None else torch.zeros(1, dtype=F64, device=dev))
+        self.wtab = wp.from_torch(self.tab)
+        self._cmds: dict[tuple, Replay] = {}
+        self._rows_layout: tuple[int, Layout] | None = None
         self.refresh()
 
+    # ------------------------------------------------------------------ launch helpers
+    def _cmd(self, key: tuple, make) -> Replay:
+        c = self._cmds.get(key)
+        if c is None:
+            c = self._cmds[key] = make()
+        return c
+
+    def _run(self, key: tuple, make, tensors: tuple, stream) -> None:
+        c = self._cmd(key, make)
+        c.set_tensors(tensors)
+        c.launch(stream)
+
+    def _tree(self, x32: wp.array, x64: wp.array, n_env: int, L: Layout, s: Scratch,
+              B: int, mode: int, P: int) -> list[tuple]:
+        """``(kernel, dim, args)`` of the reduction of ``B`` slices of ``n_env`` rows
+        (``x32`` or ``x64``) over layout ``L``: ``partial``, a ``combine`` per level above
+        the first, ``merge``."""
+        a, lv, pt = self.a, L.levels, s.parts
+        t, flags = _wp(self.tick), a["flags"]
+        out = [(K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
+                                         mode, t, _wp(s.stamp), a["count"], _wp(self.n_old),
+                                         *pt[0]])]
+        for i in range(1, len(lv)):
+            args = [P, B if i == 1 else 1, lv[i - 1].K, *lv[i].wp[:2], *pt[i - 1], flags, mode,
+                    *pt[i]]
+            out.append((K.combine, (lv[i].K, P), args))
+        top = len(lv) - 1
+        out.append((K.merge, (self.G, P), [
+            P, B if top == 0 else 1, lv[top].K, lv[top].wp[3], *pt[top], _wp(self.n_old), flags,
+            mode, self.eps, a["count"], a["mean"], a["m2"], a["nonfinite"], t, self.wtab]))
+        return out
+
+    def _run_tree(self, kind: str, x32, x64, rebind: tuple, mode: int, stream) -> None:
+        """The recorded launches of ``_tree`` for the env batch (argument 0 or 1, the data,
+        repointed at ``rebind``'s tensor when given)."""
+        specs = None
+        for i in range(len(self.layout.levels) + 1):
+            def make(i=i):
+                nonlocal specs
+                specs = specs or self._tree(x32, x64, self.n, self.layout, self.scratch, 1,
+                                            mode, self.P)
+                c = record(*specs[i], self.device)
+                return c.rebindable((0, _ptr)) if (i == 0 and rebind) else c
+            self._run((kind, i, mode), make, rebind if i == 0 else (), stream)
+
+    def _normalize_args(self, x, out, x2, out2, pair: bool, gid, n_mod: int) -> list:
+        return [x, out, x2, out2, int(pair), self.P, n_mod, _wp(gid), self.a["flags"],
+                self.wtab]
+
+    # ------------------------------------------------------------------ env batches
     def matches(self, t, dtype: torch.dtype) -> bool:
-        """The hot-path check: ``t`` is a ``dtype`` tensor ``[N, *shape]`` on the device."""
-        return (
-            type(t) is torch.Tensor
-            and t.dtype == dtype
-            and t.shape == self.full_shape
-            and t.device == self.device
-        )
+        """``t`` is a contiguous ``dtype`` tensor ``[N, *shape]`` on the device."""
+        return (type(t) is torch.Tensor and t.dtype == dtype and t.shape == self.full_shape
+                and t.device == self.device and t.is_contiguous())
 
-    def view(self, t: torch.Tensor, as_bytes: bool = False) -> torch.Tensor:
-        """``t`` ``[N, *shape]`` (contiguous) viewed as the rows the tables broadcast over,
-        or (``as_bytes``) a bool tensor viewed as uint8.
+    def update(self, x: torch.Tensor, mode: int, stream) -> None:
+        """Merge the float32 env batch ``x`` (contiguous ``[N, *shape]``) into the
+        statistics when ``mode`` says so (``flag_rows``, then ``_tree``: three launches up
+        to 1024 envs per group, one more per 32 times more); rows with a NaN or inf are left
+        out and counted."""
+        s, n, P, dev = self.scratch, self.n, self.P, self.device
 
-        Views are cached (a wrapper passes the same env buffers every step, and making a view
-        costs about 1 us of host time) for as long as their tensor lives, at most 8."""
-        key = (id(t), as_bytes)
-        hit = self._views.get(key)
-        if hit is not None and hit[0]() is t and hit[1] == t.data_ptr():
-            return hit[2]
-        v = t.view(torch.uint8) if as_bytes else t.view(self.n // self.k, self.k * self.P)
-        v = v.detach()  # shares the storage without holding ``t``: its death evicts ``v``
-        views = self._views
-        if len(views) >= 8:
-            views.clear()
-        gone = weakref.ref(t, lambda _, key=key, views=views: views.pop(key, None))
-        views[key] = (gone, t.data_ptr(), v)
-        return v
+        def flag():
+            args = [_ptr(x), P, self.a["flags"], mode, _wp(self.tick), _wp(s.stamp)]
+            return record(K.flag_rows, (n, P), args, dev).rebindable((0, _ptr))
+
+        self._run(("flag", mode), flag, (x,), stream)
+        self._run_tree("obs", _ptr(x), self.none64, (x,), mode, stream)
+
+    def normalize(self, x, out, x2, out2, stream) -> None:
+        """``out = normalize(x)`` and, unless ``x2`` is None, ``out2 = normalize(x2)``: one
+        launch (all float32 contiguous ``[N, *shape]``)."""
+        pair = x2 is not None
+        t = (x, out, x2, out2) if pair else (x, out, x, out)
+
+        def make():
+            args = self._normalize_args(*(_ptr(v) for v in t), pair, self.gid, self.n_mod)
+            return record(K.normalize, (self.n, self.P), args, self.device).rebindable(
+                (0, _ptr), (1, _ptr), (2, _ptr), (3, _ptr))
+
+        self._run(("normalize", pair), make, t, stream)
+
+    def reward(self, reward, done, out, mode: int, stream) -> None:
+        """RewardNorm's step (four launches up to 1024 envs per group): advance the returns
+        with ``reward``, merge them in (``mode``), write ``out`` and clear the returns where
+        ``done`` (``reward``, ``out`` float32, ``done`` bool, all contiguous ``[N]``)."""
+        s, n, dev, a = self.scratch, self.n, self.device, self.a
+
+        def ret():
+            args = [_ptr(reward), a["flags"], mode, _wp(self.tick), self.ret, _wp(s.stamp)]
+            return record(K.returns_step, n, args, dev).rebindable((0, _ptr))
+
+        def scale():
+            args = [_ptr(reward), _ptrb(done), _wp(self.gid), a["flags"], mode, self.wtab,
+                    _ptr(out), self.ret]
+            return record(K.scale_rewards, n, args, dev).rebindable((0, _ptr), (1, _ptrb),
+                                                                    (6, _ptr))
+
+        self._run(("returns", mode), ret, (reward,), stream)
+        self._run_tree("ret", self.none32, self.ret, (), mode, stream)
+        self._run(("scale", mode), scale, (reward, done, out), stream)
+
+    # ------------------------------------------------------------------ resets, tables
+    def reset(self, mask: torch.Tensor | None, groups: torch.Tensor | None, stream) -> None:
+        """Clear the groups holding a ``mask``-ed env (bool ``[N]``) or selected by
+        ``groups`` (bool ``[G]``); both None: all. One launch (RewardNorm: the returns of the
+        selected envs too)."""
+        L, a, dev = self.layout, self.a, self.device
+        um, ug = mask is not None, groups is not None
+        t = (mask if um else self.none_b, groups if ug else self.none_b)
+
+        def make():
+            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptrb(t[0]), int(um),
+                    _ptrb(t[1]), int(ug),
+                    int(not (um or ug)), int(self.has_returns), self.eps,
+                    *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
+                                     "reset_pending", "reset_unsent")), self.wtab, self.ret]
+            cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
+                                  device=wp_device(dev),
+                                  block_dim=K.RESET_LANES, record_cmd=True)
+            return Replay(cmd, dev).rebindable((5, _ptrb), (7, _ptrb))
+
+        self._run(("reset", um, ug), make, t, stream)
 
     def refresh(self) -> None:
-        """Rewrite the tables after the statistics changed outside an update."""
-        self._refresh()
-        self._gather_tables()
+        """Rewrite the tables from the statistics (after they changed outside an update)."""
+        a = self.a
+        self._run(("refresh",), lambda: record(K.refresh, (self.G, self.P), [
+            self.P, self.eps, a["count"], a["mean"], a["m2"], self.wtab], self.device), (),
+            stream_for(self.device))
 
-    def _gather_tables(self) -> None:
-        for src, dst in self._gather:
-            torch.index_select(src, 0, self._gid, out=dst)
+    # ------------------------------------------------------------------ exchange
+    def pack(self, out: torch.Tensor) -> None:
+        """``kernels.stats_sync.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
+        a = self.a
 
-    def normalize(self, x: torch.Tensor, out: torch.Tensor, updated: bool) -> None:
-        """``out = (x - mean) * scale`` per env (``x``, ``out`` contiguous ``[N, *shape]``);
-        ``updated``: ``x`` is the batch the last :meth:`update_f32` reduced."""
-        xr, o = self.view(x), self.view(out)
-        if self.layout != "tiled":
-            torch.sub(xr, self.center, out=o)
-            o.mul_(self.scale)
-            return
-        d = torch.sub(xr, self.center, out=o)
-        torch.addcmul(self.offset, d, self.scale, out=o)
+        def make():
+            args = [self.P, *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean",
+                                             "sent_m2", "reset_unsent")), _ptr64(out)]
+            return record(KS.exchange_pack, self.G, args, self.device).rebindable((8, _ptr64))
 
-    def update_f32(self, x: torch.Tensor) -> None:
-        """Merge the float32 batch ``x`` (contiguous ``[N, *shape]``) in (``tiled``), in
-        float64 around the batch mean of its finite samples (NaN / inf ones counted)."""
-        x64, d = self.x64, self.d
-        x64.copy_(self.view(x))
-        bad = self.fin.apply(x64)
-        torch.sum(x64, 0, out=self.col_sum)
-        self._center()
-        torch.sub(x64, self.center64, out=d)  # the kernel wrote the centers in float64 too
-        d.view(self.n, self.P).masked_fill_(bad, 0.0)
-        torch.mul(d, d, out=self.dd)
-        torch.sum(self.dsq, 1, out=self.sums)
-        self._merge()  # also counts the samples left out
+        self._run(("pack",), make, (out,), stream_for(self.device))
 
-    def _run(self, flags: tuple, make, tensors: tuple) -> None:
-        """Run the fused launch recorded for ``flags`` (made once by ``make()`` over the
-        engine's own buffers) with its array arguments pointed at ``tensors``: no tensor is
-        kept, nothing is recorded per call."""
-        cmd = self._cmds.get(flags)
-        if cmd is None:
-            cmd = self._cmds[flags] = make()
-        cmd.set_tensors(tensors)
-        cmd()
-        self.last = cmd
+    def apply(self, rows: torch.Tensor) -> None:
+        """``kernels.stats_sync.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
+        unit inner stride); rewrites the tables."""
+        a, W, stride = self.a, rows.shape[0], rows.stride(0)
 
-    def obs_fused(self, x, out, x2, out2, update: bool, clip: float | None) -> None:
-        """``fused`` ``tiled``: with ``update`` merge ``x`` in, then write ``out`` from ``x``
-        and (unless ``x2`` is None) ``out2`` from ``x2`` in one launch; all four contiguous
-        float32 ``[N, *shape]`` (``out`` may be ``x``)."""
-        pair = x2 is not None
+        def make():
+            args = [_rows(rows), stride, W, self.P, *(a[k] for k in NAMES), self.eps, self.wtab]
+            return record(KS.exchange_apply, self.G, args, self.device).rebindable((0, _rows))
 
-        def make_any() -> Replay:
-            a = self._fused_args
-            ph = _wp(self.placeholder)
-            args = [ph, ph, ph, ph, int(pair), int(update), *a[:4],
-                    wp.float32(clip or 0.0), *a[4:]]
-            return record(KC.obs_step_any, 1, args, self.device).rebindable(
-                (0, _ptr), (1, _ptr), (2, _ptr), (3, _ptr)
-            )
+        self._run(("apply", W, stride), make, (rows,), stream_for(self.device))
 
-        def make() -> Replay:
-            if not self.lanes16:
-                return make_any()
-            a = self._fused_args
-            ph = _wp16(self.placeholder)  # set_data points these at the caller's tensors
-            args = [ph, ph, ph, ph, int(pair), int(update), *a[:4],
-                    wp.float32(clip or 0.0), *a[4:]]
-            return record(KC.obs_step, 1, args, self.device).rebindable(
-                (0, _ptr16), (1, _ptr16), (2, _ptr16), (3, _ptr16)
-            )
-
-        tensors = (x, out, x2, out2) if pair else (x, out, x, out)
-        self._run(("obs", pair, update, clip), make, tensors)
-
-    def reward_fused(self, reward, done, out, gamma: float, update: bool,
-                     clip: float | None) -> None:
-        """``fused`` ``single``: advance the returns in ``data64`` with ``reward``, merge them
-        in (``update``), write ``out = reward * scale`` and clear the returns where ``done``,
-        in one launch (``reward``, ``out`` float32 and ``done`` bool ``[N]``, contiguous)."""
-
-        def make() -> Replay:
-            a = self._fused_args
-            if not self.lanes16:
-                args = [_wp(self.r32), _wp(self.d8), _wp(self.data64), _wp(self.r32),
-                        wp.float64(gamma), int(update), a[0], a[1], wp.float32(clip or 0.0),
-                        *a[2:]]
-                return record(KC.reward_step_any, 1, args, self.device).rebindable(
-                    (0, _ptr), (1, _ptrb), (3, _ptr)
-                )
-            args = [_wp16(self.r32), _wp16(self.d8, KC.vec16b), _wp16(self.data64, KC.vec16d),
-                    _wp16(self.r32), wp.float64(gamma), int(update), a[0], a[1],
-                    wp.float32(clip or 0.0), *a[2:]]
-            return record(KC.reward_step, 1, args, self.device).rebindable(
-                (0, _ptr16), (1, _ptr16b), (3, _ptr16)
-            )
-
-        self._run(("reward", gamma, update, clip), make, (reward, done, out))
-
-    def update_f64(self) -> None:
-        """Merge the float64 batch in ``data64`` in (``single``, ``grouped``, ``identity``)."""
-        x, gid, fin = self.data64, self._gid, self.fin
-        bad = fin.apply(x)  # NaN / inf samples (returns: cleared) left out, counted below
-        if self.layout == "single":
-            if not self.primed:  # the first batch: around its own (finite) mean
-                torch.sum(x, 0, keepdim=True, out=self.shift)
-                self.shift.div_(fin.nb.clamp(min=1.0))
-                self.primed = True
-            torch.sub(x, self.shift, out=self.d)
-            self.d.masked_fill_(bad.view(-1), 0.0)
-            torch.mv(self.dm, self.d, out=self.sums)
-        else:
-            torch.index_add(self.zeros_g, 0, gid, fin.good64, out=self.bcount)
-            torch.clamp(self.bcount, min=1.0, out=self.bdiv.view(-1))
-        if self.layout == "grouped":
-            torch.index_add(self.zeros, 0, gid, x, out=self.bmean)
-            torch.div(self.bmean, self.bdiv, out=self.bmean)
-            torch.index_select(self.bmean, 0, gid, out=self.resid)
-            torch.sub(x, self.resid, out=self.resid).square_()
-            self.resid.view(self.n, self.P).masked_fill_(bad, 0.0)
-            torch.index_add(self.zeros, 0, gid, self.resid, out=self.bm2)
-        self._merge()
-        if self.layout != "single":  # (the single merge counts them itself)
-            fin.count(self._nonfinite, gid)
-        self._gather_tables()
+    # ------------------------------------------------------------------ any batch shape
+    def batch(self, x: torch.Tensor, update: bool, out: torch.Tensor | None) -> torch.Tensor:
+        """Learner side: ``x`` float32 contiguous ``[M, *shape]``, rows of one group
+        (G = 1) or ``M // N`` slices of the N envs: merge it in (``update``), then normalize
+        it into ``out`` (or a new tensor). The same kernels as the env path, with scratch
+        allocated per call."""
+        M, P, dev, G = x.shape[0], self.P, self.device, self.G
+        stream = stream_for(dev)
+        out = torch.empty(x.shape, dtype=torch.float32, device=dev) if out is None else out
+        xw = _wp(x)
+        if update:
+            if G == 1:
+                if self._rows_layout is None or self._rows_layout[0] != M:
+                    self._rows_layout = (M, Layout(None, 1, M, dev))
+                L, B, n_env = self._rows_layout[1], 1, M
+            else:
+                L, B, n_env = self.layout, M // self.n, self.n
+            s = Scratch(B, L, P, M, dev)
+            launch = dict(device=wp_device(dev), stream=stream)
+            wp.launch(K.flag_rows, (M, P), [xw, P, self.a["flags"], 1, _wp(self.tick),
+                                            _wp(s.stamp)], **launch)
+            for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1, P):
+                wp.launch(kernel, dim, args, **launch)
+        gid, n_mod = (self.gid, self.n_mod) if G > 1 else (self.gid[:1], 1)
+        args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)
+        wp.launch(K.normalize, (M, P), args, device=wp_device(dev), stream=stream)
+        return out
 
 
-# tensors engines bind
-_BOUND = frozenset({"count", "mean", "m2", "group_ids", "returns", "nonfinite"})
+NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
+         "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
+
+# buffers an engine binds: replacing one drops the engine
+_BOUND = frozenset({*NAMES, "nonfinite", "flags", "group_ids", "returns"})
 
 
 class EngineOwner:
-    """The module side of an ``Engine`` (mixed into ``GroupedRunningStats``, before
+    """The module side of an ``Engine`` (mixed into ``GroupedRunningStats`` before
     ``nn.Module``): builds it when first needed and drops it whenever a bound tensor may have
     been replaced (buffer assignment, ``.to()`` and friends, checkpoint loading, copies)."""
 
-    _f32_data = False  # ObsNorm: float32 batches, reduced in the ``tiled`` layout for G = 1
-    _env_mean_table = True  # RewardNorm only scales: no per-env mean table
-
-    def _engine_data(self) -> torch.Tensor | None:
-        """Subclass hook: the module's own float64 data buffer ``[N, *shape]``, if any."""
-        return None
-
-    def _eng(self, refresh: bool = False) -> Engine:
-        """The engine (built, which fills the tables, if there is none); ``refresh``
-        rewrites the tables of an existing one."""
-        e = self._engine
+    def _eng(self) -> Engine:
+        """The engine (built, which fills the tables, if there is none)."""
+        e = self.__dict__.get("_engine")
         if e is None:
-            args = (self._engine_data(), self._f32_data, self._env_mean_table)
-            e = self._engine = Engine(self, *args)
-            self._engine_extra(e)
-        elif refresh:
-            e.refresh()
+            e = self._engine = Engine(self)
         return e
-
-    def _engine_extra(self, e: Engine) -> None:
-        """Subclass hook: add per-step scratch to a new engine."""
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
@@ -409,13 +377,8 @@ class EngineOwner:
         engine's buffers is stale once this changes (``replay_key``)."""
         return self.__dict__.get("_engine_gen", 0)
 
-    def _refresh(self) -> None:
-        """Rewrite the float32 tables; empty groups normalize with mean 0, var 1."""
-        if self.group_ids is not None:
-            self._eng(refresh=True)
-
     def _apply(self, fn, recurse=True):
-        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes (float64) stay."""
+        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes stay."""
         before = dict(self._buffers)
         super()._apply(fn, recurse)
         for name, old in before.items():
@@ -423,7 +386,6 @@ class EngineOwner:
             if old is not None and new is not None and new.dtype != old.dtype:
                 self._buffers[name] = old.to(new.device)
         self._engine = None
-        self._refresh()
         return self
 
     def __getstate__(self):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 
-from gpuparam.transforms._engine import Engine
-from gpuparam.transforms._moments import F64, merge_moments
+from gpuparam._device import stream_for
+from gpuparam.transforms._engine import MODES, Engine
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -38,26 +37,27 @@ class ObsNorm(GroupedRunningStats):
     ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0.
 
     Precision: the statistics are float64 and merged with Chan et al.'s formula. Each batch
-    is reduced in float64, so no float32 value overflows it: with one group on CUDA (and on
-    CPU when N does not fill whole 16-float vectors) around the batch mean, on CPU otherwise
-    around the running mean (the first env's values after a reset), in one Warp launch that
-    also writes the output.
+    is reduced in float64 chunks of envs, each around its own first value, so no float32
+    value overflows it and a far mean costs no precision; the output is computed in float32
+    from tables that keep ``(x - mean) * scale`` exact to float32 rounding.
 
     Non-finite input: an env whose sample holds a NaN or inf is left out of its group's
     statistics for that batch and counted in ``nonfinite`` (int64 ``[G]`` on the device,
     persistent, not cleared by ``reset_stats``); its output is NaN or inf, so the caller
-    sees it; every other env is normalized with the statistics of the finite samples. The
-    same on every path, with device work only.
+    sees it; every other env is normalized with the statistics of the finite samples.
 
-    ``forward`` and ``normalize`` never synchronize with the host; their ``[N, *shape]``
-    scratch is allocated once, when N is known.
+    ``forward`` and ``normalize`` never synchronize with the host; on the ``[N, *shape]``
+    env batch they are Warp launches only (an update is three, the normalization one) over
+    scratch allocated once, when N is known. ``train()``/``eval()``, ``freeze()`` and
+    ``clip`` are device flags those launches read: changing them never re-records a step.
 
-    Learner side: ``forward`` and ``normalize`` also take any other leading batch shape, e.g.
-    a minibatch ``[64, *shape]`` or a rollout ``[T, N, *shape]`` (with several groups the
-    last leading dimension must be N, so each row finds its env's group). Such batches are
-    normalized in float64 torch ops from the float64 statistics (equal to the env path up to
-    float32 rounding), and merged into them only when asked: ``forward(x, train=True)``, the
-    keyword skrl's preprocessor call passes (``train=False`` only normalizes).
+    Learner side: ``forward(x, train=...)`` and ``normalize`` also take any other leading
+    batch shape, e.g. a minibatch ``[64, *shape]`` or a rollout ``[T, N, *shape]`` (with
+    several groups the last leading dimension must be N, so each row finds its env's group),
+    through the same kernels (allocating scratch per call). Such a batch is merged in only
+    when asked: ``forward(x, train=True)``, the keyword skrl's preprocessor call passes
+    (``train=False`` only normalizes); ``forward(x)`` without ``train`` takes the env batch
+    only, so a batch of the wrong size is an error, not a silent update.
     """
 
     def __init__(
@@ -83,8 +83,6 @@ class ObsNorm(GroupedRunningStats):
             device=device,
         )
 
-    _f32_data = True
-
     def _want(self) -> str:
         """The expected ``[N, *shape]`` as text, e.g. ``(8, 3)`` or ``(N, 3)``."""
         n = self.num_envs
@@ -101,7 +99,9 @@ class ObsNorm(GroupedRunningStats):
         if x.device != self.device:
             raise ValueError(f"{name}: {what} expected device {self.device}, got {x.device}")
 
-    def _check(self, x: torch.Tensor, what: str) -> None:
+    def _check(self, x: torch.Tensor, what: str, learner: bool = False) -> None:
+        """Raise unless ``x`` is the float32 env batch; ``learner``: say how to pass
+        another batch shape."""
         name, S, n, want = type(self).__name__, self.shape, self.num_envs, self._want()
         self._check_tensor(x, what, want)
         if (
@@ -110,7 +110,10 @@ class ObsNorm(GroupedRunningStats):
             or x.shape[0] == 0
             or (n is not None and x.shape[0] != n)
         ):
-            raise ValueError(f"{name}: {what} expected shape {want}, got {tuple(x.shape)}")
+            hint = (" (the env batch; pass train=True or train=False, or call normalize, "
+                    "for a learner batch of another shape)") if learner else ""
+            raise ValueError(f"{name}: {what} expected shape {want}{hint}, "
+                             f"got {tuple(x.shape)}")
 
     def _is_env_batch(self, x) -> bool:
         """Whether ``x`` is (or may become, while N is unknown) the ``[N, *shape]`` batch."""
@@ -124,27 +127,23 @@ class ObsNorm(GroupedRunningStats):
     ) -> tuple[Engine | None, torch.Tensor]:
         """Validate, fix N; return the engine and ``x`` contiguous (a copy only if it is not),
         or ``(None, x)`` when ``x`` is not an ``[N, *shape]`` batch (see :meth:`forward`)."""
-        e, f32 = self._engine, torch.float32
-        if e is None or not (
-            e.matches(x, f32) and (out is None or (e.matches(out, f32) and out.is_contiguous()))
-        ):
-            if not self._is_env_batch(x):
-                return None, x
-            self._check(x, "x")  # raises the precise error, or passes on the first call
-            if out is not None:
-                self._check(out, "out")
-                if not out.is_contiguous():
-                    raise ValueError("ObsNorm: out expected a contiguous tensor")
-            self._ensure_bound(x.shape[0])
-            e = self._eng()
-        return e, x.detach().contiguous()  # the statistics never join an autograd graph
+        e, f32 = self.__dict__.get("_engine"), torch.float32
+        if e is not None and e.matches(x, f32) and (out is None or e.matches(out, f32)):
+            return e, x
+        if not self._is_env_batch(x):
+            return None, x
+        self._check(x, "x")  # raises the precise error, or passes on the first call
+        if out is not None:
+            self._check(out, "out")
+            if not out.is_contiguous():
+                raise ValueError("ObsNorm: out expected a contiguous tensor")
+        self._ensure_bound(x.shape[0])
+        return self._eng(), x.detach().contiguous()
 
-    def _update_flag(self, train: bool | None) -> bool:
-        if train is None:
-            return self.training and not self._frozen
-        if not isinstance(train, bool):
+    def _mode(self, train: bool | None) -> int:
+        if train is not None and not isinstance(train, bool):
             raise ValueError(f"ObsNorm: train expected a bool or None, got {train!r}")
-        return train and not self._frozen
+        return MODES[train]
 
     def forward(
         self, x: torch.Tensor, out: torch.Tensor | None = None, *, train: bool | None = None
@@ -153,67 +152,75 @@ class ObsNorm(GroupedRunningStats):
 
         Args:
             x: float32 tensor on the module's device: ``[N, *shape]`` (the env batch, the
-                hot path), or any leading batch shape (see :meth:`normalize_batch`):
+                hot path), or, with ``train`` given, any leading batch shape:
                 ``[*B, *shape]`` with one group, ``[*B, N, *shape]`` with several.
             out: optional float32 tensor of ``x``'s shape on the device to write into (may
                 be ``x`` itself); otherwise a new tensor is returned.
-            train: ``None`` updates in training mode unless frozen; ``True`` updates unless
-                frozen (whatever the mode); ``False`` only normalizes. skrl's preprocessor
-                call passes it.
+            train: ``None`` updates in training mode unless frozen (env batches only);
+                ``True`` updates unless frozen (whatever the mode); ``False`` only
+                normalizes. skrl's preprocessor call passes it.
 
         Returns:
             float32 tensor of ``x``'s shape on the device.
         """
-        updated = self._update_flag(train)
-        e, x = self._prepare(x, out)
-        if e is None:
-            return self._forward_batch(x, out, updated)
-        if e.fused:
-            return self._fused(e, x, out, updated)
-        if updated:
-            if e.layout == "tiled":
-                e.update_f32(x)
-            else:
-                e.data64.copy_(x)
-                e.update_f64()
-        return self._normalize(e, x, out, updated)
+        mode = self._mode(train)
+        if not self._is_env_batch(x):
+            if train is None:
+                self._check(x, "x", learner=True)
+            return self._forward_batch(x, out, mode == 1 and not self._frozen)
+        out = torch.empty(x.shape, device=x.device) if out is None else out
+        self._launch(x, out, None, None, mode, stream_for(self.device))
+        return out
 
     def normalize(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Normalize ``x`` without touching the statistics; arguments as in :meth:`forward`
         (any leading batch shape, e.g. a learner's minibatch ``[64, *shape]``)."""
-        e, x = self._prepare(x, out)
-        if e is None:
-            return self._forward_batch(x, out, False)
-        if e.fused:
-            return self._fused(e, x, out, False)
-        return self._normalize(e, x, out, False)
+        return self.forward(x, out, train=False)
 
     def forward_pair(
-        self, x: torch.Tensor, out: torch.Tensor, x2: torch.Tensor, out2: torch.Tensor
+        self,
+        x: torch.Tensor,
+        out: torch.Tensor,
+        x2: torch.Tensor | None = None,
+        out2: torch.Tensor | None = None,
+        *,
+        train: bool | None = None,
+        stream=None,
     ) -> None:
-        """``forward(x, out=out)`` then ``normalize(x2, out=out2)`` with the same statistics,
-        in one launch on CPU (what ``TransformedEnv`` does with ``final_observation`` and
-        ``observation``). All four float32 ``[N, *shape]`` on the device; ``out`` and
-        ``out2`` contiguous; ``out`` may be ``x`` and ``out2`` may be ``x2``, but ``out``
-        must not be ``x2``."""
-        if out is None or out2 is None:
+        """``forward(x, out=out, train=train)`` then ``normalize(x2, out=out2)`` with the same
+        statistics, the normalization of both in one launch (what ``TransformedEnv`` does
+        with ``final_observation`` and ``observation``).
+
+        Args:
+            x, out: float32 ``[N, *shape]`` on the device, ``out`` contiguous (may be ``x``).
+            x2, out2: the same, or None; ``out2`` may be ``x2``, ``out`` must not be ``x2``.
+            train: as in :meth:`forward` (``None``: update in training mode unless frozen).
+            stream: the ``wp.Stream`` to launch on (None: torch's current stream; on CPU
+                there is none).
+        """
+        if out is None or (x2 is not None and out2 is None):
             raise ValueError("ObsNorm.forward_pair: expected output tensors out and out2, got None")
+        mode = self._mode(train)
+        self._launch(x, out, x2, out2, mode, stream_for(self.device) if stream is None else stream)
+
+    def _launch(self, x, out, x2, out2, mode: int, stream) -> None:
+        """The env path on ``stream``: validate, update from ``x`` (``mode``, see
+        ``kernels.stats``), normalize ``x`` into ``out`` and, unless ``x2`` is None,
+        ``x2`` into ``out2``: Warp launches only (``TransformedEnv``'s stage)."""
         e, x = self._prepare(x, out)
         if e is None:
             self._check(x, "x")
-        e2, x2 = self._prepare(x2, out2)
-        if e2 is None:
-            self._check(x2, "x2")
-        if not e.fused:
-            self(x, out=out)
-            self.normalize(x2, out=out2)
-            return
-        e.obs_fused(x, out, x2, out2, self.training and not self._frozen, self.clip)
+        if x2 is not None:
+            e2, x2 = self._prepare(x2, out2)
+            if e2 is None:
+                self._check(x2, "x2")
+        if mode:
+            e.update(x, mode, stream)
+        e.normalize(x, out, x2, out2, stream)
 
     # ------------------------------------------------------------------ any batch shape
-    def _check_batch(self, x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-        """Validate a batch of another leading shape; return the group of each of its
-        ``[M, prod(shape)]`` rows, long ``[M]``."""
+    def _check_batch(self, x: torch.Tensor, out: torch.Tensor | None) -> None:
+        """Validate a batch of another leading shape."""
         name, S, G, n = type(self).__name__, self.shape, self.num_groups, self.num_envs
         dims = ", ".join(map(str, S))
         want = f"(*batch, {dims})" if G == 1 else f"(*batch, {'N' if n is None else n}, {dims})"
@@ -230,48 +237,17 @@ class ObsNorm(GroupedRunningStats):
             if out.shape != x.shape:
                 raise ValueError(f"{name}: out expected shape {tuple(x.shape)} (that of x), "
                                  f"got {tuple(out.shape)}")
-        m = x.numel() // max(1, math.prod(S))
-        if G == 1:
-            return torch.zeros(m, dtype=torch.int64, device=x.device)
-        return self.group_ids.expand(*lead).reshape(m)
 
     def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
         """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
-        into the statistics (``update``), then normalize it, in float64 torch ops (each call
-        allocates; not the env's hot path)."""
-        gid = self._check_batch(x, out)
-        G, m = self.num_groups, gid.shape[0]
-        xf = x.reshape(m, -1).to(F64)
-        mean, m2 = self.mean.view(G, -1), self.m2.view(G, -1)
-        if update:
-            n_b = torch.zeros(G, dtype=F64, device=x.device)
-            n_b.index_add_(0, gid, torch.ones(m, dtype=F64, device=x.device))
-            mean_b = torch.zeros_like(mean).index_add_(0, gid, xf) / n_b.clamp(min=1.0)[:, None]
-            d = xf - mean_b[gid]
-            m2_b = torch.zeros_like(m2).index_add_(0, gid, d * d)
-            merge_moments(self.count, mean, m2, n_b, mean_b, m2_b, inplace=True)
-            self._refresh()
-        empty = (self.count == 0)[:, None]
-        mu = torch.where(empty, 0.0, mean)
-        var = torch.where(empty, 1.0, m2 / self.count.clamp(min=1.0)[:, None])
-        y = ((xf - mu[gid]) * torch.rsqrt(var + self.eps)[gid]).to(torch.float32)
-        if self.clip is not None:
-            y.clamp_(-self.clip, self.clip)
-        y = y.view(x.shape)
+        into the statistics (``update``), then normalize it (the env path's kernels, with
+        scratch allocated per call; not the env's hot path)."""
+        self._check_batch(x, out)
+        rows = x.detach().reshape(-1, *self.shape).contiguous()
+        direct = out is not None and out.is_contiguous()
+        y = self._eng().batch(rows, update, out.view(rows.shape) if direct else None)
         if out is None:
-            return y
-        out.copy_(y)
-        return out
-
-    def _fused(self, e: Engine, x: torch.Tensor, out, update: bool) -> torch.Tensor:
-        """One launch: merge ``x`` in (``update``) and normalize it into ``out``."""
-        out = torch.empty(x.shape, device=x.device) if out is None else out
-        e.obs_fused(x, out, None, None, update, self.clip)
-        return out
-
-    def _normalize(self, e: Engine, x: torch.Tensor, out, updated: bool) -> torch.Tensor:
-        out = torch.empty(x.shape, device=x.device) if out is None else out
-        e.normalize(x, out, updated)
-        if self.clip is not None:
-            out.clamp_(-self.clip, self.clip)
+            return y.view(x.shape)
+        if not direct:
+            out.copy_(y.view(x.shape))
         return out

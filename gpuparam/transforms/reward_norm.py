@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import torch
 
 from gpuparam._checks import check_mask
-from gpuparam.transforms._engine import Engine
-from gpuparam.transforms._moments import F64
+from gpuparam._device import stream_for
+from gpuparam.transforms._engine import F64
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -34,6 +34,10 @@ class RewardNorm(GroupedRunningStats):
     Right after a reset a group's scale comes from the current batch (one env per group:
     var 0, so the first reward after a reset maps to ``r / sqrt(eps)`` unless clipped; use
     ``clip``); a group with count 0 scales by ``1 / sqrt(1 + eps)``.
+
+    ``forward`` is four Warp launches and never synchronizes with the host; ``gamma``,
+    ``clip``, ``train()``/``eval()`` and ``freeze()`` are device flags those launches read,
+    so changing one never re-records a captured step.
     """
 
     def __init__(
@@ -48,8 +52,6 @@ class RewardNorm(GroupedRunningStats):
         reset_on: Sequence[str] = (),
         device: str | torch.device | None = None,
     ):
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"RewardNorm: gamma must be in [0, 1], got {gamma}")
         super().__init__(
             (),
             group_ids=group_ids,
@@ -60,25 +62,12 @@ class RewardNorm(GroupedRunningStats):
             reset_on=reset_on,
             device=device,
         )
-        self.gamma = float(gamma)
+        self.gamma = gamma  # validated; a device flag the kernels read
 
-    _env_mean_table = False
     per_env_buffers = ("returns",)
 
     def _bind_extra(self, n: int) -> None:
         self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
-
-    def _engine_data(self) -> torch.Tensor | None:
-        return self.returns
-
-    def _engine_extra(self, e: Engine) -> None:
-        if e.fused:  # the fused launch needs none of the scratch below
-            return
-        i64 = dict(dtype=torch.int64, device=e.device)
-        e.r64 = torch.zeros(e.n, dtype=F64, device=e.device)  # the reward in float64
-        e.keep = torch.zeros(e.n, **i64)  # bit mask: 0 where done, all ones elsewhere
-        e.minus_one = torch.full((), -1, **i64)
-        e.ret_bits = e.data64.view(torch.int64)
 
     def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
         n, dev = self.num_envs, self.device
@@ -96,7 +85,8 @@ class RewardNorm(GroupedRunningStats):
             )
 
     def forward(
-        self, reward: torch.Tensor, done: torch.Tensor, out: torch.Tensor | None = None
+        self, reward: torch.Tensor, done: torch.Tensor, out: torch.Tensor | None = None, *,
+        stream=None,
     ) -> torch.Tensor:
         """Scale ``reward`` and advance the discounted returns.
 
@@ -105,37 +95,24 @@ class RewardNorm(GroupedRunningStats):
             done: bool tensor ``[N]`` on the device (terminated or truncated): the return of
                 these envs is cleared after this reward.
             out: optional float32 tensor ``[N]`` to write into (may be ``reward``).
+            stream: the ``wp.Stream`` to launch on (None: torch's current stream; on CPU
+                there is none).
 
         Returns:
             float32 tensor ``[N]`` on the device.
         """
-        e = self._engine
+        e, f32 = self.__dict__.get("_engine"), torch.float32
         if e is None or not (
-            e.matches(reward, torch.float32)
+            e.matches(reward, f32)
             and e.matches(done, torch.bool)
-            and (out is None or (e.matches(out, torch.float32) and out.is_contiguous()))
+            and (out is None or e.matches(out, f32))
         ):
             self._check_all(reward, done, out)
             self._ensure_bound(reward.shape[0])
             e = self._eng()
-        reward = reward.detach()  # the returns never join an autograd graph
-        if e.fused:
-            out = torch.empty(reward.shape, device=reward.device) if out is None else out
-            update = self.training and not self._frozen
-            e.reward_fused(reward, done.contiguous(), out, self.gamma, update, self.clip)
-            return out
-        ret = e.data64
-        torch.add(e.r64.copy_(reward), ret, alpha=self.gamma, out=ret)  # ret * gamma + reward
-        if self.training and not self._frozen:
-            e.update_f64()
+            reward, done = reward.detach().contiguous(), done.contiguous()
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
-        torch.mul(reward, e.scale_flat, out=out)
-        if self.clip is not None:
-            out.clamp_(-self.clip, self.clip)
-        # returns[done] = 0 without branches (where / masked_fill_ mispredict on CPU): AND
-        # the bits with a mask that is 0 where done; exact, even for inf and nan
-        e.keep.copy_(e.view(done, as_bytes=True)).add_(e.minus_one)
-        e.ret_bits.bitwise_and_(e.keep)
+        e.reward(reward, done, out, 2, stream_for(self.device) if stream is None else stream)
         return out
 
     def _check_all(self, reward, done, out) -> None:
@@ -166,20 +143,6 @@ class RewardNorm(GroupedRunningStats):
         check_mask(mask, n, self.device, "RewardNorm: mask")
         self._ensure_bound(n)
         self.returns.masked_fill_(mask, 0.0)
-
-    def _after_reset(self, mask: torch.Tensor | None, groups_hit: torch.Tensor | None) -> None:
-        """``reset_stats`` also clears the returns of masked envs and of envs in ``groups``."""
-        if self.num_envs is None:
-            return
-        if mask is None and groups_hit is None:
-            self.returns.zero_()
-            return
-        env = torch.zeros_like(self.returns, dtype=torch.bool)
-        if mask is not None:
-            env |= mask
-        if groups_hit is not None:
-            env |= groups_hit[self.group_ids]
-        self.returns.masked_fill_(env, 0.0)
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, " + super().extra_repr()

@@ -1,11 +1,12 @@
 """Per-group running count / mean / M2 on the device, merged with Chan et al.'s formula.
 
 Counts, means and M2 (sum of squared deviations) are float64 and stay float64 whatever
-``.to(dtype)`` does to the module. Each batch is reduced per group around its mean (or, for
-one group of float64 data, around the running mean), never as ``E[x^2] - E[x]^2``, and merged
-by the parallel-variance formula in one Warp launch, so data like 10000, 10001, 10002 keeps
-its std and counts stay exact past 2**24 (up to 2**53); ``_engine`` gives the precision of
-each layout. The same launch rewrites the float32 tables the hot path normalizes with.
+``.to(dtype)`` does to the module. Each batch is reduced in float64 chunks of envs, each
+around its own first value (never as ``E[x^2] - E[x]^2``), and the chunks are merged by the
+parallel-variance formula (``kernels.stats``), so data like 10000, 10001, 10002 keeps its
+std and counts stay exact past 2**24 (up to 2**53). The merge also rewrites the float32
+tables the normalization reads. Every setting a kernel reads (training, frozen, clip,
+gamma) is a device value (``flags``), so changing one never changes a recorded step.
 """
 
 from __future__ import annotations
@@ -20,24 +21,30 @@ import torch.distributed as dist
 from torch import nn
 
 from gpuparam._checks import check_mask
+from gpuparam._device import stream_for
 from gpuparam.distributed import exchange
 from gpuparam.files import load_state, save_state
-from gpuparam.transforms import _exchange
-from gpuparam.transforms._engine import EngineOwner
+from gpuparam.kernels.stats import CLIP, FROZEN, GAMMA, TRAINING
+from gpuparam.transforms._engine import F64, EngineOwner
 from gpuparam.transforms._groups import check_group_ids, groups_to_mask
-from gpuparam.transforms._moments import (
-    F64,
-    col,
-    merge_moments,
-    unmerge_moments,
-)
 from gpuparam.transforms._stats_state import check_stats_state
 
-__all__ = ["F64", "GroupedRunningStats", "merge_moments", "unmerge_moments"]
+__all__ = ["F64", "GroupedRunningStats"]
 
 
 def _is_real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _setting(name: str, key: str, value):
+    """A validated setting: ``clip`` None or a number > 0, ``gamma`` a number in [0, 1]."""
+    if key == "clip" and not (value is None or (_is_real(value) and value > 0)):
+        raise ValueError(f"{name}: clip must be > 0 or None (a number), got {value!r}")
+    if key == "gamma" and not (_is_real(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"{name}: gamma must be in [0, 1], got {value}")
+    if key in ("training", "_frozen"):
+        return bool(value)
+    return value if value is None else float(value)
 
 
 def check_shape(name: str, shape) -> tuple[int, ...]:
@@ -66,7 +73,9 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     inf; per rank, never reset);
     ``group_ids`` long ``[N]`` (absent until N is known). Not saved (per rank, for
     overlapped syncs): ``sent_count`` / ``sent_mean`` / ``sent_m2`` (the statistics as of the
-    last exchange pack) and ``reset_unsent`` bool ``[G]``. Subclasses add ``forward``.
+    last exchange pack) and ``reset_unsent`` bool ``[G]``; ``flags`` float64 ``[4]``: the
+    settings the kernels read (training, frozen, clip or 0, gamma), written by their
+    setters. Subclasses add ``forward``.
 
     ``N`` is taken from ``group_ids``, else ``num_envs``, else the first batch, mask or
     :meth:`attach` that shows it.
@@ -87,13 +96,12 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         super().__init__()
         name = type(self).__name__
         shape = check_shape(name, shape)
-        if clip is not None and not (_is_real(clip) and clip > 0):
-            raise ValueError(f"{name}: clip must be > 0 or None (a number), got {clip!r}")
+        _setting(name, "clip", clip)
         if not (_is_real(eps) and 0 < eps < math.inf):
             raise ValueError(f"{name}: eps must be > 0 and finite (a number), got {eps!r}")
         if isinstance(reset_on, str):
             reset_on = (reset_on,)
-        self.shape, self.clip, self.eps = shape, clip, float(eps)
+        self.shape, self.eps = shape, float(eps)
         self.reset_on: tuple[str, ...] = tuple(reset_on)
         if device is None:
             device = group_ids.device if isinstance(group_ids, torch.Tensor) else "cpu"
@@ -114,7 +122,9 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         self.exchange_epoch = 0
         self.register_buffer("nonfinite", torch.zeros(G, dtype=torch.int64, device=dev))
         self.register_buffer("group_ids", None)
-        self._frozen, self._detach, self._engine = False, None, None
+        self.register_buffer("flags", torch.zeros(4, dtype=F64, device=dev), persistent=False)
+        self._detach, self._engine = None, None
+        self.training, self._frozen, self.clip = self.training, False, clip  # -> flags
         if group_ids is not None:
             self._bind(group_ids.shape[0], group_ids)
         elif num_envs is not None:
@@ -128,7 +138,6 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         self.group_ids = group_ids.clone()
         self._bind_extra(n)
         self._engine = None
-        self._refresh()
 
     def _bind_extra(self, n: int) -> None:
         """Subclass hook: allocate per-env buffers once N is known."""
@@ -151,7 +160,7 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     @property
     def var(self) -> torch.Tensor:
         """Population variance, float64 ``[G, *shape]`` on the device (0 for empty groups)."""
-        return self.m2 / col(self.count.clamp(min=1.0), self.m2)
+        return self.m2 / self.count.clamp(min=1.0).view(-1, *([1] * len(self.shape)))
 
     @property
     def std(self) -> torch.Tensor:
@@ -159,6 +168,17 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         return self.var.sqrt()
 
     # ------------------------------------------------------------------ modes
+    _FLAG_SLOTS = {"training": TRAINING, "_frozen": FROZEN, "clip": CLIP, "gamma": GAMMA}
+
+    def __setattr__(self, name, value):
+        slot = self._FLAG_SLOTS.get(name)
+        if slot is not None:  # validated, then a host -> device store (outside any replay)
+            value = _setting(type(self).__name__, name, value)
+        super().__setattr__(name, value)
+        flags = self.__dict__.get("_buffers", {}).get("flags")
+        if slot is not None and flags is not None:
+            flags[slot] = float(value or 0.0)
+
     @property
     def frozen(self) -> bool:
         """True after :meth:`freeze`: ``forward`` normalizes without updating."""
@@ -179,21 +199,11 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         return self.training and not self._frozen
 
     def replay_key(self) -> tuple:
-        """The host-side settings a recorded (captured) call depends on: training,
-        frozen, clip, gamma (RewardNorm) and which device buffers are bound
-        (``engine_generation``). A captured step is redone when this changes
-        (``gp.TransformedEnv``)."""
-        # (checked before every captured step: ``__dict__.get``, not ``getattr`` with a
-        # default, which costs nn.Module's __getattr__ and an exception where there is none)
-        return (self.training, self._frozen, self.clip, self.__dict__.get("gamma"),
-                self.engine_generation)
-
-    @property
-    def warp_only(self) -> bool:
-        """True when the last call ran as one recorded Warp launch (the fused CPU path)
-        and so replays inside a Warp CPU graph."""
-        e = self._engine
-        return e is not None and e.fused and e.last is not None
+        """What a recorded (captured) call depends on that is not a device value: which
+        buffers are bound (``engine_generation``: a new engine after ``.to()``, a checkpoint
+        load, a replaced buffer). Training, frozen, clip and gamma are device flags the
+        kernels read, so toggling them keeps the key (``gp.TransformedEnv``)."""
+        return (self.engine_generation,)
 
     def frozen_copy(self) -> GroupedRunningStats:
         """A frozen deep copy (same device, detached from any env's ``on_change``)."""
@@ -206,7 +216,8 @@ class GroupedRunningStats(EngineOwner, nn.Module):
 
     # ------------------------------------------------------------------ masked reset
     def reset_stats(
-        self, mask: torch.Tensor | None = None, *, groups: torch.Tensor | None = None
+        self, mask: torch.Tensor | None = None, *, groups: torch.Tensor | None = None,
+        stream=None,
     ) -> None:
         """Reset the statistics of every group holding a masked env and/or listed in groups.
 
@@ -215,37 +226,30 @@ class GroupedRunningStats(EngineOwner, nn.Module):
             groups: bool tensor ``[G]`` or long tensor ``[K]`` of group indices, on the
                 device, or ``None``. The long form checks its range on the host (a sync);
                 the bool and mask forms never synchronize.
+            stream: the ``wp.Stream`` to launch on (None: torch's current stream; on CPU
+                there is none).
 
-        With both ``None`` every group is reset. Other groups stay bit-identical.
+        With both ``None`` every group is reset. Other groups stay bit-identical. One Warp
+        launch over the chunks of envs and the groups (``kernels.stats.reset``; RewardNorm
+        also clears the returns of the masked envs and of the envs in ``groups``).
         """
+        mask, gh = self._check_reset(mask, groups)
+        self._eng().reset(mask, gh, stream_for(self.device) if stream is None else stream)
+
+    def _check_reset(self, mask, groups) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Validate ``reset_stats``' arguments (binding N to the mask's); returns the mask
+        and the groups as bool ``[G]`` (contiguous), or None."""
         name = type(self).__name__
-        G, dev = self.num_groups, self.device
         if mask is not None:
             n = self.num_envs
             if n is None:  # N not known yet: a valid bool [K] mask fixes it
                 n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-            check_mask(mask, n, dev, f"{name}.reset_stats: mask")
+            check_mask(mask, n, self.device, f"{name}.reset_stats: mask")
             self._ensure_bound(n)
-        gh = None if groups is None else groups_to_mask(name, groups, G, dev)
-        if mask is None and gh is None:
-            hit = torch.ones(G, dtype=torch.bool, device=dev)
-        else:
-            hit = torch.zeros(G, dtype=torch.bool, device=dev) if gh is None else gh.clone()
-            if mask is not None:
-                per_group = torch.zeros(G, dtype=torch.int32, device=dev)
-                hit |= per_group.index_add_(0, self.group_ids, mask.to(torch.int32)) > 0
-        hv = col(hit, self.mean)
-        for prefix in ("", "sent_"):  # the shared baseline drops it at the next exchange
-            getattr(self, prefix + "count").masked_fill_(hit, 0.0)
-            getattr(self, prefix + "mean").masked_fill_(hv, 0.0)
-            getattr(self, prefix + "m2").masked_fill_(hv, 0.0)
-        self.reset_pending |= hit
-        self.reset_unsent |= hit
-        self._after_reset(mask, gh)
-        self._refresh()
-
-    def _after_reset(self, mask: torch.Tensor | None, groups_hit: torch.Tensor | None) -> None:
-        """Subclass hook: clear per-env state after :meth:`reset_stats`."""
+            mask = mask.contiguous()  # (a copy only if it is not)
+        if groups is not None:
+            groups = groups_to_mask(name, groups, self.num_groups, self.device).contiguous()
+        return mask, groups
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
@@ -255,14 +259,7 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         Raises ``KeyError`` listing the valid names if a ``reset_on`` name is unknown, and
         ``ValueError`` if ``env.num_envs`` or ``env.device`` disagree with the module.
         """
-        name, names = type(self).__name__, tuple(env.params.names)
-        unknown = [r for r in self.reset_on if r not in names]
-        if unknown:
-            raise KeyError(f"{name}: reset_on names {unknown} unknown; valid names: {names}")
-        if torch.empty(0, device=env.device).device != self.device:
-            raise ValueError(f"{name}: env device {env.device} != module device {self.device}")
-        if self.num_envs not in (None, int(env.num_envs)):
-            raise ValueError(f"{name}: env.num_envs={env.num_envs} != num_envs={self.num_envs}")
+        self.check_env(env)
         self._ensure_bound(int(env.num_envs))
         if self._detach is not None:
             self._detach()
@@ -271,6 +268,19 @@ class GroupedRunningStats(EngineOwner, nn.Module):
             remove = env.params.on_change(self.on_param_change)
             self._detach = remove if callable(remove) else None
         return self
+
+    def check_env(self, env, *, device: bool = True) -> None:
+        """Raise unless this module fits ``env``: ``KeyError`` listing the valid names if a
+        ``reset_on`` name is unknown; ``ValueError`` if ``env.num_envs`` or (``device``)
+        ``env.device`` disagree with the module. Changes nothing."""
+        name, names = type(self).__name__, tuple(env.params.names)
+        unknown = [r for r in self.reset_on if r not in names]
+        if unknown:
+            raise KeyError(f"{name}: reset_on names {unknown} unknown; valid names: {names}")
+        if device and torch.empty(0, device=env.device).device != self.device:
+            raise ValueError(f"{name}: env device {env.device} != module device {self.device}")
+        if self.num_envs not in (None, int(env.num_envs)):
+            raise ValueError(f"{name}: env.num_envs={env.num_envs} != num_envs={self.num_envs}")
 
     def on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """``env.params.on_change`` callback: ``reset_stats(mask)`` if a name is in reset_on.
@@ -314,9 +324,7 @@ class GroupedRunningStats(EngineOwner, nn.Module):
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Write this rank's data since the last pack (and resets since) into ``out``
         (float64 ``[exchange_size()]``): one Warp launch."""
-        b = self._buffers
-        key = ("pack", *(b[n].data_ptr() for n in _exchange.NAMES))
-        _exchange.cmd(self, "pack", out, key, None)()
+        self._eng().pack(out)
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Merge every rank's packed row (float64 ``[W, exchange_size()]``) into the
@@ -324,13 +332,7 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         one Warp launch."""
         if rows.stride(-1) != 1:
             rows = rows.contiguous()
-        e = self._eng() if self.group_ids is not None else None
-        b = self._buffers
-        tab = None if e is None else (e.k, e.tab.data_ptr())
-        key = ("apply", rows.shape[0], rows.stride(0), tab,
-               *(b[n].data_ptr() for n in _exchange.NAMES))
-        tables = None if e is None else (e.k, self.eps, tuple(e.tab))
-        _exchange.cmd(self, "apply", rows, key, tables)()
+        self._eng().apply(rows)
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
@@ -367,10 +369,9 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         keep = ~self.reset_pending
         for k in ("count", "mean", "m2"):
             base = getattr(self, "synced_" + k)
-            getattr(self, "sent_" + k).copy_(base * col(keep, base))
+            getattr(self, "sent_" + k).copy_(base * keep.view(-1, *([1] * (base.dim() - 1))))
         self.exchange_epoch += 1
-        self._engine = None  # the group layout may have changed
-        self._refresh()
+        self._engine = None  # the group layout may have changed; a new engine, new tables
 
     def extra_repr(self) -> str:
         keys = ("shape", "num_groups", "num_envs", "clip", "eps", "reset_on")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import torch
+import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
 from gpuparam._checks import check_mask
+from gpuparam._device import init_warp, record, stream_for
+from gpuparam.kernels import stats as K
 from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
 from gpuparam.transforms.reward_norm import RewardNorm
@@ -55,6 +58,14 @@ class TransformedEnv:
                     f"TransformedEnv: expected ObsNorm or RewardNorm transforms, "
                     f"got {type(t).__name__}"
                 )
+        shape = getattr(getattr(env, "observation_spec", None), "shape", None)
+        for t in transforms:  # everything checked before anything changes
+            if isinstance(t, ObsNorm) and shape is not None and tuple(shape) != t.shape:
+                raise ValueError(
+                    f"TransformedEnv: ObsNorm shape {t.shape} does not match the env's "
+                    f"observation shape {tuple(shape)} (observation_spec.shape)"
+                )
+            t.check_env(env, device=False)  # (they move to env.device below)
         self.env = env
         for t in transforms:
             t.to(env.device)
@@ -67,6 +78,9 @@ class TransformedEnv:
         n = env.num_envs
         # envs whose reset_on params changed during a step: reset after the step's update
         self._deferred = [torch.zeros(n, dtype=torch.bool, device=t.device) for t in transforms]
+        init_warp()  # a launch that clears a deferred mask after its reset
+        self._clear = [record(K.clear_mask, n, [wp.from_torch(d)], d.device).rebindable(
+            (0, wp.from_torch)) for d in self._deferred]
         self._deferring = tuple(bool(t.reset_on) for t in transforms)
         self._stop_listening = None
         if any(self._deferring):
@@ -76,7 +90,7 @@ class TransformedEnv:
         self._remove_stage = None
         if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
             self._remove_stage = env.add_stage(Stage(
-                "transforms", self._stage, warp_only=self._stage_warp_only, key=self._stage_key
+                "transforms", self._stage, warp_only=True, key=self._stage_key
             ))
 
     @property
@@ -158,7 +172,7 @@ class TransformedEnv:
         finally:
             self._stepping = False
         out = self._out = self._transform(td, update=True)
-        self._flush_deferred()
+        self._flush_deferred(stream_for(self.env.device))
         return out
 
     def capture(self):
@@ -169,32 +183,23 @@ class TransformedEnv:
     def _stage(self, ctx) -> None:
         """The transforms as a stage of the env's step: statistics from this step's
         outputs into this wrapper's static buffers, then the deferred ``reset_on`` resets.
-        Device work only; replayed with the rest of the step."""
-        td = self.env.outputs
-        self._out = self._transform(td, update=True)
-        for i, t in enumerate(self._transforms):
-            if self._deferring[i]:
-                t.reset_stats(self._deferred[i])  # device mask, all False most steps
-                self._deferred[i].zero_()
-
-    def _stage_warp_only(self) -> bool:
-        """Replayable in a Warp CPU graph: one fused launch per transform, no torch op."""
-        kinds = [type(t) for t in self._transforms]
-        return (
-            not any(self._deferring)
-            and kinds.count(ObsNorm) <= 1
-            and kinds.count(RewardNorm) <= 1
-            and all(t.warp_only for t in self._transforms)
-        )
+        Warp launches on ``ctx.stream`` only (ObsNorm and RewardNorm: four each up to 1024
+        envs per group, one more per factor of 32; a deferred reset: two), so the stage
+        replays inside the step's Warp graph on CPU and CUDA; the transforms' modes, clip
+        and gamma are device flags those launches read."""
+        self._out = self._transform(self.env.outputs, update=True, stream=ctx.stream)
+        self._flush_deferred(ctx.stream)
 
     def _stage_key(self) -> tuple:
         return tuple(t.replay_key() for t in self._transforms)
 
-    def _flush_deferred(self) -> None:
+    def _flush_deferred(self, stream) -> None:
         for i, t in enumerate(self._transforms):
-            if self._deferring[i]:
-                t.reset_stats(self._deferred[i].clone())
-                self._deferred[i].zero_()
+            if self._deferring[i]:  # device mask, all False most steps; cleared after
+                m = self._deferred[i]
+                t.reset_stats(m, stream=stream)
+                self._clear[i].set_tensors((m,))
+                self._clear[i].launch(stream)
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """``env.params.on_change`` callback: reset now, or, during a step (writes by
@@ -216,36 +221,31 @@ class TransformedEnv:
             buf = self._bufs[key] = torch.empty(like.shape, dtype=like.dtype, device=like.device)
         return buf
 
-    def _chain(self, key: str, x: torch.Tensor, update: bool) -> torch.Tensor:
-        out = self._buf(key, x)
-        for t in self._obs:
-            if update:
-                t(x, out=out)
-            else:
-                t.normalize(x, out=out)
-            x = out
-        return out
-
-    def _transform(self, td: TensorDict, update: bool) -> TensorDict:
+    def _transform(self, td: TensorDict, update: bool, stream=None) -> TensorDict:
+        stream = stream_for(self.env.device) if stream is None else stream
         entries = dict(td.items())
         keys = [k for k in reversed(_OBS_KEYS) if k in entries]
-        if len(self._obs) == 1 and update and len(keys) == 2:
-            # statistics from the true next states, the same stats for both keys: one pass
-            final, obs = entries["final_observation"], entries["observation"]
-            out_f, out_o = self._buf(keys[0], final), self._buf(keys[1], obs)
-            self._obs[0].forward_pair(final, out_f, obs, out_o)
-            entries["final_observation_raw"], entries["observation_raw"] = final, obs
-            entries["final_observation"], entries["observation"] = out_f, out_o
-        elif self._obs:
-            # statistics from the true next states first, then the same stats for both keys
+        if self._obs and keys:
+            # statistics from the true next states (the first key), the same statistics
+            # for both keys: per transform one update and one normalization of both
+            x = entries[keys[0]]
+            x2 = entries[keys[1]] if len(keys) == 2 else None
+            out = self._buf(keys[0], x)
+            out2 = None if x2 is None else self._buf(keys[1], x2)
             for k in keys:
-                raw = entries[k + "_raw"] = entries[k]
-                entries[k] = self._chain(k, raw, update and k == keys[0])
+                entries[k + "_raw"] = entries[k]
+            for t in self._obs:
+                t.forward_pair(x, out, x2, out2, train=None if update else False,
+                               stream=stream)
+                x, x2 = out, out2
+            entries[keys[0]] = out
+            if x2 is not None:
+                entries[keys[1]] = out2
         if self._rew and update:
             raw = entries["reward_raw"] = entries["reward"]
             out = self._buf("reward", raw)
             for t in self._rew:
-                t(raw, entries["done"], out=out)
+                t(raw, entries["done"], out, stream=stream)
                 raw = out
             entries["reward"] = out
         return TensorDict(entries, batch_size=td.batch_size, device=td.device)

@@ -1,12 +1,14 @@
 """A captured step (the default) equals eager stepping (``capture=False``) bit for bit,
 through every change that alters what a replay must do: transform flags, checkpoint loads,
 ``.to()``, parameter writes with ``reset_on``, terms, hooks and curricula added, then
-removed."""
+removed. Transform flags (train/eval, freeze, clip, gamma) are device values: toggling them
+replays the same capture."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import warp as wp
 
 import gpuparam as gp
 
@@ -54,7 +56,7 @@ def _changes(step: int, t, removers: list) -> None:
         removers.pop()()
 
 
-def _compare(make, engine_path, steps=90):
+def _compare(make, steps=90):
     _, a = make(True)
     _, b = make(False)
     removers = {id(a): [], id(b): []}
@@ -74,22 +76,18 @@ def _compare(make, engine_path, steps=90):
     return a
 
 
-def test_captured_equals_eager_through_changes(engine_path):
-    _compare(_pair, engine_path)
+def test_captured_equals_eager_through_changes():
+    _compare(_pair)
 
 
-def test_captured_equals_eager_without_reset_on(engine_path):
-    a = _compare(_plain, engine_path, steps=54)
-    # with fused engines and no reset_on, the whole step is one Warp CPU graph
-    plan = a.env.pipeline.plan
-    if engine_path == "fused":
-        assert plan == ((("physics", "episode", "clock", "autoreset", "transforms"), True),)
-    else:
-        assert (("transforms",), False) in plan
+def test_captured_equals_eager_without_reset_on():
+    a = _compare(_plain, steps=54)
+    # the transforms are Warp launches only: the whole step is one Warp graph
+    assert a.env.pipeline.plan == (("warp", a.env.pipeline.names),)
 
 
-@pytest.mark.parametrize("n", [1, 10])  # not filling 16-float vectors: the scalar kernels
-def test_any_n_is_captured_and_stays_exact(engine_path, n):
+@pytest.mark.parametrize("n", [1, 10, 300])
+def test_any_n_is_captured_and_stays_exact(n):
     outs = []
     for capture in (True, False):
         env = gp.make("CartPole-v1", num_envs=n, device="cpu", capture=capture)
@@ -97,9 +95,44 @@ def test_any_n_is_captured_and_stays_exact(engine_path, n):
         outs.append(torch.stack([t.step(torch.ones(n, dtype=torch.long))["observation"].clone()
                                  for _ in range(20)]))
         if capture:
-            whole = ((env.pipeline.names, True),)
-            assert (env.pipeline.plan == whole) == (engine_path == "fused")
+            assert env.pipeline.plan == (("warp", env.pipeline.names),)
     assert torch.equal(*outs)
+
+
+def _toggle(step: int, t) -> None:
+    obs, rew = t.transforms
+    {3: lambda: setattr(obs, "clip", 1.0), 6: obs.eval, 9: obs.train, 12: rew.freeze,
+     15: rew.unfreeze, 18: lambda: setattr(rew, "gamma", 0.5), 21: lambda: obs.freeze(True),
+     24: lambda: setattr(obs, "clip", None), 27: lambda: rew.eval(), 30: obs.unfreeze,
+     33: lambda: setattr(rew, "clip", 0.2)}.get(step, lambda: None)()
+
+
+def test_toggling_flags_replays_the_same_capture(monkeypatch):
+    """train/eval, freeze, clip and gamma between captured steps: no new capture (counted
+    at Warp's ``capture_begin``, which every capture goes through), the pipeline stays
+    captured with the same plan, and every step equals eager stepping."""
+    a, b = _plain(True)[1], _plain(False)[1]
+    acts = torch.randint(0, 2, (40, N), generator=torch.Generator().manual_seed(3))
+    for act in acts[:3]:  # warm-up and capture
+        a.step(act), b.step(act)
+    assert a.env.pipeline.captured
+    plan = a.env.pipeline.plan
+    captures = []
+    begin = wp.capture_begin
+    monkeypatch.setattr(wp, "capture_begin", lambda *x, **k: captures.append(1) or begin(*x, **k))
+    for step, act in enumerate(acts[3:]):
+        _toggle(step, a)
+        _toggle(step, b)
+        ta, tb = a.step(act), b.step(act)
+        for k in ("observation", "final_observation", "reward"):
+            assert torch.equal(ta[k], tb[k]), (step, k)
+        assert a.env.pipeline.captured and a.env.pipeline.plan == plan
+    assert captures == []
+    for ma, mb in zip(a.transforms, b.transforms, strict=True):
+        for k in ("count", "mean", "m2"):
+            assert torch.equal(getattr(ma, k), getattr(mb, k)), k
+    assert a.transforms[1].count.item() < a.transforms[0].count.item()  # frozen a while
+    assert a.transforms[1].count.item() > 0
 
 
 @pytest.mark.parametrize("make", [lambda: gp.ObsNorm((4,), num_envs=N),

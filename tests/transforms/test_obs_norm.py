@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from gpuparam.transforms import ObsNorm
-from gpuparam.transforms.running_stats import merge_moments, unmerge_moments
 
 GIDS = [0, 1, 1, 2, 2, 2, 3, 0]  # 4 groups of uneven size, N = 8
 
@@ -114,47 +113,13 @@ def test_no_catastrophic_cancellation(batch):
 
 
 def test_counts_beyond_2_24():
-    big = float(2**24)
-    z = torch.zeros(1, 1, dtype=torch.float64)
-    n, mean, m2 = merge_moments(
-        torch.tensor([big]).double(),
-        z + 5.0,
-        z + big,
-        torch.tensor([1.0]).double(),
-        z + 5.0 + big,
-        z,
-    )
-    assert n.item() == big + 1  # float32 would stay at 2**24
-    assert mean.item() == pytest.approx(5.0 + big / (big + 1), rel=1e-12)
-    assert m2.item() == pytest.approx(big + big**2 * big / (big + 1), rel=1e-12)
+    # (the merge itself: tests/transforms/test_hot_path.py)
     norm = ObsNorm(1, num_envs=1)
     state = norm.state_dict()
     state["count"].fill_(2**40)
     norm.load_state_dict(state)
     norm(torch.ones(1, 1))
     assert norm.count.item() == 2**40 + 1
-
-
-def test_merge_and_unmerge_match_concatenation():
-    rng = np.random.default_rng(3)
-    a, b = rng.normal(1e4, 2.0, (7, 2)), rng.normal(1e4 + 1, 1.0, (11, 2))
-
-    def moments(x):
-        t = torch.from_numpy(x)
-        return (
-            torch.tensor([float(len(x))]).double(),
-            t.mean(0)[None],
-            ((t - t.mean(0)) ** 2).sum(0)[None],
-        )
-
-    n, mean, m2 = merge_moments(*moments(a), *moments(b))
-    ab = np.concatenate([a, b])
-    np.testing.assert_allclose(mean[0].numpy(), ab.mean(0), rtol=1e-14)
-    np.testing.assert_allclose((m2[0] / n).numpy(), ab.var(0), rtol=1e-10)
-    nb, mb, m2b = unmerge_moments(n, mean, m2, *moments(a))
-    assert nb.item() == 11
-    np.testing.assert_allclose(mb[0].numpy(), b.mean(0), rtol=1e-13)
-    np.testing.assert_allclose((m2b[0] / nb).numpy(), b.var(0), rtol=1e-8)
 
 
 def test_masked_reset_leaves_other_groups_bit_identical():
@@ -289,10 +254,15 @@ META = torch.device("meta")  # stands in for a wrong device on CPU-only machines
             lambda m: m(torch.randn(8, 3).double()),
             "expected dtype torch.float32, got torch.float64",
         ),
-        (lambda m: m(torch.randn(8, 4)), r"expected shape \(\*batch, 8, 3\), got \(8, 4\)"),
-        (lambda m: m(torch.randn(9, 3)), r"expected shape \(\*batch, 8, 3\), got \(9, 3\)"),
-        (lambda m: m(torch.randn(2, 9, 3)), r"expected shape \(\*batch, 8, 3\), got \(2, 9, 3\)"),
-        (lambda m: m(torch.randn(2, 8, 3), out=torch.empty(8, 3)),
+        (lambda m: m(torch.randn(8, 4)), r"expected shape \(8, 3\) \(the env batch.*got \(8, 4\)"),
+        (lambda m: m(torch.randn(9, 3)), r"expected shape \(8, 3\) \(the env batch.*got \(9, 3\)"),
+        (lambda m: m(torch.randn(8, 4), train=True),
+         r"expected shape \(\*batch, 8, 3\), got \(8, 4\)"),
+        (lambda m: m(torch.randn(9, 3), train=False),
+         r"expected shape \(\*batch, 8, 3\), got \(9, 3\)"),
+        (lambda m: m(torch.randn(2, 9, 3), train=True),
+         r"expected shape \(\*batch, 8, 3\), got \(2, 9, 3\)"),
+        (lambda m: m(torch.randn(2, 8, 3), out=torch.empty(8, 3), train=True),
          r"out expected shape \(2, 8, 3\)"),
         (lambda m: m(torch.randn(8, 3), train="yes"), "train expected a bool or None, got 'yes'"),
         (lambda m: m(torch.randn(8)), r"got \(8,\)"),
@@ -368,8 +338,8 @@ def test_cuda_matches_cpu_without_host_syncs():
     cpu = [ObsNorm(4, group_ids=gids, clip=5.0), RewardNorm(0.9, group_ids=gids, clip=5.0)]
     gpu = [ObsNorm(4, group_ids=gids.cuda(), clip=5.0), RewardNorm(0.9, group_ids=gids.cuda())]
     gpu[1].clip = 5.0
-    shared = ObsNorm(4, num_envs=n, device="cuda")  # one group: the tiled layout
-    shared_r = RewardNorm(0.9, num_envs=n, device="cuda", clip=5.0)  # the single layout
+    shared = ObsNorm(4, num_envs=n, device="cuda")  # one group (the same kernels as G > 1)
+    shared_r = RewardNorm(0.9, num_envs=n, device="cuda", clip=5.0)
     cpu_shared = [ObsNorm(4, num_envs=n), RewardNorm(0.9, num_envs=n, clip=5.0)]
     g = torch.Generator().manual_seed(0)
     xs = [torch.randn(n, 4, generator=g) * 3 + 1e4 for _ in range(5)]
@@ -397,8 +367,21 @@ def test_cuda_matches_cpu_without_host_syncs():
     torch.testing.assert_close(out_sr.cpu(), exp_sr, rtol=1e-5, atol=1e-5)
     for a in (*cpu, cpu_shared[0]):
         a.reset_stats(mask.cpu())
-    pairs = [(cpu[0], gpu[0], 1e-9), (cpu[1], gpu[1], 1e-9), (cpu_shared[1], shared_r, 1e-9)]
-    pairs.append((cpu_shared[0], shared, 1e-6))  # float32 sums, tiled on CPU only
+    pairs = [(cpu[0], gpu[0], 1e-9), (cpu[1], gpu[1], 1e-9), (cpu_shared[1], shared_r, 1e-9),
+             (cpu_shared[0], shared, 1e-9)]  # one set of kernels: float64 on both devices
     for a, b, rtol in pairs:
         for k in ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2"):
             torch.testing.assert_close(getattr(b, k).cpu(), getattr(a, k), rtol=rtol, atol=1e-9)
+
+
+def test_env_batch_of_another_size_is_refused_not_merged():
+    # issue 24: ObsNorm((4,), num_envs=4) merged a batch of 5 in silently
+    norm = ObsNorm((4,), num_envs=4)
+    before = snapshot(norm)
+    with pytest.raises(ValueError, match=r"x expected shape \(4, 4\) \(the env batch; pass "
+                                         r"train=True or train=False.*got \(5, 4\)"):
+        norm(torch.randn(5, 4))
+    assert_same(norm, before)
+    norm(torch.randn(5, 4), train=True)  # a learner's minibatch, merged when asked
+    assert norm.count.item() == 5
+    assert norm.normalize(torch.randn(5, 4)).shape == (5, 4)

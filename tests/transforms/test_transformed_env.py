@@ -285,3 +285,19 @@ def test_close_takes_the_transforms_out_of_a_gpuparam_env():
     with pytest.raises(RuntimeError, match=r"TransformedEnv.reset: called after close\(\)"):
         t.reset()
     t.close()  # twice: nothing more to do
+
+
+def test_an_obsnorm_of_another_shape_is_refused_at_construction():
+    # issue 24: accepted, then failed at the first step
+    import gpuparam as gp
+
+    env = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    ok = RewardNorm(0.9)
+    with pytest.raises(ValueError, match=r"ObsNorm shape \(3,\) does not match the env's "
+                                         r"observation shape \(4,\)"):
+        gp.TransformedEnv(env, ok, gp.ObsNorm((3,)))
+    assert "transforms" not in env.pipeline.names and ok.num_envs is None  # nothing changed
+    with pytest.raises(ValueError, match="num_envs=7"):
+        gp.TransformedEnv(env, ok, gp.ObsNorm((4,), num_envs=7))
+    assert ok.num_envs is None
+    env.step(torch.zeros(N, dtype=torch.int64))
