@@ -211,7 +211,9 @@ class EnvCheckpoint:
             "curricula": [c.state_dict() for c in env.curricula],
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def check(self, state: dict) -> dict:
+        """Every check of :meth:`load_state_dict`, writing nothing; returns ``state`` as it
+        loads (an older checkpoint without ``env_offset`` gets offset 0)."""
         env = self._env
         if isinstance(state, dict) and "env_offset" not in state:
             state = {**state, "env_offset": 0}  # checkpoints before sharding: offset 0
@@ -229,6 +231,12 @@ class EnvCheckpoint:
         env.randomization.check_state(state["randomization"])  # (their own checks too)
         for cur, s in zip(curricula, state["curricula"], strict=True):
             cur.check_state(s)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        env = self._env
+        state = self.check(state)
+        curricula = env.curricula
         env.restore_seed(int(state["seed"]))
         env.params.load_state_dict(state["params"])
         for k, t in self._tensors().items():

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 
 import torch
 
-__all__ = ["MAGIC", "load_state", "save_state"]
+__all__ = ["MAGIC", "SavesState", "load_state", "save_state"]
 
 MAGIC = b"gpuparam-state\x00\x01"  # name, then format version 1
 _LENGTH = struct.Struct("<Q")
@@ -119,3 +119,20 @@ def _sync_folder(folder: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class SavesState:
+    """``save(path)`` / ``load(path)`` for an object with ``state_dict()`` and a validating
+    ``load_state_dict(state)`` (envs, normalization modules, ``TransformedEnv``)."""
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
+        (:func:`save_state`): an interrupted save leaves the old file. Synchronizes."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Restore a file written by :meth:`save`: a file that is not one, truncated or
+        altered is refused (:func:`load_state`), then ``load_state_dict`` validates the
+        state whole. A refused load raises ``ValueError`` and changes nothing.
+        Synchronizes."""
+        self.load_state_dict(load_state(path))

@@ -17,7 +17,7 @@ from gpuparam._device import resolve_device
 from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
-from gpuparam.files import load_state, save_state
+from gpuparam.files import SavesState
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
@@ -25,7 +25,7 @@ from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 
 
-class VecEnv:
+class VecEnv(SavesState):
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
@@ -571,17 +571,10 @@ class VecEnv:
         ``ValueError`` and changes nothing. Synchronizes."""
         self._checkpoint.load_state_dict(state)
 
-    def save(self, path) -> None:
-        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
-        (``gpuparam.files.save_state``): an interrupted save leaves the old file. Synchronizes."""
-        save_state(self.state_dict(), path)
-
-    def load(self, path) -> None:
-        """Restore a file written by :meth:`save`: a file that is not one, truncated or
-        altered is refused (``gpuparam.files.load_state``), then ``load_state_dict``
-        validates the state whole. A refused load raises ``ValueError`` and changes
-        nothing. Synchronizes."""
-        self.load_state_dict(load_state(path))
+    def check_state_dict(self, state: dict) -> None:
+        """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
+        checks; writes nothing). Synchronizes."""
+        self._checkpoint.check(state)
 
     def device_bytes(self) -> dict:
         """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":

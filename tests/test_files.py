@@ -176,3 +176,39 @@ def test_normalization_modules_save_and_load(norm, tmp_path):
     path.write_bytes(data)
     fresh.load(path)
     assert_same_state(dict(fresh.state_dict()), dict(norm.state_dict()))
+
+
+def test_a_transformed_env_saves_and_loads_its_statistics_with_the_env(tmp_path):
+    def build():
+        env = gp.make("Pendulum-v1", 8, device="cpu", seed=1)
+        return gp.TransformedEnv(env, gp.ObsNorm((3,)), gp.RewardNorm())
+
+    a, b = build(), build()
+    act = torch.full((8, 1), 0.5)
+    for _ in range(7):
+        a.step(act)
+    path = tmp_path / "run.gpstate"
+    a.save(path)
+    b.load(path)
+    for ta, tb in zip(a.transforms, b.transforms, strict=True):
+        assert torch.equal(ta.count, tb.count) and torch.equal(ta.mean, tb.mean)
+    for _ in range(5):
+        oa, ob = a.step(act), b.step(act)
+        assert torch.equal(oa["observation"], ob["observation"])
+        assert torch.equal(oa["reward"], ob["reward"])
+
+
+def test_a_transformed_env_refuses_a_bad_transform_state_and_changes_nothing():
+    env = gp.make("Pendulum-v1", 8, device="cpu", seed=1)
+    t = gp.TransformedEnv(env, gp.ObsNorm((3,)))
+    t.step(torch.zeros(8, 1))
+    state = t.state_dict()
+    state["transforms"][0]["count"] = -state["transforms"][0]["count"] - 1
+    env_before = env.state_dict()
+    count_before = t.transforms[0].count.clone()
+    with pytest.raises(ValueError):
+        t.load_state_dict(state)
+    assert torch.equal(t.transforms[0].count, count_before)
+    assert torch.equal(env.state_dict()["tensors"]["state"], env_before["tensors"]["state"])
+    with pytest.raises(ValueError, match="TransformedEnv.load_state_dict: expected"):
+        t.load_state_dict(env_before)

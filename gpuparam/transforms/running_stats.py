@@ -23,7 +23,7 @@ from torch import nn
 from gpuparam._checks import check_mask
 from gpuparam._device import stream_for
 from gpuparam.distributed import exchange
-from gpuparam.files import load_state, save_state
+from gpuparam.files import SavesState
 from gpuparam.kernels.stats import CLIP, FROZEN, GAMMA, TRAINING
 from gpuparam.transforms._engine import F64, EngineOwner
 from gpuparam.transforms._groups import check_group_ids, groups_to_mask
@@ -62,7 +62,7 @@ def check_shape(name: str, shape) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-class GroupedRunningStats(EngineOwner, nn.Module):
+class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
     Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
@@ -344,17 +344,10 @@ class GroupedRunningStats(EngineOwner, nn.Module):
         check_stats_state(self, state_dict, "", strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def save(self, path) -> None:
-        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
-        (``gpuparam.files.save_state``). Synchronizes."""
-        save_state(self.state_dict(), path)
-
-    def load(self, path) -> None:
-        """Restore a file written by :meth:`save`: a file that is not one, truncated or
-        altered is refused (``gpuparam.files.load_state``), then ``load_state_dict``
-        validates the state whole. A refused load raises ``ValueError`` and changes
-        nothing. Synchronizes."""
-        self.load_state_dict(load_state(path))
+    def check_state_dict(self, state_dict, strict: bool = True) -> None:
+        """Raise ``ValueError`` unless ``load_state_dict(state_dict, strict)`` would load
+        it (the same checks; writes nothing)."""
+        check_stats_state(self, state_dict, "", strict)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, *args):
         gid = state_dict.get(prefix + "group_ids")

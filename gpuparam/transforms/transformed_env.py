@@ -9,6 +9,7 @@ from tensordict import TensorDict
 from gpuparam._buffers import device_bytes
 from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, record, stream_for
+from gpuparam.files import SavesState
 from gpuparam.kernels import stats as K
 from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
@@ -17,7 +18,7 @@ from gpuparam.transforms.reward_norm import RewardNorm
 _OBS_KEYS = ("observation", "final_observation")
 
 
-class TransformedEnv:
+class TransformedEnv(SavesState):
     """Wrap a batched env and normalize what it returns.
 
     Args:
@@ -109,6 +110,31 @@ class TransformedEnv:
         if name == "env" or name.startswith("__"):  # not set yet (copy, unpickling)
             raise AttributeError(name)
         return getattr(self.env, name)
+
+    def state_dict(self) -> dict[str, object]:
+        """The wrapped env's ``state_dict()`` and each transform's, so a checkpoint of a
+        normalized run holds its statistics: ``{"env": ..., "transforms": [...]}``."""
+        return {"env": self.env.state_dict(),
+                "transforms": [t.state_dict() for t in self._transforms]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict` into a ``TransformedEnv`` of the same env and
+        transforms. The env's part and every transform's are validated first; a rejected
+        load raises ``ValueError`` and changes nothing. Synchronizes."""
+        ts = self._transforms
+        if (not isinstance(state, dict) or set(state) != {"env", "transforms"}
+                or not isinstance(state["transforms"], (list, tuple))
+                or len(state["transforms"]) != len(ts)):
+            raise ValueError(
+                f"TransformedEnv.load_state_dict: expected {{'env': ..., 'transforms': [{len(ts)} "
+                f"state dicts]}} from TransformedEnv.state_dict(), got {_describe(state)}"
+            )
+        self.env.check_state_dict(state["env"])
+        for t, s in zip(ts, state["transforms"], strict=True):
+            t.check_state_dict(s)
+        self.env.load_state_dict(state["env"])  # (may reset statistics: loaded after)
+        for t, s in zip(ts, state["transforms"], strict=True):
+            t.load_state_dict(s)
 
     def device_bytes(self) -> dict:
         """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
@@ -249,3 +275,9 @@ class TransformedEnv:
                 raw = out
             entries["reward"] = out
         return TensorDict(entries, batch_size=td.batch_size, device=td.device)
+
+
+def _describe(x: object) -> str:
+    if isinstance(x, dict):
+        return f"a dict with keys {sorted(map(str, x))}"
+    return type(x).__name__
