@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -15,9 +14,7 @@ from gpuparam._device import stream_for
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import Stage, StepContext
 from gpuparam.randomization.terms import Every, Interval
-
-if TYPE_CHECKING:
-    from gpuparam.envs.mujoco.robot_env import RobotEnv
+from gpuparam.vecenv import VecEnv
 
 
 class Push:
@@ -81,7 +78,7 @@ class Push:
             )
         return lo, hi
 
-    def bind(self, env: RobotEnv) -> Stage:
+    def bind(self, env: VecEnv) -> Stage:
         """Allocate the per-env timers and return the stage that pushes."""
         nv = env.mjm.nv
         if self.first_dof + len(self.velocity) > nv:
@@ -118,7 +115,7 @@ def _finite32(low: float, high: float) -> bool:
         return bool(math.isfinite(lo) and math.isfinite(hi) and np.isfinite(hi - lo))
 
 
-def add_event(env: RobotEnv, event: Push) -> Callable[[], None]:
+def add_event(env: VecEnv, event: Push) -> Callable[[], None]:
     """Bind ``event`` to ``env`` and run it at every step; returns a function removing it."""
     if not isinstance(event, Push):
         raise TypeError(f"add_event: expected a gp.Push, got {type(event).__name__}")

@@ -10,6 +10,7 @@ import warp as wp
 
 from gpuparam.backend import Task
 from gpuparam.envs.mujoco.backend import MjwBackend
+from gpuparam.envs.mujoco.events import add_event
 from gpuparam.envs.mujoco.model import Components, load_model, physical_specs
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
@@ -133,6 +134,4 @@ class RobotEnv(VecEnv):
     def add_event(self, event) -> Callable[[], None]:
         """Add a state event (``gp.Push``) run inside every step after the auto-reset;
         returns a function removing it."""
-        from gpuparam.envs.mujoco.events import add_event
-
         return add_event(self, event)
