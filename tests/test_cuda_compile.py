@@ -10,6 +10,10 @@ Warp's kernel cache, so a second run only checks them.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
+import gpuparam.kernels
 import pytest
 import torch
 import warp as wp
@@ -100,3 +104,22 @@ def test_every_launched_module_compiles_for_sm90(name):
         if not paths or not all(p.exists() for p in paths):
             failed.append(f"{m.name}: no artifact")
     assert not failed, "modules that do not compile for sm_90:\n" + "\n".join(failed)
+
+
+def _has_kernels(name: str) -> bool:
+    module = importlib.import_module(f"gpuparam.kernels.{name}")
+    return any(isinstance(v, wp.Kernel) for v in vars(module).values())
+
+
+# (modules of functions only, e.g. kernels.rng, compile inside the modules that use them)
+KERNEL_MODULES = sorted(m.name for m in pkgutil.iter_modules(gpuparam.kernels.__path__)
+                        if _has_kernels(m.name))
+
+
+@pytest.mark.parametrize("name", KERNEL_MODULES)
+def test_every_kernel_module_compiles_whole_for_sm90(name):
+    """Every kernel of ours, launched by the cases above or not (learner-side statistics,
+    syncs, ...)."""
+    module = importlib.import_module(f"gpuparam.kernels.{name}")
+    paths = wp.compile_aot_module(module, arch=90)
+    assert paths and all(p.exists() and p.stat().st_size > 0 for p in paths)
