@@ -74,6 +74,8 @@ class StepContext:
         stream: the ``wp.Stream`` every launch of a step goes on (None on CPU): one per
             context, wrapping ``torch_stream`` and kept alive with it.
         torch_stream: the ``torch.cuda.Stream`` the env's work runs on (None on CPU).
+        done_words, reset_words: ``done`` and ``reset_mask`` padded to whole 8-env words,
+            viewed as int64 (temporary, for the randomization kernels being rewritten).
     """
 
     num_envs: int
