@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--device cpu|cuda] [--quick] [--sizes N ...] [--output DIR]``.
+"""``python -m benchmarks [--device D] [--quick] [--sizes N ...] [--threads T] [--output DIR]``.
 
 Measures, in one run: throughput vs N (gpuparam and peers), parameter-update latency,
 overheads of randomization / normalization / hooks, the time of each stage of the step
@@ -8,6 +8,15 @@ roofline, and the MuJoCo Warp robots (benchmarks/robots.py). Writes
 ``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
 prints a summary with the goals of the issues as PASS / FAIL / SKIP lines. Exits 1 when
 any measurement raised (its error is recorded in the JSON and printed), else 0.
+
+torch runs on one intra-op thread unless --threads says otherwise: CPU figures then do not
+depend on the machine's core count, and other processes on the machine disturb them less; the
+JSON records the setting and its run's wall time (``wall_time_s``: 210 s for the committed
+full CPU run, benchmarks/results/cpu.json, on 2 cores; --quick runs fewer sizes and steps).
+MuJoCo's log goes to DIR/MUJOCO_LOG.TXT, not the console or the working directory
+(Gymnasium's half_cheetah.xml, a peer of the robot rows, logs a deprecation each time it is
+loaded). Refresh the committed results with --output benchmarks/results, then
+``python -m benchmarks.report`` (see benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -21,13 +30,9 @@ import warnings
 from pathlib import Path
 
 import torch
-import warp as wp
+from tqdm import tqdm
 
-wp.config.quiet = True
-
-from tqdm import tqdm  # noqa: E402 - after Warp is silenced
-
-from benchmarks import (  # noqa: E402
+from benchmarks import (
     adapters,
     budgets,
     distributed,
@@ -44,9 +49,9 @@ from benchmarks import (  # noqa: E402
     throughput,
     training,
 )
-from benchmarks.config import RunConfig  # noqa: E402
-from benchmarks.features import attempt  # noqa: E402
-from benchmarks.goals import evaluate  # noqa: E402
+from benchmarks.config import DEFAULT_OUTPUT, RunConfig
+from benchmarks.features import attempt
+from benchmarks.goals import evaluate
 
 
 def parse(argv: list[str] | None) -> RunConfig:
@@ -54,12 +59,16 @@ def parse(argv: list[str] | None) -> RunConfig:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     default_dev = "cuda" if torch.cuda.is_available() else "cpu"
     p.add_argument("--device", default=default_dev, help=f"cpu or cuda[:i] (default {default_dev})")
-    p.add_argument("--quick", action="store_true", help="fewer sizes/steps (~2 min on 2 cores)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer sizes and steps (the committed full CPU run took 210 s on 2 "
+                        "cores; each JSON records its wall_time_s)")
     p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="numbers of envs to sweep")
-    p.add_argument("--threads", type=int, metavar="T",
-                   help="torch intra-op threads (default: torch's own choice)")
-    p.add_argument("--output", default="benchmarks/results", metavar="DIR",
-                   help="where the JSON and PNGs go (default benchmarks/results)")
+    p.add_argument("--threads", type=int, default=1, metavar="T",
+                   help="torch intra-op threads (default 1, so CPU figures do not depend on "
+                        "the core count; 0: torch's own choice)")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, metavar="DIR",
+                   help=f"where the JSON, PNGs and MuJoCo's log go (default {DEFAULT_OUTPUT}; "
+                        "the committed results: benchmarks/results)")
     hidden = argparse.SUPPRESS  # for tests and debugging
     p.add_argument("--peer-sizes", type=int, nargs="+", help=hidden)
     p.add_argument("--steps", type=int, help=hidden)
@@ -73,8 +82,8 @@ def parse(argv: list[str] | None) -> RunConfig:
         p.error(f"--device: expected cpu or cuda[:i], got {a.device!r}")
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device is available")
-    if a.threads is not None and a.threads < 1:
-        p.error("--threads: expected a positive int")
+    if a.threads < 0:
+        p.error(f"--threads: expected a positive int, or 0 for torch's choice, got {a.threads}")
     for name in ("sizes", "peer_sizes"):
         if any(n < 1 for n in getattr(a, name) or ()):
             p.error(f"--{name.replace('_', '-')}: sizes must be positive")
@@ -83,7 +92,8 @@ def parse(argv: list[str] | None) -> RunConfig:
         device=a.device, quick=a.quick, sizes=tuple(a.sizes or ()),
         peer_sizes=tuple(a.peer_sizes or ()), steps=a.steps, repeats=a.repeats,
         output=a.output, command=shlex.join(["python", "-m", "benchmarks", *args]),
-        mem_steps=a.memory_steps, recreate_repeats=a.recreate_repeats, threads=a.threads,
+        mem_steps=a.memory_steps, recreate_repeats=a.recreate_repeats,
+        threads=a.threads or None,
         **({"collector_methods": tuple(a.collector_methods)} if a.collector_methods else {}),
     )
 
@@ -133,13 +143,28 @@ def run(cfg: RunConfig) -> dict:
     return res
 
 
+def route_mujoco_log(out: Path) -> Path | None:
+    """Send MuJoCo's log to ``out/MUJOCO_LOG.TXT`` instead of the console and the working
+    directory (``mujoco.MjLogConfig``). Returns the file's path, or None without MuJoCo."""
+    try:
+        import mujoco
+    except ImportError:
+        return None
+    path = (out / "MUJOCO_LOG.TXT").resolve()
+    log = mujoco.MjLogConfig.get()
+    log.logfile, log.logto_console, log.logto_file = str(path), False, True
+    log.set()
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     cfg = parse(argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    res = run(cfg)
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
+    mujoco_log = route_mujoco_log(out)
+    res = run(cfg)
     stem = cfg.device.split(":")[0] + ("_quick" if cfg.quick else "")
     res["plots"] = plots.write_all(res, out, stem)
     path = out / f"{stem}.json"
@@ -147,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     print(report.text(res))
     print(f"\nwall time {res['wall_time_s']:.1f} s; wrote {path} and "
           f"{', '.join(res['plots']) or 'no plots'} in {out}")
+    if mujoco_log is not None and mujoco_log.exists():
+        lines = mujoco_log.read_text(errors="replace").splitlines()
+        print(f"MuJoCo logged {len(lines)} lines to {mujoco_log} (Gymnasium's half_cheetah.xml "
+              "logs a settotalmass deprecation each time a Gymnasium peer loads it)")
     errors = report.errors(res)
     for where, msg in errors:
         print(f"ERROR  {where}: {msg}", file=sys.stderr)

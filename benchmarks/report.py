@@ -1,8 +1,10 @@
-"""Turn a results JSON into a summary: console table, or a markdown README section.
+"""Turn a results JSON into text: a console summary, or the Markdown sections of the docs.
 
-``python -m benchmarks.report benchmarks/results/cpu.json`` prints the markdown section;
-``--update-readme README.md`` rewrites the README's text between ``<!-- perf:start -->`` and
-``<!-- perf:end -->`` with it (the markers must exist; nothing else is touched).
+``python -m benchmarks.report RESULTS.json`` prints both Markdown sections;
+``--update-readme README.md`` rewrites the README's short summary between
+``<!-- perf:start -->`` and ``<!-- perf:end -->``, and ``--update-reference
+benchmarks/README.md`` the full tables between ``<!-- perf-full:start -->`` and
+``<!-- perf-full:end -->`` (the markers must exist; nothing else in the files is touched).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 
 from benchmarks.goals import evaluate
 
-START, END = "<!-- perf:start -->", "<!-- perf:end -->"
+START, END = "<!-- perf:start -->", "<!-- perf:end -->"  # README.md: the summary
+FULL_START, FULL_END = "<!-- perf-full:start -->", "<!-- perf-full:end -->"  # the reference
+REFERENCE = "benchmarks/README.md"
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -284,24 +288,99 @@ def _md(s: str) -> str:
     return s.replace("|", "\\|")
 
 
-def markdown(res: dict) -> str:
-    """The README performance section, markers included."""
+def _provenance(res: dict) -> list[str]:
+    """Where and how the results were measured: machine, command, commit, libraries, load."""
     m, c = res.get("machine", {}), res.get("config", {})
     v = m.get("versions", {})
     libs = ", ".join(f"{k} {val}" for k, val in v.items() if val)
     gpu = m.get("gpu_name") or "none"
+    git = m.get("git") or {}
+    threads = c.get("torch_threads", m.get("torch_threads", "?"))
+    return [
+        f"Measured {m.get('date', '?')} on {m.get('cpu_model', '?')} "
+        f"({m.get('cpu_count', '?')} cores), GPU: {gpu}, device `{c.get('device', '?')}`, "
+        f"torch threads: {threads}.",
+        f"Command: `{c.get('command', '?')}` at commit {git.get('commit') or '?'}"
+        f"{' (with uncommitted changes)' if git.get('dirty') else ''}. Libraries: {libs}.",
+        f"Load average (1/5/15 min) at start: {m.get('load_average_at_start')}, at end: "
+        f"{m.get('load_average_at_end')}.",
+    ]
+
+
+def _pct(d: dict | None) -> str:
+    return f"{d['overhead']:+.1%}" if isinstance(d, dict) and "overhead" in d else _why(d)
+
+
+def summary_rows(res: dict) -> list[tuple[str, str]]:
+    """The README's few headline figures, ``(figure, value)``."""
+    rows: list[tuple[str, str]] = []
+    paired = res.get("throughput_paired", {})
+    pts, n = paired.get("points", {}), paired.get("num_envs")
+    gp_, gym = pts.get("gpuparam", {}), pts.get("gymnasium", {})
+    if "env_steps_per_s" in gp_ and "env_steps_per_s" in gym and "ratio" in paired:
+        rows.append((f"CartPole-v1 env-steps/s, N={n:,}: gpuparam / Gymnasium vector",
+                     f"{rate(gp_['env_steps_per_s'])} / {rate(gym['env_steps_per_s'])} "
+                     f"({paired['ratio']:.2f}x)"))
+    else:
+        rows.append(("CartPole-v1 env-steps/s: gpuparam / Gymnasium vector", _why(gp_ or gym)))
+    rows.append(_series_row(res, "gpuparam CartPole-v1", None, "CartPole-v1, largest N"))
+    lat = res.get("latency", {})
+    switch = lat.get("gpuparam_write_reset_stats", {}).get(str(n), {})
+    rec = lat.get("torchrl_collector_recreate", {})
+    rec = (rec.get("by_start_method") or {}).get(rec.get("start_method"), rec)
+    if "per_call_s" in switch and "per_switch_s" in rec:
+        rows.append((f"switch a parameter for some envs + reset their statistics (N={n:,}) / "
+                     "recreate a 2-worker TorchRL collector",
+                     f"{seconds(switch['per_call_s'])} / {seconds(rec['per_switch_s'])}"))
+    ov = res.get("overhead", {}).get("configs", {})
+    rows.append(("per-step randomization of 3 parameters, over the bare step",
+                 _pct(ov.get("step_randomization_3"))))
+    rows.append(("ObsNorm + RewardNorm, over the bare step", _pct(ov.get("ObsNorm+RewardNorm"))))
+    ht = res.get("host_time", {})
+    if "full_step_s" in ht:
+        rows.append((f"host time per captured step, N=1, {ht.get('config', 'full')}",
+                     seconds(ht["full_step_s"])))
+    ad = res.get("adapters", {}).get("configs", {})
+    rows.append(("rsl_rl adapter (incl. copies), over the bare step", _pct(ad.get("rsl_rl"))))
+    ant = res.get("robots", {}).get("throughput", {}).get("Ant-v5 N=64", {})
+    if isinstance(ant, dict) and "ratio_gpuparam_over_gymnasium" in ant:
+        rows.append(("Ant-v5 env-steps/s, N=64: gpuparam (MuJoCo Warp) / Gymnasium (MuJoCo C)",
+                     f"{rate(ant['gpuparam']['env_steps_per_s'])} / "
+                     f"{rate(ant['gymnasium_sync']['env_steps_per_s'])} "
+                     f"({ant['ratio_gpuparam_over_gymnasium']:.2f}x)"))
+    goals = evaluate(res)
+    met = [g for g in goals if g["status"] == "PASS"]
+    failed = [g["id"] for g in goals if g["status"] == "FAIL"]
+    rows.append(("goals met", f"{len(met)} of {len(goals)}"
+                 + (f" (not met: {', '.join(failed)})" if failed else "")))
+    return rows
+
+
+def summary_markdown(res: dict) -> str:
+    """The README's performance section (markers included): provenance and a short table;
+    the full tables are in the reference (``full_markdown``)."""
     lines = [
         START,
         "## Performance",
         "",
-        f"Measured {m.get('date', '?')} on {m.get('cpu_model', '?')} "
-        f"({m.get('cpu_count', '?')} cores), GPU: {gpu}, device `{c.get('device', '?')}`.",
-        f"Command: `{c.get('command', '?')}` at commit "
-        f"{(m.get('git') or {}).get('commit') or '?'}"
-        f"{' (with uncommitted changes)' if (m.get('git') or {}).get('dirty') else ''}. "
-        f"Libraries: {libs}.",
-        f"Load average (1/5/15 min) at start: {m.get('load_average_at_start')}, at end: "
-        f"{m.get('load_average_at_end')}.",
+        *_provenance(res),
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        *(f"| {_md(k)} | {_md(val)} |" for k, val in summary_rows(res)),
+        "",
+        f"Every figure, the goals and how they are measured: [{REFERENCE}]({REFERENCE}).",
+    ]
+    note = load_note(res)
+    lines += (["", f"_{note[0].upper() + note[1:]}._"] if note else []) + ["", END]
+    return "\n".join(lines)
+
+
+def full_markdown(res: dict) -> str:
+    """The reference's full tables (markers included): every figure and every goal."""
+    lines = [
+        FULL_START,
+        *_provenance(res),
         "All ratios are measured in the same run; peers that are not installed are listed as "
         "skipped.",
         "",
@@ -318,33 +397,44 @@ def markdown(res: dict) -> str:
             measured += f" ({g['detail']})"
         lines.append(f"| {_md(g['goal'])} | {g['status']} | {_md(measured)} |")
     note = load_note(res)
-    lines += (["", f"_{note[0].upper() + note[1:]}._"] if note else []) + ["", END]
+    lines += (["", f"_{note[0].upper() + note[1:]}._"] if note else []) + ["", FULL_END]
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, section: str) -> None:
-    """Replace the text from START to END (inclusive) in ``readme`` with ``section``."""
-    content = readme.read_text()
-    i, j = content.find(START), content.find(END)
+def update_section(path: Path, section: str, start: str = START, end: str = END) -> None:
+    """Replace the text from ``start`` to ``end`` (inclusive) in ``path`` with ``section``."""
+    content = path.read_text()
+    i, j = content.find(start), content.find(end)
     if i < 0 or j < i:
-        raise SystemExit(f"{readme}: markers {START} ... {END} not found; add them where the "
+        raise SystemExit(f"{path}: markers {start} ... {end} not found; add them where the "
                          "performance section belongs")
-    readme.write_text(content[:i] + section + content[j + len(END):])
+    path.write_text(content[:i] + section + content[j + len(end):])
+
+
+def update_readme(readme: Path, section: str) -> None:
+    """``update_section`` between the README's markers (``START`` ... ``END``)."""
+    update_section(readme, section, START, END)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", type=Path, help="a results JSON written by python -m benchmarks")
     p.add_argument("--update-readme", type=Path, metavar="README",
-                   help="rewrite this file's section between the perf markers")
+                   help="rewrite this file's summary between the perf markers")
+    p.add_argument("--update-reference", type=Path, metavar="MD",
+                   help=f"rewrite this file's full tables between the perf-full markers "
+                        f"(the project's: {REFERENCE})")
     args = p.parse_args(argv)
     res = json.loads(args.results.read_text())
-    section = markdown(res)
     if args.update_readme:
-        update_readme(args.update_readme, section)
+        update_readme(args.update_readme, summary_markdown(res))
         print(f"updated {args.update_readme}", file=sys.stderr)
-    else:
-        print(section)
+    if args.update_reference:
+        update_section(args.update_reference, full_markdown(res), FULL_START, FULL_END)
+        print(f"updated {args.update_reference}", file=sys.stderr)
+    if not (args.update_readme or args.update_reference):
+        print(summary_markdown(res) + "\n\n" + full_markdown(res))
     return 0
 
 

@@ -4,7 +4,7 @@ For the bare step, reset-time randomization and ObsNorm+RewardNorm, the stages o
 ``env.pipeline`` are captured one by one (each its own Warp CPU graph; a stage that runs
 torch ops or Python runs as it is) and replayed in order, step after step, so each stage
 sees the done masks its episodes produce. Each replay is timed with
-``time.perf_counter_ns`` (minus the cost of the two timer calls). The real step, one graph
+``time.perf_counter_ns`` (minus the median cost of the two timer calls). The real step, one graph
 of all the stages, is timed in the same rounds: the stages add up to it within about one
 launch each. Per stage: the median over rounds of its mean time per step.
 
@@ -30,14 +30,16 @@ CONFIGS: dict[str, GpSetup] = {
 }
 
 
-def _timer_cost_ns(reps: int = 2000) -> float:
-    """The time two back-to-back ``perf_counter_ns`` calls measure with nothing between."""
-    clock = time.perf_counter_ns
-    total = 0
+def _timer_cost_ns(reps: int = 2000, clock=time.perf_counter_ns) -> float:
+    """The time two back-to-back ``clock()`` calls measure with nothing between: the median
+    over ``reps`` pairs. (A mean took in any preemption that fell between a pair: one 90 ms
+    pause in 2000 pairs made it 45 us, more than a whole stage, and printed a stage time of
+    -4.45e+04 ns.)"""
+    deltas = []
     for _ in range(reps):
         t0 = clock()
-        total += clock() - t0
-    return total / reps
+        deltas.append(clock() - t0)
+    return median(deltas)
 
 
 def _stage_runs(env) -> list[tuple[str, object]]:

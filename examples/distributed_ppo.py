@@ -7,9 +7,13 @@ Global env i is the same env on any number of ranks (its draws are keyed by its 
 physical state, parameters, curriculum levels. Global (identical on every rank after a
 sync): ObsNorm statistics, the ADR range of the pole mass, the level histogram.
 
-    torchrun --nproc-per-node 2 examples/distributed_ppo.py            # CPU: gloo
+    OMP_NUM_THREADS=1 torchrun --nproc-per-node 2 examples/distributed_ppo.py   # CPU: gloo
     torchrun --nproc-per-node 8 examples/distributed_ppo.py --num-envs 65536   # GPUs: nccl
     python examples/distributed_ppo.py                                # one process works too
+
+Each process runs torch on --threads threads (default 1; the results depend on it). It
+writes nothing but its log lines. (OMP_NUM_THREADS=1 only keeps torchrun from printing
+that it sets it.)
 
 Multi-node (run on every node, same --rdzv-endpoint):
 
@@ -194,7 +198,11 @@ def main() -> None:
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
-    train(p.parse_args())
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per process (results depend on it)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    train(args)
     if dist.is_initialized():  # after train's DDP and env are gone (their teardown uses it)
         dist.destroy_process_group()
 

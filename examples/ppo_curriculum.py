@@ -6,14 +6,19 @@ an env moves up a level when an episode returns >= --promote and down when it re
 normalized on the device by gp.ObsNorm. Nothing leaves the device inside the loop but
 the numbers printed once per iteration.
 
-    python examples/ppo_curriculum.py                 # N=1024, about a minute on 2 CPU cores
-    python examples/ppo_curriculum.py --iterations 3 --num-envs 64 --plot /tmp/ppo.png
+torch runs on --threads threads (default 1): PPO's results depend on the thread count
+(float sums in another order), so a run is reproducible only at the same setting. The
+learning curve goes to OUT/ppo_curriculum.png (--out, default runs/ppo_curriculum).
+
+    python examples/ppo_curriculum.py                  # N=1024, 150 iterations (examples/README.md)
+    python examples/ppo_curriculum.py --iterations 3 --num-envs 64 --out /tmp/ppo
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -135,7 +140,7 @@ def train(args) -> list[tuple[int, float, float]]:
     return history
 
 
-def plot(history, path: str, levels: int) -> None:
+def plot(history, path: Path, levels: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,11 +180,14 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None)
     p.add_argument("--log-every", type=int, default=5)
-    p.add_argument("--plot", default="ppo_curriculum.png", help="PNG path ('' for none)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
+    p.add_argument("--out", type=Path, default=Path("runs/ppo_curriculum"),
+                   help="folder for everything the run writes (default runs/ppo_curriculum)")
     args = p.parse_args()
+    torch.set_num_threads(args.threads)
     history = train(args)
-    if args.plot:
-        plot(history, args.plot, args.levels)
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(history, args.out / "ppo_curriculum.png", args.levels)
 
 
 if __name__ == "__main__":

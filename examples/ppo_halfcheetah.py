@@ -4,10 +4,15 @@ A Gaussian MLP policy learns from N parallel cheetahs whose observations are nor
 on the device by gp.ObsNorm; each iteration collects ``rollout`` steps of every env, then
 runs clipped PPO epochs. The printed return is the mean reward per step of the iteration's
 rollout times 1000 (an episode's length), so progress shows before 1000-step episodes end;
-completed episodes' returns are printed as they come.
+the log lines also give the mean return of the episodes completed since the previous line
+(HalfCheetah never terminates: every env completes one each 1000 steps).
 
-    python examples/ppo_halfcheetah.py                       # N=64, 2-3 minutes on 2 CPU cores
-    python examples/ppo_halfcheetah.py --iterations 2 --num-envs 8 --plot /tmp/hc.png
+torch runs on --threads threads (default 1): the results depend on the thread count. The
+learning curve and MuJoCo's log, if it writes one, go to --out (default
+runs/ppo_halfcheetah).
+
+    python examples/ppo_halfcheetah.py                 # N=64, 60 iterations (examples/README.md)
+    python examples/ppo_halfcheetah.py --iterations 2 --num-envs 8 --out /tmp/hc
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
+import mujoco
 import torch
 from torch import nn
 
@@ -45,9 +52,18 @@ class ActorCritic(nn.Module):
         return self.critic(obs).squeeze(-1)
 
 
+def mujoco_log_into(out: Path) -> None:
+    """MuJoCo's log file (it writes one when it logs a warning) into ``out``, not the
+    working directory (MuJoCo's public ``MjLogConfig``)."""
+    log = mujoco.MjLogConfig.get()
+    log.logfile = str((out / "MUJOCO_LOG.TXT").resolve())
+    log.set()
+
+
 def train(args) -> list[tuple[int, float]]:
     torch.manual_seed(args.seed)
-    base = gp.make("HalfCheetah-v5", num_envs=args.num_envs, device=args.device, seed=args.seed)
+    base = gp.make("HalfCheetah-v5", num_envs=args.num_envs, device=args.device, seed=args.seed,
+                   max_episode_steps=args.episode_steps)
     obs_dim, act_dim = base.observation_spec.shape[0], base.action_spec.shape[0]
     env = gp.TransformedEnv(base, gp.ObsNorm((obs_dim,), num_envs=base.num_envs, clip=10.0))
     n, t_len, dev = base.num_envs, args.rollout, base.device
@@ -57,6 +73,7 @@ def train(args) -> list[tuple[int, float]]:
     act_buf = torch.zeros(t_len, n, act_dim, device=dev)
     buf = {k: torch.zeros(t_len, n, device=dev) for k in ("logp", "value", "reward", "done")}
     raw_reward = torch.zeros(t_len, n, device=dev)
+    ended = torch.zeros(2, device=dev)  # sum of returns, count of episodes completed
     obs = env.reset()["observation"].clone()
     history, start = [], time.perf_counter()
     for it in range(1, args.iterations + 1):
@@ -72,6 +89,8 @@ def train(args) -> list[tuple[int, float]]:
                 raw_reward[t] = td["reward"]
                 buf["reward"][t] = td["reward"] + bootstrap
                 buf["done"][t] = td["done"].float()
+                ended[0] += (td["episode_return"] * td["done"]).sum()
+                ended[1] += td["done"].sum()
                 obs = td["observation"].clone()
             adv = torch.zeros(t_len, n, device=dev)
             last, next_value = torch.zeros(n, device=dev), model.value(obs)
@@ -87,8 +106,12 @@ def train(args) -> list[tuple[int, float]]:
         ret = raw_reward.mean().item() * 1000.0
         history.append((it * t_len * n, ret))
         if it % args.log_every == 0 or it == args.iterations:
+            total, count = ended.tolist()
+            episodes = (f" | {int(count)} episodes completed, mean return {total / count:7.1f}"
+                        if count else "")
+            ended.zero_()
             print(f"iter {it:4d} | env steps {it * t_len * n:>9,} | return per 1000 steps "
-                  f"{ret:8.1f} | {time.perf_counter() - start:6.1f} s", flush=True)
+                  f"{ret:8.1f}{episodes} | {time.perf_counter() - start:6.1f} s", flush=True)
     return history
 
 
@@ -110,7 +133,7 @@ def update(model, opt, batch, args) -> None:
             opt.step()
 
 
-def plot(history, path: str) -> None:
+def plot(history, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -141,13 +164,18 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None)
     p.add_argument("--log-every", type=int, default=5)
-    p.add_argument("--plot", default="examples/ppo_halfcheetah.png", help="PNG ('' for none)")
+    p.add_argument("--episode-steps", type=int, default=1000, help="truncation (Gymnasium's)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
+    p.add_argument("--out", type=Path, default=Path("runs/ppo_halfcheetah"),
+                   help="folder for everything the run writes (default runs/ppo_halfcheetah)")
     args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    mujoco_log_into(args.out)
     history = train(args)
     first, last = history[0][1], sum(r for _, r in history[-5:]) / len(history[-5:])
     print(f"return per 1000 steps: first iteration {first:.1f}, last 5 iterations {last:.1f}")
-    if args.plot:
-        plot(history, args.plot)
+    plot(history, args.out / "ppo_halfcheetah.png")
 
 
 if __name__ == "__main__":

@@ -20,10 +20,13 @@ frictions, each scaled from the widest range it can take. Episodes are truncated
 ``--episode-steps`` (250 here, Gymnasium's 1000 otherwise) so the curriculum sees episode
 ends often.
 
-    python examples/rsl_rl_train.py                  # N=256, about 70 s on 2 idle CPU cores
-    python examples/rsl_rl_train.py --task HalfCheetah-v5 --plot examples/rsl_rl_halfcheetah.png
-                                                     # N=64, 200 iterations, about 3 min on CPU
-    python examples/rsl_rl_train.py --iterations 2 --num-envs 16 --plot /tmp/rsl.png
+torch runs on --threads threads (default 1): the results depend on the thread count. The
+learning curve (rsl_rl_pendulum.png, rsl_rl_halfcheetah.png, ...) and MuJoCo's log, if it
+writes one, go to --out (default runs/rsl_rl_train).
+
+    python examples/rsl_rl_train.py                    # N=256, 80 iterations (examples/README.md)
+    python examples/rsl_rl_train.py --task HalfCheetah-v5      # N=64, 200 iterations
+    python examples/rsl_rl_train.py --iterations 2 --num-envs 16 --out /tmp/rsl
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import argparse
 import contextlib
 import io
 import time
+from pathlib import Path
 
 import torch
 from rsl_rl.runners import OnPolicyRunner  # noqa: I001 - after gpuparam, as users write it
@@ -139,7 +143,22 @@ def main(args) -> list[tuple[int, float, float]]:
     return history
 
 
-def plot(history, path: str, args) -> None:
+def mujoco_log_into(out: Path) -> None:
+    """MuJoCo's log file (it writes one when it logs a warning) into ``out``, not the
+    working directory (MuJoCo's public ``MjLogConfig``; robots only)."""
+    import mujoco
+
+    log = mujoco.MjLogConfig.get()
+    log.logfile = str((out / "MUJOCO_LOG.TXT").resolve())
+    log.set()
+
+
+def plot_name(task: str) -> str:
+    """``rsl_rl_pendulum.png``, ``rsl_rl_halfcheetah.png``, ..."""
+    return f"rsl_rl_{task.split('-')[0].lower()}.png"
+
+
+def plot(history, path: Path, args) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +206,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--log-every", type=int, default=5)
-    p.add_argument("--plot", default="", help="PNG path for the learning curve ('' for none)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
+    p.add_argument("--out", type=Path, default=Path("runs/rsl_rl_train"),
+                   help="folder for everything the run writes (default runs/rsl_rl_train)")
     args = p.parse_args(argv)
     for key, value in DEFAULTS["Pendulum-v1" if args.task == "Pendulum-v1" else "robot"].items():
         if getattr(args, key) is None:
@@ -197,6 +218,10 @@ def parse(argv=None) -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse()
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.task != "Pendulum-v1":
+        mujoco_log_into(args.out)
     history = main(args)
-    if args.plot:
-        plot(history, args.plot, args)
+    plot(history, args.out / plot_name(args.task), args)
+    print(f"saved {args.out / plot_name(args.task)}")

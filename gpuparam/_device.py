@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+
 import torch
 import warp as wp
 
@@ -9,12 +13,47 @@ import warp as wp
 wp.config.log_level = max(wp.config.log_level, 30)  # warnings and errors only
 _initialized = False
 
+# What Warp's native library prints (C ``fprintf`` to stderr, whatever ``wp.config.log_level``
+# says: no Warp setting reaches it) on a machine without an NVIDIA driver. It means "CPU only",
+# which is what such a machine is for here; a request for ``device="cuda"`` still raises a
+# ValueError saying no CUDA device is available.
+NO_DRIVER_LINE = (
+    b"Warp CUDA warning: Could not find or load the NVIDIA CUDA driver. "
+    b"GPU execution will not be available."
+)
+
+
+def _init_without_driver_line() -> None:
+    """``wp.init()`` with the process's stderr (file descriptor 2) sent to a temporary file,
+    then written back without the one line ``NO_DRIVER_LINE``: every other line Warp prints
+    while initializing reaches stderr unchanged, in order. Where file descriptor 2 cannot be
+    duplicated (no stderr at all), ``wp.init()`` runs as it is."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        wp.init()
+        return
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = [ln for ln in tmp.read().splitlines(keepends=True)
+                    if ln.rstrip(b"\r\n") != NO_DRIVER_LINE]
+            if kept:
+                os.write(2, b"".join(kept))
+
 
 def init_warp() -> None:
-    """Initialize Warp once, quietly."""
+    """Initialize Warp once, quietly: no banner (``wp.config.log_level``) and no line
+    saying that this machine has no NVIDIA driver (``NO_DRIVER_LINE``)."""
     global _initialized
     if not _initialized:
-        wp.init()
+        _init_without_driver_line()
         _initialized = True
 
 

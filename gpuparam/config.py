@@ -54,9 +54,15 @@ _ENTRY_KEYS = {
 
 
 def randomization_from_config(config: Mapping) -> list[Term]:
-    """Terms for an IsaacGymEnvs ``randomization_params`` dict (or a dict wrapping it under
-    that key); see the module docstring for the mapping. Add them with
-    ``env.randomize(*terms)``, which checks the parameter names and ranges."""
+    """Terms for an IsaacGymEnvs randomization config; see the module docstring for the
+    mapping.
+
+    Args:
+        config: the ``randomization_params`` dict, or a dict holding it under that key.
+
+    Returns a list of terms; add them with ``env.randomize(*terms)``, which checks the
+    parameter names and ranges. Raises ``ValueError`` for entries gpuparam does not map
+    (``observations``/``actions`` noise belongs in a transform)."""
     if not isinstance(config, Mapping):
         raise ValueError(f"randomization_from_config: expected a dict, got {type(config).__name__}")
     if "randomization_params" in config:

@@ -65,7 +65,13 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class BoxSpec:
-    """Continuous space: float32 values of ``shape`` per env, within ``[low, high]``."""
+    """Continuous space: float32 values of ``shape`` per env, within ``[low, high]``.
+
+    Attributes:
+        shape: per-env shape, e.g. ``(4,)``.
+        low, high: bounds, scalars or one value per component (``-inf``/``inf``: none).
+        dtype: ``torch.float32``.
+    """
 
     shape: tuple[int, ...]
     low: float | tuple[float, ...]
@@ -75,7 +81,13 @@ class BoxSpec:
 
 @dataclass(frozen=True)
 class DiscreteSpec:
-    """Discrete actions ``{0, ..., n-1}``, one integer per env (shape ``()``)."""
+    """Discrete actions ``{0, ..., n-1}``, one integer per env.
+
+    Attributes:
+        n: number of actions.
+        shape: per-env shape, ``()``.
+        dtype: ``torch.int64``.
+    """
 
     n: int
     shape: tuple[int, ...] = ()

@@ -19,3 +19,22 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def cartpole():
     return gp.make("CartPole-v1", num_envs=64, device="cpu", seed=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mujoco_log_outside_the_checkout(tmp_path_factory):
+    """Gymnasium's half_cheetah.xml (the parity tests' reference) makes MuJoCo log a
+    deprecation each time it is loaded; its log file goes to pytest's temporary folder,
+    not the working directory (MuJoCo's public ``MjLogConfig``)."""
+    try:
+        import mujoco
+    except ImportError:
+        yield
+        return
+    log = mujoco.MjLogConfig.get()
+    previous = log.logfile
+    log.logfile = str(tmp_path_factory.mktemp("mujoco") / "MUJOCO_LOG.TXT")
+    log.set()
+    yield
+    log.logfile = previous
+    log.set()

@@ -156,8 +156,8 @@ _ARGS = """
 
 
 class Term:
-    """One randomized parameter (the base of ``Uniform``, ``LogUniform``, ``Gaussian`` and
-    ``Choice``; add terms to an env with ``env.randomize(*terms)``).
+    __doc__ = """One randomized parameter (the base of ``Uniform``, ``LogUniform``,
+    ``Gaussian`` and ``Choice``; add terms to an env with ``env.randomize(*terms)``).
 
     Args:
         param: parameter name (checked when added to an env).

@@ -47,6 +47,7 @@ def test_json_holds_machine_and_config(results):
     assert m["versions"]["torch"] and m["versions"]["warp-lang"]
     assert res["config"]["device"] == "cpu"
     assert res["config"]["command"].startswith("python -m benchmarks")
+    assert res["config"]["torch_threads"] == 1  # pinned by default (--threads 1)
 
 
 def test_gpuparam_and_peer_throughput(results):
@@ -115,14 +116,18 @@ def test_plots_written(results):
 
 def test_report_markdown_and_readme_update(results, tmp_path):
     res, out = results
-    md = report.markdown(res)
+    md = report.summary_markdown(res)
     assert md.startswith(report.START) and md.endswith(report.END)
-    assert "| goal | status | measured |" in md and res["machine"]["cpu_model"] in md
-    readme = tmp_path / "README.md"
+    assert "goals met" in md and res["machine"]["cpu_model"] in md
+    full = report.full_markdown(res)
+    assert full.startswith(report.FULL_START) and full.endswith(report.FULL_END)
+    assert "| goal | status | measured |" in full
+    readme, ref = tmp_path / "README.md", tmp_path / "REF.md"
     readme.write_text(f"# x\n\nbefore\n{report.START}\nold\n{report.END}\nafter\n")
+    ref.write_text(f"# r\n{report.FULL_START}\nold\n{report.FULL_END}\nend\n")
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.report", str(out / "cpu_quick.json"),
-         "--update-readme", str(readme)],
+         "--update-readme", str(readme), "--update-reference", str(ref)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
@@ -130,6 +135,9 @@ def test_report_markdown_and_readme_update(results, tmp_path):
     assert text.startswith("# x\n\nbefore\n") and text.endswith("\nafter\n")
     assert "old" not in text and "## Performance" in text
     assert text.count(report.START) == 1 and text.count(report.END) == 1
+    text = ref.read_text()
+    assert text.startswith("# r\n") and text.endswith("\nend\n") and "old" not in text
+    assert "| goal | status | measured |" in text
 
 
 def test_readme_without_markers_is_refused(tmp_path):

@@ -35,3 +35,18 @@ def test_stage_replays_step_the_env_as_env_step_does(key):
     assert res["sum_s"] == pytest.approx(sum(res["stages_s"].values()))
     assert_same_state(profiled.state_dict(), stepped.state_dict())
     assert_same_state(profiled.outputs.to_dict(), stepped.outputs.to_dict())
+
+
+def test_timer_cost_ignores_a_preemption():
+    """One long pause between a pair of clock calls (another process ran) must not become
+    the cost subtracted from every stage (a mean made it 45 us and a stage time negative)."""
+    from benchmarks.stages import _timer_cost_ns
+
+    ticks = iter(range(10**9))
+    pause = {"at": 1000}
+
+    def clock() -> int:  # 40 ns per call, and one 90 ms pause
+        t = next(ticks)
+        return t * 40 + (90_000_000 if t > pause["at"] else 0)
+
+    assert _timer_cost_ns(2000, clock) == 40

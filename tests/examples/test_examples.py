@@ -28,22 +28,13 @@ def test_quickstart():
 
 
 def test_ppo_curriculum_tiny(tmp_path):
-    png = tmp_path / "ppo.png"
     out = _run(
         "examples/ppo_curriculum.py", "--num-envs", "64", "--iterations", "3", "--rollout", "16",
-        "--log-every", "1", "--device", "cpu", "--plot", str(png),
+        "--log-every", "1", "--device", "cpu", "--out", str(tmp_path / "run"),
     )
     assert len(re.findall(r"^iter +\d+ \| env steps", out, flags=re.M)) == 3
-    assert png.stat().st_size > 1000
-
-
-def test_readme_snippet_runs():
-    """The README's first code block, as written, on this machine's default device."""
-    text = (ROOT / "README.md").read_text()
-    code = re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
-    namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
-    assert namespace["env"].params["length"].shape == (4096,)
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["ppo_curriculum.png"]
+    assert (tmp_path / "run" / "ppo_curriculum.png").stat().st_size > 1000
 
 
 def test_custom_env_example():
@@ -54,16 +45,15 @@ def test_custom_env_example():
 
 def test_rsl_rl_train_tiny(tmp_path):
     pytest.importorskip("rsl_rl")
-    png = tmp_path / "rsl.png"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpuparam
     out = subprocess.run(
         [sys.executable, "examples/rsl_rl_train.py", "--num-envs", "16", "--iterations", "3",
          "--steps-per-env", "8", "--episode-steps", "8", "--log-every", "1", "--device", "cpu",
-         "--plot", str(png)],
+         "--out", str(tmp_path / "run")],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = re.findall(r"^iter +\d+ \| env steps +\d+ \| mean return +-\d+\.\d", out.stdout,
                        flags=re.M)  # episodes of 8 steps end in every iteration
     assert len(lines) == 3
-    assert png.stat().st_size > 1000
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["rsl_rl_pendulum.png"]

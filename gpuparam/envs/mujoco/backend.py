@@ -1,7 +1,7 @@
 """MuJoCo Warp as a gpuparam physics backend: one world per env, physical parameters
 copied from the parameter table into the model's per-world arrays when they are written.
 
-When parameters reach the model (the policy, see the README's robots section):
+When parameters reach the model (the policy, see docs/robots.md):
 
 - on change: ``params_changed`` (called after every write of a physical parameter, by
   ``params.set``, randomization terms, curricula, ``load_state_dict``) copies the written

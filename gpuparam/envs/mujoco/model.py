@@ -44,13 +44,47 @@ def load_model(xml_file: str, cone: str | None = None, solver: int | None = None
         solver: a ``mujoco.mjtSolver`` to use instead of the XML's, or ``None``.
     """
     path = xml_file if os.path.isabs(xml_file) else asset_path(xml_file)
-    mjm = mujoco.MjModel.from_xml_path(path)
+    mjm = _compile(mujoco.MjSpec.from_file(path))
     if cone is not None:
         if cone not in CONES:
             raise ValueError(f"cone: expected one of {tuple(CONES)} or None, got {cone!r}")
         mjm.opt.cone = CONES[cone]
     if solver is not None:
         mjm.opt.solver = solver
+    return mjm
+
+
+def _compile(spec: mujoco.MjSpec) -> mujoco.MjModel:
+    """``spec.compile()``, with a ``<compiler settotalmass=...>`` (Gymnasium's
+    half_cheetah.xml has one) applied the way MuJoCo's deprecation warning for it says:
+    ``mj_setTotalmass`` and ``mj_setConst`` on the compiled model. So MuJoCo prints no
+    warning and writes no ``MUJOCO_LOG.TXT``, and the model equals ``from_xml_path``'s
+    array for array (a test checks every field): the compiler's two statistics that depend
+    on the masses are set as it sets them (``meanmass``: the mean mass of bodies 1..;
+    ``meaninertia``: the mean diagonal of the mass matrix at ``qpos0``) unless the XML
+    gives them."""
+    total = spec.compiler.settotalmass
+    if not total > 0:
+        return spec.compile()
+    spec.compiler.settotalmass = -1.0
+    mjm = spec.compile()
+    mujoco.mj_setTotalmass(mjm, total)
+    data = mujoco.MjData(mjm)
+    mujoco.mj_setConst(mjm, data)
+    if np.isnan(spec.stat.meanmass) and mjm.nbody > 1:
+        mean = 0.0
+        for i in range(1, mjm.nbody):  # in the compiler's order: same rounding
+            mean += float(mjm.body_mass[i])
+        mjm.stat.meanmass = mean / (mjm.nbody - 1)
+    if np.isnan(spec.stat.meaninertia) and mjm.nv > 0:
+        mujoco.mj_resetData(mjm, data)  # qpos0
+        mujoco.mj_forward(mjm, data)
+        full = np.zeros((mjm.nv, mjm.nv))
+        mujoco.mj_fullM(mjm, data, full)
+        mean = 0.0
+        for i in range(mjm.nv):
+            mean += float(full[i, i])
+        mjm.stat.meaninertia = mean / mjm.nv
     return mjm
 
 

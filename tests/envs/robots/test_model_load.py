@@ -1,0 +1,47 @@
+"""Gymnasium's MJCF assets compile to the model MuJoCo's XML loader builds, field for field,
+without MuJoCo's ``settotalmass`` deprecation warning (half_cheetah.xml uses it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+mujoco = pytest.importorskip("mujoco")
+pytest.importorskip("mujoco_warp")
+
+from gpuparam.envs.mujoco.model import asset_path, load_model  # noqa: E402
+
+ASSETS = ("ant.xml", "half_cheetah.xml", "hopper.xml", "walker2d_v5.xml", "humanoid.xml")
+STATS = ("meanmass", "meaninertia", "meansize", "extent", "center")
+
+
+@pytest.mark.parametrize("xml", ASSETS)
+def test_model_equals_mujocos_xml_loader(xml, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the reference load of half_cheetah.xml logs its warning here
+    ref = mujoco.MjModel.from_xml_path(asset_path(xml))
+    mjm = load_model(xml)
+    differ = []
+    for name in dir(ref):
+        a = getattr(ref, name) if not name.startswith("_") else None
+        if isinstance(a, np.ndarray) and a.dtype.kind in "biuf":
+            b = getattr(mjm, name)
+            if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+                differ.append(name)
+    assert differ == []
+    for name in STATS:
+        assert np.array_equal(getattr(ref.stat, name), getattr(mjm.stat, name)), name
+    assert ref.opt == mjm.opt
+
+
+def test_half_cheetah_loads_without_the_deprecation_warning(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert mujoco.MjSpec.from_file(asset_path("half_cheetah.xml")).compiler.settotalmass > 0
+    seen: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(seen.append)
+    try:
+        load_model("half_cheetah.xml")
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    assert seen == []
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
