@@ -183,8 +183,10 @@ class LeggedBackend(MjwBackend):
     def bind(self, b: BindContext) -> None:
         super().bind(b)
         n, dev, mjm, m = b.num_envs, b.device, self.mjm, self.m
-        # few solver iterations are a legged recipe's choice (Playground's Go1: 1): no print
-        m.opt.warn_overflow = int(m.opt.warn_overflow) & ~int(mjw.OverflowType.ITERATIONS)
+        # few solver iterations are a legged recipe's choice (Playground's Go1: 1 iteration,
+        # 5 line-search iterations): no print when they are used up
+        quiet = int(mjw.OverflowType.ITERATIONS) | int(mjw.OverflowType.LS_ITERATIONS)
+        m.opt.warn_overflow = int(m.opt.warn_overflow) & ~quiet
         i32, f32 = dict(dtype=torch.int32, device=dev), dict(dtype=torch.float32, device=dev)
         self.state.update({
             "action_history": torch.zeros(n, self.max_action_delay + 1, mjm.nu, **f32),
