@@ -134,8 +134,8 @@ def test_pd_parameters_are_the_model_fields_playground_writes():
     # defaults: Playground's Kp 35, Kd 0.5 and the model's force ranges
     assert torch.equal(gain[~MASK], torch.full((2, 12), 35.0))
     assert torch.equal(damp[~MASK][:, 6:], torch.full((2, 12), 0.5))
-    np.testing.assert_array_equal(rng[~MASK][:, :, 1].numpy(),
-                                  np.tile(env.mjm.actuator_forcerange[:, 1], (2, 1)).astype(np.float32))
+    limits = env.mjm.actuator_forcerange[:, 1].astype(np.float32)
+    np.testing.assert_array_equal(rng[~MASK][:, :, 1].numpy(), np.tile(limits, (2, 1)))
     # the base's centre of mass: a per-world model field, set_const follows
     inv0 = wp.to_torch(m.body_invweight0).clone()
     env.params.set("base_com_offset", [0.05, 0.0, 0.0], mask=MASK)
