@@ -98,10 +98,13 @@ NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit fo
          ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"),
          ("noise_height_scan", 0.1, "height scan noise (m, before its scale)"))
 DEFAULT_POSE_WEIGHT = (1.0, 1.0, 0.1) * 4
-# Playground's MJX buffers, per world (joystick.py): flat 4 contacts and 40 constraint rows;
-# rough 8 and 60. On the rough heightfield MuJoCo Warp keeps up to 4 contacts per foot
-# (16, i.e. 12 + 16 * 4 = 76 rows): sized for that, so nothing is ever dropped.
-SIZES = {"flat": (40, 4), "rough": (76, 16), "grid": (140, 32)}
+# (njmax, nconmax) per world. Playground's MJX buffers (joystick.py): flat 40 constraint
+# rows and 4 contacts; rough 60 and 8. On the rough heightfield MuJoCo Warp keeps up to 4
+# contacts per foot (16, i.e. 12 + 16 * 4 = 76 rows): sized for that, so nothing is ever
+# dropped. On the grid the trunk, thighs and calves collide too: a robot lying on its side
+# makes about 25 contacts and 110 rows (the contact buffer is shared by all worlds, and
+# most robots stand on 4 feet).
+SIZES = {"flat": (40, 4), "rough": (76, 16), "grid": (200, 64)}
 
 
 def go1_task_specs(undesired_contacts: float = 0.0) -> tuple[ParamSpec, ...]:
@@ -343,7 +346,8 @@ class Go1Env(RobotEnv):
         terminating_contacts: bodies (e.g. ``"trunk"``) whose touching the ground ends the
             episode (when ``terminate_on_contact`` is 1).
         njmax, nconmax: MuJoCo Warp's buffers per world, default Playground's (flat: 40
-            rows, 4 contacts; rough: 76 and 16, every heightfield contact kept).
+            rows, 4 contacts; rough: 76 and 16, every heightfield contact kept; terrain
+            grid: 200 and 64); ``env.overflows`` counts steps that dropped some.
 
     Outputs (beyond ``VecEnv``'s): ``"privileged_observation"`` float32 ``[N, 123 (+ P)]``
     (after the auto-reset, as ``"observation"``; also returned by ``reset``),
