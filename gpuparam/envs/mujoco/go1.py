@@ -191,7 +191,7 @@ class Go1Task(Task):
         self.mjm = env.mjm
         self.penalized, self.terminating = env.penalized_contacts, env.terminating_contacts
         self.grid = env.grid
-        self.points = scan_points() if env.grid is not None else None
+        self.points = scan_points() if env.num_scan_points else None
 
     def bind(self, b: BindContext, backend: LeggedBackend) -> None:
         self.backend = backend
@@ -246,26 +246,22 @@ class Go1Task(Task):
             tr.adr, tr.data, tr.geom_pos = m.hfield_adr, m.hfield_data, m.geom_pos
             if self.grid is not None:
                 gid, hid = terrain_geom(mjm, "floor")
-                p = len(self.points)
-                self.heights = torch.zeros(n, p, **f32)
-                self._scan_pos = wp.zeros(n, dtype=wp.vec3)
-                self._scan_yaw = wp.zeros(n, dtype=float)
-                self._points = wp.array(self.points, dtype=wp.vec2)
-                tr.on, tr.nscan, tr.hfield, tr.geom = 1, p, hid, gid
-                tr.tile = self.grid.tile_size
-                self._scan_args = [self._scan_pos, self._scan_yaw, self._points, m.hfield_size,
-                                   m.hfield_nrow, m.hfield_ncol, m.hfield_adr, m.hfield_data,
-                                   m.geom_pos, hid, gid, None]
+                tr.on, tr.hfield, tr.geom, tr.tile = 1, hid, gid, self.grid.tile_size
             else:  # no heightfield read (placeholders of the right types)
-                self.heights = torch.zeros(n, 1, **f32)
                 if mjm.nhfield == 0:
                     tr.size = wp.zeros(1, dtype=wp.vec4)
                     tr.nrow = tr.ncol = tr.adr = wp.zeros(1, dtype=int)
                     tr.data = wp.zeros(1, dtype=float)
-                tr.on, tr.nscan, tr.hfield, tr.geom, tr.tile = 0, 0, 0, 0, 0.0
+                tr.on, tr.hfield, tr.geom, tr.tile = 0, 0, 0, 0.0
+            p = 0 if self.points is None else len(self.points)
+            tr.nscan = p
+            self.heights = torch.zeros(n, max(p, 1), **f32)
             tr.heights = wp.from_torch(self.heights)
-            if self.grid is not None:
-                self._scan_args[-1] = tr.heights
+            if p:
+                self._scan_args = [wp.zeros(n, dtype=wp.vec3), wp.zeros(n, dtype=float),
+                                   wp.array(self.points, dtype=wp.vec2), m.hfield_size,
+                                   m.hfield_nrow, m.hfield_ncol, m.hfield_adr, m.hfield_data,
+                                   m.geom_pos, hid, gid, tr.heights]
             self._terrain = tr
             qadr = mjm.jnt_qposadr[mjm.actuator_trnid[:, 0]]
             jnt = mjm.actuator_trnid[:, 0]
@@ -307,10 +303,10 @@ class Go1Task(Task):
         return names
 
     def _scan(self, ctx: StepContext) -> None:
-        if self.grid is None:
+        if self.points is None:
             return
         n = ctx.num_envs
-        wp.launch(kleg.base_pose, n, [self.backend.d.qpos, self._scan_pos, self._scan_yaw],
+        wp.launch(kleg.base_pose, n, [self.backend.d.qpos, *self._scan_args[:2]],
                   device=ctx.wp_device, stream=ctx.stream)
         wp.launch(kleg.height_scan, (n, len(self.points)), self._scan_args,
                   device=ctx.wp_device, stream=ctx.stream)
@@ -360,6 +356,7 @@ class Go1Env(RobotEnv):
     frame_skip = 5
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
+    height_scan = False
     default_penalized: tuple[str, ...] = ()
     default_terminating: tuple[str, ...] = ()
     undesired_contact_scale = 0.0
@@ -413,7 +410,7 @@ class Go1Env(RobotEnv):
     @property
     def num_scan_points(self) -> int:
         """P, the height-scan points in the observation (0 without a terrain grid)."""
-        return 0 if self.grid is None else len(scan_points())
+        return len(scan_points()) if self.grid is not None and self.height_scan else 0
 
     def output_specs(self) -> dict[str, OutputSpec]:
         return {
@@ -461,7 +458,8 @@ class Go1TerrainEnv(Go1Env):
     :meth:`terrain_curriculum`.
 
     Args (beyond ``Go1Env``'s): ``terrain_rows`` (10), ``terrain_cols`` (one per type),
-    ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed``.
+    ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed``; ``height_scan`` (True; False:
+    blind, the observations without the scan, 48 and 123 values).
     """
 
     name = "Go1Terrain-v0"
@@ -473,6 +471,7 @@ class Go1TerrainEnv(Go1Env):
     def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
         opts = {k: kwargs.pop(k) for k in ("terrain_rows", "terrain_cols", "terrain_types",
                                            "tile_size", "terrain_seed") if k in kwargs}
+        self.height_scan = bool(kwargs.pop("height_scan", True))
         extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
         return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
                                 tile_size=opts.get("tile_size", 8.0),

@@ -239,11 +239,11 @@ def test_commands_follow_playgrounds_law():
     assert (env.task.state["command"].abs() <= a).all()
 
 
-def test_command_curriculum_over_the_range_parameter():
+def test_command_and_noise_curriculum_over_their_parameters():
     env = gp.make(FLAT, 8, device="cpu", seed=2)
     easy, hard = [0.1, 0.1, 0.1], [1.5, 0.8, 1.2]
-    cur = gp.Curriculum(2, params={"command_range": (easy, hard)}, metric="episode_return",
-                        promote=-1e9, demote=-2e9)
+    cur = gp.Curriculum(2, params={"command_range": (easy, hard), "noise_level": (0.0, 1.0)},
+                        metric="episode_return", promote=-1e9, demote=-2e9)
     env.add_curriculum(cur)
     assert torch.equal(env.params["command_range"], torch.tensor(easy).expand(8, 3))
     env.reset()
@@ -256,6 +256,26 @@ def test_command_curriculum_over_the_range_parameter():
     assert torch.equal(env.params["command_range"][~ended], torch.tensor(easy).expand(4, 3))
     new = env.task.state["command"][ended]
     assert (new.abs() <= torch.tensor(hard)).all() and (new.abs() > 0.1).any()
+    assert env.params["noise_level"].tolist() == ended.float().tolist()  # raised with it
+    td = env.step(torch.zeros(8, 12))
+    priv = td["privileged_observation"]
+    assert torch.equal(td["observation"][~ended, 3:6], priv[~ended, 48:51])  # no noise yet
+    assert not torch.equal(td["observation"][ended, 3:6], priv[ended, 48:51])
+
+
+def test_bad_input_names_what_was_expected():
+    with pytest.raises(ValueError, match="max_action_delay: expected an int in"):
+        gp.make(FLAT, 1, device="cpu", max_action_delay=-1)
+    with pytest.raises(ValueError, match="contact body: expected a body of the Go1 model, "
+                                         "got 'tail'"):
+        gp.make(FLAT, 1, device="cpu", penalized_contacts=("tail",))
+    with pytest.raises(KeyError, match="unknown parameter 'terrain_rows'"):
+        gp.make(FLAT, 1, device="cpu", terrain_rows=3)  # a Go1Terrain-v0 option
+    env = _env(1)
+    with pytest.raises(ValueError, match="action_delay.*outside its range"):
+        env.params.set("action_delay", 5.0)  # max_action_delay 4
+    with pytest.raises(ValueError, match="command_nonzero_prob.*outside its range"):
+        env.params.set("command_nonzero_prob", [0.5, 1.5, 0.5])
 
 
 def test_kicks_are_half_sine_impulses_on_the_kicked_envs_only():
