@@ -325,7 +325,9 @@ class VecEnv:
 
         Returns:
             TensorDict, batch ``[num_envs]``: ``"observation"`` float32 ``[N, *obs_shape]``
-            (new initial observations for masked envs, unchanged for the others).
+            (new initial observations for masked envs, unchanged for the others), and the
+            extra outputs declared with ``reset=True`` (``output_specs``), e.g. Go1's
+            ``"privileged_observation"``.
         """
         with self._exclusive():
             return self._reset(mask, seed)

@@ -33,9 +33,13 @@ Deviations from Playground (each deliberate): resets are full resets as Playgrou
 cached first state; random numbers are gpuparam's counter-based draws, not JAX's (same
 distributions); ``round`` of the countdown rounds halves away from zero (JAX: to even);
 commands are resampled at Playground's exponential countdown, not at ``gp.Interval``\\ s,
-and have no heading mode. On ``Go1Terrain-v0`` foot heights (swing peak, foot clearance)
-are heights above the terrain under the foot (world z in Playground, whose terrains are
-near-flat), and the base may touch the ground (see ``Go1TerrainEnv``).
+and have no heading mode; a kick's force uses the base subtree's mass of the env's world
+(randomized masses included; Playground: the nominal model's); with kicks off the base's
+applied wrench is written 0 at every step (Playground leaves it 0); ``"reward_terms"`` has a
+17th term, the undesired-contact penalty (0 on Playground's scenes). On ``Go1Terrain-v0``
+foot heights (swing peak, foot clearance) are heights above the terrain under the foot
+(world z in Playground, whose terrains are near-flat), and the trunk, thighs and calves
+collide with the ground (see ``Go1TerrainEnv``).
 """
 
 from __future__ import annotations
@@ -187,7 +191,6 @@ class Go1Task(Task):
     tests write MuJoCo Warp's data and the task state, then call it."""
 
     def __init__(self, env: Go1Env):
-        self.env_cls = type(env)
         self.mjm = env.mjm
         self.penalized, self.terminating = env.penalized_contacts, env.terminating_contacts
         self.grid = env.grid
