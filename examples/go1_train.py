@@ -185,9 +185,15 @@ def plot(history: list[dict], path: str, args) -> None:
     for ax, key, label in zip(axes, ("tracking_lin_vel", "episode_length", "level"),
                               ("linear tracking reward per step", "episode length (steps)",
                                f"mean {what}"), strict=True):
-        ax.plot(steps, [h[key] for h in history])
+        ys = [h[key] for h in history]
+        ax.plot(steps, ys)
         ax.set_xlabel("env steps")
         ax.set_title(label, fontsize=9)
+        if key == "episode_length" and len(ys) > 10:
+            # the first iterations end episodes of random initial lengths
+            # (init_at_random_ep_len): scaled to the later ones
+            ax.set_ylim(0, 1.2 * max(y for y in ys[5:] if y == y))
+            ax.set_title(label + " (first iterations: random initial lengths)", fontsize=9)
     fig.suptitle(f"rsl_rl PPO on gpuparam {args.task}, N={args.num_envs}, {args.device}",
                  fontsize=10)
     fig.tight_layout()
