@@ -68,9 +68,13 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
               and mjm.actuator_forcelimited[a]
               and mjm.actuator_forcerange[a, 0] == -mjm.actuator_forcerange[a, 1])
         if not ok:
-            raise ValueError(f"actuator {name!r}: expected a position actuator (kp, no kv) on "
-                             "a hinge or slide joint with a symmetric force range, got one "
-                             "that is not")
+            raise ValueError(
+                f"actuator {name!r}: expected a position actuator (kp, no kv) on a hinge or "
+                "slide joint with a symmetric force range, got transmission "
+                f"{mujoco.mjtTrn(mjm.actuator_trntype[a]).name}, gainprm[0] "
+                f"{mjm.actuator_gainprm[a, 0]}, biasprm[1:3] {mjm.actuator_biasprm[a, 1:3]}, "
+                f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "
+                f"{mjm.actuator_forcerange[a]}")
         dofs.append(int(mjm.jnt_dofadr[j]))
     return np.array(dofs, dtype=np.int32)
 
