@@ -271,6 +271,11 @@ def test_bad_input_names_what_was_expected():
         gp.make(FLAT, 1, device="cpu", penalized_contacts=("tail",))
     with pytest.raises(KeyError, match="unknown parameter 'terrain_rows'"):
         gp.make(FLAT, 1, device="cpu", terrain_rows=3)  # a Go1Terrain-v0 option
+    from gpuparam.envs.mujoco.legged import actuated_dofs
+    from gpuparam.envs.mujoco.model import load_model
+
+    with pytest.raises(ValueError, match="expected a position actuator.*got transmission"):
+        actuated_dofs(load_model("ant.xml"))  # motors, not PD position actuators
     env = _env(1)
     with pytest.raises(ValueError, match="action_delay.*outside its range"):
         env.params.set("action_delay", 5.0)  # max_action_delay 4
