@@ -165,7 +165,22 @@ def robot_goals(res: dict) -> list[dict]:
         _goal("robot_host_time", "Ant captured step at N=1: host time beyond physics < 50 us",
               host.get("beyond_physics_s"), lambda x: x < 50e-6,
               lambda x: f"{x * 1e6:.1f} us", _reason(host)),
+        *go1_goals(res),
     ]
+
+
+def go1_goals(res: dict) -> list[dict]:
+    """Issue 23: the Go1 recipe's cost, and on a GPU its throughput at N=8192."""
+    rec = _get(res, "robots", "go1_recipe") or {}
+    n = rec.get("num_envs")
+    goals = [_goal("go1_recipe", f"Go1 full recipe <= 15% over the bare Go1 step (N={n})",
+                   rec.get("overhead"), lambda x: x <= 0.15, "{:+.1%}", _reason(rec))]
+    if str(_get(res, "config", "device") or "cpu").startswith("cuda"):
+        goals.append(_goal("go1_gpu_8192", "Go1 full recipe at N=8192: >= 1M env-steps/s",
+                           rec.get("full_env_steps_per_s") if n == 8192 else None,
+                           lambda x: x >= 1e6, lambda x: f"{x / 1e6:.2f}M env-steps/s",
+                           _reason(rec)))
+    return goals
 
 
 def evaluate(res: dict) -> list[dict]:

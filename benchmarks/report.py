@@ -209,6 +209,27 @@ def robot_rows(res: dict) -> list[tuple[str, str]]:
         if "extra_share" in c:
             val += f" end to end; its stages alone {c['extra_share']:.1%}"
         rows.append((f"robot overhead {c.get('label', key)} (Ant N={ov.get('num_envs')})", val))
+    g1 = rob.get("go1_throughput", {})
+    if isinstance(g1, dict) and ("skipped" in g1 or "error" in g1):
+        rows.append(("Go1", _why(g1)))
+    elif isinstance(g1, dict):
+        for key, row in g1.items():
+            for who in [k for k in row if k == "gpuparam" or k.startswith("envpool_")]:
+                r = row[who]
+                val = rate(r["env_steps_per_s"]) if "env_steps_per_s" in r else _why(r)
+                rows.append((f"{who.replace('_', ' ')} {key}", val))
+            for k, v in row.items():
+                if k.startswith("ratio_"):
+                    rows.append((f"{k.replace('ratio_', '').replace('_', ' ')} {key}",
+                                 f"{v:.2f}x"))
+    rec = rob.get("go1_recipe", {})
+    if "overhead" in rec:
+        rows.append((f"Go1 full recipe over bare ({rec['env']} N={rec['num_envs']}: "
+                     f"{rec['label']})", f"{rec['overhead']:+.1%} "
+                     f"({rate(rec['full_env_steps_per_s'])} vs "
+                     f"{rate(rec['bare_env_steps_per_s'])})"))
+    elif rec:
+        rows.append(("Go1 recipe", _why(rec)))
     host = rob.get("host_time", {})
     if "beyond_physics_s" in host:
         rows.append(("Ant N=1 captured step / physics replay / beyond physics",

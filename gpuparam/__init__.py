@@ -26,7 +26,7 @@ from gpuparam.randomization import (
     Term,
     Uniform,
 )
-from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
 from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 from gpuparam.vecenv import VecEnv
 
@@ -61,6 +61,7 @@ __all__ = [
     "LogUniform",
     "ObsNorm",
     "OnReset",
+    "OutputSpec",
     "ParamSpec",
     "ParamTable",
     "PendulumEnv",

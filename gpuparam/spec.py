@@ -80,6 +80,26 @@ class BoxSpec:
 
 
 @dataclass(frozen=True)
+class OutputSpec:
+    """An extra output tensor an env class declares (``VecEnv.output_specs``): allocated
+    once as ``[num_envs, *shape]`` in the step's TensorDict (so hooks see it and
+    checkpoints save it), written by the env's task.
+
+    Attributes:
+        shape: per-env shape.
+        dtype: torch dtype (float32, int32 or bool).
+        reset: also in the TensorDict ``reset`` returns (written by the reset, e.g. a
+            second observation group).
+        doc: one line.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    reset: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
 class DiscreteSpec:
     """Discrete actions ``{0, ..., n-1}``, one integer per env.
 

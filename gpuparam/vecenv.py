@@ -22,7 +22,7 @@ from gpuparam.params import ParamTable
 from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
-from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
+from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
 
 
 class VecEnv(SavesState):
@@ -186,6 +186,12 @@ class VecEnv(SavesState):
             "episode_return": torch.zeros(n, **f32),
             "episode_length": torch.zeros(n, **i32),
         }
+        extra = self.output_specs()
+        for key, spec in extra.items():
+            if key in outputs or not isinstance(spec, OutputSpec):
+                raise ValueError(f"{type(self).__name__}.output_specs: {key!r}: expected a "
+                                 f"new key and a gp.OutputSpec, got {spec!r}")
+            outputs[key] = torch.zeros(n, *spec.shape, dtype=spec.dtype, device=dev)
         ctx = StepContext(
             num_envs=n, device=dev, env_offset=self.env_offset,
             seed=torch.zeros(1, **i32),
@@ -199,13 +205,22 @@ class VecEnv(SavesState):
         # from them for good (later steps would hand back the caller's tensor): it raises,
         # and writes go in place (``td[key].copy_(x)``, ``td[key] *= 0.1``)
         self._td = TensorDict(outputs, batch_size=[n], device=dev).lock_()
+        at_reset = ["observation", *(k for k, s in extra.items() if s.reset)]
         self._reset_td = TensorDict(
-            {"observation": outputs["observation"]}, batch_size=[n], device=dev
+            {k: outputs[k] for k in at_reset}, batch_size=[n], device=dev
         ).lock_()
         self._hook_td = TensorDict(
             {**outputs, "action": ctx.action}, batch_size=[n], device=dev
         ).lock_()
         return ctx
+
+    def output_specs(self) -> dict[str, OutputSpec]:
+        """Extra output tensors of this env class, ``{key: gp.OutputSpec}`` (default none),
+        allocated once beside the standard outputs: in the TensorDict ``step`` returns (and
+        ``reset`` too for specs with ``reset=True``), in the hooks' TensorDict and in
+        checkpoints. The env's task writes them (``ctx.outputs[key]``). Called once, while
+        the buffers are allocated (the spaces exist by then)."""
+        return {}
 
     def make_backend(self) -> Backend:
         """The env's physics. Default: a ``KernelBackend`` of the class's ``step_kernel``
@@ -310,7 +325,9 @@ class VecEnv(SavesState):
 
         Returns:
             TensorDict, batch ``[num_envs]``: ``"observation"`` float32 ``[N, *obs_shape]``
-            (new initial observations for masked envs, unchanged for the others).
+            (new initial observations for masked envs, unchanged for the others), and the
+            extra outputs declared with ``reset=True`` (``output_specs``), e.g. Go1's
+            ``"privileged_observation"``.
         """
         with self._exclusive():
             return self._reset(mask, seed)

@@ -86,6 +86,22 @@ def write_outputs(
 
 
 @wp.kernel
+def copy_rows_armed(
+    flag: wp.array(dtype=wp.int32),
+    which: int,
+    src: wp.array2d(dtype=float),
+    dst_out: wp.array2d(dtype=float),
+):
+    """Armed with ``which``: ``dst_out[e] = src[e]`` (``[N, d]``, a further observation
+    group of the output set). Launched over envs."""
+    if flag[0] != which:
+        return
+    e = thread_index(wp.tid())
+    for j in range(src.shape[1]):
+        dst_out[e, j] = src[e, j]
+
+
+@wp.kernel
 def disarm(flag: wp.array(dtype=wp.int32)):
     """Clear the adapter's flag: the step is over."""
     flag[0] = 0

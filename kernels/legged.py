@@ -1,5 +1,15 @@
-"""Legged-robot recipe pieces on the device: the height scan (legged_gym's
-``measure_heights``) read from a MuJoCo Warp heightfield.
+"""Legged-robot recipe pieces on the device, for any MuJoCo Warp robot with a free-joint
+base and position actuators: PD gains written into the per-world actuator fields, the
+action latency ring buffer and PD targets, half-sine kicks, the reset of the base, velocity
+commands, observation noise, and the height scan (legged_gym's ``measure_heights``) read
+from a MuJoCo Warp heightfield.
+
+Every parameter is a row ``[N]`` of the parameter table (vector parameters ``[size, N]``);
+MuJoCo Warp's per-world arrays are ``[nworld, k]``. One thread per env (or per env and
+component). Random draws are counter-based: at a reset keyed by (seed, global env id, a
+stream, the episode index), within an episode by (seed, global env id, a stream, the episode
+index, the step of the episode) (:func:`step_bits`), so env ``i`` draws the same whatever
+``num_envs`` is, and a reseed (episode counters back to 0) repeats them.
 
 The heightfield is read as MuJoCo Warp stores it (``mujoco_warp.Model`` fields):
 ``hfield_size [nhfield] vec4`` = (radius_x, radius_y, elevation_z, base_z),
@@ -13,6 +23,18 @@ identity orientation (``gpuparam.envs.mujoco.terrain.terrain_geom`` checks it).
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.episode import begin_episode
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.rng import STREAM_TERM0, log_pos, next_bits, rng_key, uniform, uniform_in
+
+# Streams of the legged draws (randomization terms use STREAM_TERM0 + k < 2^20, pushes the
+# next one).
+STREAM_TASK_RESET = wp.constant(STREAM_TERM0 + (1 << 20) + 1)
+STREAM_OBS_NOISE = wp.constant(STREAM_TERM0 + (1 << 20) + 2)
+STREAM_COMMAND = wp.constant(STREAM_TERM0 + (1 << 20) + 3)
+STREAM_KICK = wp.constant(STREAM_TERM0 + (1 << 20) + 4)
+# the step index of the draws made by a reset's observation (a step's are 0, 1, ...)
+RESET_STEP = wp.constant(-1)
 
 # No floating-point contraction, as every gpuparam kernel that feeds an observation: the
 # rotation and interpolation round alike on CPU and GPU.
@@ -100,3 +122,319 @@ def height_scan(
     heights_out[env, p] = hfield_height(hfield_size[hfield_id], hfield_nrow[hfield_id],
                                         hfield_ncol[hfield_id], hfield_adr[hfield_id],
                                         hfield_data, origin, x, y)
+
+
+# ----------------------------------------------------------------- random draws
+@wp.func
+def step_bits(seed: int, env: int, stream: int, episode: int, step: int) -> wp.uint32:
+    """32 random bits keyed by (seed, global env id, stream, episode index, step of the
+    episode); further values of the same event come from ``next_bits``."""
+    return wp.rand_init(int(rng_key(seed, env, stream, episode)), step)
+
+
+@wp.func
+def noisy(x: float, h: wp.uint32, level: float, scale: float) -> float:
+    """MuJoCo Playground's observation noise: ``x + (2u - 1) * level * scale`` with ``u``
+    uniform from ``h``; exactly ``x`` (bit for bit, -0.0 included) when the noise is 0."""
+    n = (2.0 * uniform(h) - 1.0) * level * scale
+    return wp.where(n == 0.0, x, x + n)
+
+
+@wp.func
+def round_steps(seconds: float, dt: float) -> int:
+    """``round(seconds / dt)`` (half away from zero) as a step count, at least 0."""
+    return wp.max(int(wp.floor(seconds / dt + 0.5)), 0)
+
+
+@wp.func
+def exponential_steps(h: wp.uint32, mean_s: float, dt: float) -> int:
+    """``round(Exponential(1) * mean_s / dt)`` (Playground's command countdown); the
+    exponential draw ``-ln(1 - u)`` uses ``log_pos`` (the same bits on every device)."""
+    e = -log_pos(1.0 - uniform(h))
+    return wp.max(int(wp.floor(e * mean_s / dt + 0.5)), 0)
+
+
+# ----------------------------------------------------------------- PD actuators
+@wp.kernel
+def copy_pd_gains(
+    kp: wp.array2d(dtype=float),
+    motor_strength: wp.array2d(dtype=float),
+    gainprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
+    biasprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
+):
+    """A position actuator's P gain (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``)
+    times the motor strength, per (world, actuator): ``kp``, ``motor_strength`` ``[nu, N]``
+    rows. The actuator's other parameters are kept."""
+    i, j = wp.tid()
+    k = kp[j, i] * motor_strength[j, i]
+    g = gainprm_out[i, j]
+    g[0] = k
+    gainprm_out[i, j] = g
+    b = biasprm_out[i, j]
+    b[1] = -k
+    biasprm_out[i, j] = b
+
+
+@wp.kernel
+def copy_pd_damping(
+    damping: wp.array2d(dtype=float),
+    kd: wp.array2d(dtype=float),
+    motor_strength: wp.array2d(dtype=float),
+    dof_actuator: wp.array(dtype=int),
+    damping_out: wp.array2d(dtype=float),
+):
+    """The D part of the PD as the joint's damping, per (world, dof): ``dof_damping`` rows
+    ``[nv, N]`` (the passive damping) plus ``kd * motor_strength`` of the actuator driving
+    the dof (``dof_actuator[d]``, -1 for none)."""
+    i, d = wp.tid()
+    v = damping[d, i]
+    a = dof_actuator[d]
+    if a >= 0:
+        v = v + kd[a, i] * motor_strength[a, i]
+    damping_out[i, d] = v
+
+
+@wp.kernel
+def copy_force_limits(limit: wp.array2d(dtype=float), forcerange_out: wp.array2d(dtype=wp.vec2)):
+    """``forcerange = (-limit, limit)`` per (world, actuator); ``limit`` rows ``[nu, N]``."""
+    i, j = wp.tid()
+    forcerange_out[i, j] = wp.vec2(-limit[j, i], limit[j, i])
+
+
+@wp.kernel
+def copy_com_offset(offset: wp.array2d(dtype=float), body: int, ipos0: wp.vec3,
+                    ipos_out: wp.array2d(dtype=wp.vec3)):
+    """The centre of mass of ``body`` in its frame: the model's ``ipos0`` plus the
+    ``offset`` rows ``[3, N]``, per world."""
+    i = thread_index(wp.tid())
+    ipos_out[i, body] = ipos0 + wp.vec3(offset[0, i], offset[1, i], offset[2, i])
+
+
+# ----------------------------------------------------------------- before the physics
+@wp.func
+def _kick(i: int, h: wp.uint32, dt: float, mass: float, kick_i: wp.array2d(dtype=wp.int32),
+          kick_f: wp.array2d(dtype=float)) -> wp.vec3:
+    """One step of Playground's kick state machine (``_maybe_apply_perturbation``); returns
+    the force on the base this step. ``kick_i[i]``: steps since the last kick, steps until
+    the next, steps into the kick, kick duration in steps; ``kick_f[i]``: duration in
+    seconds, velocity magnitude, direction x, y."""
+    since = kick_i[i, 0]
+    until = kick_i[i, 1]
+    steps = kick_i[i, 2]
+    force = wp.vec3(0.0)
+    if since >= until:  # kicking: a half sine over the kick's duration
+        t = float(steps) * dt
+        T = kick_f[i, 0]
+        u_t = 0.5 * wp.sin(3.14159265358979 * t / T)
+        f = u_t * mass * kick_f[i, 1] / T
+        force = wp.vec3(f * kick_f[i, 2], f * kick_f[i, 3], 0.0)
+        if steps >= kick_i[i, 3]:
+            kick_i[i, 0] = 0
+        kick_i[i, 2] = steps + 1
+    else:  # waiting; a new direction when the wait is over
+        since = since + 1
+        kick_i[i, 0] = since
+        if since >= until:
+            kick_i[i, 2] = 0
+            angle = uniform(h) * 6.28318530717959
+            kick_f[i, 2] = wp.cos(angle)
+            kick_f[i, 3] = wp.sin(angle)
+    return force
+
+
+@wp.kernel
+def pre_step(
+    # keys
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    episode_count: wp.array(dtype=wp.int32),
+    step_count: wp.array(dtype=wp.int32),
+    # actions
+    action: wp.array2d(dtype=float),
+    default_pose: wp.array(dtype=float),
+    action_scale: wp.array(dtype=float),
+    action_delay: wp.array(dtype=float),
+    # kicks
+    kick_enable: wp.array(dtype=float),
+    kick_body: int,
+    dt: float,
+    body_subtreemass: wp.array2d(dtype=float),
+    # state
+    history: wp.array3d(dtype=float),
+    head: wp.array(dtype=wp.int32),
+    kick_i: wp.array2d(dtype=wp.int32),
+    kick_f: wp.array2d(dtype=float),
+    # out
+    ctrl_out: wp.array2d(dtype=float),
+    xfrc_out: wp.array2d(dtype=wp.spatial_vector),
+):
+    """Before the substeps of an env step, one thread per env.
+
+    Action latency: the action goes into the env's ring buffer ``history`` ``[N, K + 1,
+    nu]`` (slot ``head[i]``, advanced first) and the PD targets are made from the action of
+    ``d = round(action_delay)`` steps before (clamped to ``[0, K]``; ``d = 0``: this one):
+    ``ctrl = default_pose + action * action_scale`` (MuJoCo Playground's, not clipped; the
+    position actuators clamp to their control range).
+
+    Kicks (``kick_enable > 0.5``): Playground's half-sine force on body ``kick_body`` (mass
+    its subtree's), written to ``xfrc_applied`` (force; torque 0). Off: that body's applied
+    wrench is 0 and the kick state is left alone."""
+    i = thread_index(wp.tid())
+    K1 = history.shape[1]
+    hd = (head[i] + 1) % K1
+    head[i] = hd
+    nu = action.shape[1]
+    for j in range(nu):
+        history[i, hd, j] = action[i, j]
+    k = wp.clamp(int(wp.floor(action_delay[i] + 0.5)), 0, K1 - 1)
+    slot = (hd - k + K1) % K1
+    s = action_scale[i]
+    for j in range(nu):
+        ctrl_out[i, j] = default_pose[j] + history[i, slot, j] * s
+    force = wp.vec3(0.0)
+    if kick_enable[i] > 0.5:
+        h = step_bits(seed[0], env_offset + i, STREAM_KICK, episode_count[i] - 1, step_count[i])
+        mass = body_subtreemass[i % body_subtreemass.shape[0], kick_body]
+        force = _kick(i, h, dt, mass, kick_i, kick_f)
+    xfrc_out[i, kick_body] = wp.spatial_vector(force[0], force[1], force[2], 0.0, 0.0, 0.0)
+
+
+# ----------------------------------------------------------------- reset
+@wp.func
+def _quat_mul(a: wp.vec4, b: wp.vec4) -> wp.vec4:
+    """Hamilton product of ``(w, x, y, z)`` quaternions (MuJoCo's ``mju_mulQuat``)."""
+    return wp.vec4(
+        a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
+        a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+        a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
+        a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0],
+    )
+
+
+@wp.kernel
+def reset_base(
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    episode_count: wp.array(dtype=wp.int32),
+    home_qpos: wp.array(dtype=float),
+    home_ctrl: wp.array(dtype=float),
+    # spawn
+    origins: wp.array2d(dtype=wp.vec3),
+    level: wp.array(dtype=float),
+    xy_range: wp.array(dtype=float),
+    yaw_range: wp.array(dtype=float),
+    vel_range: wp.array(dtype=float),
+    # kicks
+    dt: float,
+    kick_wait: wp.array2d(dtype=float),
+    kick_duration: wp.array2d(dtype=float),
+    kick_velocity: wp.array2d(dtype=float),
+    # out
+    qpos_out: wp.array2d(dtype=float),
+    qvel_out: wp.array2d(dtype=float),
+    ctrl_out: wp.array2d(dtype=float),
+    history_out: wp.array3d(dtype=float),
+    head_out: wp.array(dtype=wp.int32),
+    kick_i_out: wp.array2d(dtype=wp.int32),
+    kick_f_out: wp.array2d(dtype=float),
+):
+    """MuJoCo Playground's Go1 reset for a free-joint base, masked envs: ``qpos = home``
+    moved to the env's origin (terrain row ``round(level)`` clamped to the rows of
+    ``origins`` ``[rows, cols]``, column ``(env_offset + i) % cols``), plus ``U(-r, r)`` in
+    x and y, a yaw ``U(-yaw_range, yaw_range)`` composed after the home orientation, the 6
+    base velocities ``U(-v, v)`` (joints at rest), ``ctrl = home_ctrl``. The action history
+    is zeroed (a delayed action before the episode's first is the zero action, the default
+    pose) and the episode's kick drawn (Playground: once per episode): the wait
+    ``round(U(wait) / dt)`` steps, the duration ``U(duration)`` seconds and
+    ``round(duration / dt)`` steps, the velocity magnitude ``U(velocity)``. ``kick_*``: rows
+    ``[2, N]`` (low, high). Draw order: x, y, yaw, 6 velocities, wait, duration, velocity."""
+    i = thread_index(wp.tid())
+    if not mask[i]:
+        return
+    h = begin_episode(i, seed[0], env_offset, episode_count)
+    rows = origins.shape[0]
+    cols = origins.shape[1]
+    row = wp.clamp(int(wp.floor(level[i] + 0.5)), 0, rows - 1)
+    o = origins[row, (env_offset + i) % cols]
+    r = xy_range[i]
+    for k in range(qpos_out.shape[1]):
+        qpos_out[i, k] = home_qpos[k]
+    qpos_out[i, 0] = home_qpos[0] + o[0] + uniform_in(h, -r, r)
+    h = next_bits(h)
+    qpos_out[i, 1] = home_qpos[1] + o[1] + uniform_in(h, -r, r)
+    h = next_bits(h)
+    qpos_out[i, 2] = home_qpos[2] + o[2]
+    yr = yaw_range[i]
+    yaw = uniform_in(h, -yr, yr)
+    h = next_bits(h)
+    q0 = wp.vec4(home_qpos[3], home_qpos[4], home_qpos[5], home_qpos[6])
+    q = _quat_mul(q0, wp.vec4(wp.cos(0.5 * yaw), 0.0, 0.0, wp.sin(0.5 * yaw)))
+    for k in range(4):
+        qpos_out[i, 3 + k] = q[k]
+    v = vel_range[i]
+    for k in range(qvel_out.shape[1]):
+        qvel_out[i, k] = 0.0
+    for k in range(6):
+        qvel_out[i, k] = uniform_in(h, -v, v)
+        h = next_bits(h)
+    for k in range(ctrl_out.shape[1]):
+        ctrl_out[i, k] = home_ctrl[k]
+    for s in range(history_out.shape[1]):
+        for k in range(history_out.shape[2]):
+            history_out[i, s, k] = 0.0
+    head_out[i] = 0
+    wait = uniform_in(h, kick_wait[0, i], kick_wait[1, i])
+    h = next_bits(h)
+    T = uniform_in(h, kick_duration[0, i], kick_duration[1, i])
+    h = next_bits(h)
+    kick_i_out[i, 0] = 0
+    kick_i_out[i, 1] = round_steps(wait, dt)
+    kick_i_out[i, 2] = 0
+    kick_i_out[i, 3] = round_steps(T, dt)
+    kick_f_out[i, 0] = T
+    kick_f_out[i, 1] = uniform_in(h, kick_velocity[0, i], kick_velocity[1, i])
+    kick_f_out[i, 2] = 0.0
+    kick_f_out[i, 3] = 0.0
+
+
+# ----------------------------------------------------------------- commands
+@wp.func
+def reset_command(h: wp.uint32, a: wp.array2d(dtype=float), i: int) -> wp.vec3:
+    """A command drawn at a reset: ``U(-a_k, a_k)`` per component (``a`` rows ``[3, N]``);
+    uses 3 draws from ``h``."""
+    c = wp.vec3(0.0)
+    for k in range(3):
+        c[k] = uniform_in(h, -a[k, i], a[k, i])
+        h = next_bits(h)
+    return c
+
+
+@wp.func
+def resample_command(h: wp.uint32, cmd: wp.vec3, a: wp.array2d(dtype=float),
+                     b: wp.array2d(dtype=float), keep: float, i: int) -> wp.vec3:
+    """Playground's ``sample_command``, per component ``k``: with probability ``keep`` the
+    command is kept, else replaced by ``y * z``, ``y ~ U(-a_k, a_k)``, ``z ~ Bernoulli(b_k)``
+    (``b``: the probability of a non-zero new value); 9 draws from ``h``."""
+    out = cmd
+    for k in range(3):
+        y = uniform_in(h, -a[k, i], a[k, i])
+        h = next_bits(h)
+        z = uniform(h) < b[k, i]
+        h = next_bits(h)
+        replace = uniform(h) >= keep
+        h = next_bits(h)
+        if replace:
+            out[k] = wp.where(z, y, 0.0)
+    return out
+
+
+# ----------------------------------------------------------------- height scan input
+@wp.kernel
+def base_pose(qpos: wp.array2d(dtype=float), pos_out: wp.array(dtype=wp.vec3),
+              yaw_out: wp.array(dtype=float)):
+    """A free-joint base's world position ``qpos[0:3]`` and yaw (of ``qpos[3:7]``), the
+    inputs of :func:`height_scan`."""
+    i = thread_index(wp.tid())
+    pos_out[i] = wp.vec3(qpos[i, 0], qpos[i, 1], qpos[i, 2])
+    yaw_out[i] = quat_yaw(wp.vec4(qpos[i, 3], qpos[i, 4], qpos[i, 5], qpos[i, 6]))

@@ -67,9 +67,9 @@ def _classic(name: str):
     return build
 
 
-def _robot(name: str):
+def _robot(name: str, **kw):
     def build():
-        env = gp.make(name, N, device="cpu", seed=1, capture=False)
+        env = gp.make(name, N, device="cpu", seed=1, capture=False, **kw)
         env.randomize(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"),
                       gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"))
         env.add_event(gp.Push(((-0.1, 0.1),) * 2, every=2))
@@ -82,14 +82,19 @@ def _robot(name: str):
 
 
 CASES = [("CartPole-v1", _classic("CartPole-v1")), ("Pendulum-v1", _classic("Pendulum-v1"))]
-ROBOTS = ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5"]
+ROBOTS = ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
+          "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0"]
+# the legged recipe switched on (kicks, latency, noise, commands are on by default; the
+# terrain grid small)
+ROBOT_KW = {"Go1JoystickFlatTerrain-v1": dict(kick_enable=1.0, action_delay=1.0),
+            "Go1Terrain-v0": dict(terrain_rows=2, tile_size=4.0, kick_enable=1.0)}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES] + ROBOTS)
 def test_every_launched_module_compiles_for_sm90(name):
     if name in ROBOTS:
         pytest.importorskip("mujoco_warp")
-        build = _robot(name)
+        build = _robot(name, **ROBOT_KW.get(name, {}))
     else:
         build = dict(CASES)[name]
     modules = _launched_modules(build)

@@ -77,7 +77,8 @@ register(PendulumEnv)
 
 # Robots need the optional extra gpuparam[mujoco]; they are imported at their first make()
 # (importing MuJoCo Warp takes seconds, which every other user of gpuparam should not pay).
-ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
+ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
+               "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")
 
 
 def load_robots() -> tuple[type[VecEnv], ...]:

@@ -35,6 +35,9 @@ from gpuparam.vecenv import VecEnv as VecEnvBase  # noqa: E402
 
 __all__ = ["RslRlEnvCfg", "RslRlVecEnv"]
 
+# the output an env declares for its critic (``VecEnv.output_specs``): the "critic" group
+CRITIC_KEY = "privileged_observation"
+
 
 @dataclass(frozen=True)
 class RslRlEnvCfg:
@@ -100,6 +103,12 @@ class RslRlVecEnv(VecEnv):
             they are randomized over. Configure rsl_rl's
             ``obs_groups={"actor": ["policy"], "critic": ["policy", "privileged"]}`` for an
             asymmetric actor-critic. Empty: no such group.
+
+    Critic group: over a gpuparam env that declares a ``"privileged_observation"``
+    output (``VecEnv.output_specs``, e.g. Go1's, float32 ``[N, C]``: the noise-free state
+    its critic should see), the observations also hold ``"critic"``, a copy of it (after
+    the auto-reset, as ``"policy"``); configure ``obs_groups={"actor": ["policy"],
+    "critic": ["critic"]}`` to train on it.
         clip_actions: clamp continuous actions to the action spec's bounds before stepping.
         log_interval: steps between two episode-statistics entries in ``extras["log"]``;
             set it to the runner's ``num_steps_per_env`` so each iteration logs once.
@@ -231,13 +240,18 @@ class RslRlVecEnv(VecEnv):
         self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
         f32 = _f32(dev)
+        # the env's own critic observation (e.g. Go1's "privileged_observation"): the
+        # "critic" group, over a gpuparam env (copied by the output stage)
+        critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
         # two output sets, written by alternate steps: (obs TensorDict, its "policy" and
-        # "privileged" (or None) tensors, rewards, dones, time_outs)
+        # "privileged" (or None) tensors, rewards, dones, time_outs, "critic" (or None))
         self._sets = []
         for _ in range(2):
             groups = {"policy": torch.zeros(n, *obs_shape, **f32)}
             if self._priv_cols is not None:
                 groups["privileged"] = torch.zeros(n, self._priv_cols.numel(), **f32)
+            if critic is not None:
+                groups["critic"] = torch.zeros(n, *critic.shape[1:], **f32)
             self._sets.append((
                 TensorDict(groups, batch_size=[n], device=dev),
                 groups["policy"],
@@ -245,6 +259,7 @@ class RslRlVecEnv(VecEnv):
                 torch.zeros(n, **f32),
                 torch.zeros(n, dtype=torch.int64, device=dev),
                 torch.zeros(n, dtype=torch.bool, device=dev),
+                groups.get("critic"),
             ))
         self._k = 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
@@ -259,7 +274,7 @@ class RslRlVecEnv(VecEnv):
         self.last_log: dict[str, torch.Tensor] | None = None
         td = env.reset()
         self._current = self._sets[0][0]
-        self._write_obs(self._sets[0], td["observation"])
+        self._write_obs(self._sets[0], td)
 
     # ------------------------------------------------------------------ step stages
     def _join(self, base) -> None:
@@ -296,6 +311,11 @@ class RslRlVecEnv(VecEnv):
                 to_wp(self._flag), k + 1, *src,
                 to_wp(s[1].reshape(n, -1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]),
             ])
+            if s[6] is not None:
+                self._launch(ctx, kactions.copy_rows_armed, [
+                    to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
+                    to_wp(s[6].reshape(n, -1)),
+                ])
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
 
@@ -326,10 +346,12 @@ class RslRlVecEnv(VecEnv):
         self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
-    def _write_obs(self, out: tuple, observation: torch.Tensor) -> None:
-        out[1].copy_(observation)
+    def _write_obs(self, out: tuple, td) -> None:
+        out[1].copy_(td["observation"])
         if out[2] is not None:
             self._write_privileged(out[2])
+        if out[6] is not None:
+            out[6].copy_(td[CRITIC_KEY])
 
     def _write_privileged(self, privileged: torch.Tensor) -> None:
         rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
@@ -362,7 +384,7 @@ class RslRlVecEnv(VecEnv):
             td = self.env.reset()
             k = self._k ^ 1
             out = self._sets[k]
-            self._write_obs(out, td["observation"])
+            self._write_obs(out, td)
             self._k = k
         self._current = out[0]
         return out[0], {}

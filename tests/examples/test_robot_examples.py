@@ -61,3 +61,25 @@ def test_rsl_rl_train_robot_tiny(tmp_path):
     assert re.search(r"^iter +0 \| env steps +32 \| mean return +-?\d+\.\d .*"
                      r"mean level 1\.00 / 4", out, flags=re.M), out
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["rsl_rl_halfcheetah.png"]
+
+
+def test_go1_train_and_play_tiny(tmp_path):
+    pytest.importorskip("rsl_rl")
+    out = _run("examples/go1_train.py", "--num-envs", "4", "--iterations", "2",
+               "--steps-per-env", "8", "--hidden", "8", "--log-every", "1", "--device", "cpu",
+               "--out", str(tmp_path))
+    assert len(re.findall(r"^iter +\d+ \| env steps +\d+ \| tracking \d\.\d{3} \| episode "
+                          r"length", out, flags=re.M)) == 2
+    for name in ("model.pt", "history.json", "curve.png"):
+        assert (tmp_path / name).stat().st_size > 500, name
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MUJOCO_GL": os.environ.get("MUJOCO_GL",
+                                                                              "egl")}
+    res = subprocess.run([sys.executable, "examples/go1_train.py", "--play",
+                          str(tmp_path / "model.pt"), "--hidden", "8", "--play-envs", "2",
+                          "--play-steps", "6", "--device", "cpu"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, env=env)
+    if res.returncode != 0 and ("OpenGL" in res.stderr or "GL" in res.stderr.split("\n")[-2]):
+        pytest.skip(f"no offscreen OpenGL here (MUJOCO_GL={env['MUJOCO_GL']}): "
+                    f"{res.stderr.strip().splitlines()[-1]}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "3 frames of 2 envs" in res.stdout and (tmp_path / "play.gif").stat().st_size > 1000

@@ -84,6 +84,8 @@ class MjwBackend(Backend):
     """
 
     recompute_on = PHYSICAL
+    batched = BATCHED
+    post_constraint = True  # run rne_postconstraint after the substeps (cfrc_ext, ...)
 
     def __init__(self, mjm: mujoco.MjModel, frame_skip: int, noise_param: str,
                  qvel_normal: bool, forward_at_reset: bool = False,
@@ -112,7 +114,7 @@ class MjwBackend(Backend):
         n, dev, ctx = b.num_envs, wp_device(b.device), b.step
         self._device, self._torch_device = dev, b.device
         with wp.ScopedDevice(dev):
-            m = mjw.put_model(self.mjm, batch_sizes={f: n for f in BATCHED})
+            m = mjw.put_model(self.mjm, batch_sizes={f: n for f in self.batched})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
             if self.deterministic:  # stable contact and constraint order, invariant atomics
                 m.opt.deterministic = int(mjw.DeterminismType.ALL)
@@ -131,19 +133,21 @@ class MjwBackend(Backend):
             return wp.from_torch(b.param_rows(name))
 
         m = self.m
-        self._copies = {
-            "body_mass": (kloco.copy_rows, (n, self.mjm.nbody - 1), [rows("body_mass"), 1,
-                                                                       m.body_mass]),
-            "geom_friction": (kloco.copy_rows_vec3_x, (n, self.mjm.ngeom),
-                              [rows("geom_friction"), m.geom_friction]),
-            "dof_damping": (kloco.copy_rows, (n, self.mjm.nv),
-                            [rows("dof_damping"), 0, m.dof_damping]),
-            "dof_armature": (kloco.copy_rows, (n, self.mjm.nv),
-                             [rows("dof_armature"), 0, m.dof_armature]),
-            "actuator_gear": (kloco.copy_rows_spatial0, (n, self.mjm.nu),
-                              [rows("actuator_gear"), m.actuator_gear]),
-            "gravity": (kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity]),
-        }
+        # (parameter names that trigger it, kernel, launch dim, args): a copy runs when one
+        # of its names is written
+        self._copies: list[tuple[tuple[str, ...], wp.Kernel, object, list]] = [
+            (("body_mass",), kloco.copy_rows, (n, self.mjm.nbody - 1),
+             [rows("body_mass"), 1, m.body_mass]),
+            (("geom_friction",), kloco.copy_rows_vec3_x, (n, self.mjm.ngeom),
+             [rows("geom_friction"), m.geom_friction]),
+            (("dof_damping",), kloco.copy_rows, (n, self.mjm.nv),
+             [rows("dof_damping"), 0, m.dof_damping]),
+            (("dof_armature",), kloco.copy_rows, (n, self.mjm.nv),
+             [rows("dof_armature"), 0, m.dof_armature]),
+            (("actuator_gear",), kloco.copy_rows_spatial0, (n, self.mjm.nu),
+             [rows("actuator_gear"), m.actuator_gear]),
+            (("gravity",), kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity]),
+        ]
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
         self._reset_args = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count),
@@ -158,7 +162,7 @@ class MjwBackend(Backend):
         if b.device.type == "cuda":
             wp.synchronize_device(dev)
 
-    def _scope(self, ctx: StepContext | None = None):
+    def scope(self, ctx: StepContext | None = None):
         """Make MuJoCo Warp's launches (which take no stream argument) go to the step's
         stream. ``sync_enter=False``: no wait on Warp's previous current stream, which would
         be a dependency on uncaptured work inside a CUDA graph capture (error 905); the
@@ -176,8 +180,8 @@ class MjwBackend(Backend):
         return m[1]
 
     def step(self, ctx: StepContext) -> None:
-        with self._scope(ctx):
-            wp.copy(self.d.ctrl, self._action)
+        with self.scope(ctx):
+            self.write_ctrl(ctx)
             d = self.d
             for _ in range(self.frame_skip):
                 mjw.step(self.m, d)
@@ -185,22 +189,50 @@ class MjwBackend(Backend):
                     d.nefc, d.njmax, d.nacon, d.naconmax, self.constraint_overflows,
                     self.contact_overflows,
                 ])
-            mjw.rne_postconstraint(self.m, d)
+            if self.post_constraint:
+                mjw.rne_postconstraint(self.m, d)
+
+    def write_ctrl(self, ctx: StepContext) -> None:
+        """Before the substeps: the controls from ``ctx.action`` (here a copy; a subclass
+        may map actions to PD targets, delay them, apply forces). Inside the step's stream
+        scope."""
+        wp.copy(self.d.ctrl, self._action)
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
         wmask = self.wp_mask(mask)
-        with self._scope(ctx):
+        with self.scope(ctx):
             mjw.reset_data(self.m, self.d, reset=wmask)
-            wp.launch(kloco.reset_state, ctx.num_envs, [wmask, *self._reset_args])
+            self.reset_state(ctx, wmask)
             if self.forward_at_reset:
-                mjw.forward(self.m, self.d)
+                # (forward changes nothing a later step reads: the step recomputes every
+                # derived quantity from qpos, qvel and the warm start, which forward does
+                # not write; so it may run for all worlds, and only when one was reset)
+                self.when_any(mask, lambda: mjw.forward(self.m, self.d))
+
+    def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
+        """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
+        reset noise here; a subclass draws its own (keyed by ``begin_episode``)."""
+        wp.launch(kloco.reset_state, ctx.num_envs, [wmask, *self._reset_args])
+
+    def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, args: list,
+                 set_const_groups: int = 0, replace: str | None = None) -> None:
+        """Register a copy of parameter rows into model fields, launched (all worlds) after
+        every write of one of ``names``; with ``set_const_groups`` (``mjw.SetConstGroup``
+        bits) ``set_const`` follows. ``replace``: drop the copy registered for that name
+        first (e.g. a damping copy that also adds a PD gain). Call from ``bind``."""
+        if replace is not None:
+            self._copies = [c for c in self._copies if c[0] != (replace,)]
+        self._copies.append((tuple(names), kernel, dim, args))
+        for n in names:
+            if set_const_groups:
+                self.set_const_groups[n] = self.set_const_groups.get(n, 0) | set_const_groups
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then
         ``set_const`` if a mass-type one was written. Device work only: while a graph is
         being captured it runs behind ``wp.capture_if`` on whether ``mask`` (bool ``[N]``)
         holds any env, so a replay does the copies only at steps that wrote something."""
-        copies = [self._copies[n] for n in names if n in self._copies]
+        copies = [c[1:] for c in self._copies if any(n in c[0] for n in names)]
         groups = 0
         for n in names:
             groups |= self.set_const_groups.get(n, 0)
@@ -214,10 +246,17 @@ class MjwBackend(Backend):
                 mjw.set_const(self.m, self.d, groups=groups, restore=False)
             wp.launch(kloco.count_write, 1, [self.model_writes])
 
-        with self._scope():
-            if mask is None or not wp.get_device(self._device).is_capturing:
-                write()  # from the host (eager): unconditional, always correct
-                return
-            wp.launch(kloco.set_flag, 1, [0, self._written])
-            wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
-            wp.capture_if(self._written, on_true=write)
+        with self.scope():
+            self.when_any(mask, write)
+
+    def when_any(self, mask: torch.Tensor | None, fn) -> None:
+        """Run ``fn()`` (device work) when ``mask`` (bool ``[N]``) holds any env: eagerly
+        it runs unconditionally (always correct); while a graph is captured it sits behind
+        ``wp.capture_if`` on a device flag set from the mask, so a replay runs it only at
+        steps whose mask holds an env. Call inside the backend's stream scope."""
+        if mask is None or not wp.get_device(self._device).is_capturing:
+            fn()
+            return
+        wp.launch(kloco.set_flag, 1, [0, self._written])
+        wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
+        wp.capture_if(self._written, on_true=fn)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+import mujoco
 import torch
 import warp as wp
 
@@ -52,21 +53,31 @@ class RobotEnv(VecEnv):
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, **param_overrides: object):
         self._sizes = dict(njmax=njmax, nconmax=nconmax, deterministic=deterministic)
-        self.mjm = load_model(self.xml_file, cone, self.solver)
+        self.mjm = self.make_model(cone)
         self.components = Components.of(self.mjm)
-        self.param_specs = physical_specs(self.mjm) + tuple(self.task_specs)
+        self.param_specs = self.make_param_specs()
         self.observation_spec = BoxSpec(shape=(self.obs_size(),), low=-math.inf, high=math.inf)
-        rng = self.mjm.actuator_ctrlrange
-        self.action_spec = BoxSpec(
-            shape=(self.mjm.nu,), low=tuple(float(x) for x in rng[:, 0]),
-            high=tuple(float(x) for x in rng[:, 1]),
-        )
+        self.action_spec = self.make_action_spec()
         super().__init__(num_envs, device=device, seed=seed,
                          max_episode_steps=max_episode_steps, capture=capture,
                          env_offset=env_offset, cuda_graph=cuda_graph, **param_overrides)
 
     def obs_size(self) -> int:
         raise NotImplementedError
+
+    def make_model(self, cone: str | None) -> mujoco.MjModel:
+        """The compiled model (default: ``xml_file`` with ``cone`` and ``solver``)."""
+        return load_model(self.xml_file, cone, self.solver)
+
+    def make_param_specs(self) -> tuple[ParamSpec, ...]:
+        """Every parameter: the physical ones of the model, then ``task_specs``."""
+        return physical_specs(self.mjm) + tuple(self.task_specs)
+
+    def make_action_spec(self) -> BoxSpec:
+        """The action space (default: the actuators' control ranges)."""
+        rng = self.mjm.actuator_ctrlrange
+        return BoxSpec(shape=(self.mjm.nu,), low=tuple(float(x) for x in rng[:, 0]),
+                       high=tuple(float(x) for x in rng[:, 1]))
 
     def make_backend(self) -> MjwBackend:
         return MjwBackend(self.mjm, self.frame_skip, "reset_noise_scale", self.qvel_normal,

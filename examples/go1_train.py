@@ -1,0 +1,281 @@
+"""Unitree Go1 velocity tracking with rsl_rl's PPO on gpuparam (MuJoCo Warp), with the
+legged sim-to-real recipe on, a curriculum, and a privileged critic.
+
+The task is MuJoCo Playground's Go1 joystick task (``Go1JoystickFlatTerrain-v1``, default)
+or its rewards on a terrain grid with a height scan (``Go1Terrain-v0``). The recipe:
+
+- observation noise (Playground's scales, ``noise_level`` 1) and action latency of 0 or 1
+  env step (``action_delay ~ U(0, 1)`` per episode, rounded);
+- per episode: floor friction U(0.4, 1.0), base mass +U(-1, 1) kg, base centre of mass
+  +U(-5, 5) cm, motor strength x U(0.9, 1.1), kp and kd x U(0.9, 1.1) per joint
+  (Playground's ranges where it has them);
+- velocity commands (Playground's law); kicks with ``--kicks``;
+- a curriculum: on the flat task over the command ranges (``command_range``, from a
+  third of Playground's ranges up to them, promoted when an episode's mean linear
+  tracking reward passes ``--promote``), on the terrain grid legged_gym's terrain
+  curriculum (``env.terrain_curriculum()``);
+- an asymmetric actor-critic: the actor sees ``"observation"`` (48 values, 235 with the
+  height scan), the critic the noise-free ``"privileged_observation"`` (123 / 310),
+  both normalized by rsl_rl.
+
+Everything is written under ``--out`` (default ``runs/go1/``): ``model.pt`` (rsl_rl
+checkpoint), ``history.json`` (per iteration: env steps, mean linear tracking reward per
+step, mean episode length, mean curriculum level, seconds) and ``curve.png``.
+
+    python examples/go1_train.py                              # CPU: N=128, a few minutes
+    python examples/go1_train.py --task Go1Terrain-v0 --num-envs 4096 --iterations 1500 \\
+        --device cuda                                         # the real run is a GPU job
+    MUJOCO_GL=egl python examples/go1_train.py --play runs/go1/model.pt   # runs/go1/play.gif
+
+``--play`` renders a few envs of a saved policy with MuJoCo's offscreen renderer
+(``mujoco.Renderer``; the model has no visual meshes, so the collision geoms, group 3, are
+drawn). A headless machine needs an OpenGL platform: ``MUJOCO_GL=egl`` with the system
+packages ``libegl1`` and ``libgl1-mesa-dri`` (Debian/Ubuntu; Mesa renders on the CPU
+without a GPU), or ``MUJOCO_GL=osmesa`` with ``libosmesa6``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import time
+
+import torch
+from rsl_rl.runners import OnPolicyRunner  # noqa: I001 - after gpuparam, as users write it
+
+import gpuparam as gp
+from gpuparam.integrations.rsl_rl import RslRlVecEnv
+
+HARD = (1.5, 0.8, 1.2)  # Playground's command ranges (vx, vy, yaw rate)
+EASY = tuple(a / 3 for a in HARD)
+
+
+class Tracking:
+    """Per-episode mean of the linear tracking term (``reward_terms[:, 0]``) as a device
+    metric for the command curriculum, and its per-iteration mean for the log: an
+    ``after_step`` hook of device work only (recorded into the captured step)."""
+
+    def __init__(self, env):
+        n, dev = env.num_envs, env.device
+        self.sum = torch.zeros(n, device=dev)
+        self.len = torch.zeros(n, device=dev)
+        self.metric = torch.zeros(n, device=dev)
+        self.total = torch.zeros(2, device=dev)  # this iteration: sum, steps
+
+    def __call__(self, env, td) -> None:
+        term = td["reward_terms"][:, 0]
+        self.sum.add_(term)
+        self.len.add_(1.0)
+        torch.div(self.sum, self.len, out=self.metric)  # read by the curriculum at done
+        keep = 1.0 - td["done"].float()
+        self.sum.mul_(keep)
+        self.len.mul_(keep)
+        self.total[0].add_(term.sum())
+        self.total[1].add_(term.numel())
+
+    def take(self) -> float:
+        v = (self.total[0] / self.total[1]).item()  # one host sync per iteration
+        self.total.zero_()
+        return v
+
+
+def make_env(args, num_envs: int):
+    kw = dict(terrain_rows=args.terrain_rows) if args.task == "Go1Terrain-v0" else {}
+    env = gp.make(args.task, num_envs, device=args.device, seed=args.seed, **kw)
+    trunk = [-1.0] + [0.0] * (env.mjm.nbody - 2)  # body_mass components: the trunk only
+    env.randomize(
+        gp.Uniform("geom_friction", 0.4, 1.0, on="reset"),  # the floor's wins (priority)
+        gp.Uniform("body_mass", trunk, [-x for x in trunk], op="add", on="reset"),
+        gp.Uniform("base_com_offset", -0.05, 0.05, on="reset"),
+        gp.Uniform("motor_strength", 0.9, 1.1, on="reset"),
+        gp.Uniform("kp", 0.9, 1.1, op="scale", on="reset"),
+        gp.Uniform("kd", 0.9, 1.1, op="scale", on="reset"),
+        gp.Uniform("action_delay", 0.0, 1.0, on="reset"),
+    )
+    if args.kicks:
+        env.params.set("kick_enable", 1.0)
+    tracking = Tracking(env)
+    env.after_step(tracking, kind="torch")
+    if args.task == "Go1Terrain-v0":
+        curriculum = env.terrain_curriculum()
+        env.add_curriculum(curriculum)
+        start = torch.randint(0, min(args.terrain_rows, 4), (num_envs,),
+                              generator=torch.Generator().manual_seed(args.seed))
+        curriculum.set_level(start.to(torch.int32).to(env.device))  # legged_gym: rows 0-3
+    else:
+        curriculum = gp.Curriculum(args.levels, params={"command_range": (EASY, HARD)},
+                                   metric=tracking.metric, promote=args.promote,
+                                   demote=args.demote)
+        env.add_curriculum(curriculum)
+    env.reset()
+    # actions clamped to [-1, 1] (Playground's PPO squashes them with tanh; the task itself
+    # does not clip)
+    wrapped = RslRlVecEnv(env, clip_actions=True, log_interval=args.steps_per_env)
+    return env, wrapped, curriculum, tracking
+
+
+def train_cfg(args) -> dict:
+    hidden = [int(h) for h in args.hidden.split(",")]
+    return {
+        "num_steps_per_env": args.steps_per_env,
+        "save_interval": 10**9,
+        "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
+        "algorithm": {
+            "class_name": "PPO", "num_learning_epochs": 5, "num_mini_batches": 4,
+            "learning_rate": 1e-3, "gamma": args.gamma, "lam": 0.95, "entropy_coef": 0.01,
+            "clip_param": 0.2, "max_grad_norm": 1.0, "desired_kl": 0.01,
+            "schedule": "adaptive",
+        },
+        "actor": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu",
+                  "obs_normalization": True,
+                  "distribution_cfg": {"class_name": "GaussianDistribution",
+                                       "init_std": args.init_std}},
+        "critic": {"class_name": "MLPModel", "hidden_dims": hidden, "activation": "elu",
+                   "obs_normalization": True},
+    }
+
+
+def make_runner(wrapped, args) -> OnPolicyRunner:
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints the models
+        return OnPolicyRunner(wrapped, train_cfg(args), log_dir=None, device=str(wrapped.device))
+
+
+def train(args) -> list[dict]:
+    torch.manual_seed(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    env, wrapped, curriculum, tracking = make_env(args, args.num_envs)
+    runner = make_runner(wrapped, args)
+    history, t0 = [], time.perf_counter()
+    for it in range(args.iterations):
+        runner.learn(1, init_at_random_ep_len=it == 0)
+        log = wrapped.last_log  # device tensors: read once per iteration
+        row = {
+            "iteration": it,
+            "env_steps": (it + 1) * args.steps_per_env * args.num_envs,
+            "tracking_lin_vel": tracking.take(),
+            "episode_length": float(log["Episode/length"]),
+            "level": curriculum.levels.float().mean().item(),
+            "seconds": time.perf_counter() - t0,
+        }
+        history.append(row)
+        if it % args.log_every == 0 or it == args.iterations - 1:
+            print(f"iter {it:4d} | env steps {row['env_steps']:8d} | tracking "
+                  f"{row['tracking_lin_vel']:.3f} | episode length {row['episode_length']:6.1f}"
+                  f" | level {row['level']:.2f} | {row['seconds']:6.1f} s", flush=True)
+        if (it + 1) % args.save_every == 0 or it == args.iterations - 1:
+            runner.save(os.path.join(args.out, "model.pt"))
+            with open(os.path.join(args.out, "history.json"), "w") as f:
+                json.dump({"args": vars(args), "history": history}, f, indent=1)
+    plot(history, os.path.join(args.out, "curve.png"), args)
+    return history
+
+
+def plot(history: list[dict], path: str, args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["env_steps"] for h in history]
+    what = "terrain level" if args.task == "Go1Terrain-v0" else "command range level"
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    for ax, key, label in zip(axes, ("tracking_lin_vel", "episode_length", "level"),
+                              ("linear tracking reward per step", "episode length (steps)",
+                               f"mean {what}"), strict=True):
+        ys = [h[key] for h in history]
+        ax.plot(steps, ys)
+        ax.set_xlabel("env steps")
+        ax.set_title(label, fontsize=9)
+        if key == "episode_length" and len(ys) > 10:
+            # the first iterations end episodes of random initial lengths
+            # (init_at_random_ep_len): scaled to the later ones
+            ax.set_ylim(0, 1.2 * max(y for y in ys[5:] if y == y))
+            ax.set_title(label + " (first iterations: random initial lengths)", fontsize=9)
+    fig.suptitle(f"rsl_rl PPO on gpuparam {args.task}, N={args.num_envs}, {args.device}",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def play(args) -> str:
+    """Run a saved policy on ``--play-envs`` envs and render them side by side to a GIF."""
+    import imageio.v2 as imageio
+    import mujoco
+
+    env, wrapped, _, _ = make_env(args, args.play_envs)
+    runner = make_runner(wrapped, args)
+    runner.load(args.play, map_location=str(env.device))
+    policy = runner.get_inference_policy(str(env.device))
+    mjm = env.mjm
+    data = mujoco.MjData(mjm)
+    renderer = mujoco.Renderer(mjm, args.height, args.width)
+    option = mujoco.MjvOption()
+    option.geomgroup[3] = 1  # the collision geoms: the model has no visual meshes
+    option.sitegroup[5] = 0
+    camera = mujoco.MjvCamera()
+    camera.distance, camera.azimuth, camera.elevation = 1.6, 120.0, -20.0
+    frames = []
+    obs = wrapped.get_observations()
+    with torch.inference_mode():
+        for t in range(args.play_steps):
+            obs, _, _, _ = wrapped.step(policy(obs))
+            if t % args.frame_every:
+                continue
+            tiles = []
+            for i in range(args.play_envs):
+                data.qpos[:] = env.state["qpos"][i].cpu().numpy()
+                mujoco.mj_forward(mjm, data)
+                camera.lookat[:] = data.qpos[:3]
+                renderer.update_scene(data, camera=camera, scene_option=option)
+                tiles.append(renderer.render())
+            frames.append(__import__("numpy").concatenate(tiles, axis=1))
+    path = os.path.join(os.path.dirname(args.play) or ".", "play.gif")
+    imageio.mimsave(path, frames, duration=args.frame_every * 0.02, loop=0)
+    print(f"{len(frames)} frames of {args.play_envs} envs -> {path}")
+    return path
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="Go1JoystickFlatTerrain-v1",
+                   choices=("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1",
+                            "Go1Terrain-v0"))
+    p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--iterations", type=int, default=200)
+    p.add_argument("--steps-per-env", type=int, default=24)
+    p.add_argument("--hidden", default="256,128", help="hidden layer sizes (actor and critic)")
+    p.add_argument("--gamma", type=float, default=0.97, help="discount (Playground's)")
+    p.add_argument("--init-std", type=float, default=0.5,
+                   help="initial action noise (the Go1 flips over within about 30 steps "
+                        "under N(0, 1) actions, 45 under N(0, 0.25))")
+    p.add_argument("--levels", type=int, default=5, help="command curriculum levels (flat)")
+    p.add_argument("--promote", type=float, default=0.7,
+                   help="mean linear tracking reward per step of an episode to move up")
+    p.add_argument("--demote", type=float, default=0.2)
+    p.add_argument("--terrain-rows", type=int, default=10, help="Go1Terrain-v0 grid rows")
+    p.add_argument("--kicks", action="store_true", help="Playground's kicks on")
+    p.add_argument("--out", default=os.path.join("runs", "go1"))
+    p.add_argument("--save-every", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--play", default="", help="a saved model.pt: render it instead of training")
+    p.add_argument("--play-envs", type=int, default=3)
+    p.add_argument("--play-steps", type=int, default=250)
+    p.add_argument("--frame-every", type=int, default=2, help="render every k-th step")
+    p.add_argument("--width", type=int, default=320)
+    p.add_argument("--height", type=int, default=240)
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    args = parse()
+    if args.play:
+        play(args)
+    else:
+        train(args)

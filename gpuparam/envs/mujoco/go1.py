@@ -1,0 +1,508 @@
+"""Unitree Go1 velocity tracking on MuJoCo Warp: MuJoCo Playground's
+``Go1JoystickFlatTerrain`` / ``Go1JoystickRoughTerrain`` (``-v1``, as envpool names its ports)
+and ``Go1Terrain-v0``, the flat task's rewards on a legged_gym-style terrain grid with a
+height scan and a terrain curriculum.
+
+The task is Playground's ``locomotion/go1/joystick.py`` (the definition; envpool 1.2.5's
+C++ port is the reference the tests compare with, ``tests/fixtures/go1_envpool_*.npz``):
+
+- physics: ``load_go1`` (sim dt 0.004 s, 5 substeps per 0.02 s env step, Euler, Newton
+  with 1 iteration), PD position control with kp 35, kd 0.5 (``gpuparam.envs.mujoco.legged``)
+  to ``ctrl = default_pose + action * action_scale`` (0.5; actions nominally in [-1, 1],
+  not clipped).
+- observation ``"observation"`` ``[N, 48]`` (``[N, 235]`` on the terrain grid, with the
+  height scan), ``"privileged_observation"`` ``[N, 123]`` (``[N, 310]``), the reward
+  ``clip(sum_k scale_k term_k * dt, 0, 1e4)`` with the 16 terms (``"reward_terms"``
+  ``[N, 17]`` holds ``scale_k * term_k`` before the sum, the last one the undesired-contact
+  penalty, 0 unless bodies are listed), termination when the base is upside down
+  (``upvector_z < 0``), 1000-step episodes; see ``kernels/go1.py``.
+- commands: at a reset ``U(-a, a)`` per component; after a countdown of
+  ``round(Exponential(1) * command_resample_time / dt)`` steps each component is kept with
+  probability ``command_keep_prob``, else replaced by ``U(-a_k, a_k)`` with probability
+  ``b_k`` (``command_nonzero_prob``) or by 0; the countdown is redrawn then and at a
+  termination.
+- kicks (``kick_*``, off by default), the reset (home pose, ``U(-0.5, 0.5)`` in x and y,
+  yaw ``U(-3.14, 3.14)``, base velocities ``U(-0.5, 0.5)``) and action latency
+  (``action_delay``, 0 by default): ``gpuparam.envs.mujoco.legged``.
+
+Every reward scale, noise scale and level, command range, PD gain, action scale, kick
+range and reset range is a per-env parameter (``env.params``).
+
+Deviations from Playground (each deliberate): resets are full resets as Playground's
+``reset()`` defines them (fresh draws, task state zeroed), not its training wrapper's
+cached first state; random numbers are gpuparam's counter-based draws, not JAX's (same
+distributions); ``round`` of the countdown rounds halves away from zero (JAX: to even);
+commands are resampled at Playground's exponential countdown, not at ``gp.Interval``\\ s,
+and have no heading mode; a kick's force uses the base subtree's mass of the env's world
+(randomized masses included; Playground: the nominal model's); with kicks off the base's
+applied wrench is written 0 at every step (Playground leaves it 0); ``"reward_terms"`` has a
+17th term, the undesired-contact penalty (0 on Playground's scenes). On ``Go1Terrain-v0``
+foot heights (swing peak, foot clearance) are heights above the terrain under the foot
+(world z in Playground, whose terrains are near-flat), and the trunk, thighs and calves
+collide with the ground (see ``Go1TerrainEnv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+
+from gpuparam._device import wp_device
+from gpuparam.backend import BindContext, Task
+from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
+from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs
+from gpuparam.envs.mujoco.robot_env import RobotEnv
+from gpuparam.envs.mujoco.terrain import (
+    TerrainGrid,
+    add_terrain_hfield,
+    generate_terrain,
+    scan_points,
+    terrain_geom,
+)
+from gpuparam.kernels import go1 as kgo1
+from gpuparam.kernels import legged as kleg
+from gpuparam.pipeline import StepContext
+from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
+
+# envpool's config order (its reward_<term> info keys), then gpuparam's contact penalty
+REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy",
+                "orientation", "dof_pos_limits", "pose", "termination", "stand_still",
+                "torques", "action_rate", "energy", "feet_clearance", "feet_height",
+                "feet_slip", "feet_air_time", "undesired_contacts")
+REWARD_SCALES = (1.0, 0.5, -0.5, -0.05, -5.0, -1.0, 0.5, -1.0, -1.0, -0.0002, -0.01, -0.001,
+                 -2.0, -0.2, -0.1, 0.1, 0.0)
+_REWARD_DOCS = {
+    "tracking_lin_vel": "exp(-|cmd_xy - local linvel_xy|^2 / sigma)",
+    "tracking_ang_vel": "exp(-(cmd_yaw - gyro_z)^2 / sigma)",
+    "lin_vel_z": "global linvel_z^2",
+    "ang_vel_xy": "|global angvel_xy|^2",
+    "orientation": "|upvector_xy|^2",
+    "dof_pos_limits": "joint angles beyond the soft limits (summed)",
+    "pose": "exp(-sum w (q - default)^2), w = (1, 1, 0.1) per leg",
+    "termination": "1 at a termination",
+    "stand_still": "sum |q - default| when |cmd| < 0.01",
+    "torques": "|tau| + sum |tau| (actuator forces)",
+    "action_rate": "|action - last action|^2",
+    "energy": "sum |qvel| |tau|",
+    "feet_clearance": "sum |foot height - max_foot_height| |foot vel_xy|^(1/2)",
+    "feet_height": "sum (swing peak / max_foot_height - 1)^2 at first contacts, if moving",
+    "feet_slip": "sum |foot vel_xy|^2 in contact, if moving",
+    "feet_air_time": "sum (air time - 0.1) at first contacts, if moving",
+    "undesired_contacts": "number of penalized bodies touching the ground",
+}
+NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
+         ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
+         ("noise_gyro", 0.2, "gyro noise (rad/s)"),
+         ("noise_gravity", 0.05, "gravity vector noise"),
+         ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
+         ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"),
+         ("noise_height_scan", 0.1, "height scan noise (m, before its scale)"))
+DEFAULT_POSE_WEIGHT = (1.0, 1.0, 0.1) * 4
+# (njmax, nconmax) per world. Playground's MJX buffers (joystick.py): flat 40 constraint
+# rows and 4 contacts; rough 60 and 8. On the rough heightfield MuJoCo Warp keeps up to 4
+# contacts per foot (16, i.e. 12 + 16 * 4 = 76 rows): sized for that, so nothing is ever
+# dropped. On the grid the trunk, thighs and calves collide too: a robot lying on its side
+# makes about 25 contacts and 110 rows (the contact buffer is shared by all worlds, and
+# most robots stand on 4 feet).
+SIZES = {"flat": (40, 4), "rough": (76, 16), "grid": (200, 64)}
+
+
+def go1_task_specs(undesired_contacts: float = 0.0) -> tuple[ParamSpec, ...]:
+    """The task's parameters (Playground's values): reward scales, noise, command law,
+    reward constants, height-scan shaping, contact termination."""
+    scales = [ParamSpec(f"reward_{t}", (undesired_contacts if t == "undesired_contacts"
+                                         else s), -1e3, 1e3,
+                        doc=f"scale of {t}: {_REWARD_DOCS[t]}")
+              for t, s in zip(REWARD_TERMS, REWARD_SCALES, strict=True)]
+    noise = [ParamSpec(n, v, 0.0, 100.0, doc=doc) for n, v, doc in NOISE]
+    return (
+        *scales, *noise,
+        ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
+        ParamSpec("max_foot_height", 0.1, 1e-3, 10.0, unit="m",
+                  doc="target swing height of a foot"),
+        ParamSpec("soft_joint_limit_factor", 0.95, 0.0, 1.0,
+                  doc="soft joint limits = hard limits x factor (each bound)"),
+        ParamSpec("command_keep_prob", 0.5, 0.0, 1.0,
+                  doc="at a resample, probability of keeping each command component"),
+        ParamSpec("command_resample_time", 5.0, 0.0, 1e5, unit="s",
+                  doc="mean of the exponential time between command resamples"),
+        ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
+                  doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
+        ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+        ParamSpec("terminate_on_contact", 1.0, 0.0, 1.0,
+                  doc="1: a terminating body touching the ground ends the episode"),
+        ParamSpec("command_range", (1.5, 0.8, 1.2), 0.0, 100.0, shape=(3,),
+                  unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a) (vx, vy, yaw)"),
+        ParamSpec("command_nonzero_prob", (0.9, 0.25, 0.5), 0.0, 1.0, shape=(3,),
+                  doc="b: at a resample, probability of a non-zero new component"),
+    )
+
+
+def _block(b: BindContext, names: Sequence[str]) -> wp.array:
+    """The effective-table rows ``[len(names), N]`` of scalar parameters stored one after
+    the other (a view: kernels see every write)."""
+    cols = [b.params.columns(n) for n in names]
+    c0 = cols[0][0]
+    if any(c != (c0 + k, 1) for k, c in enumerate(cols)):
+        raise ValueError(f"parameters {list(names)} are not consecutive scalars")
+    return wp.from_torch(b.params.effective_table[c0 : c0 + len(names)])
+
+
+def _collision_geoms(spec: mujoco.MjSpec, body: str) -> list:
+    """The collision geoms of ``body`` (group 3, not a foot)."""
+    b = spec.body(body)
+    if b is None:
+        raise ValueError(f"contact body: expected a body of the Go1 model, got {body!r}")
+    return [g for g in b.geoms if g.group == 3 and g.name not in FEET]
+
+
+def go1_model(terrain: str | TerrainGrid, penalized: Sequence[str] = (),
+              terminating: Sequence[str] = ()) -> mujoco.MjModel:
+    """The Go1 scene: ``"flat"``, ``"rough"`` (Playground's), or a generated terrain grid
+    replacing the flat floor (a heightfield geom named ``"floor"``, so the foot contact
+    sensors keep working). For each body in ``penalized`` and ``terminating`` its collision
+    geoms are made to collide with the floor (only the feet do in Playground's model) and
+    each gets a floor-contact sensor ``<body>_<k>_floor_found``."""
+    grid = isinstance(terrain, TerrainGrid)
+    spec = go1_spec("flat" if grid else terrain)
+    if grid:
+        add_terrain_hfield(spec, terrain, replace="floor")
+    for body in dict.fromkeys((*penalized, *terminating)):
+        for k, g in enumerate(_collision_geoms(spec, body)):
+            g.name = f"{body}_{k}"
+            g.conaffinity = 1  # the floor has contype 1 (and priority: its friction, condim)
+            spec.add_sensor(name=f"{body}_{k}_floor_found", type=mujoco.mjtSensor.mjSENS_CONTACT,
+                            objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=g.name,
+                            reftype=mujoco.mjtObj.mjOBJ_GEOM, refname="floor",
+                            intprm=[1, 1, 1])  # data "found", reduce "mindist", num 1
+    return spec.compile()
+
+
+class Go1Task(Task):
+    """The Go1 joystick task (``kernels.go1``) over a ``LeggedBackend``: its state
+    (``backend.state["task_*"]``, checkpointed with the env), the observation and reward
+    kernel after a step, the task reset and observation after a reset.
+
+    ``compute(ctx)`` runs the task alone (with the height scan on a terrain): the parity
+    tests write MuJoCo Warp's data and the task state, then call it."""
+
+    def __init__(self, env: Go1Env):
+        self.mjm = env.mjm
+        self.penalized, self.terminating = env.penalized_contacts, env.terminating_contacts
+        self.grid = env.grid
+        self.points = scan_points() if env.num_scan_points else None
+
+    def bind(self, b: BindContext, backend: LeggedBackend) -> None:
+        self.backend = backend
+        mjm, n, dev, ctx = self.mjm, b.num_envs, b.device, b.step
+        f32 = dict(dtype=torch.float32, device=dev)
+        st = {
+            "command": torch.zeros(n, 3, **f32),
+            "countdown": torch.zeros(n, dtype=torch.int32, device=dev),
+            "last_act": torch.zeros(n, mjm.nu, **f32),
+            "air_time": torch.zeros(n, 4, **f32),
+            "swing_peak": torch.zeros(n, 4, **f32),
+            "last_contact": torch.zeros(n, 4, **f32),
+            "start_xy": torch.zeros(n, 2, **f32),
+            "cmd_distance": torch.zeros(n, **f32),
+            "metric": torch.zeros(n, **f32),
+        }
+        for k, v in st.items():
+            backend.state[f"task_{k}"] = v  # checkpointed with the env
+        self.state = st
+        ts = kgo1.TaskState()
+        for k, v in st.items():
+            setattr(ts, k, wp.from_torch(v))
+        self._ts = ts
+
+        def adr(name: str) -> int:
+            return int(mjm.sensor_adr[mjm.sensor(name).id])
+
+        with wp.ScopedDevice(wp_device(dev)):
+            sn = kgo1.Sensors()
+            sn.gyro, sn.linvel, sn.accel = adr("gyro"), adr("local_linvel"), adr("accelerometer")
+            sn.upvector = adr("upvector")
+            sn.global_linvel, sn.global_angvel = adr("global_linvel"), adr("global_angvel")
+            sn.imu_site = mjm.site("imu").id
+            sn.base_body = backend.base
+            # contact sensors are stored FR, FL, RL, RR: addressed by name, in FEET order
+            sn.foot_found = wp.array([adr(f"{f}_floor_found") for f in FEET], dtype=int)
+            sn.foot_vel = wp.array([adr(f"{f}_global_linvel") for f in FEET], dtype=int)
+            sn.foot_site = wp.array([mjm.site(f).id for f in FEET], dtype=int)
+            pen_start, pen = [0], []
+            for body in self.penalized:
+                pen += [adr(s) for s in self._sensors_of(body)]
+                pen_start.append(len(pen))
+            term = [adr(s) for body in self.terminating for s in self._sensors_of(body)]
+            sn.n_penalized, sn.n_terminating = len(self.penalized), len(term)
+            sn.penalized = wp.array(pen or [0], dtype=int)
+            sn.penalized_start = wp.array(pen_start, dtype=int)
+            sn.terminating = wp.array(term or [0], dtype=int)
+            self._sensors = sn
+            tr = kgo1.Terrain()
+            m = backend.m
+            tr.size, tr.nrow, tr.ncol = m.hfield_size, m.hfield_nrow, m.hfield_ncol
+            tr.adr, tr.data, tr.geom_pos = m.hfield_adr, m.hfield_data, m.geom_pos
+            if self.grid is not None:
+                gid, hid = terrain_geom(mjm, "floor")
+                tr.on, tr.hfield, tr.geom, tr.tile = 1, hid, gid, self.grid.tile_size
+            else:  # no heightfield read (placeholders of the right types)
+                if mjm.nhfield == 0:
+                    tr.size = wp.zeros(1, dtype=wp.vec4)
+                    tr.nrow = tr.ncol = tr.adr = wp.zeros(1, dtype=int)
+                    tr.data = wp.zeros(1, dtype=float)
+                tr.on, tr.hfield, tr.geom, tr.tile = 0, 0, 0, 0.0
+            p = 0 if self.points is None else len(self.points)
+            tr.nscan = p
+            self.heights = torch.zeros(n, max(p, 1), **f32)
+            tr.heights = wp.from_torch(self.heights)
+            if p:
+                self._scan_args = [wp.zeros(n, dtype=wp.vec3), wp.zeros(n, dtype=float),
+                                   wp.array(self.points, dtype=wp.vec2), m.hfield_size,
+                                   m.hfield_nrow, m.hfield_ncol, m.hfield_adr, m.hfield_data,
+                                   m.geom_pos, hid, gid, tr.heights]
+            self._terrain = tr
+            qadr = mjm.jnt_qposadr[mjm.actuator_trnid[:, 0]]
+            jnt = mjm.actuator_trnid[:, 0]
+            self._consts = [
+                wp.array(backend.default_pose, dtype=float),
+                wp.array(mjm.jnt_range[jnt, 0].astype(np.float32), dtype=float),
+                wp.array(mjm.jnt_range[jnt, 1].astype(np.float32), dtype=float),
+                wp.array(np.array(DEFAULT_POSE_WEIGHT, np.float32)[: len(qadr)], dtype=float),
+            ]
+        out = ctx.outputs
+        keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
+        d = backend.d
+        consts = _block(b, ("tracking_sigma", "max_foot_height", "soft_joint_limit_factor",
+                            "command_keep_prob", "command_resample_time",
+                            "height_scan_offset", "height_scan_scale",
+                            "terminate_on_contact"))
+        cmd_range = wp.from_torch(b.param_rows("command_range"))
+        self._args = [
+            *keys, wp.from_torch(ctx.step_count), backend.dt, d.qpos, d.qvel, d.sensordata,
+            d.site_xpos, d.site_xmat, d.actuator_force, d.xfrc_applied,
+            wp.from_torch(backend.state["kick_steps"]), sn, tr, *self._consts,
+            _block(b, [f"reward_{t}" for t in REWARD_TERMS]),
+            _block(b, [name for name, _, _ in NOISE]),
+            consts, cmd_range, wp.from_torch(b.param_rows("command_nonzero_prob")),
+            wp.from_torch(ctx.action.reshape(n, -1)), ts,
+            wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
+            wp.from_torch(out["privileged_observation"]), wp.from_torch(out["reward_terms"]),
+            wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
+        ]
+        self._reset_args = [*keys, backend.dt, d.qpos, consts, cmd_range, ts]
+        self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
+
+    def _sensors_of(self, body: str) -> list[str]:
+        """The floor-contact sensors ``go1_model`` added for ``body``."""
+        names, k = [], 0
+        while mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_SENSOR,
+                                f"{body}_{k}_floor_found") >= 0:
+            names.append(f"{body}_{k}_floor_found")
+            k += 1
+        return names
+
+    def _scan(self, ctx: StepContext) -> None:
+        if self.points is None:
+            return
+        n = ctx.num_envs
+        wp.launch(kleg.base_pose, n, [self.backend.d.qpos, *self._scan_args[:2]],
+                  device=ctx.wp_device, stream=ctx.stream)
+        wp.launch(kleg.height_scan, (n, len(self.points)), self._scan_args,
+                  device=ctx.wp_device, stream=ctx.stream)
+
+    def compute(self, ctx: StepContext) -> None:
+        self._scan(ctx)
+        wp.launch(kgo1.go1, ctx.num_envs, [0, self._all, *self._args], device=ctx.wp_device,
+                  stream=ctx.stream)
+
+    def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        wmask = self.backend.wp_mask(mask)
+        wp.launch(kgo1.reset_task, ctx.num_envs, [wmask, *self._reset_args],
+                  device=ctx.wp_device, stream=ctx.stream)
+        self.observe_only(ctx, mask)
+
+    def observe_only(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        """The observation and privileged observation of the masked envs from their
+        current data and task state (what ``observe`` runs after the task reset)."""
+        wmask = self.backend.wp_mask(mask)
+        self._scan(ctx)
+        wp.launch(kgo1.go1, ctx.num_envs, [1, wmask, *self._args], device=ctx.wp_device,
+                  stream=ctx.stream)
+
+
+class Go1Env(RobotEnv):
+    """MuJoCo Playground's ``Go1JoystickFlatTerrain`` on MuJoCo Warp (see the module
+    docstring for the task).
+
+    Args (beyond ``RobotEnv``'s; ``cone`` is not taken: the model's pyramidal cone):
+        max_action_delay: K, the largest ``action_delay`` (ring buffer of K + 1 actions).
+        penalized_contacts: bodies (e.g. ``"FR_thigh"``) whose collision geoms are made to
+            touch the ground; the ``undesired_contacts`` term counts those touching it.
+        terminating_contacts: bodies (e.g. ``"trunk"``) whose touching the ground ends the
+            episode (when ``terminate_on_contact`` is 1).
+        njmax, nconmax: MuJoCo Warp's buffers per world, default Playground's (flat: 40
+            rows, 4 contacts; rough: 76 and 16, every heightfield contact kept; terrain
+            grid: 200 and 64); ``env.overflows`` counts steps that dropped some.
+
+    Outputs (beyond ``VecEnv``'s): ``"privileged_observation"`` float32 ``[N, 123 (+ P)]``
+    (after the auto-reset, as ``"observation"``; also returned by ``reset``),
+    ``"reward_terms"`` float32 ``[N, 17]`` (``scale_k * term_k`` of this step, names in
+    ``REWARD_TERMS``, before the sum, ``dt`` and the clip at 0).
+    """
+
+    name = "Go1JoystickFlatTerrain-v1"
+    terrain = "flat"
+    frame_skip = 5
+    max_episode_steps = 1000
+    reward_term_names = REWARD_TERMS
+    height_scan = False
+    default_penalized: tuple[str, ...] = ()
+    default_terminating: tuple[str, ...] = ()
+    undesired_contact_scale = 0.0
+
+    def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
+                 max_episode_steps: int | None = None, capture: bool = True,
+                 env_offset: int = 0, cuda_graph: bool | None = None,
+                 max_action_delay: int = 4, penalized_contacts: Sequence[str] | None = None,
+                 terminating_contacts: Sequence[str] | None = None,
+                 njmax: int | None = None, nconmax: int | None = None,
+                 deterministic: bool = False, **kwargs):
+        if (not isinstance(max_action_delay, int) or isinstance(max_action_delay, bool)
+                or not 0 <= max_action_delay <= 1000):
+            raise ValueError(f"max_action_delay: expected an int in [0, 1000], got "
+                             f"{max_action_delay!r}")
+        self.max_action_delay = max_action_delay
+        self.penalized_contacts = tuple(self.default_penalized if penalized_contacts is None
+                                        else penalized_contacts)
+        self.terminating_contacts = tuple(self.default_terminating
+                                          if terminating_contacts is None
+                                          else terminating_contacts)
+        self.grid = self.make_grid(seed, kwargs)
+        rows, kind = SIZES["grid" if self.grid is not None else self.terrain]
+        njmax = rows if njmax is None else njmax
+        nconmax = kind if nconmax is None else nconmax
+        super().__init__(num_envs, device=device, seed=seed,
+                         max_episode_steps=max_episode_steps, capture=capture,
+                         env_offset=env_offset, cuda_graph=cuda_graph, njmax=njmax,
+                         nconmax=nconmax, deterministic=deterministic, **kwargs)
+
+    def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid | None:
+        """The terrain grid (None: Playground's scene)."""
+        return None
+
+    def make_model(self, cone: str | None) -> mujoco.MjModel:
+        return go1_model(self.grid if self.grid is not None else self.terrain,
+                         self.penalized_contacts, self.terminating_contacts)
+
+    def make_param_specs(self) -> tuple[ParamSpec, ...]:
+        rows = 1 if self.grid is None else len(self.grid.difficulty)
+        return (*legged_specs(self.mjm, self.max_action_delay, rows, action_scale=0.5,
+                              reset_xy=0.5, reset_yaw=3.14, reset_velocity=0.5),
+                *go1_task_specs(self.undesired_contact_scale))
+
+    def make_action_spec(self) -> BoxSpec:
+        return BoxSpec(shape=(self.mjm.nu,), low=-1.0, high=1.0)
+
+    def obs_size(self) -> int:
+        return 48 + self.num_scan_points
+
+    @property
+    def num_scan_points(self) -> int:
+        """P, the height-scan points in the observation (0 without a terrain grid)."""
+        return len(scan_points()) if self.grid is not None and self.height_scan else 0
+
+    def output_specs(self) -> dict[str, OutputSpec]:
+        return {
+            "privileged_observation": OutputSpec(
+                (123 + self.num_scan_points,), reset=True,
+                doc="the critic's observation: the noisy observation's first 48, "
+                    "noise-free state, contacts, kick, (height scan)"),
+            "reward_terms": OutputSpec((len(REWARD_TERMS),),
+                                       doc="scale_k * term_k before the sum, dt and clip"),
+        }
+
+    def make_backend(self) -> LeggedBackend:
+        origins = None
+        if self.grid is not None:
+            origins = self.grid.origins.copy()
+            origins[..., 2] += self.spawn_height
+        return LeggedBackend(self.mjm, self.frame_skip, "trunk", self.max_action_delay,
+                             origins=origins, **self._sizes)
+
+    def make_task(self) -> Go1Task:
+        return Go1Task(self)
+
+
+class Go1RoughEnv(Go1Env):
+    """MuJoCo Playground's ``Go1JoystickRoughTerrain``: the same task on its 20 m x 20 m
+    heightfield (5 cm high, friction 1.0), dropped from z 0.35."""
+
+    name = "Go1JoystickRoughTerrain-v1"
+    terrain = "rough"
+
+
+class Go1TerrainEnv(Go1Env):
+    """The flat task's rewards on a legged_gym-style terrain grid (``terrain.py``: rows =
+    difficulty, columns = flat, rough, slopes up/down, stairs up/down, obstacles), generated
+    at build time from ``terrain_seed`` (default: the env's seed).
+
+    Env ``i`` starts on column ``(env_offset + i) % cols`` of row ``terrain_level`` (a
+    per-env parameter, read at every reset), 0.07 m above the tile's centre (the rough
+    scene's drop height). The observation adds the height scan (legged_gym's 17 x 11
+    points over [-0.8, 0.8] x [-0.5, 0.5] m in the base's yaw frame: ``clip(base_z -
+    height_scan_offset - h, -1, 1) * height_scan_scale``, noisy) and the privileged
+    observation its noise-free values; foot heights are above the terrain under the foot.
+    Thighs and calves touching the ground are penalized (``reward_undesired_contacts``
+    -1), the trunk touching it terminates (legged_gym's defaults). The terrain curriculum:
+    :meth:`terrain_curriculum`.
+
+    Args (beyond ``Go1Env``'s): ``terrain_rows`` (10), ``terrain_cols`` (one per type),
+    ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed``; ``height_scan`` (True; False:
+    blind, the observations without the scan, 48 and 123 values).
+    """
+
+    name = "Go1Terrain-v0"
+    spawn_height = 0.07
+    default_penalized = tuple(f"{f}_{p}" for f in FEET for p in ("thigh", "calf"))
+    default_terminating = ("trunk",)
+    undesired_contact_scale = -1.0
+
+    def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
+        opts = {k: kwargs.pop(k) for k in ("terrain_rows", "terrain_cols", "terrain_types",
+                                           "tile_size", "terrain_seed") if k in kwargs}
+        self.height_scan = bool(kwargs.pop("height_scan", True))
+        extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
+        return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
+                                tile_size=opts.get("tile_size", 8.0),
+                                seed=opts.get("terrain_seed", seed), **extra)
+
+    @property
+    def terrain_metric(self) -> torch.Tensor:
+        """float32 ``[num_envs]``: at each step, +1 for an env that walked (from its
+        episode's start) farther than half a tile, -1 for one that covered less than half
+        its commanded distance so far (the sum of ``|command_xy| * dt`` over its steps),
+        else 0; read by :meth:`terrain_curriculum` at episode ends."""
+        return self.task.state["metric"]
+
+    def terrain_curriculum(self, initial_level: int = 0):
+        """legged_gym's terrain curriculum as a ``gp.Curriculum`` over ``terrain_level``
+        (one level per terrain row): at the end of an episode an env that walked farther
+        than half a tile moves one row up, one that covered less than half its commanded
+        distance one row down (legged_gym measures against the command times the episode's
+        full length; this env against the distance commanded during the episode), clamped
+        to the grid (legged_gym sends an env past the last row to a random row). Add it
+        with ``env.add_curriculum(cur)``; the new row applies from the next reset."""
+        from gpuparam.curriculum import Curriculum
+
+        rows = len(self.grid.difficulty)
+        return Curriculum(rows, params={"terrain_level": [float(r) for r in range(rows)]},
+                          metric=self.terrain_metric, promote=0.5, demote=-0.5,
+                          initial_level=initial_level)
+
+
+GO1_ENVS = (Go1Env, Go1RoughEnv, Go1TerrainEnv)

@@ -1,0 +1,250 @@
+"""The legged-robot recipe (legged_gym, IsaacLab, MuJoCo Playground) as pieces for any
+MuJoCo Warp robot with a free-joint base and position actuators on hinge joints:
+per-env parameters and a backend that uses them (``kernels.legged``).
+
+- **PD actuators**: per-env, per-actuator ``kp``, ``kd``, ``torque_limit`` and
+  ``motor_strength``. The PD law runs inside MuJoCo Warp's actuation at the physics rate
+  (every substep, from the state of that substep): the P part is the position actuator
+  (``actuator_gainprm[0] = kp * motor_strength``, ``actuator_biasprm[1] = -kp *
+  motor_strength``, clamped by ``actuator_forcerange = +-torque_limit``) and the D part the
+  joint's damping (``dof_damping = passive + kd * motor_strength``), all per-world MuJoCo
+  Warp model fields written by copy kernels whenever one of these parameters is written
+  (as every physical parameter, see ``backend.py``). That is exactly MuJoCo Playground's
+  PD (its ``Kp`` in the actuator, its ``Kd`` as joint damping), so ``actuator_force`` holds
+  the P part only, as in Playground's observation and torque terms; the D part is
+  integrated with the rest of the passive forces. ``motor_strength`` scales both (as the
+  legged_gym forks that randomize it scale the whole PD torque). ``dof_damping`` is then
+  the passive damping beyond ``kd`` (0 by default on the actuated joints).
+- **Action latency**: ``action_delay`` (per env, steps, rounded, ``0 .. max_action_delay``)
+  picks the action of that many env steps before from a per-env device ring buffer
+  (``state["action_history"]``, checkpointed, zeroed at each episode start: before the
+  episode's first action the delayed action is 0, the default pose). Delay 0 is the
+  current action, bit for bit.
+- **Kicks**: MuJoCo Playground's half-sine force pushes on the base (``kick_*``), off by
+  default (``kick_enable`` 0).
+- **Reset**: Playground's: home pose at the env's origin, ``U(-r, r)`` in x and y, a random
+  yaw, random base velocities.
+- **Terrain origins**: with a terrain grid, env ``i`` starts on column ``(env_offset + i) %
+  cols`` of row ``round(terrain_level)`` (a per-env parameter, read at every reset; a
+  ``gp.Curriculum`` over it is the terrain curriculum).
+
+Commands, observation noise, contacts and the height scan are read by the task (see
+``go1.py`` and ``kernels/go1.py``); their draws and helpers are in ``kernels.legged``.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import torch
+import warp as wp
+
+from gpuparam.backend import BindContext
+from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend
+from gpuparam.envs.mujoco.model import physical_specs
+from gpuparam.kernels import legged as kleg
+from gpuparam.pipeline import StepContext
+from gpuparam.spec import ParamSpec
+
+PD = ("kp", "kd", "torque_limit", "motor_strength")
+LEGGED_PHYSICAL = (*PD, "base_com_offset")
+
+
+def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
+    """The dof each actuator drives, int ``[nu]``; raises ``ValueError`` unless every
+    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``, no ``kv``) on a
+    hinge or slide joint with a symmetric force range."""
+    dofs = []
+    for a in range(mjm.nu):
+        name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
+        j = int(mjm.actuator_trnid[a, 0])
+        ok = (int(mjm.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+              and int(mjm.jnt_type[j]) in (int(mujoco.mjtJoint.mjJNT_HINGE),
+                                           int(mujoco.mjtJoint.mjJNT_SLIDE))
+              and mjm.actuator_gainprm[a, 0] > 0
+              and mjm.actuator_biasprm[a, 1] == -mjm.actuator_gainprm[a, 0]
+              and mjm.actuator_biasprm[a, 2] == 0
+              and mjm.actuator_forcelimited[a]
+              and mjm.actuator_forcerange[a, 0] == -mjm.actuator_forcerange[a, 1])
+        if not ok:
+            raise ValueError(
+                f"actuator {name!r}: expected a position actuator (kp, no kv) on a hinge or "
+                "slide joint with a symmetric force range, got transmission "
+                f"{mujoco.mjtTrn(mjm.actuator_trntype[a]).name}, gainprm[0] "
+                f"{mjm.actuator_gainprm[a, 0]}, biasprm[1:3] {mjm.actuator_biasprm[a, 1:3]}, "
+                f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "
+                f"{mjm.actuator_forcerange[a]}")
+        dofs.append(int(mjm.jnt_dofadr[j]))
+    return np.array(dofs, dtype=np.int32)
+
+
+def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, *,
+                 action_scale: float, reset_xy: float, reset_yaw: float,
+                 reset_velocity: float) -> tuple[ParamSpec, ...]:
+    """The physical parameters of ``mjm`` (``dof_damping`` as the passive damping beyond
+    ``kd``) and the recipe's: PD gains from the model (``kp`` its actuators' gains, ``kd``
+    their joints' damping, ``torque_limit`` their force ranges), action scale and delay, the
+    base's centre-of-mass offset, kicks, the reset ranges and the terrain level."""
+    dofs = actuated_dofs(mjm)
+    nu = mjm.nu
+
+    def vec(values) -> tuple[float, ...]:
+        return tuple(float(np.float32(v)) for v in values)
+
+    phys = []
+    for s in physical_specs(mjm):
+        if s.name == "dof_damping":
+            passive = mjm.dof_damping.copy()
+            passive[dofs] = 0.0
+            s = ParamSpec("dof_damping", vec(passive), 0.0, 1e6, shape=(mjm.nv,),
+                          unit="N m s/rad", doc="passive damping of each dof beyond the PD's "
+                          "kd (0 on the actuated joints by default)")
+        phys.append(s)
+    limit = mjm.actuator_forcerange[:, 1]
+    return (*phys,
+        ParamSpec("kp", vec(mjm.actuator_gainprm[:, 0]), 0.0, 1e4, shape=(nu,),
+                  unit="N m/rad", doc="PD proportional gain of each actuator"),
+        ParamSpec("kd", vec(mjm.dof_damping[dofs]), 0.0, 1e3, shape=(nu,),
+                  unit="N m s/rad", doc="PD derivative gain of each actuator (as joint damping)"),
+        ParamSpec("torque_limit", vec(limit), 0.0, 1e4, shape=(nu,), unit="N m",
+                  doc="PD torque limit of each actuator (its force range +-limit)"),
+        ParamSpec("motor_strength", 1.0, 0.0, 10.0, shape=(nu,),
+                  doc="scale of each actuator's kp and kd"),
+        ParamSpec("base_com_offset", 0.0, -0.5, 0.5, shape=(3,), unit="m",
+                  doc="offset of the base's centre of mass in its frame (set_const follows)"),
+        ParamSpec("action_scale", action_scale, 0.0, 10.0, unit="rad",
+                  doc="PD target = default pose + action * action_scale"),
+        ParamSpec("action_delay", 0.0, 0.0, float(max_action_delay), unit="steps",
+                  doc=f"action latency in env steps (rounded), 0..{max_action_delay}"),
+        ParamSpec("kick_enable", 0.0, 0.0, 1.0, doc="1: half-sine kicks on the base"),
+        ParamSpec("kick_velocity", (0.0, 3.0), 0.0, 100.0, shape=(2,), unit="m/s",
+                  doc="(low, high): velocity change magnitude of a kick (drawn per episode)"),
+        ParamSpec("kick_duration", (0.05, 0.2), 0.001, 10.0, shape=(2,), unit="s",
+                  doc="(low, high): duration of a kick (drawn per episode)"),
+        ParamSpec("kick_wait", (1.0, 3.0), 0.0, 1e4, shape=(2,), unit="s",
+                  doc="(low, high): wait before each kick (drawn per episode)"),
+        ParamSpec("reset_xy_range", reset_xy, 0.0, 100.0, unit="m",
+                  doc="reset: base x and y moved by U(-r, r)"),
+        ParamSpec("reset_yaw_range", reset_yaw, 0.0, 3.1416, unit="rad",
+                  doc="reset: base yaw U(-r, r)"),
+        ParamSpec("reset_velocity_range", reset_velocity, 0.0, 100.0, unit="m/s, rad/s",
+                  doc="reset: each base velocity U(-r, r)"),
+        ParamSpec("terrain_level", 0.0, 0.0, float(max(terrain_rows - 1, 0)),
+                  doc="terrain row of the env's next episodes (rounded; read at reset)"),
+    )
+
+
+class LeggedBackend(MjwBackend):
+    """MuJoCo Warp worlds of a legged robot with the recipe's actuation (PD gains, action
+    latency, kicks) and reset (see the module docstring).
+
+    Args (beyond ``MjwBackend``'s sizes):
+        mjm: the compiled model; keyframe ``home`` is the reset pose and the default pose
+            of the PD targets.
+        frame_skip: physics steps per env step.
+        base_body: name of the free-joint base body (kicked, its CoM offset).
+        max_action_delay: K, the ring buffer keeps the last K + 1 actions.
+        origins: float ``[rows, cols, 3]`` spawn origins of a terrain grid (``None``: one
+            origin at 0).
+
+    State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
+    ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
+    (since the last kick, until the next, into the kick, kick length) and ``"kick_shape"``
+    float32 ``[N, 4]`` (duration s, velocity m/s, direction x, y).
+    """
+
+    recompute_on = PHYSICAL + LEGGED_PHYSICAL
+    batched = BATCHED + ("actuator_gainprm", "actuator_biasprm", "actuator_forcerange",
+                         "body_ipos")
+    post_constraint = False  # the task reads sensors, never cfrc_ext
+
+    def __init__(self, mjm: mujoco.MjModel, frame_skip: int, base_body: str,
+                 max_action_delay: int, origins: np.ndarray | None = None,
+                 njmax: int | None = None, nconmax: int | None = None,
+                 deterministic: bool = False):
+        super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
+                         forward_at_reset=True, njmax=njmax, nconmax=nconmax,
+                         deterministic=deterministic)
+        self.base = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, base_body)
+        if self.base < 0 or mjm.jnt_type[mjm.body_jntadr[self.base]] != mujoco.mjtJoint.mjJNT_FREE:
+            raise ValueError(f"base_body: expected the free-joint base body, got {base_body!r}")
+        key = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, "home")
+        if key < 0:
+            raise ValueError("the model needs a keyframe named 'home' (reset and default pose)")
+        self.home_qpos = mjm.key_qpos[key].astype(np.float32)
+        self.home_ctrl = mjm.key_ctrl[key].astype(np.float32)
+        dofs = actuated_dofs(mjm)
+        qadr = mjm.jnt_qposadr[mjm.actuator_trnid[:, 0]]
+        self.default_pose = self.home_qpos[qadr]
+        self.dof_actuator = np.full(mjm.nv, -1, np.int32)
+        self.dof_actuator[dofs] = np.arange(mjm.nu, dtype=np.int32)
+        self.max_action_delay = int(max_action_delay)
+        self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
+                        else np.asarray(origins, np.float32))
+        self.set_const_on = (*self.set_const_on, "base_com_offset")
+
+    def bind(self, b: BindContext) -> None:
+        super().bind(b)
+        n, dev, mjm, m = b.num_envs, b.device, self.mjm, self.m
+        # few solver iterations are a legged recipe's choice (Playground's Go1: 1 iteration,
+        # 5 line-search iterations): no print when they are used up
+        quiet = int(mjw.OverflowType.ITERATIONS) | int(mjw.OverflowType.LS_ITERATIONS)
+        m.opt.warn_overflow = int(m.opt.warn_overflow) & ~quiet
+        i32, f32 = dict(dtype=torch.int32, device=dev), dict(dtype=torch.float32, device=dev)
+        self.state.update({
+            "action_history": torch.zeros(n, self.max_action_delay + 1, mjm.nu, **f32),
+            "action_head": torch.zeros(n, **i32),
+            "kick_steps": torch.zeros(n, 4, **i32),
+            "kick_shape": torch.zeros(n, 4, **f32),
+        })
+
+        def rows(name: str) -> wp.array:
+            return wp.from_torch(b.param_rows(name))
+
+        with wp.ScopedDevice(self._device):
+            self._consts = {
+                "default_pose": wp.array(self.default_pose, dtype=float),
+                "home_qpos": wp.array(self.home_qpos, dtype=float),
+                "home_ctrl": wp.array(self.home_ctrl, dtype=float),
+                "dof_actuator": wp.array(self.dof_actuator, dtype=int),
+                "origins": wp.array(self.origins, dtype=wp.vec3),
+            }
+        c = self._consts
+        inert0 = int(mjw.SetConstGroup.INERT0)
+        self.add_copy(("kp", "motor_strength"), kleg.copy_pd_gains, (n, mjm.nu),
+                      [rows("kp"), rows("motor_strength"), m.actuator_gainprm,
+                       m.actuator_biasprm])
+        self.add_copy(("dof_damping", "kd", "motor_strength"), kleg.copy_pd_damping,
+                      (n, mjm.nv), [rows("dof_damping"), rows("kd"), rows("motor_strength"),
+                                    c["dof_actuator"], m.dof_damping], replace="dof_damping")
+        self.add_copy(("torque_limit",), kleg.copy_force_limits, (n, mjm.nu),
+                      [rows("torque_limit"), m.actuator_forcerange])
+        self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
+                      [rows("base_com_offset"), self.base,
+                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos],
+                      set_const_groups=inert0)
+        ctx, st, d = b.step, self.state, self.d
+        self._history = wp.from_torch(st["action_history"])
+        self._head = wp.from_torch(st["action_head"])
+        self._kick_i = wp.from_torch(st["kick_steps"])
+        self._kick_f = wp.from_torch(st["kick_shape"])
+        keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
+        self._pre_args = [
+            *keys, wp.from_torch(ctx.step_count), self._action, c["default_pose"],
+            rows("action_scale"), rows("action_delay"), rows("kick_enable"), self.base, self.dt,
+            m.body_subtreemass, self._history, self._head, self._kick_i, self._kick_f,
+            d.ctrl, d.xfrc_applied,
+        ]
+        self._base_reset_args = [
+            *keys, c["home_qpos"], c["home_ctrl"], c["origins"], rows("terrain_level"),
+            rows("reset_xy_range"), rows("reset_yaw_range"), rows("reset_velocity_range"),
+            self.dt, rows("kick_wait"), rows("kick_duration"), rows("kick_velocity"),
+            d.qpos, d.qvel, d.ctrl, self._history, self._head, self._kick_i, self._kick_f,
+        ]
+
+    def write_ctrl(self, ctx: StepContext) -> None:
+        wp.launch(kleg.pre_step, ctx.num_envs, self._pre_args)
+
+    def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
+        wp.launch(kleg.reset_base, ctx.num_envs, [wmask, *self._base_reset_args])

@@ -1,0 +1,481 @@
+"""Unitree Go1 velocity tracking (MuJoCo Playground's ``Go1Joystick*Terrain``) on MuJoCo
+Warp: observation, privileged observation, the 16 reward terms (plus an undesired-contact
+penalty), termination, and the task's state (command and its countdown, last action, foot
+air time, swing peak, last contact), one thread per env.
+
+The step follows Playground's ``Joystick.step`` (``locomotion/go1/joystick.py``) after the
+physics: contacts from the feet's contact sensors, ``first_contact`` from the air time
+before this step's increment, air time ``+= dt``, swing peak, observation (with this step's
+command and the previous action), termination (base upside down), rewards with this step's
+termination, then the state updates (last action, command countdown and resampling, air
+time and swing peak cleared on contact, last contact). Sensors are read from
+``sensordata`` where MuJoCo Warp's last substep left them (the start of that substep), as
+Playground does.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.legged import (
+    RESET_STEP,
+    STREAM_COMMAND,
+    STREAM_OBS_NOISE,
+    STREAM_TASK_RESET,
+    exponential_steps,
+    hfield_height,
+    noisy,
+    resample_command,
+    reset_command,
+    step_bits,
+)
+from gpuparam.kernels.rng import next_bits, rng_key
+
+wp.set_module_options({"fuse_fp": False})
+
+NUM_TERMS = wp.constant(17)
+vec17 = wp.types.vector(length=17, dtype=float)
+# reward term indices (the order of ``Go1Env.reward_terms``: envpool's config order)
+T_LIN = wp.constant(0)
+T_ANG = wp.constant(1)
+T_LIN_Z = wp.constant(2)
+T_ANG_XY = wp.constant(3)
+T_ORIENT = wp.constant(4)
+T_LIMITS = wp.constant(5)
+T_POSE = wp.constant(6)
+T_TERM = wp.constant(7)
+T_STAND = wp.constant(8)
+T_TORQUE = wp.constant(9)
+T_RATE = wp.constant(10)
+T_ENERGY = wp.constant(11)
+T_CLEAR = wp.constant(12)
+T_HEIGHT = wp.constant(13)
+T_SLIP = wp.constant(14)
+T_AIR = wp.constant(15)
+T_CONTACT = wp.constant(16)
+
+# rows of the ``noise`` block: level, then the scales of the noisy terms
+N_LEVEL = wp.constant(0)
+N_LINVEL = wp.constant(1)
+N_GYRO = wp.constant(2)
+N_GRAVITY = wp.constant(3)
+N_JOINT_POS = wp.constant(4)
+N_JOINT_VEL = wp.constant(5)
+N_HEIGHT = wp.constant(6)
+
+# rows of the ``consts`` block
+C_SIGMA = wp.constant(0)
+C_FOOT_HEIGHT = wp.constant(1)
+C_SOFT_LIMIT = wp.constant(2)
+C_KEEP = wp.constant(3)
+C_RESAMPLE = wp.constant(4)
+C_SCAN_OFFSET = wp.constant(5)
+C_SCAN_SCALE = wp.constant(6)
+C_TERMINATE_CONTACT = wp.constant(7)
+
+
+@wp.struct
+class Sensors:
+    """Where the task reads MuJoCo Warp's data: ``sensordata`` addresses of the imu
+    sensors, per foot (FR, FL, RR, RL) the address of its floor-contact sensor and of its
+    global linear velocity, the foot and imu site ids, the base body, the undesired-contact
+    sensors: ``n_penalized`` bodies, body ``b``'s sensors ``penalized[penalized_start[b] :
+    penalized_start[b + 1]]``, and ``n_terminating`` sensors ``terminating`` (arrays of
+    size >= 1 even when empty)."""
+
+    gyro: int
+    linvel: int
+    accel: int
+    upvector: int
+    global_linvel: int
+    global_angvel: int
+    imu_site: int
+    base_body: int
+    foot_found: wp.array(dtype=int)
+    foot_vel: wp.array(dtype=int)
+    foot_site: wp.array(dtype=int)
+    n_penalized: int
+    penalized: wp.array(dtype=int)
+    penalized_start: wp.array(dtype=int)
+    n_terminating: int
+    terminating: wp.array(dtype=int)
+
+
+@wp.struct
+class Terrain:
+    """The heightfield under a terrain env (``on`` 0: flat/Playground's scenes, foot heights
+    are world z) and its scan (``heights`` ``[N, P]``, P = ``nscan`` points, written by
+    ``kernels.legged.height_scan`` before the task); ``tile``: the tile side in metres."""
+
+    on: int
+    nscan: int
+    heights: wp.array2d(dtype=float)
+    size: wp.array(dtype=wp.vec4)
+    nrow: wp.array(dtype=int)
+    ncol: wp.array(dtype=int)
+    adr: wp.array(dtype=int)
+    data: wp.array(dtype=float)
+    geom_pos: wp.array2d(dtype=wp.vec3)
+    hfield: int
+    geom: int
+    tile: float
+
+
+@wp.struct
+class TaskState:
+    """The task's per-env state (``[N, ...]``): command (vx, vy, yaw rate) and its
+    countdown in steps, the previous action, per foot (FR, FL, RR, RL) air time, swing
+    peak and last contact (0/1), and for the terrain curriculum the episode's start xy, the
+    commanded distance so far, and the metric (+1 promote, -1 demote, 0 stay)."""
+
+    command: wp.array2d(dtype=float)
+    countdown: wp.array(dtype=wp.int32)
+    last_act: wp.array2d(dtype=float)
+    air_time: wp.array2d(dtype=float)
+    swing_peak: wp.array2d(dtype=float)
+    last_contact: wp.array2d(dtype=float)
+    start_xy: wp.array2d(dtype=float)
+    cmd_distance: wp.array(dtype=float)
+    metric: wp.array(dtype=float)
+
+
+@wp.func
+def _ground(tr: Terrain, i: int, x: float, y: float) -> float:
+    """Terrain height under world (x, y) (0 without a terrain)."""
+    if tr.on == 0:
+        return 0.0
+    return hfield_height(tr.size[tr.hfield], tr.nrow[tr.hfield], tr.ncol[tr.hfield],
+                         tr.adr[tr.hfield], tr.data, tr.geom_pos[i % tr.geom_pos.shape[0],
+                                                                tr.geom], x, y)
+
+
+@wp.func
+def _vec(sd: wp.array2d(dtype=float), i: int, adr: int) -> wp.vec3:
+    return wp.vec3(sd[i, adr], sd[i, adr + 1], sd[i, adr + 2])
+
+
+@wp.kernel
+def go1(
+    observe: int,
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    episode_count: wp.array(dtype=wp.int32),
+    step_count: wp.array(dtype=wp.int32),
+    dt: float,
+    # MuJoCo Warp data
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    sensordata: wp.array2d(dtype=float),
+    site_xpos: wp.array2d(dtype=wp.vec3),
+    site_xmat: wp.array2d(dtype=wp.mat33),
+    actuator_force: wp.array2d(dtype=float),
+    xfrc_applied: wp.array2d(dtype=wp.spatial_vector),
+    kick_i: wp.array2d(dtype=wp.int32),
+    sn: Sensors,
+    tr: Terrain,
+    # constants of the model
+    default_pose: wp.array(dtype=float),
+    joint_low: wp.array(dtype=float),
+    joint_high: wp.array(dtype=float),
+    pose_weight: wp.array(dtype=float),
+    # parameter rows
+    scales: wp.array2d(dtype=float),
+    noise: wp.array2d(dtype=float),
+    consts: wp.array2d(dtype=float),
+    cmd_range: wp.array2d(dtype=float),
+    cmd_nonzero: wp.array2d(dtype=float),
+    # action, state
+    action: wp.array2d(dtype=float),
+    st: TaskState,
+    # out
+    obs_out: wp.array2d(dtype=float),
+    final_obs_out: wp.array2d(dtype=float),
+    priv_out: wp.array2d(dtype=float),
+    terms_out: wp.array2d(dtype=float),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+):
+    """``observe`` = 0: after a step, every env: the whole step of the task (module
+    docstring). ``observe`` = 1: after a reset (the task state already reset, ``mj_forward``
+    run), masked envs: the observation and privileged observation only.
+
+    Observation ``[N, 48 + P]``: local linear velocity, gyro, gravity in the imu frame,
+    joint angles minus the default pose, joint velocities (each with uniform noise ``level
+    * scale``), previous action, command; then P height-scan values ``clip(base_z - offset
+    - h, -1, 1)`` (noisy) times ``scale``. Privileged ``[N, 123 + P]``: the observation's
+    first 48, then noise-free gyro, accelerometer, gravity, local linear velocity, global
+    angular velocity, joint angles minus default, joint velocities, actuator forces, last
+    contact (4), feet global linear velocities (4 x 3), air time (4), the kick force on
+    the base (3), kicking (1); then the noise-free scan. ``terms_out`` ``[N, 17]``: each
+    term times its scale (before the sum, ``dt`` and the clip); ``reward = clip(sum * dt, 0,
+    1e4)``."""
+    i = thread_index(wp.tid())
+    if observe == 1 and not mask[i]:
+        return
+    gid = env_offset + i
+    nu = default_pose.shape[0]
+    if observe == 0:
+        hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, step_count[i])
+    else:
+        hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, RESET_STEP)
+
+    # contacts and foot timing (a step only)
+    contact = wp.vec4(0.0)
+    first = wp.vec4(0.0)
+    foot_z = wp.vec4(0.0)
+    for f in range(4):
+        p = site_xpos[i, sn.foot_site[f]]
+        foot_z[f] = p[2] - _ground(tr, i, p[0], p[1])
+        if observe == 0:
+            c = sensordata[i, sn.foot_found[f]] > 0.0
+            if c:
+                contact[f] = 1.0
+            air = st.air_time[i, f]
+            if air > 0.0 and (c or st.last_contact[i, f] > 0.5):
+                first[f] = 1.0
+            st.air_time[i, f] = air + dt
+            st.swing_peak[i, f] = wp.max(st.swing_peak[i, f], foot_z[f])
+
+    # observation
+    sd = sensordata
+    lin = _vec(sd, i, sn.linvel)
+    gyro = _vec(sd, i, sn.gyro)
+    xm = site_xmat[i, sn.imu_site]
+    grav = wp.vec3(-xm[2, 0], -xm[2, 1], -xm[2, 2])
+    lvl = noise[N_LEVEL, i]
+    o = int(0)
+    for k in range(3):
+        v = noisy(lin[k], hn, lvl, noise[N_LINVEL, i])
+        hn = next_bits(hn)
+        obs_out[i, o + k] = v
+        priv_out[i, o + k] = v
+    o = 3
+    for k in range(3):
+        v = noisy(gyro[k], hn, lvl, noise[N_GYRO, i])
+        hn = next_bits(hn)
+        obs_out[i, o + k] = v
+        priv_out[i, o + k] = v
+    o = 6
+    for k in range(3):
+        v = noisy(grav[k], hn, lvl, noise[N_GRAVITY, i])
+        hn = next_bits(hn)
+        obs_out[i, o + k] = v
+        priv_out[i, o + k] = v
+    o = 9
+    for j in range(nu):
+        v = noisy(qpos[i, 7 + j], hn, lvl, noise[N_JOINT_POS, i]) - default_pose[j]
+        hn = next_bits(hn)
+        obs_out[i, o + j] = v
+        priv_out[i, o + j] = v
+    o = 9 + nu
+    for j in range(nu):
+        v = noisy(qvel[i, 6 + j], hn, lvl, noise[N_JOINT_VEL, i])
+        hn = next_bits(hn)
+        obs_out[i, o + j] = v
+        priv_out[i, o + j] = v
+    o = 9 + 2 * nu
+    for j in range(nu):
+        v = st.last_act[i, j]
+        obs_out[i, o + j] = v
+        priv_out[i, o + j] = v
+    o = 9 + 3 * nu
+    cmd = wp.vec3(st.command[i, 0], st.command[i, 1], st.command[i, 2])
+    for k in range(3):
+        obs_out[i, o + k] = cmd[k]
+        priv_out[i, o + k] = cmd[k]
+    n_state = 12 + 3 * nu
+    # privileged, noise-free
+    p0 = n_state
+    accel = _vec(sd, i, sn.accel)
+    gang = _vec(sd, i, sn.global_angvel)
+    for k in range(3):
+        priv_out[i, p0 + k] = gyro[k]
+        priv_out[i, p0 + 3 + k] = accel[k]
+        priv_out[i, p0 + 6 + k] = grav[k]
+        priv_out[i, p0 + 9 + k] = lin[k]
+        priv_out[i, p0 + 12 + k] = gang[k]
+    p0 = p0 + 15
+    for j in range(nu):
+        priv_out[i, p0 + j] = qpos[i, 7 + j] - default_pose[j]
+        priv_out[i, p0 + nu + j] = qvel[i, 6 + j]
+        priv_out[i, p0 + 2 * nu + j] = actuator_force[i, j]
+    p0 = p0 + 3 * nu
+    for f in range(4):
+        priv_out[i, p0 + f] = st.last_contact[i, f]
+        fv = _vec(sd, i, sn.foot_vel[f])
+        for k in range(3):
+            priv_out[i, p0 + 4 + 3 * f + k] = fv[k]
+        priv_out[i, p0 + 16 + f] = st.air_time[i, f]
+    p0 = p0 + 20
+    xf = xfrc_applied[i, sn.base_body]
+    for k in range(3):
+        priv_out[i, p0 + k] = xf[k]
+    priv_out[i, p0 + 3] = wp.where(kick_i[i, 0] >= kick_i[i, 1], 1.0, 0.0)
+    p0 = p0 + 4
+    # height scan
+    if tr.nscan > 0:
+        base_z = qpos[i, 2]
+        off = consts[C_SCAN_OFFSET, i]
+        sc = consts[C_SCAN_SCALE, i]
+        for k in range(tr.nscan):
+            v = wp.clamp(base_z - off - tr.heights[i, k], -1.0, 1.0)
+            priv_out[i, p0 + k] = v * sc
+            obs_out[i, n_state + k] = noisy(v, hn, lvl, noise[N_HEIGHT, i]) * sc
+            hn = next_bits(hn)
+    if observe == 1:
+        return
+    nobs = obs_out.shape[1]
+    for k in range(nobs):
+        final_obs_out[i, k] = obs_out[i, k]
+
+    # termination
+    up = _vec(sd, i, sn.upvector)
+    done = up[2] < 0.0
+    for c in range(sn.n_terminating):
+        if sd[i, sn.terminating[c]] > 0.0 and consts[C_TERMINATE_CONTACT, i] > 0.5:
+            done = True
+
+    # rewards
+    sigma = consts[C_SIGMA, i]
+    max_h = consts[C_FOOT_HEIGHT, i]
+    soft = consts[C_SOFT_LIMIT, i]
+    cmd_norm = wp.length(cmd)
+    moving = wp.where(cmd_norm > 0.01, 1.0, 0.0)
+    still = wp.where(cmd_norm < 0.01, 1.0, 0.0)
+    glin = _vec(sd, i, sn.global_linvel)
+    e0 = cmd[0] - lin[0]
+    e1 = cmd[1] - lin[1]
+    t = vec17()
+    t[T_LIN] = wp.exp(-(e0 * e0 + e1 * e1) / sigma)
+    ea = cmd[2] - gyro[2]
+    t[T_ANG] = wp.exp(-(ea * ea) / sigma)
+    t[T_LIN_Z] = glin[2] * glin[2]
+    t[T_ANG_XY] = gang[0] * gang[0] + gang[1] * gang[1]
+    t[T_ORIENT] = up[0] * up[0] + up[1] * up[1]
+    limits = float(0.0)
+    pose = float(0.0)
+    stand = float(0.0)
+    tau2 = float(0.0)
+    tau1 = float(0.0)
+    rate = float(0.0)
+    energy = float(0.0)
+    for j in range(nu):
+        q = qpos[i, 7 + j]
+        limits += -wp.min(q - joint_low[j] * soft, 0.0) + wp.max(q - joint_high[j] * soft, 0.0)
+        dq = q - default_pose[j]
+        pose += dq * dq * pose_weight[j]
+        stand += wp.abs(dq)
+        tau = actuator_force[i, j]
+        tau2 += tau * tau
+        tau1 += wp.abs(tau)
+        da = action[i, j] - st.last_act[i, j]
+        rate += da * da
+        energy += wp.abs(qvel[i, 6 + j]) * wp.abs(tau)
+    t[T_LIMITS] = limits
+    t[T_POSE] = wp.exp(-pose)
+    t[T_TERM] = wp.where(done, 1.0, 0.0)
+    t[T_STAND] = stand * still
+    t[T_TORQUE] = wp.sqrt(tau2) + tau1
+    t[T_RATE] = rate
+    t[T_ENERGY] = energy
+    clear = float(0.0)
+    height = float(0.0)
+    slip = float(0.0)
+    air_r = float(0.0)
+    for f in range(4):
+        fv = _vec(sd, i, sn.foot_vel[f])
+        v2 = fv[0] * fv[0] + fv[1] * fv[1]
+        clear += wp.abs(foot_z[f] - max_h) * wp.sqrt(wp.sqrt(v2))
+        err = st.swing_peak[i, f] / max_h - 1.0
+        height += err * err * first[f]
+        slip += v2 * contact[f]
+        air_r += (st.air_time[i, f] - 0.1) * first[f]
+    t[T_CLEAR] = clear
+    t[T_HEIGHT] = height * moving
+    t[T_SLIP] = slip * moving
+    t[T_AIR] = air_r * moving
+    touching = float(0.0)
+    for c in range(sn.n_penalized):
+        hit = float(0.0)
+        for k in range(sn.penalized_start[c], sn.penalized_start[c + 1]):
+            if sd[i, sn.penalized[k]] > 0.0:
+                hit = 1.0
+        touching += hit
+    t[T_CONTACT] = touching
+    total = float(0.0)
+    for k in range(NUM_TERMS):
+        s = t[k] * scales[k, i]
+        terms_out[i, k] = s
+        total += s
+    reward_out[i] = wp.clamp(total * dt, 0.0, 10000.0)
+    terminated_out[i] = done
+
+    # terrain curriculum bookkeeping: distance walked vs commanded
+    dx = qpos[i, 0] - st.start_xy[i, 0]
+    dy = qpos[i, 1] - st.start_xy[i, 1]
+    walked = wp.sqrt(dx * dx + dy * dy)
+    st.cmd_distance[i] = st.cmd_distance[i] + wp.sqrt(cmd[0] * cmd[0] + cmd[1] * cmd[1]) * dt
+    m = float(0.0)
+    if walked > 0.5 * tr.tile:
+        m = 1.0
+    elif walked < 0.5 * st.cmd_distance[i]:
+        m = -1.0
+    st.metric[i] = m
+
+    # state updates
+    for j in range(nu):
+        st.last_act[i, j] = action[i, j]
+    left = st.countdown[i] - 1
+    hc = step_bits(seed[0], gid, STREAM_COMMAND, episode_count[i] - 1, step_count[i])
+    if left <= 0:
+        cmd = resample_command(hc, cmd, cmd_range, cmd_nonzero, consts[C_KEEP, i], i)
+        for k in range(3):
+            st.command[i, k] = cmd[k]
+    if left <= 0 or done:
+        for _k in range(9):  # past the resample's draws
+            hc = next_bits(hc)
+        left = exponential_steps(hc, consts[C_RESAMPLE, i], dt)
+    st.countdown[i] = left
+    for f in range(4):
+        if contact[f] > 0.5:
+            st.air_time[i, f] = 0.0
+            st.swing_peak[i, f] = 0.0
+        st.last_contact[i, f] = contact[f]
+
+
+@wp.kernel
+def reset_task(
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    episode_count: wp.array(dtype=wp.int32),
+    dt: float,
+    qpos: wp.array2d(dtype=float),
+    consts: wp.array2d(dtype=float),
+    cmd_range: wp.array2d(dtype=float),
+    st: TaskState,
+):
+    """Playground's reset of the task state for the masked envs (after the base's reset,
+    whose episode index it keys on): command ``U(-a, a)``, countdown
+    ``round(Exponential(1) * resample_time / dt)``, last action, air time, swing peak and
+    last contact zero; the episode's start xy (terrain curriculum)."""
+    i = thread_index(wp.tid())
+    if not mask[i]:
+        return
+    h = rng_key(seed[0], env_offset + i, STREAM_TASK_RESET, episode_count[i] - 1)
+    c = reset_command(h, cmd_range, i)
+    for k in range(3):
+        st.command[i, k] = c[k]
+        h = next_bits(h)
+    st.countdown[i] = exponential_steps(h, consts[C_RESAMPLE, i], dt)
+    for j in range(st.last_act.shape[1]):
+        st.last_act[i, j] = 0.0
+    for f in range(4):
+        st.air_time[i, f] = 0.0
+        st.swing_peak[i, f] = 0.0
+        st.last_contact[i, f] = 0.0
+    st.start_xy[i, 0] = qpos[i, 0]
+    st.start_xy[i, 1] = qpos[i, 1]
+    st.cmd_distance[i] = 0.0
+    st.metric[i] = 0.0
