@@ -18,6 +18,7 @@ or its rewards on a terrain grid with a height scan (``Go1Terrain-v0``). The rec
   height scan), the critic the noise-free ``"privileged_observation"`` (123 / 310),
   both normalized by rsl_rl.
 
+torch runs on ``--threads`` threads (default 1): the results depend on the thread count.
 Everything is written under ``--out`` (default ``runs/go1/``): ``model.pt`` (rsl_rl
 checkpoint), ``history.json`` (per iteration: env steps, mean linear tracking reward per
 step, mean episode length, mean curriculum level, seconds) and ``curve.png``.
@@ -264,6 +265,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
     p.add_argument("--play", default="", help="a saved model.pt: render it instead of training")
     p.add_argument("--play-envs", type=int, default=3)
     p.add_argument("--play-steps", type=int, default=250)
@@ -275,6 +277,7 @@ def parse(argv=None) -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse()
+    torch.set_num_threads(args.threads)
     if args.play:
         play(args)
     else:
