@@ -568,8 +568,12 @@ class VecEnv(SavesState):
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
         randomization terms and curricula (add them first), and the same global envs
         (``env_offset``). Everything is validated first; a rejected load raises
-        ``ValueError`` and changes nothing. Synchronizes."""
-        self._checkpoint.load_state_dict(state)
+        ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
+        nothing changed) from inside a step and while another thread's call on the env
+        runs, as ``step`` and ``reset`` are."""
+        self._stages.check_not_stepping("load_state_dict")
+        with self._exclusive():
+            self._checkpoint.load_state_dict(state)
 
     def check_state_dict(self, state: dict) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
