@@ -318,7 +318,7 @@ class ObsNormTransform(Transform):
         in_keys = ["observation"] if in_keys is None else list(in_keys)
         super().__init__(in_keys=in_keys, out_keys=in_keys if out_keys is None else out_keys)
         self.norm = norm
-        self._attached, self._stepping, self._has_deferred = False, False, False
+        self._attached, self._stepping = False, False
         self._deferred: torch.Tensor | None = None  # envs whose reset_on params changed in step
 
     def train(self, mode: bool = True) -> ObsNormTransform:
@@ -355,19 +355,19 @@ class ObsNormTransform(Transform):
                              f"got {type(base).__name__}")
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """``params.on_change`` callback: reset now, or after the running step's update."""
+        """``params.on_change`` callback: reset now, or after the running step's update.
+        Device work only within a step: that part of the step may be a captured graph whose
+        replays repeat this work, not this Python."""
         if not any(n in self.norm.reset_on for n in names):
             return
         if not self._stepping:
             self.norm.reset_stats(mask)
             return
         self._deferred.logical_or_(True if mask is None else mask)
-        self._has_deferred = True
 
     def _flush(self) -> None:
         self._stepping = False
-        if self._has_deferred:
-            self._has_deferred = False
+        if self._deferred is not None:  # a device mask, all False unless a step wrote
             self.norm.reset_stats(self._deferred.clone())
             self._deferred.zero_()
 
