@@ -396,7 +396,12 @@ class VecEnv(SavesState):
         ``RuntimeError`` of concurrent use. Entering raises that error, before the block
         runs, when a call on the env is running or another thread holds it. For adapters
         that write the env's buffers (action, flags of their stages) before a step: a
-        refused call then changes nothing."""
+        refused call then changes nothing. Re-entrant: the holding thread may hold it again
+        between its calls (e.g. call an adapter that holds it inside its own block), not
+        from inside one of its steps (a hook)."""
+        if self._holder == threading.get_ident() and not self._in_call:
+            yield self  # already held by this thread: the outer block releases it
+            return
         if not self._busy.acquire(blocking=False):
             self._refuse()
         self._holder = threading.get_ident()

@@ -174,3 +174,33 @@ def test_a_load_from_inside_a_step_or_another_thread_changes_nothing():
     assert torch.equal(env.params.nominal_table, nominal)
     env.load_state_dict(state)  # between steps: loads
     assert env.seed == state["seed"]
+
+
+def test_hold_is_reentrant_for_its_thread_between_its_calls_only():
+    env = _cartpole()
+    a = torch.zeros(N, dtype=torch.long)
+    with env.hold():
+        with env.hold():  # e.g. an adapter called inside the caller's own block
+            env.step(a)
+        env.step(a)
+        errors = []
+
+        def other():
+            try:
+                env.step(a)
+            except RuntimeError as err:
+                errors.append(str(err))
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and "not thread-safe" in errors[0]
+
+    def hook(e, td):  # from inside a step of the holding thread: refused
+        with e.hold():
+            pass
+
+    env.before_step(hook)
+    with env.hold(), pytest.raises(RuntimeError, match="another call on this env is running"):
+        env.step(a)
+    assert env._holder is None and not env._busy.locked()
