@@ -511,7 +511,7 @@ class VecEnv(SavesState):
         self.pipeline.invalidate()
         self.reset_pipeline.invalidate()
 
-    def _listener_key(self) -> int:
+    def _listener_key(self) -> tuple:
         return self.params.listener_key
 
     def sync_every(
