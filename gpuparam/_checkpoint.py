@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from gpuparam._checks import check_max_episode_steps
+
 _NONNEG_ENV = ("step_count", "episode_count", "episode_length")
 
 
@@ -205,6 +207,9 @@ class EnvCheckpoint:
             "num_envs": env.num_envs,
             "env_offset": env.env_offset,
             "seed": env.seed,
+            # settable at any time (env.max_episode_steps = k, SB3's set_attr): saved with
+            # the counters it truncates
+            "max_episode_steps": env.max_episode_steps,
             "params": env.params.state_dict(),
             "tensors": {k: v.clone() for k, v in self._tensors().items()},
             "randomization": env.randomization.state_dict(),
@@ -217,6 +222,9 @@ class EnvCheckpoint:
         env = self._env
         if isinstance(state, dict) and "env_offset" not in state:
             state = {**state, "env_offset": 0}  # checkpoints before sharding: offset 0
+        if isinstance(state, dict) and "max_episode_steps" not in state:
+            # older checkpoints: the limit the target was built with
+            state = {**state, "max_episode_steps": env.max_episode_steps}
         curricula = env.curricula
         check_env_state(state, self.state_dict(), env.params, [c.num_levels for c in curricula])
         saved_offset = state.get("env_offset", 0) if isinstance(state, dict) else 0
@@ -228,6 +236,10 @@ class EnvCheckpoint:
                 f"{off}..{off + n - 1} (env_offset {off}): load each rank's checkpoint on "
                 "the same rank of the same world size (resharding is not supported)"
             )
+        try:
+            check_max_episode_steps(state["max_episode_steps"])
+        except ValueError as e:
+            raise ValueError(f"load_state_dict: {e}") from None
         env.randomization.check_state(state["randomization"])  # (their own checks too)
         for cur, s in zip(curricula, state["curricula"], strict=True):
             cur.check_state(s)
@@ -238,6 +250,7 @@ class EnvCheckpoint:
         state = self.check(state)
         curricula = env.curricula
         env.restore_seed(int(state["seed"]))
+        env.max_episode_steps = int(state["max_episode_steps"])
         env.params.load_state_dict(state["params"])
         for k, t in self._tensors().items():
             t.copy_(state["tensors"][k])

@@ -30,9 +30,10 @@ class ADR:
     ran with lies within ``edge`` times the range's width of that bound. Once a bound has
     ``samples`` episodes: mean metric ``>= threshold_high`` moves it outwards by ``delta``
     (never past ``limits``), ``< threshold_low`` moves it inwards (never past the other
-    bound); then its statistics restart. The range is global (shared by all envs) and
-    lives in the term's device range (``env.randomization.ranges(term)``), so it is saved
-    by ``env.state_dict()``.
+    bound); then its statistics restart. An episode whose metric is NaN or infinite is not
+    counted; a metric beyond ``+-2**21`` counts as ``+-2**21``. The range is global (shared
+    by all envs) and lives in the term's device range (``env.randomization.ranges(term)``),
+    so it is saved by ``env.state_dict()``.
 
     Args:
         term: a ``gp.Uniform`` term with ``on="reset"``, added to the env, no schedule, no

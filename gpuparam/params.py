@@ -73,8 +73,8 @@ class ParamTable:
         self._wp_mask = to_wp(self._mask_buf)
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
         self._callbacks: list[tuple[ChangeCallback, bool]] = []
-        # bumped when a callback is added or removed (captured steps compare it)
-        self.listener_key = 0
+        self._callback_keys: dict[int, Callable[[], object]] = {}  # id(entry) -> key()
+        self._listeners_changed = 0  # bumped when a callback is added or removed
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
         self.reset_to_default()
@@ -344,7 +344,8 @@ class ParamTable:
         ], self.device)
 
     # ------------------------------------------------------------------ change hooks
-    def on_change(self, callback: ChangeCallback, warp_only: bool = False) -> Callable[[], None]:
+    def on_change(self, callback: ChangeCallback, warp_only: bool = False,
+                  key: Callable[[], object] | None = None) -> Callable[[], None]:
         """Call ``callback(names, mask)`` after every write.
 
         ``names`` is a tuple of the parameter names written; ``mask`` a bool tensor
@@ -355,18 +356,31 @@ class ParamTable:
         only: replays repeat the device work it launched, not its Python. So it must launch
         device work only (masked writes, no host sync, no host-side state change); pass
         ``warp_only=True`` when that work is Warp launches only (it then replays inside a
-        Warp CPU graph; otherwise the stages that write run eagerly on CPU).
+        Warp CPU graph; otherwise the stages that write run eagerly on CPU). ``key``:
+        optional ``key()`` of host-side state the recorded work depends on (e.g. which
+        buffers it launches into): a change drops the env's captured steps.
         Returns a function that removes the callback.
         """
+        if key is not None and not callable(key):
+            raise TypeError(f"on_change: key expected a callable or None, got {key!r}")
         entry = (callback, bool(warp_only))
         self._callbacks.append(entry)
-        self.listener_key += 1
+        if key is not None:
+            self._callback_keys[id(entry)] = key
+        self._listeners_changed += 1
 
         def remove() -> None:
             self._callbacks.remove(entry)
-            self.listener_key += 1
+            self._callback_keys.pop(id(entry), None)
+            self._listeners_changed += 1
 
         return remove
+
+    @property
+    def listener_key(self) -> tuple:
+        """Changes when a callback is added or removed, or a callback's ``key()`` changes
+        (captured steps compare it)."""
+        return (self._listeners_changed, *(k() for k in self._callback_keys.values()))
 
     @property
     def listeners_warp_only(self) -> bool:

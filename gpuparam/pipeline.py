@@ -348,6 +348,9 @@ class Pipeline:
         whole capture: its segment and the rest of the step run eagerly."""
         cap, error = _Captured(), None
         segments = self._segments
+        # the settings the segments are captured with: a change while they are captured
+        # (e.g. a listener added by a hook of this step) drops the capture at the next call
+        keys = self._current_keys()
         for i, seg in enumerate(segments):
             if not self._capturable(seg):
                 cap.graphs.append(None)
@@ -368,7 +371,7 @@ class Pipeline:
                 graph.replay()
         self._captured = cap
         self.captures += 1
-        self._keys = self._current_keys()
+        self._keys = keys
         if error is not None:
             raise error
 

@@ -413,7 +413,12 @@ class VecEnv(SavesState):
         ``RuntimeError`` of concurrent use. Entering raises that error, before the block
         runs, when a call on the env is running or another thread holds it. For adapters
         that write the env's buffers (action, flags of their stages) before a step: a
-        refused call then changes nothing."""
+        refused call then changes nothing. Re-entrant: the holding thread may hold it again
+        between its calls (e.g. call an adapter that holds it inside its own block), not
+        from inside one of its steps (a hook)."""
+        if self._holder == threading.get_ident() and not self._in_call:
+            yield self  # already held by this thread: the outer block releases it
+            return
         if not self._busy.acquire(blocking=False):
             self._refuse()
         self._holder = threading.get_ident()
@@ -523,7 +528,7 @@ class VecEnv(SavesState):
         self.pipeline.invalidate()
         self.reset_pipeline.invalidate()
 
-    def _listener_key(self) -> int:
+    def _listener_key(self) -> tuple:
         return self.params.listener_key
 
     def sync_every(
@@ -585,8 +590,12 @@ class VecEnv(SavesState):
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
         randomization terms and curricula (add them first), and the same global envs
         (``env_offset``). Everything is validated first; a rejected load raises
-        ``ValueError`` and changes nothing. Synchronizes."""
-        self._checkpoint.load_state_dict(state)
+        ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
+        nothing changed) from inside a step and while another thread's call on the env
+        runs, as ``step`` and ``reset`` are."""
+        self._stages.check_not_stepping("load_state_dict")
+        with self._exclusive():
+            self._checkpoint.load_state_dict(state)
 
     def check_state_dict(self, state: dict) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same

@@ -16,6 +16,7 @@ from gpuparam.kernels.randomize import OP_ADD, OP_SCALE
 wp.set_module_options({"fuse_fp": False})
 
 ADR_SCALE = wp.constant(1024.0)
+ADR_METRIC_MAX = wp.constant(2097152.0)  # 2**21: |metric * ADR_SCALE| <= 2**31
 
 
 @wp.kernel
@@ -96,11 +97,19 @@ def adr_collect(
     """One thread per env in ``gate`` (episode ended). For each slot ``a``: recover the
     draw the episode ran with from the effective and nominal values; if it lies within
     ``edge`` of the range's width (and a float tolerance) of the low (high) bound, add the
-    metric to statistic ``2a`` (``2a + 1``) of ``sums_out``, ``counts_out`` ``[2A]``."""
+    metric to statistic ``2a`` (``2a + 1``) of ``sums_out``, ``counts_out`` ``[2A]``.
+
+    An episode whose metric is NaN or infinite is not counted, and a metric is clamped to
+    ``+-ADR_METRIC_MAX`` before its conversion to fixed point: a float outside int64 has no
+    defined conversion (the CPU gives -2**63, CUDA saturates or gives 0), and the sums of
+    at most 2**31 clamped values cannot overflow int64."""
     env = thread_index(wp.tid())
     if not gate[env]:
         return
-    mq = wp.int64(wp.round(metric[env] * ADR_SCALE))
+    m = metric[env]
+    if not wp.isfinite(m):
+        return
+    mq = wp.int64(wp.round(wp.clamp(m, -ADR_METRIC_MAX, ADR_METRIC_MAX) * ADR_SCALE))
     for a in range(slots.shape[0]):
         s = slots[a]
         x = effective[s.col, env]

@@ -77,6 +77,8 @@ BAD_ENV_STATES = {
     "negative counter": (
         _set(("randomization", "terms", 1, "counter"), lambda t: t - 1), r"counter"),
     "other env": (_set(("env",), "Pendulum-v1"), r"env: expected 'CartPole-v1'"),
+    "max_episode_steps of 0": (_set(("max_episode_steps",), 0), r"max_episode_steps"),
+    "max_episode_steps as a float": (_set(("max_episode_steps",), 7.0), r"max_episode_steps"),
     "not a dict": (None, r"expected a dict"),
 }
 
@@ -228,3 +230,23 @@ def test_values_clamped_to_a_bound_load_back():
     env.load_state_dict(state)
     env.params.load_state_dict(state["params"])
     assert_same_state(state, env.state_dict())
+
+
+def test_a_limit_set_at_run_time_is_saved_and_restored():
+    # env.max_episode_steps (SB3's set_attr) changes truncation at run time: a checkpoint
+    # without it resumed under the target's limit, episodes ending at other steps
+    source = stepped(seed=5)
+    source.max_episode_steps = 7
+    state = source.state_dict()
+    target = stepped(seed=0)
+    assert target.max_episode_steps == 500
+    target.load_state_dict(state)
+    assert target.max_episode_steps == 7
+    g = torch.Generator().manual_seed(3)
+    for _ in range(10):
+        a = torch.randint(0, 2, (N,), generator=g)
+        assert_same_state(source.step(a).to_dict(), target.step(a).to_dict())
+    older = {k: v for k, v in state.items() if k != "max_episode_steps"}
+    other = stepped(seed=0)
+    other.load_state_dict(older)  # a checkpoint from before: the limit it was built with
+    assert other.max_episode_steps == 500

@@ -307,3 +307,25 @@ def test_a_target_belongs_to_one_sync_schedule():
     with pytest.raises(ValueError, match="already synced by SyncSchedule"):
         env.sync_every(5, cur)
     assert len(env.sync_schedules) == 1
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e30, -1e30])
+def test_adr_skips_nonfinite_metrics_and_clamps_huge_ones(bad):
+    # a float outside int64 has no defined fixed-point conversion (CPU: -2**63, which
+    # wrapped the int64 sums; CUDA saturates or gives 0): the decision differed by device
+    env = pendulum(max_episode_steps=1)  # every env ends an episode at every step
+    term = gp.Uniform("l", 0.9, 1.1, on="reset")
+    env.randomize(term)
+    metric = torch.ones(N)
+    metric[0] = bad
+    adr = gp.ADR(term, delta=0.1, limits=(0.5, 1.5), threshold_high=0.5, threshold_low=0.0,
+                 samples=N, edge=0.5)  # every episode counts at one bound at least
+    env.add_curriculum(gp.Curriculum(1, metric=metric, adr=[adr]))
+    rng = env.randomization.ranges(term)[0, 0]
+    for a in actions(env, 4):
+        env.step(a)
+    lo, hi = rng.tolist()
+    if bad < 0:  # a clamped -1e30 sinks the mean of its bound: that bound narrows
+        assert lo > 0.9 or hi < 1.1
+    else:  # NaN and inf are not counted, 1e30 is clamped: high performance, both widen
+        assert lo < 0.9 and hi > 1.1

@@ -132,3 +132,75 @@ def test_two_threads_on_one_env_are_refused():
     env2.before_step(lambda e, td: e.reset())  # re-entrant call from a hook
     with pytest.raises(RuntimeError, match="another call on this env is running"):
         env2.step(torch.zeros(N, dtype=torch.long))
+
+
+def test_a_load_from_inside_a_step_or_another_thread_changes_nothing():
+    # the randomization part of a load can only be refused once the rest is written (its
+    # uids moved): the whole load is refused before anything is written
+    source = _cartpole()
+    drop = source.randomize(gp.Uniform("masspole", 0.05, 0.2, on="reset"))
+    drop()  # the term below gets uid 1 here, uid 0 in the target
+    source.randomize(gp.Uniform("length", 0.3, 1.0, on="reset"))
+    source.params.set("gravity", 5.0)
+    source.step(torch.zeros(N, dtype=torch.long))
+    state = source.state_dict()
+    env = _cartpole()
+    env.randomize(gp.Uniform("length", 0.3, 1.0, on="reset"))
+    before = env.state_dict()
+    errors = []
+
+    def load(e, td):
+        try:
+            e.load_state_dict(state)
+        except RuntimeError as err:
+            errors.append(str(err))
+
+    remove = env.before_step(load)
+    env.step(torch.zeros(N, dtype=torch.long))
+    remove()
+    assert len(errors) == 1 and "during a step" in errors[0]
+    assert env.seed == before["seed"]
+    assert torch.equal(env.params.nominal_table, before["params"]["nominal"])
+
+    def other_thread(e, td):  # another thread loads while this one steps
+        t = threading.Thread(target=load, args=(e, td))
+        t.start()
+        t.join()
+
+    env.before_step(other_thread)
+    nominal = env.params.nominal_table.clone()
+    env.step(torch.zeros(N, dtype=torch.long))
+    assert len(errors) == 2
+    assert torch.equal(env.params.nominal_table, nominal)
+    env.load_state_dict(state)  # between steps: loads
+    assert env.seed == state["seed"]
+
+
+def test_hold_is_reentrant_for_its_thread_between_its_calls_only():
+    env = _cartpole()
+    a = torch.zeros(N, dtype=torch.long)
+    with env.hold():
+        with env.hold():  # e.g. an adapter called inside the caller's own block
+            env.step(a)
+        env.step(a)
+        errors = []
+
+        def other():
+            try:
+                env.step(a)
+            except RuntimeError as err:
+                errors.append(str(err))
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and "not thread-safe" in errors[0]
+
+    def hook(e, td):  # from inside a step of the holding thread: refused
+        with e.hold():
+            pass
+
+    env.before_step(hook)
+    with env.hold(), pytest.raises(RuntimeError, match="another call on this env is running"):
+        env.step(a)
+    assert env._holder is None and not env._busy.locked()

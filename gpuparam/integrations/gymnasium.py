@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import require
+from gpuparam.integrations._extras import held, require
 
 gym = require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
 
@@ -151,20 +151,22 @@ class GymnasiumVectorEnv(VectorEnv):
             mask = options["reset_mask"]
             if isinstance(mask, np.ndarray):
                 mask = torch.from_numpy(mask).to(self.device)
-        # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
-        td = (self.gp_env.reset(mask) if seed is None
-              else self.gp_env.reset(mask, seed=int(seed) % 2**31))
-        obs = td["observation"]
-        if mask is None:
-            self._autoreset.zero_()
-        else:
-            # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
-            # observation last returned, as Gymnasium's; their new episode starts next step
-            pending = self._autoreset & ~mask
-            if self._has_last:
-                obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs, obs)
-            self._autoreset &= ~mask
-        return self._out(obs), {}
+        with held(self.gp_env):
+            # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
+            td = (self.gp_env.reset(mask) if seed is None
+                  else self.gp_env.reset(mask, seed=int(seed) % 2**31))
+            obs = td["observation"]
+            if mask is None:
+                self._autoreset.zero_()
+            else:
+                # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
+                # observation last returned, as Gymnasium's; their new episode starts next step
+                pending = self._autoreset & ~mask
+                if self._has_last:
+                    obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs,
+                                      obs)
+                self._autoreset &= ~mask
+            return self._out(obs), {}
 
     def step(self, actions: torch.Tensor | np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every env; see the class docstring for shapes, modes and the info dict.
@@ -174,9 +176,13 @@ class GymnasiumVectorEnv(VectorEnv):
         """
         if isinstance(actions, (np.ndarray, list, tuple)):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
-        td = self.gp_env.step(actions)
-        if self._next_step:
-            return self._step_next(td)
+        with held(self.gp_env):  # until the env's buffers are read
+            td = self.gp_env.step(actions)
+            if self._next_step:
+                return self._step_next(td)
+            return self._step_same(td)
+
+    def _step_same(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         done = self._out(td["done"])
         info: dict[str, Any] = {
             "final_obs": self._out(td["final_observation"]),

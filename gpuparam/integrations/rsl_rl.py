@@ -512,11 +512,14 @@ class RslRlVecEnv(VecEnv):
     def close(self) -> None:
         """Remove this adapter's stages from the env's step (the gpuparam env holds no
         processes); ``step`` and ``reset`` raise after this (no stage would map the actions
-        or write the outputs any more). Closing twice does nothing."""
-        for remove in self._removers:
-            remove()
-        self._removers = []
-        self._closed = True
+        or write the outputs any more). Closing twice does nothing. Refused
+        (``RuntimeError``) while another call on the env runs, as ``step`` is: that call
+        has armed the stages it needs."""
+        with self._guard():
+            for remove in self._removers:
+                remove()
+            self._removers = []
+            self._closed = True
 
     def _check_open(self, what: str) -> None:
         if self.__dict__.get("_closed", False):

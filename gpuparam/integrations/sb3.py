@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import require
+from gpuparam.integrations._extras import held, require
 
 require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
 
@@ -100,11 +100,14 @@ class SB3VecEnv(VecEnv):
             float32 ``[N, *obs_shape]`` observations.
         """
         seed = self._seeds[0]
-        td = self.gp_env.reset() if seed is None else self.gp_env.reset(seed=int(seed) % 2**31)
+        with held(self.gp_env):  # until the env's buffers are read
+            td = (self.gp_env.reset() if seed is None
+                  else self.gp_env.reset(seed=int(seed) % 2**31))
+            obs = td["observation"].to("cpu", copy=True).numpy()
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
-        return td["observation"].to("cpu", copy=True).numpy()
+        return obs
 
     def step_async(self, actions: np.ndarray | torch.Tensor) -> None:
         """Load actions (integers ``[N]`` or floats ``[N, *action_shape]``)."""
@@ -123,17 +126,18 @@ class SB3VecEnv(VecEnv):
         """Step with the loaded actions; see the class docstring."""
         if self._actions is None:
             raise RuntimeError("SB3VecEnv.step_wait: call step_async(actions) first")
-        td = self.gp_env.step(self._actions)
-        self._actions = None
-        host = {k: td[k].to("cpu", copy=True).numpy() for k in (
-            "observation", "reward", "done", "terminated", "truncated")}
+        with held(self.gp_env):  # until the env's buffers are read
+            td = self.gp_env.step(self._actions)
+            self._actions = None
+            host = {k: td[k].to("cpu", copy=True).numpy() for k in (
+                "observation", "reward", "done", "terminated", "truncated")}
+            ended = np.flatnonzero(host["done"])
+            if ended.size:
+                final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
+                    "final_observation", "episode_return", "episode_length"))
         done = host["done"]
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        ended = np.flatnonzero(done)
         if ended.size:
-            final = td["final_observation"].to("cpu", copy=True).numpy()
-            ret = td["episode_return"].to("cpu", copy=True).numpy()
-            length = td["episode_length"].to("cpu", copy=True).numpy()
             timeout = host["truncated"] & ~host["terminated"]
             t = round(time.perf_counter() - self._t0, 6)
             for i in ended.tolist():

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gpuparam.integrations._extras import require
+from gpuparam.integrations._extras import held, require
 
 require("skrl", "skrl", "gpuparam.integrations.skrl")
 gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
@@ -126,10 +126,11 @@ class SkrlWrapper(Wrapper):
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every env the first time, later return the last observations (see the
         class docstring); returns ``(obs float32 [N, *obs_shape], {})``."""
-        if not self._started:
-            self._last_obs.copy_(self._env.reset()["observation"])
-            self._started = True
-        return self._last_obs.clone(), {}
+        with held(self._env):  # until the env's buffers are read
+            if not self._started:
+                self._last_obs.copy_(self._env.reset()["observation"])
+                self._started = True
+            return self._last_obs.clone(), {}
 
     def step(
         self, actions: torch.Tensor
@@ -150,12 +151,13 @@ class SkrlWrapper(Wrapper):
                 want = " or ".join(map(str, dict.fromkeys([(n, *self._act_shape),
                                                            (n, self._act_size)])))
                 raise ValueError(f"SkrlWrapper: actions expected shape {want}, got {shape}")
-        td = self._env.step(actions)
-        obs = td["observation"]
-        self._last_obs.copy_(obs)
-        return (obs.clone(), td["reward"].view(n, 1).clone(),
-                td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(),
-                {"final_observation": td["final_observation"].clone()})
+        with held(self._env):  # until the env's buffers are read
+            td = self._env.step(actions)
+            obs = td["observation"]
+            self._last_obs.copy_(obs)
+            return (obs.clone(), td["reward"].view(n, 1).clone(),
+                    td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(),
+                    {"final_observation": td["final_observation"].clone()})
 
     def state(self) -> None:
         """No separate state: ``None``."""

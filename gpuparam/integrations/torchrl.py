@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.integrations._extras import require
+from gpuparam.integrations._extras import held, require
 
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
@@ -188,13 +188,14 @@ class TorchRLEnv(EnvBase):
     def _step_all(self, action) -> TensorDictBase:
         if self._one_hot:
             action = self._one_hot_index(action)
-        td = self._gp_env.step(action)  # __dict__ entry: no property call
-        views = self._views
-        if views[0] is not td:  # the env's output TensorDict: views built once per object
-            views = self._bind(td)
-        # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
-        out = {key: src.clone() for key, src in views[1]}
-        self._stepped[0] = True  # the done mask is read at the next reset
+        with held(self._gp_env):  # until the env's buffers are read
+            td = self._gp_env.step(action)  # __dict__ entry: no property call
+            views = self._views
+            if views[0] is not td:  # the env's output TensorDict: views built once per object
+                views = self._bind(td)
+            # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
+            out = {key: src.clone() for key, src in views[1]}
+            self._stepped[0] = True  # the done mask is read at the next reset
         return TensorDict(out, batch_size=self._bs, device=self._dev, non_blocking=False)
 
     def _bind(self, td: TensorDictBase) -> tuple:
@@ -211,19 +212,21 @@ class TorchRLEnv(EnvBase):
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
-        auto = self._autoreset
-        if mask is None:
-            obs = self.gp_env.reset()["observation"].clone()
-            auto.zero_()
-        else:
+        if mask is not None:
             mask = self._check_reset_mask(mask)
-            if self._stepped[0]:  # the envs the last step reset (the env has not run since)
-                auto.copy_(self._views[2])
-            # the other masked envs run the reset kernel; the output buffer keeps the
-            # observations the step's auto-reset wrote for the envs it reset
-            obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
-            auto &= ~mask
-        self._stepped[0] = False
+        auto = self._autoreset
+        with held(self.gp_env):  # until the env's buffers are read
+            if mask is None:
+                obs = self.gp_env.reset()["observation"].clone()
+                auto.zero_()
+            else:
+                if self._stepped[0]:  # the envs the last step reset (the env has not run since)
+                    auto.copy_(self._views[2])
+                # the other masked envs run the reset kernel; the output buffer keeps the
+                # observations the step's auto-reset wrote for the envs it reset
+                obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
+                auto &= ~mask
+            self._stepped[0] = False
         n = self.batch_size[0]
         out = {"observation": obs,
                "episode_return": torch.zeros(n, 1, device=self.device),
@@ -318,7 +321,7 @@ class ObsNormTransform(Transform):
         in_keys = ["observation"] if in_keys is None else list(in_keys)
         super().__init__(in_keys=in_keys, out_keys=in_keys if out_keys is None else out_keys)
         self.norm = norm
-        self._attached, self._stepping, self._has_deferred = False, False, False
+        self._attached, self._stepping = False, False
         self._deferred: torch.Tensor | None = None  # envs whose reset_on params changed in step
 
     def train(self, mode: bool = True) -> ObsNormTransform:
@@ -355,19 +358,19 @@ class ObsNormTransform(Transform):
                              f"got {type(base).__name__}")
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """``params.on_change`` callback: reset now, or after the running step's update."""
+        """``params.on_change`` callback: reset now, or after the running step's update.
+        Device work only within a step: that part of the step may be a captured graph whose
+        replays repeat this work, not this Python."""
         if not any(n in self.norm.reset_on for n in names):
             return
         if not self._stepping:
             self.norm.reset_stats(mask)
             return
         self._deferred.logical_or_(True if mask is None else mask)
-        self._has_deferred = True
 
     def _flush(self) -> None:
         self._stepping = False
-        if self._has_deferred:
-            self._has_deferred = False
+        if self._deferred is not None:  # a device mask, all False unless a step wrote
             self.norm.reset_stats(self._deferred.clone())
             self._deferred.zero_()
 

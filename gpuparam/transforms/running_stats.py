@@ -25,6 +25,7 @@ from gpuparam._device import stream_for
 from gpuparam.distributed import exchange
 from gpuparam.files import SavesState
 from gpuparam.kernels.stats import CLIP, FROZEN, GAMMA, TRAINING
+from gpuparam.params import ParamTable
 from gpuparam.transforms._engine import F64, EngineOwner
 from gpuparam.transforms._groups import check_group_ids, groups_to_mask
 from gpuparam.transforms._stats_state import check_stats_state
@@ -265,7 +266,10 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
             self._detach()
             self._detach = None
         if listen and self.reset_on:
-            remove = env.params.on_change(self.on_param_change)
+            # a gpuparam env's captured step records the reset launch into this engine's
+            # buffers, which a new engine (.to(), a load) frees: keyed by the engine
+            key = {"key": self.replay_key} if isinstance(env.params, ParamTable) else {}
+            remove = env.params.on_change(self.on_param_change, **key)
             self._detach = remove if callable(remove) else None
         return self
 

@@ -276,3 +276,42 @@ def test_numpy_edit_is_free():  # a NumPy return is a host copy: editing it touc
     obs = env.reset()
     obs[:] = np.nan
     assert not torch.isnan(env.gp_env.outputs["observation"]).any()
+
+
+@pytest.mark.parametrize("shim_type", [RslRl, Skrl, SB3, Gymnasium, TorchRL])
+def test_a_call_made_while_an_adapter_reads_the_step_outputs_is_refused(shim_type):
+    # an adapter reads the env's output buffers after env.step returned: another thread's
+    # step between the two overwrote them, and the first call returned the second's outputs
+    base = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3, max_episode_steps=6)
+    ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3, max_episode_steps=6)
+    shim = shim_type(base)
+    if shim.resets_when_built:
+        ref.reset()
+    a, b = torch.ones(N, dtype=torch.int64), torch.zeros(N, dtype=torch.int64)
+    for _ in range(2):
+        shim.step(b)
+        ref.step(b)
+    entered, go, step = threading.Event(), threading.Event(), base.step
+
+    def paused(action):  # thread A: its env step is done, its adapter has not read it yet
+        td = step(action)
+        entered.set()
+        assert go.wait(10)
+        return td
+
+    base.step = paused
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(shim.step(a)))
+    thread.start()
+    assert entered.wait(10)
+    base.step = step
+    try:
+        with pytest.raises(RuntimeError, match="another call on this env is running"):
+            shim.step(b)
+    finally:
+        go.set()
+        thread.join()
+    expected = ref.step(a)
+    key = "final_observation" if shim.final_obs else "observation"
+    assert torch.equal(out[0][0], expected[key])
+    assert torch.equal(out[0][1].float(), expected["reward"])

@@ -599,3 +599,41 @@ def test_over_another_wrapper_a_concurrent_adapter_call_is_refused_by_the_adapte
     held.go.set()
     thread.join()
     assert torch.equal(out[0][0]["policy"], ref.step(torch.full((N, 1), 1.5))["observation"])
+
+
+def test_close_is_refused_while_another_thread_holds_the_env_for_a_step():
+    # close() removed the adapter's stages between the other thread's arming of them and
+    # its env.step: that step then returned the output set of two steps before, silently
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    ref = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0)
+    env = RslRlVecEnv(base)
+    ref.reset()
+    for _ in range(base.pipeline.warmup + 1):
+        env.step(torch.zeros(N, 1))
+        ref.step(torch.zeros(N, 1))
+    entered, go, step = threading.Event(), threading.Event(), base.step
+
+    def paused(action):  # thread A between arming and stepping
+        entered.set()
+        assert go.wait(10)
+        return step(action)
+
+    base.step = paused
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(env.step(torch.full((N, 1), 1.5))))
+    thread.start()
+    assert entered.wait(10)
+    try:
+        with pytest.raises(RuntimeError, match="another call on this env is running"):
+            env.close()
+    finally:
+        go.set()
+        thread.join()
+    assert torch.equal(out[0][0]["policy"], ref.step(torch.full((N, 1), 1.5))["observation"])
+    del base.step
+    with base.hold():  # the holding thread may use the adapter, and close it
+        obs, *_ = env.step(torch.full((N, 1), 0.5))
+        assert torch.equal(obs["policy"], ref.step(torch.full((N, 1), 0.5))["observation"])
+        env.close()
+    with pytest.raises(RuntimeError, match="after close"):
+        env.step(torch.zeros(N, 1))

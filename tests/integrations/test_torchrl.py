@@ -267,6 +267,31 @@ def test_obsnorm_transform_defers_resets_written_during_step():
     assert (norm.count[:4] == 0).all() and (norm.count[4:] == 2).all()
 
 
+def test_obsnorm_transform_listener_changes_no_host_state_within_a_step():
+    # on CUDA the randomization stage that calls the listener is a captured torch graph:
+    # its Python runs at the capture only and replays repeat its device work, so a host
+    # flag set there (the deferred reset's) was set once and later resets were lost
+    norm = ObsNorm(4, group_ids=torch.arange(N), num_groups=N, reset_on=("length",))
+    t = ObsNormTransform(norm)
+    base = _cartpole(max_episode_steps=1)  # every env ends an episode at every step
+    base.randomize(gp.Uniform("length", 0.4, 0.6, on="reset"))
+    env = TransformedEnv(TorchRLEnv(base), t)
+
+    def host_state():
+        return {k: v for k, v in vars(t).items()
+                if not isinstance(v, (torch.Tensor, torch.nn.Module)) and not k.startswith("__")}
+
+    before, after = [], []
+    base.params.on_change(lambda names, mask: before.append(host_state()))
+    td = env.step_mdp(env.rand_step(env.reset()))  # attaches the transform's listener
+    base.params.on_change(lambda names, mask: after.append(host_state()))  # runs after it
+    before.clear()
+    td = env.step_mdp(env.rand_step(td))
+    assert before and after == before
+    # and the deferred resets still happen after the step's update
+    assert (norm.count == 0).all()
+
+
 def test_import_error_names_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchrl", None)
     monkeypatch.delitem(sys.modules, "gpuparam.integrations.torchrl", raising=False)
