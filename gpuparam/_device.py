@@ -113,6 +113,24 @@ def wp_stream(torch_stream):
     return s[0]
 
 
+def host_array(values, dtype, device: torch.device) -> wp.array:
+    """A device array of host ``values`` made at setup time (never on the step path). Warp
+    copies them on its own stream: on CUDA this waits for the copy, so launches on any
+    stream (torch's) read the values. Synchronizes."""
+    a = wp.array(values, dtype=dtype, device=wp_device(device))
+    if device.type == "cuda":
+        wp.synchronize_stream(wp.get_stream(a.device))
+    return a
+
+
+def settle(device: torch.device) -> None:
+    """Wait for torch's current stream on ``device`` (CUDA; nothing on CPU): setup-time
+    launches that read temporary arrays finish before those are freed (Warp frees on its
+    own stream). Setup only."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
 def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False):
     """``wp.launch`` on torch's current stream; ``record=True`` returns a reusable command."""
     return wp.launch(

@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
-import warp as wp
 
-from gpuparam._device import record, to_wp, wp_device
+from gpuparam._device import host_array, record, to_wp
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import OP, check_result, per_component
 from gpuparam.randomization.terms import Term, Uniform
@@ -136,7 +135,7 @@ class AdrGroup:
         self.in_flight = torch.zeros(2 * na2, **z64)
         self._collect = self._decide = None
         if slots:
-            arr = wp.array(slots, dtype=K.AdrSlot, device=wp_device(dev))
+            arr = host_array(slots, K.AdrSlot, dev)
             sums, counts = ((self.local_sums, self.local_counts) if synced
                             else (self.sums, self.counts))
             self._collect = record(K.adr_collect, n, [

@@ -227,7 +227,7 @@ class Pipeline:
         self._stages: tuple[Stage, ...] | None = None
         self._segments: tuple[Segment, ...] = ()
         self._captured: _Captured | None = None
-        self._pool = None  # the torch graphs' shared memory pool (CUDA)
+        self._pool = None  # the torch graphs' shared memory pool of one capture (CUDA)
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
@@ -348,6 +348,9 @@ class Pipeline:
         whole capture: its segment and the rest of the step run eagerly."""
         cap, error = _Captured(), None
         segments = self._segments
+        # a new pool per capture: tensors a dropped capture allocated may still be alive,
+        # and torch refuses to capture into a pool that has live users from another capture
+        self._pool = None
         # the settings the segments are captured with: a change while they are captured
         # (e.g. a listener added by a hook of this step) drops the capture at the next call
         keys = self._current_keys()

@@ -26,7 +26,7 @@ import torch
 import warp as wp
 
 from gpuparam._checkpoint import check_randomization
-from gpuparam._device import launch, record, to_wp, wp_device
+from gpuparam._device import host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
 from gpuparam.randomization.terms import Term
@@ -270,7 +270,7 @@ class Randomization:
         p.notify((b.term.param,), b.mask)
 
     def _row_array(self, bounds: list[Bound]) -> wp.array:
-        return wp.array([b.row() for b in bounds], dtype=K.TermRow, device=wp_device(self._dev))
+        return host_array([b.row() for b in bounds], K.TermRow, self._dev)
 
     def _inputs(self, rows: wp.array, gate: torch.Tensor, gated: bool, changed) -> list:
         env, p = self._env, self._env.params
@@ -310,12 +310,14 @@ class Randomization:
             launch(K.restart, (len(bounds), self._n), [
                 self._row_array(bounds), to_wp(env.context.seed), env.env_offset,
             ], self._dev)
+            settle(self._dev)  # the temporary rows are read before they are freed
 
     def _apply_startup(self, new: list[Bound]) -> None:
         ctx, n = self._env.context, self._n
         changed = torch.zeros(n, dtype=torch.bool, device=self._dev)
         launch(K.randomize, n, self._inputs(self._row_array(new), ctx.done, False, changed),
                self._dev)
+        settle(self._dev)  # the temporary rows are read before they are freed
         masks = [b.mask for b in new]
         mask = None if any(m is None for m in masks) else torch.stack(masks).any(0)
         self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), mask)

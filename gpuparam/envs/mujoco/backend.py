@@ -204,10 +204,11 @@ class MjwBackend(Backend):
             mjw.reset_data(self.m, self.d, reset=wmask)
             self.reset_state(ctx, wmask)
             if self.forward_at_reset:
-                # (forward changes nothing a later step reads: the step recomputes every
-                # derived quantity from qpos, qvel and the warm start, which forward does
-                # not write; so it may run for all worlds, and only when one was reset)
-                self.when_any(mask, lambda: mjw.forward(self.m, self.d))
+                # all worlds, at every step: forward changes nothing a later step reads (the
+                # step recomputes every derived quantity from qpos, qvel and the warm start),
+                # and it cannot sit behind a wp.capture_if: MuJoCo Warp's forward allocates
+                # temporaries, which CUDA forbids in a conditional node's body
+                mjw.forward(self.m, self.d)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
         """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
@@ -230,8 +231,12 @@ class MjwBackend(Backend):
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then
         ``set_const`` if a mass-type one was written. Device work only: while a graph is
-        being captured it runs behind ``wp.capture_if`` on whether ``mask`` (bool ``[N]``)
-        holds any env, so a replay does the copies only at steps that wrote something."""
+        being captured the copies run behind ``wp.capture_if`` on whether ``mask`` (bool
+        ``[N]``) holds any env, so a replay does them only at steps that wrote something.
+        ``set_const`` cannot: MuJoCo Warp's allocates temporaries at every call, and CUDA
+        forbids allocations inside a conditional node's body; so it runs at every replay
+        of a step that may write a mass-type parameter (a reset-time mass term: every
+        step), on both devices alike."""
         copies = [c[1:] for c in self._copies if any(n in c[0] for n in names)]
         groups = 0
         for n in names:
@@ -242,18 +247,20 @@ class MjwBackend(Backend):
         def write() -> None:
             for kernel, dim, args in copies:
                 wp.launch(kernel, dim, args)
-            if groups:
-                mjw.set_const(self.m, self.d, groups=groups, restore=False)
             wp.launch(kloco.count_write, 1, [self.model_writes])
 
         with self.scope():
             self.when_any(mask, write)
+            if groups:  # (allocates: never inside a capture_if body)
+                mjw.set_const(self.m, self.d, groups=groups, restore=False)
 
     def when_any(self, mask: torch.Tensor | None, fn) -> None:
         """Run ``fn()`` (device work) when ``mask`` (bool ``[N]``) holds any env: eagerly
         it runs unconditionally (always correct); while a graph is captured it sits behind
         ``wp.capture_if`` on a device flag set from the mask, so a replay runs it only at
-        steps whose mask holds an env. Call inside the backend's stream scope."""
+        steps whose mask holds an env. ``fn`` must not allocate (CUDA forbids allocations
+        in a conditional node's body; ``tests/envs/robots/test_model_writes.py`` checks
+        every use). Call inside the backend's stream scope."""
         if mask is None or not wp.get_device(self._device).is_capturing:
             fn()
             return

@@ -67,3 +67,64 @@ def test_step_time_term_writes_every_step():
     env.randomize(gp.Uniform("dof_damping", 0.5, 1.5, op="scale", on="step"))
     env.step(torch.zeros(N, 8))
     assert _step(env, 4) == [1, 1, 1, 1]
+
+
+def test_nothing_allocates_inside_a_capture_if_body():
+    """CUDA forbids allocations (graph memory nodes) inside a conditional node's body: every
+    ``wp.capture_if`` branch a captured robot step records (gated model copies, the reset's
+    forward pass) must allocate nothing. Checked here on the CPU by recording Warp's
+    allocating calls while a branch is being captured."""
+    import warp as wp
+
+    allocs: list[str] = []
+    depth = [0]
+    orig = {name: getattr(wp, name) for name in ("zeros", "empty", "full", "clone",
+                                                  "zeros_like", "empty_like", "full_like")}
+    capture_if = wp.capture_if
+
+    def branch(fn):
+        def run(*a, **k):
+            depth[0] += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                depth[0] -= 1
+        return run
+
+    def rec_if(cond, on_true=None, on_false=None, **k):
+        return capture_if(cond, on_true=on_true and branch(on_true),
+                          on_false=on_false and branch(on_false), **k)
+
+    def alloc(name):
+        def f(*a, **k):
+            if depth[0]:
+                allocs.append(name)
+            return orig[name](*a, **k)
+        return f
+
+    for name in orig:
+        setattr(wp, name, alloc(name))
+    wp.capture_if = rec_if
+    try:
+        for make, terms in (
+            (lambda: gp.make("Ant-v5", N, device="cpu", seed=1), (
+                gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
+                gp.Uniform("dof_armature", 0.8, 1.2, op="scale", on="reset"),
+                gp.Uniform("geom_friction", 0.5, 1.5, op="scale", on="reset"))),
+            (lambda: gp.make("Humanoid-v5", N, device="cpu", seed=1), (
+                gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"),)),
+            (lambda: gp.make("Go1JoystickFlatTerrain-v1", N, device="cpu", seed=1), (
+                gp.Uniform("kp", 30.0, 40.0, on="reset"),
+                gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))),
+        ):
+            env = make()
+            env.randomize(*terms)
+            a = torch.zeros(N, *env.action_spec.shape)
+            for _ in range(3):  # warm-up, capture, replay
+                env.step(a)
+            assert env.pipeline.captured
+    finally:
+        for name, fn in orig.items():
+            setattr(wp, name, fn)
+        wp.capture_if = capture_if
+    assert allocs == [], f"allocations inside capture_if bodies: {allocs}"
