@@ -30,6 +30,7 @@ On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the 
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 
@@ -320,7 +321,10 @@ def go1_throughput(cfg: RunConfig, bar) -> dict:
                 row["gpuparam"] = failed
             else:
                 runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
-            peers = {}
+            # one envpool env at a time, each timed in rounds interleaved with gpuparam's
+            # (envpool's Go1 port holds about 50 MB per env: two at N=256 do not fit in
+            # 24 GiB beside the rest of the run)
+            gp_times: list[float] = []
             for threads in dict.fromkeys((1, cores)):
                 key = f"envpool_{threads}_threads"
                 if cfg.is_cuda:
@@ -329,16 +333,27 @@ def go1_throughput(cfg: RunConfig, bar) -> dict:
                 peer, failed = attempt(_envpool_env, name, n, threads)
                 if failed:
                     row[key] = failed
-                else:
-                    peers[key] = peer
-                    runs[key] = lambda p=peer, s=steps: _envpool_run(*p, s)
-            times = interleave(runs, repeats)
-            for key, ts in times.items():
-                row[key] = {"env_steps_per_s": n * steps / median(ts), "step_s": median(ts) / steps}
-            for key in peers:
+                    continue
+                try:
+                    pair = {key: lambda p=peer, s=steps: _envpool_run(*p, s)}
+                    if "gpuparam" in runs:
+                        pair["gpuparam"] = runs["gpuparam"]
+                    times = interleave(pair, repeats)
+                finally:
+                    peer[0].close()
+                    del peer
+                    gc.collect()
+                ts = times[key]
+                row[key] = {"env_steps_per_s": n * steps / median(ts),
+                            "step_s": median(ts) / steps}
                 if "gpuparam" in times:
-                    row[f"ratio_gpuparam_over_{key}"] = paired_ratio(times[key], times["gpuparam"])
-                peers[key][0].close()
+                    gp_times += times["gpuparam"]
+                    row[f"ratio_gpuparam_over_{key}"] = paired_ratio(ts, times["gpuparam"])
+            if "gpuparam" in runs:
+                if not gp_times:
+                    gp_times = interleave({"gpuparam": runs["gpuparam"]}, repeats)["gpuparam"]
+                row["gpuparam"] = {"env_steps_per_s": n * steps / median(gp_times),
+                                   "step_s": median(gp_times) / steps}
             out[f"{name} N={n}"] = row
             bar.update(1)
     return out
