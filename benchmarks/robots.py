@@ -30,8 +30,10 @@ On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the 
 
 from __future__ import annotations
 
-import gc
+import importlib.util
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -286,24 +288,57 @@ def _go1_env(name: str, n: int, device: str, **kwargs):
     return env, action
 
 
-def _envpool_env(name: str, n: int, threads: int):
-    try:
-        import envpool
-    except ImportError as e:
-        raise Skipped(f"envpool not installed ({e}): {ENVPOOL}") from None
-    env = envpool.make(name, env_type="gymnasium", num_envs=n, batch_size=n,
-                       num_threads=threads, seed=0)
-    env.reset()
-    action = (np.random.default_rng(0).uniform(-1, 1, (n, 12)) * 0.3).astype(np.float64)
-    env.step(action)
-    return env, action
-
-
-def _envpool_run(env, action, steps: int) -> float:
+_ENVPOOL_CHILD = """
+import sys, time
+import numpy as np
+import envpool
+name, n, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+env = envpool.make(name, env_type="gymnasium", num_envs=n, batch_size=n,
+                   num_threads=threads, seed=0)
+env.reset()
+action = (np.random.default_rng(0).uniform(-1, 1, (n, 12)) * 0.3).astype(np.float64)
+env.step(action)
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() != "run":
+        break
     t0 = time.perf_counter()
     for _ in range(steps):
         env.step(action)
-    return time.perf_counter() - t0
+    print(time.perf_counter() - t0, flush=True)
+"""
+
+
+class _EnvpoolPeer:
+    """envpool's port of a Go1 task in a process of its own (its Go1 port holds about 50 MB
+    per env: 13 GB at N=256, returned to the system when the process ends), timed round by
+    round on request, so its rounds interleave with gpuparam's in the same run."""
+
+    def __init__(self, name: str, n: int, threads: int, steps: int):
+        if importlib.util.find_spec("envpool") is None:
+            raise Skipped(f"envpool not installed: {ENVPOOL}")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _ENVPOOL_CHILD, name, str(n), str(threads), str(steps)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if line != "ready":
+            err = self.proc.stderr.read()[-2000:]
+            self.close()
+            raise RuntimeError(f"envpool {name} N={n}: {line or err}")
+
+    def run(self) -> float:
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
 
 
 def go1_throughput(cfg: RunConfig, bar) -> dict:
@@ -321,28 +356,25 @@ def go1_throughput(cfg: RunConfig, bar) -> dict:
                 row["gpuparam"] = failed
             else:
                 runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
-            # one envpool env at a time, each timed in rounds interleaved with gpuparam's
-            # (envpool's Go1 port holds about 50 MB per env: two at N=256 do not fit in
-            # 24 GiB beside the rest of the run)
+            # one envpool env at a time, in a process of its own, its rounds interleaved
+            # with gpuparam's
             gp_times: list[float] = []
             for threads in dict.fromkeys((1, cores)):
                 key = f"envpool_{threads}_threads"
                 if cfg.is_cuda:
                     row[key] = {"skipped": "envpool runs on the CPU; compared in CPU runs"}
                     continue
-                peer, failed = attempt(_envpool_env, name, n, threads)
+                peer, failed = attempt(_EnvpoolPeer, name, n, threads, steps)
                 if failed:
                     row[key] = failed
                     continue
                 try:
-                    pair = {key: lambda p=peer, s=steps: _envpool_run(*p, s)}
+                    pair = {key: peer.run}
                     if "gpuparam" in runs:
                         pair["gpuparam"] = runs["gpuparam"]
                     times = interleave(pair, repeats)
                 finally:
-                    peer[0].close()
-                    del peer
-                    gc.collect()
+                    peer.close()
                 ts = times[key]
                 row[key] = {"env_steps_per_s": n * steps / median(ts),
                             "step_s": median(ts) / steps}
