@@ -22,8 +22,19 @@ import warp as wp
 
 import gpuparam as gp
 from benchmarks.features import randomization_terms
+from gpuparam._device import Replay
 
 N = 64  # small: the counts per env do not depend on N
+
+
+def _nbytes(args) -> int:
+    """Bytes of the distinct Warp arrays among ``args`` (a struct's arrays not counted)."""
+    seen, total = set(), 0
+    for x in args:
+        if isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
+            seen.add(x.ptr)
+            total += x.size * wp.types.type_size_in_bytes(x.dtype)
+    return total
 
 
 class _Recorder:
@@ -37,39 +48,31 @@ class _Recorder:
 
         def wrap(fn):
             def rec(kernel, *a, **k):
-                seen, nbytes = set(), 0
                 arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
                 for x in a:
                     if isinstance(x, (list, tuple)):
                         arrays += x
-                for x in arrays:
-                    if isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
-                        seen.add(x.ptr)
-                        nbytes += x.size * wp.types.type_size_in_bytes(x.dtype)
-                self.launches.append((kernel.module.name, nbytes))
+                self.launches.append((kernel.module.name, _nbytes(arrays)))
                 return fn(kernel, *a, **k)
 
             return rec
 
         wp.launch, wp.launch_tiled = wrap(self._orig[0]), wrap(self._orig[1])
-        replay = self._replay = wp.Launch.launch
+        replay = self._replay = (Replay.launch, Replay.__call__)
 
-        def launch_recorded(cmd, *a, **k):  # a launch recorded once (record_cmd=True)
-            params = getattr(cmd, "params", None) or ()
-            seen, nbytes = set(), 0
-            for x in params:
-                if isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
-                    seen.add(x.ptr)
-                    nbytes += x.size * wp.types.type_size_in_bytes(x.dtype)
-            self.launches.append((cmd.kernel.module.name, nbytes))
-            return replay(cmd, *a, **k)
+        def wrap_replay(fn):
+            def rec(r, *a, **k):  # a launch recorded once (gpuparam._device.Replay)
+                self.launches.append((r.cmd.kernel.module.name, _nbytes(r.inputs)))
+                return fn(r, *a, **k)
 
-        wp.Launch.launch = launch_recorded
+            return rec
+
+        Replay.launch, Replay.__call__ = wrap_replay(replay[0]), wrap_replay(replay[1])
         return self
 
     def __exit__(self, *exc) -> None:
         wp.launch, wp.launch_tiled = self._orig
-        wp.Launch.launch = self._replay
+        Replay.launch, Replay.__call__ = self._replay
 
 
 def _count(step, env) -> dict:

@@ -148,11 +148,14 @@ class Replay:
     replayed by ``launch(stream)`` or ``()``, through Warp's public ``wp.Launch`` API.
 
     ``rebindable`` declares array arguments that ``set_tensors`` repoints at other
-    tensors (``Launch.set_param_at_index``) when their data pointers change.
+    tensors (``Launch.set_param_at_index``) when their data pointers change. ``inputs``:
+    the arguments it was recorded with (read by the benchmark's accounting of the bytes a
+    step's launches take).
     """
 
-    def __init__(self, cmd, device: torch.device):
+    def __init__(self, cmd, device: torch.device, inputs: list | None = None):
         self.cmd, self._device = cmd, device
+        self.inputs = list(inputs or ())
         self._slots: tuple[tuple[int, object], ...] = ()
         self._ptrs: tuple[int, ...] = ()
 
@@ -183,4 +186,4 @@ class Replay:
 
 def record(kernel, dim, inputs: list, device: torch.device) -> Replay:
     """Record ``kernel`` over ``dim`` with ``inputs`` once, for cheap replays."""
-    return Replay(launch(kernel, dim, inputs, device, record=True), device)
+    return Replay(launch(kernel, dim, inputs, device, record=True), device, inputs)

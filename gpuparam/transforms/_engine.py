@@ -280,7 +280,7 @@ class Engine:
             cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
                                   device=wp_device(dev),
                                   block_dim=K.RESET_LANES, record_cmd=True)
-            return Replay(cmd, dev).rebindable((5, _ptrb), (7, _ptrb))
+            return Replay(cmd, dev, args).rebindable((5, _ptrb), (7, _ptrb))
 
         self._run(("reset", um, ug), make, t, stream)
 

@@ -148,16 +148,19 @@ def test_readme_without_markers_is_refused(tmp_path):
     assert readme.read_text() == "# no markers\n"
 
 
-def test_adapter_overheads_and_their_goals(results):
+def test_adapter_overheads_are_figures_not_cpu_goals(results):
     res, _ = results
     ad = res["adapters"]
     assert ad["num_envs"] == 16384 and ad["bare_step_s"] > 0
     assert set(ad["configs"]) == {"rsl_rl", "torchrl", "skrl", "sb3", "gymnasium_numpy"}
     for cfg in ad["configs"].values():
         _measured_or_skipped(cfg, "overhead")
-    goals = {g["id"]: g for g in res["goals"]}
-    for gid in ("adapter_rsl_rl", "adapter_torchrl"):
-        assert goals[gid]["status"] in ("PASS", "FAIL") and "15%" in goals[gid]["goal"]
+    goals = {g["id"] for g in res["goals"]}
+    # issue 22: CPU overheads are reported, the device-independent budgets are the guard
+    assert not goals & {"adapter_rsl_rl", "adapter_torchrl", "step_rand", "reset_rand",
+                        "obs_reward_norm"}
+    budgets = res["budgets"]["subjects"]
+    assert budgets["CartPole bare"]["launches"] >= 1
 
 
 def test_training_loop_ratios(results):
