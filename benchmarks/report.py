@@ -369,6 +369,22 @@ def summary_rows(res: dict) -> list[tuple[str, str]]:
                      f"{rate(ant['gpuparam']['env_steps_per_s'])} / "
                      f"{rate(ant['gymnasium_sync']['env_steps_per_s'])} "
                      f"({ant['ratio_gpuparam_over_gymnasium']:.2f}x)"))
+    go1 = res.get("robots", {}).get("go1_throughput", {}).get("Go1JoystickFlatTerrain-v1 N=256")
+    if isinstance(go1, dict) and "ratio_gpuparam_over_envpool_1_threads" in go1:
+        rows.append(("Go1 flat env-steps/s, N=256: gpuparam (MuJoCo Warp) / envpool's port "
+                     "(MuJoCo C, 1 thread)",
+                     f"{rate(go1['gpuparam']['env_steps_per_s'])} / "
+                     f"{rate(go1['envpool_1_threads']['env_steps_per_s'])} "
+                     f"({go1['ratio_gpuparam_over_envpool_1_threads']:.2f}x)"))
+    rec = res.get("robots", {}).get("go1_recipe", {})
+    if isinstance(rec, dict) and "overhead" in rec:
+        rows.append((f"Go1 full sim-to-real recipe, over the bare Go1 step (N={rec['num_envs']})",
+                     f"{rec['overhead']:+.1%}"))
+    bud = (res.get("budgets", {}).get("subjects") or {}).get(
+        "CartPole rand3(step)+ObsNorm+RewardNorm", {})
+    if "launches" in bud:
+        rows.append(("what a GPU pays per step, CartPole rand3(step)+ObsNorm+RewardNorm: "
+                     "launches / graphs", f"{bud['launches']} / {bud['graph_segments']}"))
     goals = evaluate(res)
     met = [g for g in goals if g["status"] == "PASS"]
     failed = [g["id"] for g in goals if g["status"] == "FAIL"]
