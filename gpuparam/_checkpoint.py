@@ -1,36 +1,22 @@
-"""Checkpoint validation: a state dict is checked whole before any of it is written.
+"""Checkpoints of an env: a state dict is checked whole before any of it is written.
 
-``env.load_state_dict`` calls :func:`check_env_state` first; only if it returns are the
-seed, parameters, env tensors, randomization and curricula written, so a rejected load
-changes nothing. The saved dict is compared with a template (the target's own
-``state_dict()``): the same keys, list lengths, strings and tuples (env name, parameter
-and term names), Python ints where the template has ints, and tensors of the same shape and
-dtype (any device: they are copied). Then the values are checked:
-
-- parameter tables (nominal and effective) finite and inside each parameter's spec range
-  (every write leaves them so);
-- integer counters (step counts, episode counters, randomization counters and clamp
-  counts, ADR counts) non-negative; the seed an int32; the global step and uids
-  non-negative ints, uids distinct and below ``next_uid``;
-- randomization ranges, per-env ranges and clocks, and ADR sums finite;
-- curriculum levels inside ``[0, num_levels)``.
-
-The env's physical state and its output buffers may hold NaN or inf (an env that diverged
-is data the checkpoint must reproduce); their dtypes and shapes are checked.
-
-Host code: it synchronizes (checkpoint loading is never on the step path).
+The saved dict is compared with a template (the target's own ``state_dict()``): the same
+keys, list lengths, strings and tuples (env name, parameter and term names), ints where
+the template has ints, tensors of the same shape and dtype (any device). Then the values:
+parameter tables finite and inside each spec range, counters non-negative, the seed an
+int32, randomization uids distinct and below ``next_uid``, ranges and ADR sums finite,
+curriculum levels inside ``[0, num_levels)``. The physical state and output buffers may
+hold NaN or inf (a diverged env is data to reproduce). Host code: it synchronizes.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import torch
 
 from gpuparam._checks import check_max_episode_steps
-
-_NONNEG_ENV = ("step_count", "episode_count", "episode_length")
 
 
 def _fail(path: str, expected: str, got: object) -> None:
@@ -47,9 +33,8 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
     """Raise ``ValueError`` naming the first place where ``saved`` differs in structure,
     type, shape or dtype from ``template`` (a state dict of the target)."""
     if isinstance(template, torch.Tensor):
-        if not isinstance(saved, torch.Tensor):
-            _fail(path, f"a {template.dtype} tensor {tuple(template.shape)}", _describe(saved))
-        if saved.dtype != template.dtype or saved.shape != template.shape:
+        if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
+                or saved.shape != template.shape):
             _fail(path, f"a {template.dtype} tensor {tuple(template.shape)}", _describe(saved))
     elif isinstance(template, Mapping):
         if not isinstance(saved, Mapping):
@@ -143,48 +128,6 @@ def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") 
     check_nonneg(state["adr_counts"], f"{path}.adr_counts")
 
 
-def check_env_state(
-    state: object, template: Mapping, params, curricula_levels: Sequence[int]
-) -> None:
-    """Everything :func:`VecEnv.load_state_dict` needs, checked before it writes.
-
-    Args:
-        state: the saved dict.
-        template: the target env's own ``state_dict()`` (structure, shapes, dtypes).
-        params: the target's ``ParamTable`` (spec ranges and columns).
-        curricula_levels: ``num_levels`` of each curriculum added to the target, in order.
-
-    Raises ``ValueError`` naming the entry, what was expected and what was got.
-    """
-    if not isinstance(state, Mapping):
-        _fail("state", "a dict from env.state_dict()", _describe(state))
-    for key in ("env", "num_envs"):
-        if key in state and state[key] != template[key]:
-            _fail(key, repr(template[key]), repr(state[key]))
-    if "curricula" in state and isinstance(state["curricula"], (list, tuple)):
-        if len(state["curricula"]) != len(template["curricula"]):
-            _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
-                  "curriculum added to this env)", len(state["curricula"]))
-    try:
-        saved_terms = [t["name"] for t in state["randomization"]["terms"]]
-    except (KeyError, TypeError):
-        saved_terms = None
-    want_terms = [t["name"] for t in template["randomization"]["terms"]]
-    if saved_terms is not None and saved_terms != want_terms:
-        _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
-    check_like(state, template)
-    seed = state["seed"]
-    if not -(2**31) <= seed < 2**31:
-        _fail("seed", "an int32 value", seed)
-    check_param_tables(state["params"], params)
-    for key in _NONNEG_ENV:
-        if key in template["tensors"]:  # (the runtime decides which counters it saves)
-            check_nonneg(state["tensors"][key], f"tensors.{key}")
-    check_randomization(state["randomization"])
-    for i, (s, levels) in enumerate(zip(state["curricula"], curricula_levels, strict=True)):
-        check_curriculum(s, levels, f"curricula[{i}]")
-
-
 class EnvCheckpoint:
     """``state_dict`` / ``load_state_dict`` of one env (``VecEnv`` delegates to it)."""
 
@@ -217,17 +160,38 @@ class EnvCheckpoint:
         }
 
     def check(self, state: dict) -> dict:
-        """Every check of :meth:`load_state_dict`, writing nothing; returns ``state`` as it
-        loads (an older checkpoint without ``env_offset`` gets offset 0)."""
+        """Every check of :meth:`load_state_dict`, writing nothing; raises ``ValueError``
+        naming the entry, what was expected and what was got. Returns ``state`` as it loads
+        (older checkpoints get ``env_offset`` 0 and the target's ``max_episode_steps``)."""
         env = self._env
-        if isinstance(state, dict) and "env_offset" not in state:
-            state = {**state, "env_offset": 0}  # checkpoints before sharding: offset 0
-        if isinstance(state, dict) and "max_episode_steps" not in state:
-            # older checkpoints: the limit the target was built with
-            state = {**state, "max_episode_steps": env.max_episode_steps}
-        curricula = env.curricula
-        check_env_state(state, self.state_dict(), env.params, [c.num_levels for c in curricula])
-        saved_offset = state.get("env_offset", 0) if isinstance(state, dict) else 0
+        if not isinstance(state, Mapping):
+            _fail("state", "a dict from env.state_dict()", _describe(state))
+        state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
+        template = self.state_dict()
+        for key in ("env", "num_envs"):
+            if key in state and state[key] != template[key]:
+                _fail(key, repr(template[key]), repr(state[key]))
+        if isinstance(state.get("curricula"), (list, tuple)):
+            if len(state["curricula"]) != len(template["curricula"]):
+                _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
+                      "curriculum added to this env)", len(state["curricula"]))
+        try:
+            saved_terms = [t["name"] for t in state["randomization"]["terms"]]
+        except (KeyError, TypeError):
+            saved_terms = None
+        want_terms = [t["name"] for t in template["randomization"]["terms"]]
+        if saved_terms is not None and saved_terms != want_terms:
+            _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
+        check_like(state, template)
+        if not -(2**31) <= state["seed"] < 2**31:
+            _fail("seed", "an int32 value", state["seed"])
+        check_param_tables(state["params"], env.params)
+        for key in ("step_count", "episode_count", "episode_length"):
+            check_nonneg(state["tensors"][key], f"tensors.{key}")
+        check_randomization(state["randomization"])
+        for i, (cur, s) in enumerate(zip(env.curricula, state["curricula"], strict=True)):
+            check_curriculum(s, cur.num_levels, f"curricula[{i}]")
+        saved_offset = state["env_offset"]
         if saved_offset != env.env_offset:
             n, off = env.num_envs, env.env_offset
             raise ValueError(
@@ -241,7 +205,7 @@ class EnvCheckpoint:
         except ValueError as e:
             raise ValueError(f"load_state_dict: {e}") from None
         env.randomization.check_state(state["randomization"])  # (their own checks too)
-        for cur, s in zip(curricula, state["curricula"], strict=True):
+        for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.check_state(s)
         return state
 

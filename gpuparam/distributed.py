@@ -1,40 +1,15 @@
 """Sharding one run over ``torch.distributed`` ranks (``torchrun``): global env ids and a
-step-count schedule of collective syncs.
+step-count schedule of collective syncs (the guide: ``docs/distributed.md``).
 
-Each rank steps its own slice of the global envs (``gp.make(..., shard=(rank, world))``,
-or ``env_offset=`` directly): env ``i`` of a rank is global env ``env_offset + i``, and every
-counter-based draw (initial states, randomization terms, schedules' phases) is keyed by
-the global id, so a run of ``W`` ranks x ``N / W`` envs gives, env for env, the trajectories,
-parameters and draws of one process with ``N`` envs and the same seed.
-
-What is per rank and what is global:
-
-- per rank (per env, never communicated): the physical state, parameters (nominal and
-  effective), randomization counters and clocks, curriculum levels, ``RewardNorm``'s
-  per-env discounted returns. They are the same as a single process's for the same
-  global envs, so nothing needs merging.
-- global (merged by collectives at a sync; identical on every rank afterwards): the
-  statistics of ``ObsNorm`` / ``RewardNorm`` (Chan et al.'s parallel merge, exact to
-  float64 rounding), ADR range bounds and their decision statistics (integer sums: exact),
-  and a curriculum's histogram of levels over all envs (``Curriculum.global_level_counts``).
-
-Collectives are host-launched ``torch.distributed`` calls (NCCL on GPUs, gloo on CPU): they
-cannot live inside a captured step (a Warp CPU graph or a CUDA graph replay does not run
-Python), so a sync is a call between steps. ``env.sync_every(k, *targets)`` (a
-:class:`SyncSchedule`) syncs after every ``k``-th ``env.step``, after the step's replay (the
-captured step is never touched): each target packs what it collected since the last pack
-into its slice of one flat float64 buffer (``ObsNorm`` / ``RewardNorm``: one Warp launch),
-one ``all_gather`` carries the buffer of every rank, and each target merges all ranks'
-slices the same way on every rank (one Warp launch; a curriculum sums integers), so the
-ranks hold the same bits. With ``overlap=True`` (the default) the gather is launched with
-``async_op=True`` and applied at the next scheduled sync, one interval later (see
-:class:`SyncSchedule` for the exact steps), so the collective's latency hides behind ``k``
-steps. Every rank must step the same number of times and register the same targets in the
-same order (collectives match by order): the first exchange of a set of targets (and every
-``target.sync()``) first gathers a small header (the number of targets, their sizes and
-kinds), so ranks that registered different targets all raise the same ``ValueError``, with
-nothing packed, instead of one rank aborting. ``target.sync()`` and ``env.sync_now()``
-settle an exchange in flight and sync at once (blocking).
+Env ``i`` of a rank is global env ``env_offset + i`` and every counter-based draw is keyed
+by the global id, so ``W`` ranks x ``N / W`` envs reproduce one process with ``N`` envs.
+Per-env data (state, parameters, counters, curriculum levels) stays per rank; statistics
+(``ObsNorm``, ``RewardNorm``, ADR, level histograms) are merged by a sync: a host-launched
+collective between steps, never inside the captured step. A sync packs every target into
+one flat float64 buffer, carries it in one ``all_gather`` (async with ``overlap=True``,
+applied one interval later) and merges it the same way on every rank. Ranks must register
+the same targets in the same order: the first exchange of a set of targets gathers a
+header first, so mismatched ranks all raise the same ``ValueError`` with nothing packed.
 """
 
 from __future__ import annotations
@@ -228,32 +203,25 @@ def shard_range(num_envs: int, rank: int, world_size: int) -> tuple[int, int]:
 
 
 class SyncSchedule:
-    """Sync ``targets`` every ``every`` steps (see the module doc).
+    """Sync ``targets`` every ``every`` steps (made by ``env.sync_every``).
 
     Args:
         every: steps between syncs, ``>= 1``.
         targets: objects with a collective ``sync(group)`` method, synced in this order.
+            :class:`Exchangeable` ones travel together in one ``all_gather`` per sync;
+            others get their own blocking ``sync(group)`` call.
         group: the ``torch.distributed`` process group (default: the world); without an
-            initialized process group the targets sync as a world of one, so the same
-            code runs in one process.
-        overlap: with ``True`` (the default) the exchange packed after step ``j * every``
-            runs in the background (``async_op=True``) while the next ``every`` steps run,
-            and is applied after step ``(j + 1) * every``, just before the next exchange is
-            packed: from step ``(j + 1) * every + 1`` on, the shared statistics hold every
-            rank's data up to step ``j * every`` (plus, in the live statistics, this rank's
-            own data since). With ``False`` each exchange is applied at once (blocking): from
-            step ``j * every + 1`` on they hold every rank's data up to step ``j * every``.
-            The schedule is the same in a world of one, so W ranks match one process.
+            initialized process group the targets sync as a world of one, on the same
+            schedule, so W ranks match one process.
+        overlap: ``True`` (default): the exchange packed after step ``j * every`` runs in
+            the background during the next ``every`` steps and is applied after step
+            ``(j + 1) * every``, just before the next one is packed. ``False``: each
+            exchange is applied at once (blocking).
 
-    Targets with the :class:`Exchangeable` split (``ObsNorm``, ``RewardNorm``,
-    ``Curriculum``) travel together in one ``all_gather`` of one flat float64 buffer per
-    sync; others get their own ``sync(group)`` call (blocking) at each sync.
-
-    ``step()`` counts one env step on the host (a Python int: no device sync) and syncs at
-    every ``every``-th call; ``sync()`` settles the exchange in flight and syncs everything
-    now (blocking): afterwards every rank holds the same statistics. ``steps`` is the count
-    so far; ``syncs``, ``host_seconds`` (host time in the scheduled syncs, waits included)
-    and ``wait_seconds`` (of which blocked on collectives) measure what syncing costs.
+    ``step()`` counts one env step on the host (no device sync) and syncs at every
+    ``every``-th call. ``steps`` is the count so far; ``syncs``, ``host_seconds`` (host
+    time in the scheduled syncs) and ``wait_seconds`` (of which blocked on collectives)
+    measure what syncing costs.
     """
 
     def __init__(

@@ -29,28 +29,21 @@ class VecEnv(SavesState):
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
-    :class:`~gpuparam.Task` (see ``gpuparam.backend``), run by a step pipeline
-    (``env.pipeline``, see ``gpuparam.pipeline``) of stages: ``before_step`` hooks,
-    step-time randomization, physics (``backend.step``, ``task.compute``), episode
-    bookkeeping (step counters, truncation, done, returns), ``after_step`` hooks, curricula,
-    reset-time randomization for the done envs, the global clock, the auto-reset
-    (``backend.reset(done)``, ``task.observe``), then stages added with ``add_stage``
-    (transforms). The pipeline is captured after one eager step and replayed by one plan
-    on both devices (``env.pipeline.plan``): runs of Warp-only stages as Warp graphs, hooks
-    and other Python stages eagerly at every step.
+    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``; its stages are
+    listed in ``gpuparam._stages``, how they are captured in ``gpuparam.pipeline``).
 
     Subclasses declare ``name``, ``param_specs``, ``observation_spec``, ``action_spec``,
     ``max_episode_steps`` (the default limit, an int) and either override ``make_backend``
-    (and ``make_task``) or, for
-    a :class:`~gpuparam.backend.KernelBackend`, set ``step_kernel``, ``reset_kernel``,
-    ``state_dtype``, ``obs_dtype`` and optionally ``kernel_params`` (the parameters the
-    step kernel takes, in order; default all). Optional: ``time_step_param`` (the
-    parameter holding the time step, used by ``gp.Interval``) and ``recompute_on``
-    (parameter names whose change calls ``on_params_changed``).
+    (and ``make_task``) or, for a :class:`~gpuparam.backend.KernelBackend`, set
+    ``step_kernel``, ``reset_kernel``, ``state_dtype``, ``obs_dtype`` and optionally
+    ``kernel_params`` (the parameters the step kernel takes, in order; default all).
+    Optional: ``time_step_param`` (the parameter holding the time step, used by
+    ``gp.Interval``) and ``recompute_on`` (parameter names whose change calls
+    ``on_params_changed``).
 
-    Every buffer is allocated once, here. ``step`` and ``reset`` return a ``TensorDict``
-    (batch ``[num_envs]``) over those buffers: its tensors are overwritten by the next call,
-    so ``clone()`` what you keep.
+    Every buffer is allocated once, here. ``step`` and ``reset`` return a locked
+    ``TensorDict`` (batch ``[num_envs]``) over those buffers: its tensors are overwritten by
+    the next call, so ``clone()`` what you keep; write in place (``td[key].copy_(x)``).
 
     Args:
         num_envs: N, the number of envs in this process.
@@ -120,14 +113,13 @@ class VecEnv(SavesState):
         self.device = resolve_device(canonical_device(device))
         limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
         limit = check_max_episode_steps(limit)
-        if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
-            raise ValueError(f"seed: expected an int32 value, got {seed!r}")
+        _check_seed(seed)
         if cuda_graph is not None:
             capture = bool(cuda_graph)
         self.validate_actions = bool(validate_actions)
         self._busy = threading.Lock()
         self._holder: int | None = None  # the thread holding the env through hold()
-        self._in_call = False  # a step or reset of the holding thread is running
+        self._in_call = False  # a step or reset is running
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
@@ -148,7 +140,7 @@ class VecEnv(SavesState):
         if self.task is not None:
             self.task.bind(binding, self.backend)
         self.randomization = Randomization(self)
-        key = self._listener_key
+        key = lambda: self.params.listener_key  # noqa: E731
         self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
         self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
                                        key=key)
@@ -334,13 +326,9 @@ class VecEnv(SavesState):
 
     def _reset(self, mask: torch.Tensor | None, seed: int | None) -> TensorDict:
         check_mask(mask, self.num_envs, self.device)
-        if seed is not None:
-            if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
-                raise ValueError(f"seed: expected an int32 value, got {seed!r}")
         ctx = self.context
         if seed is not None:
-            self._seed_value = seed
-            ctx.seed.fill_(seed)
+            self.restore_seed(_check_seed(seed))
             ctx.episode_count.zero_()
             self.randomization.reseed()
         if mask is None:
@@ -366,43 +354,42 @@ class VecEnv(SavesState):
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
         """
-        took = self._enter()
-        try:
+        with self._exclusive():
             self._load_action(action)
             self.stepping = True
-            self.pipeline()
-        finally:
-            self.stepping = False
-            self._leave(took)
+            try:
+                self.pipeline()
+            finally:
+                self.stepping = False
         for s in self._syncs:  # host-launched collectives, outside the captured step
             s.step()
         return self._td
+
+    def _claim(self) -> bool:
+        """Claim the env for a call; ``True`` when this took the lock, ``False`` when the
+        calling thread holds the env through ``hold()`` and no call of it is running."""
+        if self._holder == threading.get_ident() and not self._in_call:
+            return False
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                f"{self!r}: step/reset called while another call on this env is running "
+                "(two threads using one env, or a hook calling step): an env is not "
+                "thread-safe; give each thread its own env or serialize the calls"
+            )
+        return True
 
     @contextlib.contextmanager
     def _exclusive(self):
         """One call at a time: a second thread stepping or resetting the same env while a
         call runs would interleave writes into the same buffers."""
-        took = self._enter()
+        took = self._claim()
+        self._in_call = True
         try:
             yield
         finally:
-            self._leave(took)
-
-    def _enter(self) -> bool:
-        """Claim the env for one step or reset; ``True`` when this call took the lock
-        (``False``: the calling thread holds the env through ``hold()``)."""
-        if self._holder == threading.get_ident() and not self._in_call:
-            self._in_call = True
-            return False
-        if not self._busy.acquire(blocking=False):
-            self._refuse()
-        self._in_call = True
-        return True
-
-    def _leave(self, took: bool) -> None:
-        self._in_call = False
-        if took:
-            self._busy.release()
+            self._in_call = False
+            if took:
+                self._busy.release()
 
     @contextlib.contextmanager
     def hold(self):
@@ -416,24 +403,15 @@ class VecEnv(SavesState):
         refused call then changes nothing. Re-entrant: the holding thread may hold it again
         between its calls (e.g. call an adapter that holds it inside its own block), not
         from inside one of its steps (a hook)."""
-        if self._holder == threading.get_ident() and not self._in_call:
-            yield self  # already held by this thread: the outer block releases it
-            return
-        if not self._busy.acquire(blocking=False):
-            self._refuse()
-        self._holder = threading.get_ident()
+        took = self._claim()  # False: already held by this thread, the outer block releases
+        if took:
+            self._holder = threading.get_ident()
         try:
             yield self
         finally:
-            self._holder = None
-            self._busy.release()
-
-    def _refuse(self) -> None:
-        raise RuntimeError(
-            f"{self!r}: step/reset called while another call on this env is running "
-            "(two threads using one env, or a hook calling step): an env is not "
-            "thread-safe; give each thread its own env or serialize the calls"
-        )
+            if took:
+                self._holder = None
+                self._busy.release()
 
     @property
     def outputs(self) -> TensorDict:
@@ -528,29 +506,22 @@ class VecEnv(SavesState):
         self.pipeline.invalidate()
         self.reset_pipeline.invalidate()
 
-    def _listener_key(self) -> tuple:
-        return self.params.listener_key
-
     def sync_every(
         self, every: int, *targets: Syncable, group: object = None, overlap: bool = True
     ) -> Callable[[], None]:
         """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
         sync=True)``: anything with a collective ``sync(group)``) over the
         ``torch.distributed`` ranks after every ``every``-th ``step``, outside the captured
-        step, all in one collective (a ``gp.SyncSchedule``; see ``gpuparam.distributed``).
-        With ``overlap=True`` (the default) the exchange packed after step ``j * every`` runs
-        in the background during the next ``every`` steps and is applied after step
-        ``(j + 1) * every``; with ``False`` it is applied at once (blocking). Every rank must
-        make the same calls. Without an initialized process group the targets sync as a
-        world of one, on the same schedule. ``group``: a ``torch.distributed`` process
-        group, default the world. Returns a function removing the schedule (after settling
-        its exchange in flight)."""
+        step, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
+        ``group`` and ``overlap`` do; default: the world, overlapped). Every rank must make
+        the same calls. Returns a function removing the schedule (after settling its
+        exchange in flight)."""
         for t in targets:
             check = getattr(t, "check_syncable", None)
             if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
                 check()  # at every step on each rank: refused now, not at the first sync
-        for t in targets:  # one schedule per target: an exchange applied by one schedule
-            for other in self._syncs:  # would clear what the other has in flight
+            # one schedule per target: an exchange applied by one schedule would clear what
+            for other in self._syncs:  # the other has in flight
                 if any(x is t for x in other.targets):
                     raise ValueError(f"sync_every: {type(t).__name__} is already synced by "
                                      f"{other!r}; a target belongs to one schedule")
@@ -669,3 +640,9 @@ class VecEnv(SavesState):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"
+
+
+def _check_seed(seed) -> int:
+    if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
+        raise ValueError(f"seed: expected an int32 value, got {seed!r}")
+    return seed
