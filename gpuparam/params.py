@@ -62,7 +62,7 @@ class ParamTable:
         self.num_columns = c
         defaults = torch.cat([s.default_tensor() for s in specs])
         self.defaults = defaults.to(device)  # float32 [C]
-        self._wp_defaults = to_wp(self.defaults)
+        self._wp_defaults = to_wp(self.defaults.expand(num_envs, c))  # [N, C], stride 0
         self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
@@ -192,52 +192,23 @@ class ParamTable:
         Validated as ``set`` (indices; finite values inside the spec range; synchronizes
         for tensors) before anything is written; listeners hear of ``name`` for ``mask``.
         """
-        c0, size = self._cols[self._spec(name).name]
+        spec = self._spec(name)
+        c0, size = self._cols[name]
         check_mask(mask, self.num_envs, self.device)
         if not isinstance(values, Mapping) or not values:
             raise ValueError(f"set_components: expected a non-empty dict of component "
                              f"values, got {values!r}")
-        prepared = [(j, self._check_component(name, j, size, v, mask))
+        for j in values:
+            if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
+                raise ValueError(f"parameter {name!r}: component index expected an int in "
+                                 f"[0, {size}), got {j!r}")
+        prepared = [(j, self._prepare(name, v, self.num_envs, mask, True, j)[1])
                     for j, v in values.items()]
         self._load_mask(mask)
-        spec = self._specs[name]
         for j, v in prepared:  # everything validated: now write
-            self._masked(c0 + j, 1, spec, v if isinstance(v, float) else v[:, None], False)
+            self._masked(c0 + j, 1, spec, v, False)
         if self._callbacks:
             self.notify((name,), mask)
-
-    def _check_component(self, name: str, j, size: int, value, mask):
-        """One value of ``set_components``: a float, or a float32 tensor ``[num_envs]``."""
-        spec = self._spec(name)
-        if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
-            raise ValueError(f"parameter {name!r}: component index expected an int in "
-                             f"[0, {size}), got {j!r}")
-        where = f"parameter {name!r} component {j}"
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            try:
-                v = float(value)
-            except OverflowError:
-                raise ValueError(f"{where}: expected a number in [{spec.low}, {spec.high}], "
-                                 f"got one beyond float range ({str(value)[:20]}...)") from None
-            if not (math.isfinite(v) and spec.low <= v <= spec.high):
-                raise ValueError(f"{where}: value {v} outside its range "
-                                 f"[{spec.low}, {spec.high}]")
-            return v
-        if (not isinstance(value, torch.Tensor) or value.dtype == torch.bool
-                or value.is_complex() or value.shape not in ((), (self.num_envs,))):
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(f"{where}: expected a number or a float tensor "
-                             f"[{self.num_envs}], got {got}")
-        if value.device != self.device:
-            raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
-        v = value.detach().to(torch.float32).expand(self.num_envs)
-        bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
-        if mask is not None:
-            bad &= mask
-        if bool(bad.any()):  # host-ok: validated writes synchronize (documented)
-            raise ValueError(f"{where}: value {v[bad][0].item()} outside its range "  # host-ok
-                             f"[{spec.low}, {spec.high}] (or not finite)")
-        return v
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
         """Write every parameter's spec default (nominal and effective) for masked envs.
@@ -247,58 +218,59 @@ class ParamTable:
         """
         check_mask(mask, self.num_envs, self.device)
         self._load_mask(mask)
-        launch(kparams.masked_defaults, self.num_envs, [
-            self._wp_mask, self._wp_defaults, self.wp_nominal, self.wp_effective,
+        launch(kparams.masked_write, self.num_envs, [
+            self._wp_mask, self._wp_defaults, 0.0, 0, 0, self.num_columns, 0.0, 0.0, 0,
+            self.wp_nominal, self.wp_effective,
         ], self.device)
         if self._callbacks:
             self.notify(self.names, mask)
 
-    def _prepare(self, name, value, rows: int, mask, validate: bool):
+    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None):
+        """A value to write, checked: a float, or a float32 tensor ``[rows, size]`` (of one
+        component, ``[rows, 1]``, when ``component`` is its index)."""
         spec = self._spec(name)
-        target = (rows, *spec.shape)
+        where = f"parameter {name!r}"
+        target, width = (rows, *spec.shape), spec.size
+        if component is not None:
+            where, target, width = f"{where} component {component}", (rows,), 1
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             try:
                 v = float(value)
             except OverflowError:
                 raise ValueError(
-                    f"parameter {name!r}: expected a number in [{spec.low}, {spec.high}], "
+                    f"{where}: expected a number in [{spec.low}, {spec.high}], "
                     f"got one beyond float range ({str(value)[:20]}...)"
                 ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
-                raise ValueError(
-                    f"parameter {name!r}: value {v} outside its range [{spec.low}, {spec.high}]"
-                )
+                raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
             return name, v
         if isinstance(value, (list, tuple)):
             try:
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
             except (OverflowError, RuntimeError, TypeError, ValueError) as e:
                 raise ValueError(
-                    f"parameter {name!r}: expected a list of numbers, got one that does not "
+                    f"{where}: expected a list of numbers, got one that does not "
                     f"convert to float32 ({e})"
                 ) from None
         if not isinstance(value, torch.Tensor):
             raise ValueError(
-                f"parameter {name!r}: expected a number or a float tensor, "
-                f"got {type(value).__name__}"
+                f"{where}: expected a number or a float tensor, got {type(value).__name__}"
             )
         if value.dtype == torch.bool or value.is_complex():
-            raise ValueError(f"parameter {name!r}: expected a float tensor, got {value.dtype}")
+            raise ValueError(f"{where}: expected a float tensor, got {value.dtype}")
         if value.device != self.device:
-            raise ValueError(
-                f"parameter {name!r}: expected a tensor on {self.device}, got {value.device}"
-            )
+            raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
         try:
             ok = torch.broadcast_shapes(value.shape, target) == torch.Size(target)
         except RuntimeError:
             ok = False
         if not ok:
             raise ValueError(
-                f"parameter {name!r}: expected a value broadcastable to {target}, "
+                f"{where}: expected a number or a float tensor broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
             )
         # detached: the tables never join the caller's autograd graph
-        v = value.detach().to(torch.float32).expand(target).reshape(rows, spec.size)
+        v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
         if validate:
             bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
             if mask is not None:
@@ -306,7 +278,7 @@ class ParamTable:
             if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
                 first = v[bad][0].item()  # host-ok: error path
                 raise ValueError(
-                    f"parameter {name!r}: value {first} outside its range "
+                    f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
         return name, v

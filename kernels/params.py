@@ -39,7 +39,8 @@ def masked_write(
     effective_out: wp.array2d(dtype=float),
 ):
     """Rows ``col0 .. col0 + ncols`` of the masked envs get ``scalar`` (``use_scalar``) or
-    ``values[env, j]`` (``[N, ncols]``, any strides)."""
+    ``values[env, j]`` (``[N, ncols]``, any strides: the defaults ``[C]`` expanded to
+    ``[N, C]`` reset every row)."""
     env = wp.tid()
     if not mask[env]:
         return
@@ -48,22 +49,6 @@ def masked_write(
         if use_scalar == 0:
             x = values[env, j]
         _store(x, low, high, clamp, col0 + j, env, nominal_out, effective_out)
-
-
-@wp.kernel
-def masked_defaults(
-    mask: wp.array(dtype=wp.bool),
-    defaults: wp.array(dtype=float),
-    nominal_out: wp.array2d(dtype=float),
-    effective_out: wp.array2d(dtype=float),
-):
-    """Every row ``c`` of the masked envs gets ``defaults[c]`` (``[C]``)."""
-    env = wp.tid()
-    if not mask[env]:
-        return
-    for c in range(defaults.shape[0]):
-        nominal_out[c, env] = defaults[c]
-        effective_out[c, env] = defaults[c]
 
 
 @wp.kernel
