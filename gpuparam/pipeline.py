@@ -1,36 +1,18 @@
 """The step as an explicit list of stages, captured once and replayed by one plan on CPU and CUDA.
 
-A :class:`Stage` launches the device work of one part of a step (hooks, randomization,
-physics, episode bookkeeping, curricula, auto-reset, transforms). Every stage reads and
-writes one :class:`StepContext`: the env's static buffers and masks, its seed, its stream.
-
-Each stage declares its ``kind``, and :func:`plan` (device-independent: a CPU test of the
-plan tests the plan CUDA runs) splits the list into segments of consecutive stages of one
-kind:
-
-============  ============================================  ================================
-kind          what ``run`` may do                           how its segment runs
-============  ============================================  ================================
-``"warp"``    Warp launches on ``ctx.stream`` only           one Warp graph on both devices
-                                                            (``wp.ScopedCapture`` on the env's
-                                                            stream; MuJoCo Warp's conditional
-                                                            nodes are native there)
-``"torch"``   device work through torch ops (and Warp)       one torch CUDA graph on CUDA,
-                                                            eager on CPU
-``"python"``  anything: host Python that must run at          eager on both devices, every step
-              every step
-============  ============================================  ================================
-
-So a hook's or a callable metric's Python means the same on both devices: a ``"python"``
-stage runs at every step on both; a stage that declares itself device work (``"warp"``,
-``"torch"``) is recorded once and its device work replayed on both (on the CPU a
-``"torch"`` stage's Python still runs at every step: it must do nothing but device work).
+A :class:`Stage` launches the device work of one part of a step and reads and writes one
+:class:`StepContext` (the env's static buffers and masks, its seed, its stream). Each stage
+declares its ``kind``; :func:`plan` (device-independent: a CPU test of the plan tests the
+plan CUDA runs) splits the list into segments of consecutive stages of one kind:
+``"warp"`` (Warp launches on ``ctx.stream`` only): one Warp graph on both devices;
+``"torch"`` (device work through torch ops and Warp): one torch CUDA graph on CUDA, eager
+on CPU; ``"python"`` (host Python that must run at every step): eager on both. So a hook's
+Python means the same on both devices (the guide: ``docs/pipeline.md``).
 
 Capture happens at the first call after ``warmup`` eager calls (which load every Warp
-module): each segment is captured, then replayed at once. Anything that changes what a
-replay would do must drop the capture: stage list changes (``invalidate``), and host-side
-settings that a stage declares through its ``key``; settings that kernels read from device
-memory (a transform's train/eval flag, ``max_episode_steps``) need neither.
+module). Anything that changes what a replay would do must drop the capture: stage list
+changes (``invalidate``) and host-side settings a stage declares through its ``key``;
+settings that kernels read from device memory need neither.
 """
 
 from __future__ import annotations
@@ -113,10 +95,8 @@ class Stage:
         run: ``run(ctx)`` launches the stage's device work. For a ``"warp"`` or ``"torch"``
             stage: no host sync, no allocation, no Python branch on tensor values (a replay
             repeats the device work, not the Python).
-        kind: ``"warp"`` (Warp launches on ``ctx.stream`` only), ``"torch"`` (device work
-            through torch ops) or ``"python"`` (host Python that must run at every step;
-            the default), see the module docstring; or a callable returning one, asked
-            when the stage list is built.
+        kind: ``"warp"``, ``"torch"`` or ``"python"`` (the default), see the module
+            docstring; or a callable returning one, asked when the stage list is built.
         key: optional ``key()`` returning host-side settings ``run`` reads (module
             identities, sizes); a change drops the capture.
         warp_only: older name of ``kind``: True is ``"warp"``, False ``"torch"``.
@@ -190,14 +170,6 @@ def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
     return tuple(segments)
 
 
-class _Captured:
-    """The graphs of one capture, one entry per segment (None: runs eagerly)."""
-
-    def __init__(self) -> None:
-        self.graphs: list[object] = []
-        self.keep: list[object] = []  # Warp capture objects: keep their modules loaded
-
-
 class Pipeline:
     """Runs a list of stages over one context; captures and replays them by :func:`plan`.
 
@@ -226,7 +198,9 @@ class Pipeline:
         self.warmup = warmup
         self._stages: tuple[Stage, ...] | None = None
         self._segments: tuple[Segment, ...] = ()
-        self._captured: _Captured | None = None
+        # one graph per segment (None: runs eagerly), while captured
+        self._graphs: list[object] | None = None
+        self._keep: list[object] = []  # Warp capture objects: keep their modules loaded
         self._pool = None  # the torch graphs' shared memory pool of one capture (CUDA)
         self._keys: tuple = ()
         self._calls = 0
@@ -266,13 +240,13 @@ class Pipeline:
     @property
     def captured(self) -> bool:
         """True while replays come from a capture."""
-        return self._captured is not None
+        return self._graphs is not None
 
     def invalidate(self) -> None:
         """Drop the capture and the stage list: the next call rebuilds the stages, and
         later calls warm up and capture again. The one call for anything that changes
         what a replay would do."""
-        self._captured, self._calls, self._stages, self._segments = None, 0, None, ()
+        self._graphs, self._calls, self._stages, self._segments = None, 0, None, ()
 
     # ------------------------------------------------------------------ running
     def __call__(self) -> None:
@@ -308,16 +282,13 @@ class Pipeline:
         return tuple(keys)
 
     def _run(self) -> None:
-        cap = self._captured
-        if cap is not None:
+        if self._graphs is not None:
             error = None
-            for seg, graph in zip(self._segments, cap.graphs, strict=True):
+            for seg, graph in zip(self._segments, self._graphs, strict=True):
                 if graph is None:
                     error = self._eager(seg.stages, error)
-                elif seg.kind == "warp":
-                    wp.capture_launch(graph, stream=self.ctx.stream)
                 else:
-                    graph.replay()
+                    self._replay(seg, graph)
             if error is not None:
                 raise error
             return
@@ -339,14 +310,18 @@ class Pipeline:
                 error = error or e
         return error
 
-    def _capturable(self, seg: Segment) -> bool:
-        return seg.kind == "warp" or (seg.kind == "torch" and self._cuda)
+    def _replay(self, seg: Segment, graph) -> None:
+        if seg.kind == "warp":
+            wp.capture_launch(graph, stream=self.ctx.stream)
+        else:
+            graph.replay()
 
     def _capture(self) -> None:
         """Capture each capturable segment and replay it at once (a capture does not run
         the work); run the others eagerly. A stage that raises during a capture drops the
         whole capture: its segment and the rest of the step run eagerly."""
-        cap, error = _Captured(), None
+        graphs, error = [], None
+        self._keep = []
         segments = self._segments
         # a new pool per capture: tensors a dropped capture allocated may still be alive,
         # and torch refuses to capture into a pool that has live users from another capture
@@ -355,36 +330,33 @@ class Pipeline:
         # (e.g. a listener added by a hook of this step) drops the capture at the next call
         keys = self._current_keys()
         for i, seg in enumerate(segments):
-            if not self._capturable(seg):
-                cap.graphs.append(None)
+            if not (seg.kind == "warp" or (seg.kind == "torch" and self._cuda)):
+                graphs.append(None)
                 error = self._eager(seg.stages, error)
                 continue
             try:
-                graph = self._capture_segment(seg, cap)
+                graph = self._capture_segment(seg)
             except Exception as e:
                 error = error or e
                 for rest in segments[i:]:
                     error = self._eager(rest.stages, error)
                 self._calls = 0  # warm up and try again later
                 raise error from None
-            cap.graphs.append(graph)
-            if seg.kind == "warp":
-                wp.capture_launch(graph, stream=self.ctx.stream)
-            else:
-                graph.replay()
-        self._captured = cap
+            graphs.append(graph)
+            self._replay(seg, graph)
+        self._graphs = graphs
         self.captures += 1
         self._keys = keys
         if error is not None:
             raise error
 
-    def _capture_segment(self, seg: Segment, cap: _Captured):
+    def _capture_segment(self, seg: Segment):
         ctx = self.ctx
         if seg.kind == "warp":
             with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream) as c:
                 for s in seg.stages:
                     s.run(ctx)
-            cap.keep.append(c)
+            self._keep.append(c)
             return c.graph
         # torch on CUDA: one graph per segment, all in one memory pool (their scratch
         # allocations stay private to the pipeline's graphs, valid at every replay)
@@ -399,5 +371,5 @@ class Pipeline:
                                   external=True) as c:
                 for s in seg.stages:
                     s.run(ctx)
-        cap.keep.append(c)
+        self._keep.append(c)
         return graph
