@@ -1,34 +1,15 @@
 """IsaacGymEnvs-style randomization configs (a dict, e.g. loaded from YAML) to terms.
 
-Mapping (per parameter entry; ``no change`` is 0 for ``additive``, 1 for ``scaling``):
-
-========================================  ===============================================
-IsaacGymEnvs                              gpuparam
-========================================  ===============================================
-``distribution: uniform``                 ``gp.Uniform(name, low, high)``, range
-                                          ``[low, high]``
-``distribution: loguniform``              ``gp.LogUniform(name, low, high)``
-``distribution: gaussian``                ``gp.Gaussian(name, mean, std)``, range
-                                          ``[mean, std]`` (IsaacGymEnvs names the second
-                                          entry var but samples with it as the std)
-``operation: additive`` / ``scaling``     ``op="add"`` / ``op="scale"`` (on the nominal
-                                          value; ``set``/``add``/``scale`` also accepted)
-``schedule: linear``, ``schedule_steps``  ``schedule=gp.Linear(no change, range, steps)``
-``schedule: constant``, ``schedule_steps`` ``schedule=gp.Step([no change, range],
-                                          at=[steps])``
-``frequency: k`` (top level or entry)     ``on=gp.OnReset(min_steps=k)``: at an env's
-                                          reset, if >= k steps since its previous draw
-no ``frequency``                          ``on="reset"``
-``setup_only: true``                      ``on="startup"``
-``range: [[lo, ...], [hi, ...]]``         per-component ranges for vector parameters
-``on: step`` (gpuparam extension)         ``on="step"`` (also ``startup``, ``reset``)
-``num_buckets``                           ignored (PhysX material buckets)
-========================================  ===============================================
-
-Entries may be nested under groups (``sim_params``, ``actor_params: {actor: {props}}``,
-...): every mapping holding a ``range`` is an entry and its key is the parameter name.
-``observations`` and ``actions`` (noise on data, not parameters) raise ``ValueError``; use
-a transform for those. Unknown keys inside an entry raise ``ValueError``.
+The mapping is tabled in ``docs/randomization.md`` ("IsaacGymEnvs configs"): each
+distribution to its term (a ``gaussian`` range is ``[mean, std]``: IsaacGymEnvs names it
+var but samples with it as the std), ``additive``/``scaling`` to ``op="add"``/``"scale"``
+on the nominal value (``set`` too), ``schedule: linear``/``constant`` to ``gp.Linear`` /
+``gp.Step`` from "no change" (0 for add, 1 for scale), ``frequency: k`` to
+``gp.OnReset(min_steps=k)`` (none: ``on="reset"``), ``setup_only`` to ``on="startup"``,
+``on: step`` (a gpuparam extension) to ``on="step"``; ``num_buckets`` is ignored.
+Entries may be nested under groups: every mapping holding a ``range`` is an entry named by
+its key. ``observations``/``actions`` (noise on data) and unknown entry keys raise
+``ValueError``.
 """
 
 from __future__ import annotations
