@@ -91,13 +91,8 @@ _streams: dict[tuple[int, int], object] = {}
 
 
 def stream_for(device: torch.device):
-    """The Warp stream that wraps torch's current stream on ``device`` (None on CPU).
-
-    Launching Warp work on torch's stream orders it with the torch ops around it. One
-    ``wp.Stream`` per torch stream is created and kept for the process's life: a dropped
-    ``wp.Stream`` of an external handle unregisters the CUDA stream from Warp (and any
-    capture state attached to it), and creating one costs a CUDA event.
-    """
+    """The Warp stream that wraps torch's current stream on ``device`` (None on CPU):
+    Warp work launched on it is ordered with the torch ops around it."""
     if device.type != "cuda":
         return None
     return wp_stream(torch.cuda.current_stream(device))
@@ -105,7 +100,9 @@ def stream_for(device: torch.device):
 
 def wp_stream(torch_stream):
     """The one ``wp.Stream`` wrapping ``torch_stream`` (a ``torch.cuda.Stream``), created
-    at the first call and kept (see ``stream_for``)."""
+    at the first call and kept for the process's life: a dropped ``wp.Stream`` of an
+    external handle unregisters the CUDA stream from Warp (and any capture state attached
+    to it), and creating one costs a CUDA event."""
     key = (torch_stream.device.index, torch_stream.cuda_stream)
     s = _streams.get(key)
     if s is None:

@@ -1,19 +1,12 @@
 """The physics plug-in point: an env is a :class:`Backend` (physics) plus a :class:`Task`.
 
-``VecEnv`` runs them inside its step pipeline (see ``gpuparam.pipeline``)::
-
-    physics stage:   backend.step(ctx); task.compute(ctx)
-    episode stage:   step counters, truncation, done, returns (``gpuparam.kernels.episode``)
-    auto-reset:      backend.reset(ctx, ctx.done); task.observe(ctx, ctx.done)
-
-and ``env.reset(mask)`` runs ``backend.reset(ctx, ctx.reset_mask); task.observe(ctx,
-ctx.reset_mask)``. Every method launches device work only (no host sync, no allocation,
-no Python branch on tensor values): the pipeline captures it once and replays it.
-
-Classic control envs use :class:`KernelBackend`: one fused Warp kernel computes the
-physics and the task outputs (a tiny env is faster in one pass), so their task is None.
-Backends and tasks bind to a :class:`BindContext` (sizes, device, parameters, the step
-context, the spaces), not to the env.
+``VecEnv``'s physics stage runs ``backend.step(ctx); task.compute(ctx)``, its auto-reset
+and ``env.reset(mask)`` run ``backend.reset(ctx, mask); task.observe(ctx, mask)`` (see
+``gpuparam._stages``). Every method launches device work only (no host sync, no
+allocation, no Python branch on tensor values): the pipeline captures it once and replays
+it. Backends and tasks bind to a :class:`BindContext`, not to the env. Classic control
+envs use :class:`KernelBackend`: one Warp kernel computes physics and task outputs in one
+pass, so their task is None.
 """
 
 from __future__ import annotations
@@ -153,10 +146,8 @@ class KernelBackend(Backend):
                                  device=b.device)
         }
         params = [wp.from_torch(b.param_rows(name)) for name in self.kernel_params]
-        if isinstance(b.action_spec, DiscreteSpec):
-            action = wp.from_torch(ctx.action)
-        else:
-            action = wp.from_torch(ctx.action.reshape(n, -1))
+        discrete = isinstance(b.action_spec, DiscreteSpec)
+        action = wp.from_torch(ctx.action if discrete else ctx.action.reshape(n, -1))
         out = ctx.outputs
         s = wp.from_torch(self.state["state"], dtype=self.state_dtype)
         obs = wp.from_torch(out["observation"], dtype=self.obs_dtype)

@@ -77,8 +77,6 @@ class StepContext:
     def __post_init__(self) -> None:
         if self.device.type == "cuda" and self.stream is None:
             self.torch_stream = torch.cuda.Stream(device=self.device)
-            # one wp.Stream per CUDA stream, kept alive: a dropped wp.Stream of an external
-            # handle unregisters the CUDA stream (and any capture state Warp attached to it)
             self.stream = wp_stream(self.torch_stream)
 
     @property
