@@ -3,6 +3,7 @@ what each launches (an object every ``VecEnv`` owns as ``env.stages``)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -82,22 +83,17 @@ class EnvStages:
 
     def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
         """Consecutive hooks of one kind share a stage."""
-        runs: list[tuple[str, list[Hook]]] = []
-        for fn, kind in hooks:
-            if runs and runs[-1][0] == kind:
-                runs[-1][1].append(fn)
-            else:
-                runs.append((kind, [fn]))
         env = self._env
 
-        def stage(kind: str, fns: list[Hook]) -> Stage:
+        def stage(kind: str, fns: tuple[Hook, ...]) -> Stage:
             def run(ctx: StepContext) -> None:
                 for f in fns:
                     f(env, env.hook_outputs)
 
             return Stage(name, run, kind)
 
-        return [stage(kind, fns) for kind, fns in runs]
+        return [stage(kind, tuple(fn for fn, _ in run))
+                for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
 
     # ------------------------------------------------------------------ stage bodies
     def _physics(self, ctx: StepContext) -> None:

@@ -196,14 +196,13 @@ class VecEnv(SavesState):
         # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
         # from them for good (later steps would hand back the caller's tensor): it raises,
         # and writes go in place (``td[key].copy_(x)``, ``td[key] *= 0.1``)
-        self._td = TensorDict(outputs, batch_size=[n], device=dev).lock_()
+        def locked(tensors: dict) -> TensorDict:
+            return TensorDict(tensors, batch_size=[n], device=dev).lock_()
+
         at_reset = ["observation", *(k for k, s in extra.items() if s.reset)]
-        self._reset_td = TensorDict(
-            {k: outputs[k] for k in at_reset}, batch_size=[n], device=dev
-        ).lock_()
-        self._hook_td = TensorDict(
-            {**outputs, "action": ctx.action}, batch_size=[n], device=dev
-        ).lock_()
+        self._td = locked(outputs)
+        self._reset_td = locked({k: outputs[k] for k in at_reset})
+        self._hook_td = locked({**outputs, "action": ctx.action})
         return ctx
 
     def output_specs(self) -> dict[str, OutputSpec]:
