@@ -321,20 +321,17 @@ class VecEnv(SavesState):
             ``"privileged_observation"``.
         """
         with self._exclusive():
-            return self._reset(mask, seed)
-
-    def _reset(self, mask: torch.Tensor | None, seed: int | None) -> TensorDict:
-        check_mask(mask, self.num_envs, self.device)
-        ctx = self.context
-        if seed is not None:
-            self.restore_seed(_check_seed(seed))
-            ctx.episode_count.zero_()
-            self.randomization.reseed()
-        if mask is None:
-            ctx.reset_mask.fill_(True)
-        else:
-            ctx.reset_mask.copy_(mask)
-        self.reset_pipeline()
+            check_mask(mask, self.num_envs, self.device)
+            ctx = self.context
+            if seed is not None:
+                self.restore_seed(_check_seed(seed))
+                ctx.episode_count.zero_()
+                self.randomization.reseed()
+            if mask is None:
+                ctx.reset_mask.fill_(True)
+            else:
+                ctx.reset_mask.copy_(mask)
+            self.reset_pipeline()
         return self._reset_td
 
     def step(self, action: torch.Tensor) -> TensorDict:

@@ -38,18 +38,12 @@ def make(
 
     Args:
         name: a registered env id; see ``registered()``.
-        num_envs: N.
-        device: ``"cpu"``, ``"cuda[:i]"``, or ``None`` for CUDA when present, else CPU.
-        seed: key of every random draw.
-        capture: capture the step after one eager call and replay it (one CUDA graph on
-            CUDA, Warp CPU graphs on CPU; default). False steps eagerly.
-        env_offset: global id of this process's env 0, for sharded runs (see ``VecEnv``).
+        num_envs, device, seed, capture, env_offset, cuda_graph: as ``gp.VecEnv``'s.
         shard: ``(rank, world_size)``: ``num_envs`` is then the global number of envs and
             this process builds its slice of them (``gp.shard_range``: contiguous slices
             in rank order, the first ``num_envs % world_size`` ranks one env more), with
             the matching ``env_offset`` (which must then be left at 0). E.g.
             ``shard=(dist.get_rank(), dist.get_world_size())`` under ``torchrun``.
-        cuda_graph: older name of ``capture``.
         **param_overrides: initial parameter values (e.g. ``length=0.8``) and
             ``max_episode_steps``.
     """
