@@ -155,9 +155,8 @@ class Segment:
 
 
 def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
-    """Split ``stages`` into segments of consecutive stages of one kind. The same on every
-    device: a ``"warp"`` segment is one Warp graph on CPU and CUDA, a ``"torch"`` segment
-    one torch CUDA graph on CUDA (eager on CPU), a ``"python"`` segment runs eagerly."""
+    """Split ``stages`` into segments of consecutive stages of one kind, the same on every
+    device (how each kind runs: the module docstring)."""
     segments: list[Segment] = []
     for s in stages:
         k = s.kind
@@ -229,9 +228,8 @@ class Pipeline:
 
     @property
     def plan(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """How a captured step runs, the same on every device: per segment its kind
-        (``"warp"``: one Warp graph; ``"torch"``: one torch CUDA graph on CUDA, eager on
-        CPU; ``"python"``: eager) and its stage names."""
+        """How a captured step runs, the same on every device: per segment its kind and
+        its stage names (see :func:`plan`)."""
         self.stages  # noqa: B018 (builds the list and its plan)
         return tuple((seg.kind, seg.names) for seg in self._segments)
 
