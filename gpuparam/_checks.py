@@ -94,27 +94,11 @@ INT32_MAX = 2**31 - 1
 def check_max_episode_steps(value) -> int:
     """``max_episode_steps``: an int in ``[1, 2**31 - 1]`` (the per-env step counters are
     int32); ``bool`` is rejected."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise ValueError(
-            f"max_episode_steps: expected an int in [1, {INT32_MAX}], got {value!r} "
-            f"({type(value).__name__})"
-        )
-    if not 1 <= value <= INT32_MAX:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not (
+        1 <= value <= INT32_MAX
+    ):
         raise ValueError(
             f"max_episode_steps: expected an int in [1, {INT32_MAX}] (the step counters are "
-            f"int32), got {value}"
+            f"int32), got {value!r} ({type(value).__name__})"
         )
     return int(value)
-
-
-def canonical_device(device):
-    """``"cpu:0"`` and ``torch.device("cpu", 0)`` mean ``"cpu"``: torch's CPU tensors carry
-    no index, so an indexed CPU device would reject every one of them."""
-    if isinstance(device, (str, torch.device)):
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError):
-            return device  # resolve_device raises the precise error
-        if dev.type == "cpu":
-            return torch.device("cpu")
-    return device

@@ -58,7 +58,9 @@ def init_warp() -> None:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None`` means CUDA when torch and Warp both see a GPU, else CPU."""
+    """``None`` means CUDA when torch and Warp both see a GPU, else CPU. ``"cpu:0"`` means
+    ``"cpu"``: torch's CPU tensors carry no index, so an indexed CPU device would reject
+    every one of them."""
     init_warp()
     if device is None:
         cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
@@ -74,6 +76,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
             dev = torch.device("cuda", torch.cuda.current_device())
     elif dev.type != "cpu":
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
+    else:
+        dev = torch.device("cpu")
     return dev
 
 

@@ -12,7 +12,7 @@ from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
 from gpuparam._checkpoint import EnvCheckpoint
-from gpuparam._checks import canonical_device, check_mask, check_max_episode_steps
+from gpuparam._checks import check_mask, check_max_episode_steps
 from gpuparam._device import resolve_device
 from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
@@ -110,7 +110,7 @@ class VecEnv(SavesState):
             )
         self.num_envs = num_envs
         self.env_offset = env_offset
-        self.device = resolve_device(canonical_device(device))
+        self.device = resolve_device(device)
         limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
         limit = check_max_episode_steps(limit)
         _check_seed(seed)
