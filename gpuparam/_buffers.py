@@ -32,11 +32,7 @@ def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:
     elif isinstance(obj, (list, tuple, set, frozenset)):
         children = list(obj)
     elif isinstance(obj, nn.Module) or type(obj).__module__.startswith("gpuparam"):
-        if hasattr(obj, "__dict__"):
-            items = vars(obj).items()
-        else:  # a class with __slots__
-            items = [(k, getattr(obj, k, None)) for k in getattr(type(obj), "__slots__", ())]
-        for name, child in items:
+        for name, child in vars(obj).items():  # (no gpuparam class uses __slots__)
             _ranges(child, path or name, seen, out, depth + 1)
         return
     else:
