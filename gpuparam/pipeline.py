@@ -40,10 +40,8 @@ class StepContext:
             ``env_offset + i``; every counter-based draw is keyed by the global id).
         seed: int32 ``[1]``, the key of every random draw.
         action: the static action buffer ``[N, *action_shape]`` (int64 or float32).
-        outputs: the step's output buffers, batch ``[N]``: ``"observation"``,
-            ``"final_observation"`` float32 ``[N, *obs_shape]``, ``"reward"`` float32,
-            ``"terminated"``, ``"truncated"``, ``"done"`` bool, ``"episode_return"``
-            float32, ``"episode_length"`` int32.
+        outputs: the step's output buffers ``[N, ...]``, by key (keys, dtypes and shapes
+            as in the TensorDict ``VecEnv.step`` returns).
         done: bool ``[N]``, the envs whose episode ended at this step (``outputs["done"]``).
         reset_mask: bool ``[N]``, the envs of an explicit ``reset(mask)``.
         step_count: int32 ``[N]``, steps of each env's current episode.
