@@ -10,25 +10,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
 
-gym = require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
+require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
 
 from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
 from gymnasium.vector.utils import batch_space  # noqa: E402
 
-from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
-
 __all__ = ["GymnasiumVectorEnv"]
 
 
-def _box(spec: BoxSpec) -> gym.spaces.Box:
-    low = np.broadcast_to(np.asarray(spec.low, dtype=np.float32), spec.shape)
-    high = np.broadcast_to(np.asarray(spec.high, dtype=np.float32), spec.shape)
-    return gym.spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
-
-
-class GymnasiumVectorEnv(VectorEnv):
+class GymnasiumVectorEnv(Adapter, VectorEnv):
     """A ``gymnasium.vector.VectorEnv`` over a gpuparam env.
 
     Args:
@@ -106,12 +98,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self._numpy, self._episode_info = bool(numpy), bool(episode_info)
         self.num_envs = int(env.num_envs)
         self.device = torch.device(env.device)
-        self.single_observation_space = _box(env.observation_spec)
-        act = env.action_spec
-        if isinstance(act, DiscreteSpec):
-            self.single_action_space = gym.spaces.Discrete(act.n)
-        else:
-            self.single_action_space = _box(act)
+        self.single_observation_space, self.single_action_space = gym_spaces(env)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
@@ -120,12 +107,6 @@ class GymnasiumVectorEnv(VectorEnv):
         # caller gets copies: editing them changes nothing here)
         self._last_obs = torch.zeros(self.num_envs, *env.observation_spec.shape,
                                      dtype=torch.float32, device=self.device)
-        self._has_last = False
-
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self.gp_env.params
 
     def __getattr__(self, name: str):
         env = self.__dict__.get("gp_env")
@@ -162,9 +143,7 @@ class GymnasiumVectorEnv(VectorEnv):
                 # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
                 # observation last returned, as Gymnasium's; their new episode starts next step
                 pending = self._autoreset & ~mask
-                if self._has_last:
-                    obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs,
-                                      obs)
+                obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs, obs)
                 self._autoreset &= ~mask
             return self._out(obs), {}
 
@@ -178,9 +157,7 @@ class GymnasiumVectorEnv(VectorEnv):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
         with held(self.gp_env):  # until the env's buffers are read
             td = self.gp_env.step(actions)
-            if self._next_step:
-                return self._step_next(td)
-            return self._step_same(td)
+            return self._step_next(td) if self._next_step else self._step_same(td)
 
     def _step_same(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         done = self._out(td["done"])
@@ -194,7 +171,8 @@ class GymnasiumVectorEnv(VectorEnv):
             },
             "_final_info": done,
         }
-        self._add_episode(info, td, done)
+        if self._episode_info:
+            info["episode"], info["_episode"] = info["final_info"]["episode"], done
         return (self._out(td["observation"]), self._out(td["reward"]),
                 self._out(td["terminated"]), self._out(td["truncated"]), info)
 
@@ -204,27 +182,15 @@ class GymnasiumVectorEnv(VectorEnv):
         final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
         reward = td["reward"] * keep
         terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
-        ret, length = td["episode_return"].clone(), td["episode_length"].clone()
-        fresh = self.gp_env.reset(prev)["observation"]
-        obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
-        done = terminated | truncated
-        self._autoreset = done
-        self._last_obs.copy_(obs)
-        self._has_last = True
         info: dict[str, Any] = {}
         if self._episode_info:
-            out_done = self._out(done)
-            info = {"episode": {"r": self._out(ret), "l": self._out(length)},
-                    "_episode": out_done}
-        if self._numpy:
-            return (self._out(obs), self._out(reward), self._out(terminated),
-                    self._out(truncated), info)
-        return obs, reward, terminated, truncated, info
-
-    def _add_episode(self, info: dict, td, done) -> None:
+            info["episode"] = {"r": self._out(td["episode_return"]),
+                               "l": self._out(td["episode_length"])}
+        fresh = self.gp_env.reset(prev)["observation"]
+        obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
+        self._autoreset = done = terminated | truncated
+        self._last_obs.copy_(obs)
         if self._episode_info:
-            info["episode"] = info["final_info"]["episode"]
-            info["_episode"] = done
-
-    def __repr__(self) -> str:
-        return f"GymnasiumVectorEnv({self.gp_env!r})"
+            info["_episode"] = self._out(done)
+        out = (obs, reward, terminated, truncated)  # fresh tensors
+        return (*(map(self._out, out) if self._numpy else out), info)
