@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
 
 require("skrl", "skrl", "gpuparam.integrations.skrl")
 gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
@@ -38,19 +38,13 @@ gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
 from skrl import config as skrl_config  # noqa: E402
 from skrl.envs.wrappers.torch.base import Wrapper  # noqa: E402
 
-from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
+from gpuparam.spec import DiscreteSpec  # noqa: E402
 from gpuparam.transforms import ObsNorm  # noqa: E402
 
 __all__ = ["FinalObservation", "ObsNormPreprocessor", "SkrlWrapper", "wrap"]
 
 
-def _box(spec: BoxSpec) -> gym.spaces.Box:
-    low = np.broadcast_to(np.asarray(spec.low, dtype=np.float32), spec.shape)
-    high = np.broadcast_to(np.asarray(spec.high, dtype=np.float32), spec.shape)
-    return gym.spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
-
-
-class SkrlWrapper(Wrapper):
+class SkrlWrapper(Adapter, Wrapper):
     """skrl's torch ``Wrapper`` over a gpuparam env or ``gp.TransformedEnv``, torch-native.
 
     Args:
@@ -82,11 +76,9 @@ class SkrlWrapper(Wrapper):
     def __init__(self, env):
         super().__init__(env)
         self._n = int(env.num_envs)
-        act = env.action_spec
-        self._discrete = isinstance(act, DiscreteSpec)
-        self._act_shape = tuple(act.shape)
-        self._observation_space = _box(env.observation_spec)
-        self._action_space = gym.spaces.Discrete(act.n) if self._discrete else _box(act)
+        self._discrete = isinstance(env.action_spec, DiscreteSpec)
+        self._act_shape = tuple(env.action_spec.shape)
+        self._observation_space, self._action_space = gym_spaces(env)
         # the last observations, a buffer of this wrapper's (what later reset() calls copy)
         self._last_obs = torch.zeros(self._n, *env.observation_spec.shape,
                                      dtype=torch.float32, device=torch.device(env.device))
@@ -102,21 +94,6 @@ class SkrlWrapper(Wrapper):
     def action_space(self) -> gym.Space:
         """Single-env action space (``Box`` or ``Discrete``)."""
         return self._action_space
-
-    @property
-    def state_space(self) -> None:
-        """No separate state: ``None``."""
-        return None
-
-    @property
-    def num_envs(self) -> int:
-        """N."""
-        return self._n
-
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self._env.params
 
     @property
     def gp_env(self):

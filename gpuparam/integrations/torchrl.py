@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, held, require
 
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
@@ -42,7 +42,7 @@ __all__ = ["ObsNormTransform", "TorchRLEnv"]
 _DONE_KEYS = ("done", "terminated", "truncated")
 
 
-class TorchRLEnv(EnvBase):
+class TorchRLEnv(Adapter, EnvBase):
     """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
     ``TransformedEnv``), stepping all N envs at once on the env's device.
 
@@ -111,11 +111,6 @@ class TorchRLEnv(EnvBase):
     def gp_env(self):
         """The wrapped gpuparam env."""
         return self.__dict__["_gp_env"]
-
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable`` (``names``, ``set``, ``[name]``, ...)."""
-        return self.gp_env.params
 
     def __getattr__(self, name: str):
         try:
@@ -227,13 +222,10 @@ class TorchRLEnv(EnvBase):
                 obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
                 auto &= ~mask
             self._stepped[0] = False
-        n = self.batch_size[0]
-        out = {"observation": obs,
-               "episode_return": torch.zeros(n, 1, device=self.device),
-               "episode_length": torch.zeros(n, 1, dtype=torch.int32, device=self.device)}
-        for k in _DONE_KEYS:
-            out[k] = torch.zeros(*self.batch_size, 1, dtype=torch.bool, device=self.device)
-        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+        zeros = {k: torch.zeros(*self._bs, 1, dtype=dtype, device=self._dev) for k, dtype in (
+            ("episode_return", torch.float32), ("episode_length", torch.int32),
+            *((k, torch.bool) for k in _DONE_KEYS))}
+        return TensorDict({"observation": obs, **zeros}, batch_size=self._bs, device=self._dev)
 
     def _one_hot_index(self, action) -> torch.Tensor:
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
