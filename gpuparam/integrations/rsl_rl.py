@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from gpuparam.integrations._extras import require
+from gpuparam.integrations._extras import base_env, require
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
@@ -30,7 +30,6 @@ from gpuparam._device import to_wp  # noqa: E402
 from gpuparam.kernels import actions as kactions  # noqa: E402
 from gpuparam.pipeline import Stage, StepContext  # noqa: E402
 from gpuparam.spec import DiscreteSpec  # noqa: E402
-from gpuparam.transforms import TransformedEnv  # noqa: E402
 from gpuparam.vecenv import VecEnv as VecEnvBase  # noqa: E402
 
 __all__ = ["RslRlEnvCfg", "RslRlVecEnv"]
@@ -59,17 +58,10 @@ def _f32(device: torch.device) -> dict:
     return {"dtype": torch.float32, "device": device}
 
 
-def _base(env):
-    while isinstance(env, TransformedEnv):
-        env = env.env
-    return env
-
-
 def _range(name: str, given, spec: tuple[float, float], size: int):
     """(low, high) float64 ``[size]`` for one privileged parameter; validates ``given``."""
     if given is None:
-        return (torch.full((size,), float(spec[0]), dtype=torch.float64),
-                torch.full((size,), float(spec[1]), dtype=torch.float64))
+        return tuple(torch.full((size,), float(v), dtype=torch.float64) for v in spec)
     what = f"RslRlVecEnv: privileged[{name!r}]"
     if not isinstance(given, (tuple, list)) or len(given) != 2:
         raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
@@ -213,21 +205,17 @@ class RslRlVecEnv(VecEnv):
         # outputs copied by a stage of the captured step. Any other wrapper's step may do
         # its own work in Python: then torch ops map the actions into a buffer of ours and
         # copy the outputs it returns.
-        base = _base(env)
+        base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
         if self._staged:
             self._action = base.context.action
         else:
             self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
-        if self._mode == 0 and self._staged:
-            # Discrete(2): the policy's floats, mapped to {0, 1} by the first stage
-            self._logits = torch.zeros(n, 1, **_f32(dev))
-        elif self._mode == 0:
-            # int32 a > 0 then one widening copy into an [N, 1] view of the action (torch's
-            # fastest way there on CPU, ahead of a bool mask or a scalar operand)
-            self._zero = torch.zeros((), dtype=torch.float32, device=dev)
-            self._pick = torch.zeros(n, 1, dtype=torch.int32, device=dev)
-            self._action_col = self._action.view(n, 1)
+        if self._mode == 0:
+            # Discrete(2): the policy's floats (mapped to {0, 1} by the first stage), or
+            # without stages the mask ``floats > 0`` copied into the action
+            self._logits = torch.zeros(n, 1, **_f32(dev)) if self._staged else torch.zeros(
+                n, 1, dtype=torch.bool, device=dev)
         if not self._discrete:
             shape = (n, *self._act_shape)
             self._low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
@@ -282,10 +270,7 @@ class RslRlVecEnv(VecEnv):
         (last), and for Discrete(2) the action mapping (first). They run only when armed
         by ``step`` (the flag ``k + 1``; the output stage's step clears it), so a plain
         ``env.step`` of the same env leaves this adapter's buffers alone."""
-        dev = self.device
-        self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
-        # on CPU the flag is armed through a NumPy view of its memory: no torch dispatch
-        self._flag_np = self._flag.numpy() if dev.type == "cpu" else None
+        self._flag = torch.zeros(1, dtype=torch.int32, device=self.device)
         self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
                                                    warp_only=True)))
         if self._mode == 0:
@@ -319,31 +304,25 @@ class RslRlVecEnv(VecEnv):
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
 
-    def _arm(self, k: int) -> None:
-        if self._flag_np is not None:
-            self._flag_np[0] = k
-        else:
-            self._flag.fill_(k)
-
     # ------------------------------------------------------------------ privileged group
     def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
         self._priv_cols = None
         if not names:
             return
         params, dev = self.env.params, self.device
-        cols, scale, offset = [], [], []
+        cols, bounds = [], []
         for name in names:
             a, size = params.columns(name)  # rows of the [C, N] tables
             spec = params.spec[name]
-            low, high = _range(name, ranges.get(name), (spec.low, spec.high), size)
-            width = high - low
-            s = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
+            bounds.append(_range(name, ranges.get(name), (spec.low, spec.high), size))
             cols += range(a, a + size)
-            scale += s.tolist()
-            offset += torch.where(width > 0, -1.0 - low * s, 0.0).tolist()
+        low, high = (torch.cat(b) for b in zip(*bounds, strict=True))  # float64 [P]
+        width = high - low
+        scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
+        offset = torch.where(width > 0, -1.0 - low * scale, 0.0)
         self._priv_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
-        self._priv_scale = torch.tensor(scale, dtype=torch.float32, device=dev)[:, None]
-        self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]
+        self._priv_scale = scale.to(dev, torch.float32)[:, None]
+        self._priv_offset = offset.to(dev, torch.float32)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
     def _write_obs(self, out: tuple, td) -> None:
@@ -366,7 +345,7 @@ class RslRlVecEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor | int) -> None:
-        _base(self.env).episode_length = value
+        base_env(self.env).episode_length = value
 
     @property
     def params(self):
@@ -396,7 +375,7 @@ class RslRlVecEnv(VecEnv):
         adapter's own lock. Taken before anything is written, so a refused call changes
         nothing (actions, the stages' flag, the output sets)."""
         if self._staged:
-            with _base(self.env).hold():
+            with base_env(self.env).hold():
                 yield
             return
         if not self._lock.acquire(blocking=False):
@@ -411,18 +390,13 @@ class RslRlVecEnv(VecEnv):
     def _check_actions(self, actions) -> torch.Tensor:
         """``actions`` detached, after checking type, shape, dtype and device (host metadata
         only: no sync)."""
-        want = (f"a floating-point tensor {tuple(self._in_shape)} on {self.device}")
-        if not isinstance(actions, torch.Tensor):
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, "
-                             f"got {type(actions).__name__}")
-        if actions.shape != self._in_shape:
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, got shape "
-                             f"{tuple(actions.shape)}")
-        if not actions.is_floating_point():
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, got dtype {actions.dtype}")
-        if actions.device != self.device:
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, got device "
-                             f"{actions.device}")
+        got = (type(actions).__name__ if not isinstance(actions, torch.Tensor)
+               else f"shape {tuple(actions.shape)}" if actions.shape != self._in_shape
+               else f"dtype {actions.dtype}" if not actions.is_floating_point()
+               else f"device {actions.device}" if actions.device != self.device else None)
+        if got is not None:
+            raise ValueError(f"RslRlVecEnv: actions expected a floating-point tensor "
+                             f"{tuple(self._in_shape)} on {self.device}, got {got}")
         return actions.detach()  # entering data leaves autograd (and its graph) behind
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
@@ -440,8 +414,8 @@ class RslRlVecEnv(VecEnv):
             if self._staged:  # mapped by the armed action stage
                 self._logits.copy_(actions)
             else:
-                torch.gt(actions, self._zero, out=self._pick)
-                self._action_col.copy_(self._pick)
+                torch.gt(actions, 0.0, out=self._logits)
+                a.view(-1, 1).copy_(self._logits)
         elif mode == 1:
             torch.argmax(actions, -1, out=a)
         elif mode == 2:
@@ -451,16 +425,16 @@ class RslRlVecEnv(VecEnv):
         k = self._k ^ 1
         out = self._sets[k]
         if self._staged:
-            self._arm(k + 1)  # the output stage writes `out` during the step
+            self._flag.fill_(k + 1)  # the output stage writes `out` during the step
         try:
             td = self.env.step(a)
         except BaseException:  # a step that failed midway leaves nothing armed
             if self._staged:
-                self._arm(0)
+                self._flag.fill_(0)
             raise
         self._k = k
+        src = self._src if self._src[0] is td else self._bind(td)
         if not self._staged:
-            src = self._src if self._src[0] is td else self._bind(td)
             out[1].copy_(src[1])
             out[3].copy_(src[2])
             out[4].copy_(src[3])
@@ -470,9 +444,6 @@ class RslRlVecEnv(VecEnv):
             self._write_privileged(out[2])
         extras = {"time_outs": time_outs}
         if self._episode_stats is not None:
-            src = self._src
-            if src[0] is not td:
-                src = self._bind(td)
             if self._episode_stats == "sums":
                 self._accumulate(src)
             self._steps += 1
