@@ -54,10 +54,6 @@ class RslRlEnvCfg:
         return asdict(self)
 
 
-def _f32(device: torch.device) -> dict:
-    return {"dtype": torch.float32, "device": device}
-
-
 def _range(name: str, given, spec: tuple[float, float], size: int):
     """(low, high) float64 ``[size]`` for one privileged parameter; validates ``given``."""
     if given is None:
@@ -95,12 +91,6 @@ class RslRlVecEnv(VecEnv):
             they are randomized over. Configure rsl_rl's
             ``obs_groups={"actor": ["policy"], "critic": ["policy", "privileged"]}`` for an
             asymmetric actor-critic. Empty: no such group.
-
-    Critic group: over a gpuparam env that declares a ``"privileged_observation"``
-    output (``VecEnv.output_specs``, e.g. Go1's, float32 ``[N, C]``: the noise-free state
-    its critic should see), the observations also hold ``"critic"``, a copy of it (after
-    the auto-reset, as ``"policy"``); configure ``obs_groups={"actor": ["policy"],
-    "critic": ["critic"]}`` to train on it.
         clip_actions: clamp continuous actions to the action spec's bounds before stepping.
         log_interval: steps between two episode-statistics entries in ``extras["log"]``;
             set it to the runner's ``num_steps_per_env`` so each iteration logs once.
@@ -111,6 +101,12 @@ class RslRlVecEnv(VecEnv):
             ``"sums"``: the exact mean over every episode finished since the last entry,
             accumulated on the device (4 tensor ops a step); ``None``: no entries.
 
+    Critic group: over a gpuparam env that declares a ``"privileged_observation"`` output
+    (``VecEnv.output_specs``, e.g. Go1's, float32 ``[N, C]``: the noise-free state its
+    critic should see), the observations also hold ``"critic"``, a copy of it (after the
+    auto-reset, as ``"policy"``); train on it with ``obs_groups={"actor": ["policy"],
+    "critic": ["critic"]}``.
+
     Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``;
     for a Discrete(n) env 1 if n == 2, else n); ``max_episode_length``
     (``env.max_episode_steps``); ``device``; ``cfg`` (an ``RslRlEnvCfg``);
@@ -119,42 +115,38 @@ class RslRlVecEnv(VecEnv):
     ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
 
     Discrete envs (rsl_rl's policies are Gaussian): with two actions the policy outputs one
-    float per env and the env takes action 1 where it is > 0, else 0 (one comparison, no
-    reduction); with n > 2 actions it outputs n floats and the env takes their ``argmax``
-    (the first on ties). The actions rsl_rl stores stay the floats it sampled.
+    float per env and the env takes action 1 where it is > 0, else 0; with n > 2 actions it
+    outputs n floats and the env takes their ``argmax`` (the first on ties). The actions
+    rsl_rl stores stay the floats it sampled.
 
     ``step(actions)``: float ``[N, num_actions]`` on the device (any floating dtype; taken
     detached, so no autograd graph reaches the env; another dtype, shape or device raises
-    ``ValueError`` before anything is written). Returns ``(obs, rewards,
-    dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
-    ``[N, *obs_shape]`` (after auto-reset) and ``"privileged"`` if configured; ``rewards``
-    float32 ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
+    ``ValueError`` before anything is written). Returns ``(obs, rewards, dones, extras)``:
+    ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32 ``[N, *obs_shape]`` (after
+    auto-reset) and ``"privileged"`` / ``"critic"`` if configured; ``rewards`` float32
+    ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
     ``"time_outs"`` bool ``[N]`` (truncated and not terminated: rsl_rl bootstraps those)
     and, every ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length":
     ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
     number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
-    computed on the device without a host sync. The latest entry stays readable as
-    ``last_log`` (e.g. for a learning curve without a log writer).
+    computed without a host sync. The latest entry stays readable as ``last_log``.
 
-    Buffers: outputs are double-buffered (preallocated, alternate steps write alternate
-    sets), so a step's outputs stay intact through the next step (what rsl_rl needs: it
-    acts on step t's observations and stores them after step t + 1) and are overwritten two
-    steps later; ``clone()`` what you keep longer. The core env's own buffers are never
-    handed out.
+    Buffers: outputs are double-buffered (alternate steps write alternate preallocated
+    sets), so a step's outputs stay intact through the next step (rsl_rl acts on step t's
+    observations and stores them after step t + 1); ``clone()`` what you keep longer. The
+    core env's own buffers are never handed out.
 
     Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter joins the env's
-    captured step: a stage at its end copies the outputs into the set being written (one
-    pass for observations, rewards, dones, time-outs), and for Discrete(2) a stage at its
-    start maps the floats to actions; continuous actions are written straight into the
-    env's action buffer. Both stages run only while this adapter steps (armed by a flag it
-    sets, on CUDA on torch's current stream), so stepping the env directly leaves this
-    adapter's buffers alone. ``close()`` removes them. Any other wrapper is stepped through
-    its own ``step`` and its returned outputs copied with torch ops.
+    captured step: a stage at its end copies the outputs into the set being written, and
+    for Discrete(2) a stage at its start maps the floats to actions; other actions are
+    written straight into the env's action buffer. Both stages run only while this adapter
+    steps (armed by a flag it sets, on CUDA on torch's current stream), so stepping the env
+    directly leaves this adapter's buffers alone; ``close()`` removes them. Any other
+    wrapper is stepped through its own ``step`` and its outputs copied with torch ops.
 
     Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
-    lock of this adapter's) before writing actions, flags or buffers, so a call made while
-    another call on the env runs (another thread's, or a hook's) raises ``RuntimeError``
-    and changes nothing.
+    lock of this adapter's) before writing anything, so a call made while another call on
+    the env runs (another thread's, or a hook's) raises ``RuntimeError``, changing nothing.
     """
 
     def __init__(
@@ -183,6 +175,7 @@ class RslRlVecEnv(VecEnv):
                              f"got {log_interval!r}")
         self.env = env
         n, dev = int(env.num_envs), torch.device(env.device)
+        f32 = {"dtype": torch.float32, "device": dev}
         self.num_envs, self.device = n, dev
         self.max_episode_length = int(env.max_episode_steps)
         act = env.action_spec
@@ -214,20 +207,18 @@ class RslRlVecEnv(VecEnv):
         if self._mode == 0:
             # Discrete(2): the policy's floats (mapped to {0, 1} by the first stage), or
             # without stages the mask ``floats > 0`` copied into the action
-            self._logits = torch.zeros(n, 1, **_f32(dev)) if self._staged else torch.zeros(
+            self._logits = torch.zeros(n, 1, **f32) if self._staged else torch.zeros(
                 n, 1, dtype=torch.bool, device=dev)
         if not self._discrete:
-            shape = (n, *self._act_shape)
-            self._low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
-            self._high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
+            self._low, self._high = (torch.as_tensor(v, dtype=act.dtype).expand(
+                self._act_view).to(dev) for v in (act.low, act.high))
         self.cfg = RslRlEnvCfg(
             env=str(getattr(env, "name", type(env).__name__)), num_envs=n,
-            max_episode_length=self.max_episode_length, privileged=tuple(privileged),
+            max_episode_length=self.max_episode_length, privileged=privileged,
             discrete_actions=int(act.n) if self._discrete else None, clip_actions=self._clip,
         )
         self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
-        f32 = _f32(dev)
         # the env's own critic observation (e.g. Go1's "privileged_observation"): the
         # "critic" group, over a gpuparam env (copied by the output stage)
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
@@ -249,7 +240,7 @@ class RslRlVecEnv(VecEnv):
                 torch.zeros(n, dtype=torch.bool, device=dev),
                 groups.get("critic"),
             ))
-        self._k = 0
+        self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
         self._removers: list = []
         if self._staged:
@@ -260,9 +251,7 @@ class RslRlVecEnv(VecEnv):
         self._has = torch.zeros(n, dtype=torch.bool, device=dev)
         self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
         self.last_log: dict[str, torch.Tensor] | None = None
-        td = env.reset()
-        self._current = self._sets[0][0]
-        self._write_obs(self._sets[0], td)
+        self.reset()
 
     # ------------------------------------------------------------------ step stages
     def _join(self, base) -> None:
@@ -370,22 +359,20 @@ class RslRlVecEnv(VecEnv):
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
-        """This call's hold on the env: over a gpuparam env its ``hold()`` (another call on
-        the env, this adapter's or a plain one, raises instead of running), else this
-        adapter's own lock. Taken before anything is written, so a refused call changes
-        nothing (actions, the stages' flag, the output sets)."""
+        """This call's hold on the env, taken before anything is written: over a gpuparam
+        env its ``hold()``, else this adapter's own lock."""
         if self._staged:
             with base_env(self.env).hold():
                 yield
-            return
-        if not self._lock.acquire(blocking=False):
+        elif not self._lock.acquire(blocking=False):
             raise RuntimeError(f"{self!r}: step/reset called while another call on this "
                                "adapter is running (two threads, or a hook calling step): "
                                "serialize the calls")
-        try:
-            yield
-        finally:
-            self._lock.release()
+        else:
+            try:
+                yield
+            finally:
+                self._lock.release()
 
     def _check_actions(self, actions) -> torch.Tensor:
         """``actions`` detached, after checking type, shape, dtype and device (host metadata
@@ -400,9 +387,8 @@ class RslRlVecEnv(VecEnv):
         return actions.detach()  # entering data leaves autograd (and its graph) behind
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Step every env with ``actions`` float ``[N, num_actions]`` on the device; see the
-        class docstring for what comes back. Actions are detached (no autograd graph
-        reaches the env); another dtype, shape or device raises ``ValueError``."""
+        """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
+        see the class docstring for what comes back."""
         self._check_open("step")
         actions = self._check_actions(actions)
         with self._guard():
