@@ -134,8 +134,7 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
                 mask = torch.from_numpy(mask).to(self.device)
         with held(self.gp_env):
             # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
-            td = (self.gp_env.reset(mask) if seed is None
-                  else self.gp_env.reset(mask, seed=int(seed) % 2**31))
+            td = self.gp_env.reset(mask, seed=None if seed is None else int(seed) % 2**31)
             obs = td["observation"]
             if mask is None:
                 self._autoreset.zero_()

@@ -84,8 +84,8 @@ class SB3VecEnv(Adapter, VecEnv):
         """
         seed = self._seeds[0]
         with held(self.gp_env):  # until the env's buffers are read
-            td = (self.gp_env.reset() if seed is None
-                  else self.gp_env.reset(seed=int(seed) % 2**31))
+            # (any non-negative int is an SB3 seed; the env keys its draws with an int32)
+            td = self.gp_env.reset(seed=None if seed is None else int(seed) % 2**31)
             obs = td["observation"].to("cpu", copy=True).numpy()
         self._reset_seeds()
         self._reset_options()
@@ -118,7 +118,6 @@ class SB3VecEnv(Adapter, VecEnv):
             if ended.size:
                 final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
                     "final_observation", "episode_return", "episode_length"))
-        done = host["done"]
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         if ended.size:
             timeout = host["truncated"] & ~host["terminated"]
@@ -127,7 +126,7 @@ class SB3VecEnv(Adapter, VecEnv):
                 infos[i] = {"terminal_observation": final[i],
                             "TimeLimit.truncated": bool(timeout[i]),
                             "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
-        return host["observation"], host["reward"], done, infos
+        return host["observation"], host["reward"], host["done"], infos
 
     def close(self) -> None:
         """Nothing to release (no worker processes)."""
@@ -158,9 +157,8 @@ class SB3VecEnv(Adapter, VecEnv):
         """A parameter's per-env values, or the gpuparam env's attribute once per index."""
         if attr_name in self.params.names:
             return self._read(attr_name, indices)
-        if attr_name == "render_mode":  # asked by VecEnv.__init__; nothing renders
-            return [None for _ in self._ids(indices)]
-        value = getattr(self.gp_env, attr_name)
+        # render_mode: asked by VecEnv.__init__; nothing renders
+        value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
         return [value for _ in self._ids(indices)]
 
     _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
@@ -189,16 +187,15 @@ class SB3VecEnv(Adapter, VecEnv):
         **method_kwargs,
     ) -> list[Any]:
         """``set_<param>`` / ``get_<param>``, or a method of the gpuparam env (see the class)."""
-        for prefix in ("set_", "get_"):
-            name = method_name[len(prefix):]
-            if method_name.startswith(prefix) and name in self.params.names:
-                if prefix == "get_":
-                    return self._read(name, indices)
-                if len(method_args) != 1 or method_kwargs:
-                    raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
-                                     f"value, got args={method_args!r} kwargs={method_kwargs!r}")
-                self._write(name, method_args[0], indices)
-                return [None for _ in self._ids(indices)]
+        prefix, name = method_name[:4], method_name[4:]
+        if prefix == "get_" and name in self.params.names:
+            return self._read(name, indices)
+        if prefix == "set_" and name in self.params.names:
+            if len(method_args) != 1 or method_kwargs:
+                raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
+                                 f"value, got args={method_args!r} kwargs={method_kwargs!r}")
+            self._write(name, method_args[0], indices)
+            return [None for _ in self._ids(indices)]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
