@@ -30,11 +30,10 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         autoreset_mode: ``AutoresetMode.SAME_STEP`` (default; or ``"same_step"``) or
             ``AutoresetMode.NEXT_STEP`` (``"next_step"``), see below. Gymnasium's
             ``NormalizeObservation`` / ``TransformObservation`` need ``NEXT_STEP``.
-        numpy: return NumPy arrays (float32 observations and rewards, bool flags, and the
-            info arrays) instead of torch tensors on the env's device: what Gymnasium's
-            vector wrappers (``RecordEpisodeStatistics``, ``NormalizeReward``, ...) and
-            NumPy-based loops expect. Costs one device-to-host copy of every output a step
-            (on CPU a copy all the same).
+        numpy: return NumPy arrays (outputs and info arrays) instead of torch tensors on
+            the env's device, as Gymnasium's vector wrappers (``RecordEpisodeStatistics``,
+            ``NormalizeReward``, ...) and NumPy-based loops expect: one device-to-host
+            copy of every output a step.
         episode_info: add ``info["episode"] = {"r": float32 [N], "l": int32 [N]}`` and
             ``info["_episode"]`` (bool ``[N]``, the envs whose episode ended at this step),
             as envpool / IsaacGym-style loops read; leave it off under Gymnasium's
@@ -53,12 +52,11 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
 
     ``SAME_STEP``: an env whose episode ends at a step is reset inside that step, so the
     returned observation is the new episode's first one. The info dict of every step holds
-    (always present, to avoid a host synchronization; valid where the mask is True):
-    ``"final_obs"`` float32 ``[N, *obs_shape]``, the observation the step reached, with
-    ``"_final_obs"`` bool ``[N]`` (``terminated | truncated``), and ``"final_info"``:
-    ``{"episode": {"r": float32 [N], "l": int32 [N]}, "_episode": bool [N]}``, return and
-    length of the episode that ended, with ``"_final_info"`` bool ``[N]``. Cost: nothing
-    beyond the copies.
+    (always, to avoid a host sync; valid where the mask is True): ``"final_obs"`` float32
+    ``[N, *obs_shape]``, the observation the step reached, with ``"_final_obs"`` bool ``[N]``
+    (``terminated | truncated``), and ``"final_info"``: ``{"episode": {"r": float32 [N],
+    "l": int32 [N]}, "_episode": bool [N]}``, return and length of the episode that ended,
+    with ``"_final_info"`` bool ``[N]``.
 
     ``NEXT_STEP`` (Gymnasium's default): a step that ends an episode returns the observation
     it reached; at the next step that env ignores its action and returns the first
@@ -121,11 +119,8 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor | np.ndarray, dict[str, Any]]:
-        """Reset every env, or the envs of ``options["reset_mask"]``; see the class docstring.
-
-        Returns:
-            ``(obs, {})``: obs float32 ``[N, *obs_shape]``.
-        """
+        """Reset every env, or the envs of ``options["reset_mask"]``; returns ``(obs float32
+        [N, *obs_shape], {})``. See the class docstring."""
         super().reset(seed=seed)
         mask = None
         if options and "reset_mask" in options:
@@ -147,11 +142,8 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             return self._out(obs), {}
 
     def step(self, actions: torch.Tensor | np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """Step every env; see the class docstring for shapes, modes and the info dict.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)``.
-        """
+        """Step every env; returns ``(obs, reward, terminated, truncated, info)``, see the class
+        docstring for shapes, modes and the info dict."""
         if isinstance(actions, (np.ndarray, list, tuple)):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
         with held(self.gp_env):  # until the env's buffers are read

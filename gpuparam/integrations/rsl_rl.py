@@ -192,12 +192,9 @@ class RslRlVecEnv(VecEnv):
         # 2 clamp, 3 a view
         self._mode = (0 if self.num_actions == 1 else 1) if self._discrete else (
             2 if self._clip else 3)
-        # A gpuparam env (or TransformedEnv over one) does all its step's work in its
-        # pipeline: this adapter joins it (see _join), writes actions straight into the
-        # env's static action buffer (the env's step then has nothing to copy) and has its
-        # outputs copied by a stage of the captured step. Any other wrapper's step may do
-        # its own work in Python: then torch ops map the actions into a buffer of ours and
-        # copy the outputs it returns.
+        # over a gpuparam env, actions go straight into its action buffer and a stage of
+        # its step copies the outputs (see _join); any other wrapper's step may do its own
+        # work in Python: torch ops map actions into our buffer and copy what it returns
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
         if self._staged:
@@ -441,8 +438,7 @@ class RslRlVecEnv(VecEnv):
 
     def _bind(self, td) -> tuple:
         """``(td, observation, reward, done, truncated, terminated, episode_return,
-        episode_length)``: the env's output TensorDict and its tensors, looked up once per
-        TensorDict object (a bare gpuparam env returns the same one every step)."""
+        episode_length)``, looked up once per output TensorDict object."""
         self._src = (td, *(td[k] for k in ("observation", "reward", "done", "truncated",
                                             "terminated", "episode_return", "episode_length")))
         return self._src
@@ -467,11 +463,9 @@ class RslRlVecEnv(VecEnv):
                 "Episode/count": count}
 
     def close(self) -> None:
-        """Remove this adapter's stages from the env's step (the gpuparam env holds no
-        processes); ``step`` and ``reset`` raise after this (no stage would map the actions
-        or write the outputs any more). Closing twice does nothing. Refused
-        (``RuntimeError``) while another call on the env runs, as ``step`` is: that call
-        has armed the stages it needs."""
+        """Remove this adapter's stages from the env's step; ``step`` and ``reset`` raise
+        after this. Closing twice does nothing. Refused (``RuntimeError``) while another
+        call on the env runs, as ``step`` is (that call has armed the stages it needs)."""
         with self._guard():
             for remove in self._removers:
                 remove()

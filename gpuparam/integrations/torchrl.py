@@ -2,21 +2,18 @@
 
 Needs the ``torchrl`` extra: ``pip install "gpuparam[torchrl]"``.
 
-Auto-reset. A gpuparam env resets finished episodes inside ``step`` (GPU style), while TorchRL
-expects ``("next", "observation")`` to be the state the step reached and a later ``reset`` with
-a ``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two the way TorchRL's
-own ``VecGymEnvTransform`` does for auto-resetting vector envs, without NaN placeholders:
-
-- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
-- ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the already
-  reset observations the env's ``"observation"`` buffer still holds (nothing ran since),
-  without running physics again, and runs the env's masked reset kernel only for the other
-  masked envs (an explicit reset of a running episode). Step and reset the gpuparam env
-  through this wrapper only (a direct ``gp_env.step`` in between would be missed).
-
-A plain ``step`` loop that ignores ``done`` and never calls ``reset`` therefore continues the
-new episodes from their reset state (as in every auto-resetting vector env); TorchRL's rollouts
-and collectors call ``reset`` through ``step_and_maybe_reset`` and see exact data.
+Auto-reset. A gpuparam env resets finished episodes inside ``step``, while TorchRL expects
+``("next", "observation")`` to be the state the step reached and a later ``reset`` with a
+``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two as TorchRL's own
+``VecGymEnvTransform`` does, without NaN placeholders: ``step`` returns the env's
+``"final_observation"`` (pre-reset) as ``"observation"``; ``reset`` with ``"_reset"`` returns,
+for envs that finished at the last step, the reset observations the env's ``"observation"``
+buffer still holds (no physics runs again), and runs the env's masked reset only for the
+other masked envs. Step and reset the gpuparam env through this wrapper only (a direct
+``gp_env.step`` in between would be missed). A plain ``step`` loop that never calls ``reset``
+continues the new episodes from their reset state, as every auto-resetting vector env does;
+TorchRL's rollouts and collectors call ``reset`` through ``step_and_maybe_reset`` and see
+exact data.
 """
 
 from __future__ import annotations
@@ -156,11 +153,10 @@ class TorchRLEnv(Adapter, EnvBase):
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it.
 
-        The common case (batch ``[N]``, no ``"_step"`` mask, no ``"next"`` entry to merge,
-        ``run_type_checks`` off) takes a short path: ``_step`` already returns every done
-        key and the reward in their spec shapes, so TorchRL's completion of missing done
-        keys and reshaping of rewards would find nothing to do. Anything else goes through
-        ``EnvBase.step`` unchanged.
+        The common case (batch ``[N]``, no ``"_step"`` mask or ``"next"`` entry,
+        ``run_type_checks`` off) skips TorchRL's completion and reshaping of done keys and
+        rewards, which ``_step`` already returns in their spec shapes; anything else goes
+        through ``EnvBase.step``.
         """
         keys = tensordict.keys()
         if (
