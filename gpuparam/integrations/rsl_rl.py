@@ -136,13 +136,11 @@ class RslRlVecEnv(VecEnv):
     observations and stores them after step t + 1); ``clone()`` what you keep longer. The
     core env's own buffers are never handed out.
 
-    Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter joins the env's
-    captured step: a stage at its end copies the outputs into the set being written, and
-    for Discrete(2) a stage at its start maps the floats to actions; other actions are
-    written straight into the env's action buffer. Both stages run only while this adapter
-    steps (armed by a flag it sets, on CUDA on torch's current stream), so stepping the env
-    directly leaves this adapter's buffers alone; ``close()`` removes them. Any other
-    wrapper is stepped through its own ``step`` and its outputs copied with torch ops.
+    Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter adds stages to the
+    env's captured step (the output copy, and for Discrete(2) the action mapping), armed
+    only while this adapter steps: stepping the env directly leaves this adapter's buffers
+    alone; ``close()`` removes them. Any other wrapper is stepped through its own ``step``
+    and its outputs copied with torch ops.
 
     Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
     lock of this adapter's) before writing anything, so a call made while another call on

@@ -37,15 +37,15 @@ class SB3VecEnv(Adapter, VecEnv):
             ``venv.params``.
 
     NumPy in and out (SB3's API): every step copies observations, rewards and flags to the
-    host and builds one info dict per env, which is this adapter's cost (reported by the
-    benchmark). ``step`` returns ``(obs float32 [N, *obs_shape], rewards float32 [N],
-    dones bool [N], infos)``, with same-step auto-reset: for an env whose episode ended,
-    ``infos[i]`` holds ``"terminal_observation"`` (float32 ``[*obs_shape]``),
-    ``"TimeLimit.truncated"`` (truncated and not terminated) and ``"episode"``: ``{"r":
-    return (raw, before any ``gp.RewardNorm``), "l": length, "t": seconds since this
-    adapter was built}`` (what SB3's ``Monitor`` writes, so ``ep_info_buffer`` and the
-    ``rollout/ep_rew_mean`` log work); the other envs get ``{}``. Actions: integers ``[N]``
-    (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or torch.
+    host and builds one info dict per env. ``step`` returns ``(obs float32 [N,
+    *obs_shape], rewards float32 [N], dones bool [N], infos)``, with same-step auto-reset:
+    for an env whose episode ended, ``infos[i]`` holds ``"terminal_observation"`` (float32
+    ``[*obs_shape]``), ``"TimeLimit.truncated"`` (truncated and not terminated) and
+    ``"episode"``: ``{"r": return (raw, before any ``gp.RewardNorm``), "l": length, "t":
+    seconds since this adapter was built}`` (what SB3's ``Monitor`` writes, so
+    ``ep_info_buffer`` and the ``rollout/ep_rew_mean`` log work); the other envs get ``{}``.
+    Actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or
+    torch.
 
     Parameters through SB3's attribute API (``indices``: an int, a list of ints or ``None``
     for all envs):
