@@ -243,7 +243,6 @@ class RslRlVecEnv(VecEnv):
         self._src: tuple = (None,)  # the env's output TensorDict and its tensors, see _bind
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
-        self._has = torch.zeros(n, dtype=torch.bool, device=dev)
         self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
@@ -451,10 +450,9 @@ class RslRlVecEnv(VecEnv):
     def _log(self, src: tuple) -> dict[str, torch.Tensor]:
         acc = self._acc
         if self._episode_stats == "latest":  # each env's last finished episode, if any
-            length = src[7]
-            acc[2].copy_(torch.gt(length, 0, out=self._has))
+            torch.gt(src[7], 0, out=acc[2])
             acc[0].copy_(src[6]).mul_(acc[2])
-            acc[1].copy_(length)
+            acc[1].copy_(src[7])
         ret, length, count = acc.sum(1).unbind()
         acc.zero_()
         return {"Episode/return": ret / count, "Episode/length": length / count,
