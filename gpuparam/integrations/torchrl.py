@@ -181,9 +181,8 @@ class TorchRLEnv(Adapter, EnvBase):
             action = self._one_hot_index(action)
         with held(self._gp_env):  # until the env's buffers are read
             td = self._gp_env.step(action)  # __dict__ entry: no property call
-            views = self._views
-            if views[0] is not td:  # the env's output TensorDict: views built once per object
-                views = self._bind(td)
+            # views of the env's output TensorDict, built once per object
+            views = self._views if self._views[0] is td else self._bind(td)
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
             out = {key: src.clone() for key, src in views[1]}
             self._stepped[0] = True  # the done mask is read at the next reset
