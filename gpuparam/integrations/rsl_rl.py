@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from gpuparam.integrations._extras import base_env, require
+from gpuparam.integrations._extras import Adapter, base_env, require
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
@@ -76,12 +76,13 @@ def _range(name: str, given, spec: tuple[float, float], size: int):
     return low, high
 
 
-class RslRlVecEnv(VecEnv):
+class RslRlVecEnv(Adapter, VecEnv):
     """rsl_rl's ``VecEnv`` contract over a gpuparam env or ``gp.TransformedEnv``.
 
     Args:
         env: ``gp.make(...)`` or a ``gp.TransformedEnv`` (then the policy sees normalized
-            observations and rewards, and the episode statistics stay raw). It is reset here.
+            observations and rewards, and the episode statistics stay raw). It is reset here;
+            reachable as ``env`` or ``gp_env``, its ``params`` as ``params``.
         privileged: parameter names for the critic's ``"privileged"`` observation group,
             float32 ``[N, P]`` (``P`` the summed sizes): each env's effective values mapped
             from their spec range ``[low, high]`` to ``[-1, 1]``. Or a mapping ``{name:
@@ -308,13 +309,6 @@ class RslRlVecEnv(VecEnv):
         self._priv_offset = offset.to(dev, torch.float32)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
-    def _write_obs(self, out: tuple, td) -> None:
-        out[1].copy_(td["observation"])
-        if out[2] is not None:
-            self._write_privileged(out[2])
-        if out[6] is not None:
-            out[6].copy_(td[CRITIC_KEY])
-
     def _write_privileged(self, privileged: torch.Tensor) -> None:
         rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
         torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
@@ -331,9 +325,9 @@ class RslRlVecEnv(VecEnv):
         base_env(self.env).episode_length = value
 
     @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self.env.params
+    def gp_env(self):
+        """The wrapped env (also ``env``)."""
+        return self.env
 
     def get_observations(self) -> TensorDict:
         """The observations of the last ``step`` or ``reset`` (see the class docstring)."""
@@ -346,7 +340,11 @@ class RslRlVecEnv(VecEnv):
             td = self.env.reset()
             k = self._k ^ 1
             out = self._sets[k]
-            self._write_obs(out, td)
+            out[1].copy_(td["observation"])
+            if out[2] is not None:
+                self._write_privileged(out[2])
+            if out[6] is not None:
+                out[6].copy_(td[CRITIC_KEY])
             self._k = k
         self._current = out[0]
         return out[0], {}
@@ -471,6 +469,3 @@ class RslRlVecEnv(VecEnv):
     def _check_open(self, what: str) -> None:
         if self.__dict__.get("_closed", False):
             raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")
-
-    def __repr__(self) -> str:
-        return f"RslRlVecEnv({self.env!r})"
