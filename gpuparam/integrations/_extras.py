@@ -1,10 +1,14 @@
-"""Import an optional dependency, or fail with the extra that provides it; hold an env."""
+"""What several adapters share: optional imports, holding the env, Gymnasium spaces, ``params``."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 from types import ModuleType
+
+import numpy as np
+
+from gpuparam.spec import BoxSpec, DiscreteSpec
 
 
 def require(module: str, extra: str, integration: str) -> ModuleType:
@@ -31,3 +35,39 @@ def held(env) -> contextlib.AbstractContextManager:
     A no-op context for an env without ``hold``."""
     hold = getattr(env, "hold", None)
     return hold() if callable(hold) else contextlib.nullcontext()
+
+
+def gym_spaces(env) -> tuple:
+    """``(observation_space, action_space)`` of one env, Gymnasium's: float32 ``Box``es of the
+    specs' shapes and nominal bounds, or ``Discrete(n)`` for a discrete action spec."""
+    from gymnasium import spaces
+
+    def box(spec: BoxSpec) -> spaces.Box:
+        low, high = (np.broadcast_to(np.asarray(v, dtype=np.float32), spec.shape)
+                     for v in (spec.low, spec.high))
+        return spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
+
+    act = env.action_spec
+    return box(env.observation_spec), (
+        spaces.Discrete(act.n) if isinstance(act, DiscreteSpec) else box(act))
+
+
+class Adapter:
+    """Base of the adapters over a gpuparam env held as ``gp_env``: ``params`` and a repr."""
+
+    @property
+    def params(self):
+        """The wrapped env's ``ParamTable``."""
+        return self.gp_env.params
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.gp_env!r})"
+
+
+def base_env(env):
+    """The gpuparam env under any ``gp.TransformedEnv`` layers (``env`` itself otherwise)."""
+    from gpuparam.transforms import TransformedEnv
+
+    while isinstance(env, TransformedEnv):
+        env = env.env
+    return env

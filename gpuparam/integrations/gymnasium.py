@@ -10,25 +10,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
 
-gym = require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
+require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
 
 from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
 from gymnasium.vector.utils import batch_space  # noqa: E402
 
-from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
-
 __all__ = ["GymnasiumVectorEnv"]
 
 
-def _box(spec: BoxSpec) -> gym.spaces.Box:
-    low = np.broadcast_to(np.asarray(spec.low, dtype=np.float32), spec.shape)
-    high = np.broadcast_to(np.asarray(spec.high, dtype=np.float32), spec.shape)
-    return gym.spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
-
-
-class GymnasiumVectorEnv(VectorEnv):
+class GymnasiumVectorEnv(Adapter, VectorEnv):
     """A ``gymnasium.vector.VectorEnv`` over a gpuparam env.
 
     Args:
@@ -38,11 +30,10 @@ class GymnasiumVectorEnv(VectorEnv):
         autoreset_mode: ``AutoresetMode.SAME_STEP`` (default; or ``"same_step"``) or
             ``AutoresetMode.NEXT_STEP`` (``"next_step"``), see below. Gymnasium's
             ``NormalizeObservation`` / ``TransformObservation`` need ``NEXT_STEP``.
-        numpy: return NumPy arrays (float32 observations and rewards, bool flags, and the
-            info arrays) instead of torch tensors on the env's device: what Gymnasium's
-            vector wrappers (``RecordEpisodeStatistics``, ``NormalizeReward``, ...) and
-            NumPy-based loops expect. Costs one device-to-host copy of every output a step
-            (on CPU a copy all the same).
+        numpy: return NumPy arrays (outputs and info arrays) instead of torch tensors on
+            the env's device, as Gymnasium's vector wrappers (``RecordEpisodeStatistics``,
+            ``NormalizeReward``, ...) and NumPy-based loops expect: one device-to-host
+            copy of every output a step.
         episode_info: add ``info["episode"] = {"r": float32 [N], "l": int32 [N]}`` and
             ``info["_episode"]`` (bool ``[N]``, the envs whose episode ended at this step),
             as envpool / IsaacGym-style loops read; leave it off under Gymnasium's
@@ -61,12 +52,11 @@ class GymnasiumVectorEnv(VectorEnv):
 
     ``SAME_STEP``: an env whose episode ends at a step is reset inside that step, so the
     returned observation is the new episode's first one. The info dict of every step holds
-    (always present, to avoid a host synchronization; valid where the mask is True):
-    ``"final_obs"`` float32 ``[N, *obs_shape]``, the observation the step reached, with
-    ``"_final_obs"`` bool ``[N]`` (``terminated | truncated``), and ``"final_info"``:
-    ``{"episode": {"r": float32 [N], "l": int32 [N]}, "_episode": bool [N]}``, return and
-    length of the episode that ended, with ``"_final_info"`` bool ``[N]``. Cost: nothing
-    beyond the copies.
+    (always, to avoid a host sync; valid where the mask is True): ``"final_obs"`` float32
+    ``[N, *obs_shape]``, the observation the step reached, with ``"_final_obs"`` bool ``[N]``
+    (``terminated | truncated``), and ``"final_info"``: ``{"episode": {"r": float32 [N],
+    "l": int32 [N]}, "_episode": bool [N]}``, return and length of the episode that ended,
+    with ``"_final_info"`` bool ``[N]``.
 
     ``NEXT_STEP`` (Gymnasium's default): a step that ends an episode returns the observation
     it reached; at the next step that env ignores its action and returns the first
@@ -106,12 +96,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self._numpy, self._episode_info = bool(numpy), bool(episode_info)
         self.num_envs = int(env.num_envs)
         self.device = torch.device(env.device)
-        self.single_observation_space = _box(env.observation_spec)
-        act = env.action_spec
-        if isinstance(act, DiscreteSpec):
-            self.single_action_space = gym.spaces.Discrete(act.n)
-        else:
-            self.single_action_space = _box(act)
+        self.single_observation_space, self.single_action_space = gym_spaces(env)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
@@ -120,12 +105,6 @@ class GymnasiumVectorEnv(VectorEnv):
         # caller gets copies: editing them changes nothing here)
         self._last_obs = torch.zeros(self.num_envs, *env.observation_spec.shape,
                                      dtype=torch.float32, device=self.device)
-        self._has_last = False
-
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self.gp_env.params
 
     def __getattr__(self, name: str):
         env = self.__dict__.get("gp_env")
@@ -140,11 +119,8 @@ class GymnasiumVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor | np.ndarray, dict[str, Any]]:
-        """Reset every env, or the envs of ``options["reset_mask"]``; see the class docstring.
-
-        Returns:
-            ``(obs, {})``: obs float32 ``[N, *obs_shape]``.
-        """
+        """Reset every env, or the envs of ``options["reset_mask"]``; returns ``(obs float32
+        [N, *obs_shape], {})``. See the class docstring."""
         super().reset(seed=seed)
         mask = None
         if options and "reset_mask" in options:
@@ -153,8 +129,7 @@ class GymnasiumVectorEnv(VectorEnv):
                 mask = torch.from_numpy(mask).to(self.device)
         with held(self.gp_env):
             # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
-            td = (self.gp_env.reset(mask) if seed is None
-                  else self.gp_env.reset(mask, seed=int(seed) % 2**31))
+            td = self.gp_env.reset(mask, seed=None if seed is None else int(seed) % 2**31)
             obs = td["observation"]
             if mask is None:
                 self._autoreset.zero_()
@@ -162,25 +137,18 @@ class GymnasiumVectorEnv(VectorEnv):
                 # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
                 # observation last returned, as Gymnasium's; their new episode starts next step
                 pending = self._autoreset & ~mask
-                if self._has_last:
-                    obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs,
-                                      obs)
+                obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs, obs)
                 self._autoreset &= ~mask
             return self._out(obs), {}
 
     def step(self, actions: torch.Tensor | np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """Step every env; see the class docstring for shapes, modes and the info dict.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)``.
-        """
+        """Step every env; returns ``(obs, reward, terminated, truncated, info)``, see the class
+        docstring for shapes, modes and the info dict."""
         if isinstance(actions, (np.ndarray, list, tuple)):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
         with held(self.gp_env):  # until the env's buffers are read
             td = self.gp_env.step(actions)
-            if self._next_step:
-                return self._step_next(td)
-            return self._step_same(td)
+            return self._step_next(td) if self._next_step else self._step_same(td)
 
     def _step_same(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         done = self._out(td["done"])
@@ -194,7 +162,8 @@ class GymnasiumVectorEnv(VectorEnv):
             },
             "_final_info": done,
         }
-        self._add_episode(info, td, done)
+        if self._episode_info:
+            info["episode"], info["_episode"] = info["final_info"]["episode"], done
         return (self._out(td["observation"]), self._out(td["reward"]),
                 self._out(td["terminated"]), self._out(td["truncated"]), info)
 
@@ -204,27 +173,15 @@ class GymnasiumVectorEnv(VectorEnv):
         final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
         reward = td["reward"] * keep
         terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
-        ret, length = td["episode_return"].clone(), td["episode_length"].clone()
-        fresh = self.gp_env.reset(prev)["observation"]
-        obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
-        done = terminated | truncated
-        self._autoreset = done
-        self._last_obs.copy_(obs)
-        self._has_last = True
         info: dict[str, Any] = {}
         if self._episode_info:
-            out_done = self._out(done)
-            info = {"episode": {"r": self._out(ret), "l": self._out(length)},
-                    "_episode": out_done}
-        if self._numpy:
-            return (self._out(obs), self._out(reward), self._out(terminated),
-                    self._out(truncated), info)
-        return obs, reward, terminated, truncated, info
-
-    def _add_episode(self, info: dict, td, done) -> None:
+            info["episode"] = {"r": self._out(td["episode_return"]),
+                               "l": self._out(td["episode_length"])}
+        fresh = self.gp_env.reset(prev)["observation"]
+        obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
+        self._autoreset = done = terminated | truncated
+        self._last_obs.copy_(obs)
         if self._episode_info:
-            info["episode"] = info["final_info"]["episode"]
-            info["_episode"] = done
-
-    def __repr__(self) -> str:
-        return f"GymnasiumVectorEnv({self.gp_env!r})"
+            info["_episode"] = self._out(done)
+        out = (obs, reward, terminated, truncated)  # fresh tensors
+        return (*(map(self._out, out) if self._numpy else out), info)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from gpuparam.integrations._extras import require
+from gpuparam.integrations._extras import Adapter, base_env, require
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
@@ -30,7 +30,6 @@ from gpuparam._device import to_wp  # noqa: E402
 from gpuparam.kernels import actions as kactions  # noqa: E402
 from gpuparam.pipeline import Stage, StepContext  # noqa: E402
 from gpuparam.spec import DiscreteSpec  # noqa: E402
-from gpuparam.transforms import TransformedEnv  # noqa: E402
 from gpuparam.vecenv import VecEnv as VecEnvBase  # noqa: E402
 
 __all__ = ["RslRlEnvCfg", "RslRlVecEnv"]
@@ -55,21 +54,10 @@ class RslRlEnvCfg:
         return asdict(self)
 
 
-def _f32(device: torch.device) -> dict:
-    return {"dtype": torch.float32, "device": device}
-
-
-def _base(env):
-    while isinstance(env, TransformedEnv):
-        env = env.env
-    return env
-
-
 def _range(name: str, given, spec: tuple[float, float], size: int):
     """(low, high) float64 ``[size]`` for one privileged parameter; validates ``given``."""
     if given is None:
-        return (torch.full((size,), float(spec[0]), dtype=torch.float64),
-                torch.full((size,), float(spec[1]), dtype=torch.float64))
+        return tuple(torch.full((size,), float(v), dtype=torch.float64) for v in spec)
     what = f"RslRlVecEnv: privileged[{name!r}]"
     if not isinstance(given, (tuple, list)) or len(given) != 2:
         raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
@@ -88,12 +76,13 @@ def _range(name: str, given, spec: tuple[float, float], size: int):
     return low, high
 
 
-class RslRlVecEnv(VecEnv):
+class RslRlVecEnv(Adapter, VecEnv):
     """rsl_rl's ``VecEnv`` contract over a gpuparam env or ``gp.TransformedEnv``.
 
     Args:
         env: ``gp.make(...)`` or a ``gp.TransformedEnv`` (then the policy sees normalized
-            observations and rewards, and the episode statistics stay raw). It is reset here.
+            observations and rewards, and the episode statistics stay raw). It is reset here;
+            reachable as ``env`` or ``gp_env``, its ``params`` as ``params``.
         privileged: parameter names for the critic's ``"privileged"`` observation group,
             float32 ``[N, P]`` (``P`` the summed sizes): each env's effective values mapped
             from their spec range ``[low, high]`` to ``[-1, 1]``. Or a mapping ``{name:
@@ -103,12 +92,6 @@ class RslRlVecEnv(VecEnv):
             they are randomized over. Configure rsl_rl's
             ``obs_groups={"actor": ["policy"], "critic": ["policy", "privileged"]}`` for an
             asymmetric actor-critic. Empty: no such group.
-
-    Critic group: over a gpuparam env that declares a ``"privileged_observation"``
-    output (``VecEnv.output_specs``, e.g. Go1's, float32 ``[N, C]``: the noise-free state
-    its critic should see), the observations also hold ``"critic"``, a copy of it (after
-    the auto-reset, as ``"policy"``); configure ``obs_groups={"actor": ["policy"],
-    "critic": ["critic"]}`` to train on it.
         clip_actions: clamp continuous actions to the action spec's bounds before stepping.
         log_interval: steps between two episode-statistics entries in ``extras["log"]``;
             set it to the runner's ``num_steps_per_env`` so each iteration logs once.
@@ -119,6 +102,12 @@ class RslRlVecEnv(VecEnv):
             ``"sums"``: the exact mean over every episode finished since the last entry,
             accumulated on the device (4 tensor ops a step); ``None``: no entries.
 
+    Critic group: over a gpuparam env that declares a ``"privileged_observation"`` output
+    (``VecEnv.output_specs``, e.g. Go1's, float32 ``[N, C]``: the noise-free state its
+    critic should see), the observations also hold ``"critic"``, a copy of it (after the
+    auto-reset, as ``"policy"``); train on it with ``obs_groups={"actor": ["policy"],
+    "critic": ["critic"]}``.
+
     Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``;
     for a Discrete(n) env 1 if n == 2, else n); ``max_episode_length``
     (``env.max_episode_steps``); ``device``; ``cfg`` (an ``RslRlEnvCfg``);
@@ -127,42 +116,36 @@ class RslRlVecEnv(VecEnv):
     ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
 
     Discrete envs (rsl_rl's policies are Gaussian): with two actions the policy outputs one
-    float per env and the env takes action 1 where it is > 0, else 0 (one comparison, no
-    reduction); with n > 2 actions it outputs n floats and the env takes their ``argmax``
-    (the first on ties). The actions rsl_rl stores stay the floats it sampled.
+    float per env and the env takes action 1 where it is > 0, else 0; with n > 2 actions it
+    outputs n floats and the env takes their ``argmax`` (the first on ties). The actions
+    rsl_rl stores stay the floats it sampled.
 
     ``step(actions)``: float ``[N, num_actions]`` on the device (any floating dtype; taken
     detached, so no autograd graph reaches the env; another dtype, shape or device raises
-    ``ValueError`` before anything is written). Returns ``(obs, rewards,
-    dones, extras)``: ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32
-    ``[N, *obs_shape]`` (after auto-reset) and ``"privileged"`` if configured; ``rewards``
-    float32 ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
+    ``ValueError`` before anything is written). Returns ``(obs, rewards, dones, extras)``:
+    ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32 ``[N, *obs_shape]`` (after
+    auto-reset) and ``"privileged"`` / ``"critic"`` if configured; ``rewards`` float32
+    ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
     ``"time_outs"`` bool ``[N]`` (truncated and not terminated: rsl_rl bootstraps those)
     and, every ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length":
     ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
     number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
-    computed on the device without a host sync. The latest entry stays readable as
-    ``last_log`` (e.g. for a learning curve without a log writer).
+    computed without a host sync. The latest entry stays readable as ``last_log``.
 
-    Buffers: outputs are double-buffered (preallocated, alternate steps write alternate
-    sets), so a step's outputs stay intact through the next step (what rsl_rl needs: it
-    acts on step t's observations and stores them after step t + 1) and are overwritten two
-    steps later; ``clone()`` what you keep longer. The core env's own buffers are never
-    handed out.
+    Buffers: outputs are double-buffered (alternate steps write alternate preallocated
+    sets), so a step's outputs stay intact through the next step (rsl_rl acts on step t's
+    observations and stores them after step t + 1); ``clone()`` what you keep longer. The
+    core env's own buffers are never handed out.
 
-    Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter joins the env's
-    captured step: a stage at its end copies the outputs into the set being written (one
-    pass for observations, rewards, dones, time-outs), and for Discrete(2) a stage at its
-    start maps the floats to actions; continuous actions are written straight into the
-    env's action buffer. Both stages run only while this adapter steps (armed by a flag it
-    sets, on CUDA on torch's current stream), so stepping the env directly leaves this
-    adapter's buffers alone. ``close()`` removes them. Any other wrapper is stepped through
-    its own ``step`` and its returned outputs copied with torch ops.
+    Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter adds stages to the
+    env's captured step (the output copy, and for Discrete(2) the action mapping), armed
+    only while this adapter steps: stepping the env directly leaves this adapter's buffers
+    alone; ``close()`` removes them. Any other wrapper is stepped through its own ``step``
+    and its outputs copied with torch ops.
 
     Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
-    lock of this adapter's) before writing actions, flags or buffers, so a call made while
-    another call on the env runs (another thread's, or a hook's) raises ``RuntimeError``
-    and changes nothing.
+    lock of this adapter's) before writing anything, so a call made while another call on
+    the env runs (another thread's, or a hook's) raises ``RuntimeError``, changing nothing.
     """
 
     def __init__(
@@ -191,6 +174,7 @@ class RslRlVecEnv(VecEnv):
                              f"got {log_interval!r}")
         self.env = env
         n, dev = int(env.num_envs), torch.device(env.device)
+        f32 = {"dtype": torch.float32, "device": dev}
         self.num_envs, self.device = n, dev
         self.max_episode_length = int(env.max_episode_steps)
         act = env.action_spec
@@ -207,39 +191,30 @@ class RslRlVecEnv(VecEnv):
         # 2 clamp, 3 a view
         self._mode = (0 if self.num_actions == 1 else 1) if self._discrete else (
             2 if self._clip else 3)
-        # A gpuparam env (or TransformedEnv over one) does all its step's work in its
-        # pipeline: this adapter joins it (see _join), writes actions straight into the
-        # env's static action buffer (the env's step then has nothing to copy) and has its
-        # outputs copied by a stage of the captured step. Any other wrapper's step may do
-        # its own work in Python: then torch ops map the actions into a buffer of ours and
-        # copy the outputs it returns.
-        base = _base(env)
+        # over a gpuparam env, actions go straight into its action buffer and a stage of
+        # its step copies the outputs (see _join); any other wrapper's step may do its own
+        # work in Python: torch ops map actions into our buffer and copy what it returns
+        base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
         if self._staged:
             self._action = base.context.action
         else:
             self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
-        if self._mode == 0 and self._staged:
-            # Discrete(2): the policy's floats, mapped to {0, 1} by the first stage
-            self._logits = torch.zeros(n, 1, **_f32(dev))
-        elif self._mode == 0:
-            # int32 a > 0 then one widening copy into an [N, 1] view of the action (torch's
-            # fastest way there on CPU, ahead of a bool mask or a scalar operand)
-            self._zero = torch.zeros((), dtype=torch.float32, device=dev)
-            self._pick = torch.zeros(n, 1, dtype=torch.int32, device=dev)
-            self._action_col = self._action.view(n, 1)
+        if self._mode == 0:
+            # Discrete(2): the policy's floats (mapped to {0, 1} by the first stage), or
+            # without stages the mask ``floats > 0`` copied into the action
+            self._logits = torch.zeros(n, 1, **f32) if self._staged else torch.zeros(
+                n, 1, dtype=torch.bool, device=dev)
         if not self._discrete:
-            shape = (n, *self._act_shape)
-            self._low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
-            self._high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
+            self._low, self._high = (torch.as_tensor(v, dtype=act.dtype).expand(
+                self._act_view).to(dev) for v in (act.low, act.high))
         self.cfg = RslRlEnvCfg(
             env=str(getattr(env, "name", type(env).__name__)), num_envs=n,
-            max_episode_length=self.max_episode_length, privileged=tuple(privileged),
+            max_episode_length=self.max_episode_length, privileged=privileged,
             discrete_actions=int(act.n) if self._discrete else None, clip_actions=self._clip,
         )
         self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
-        f32 = _f32(dev)
         # the env's own critic observation (e.g. Go1's "privileged_observation"): the
         # "critic" group, over a gpuparam env (copied by the output stage)
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
@@ -261,7 +236,7 @@ class RslRlVecEnv(VecEnv):
                 torch.zeros(n, dtype=torch.bool, device=dev),
                 groups.get("critic"),
             ))
-        self._k = 0
+        self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
         self._removers: list = []
         if self._staged:
@@ -269,12 +244,9 @@ class RslRlVecEnv(VecEnv):
         self._src: tuple = (None,)  # the env's output TensorDict and its tensors, see _bind
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
-        self._has = torch.zeros(n, dtype=torch.bool, device=dev)
         self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
         self.last_log: dict[str, torch.Tensor] | None = None
-        td = env.reset()
-        self._current = self._sets[0][0]
-        self._write_obs(self._sets[0], td)
+        self.reset()
 
     # ------------------------------------------------------------------ step stages
     def _join(self, base) -> None:
@@ -282,10 +254,7 @@ class RslRlVecEnv(VecEnv):
         (last), and for Discrete(2) the action mapping (first). They run only when armed
         by ``step`` (the flag ``k + 1``; the output stage's step clears it), so a plain
         ``env.step`` of the same env leaves this adapter's buffers alone."""
-        dev = self.device
-        self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
-        # on CPU the flag is armed through a NumPy view of its memory: no torch dispatch
-        self._flag_np = self._flag.numpy() if dev.type == "cpu" else None
+        self._flag = torch.zeros(1, dtype=torch.int32, device=self.device)
         self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
                                                    warp_only=True)))
         if self._mode == 0:
@@ -319,39 +288,26 @@ class RslRlVecEnv(VecEnv):
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
 
-    def _arm(self, k: int) -> None:
-        if self._flag_np is not None:
-            self._flag_np[0] = k
-        else:
-            self._flag.fill_(k)
-
     # ------------------------------------------------------------------ privileged group
     def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
         self._priv_cols = None
         if not names:
             return
         params, dev = self.env.params, self.device
-        cols, scale, offset = [], [], []
+        cols, bounds = [], []
         for name in names:
             a, size = params.columns(name)  # rows of the [C, N] tables
             spec = params.spec[name]
-            low, high = _range(name, ranges.get(name), (spec.low, spec.high), size)
-            width = high - low
-            s = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
+            bounds.append(_range(name, ranges.get(name), (spec.low, spec.high), size))
             cols += range(a, a + size)
-            scale += s.tolist()
-            offset += torch.where(width > 0, -1.0 - low * s, 0.0).tolist()
+        low, high = (torch.cat(b) for b in zip(*bounds, strict=True))  # float64 [P]
+        width = high - low
+        scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
+        offset = torch.where(width > 0, -1.0 - low * scale, 0.0)
         self._priv_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
-        self._priv_scale = torch.tensor(scale, dtype=torch.float32, device=dev)[:, None]
-        self._priv_offset = torch.tensor(offset, dtype=torch.float32, device=dev)[:, None]
+        self._priv_scale = scale.to(dev, torch.float32)[:, None]
+        self._priv_offset = offset.to(dev, torch.float32)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
-
-    def _write_obs(self, out: tuple, td) -> None:
-        out[1].copy_(td["observation"])
-        if out[2] is not None:
-            self._write_privileged(out[2])
-        if out[6] is not None:
-            out[6].copy_(td[CRITIC_KEY])
 
     def _write_privileged(self, privileged: torch.Tensor) -> None:
         rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
@@ -366,12 +322,12 @@ class RslRlVecEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor | int) -> None:
-        _base(self.env).episode_length = value
+        base_env(self.env).episode_length = value
 
     @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self.env.params
+    def gp_env(self):
+        """The wrapped env (also ``env``)."""
+        return self.env
 
     def get_observations(self) -> TensorDict:
         """The observations of the last ``step`` or ``reset`` (see the class docstring)."""
@@ -384,51 +340,47 @@ class RslRlVecEnv(VecEnv):
             td = self.env.reset()
             k = self._k ^ 1
             out = self._sets[k]
-            self._write_obs(out, td)
+            out[1].copy_(td["observation"])
+            if out[2] is not None:
+                self._write_privileged(out[2])
+            if out[6] is not None:
+                out[6].copy_(td[CRITIC_KEY])
             self._k = k
         self._current = out[0]
         return out[0], {}
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
-        """This call's hold on the env: over a gpuparam env its ``hold()`` (another call on
-        the env, this adapter's or a plain one, raises instead of running), else this
-        adapter's own lock. Taken before anything is written, so a refused call changes
-        nothing (actions, the stages' flag, the output sets)."""
+        """This call's hold on the env, taken before anything is written: over a gpuparam
+        env its ``hold()``, else this adapter's own lock."""
         if self._staged:
-            with _base(self.env).hold():
+            with base_env(self.env).hold():
                 yield
-            return
-        if not self._lock.acquire(blocking=False):
+        elif not self._lock.acquire(blocking=False):
             raise RuntimeError(f"{self!r}: step/reset called while another call on this "
                                "adapter is running (two threads, or a hook calling step): "
                                "serialize the calls")
-        try:
-            yield
-        finally:
-            self._lock.release()
+        else:
+            try:
+                yield
+            finally:
+                self._lock.release()
 
     def _check_actions(self, actions) -> torch.Tensor:
         """``actions`` detached, after checking type, shape, dtype and device (host metadata
         only: no sync)."""
-        want = (f"a floating-point tensor {tuple(self._in_shape)} on {self.device}")
-        if not isinstance(actions, torch.Tensor):
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, "
-                             f"got {type(actions).__name__}")
-        if actions.shape != self._in_shape:
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, got shape "
-                             f"{tuple(actions.shape)}")
-        if not actions.is_floating_point():
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, got dtype {actions.dtype}")
-        if actions.device != self.device:
-            raise ValueError(f"RslRlVecEnv: actions expected {want}, got device "
-                             f"{actions.device}")
+        got = (type(actions).__name__ if not isinstance(actions, torch.Tensor)
+               else f"shape {tuple(actions.shape)}" if actions.shape != self._in_shape
+               else f"dtype {actions.dtype}" if not actions.is_floating_point()
+               else f"device {actions.device}" if actions.device != self.device else None)
+        if got is not None:
+            raise ValueError(f"RslRlVecEnv: actions expected a floating-point tensor "
+                             f"{tuple(self._in_shape)} on {self.device}, got {got}")
         return actions.detach()  # entering data leaves autograd (and its graph) behind
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Step every env with ``actions`` float ``[N, num_actions]`` on the device; see the
-        class docstring for what comes back. Actions are detached (no autograd graph
-        reaches the env); another dtype, shape or device raises ``ValueError``."""
+        """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
+        see the class docstring for what comes back."""
         self._check_open("step")
         actions = self._check_actions(actions)
         with self._guard():
@@ -440,8 +392,8 @@ class RslRlVecEnv(VecEnv):
             if self._staged:  # mapped by the armed action stage
                 self._logits.copy_(actions)
             else:
-                torch.gt(actions, self._zero, out=self._pick)
-                self._action_col.copy_(self._pick)
+                torch.gt(actions, 0.0, out=self._logits)
+                a.view(-1, 1).copy_(self._logits)
         elif mode == 1:
             torch.argmax(actions, -1, out=a)
         elif mode == 2:
@@ -451,16 +403,16 @@ class RslRlVecEnv(VecEnv):
         k = self._k ^ 1
         out = self._sets[k]
         if self._staged:
-            self._arm(k + 1)  # the output stage writes `out` during the step
+            self._flag.fill_(k + 1)  # the output stage writes `out` during the step
         try:
             td = self.env.step(a)
         except BaseException:  # a step that failed midway leaves nothing armed
             if self._staged:
-                self._arm(0)
+                self._flag.fill_(0)
             raise
         self._k = k
+        src = self._src if self._src[0] is td else self._bind(td)
         if not self._staged:
-            src = self._src if self._src[0] is td else self._bind(td)
             out[1].copy_(src[1])
             out[3].copy_(src[2])
             out[4].copy_(src[3])
@@ -470,9 +422,6 @@ class RslRlVecEnv(VecEnv):
             self._write_privileged(out[2])
         extras = {"time_outs": time_outs}
         if self._episode_stats is not None:
-            src = self._src
-            if src[0] is not td:
-                src = self._bind(td)
             if self._episode_stats == "sums":
                 self._accumulate(src)
             self._steps += 1
@@ -484,8 +433,7 @@ class RslRlVecEnv(VecEnv):
 
     def _bind(self, td) -> tuple:
         """``(td, observation, reward, done, truncated, terminated, episode_return,
-        episode_length)``: the env's output TensorDict and its tensors, looked up once per
-        TensorDict object (a bare gpuparam env returns the same one every step)."""
+        episode_length)``, looked up once per output TensorDict object."""
         self._src = (td, *(td[k] for k in ("observation", "reward", "done", "truncated",
                                             "terminated", "episode_return", "episode_length")))
         return self._src
@@ -500,21 +448,18 @@ class RslRlVecEnv(VecEnv):
     def _log(self, src: tuple) -> dict[str, torch.Tensor]:
         acc = self._acc
         if self._episode_stats == "latest":  # each env's last finished episode, if any
-            length = src[7]
-            acc[2].copy_(torch.gt(length, 0, out=self._has))
+            torch.gt(src[7], 0, out=acc[2])
             acc[0].copy_(src[6]).mul_(acc[2])
-            acc[1].copy_(length)
+            acc[1].copy_(src[7])
         ret, length, count = acc.sum(1).unbind()
         acc.zero_()
         return {"Episode/return": ret / count, "Episode/length": length / count,
                 "Episode/count": count}
 
     def close(self) -> None:
-        """Remove this adapter's stages from the env's step (the gpuparam env holds no
-        processes); ``step`` and ``reset`` raise after this (no stage would map the actions
-        or write the outputs any more). Closing twice does nothing. Refused
-        (``RuntimeError``) while another call on the env runs, as ``step`` is: that call
-        has armed the stages it needs."""
+        """Remove this adapter's stages from the env's step; ``step`` and ``reset`` raise
+        after this. Closing twice does nothing. Refused (``RuntimeError``) while another
+        call on the env runs, as ``step`` is (that call has armed the stages it needs)."""
         with self._guard():
             for remove in self._removers:
                 remove()
@@ -524,6 +469,3 @@ class RslRlVecEnv(VecEnv):
     def _check_open(self, what: str) -> None:
         if self.__dict__.get("_closed", False):
             raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")
-
-    def __repr__(self) -> str:
-        return f"RslRlVecEnv({self.env!r})"

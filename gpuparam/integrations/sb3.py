@@ -18,26 +18,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, base_env, gym_spaces, held, require
 
 require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
 
-from gymnasium import spaces  # noqa: E402
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv  # noqa: E402
 
-from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
-from gpuparam.transforms import TransformedEnv  # noqa: E402
+from gpuparam.spec import DiscreteSpec  # noqa: E402
 
 __all__ = ["SB3VecEnv"]
 
 
-def _box(spec: BoxSpec) -> spaces.Box:
-    low = np.broadcast_to(np.asarray(spec.low, dtype=np.float32), spec.shape)
-    high = np.broadcast_to(np.asarray(spec.high, dtype=np.float32), spec.shape)
-    return spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
-
-
-class SB3VecEnv(VecEnv):
+class SB3VecEnv(Adapter, VecEnv):
     """Stable-Baselines3's ``VecEnv`` over a gpuparam env or ``gp.TransformedEnv``.
 
     Args:
@@ -45,15 +37,15 @@ class SB3VecEnv(VecEnv):
             ``venv.params``.
 
     NumPy in and out (SB3's API): every step copies observations, rewards and flags to the
-    host and builds one info dict per env, which is this adapter's cost (reported by the
-    benchmark). ``step`` returns ``(obs float32 [N, *obs_shape], rewards float32 [N],
-    dones bool [N], infos)``, with same-step auto-reset: for an env whose episode ended,
-    ``infos[i]`` holds ``"terminal_observation"`` (float32 ``[*obs_shape]``),
-    ``"TimeLimit.truncated"`` (truncated and not terminated) and ``"episode"``: ``{"r":
-    return (raw, before any ``gp.RewardNorm``), "l": length, "t": seconds since this
-    adapter was built}`` (what SB3's ``Monitor`` writes, so ``ep_info_buffer`` and the
-    ``rollout/ep_rew_mean`` log work); the other envs get ``{}``. Actions: integers ``[N]``
-    (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or torch.
+    host and builds one info dict per env. ``step`` returns ``(obs float32 [N,
+    *obs_shape], rewards float32 [N], dones bool [N], infos)``, with same-step auto-reset:
+    for an env whose episode ended, ``infos[i]`` holds ``"terminal_observation"`` (float32
+    ``[*obs_shape]``), ``"TimeLimit.truncated"`` (truncated and not terminated) and
+    ``"episode"``: ``{"r": return (raw, before any ``gp.RewardNorm``), "l": length, "t":
+    seconds since this adapter was built}`` (what SB3's ``Monitor`` writes, so
+    ``ep_info_buffer`` and the ``rollout/ep_rew_mean`` log work); the other envs get ``{}``.
+    Actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or
+    torch.
 
     Parameters through SB3's attribute API (``indices``: an int, a list of ints or ``None``
     for all envs):
@@ -62,9 +54,8 @@ class SB3VecEnv(VecEnv):
       envs (``params.set(name, value, env_ids=indices)``). Otherwise (``indices`` must then
       be ``None``) ``name`` is one of the env's settings, validated as the env validates
       them and in effect from the next step: ``"max_episode_steps"`` (an int in ``[1,
-      2**31 - 1]``; the step is captured again), ``"episode_length"`` (the env's
-      validated setter) or ``"validate_actions"`` (a bool). Any other name (``num_envs``,
-      ...) raises ``ValueError``: nothing else of the env may change under it.
+      2**31 - 1]``), ``"episode_length"`` or ``"validate_actions"`` (a bool). Any other
+      name (``num_envs``, ...) raises ``ValueError``: nothing else of the env may change.
     - ``get_attr(name, indices)``: a parameter's per-env values (one NumPy value per index),
       else the gpuparam env's attribute repeated once per index.
     - ``env_method("set_<param>", value, indices=...)`` writes like ``set_attr``;
@@ -79,18 +70,10 @@ class SB3VecEnv(VecEnv):
     def __init__(self, env):
         self.gp_env = env
         self.device = torch.device(env.device)
-        act = env.action_spec
-        self._discrete = isinstance(act, DiscreteSpec)
-        action_space = spaces.Discrete(act.n) if self._discrete else _box(act)
-        super().__init__(int(env.num_envs), _box(env.observation_spec), action_space)
-        self._act_shape = tuple(act.shape)
+        self._discrete = isinstance(env.action_spec, DiscreteSpec)
+        super().__init__(int(env.num_envs), *gym_spaces(env))
         self._actions: torch.Tensor | None = None
         self._t0 = time.perf_counter()
-
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self.gp_env.params
 
     # ------------------------------------------------------------------ stepping
     def reset(self) -> np.ndarray:
@@ -101,8 +84,8 @@ class SB3VecEnv(VecEnv):
         """
         seed = self._seeds[0]
         with held(self.gp_env):  # until the env's buffers are read
-            td = (self.gp_env.reset() if seed is None
-                  else self.gp_env.reset(seed=int(seed) % 2**31))
+            # (any non-negative int is an SB3 seed; the env keys its draws with an int32)
+            td = self.gp_env.reset(seed=None if seed is None else int(seed) % 2**31)
             obs = td["observation"].to("cpu", copy=True).numpy()
         self._reset_seeds()
         self._reset_options()
@@ -135,7 +118,6 @@ class SB3VecEnv(VecEnv):
             if ended.size:
                 final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
                     "final_observation", "episode_return", "episode_length"))
-        done = host["done"]
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         if ended.size:
             timeout = host["truncated"] & ~host["terminated"]
@@ -144,7 +126,7 @@ class SB3VecEnv(VecEnv):
                 infos[i] = {"terminal_observation": final[i],
                             "TimeLimit.truncated": bool(timeout[i]),
                             "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
-        return host["observation"], host["reward"], done, infos
+        return host["observation"], host["reward"], host["done"], infos
 
     def close(self) -> None:
         """Nothing to release (no worker processes)."""
@@ -165,11 +147,7 @@ class SB3VecEnv(VecEnv):
     def _write(self, name: str, value, indices) -> None:
         if isinstance(value, np.ndarray):
             value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
-        if indices is None:
-            self.params.set(name, value)
-            return
-        ids = self._ids(indices)
-        self.params.set(name, value, env_ids=ids)
+        self.params.set(name, value, env_ids=None if indices is None else self._ids(indices))
 
     def _read(self, name: str, indices) -> list[Any]:
         values = self.params[name].to("cpu", copy=True).numpy()
@@ -179,9 +157,8 @@ class SB3VecEnv(VecEnv):
         """A parameter's per-env values, or the gpuparam env's attribute once per index."""
         if attr_name in self.params.names:
             return self._read(attr_name, indices)
-        if attr_name == "render_mode":  # asked by VecEnv.__init__; nothing renders
-            return [None for _ in self._ids(indices)]
-        value = getattr(self.gp_env, attr_name)
+        # render_mode: asked by VecEnv.__init__; nothing renders
+        value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
         return [value for _ in self._ids(indices)]
 
     _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
@@ -195,39 +172,30 @@ class SB3VecEnv(VecEnv):
             self._write(attr_name, value, indices)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
-        base = self.gp_env
-        while isinstance(base, TransformedEnv):
-            base = base.env
-        if attr_name == "max_episode_steps":
-            base.max_episode_steps = value  # validated; read from device memory: no recapture
-        elif attr_name == "episode_length":
-            base.episode_length = value
-        elif attr_name == "validate_actions":
-            if not isinstance(value, bool):
-                raise ValueError(f"SB3VecEnv.set_attr('validate_actions'): expected a bool, "
-                                 f"got {value!r}")
-            base.validate_actions = value
-        else:
+        if attr_name not in self._SETTINGS:
             raise ValueError(
                 f"SB3VecEnv.set_attr: {attr_name!r} cannot be set; expected a parameter "
                 f"({', '.join(self.params.names)}) or one of {', '.join(self._SETTINGS)}"
             )
+        if attr_name == "validate_actions" and not isinstance(value, bool):
+            raise ValueError(f"SB3VecEnv.set_attr('validate_actions'): expected a bool, "
+                             f"got {value!r}")
+        setattr(base_env(self.gp_env), attr_name, value)  # the env's setters validate
 
     def env_method(
         self, method_name: str, *method_args, indices: Iterable[int] | int | None = None,
         **method_kwargs,
     ) -> list[Any]:
         """``set_<param>`` / ``get_<param>``, or a method of the gpuparam env (see the class)."""
-        for prefix in ("set_", "get_"):
-            name = method_name[len(prefix):]
-            if method_name.startswith(prefix) and name in self.params.names:
-                if prefix == "get_":
-                    return self._read(name, indices)
-                if len(method_args) != 1 or method_kwargs:
-                    raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
-                                     f"value, got args={method_args!r} kwargs={method_kwargs!r}")
-                self._write(name, method_args[0], indices)
-                return [None for _ in self._ids(indices)]
+        prefix, name = method_name[:4], method_name[4:]
+        if prefix == "get_" and name in self.params.names:
+            return self._read(name, indices)
+        if prefix == "set_" and name in self.params.names:
+            if len(method_args) != 1 or method_kwargs:
+                raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
+                                 f"value, got args={method_args!r} kwargs={method_kwargs!r}")
+            self._write(name, method_args[0], indices)
+            return [None for _ in self._ids(indices)]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
@@ -235,6 +203,3 @@ class SB3VecEnv(VecEnv):
     def env_is_wrapped(self, wrapper_class, indices: Iterable[int] | int | None = None) -> list:
         """No Gymnasium wrappers inside: ``[False]`` per index."""
         return [False for _ in self._ids(indices)]
-
-    def __repr__(self) -> str:
-        return f"SB3VecEnv({self.gp_env!r})"

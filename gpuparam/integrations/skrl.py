@@ -11,15 +11,8 @@ Three lines to train::
                 "observation_preprocessor_kwargs": {"size": env.observation_space}})
     SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 10_000}).train()
 
-Time-limit bootstrapping (``cfg={"time_limit_bootstrap": True}``): skrl adds
-``discount * V(next_observations) * truncated`` to the reward, with the ``next_observations``
-the env returned; a vectorized env returns the observations after its auto-reset (skrl's
-trainers act on them next), so a plain agent bootstraps a truncated episode from the
-*next* episode's first state. For a correct bootstrap build the agent from
-``FinalObservation`` (``class Agent(FinalObservation, PPO): pass``): it hands the agent the
-observations the step reached, ``info["final_observation"]``, as its ``next_observations``
-(what it bootstraps from, and what off-policy agents store), while the trainer acts on the
-reset ones.
+With ``cfg={"time_limit_bootstrap": True}``, build the agent from ``FinalObservation``
+(``class Agent(FinalObservation, PPO): pass``) for a correct bootstrap (see that class).
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
 
 require("skrl", "skrl", "gpuparam.integrations.skrl")
 gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
@@ -38,19 +31,13 @@ gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
 from skrl import config as skrl_config  # noqa: E402
 from skrl.envs.wrappers.torch.base import Wrapper  # noqa: E402
 
-from gpuparam.spec import BoxSpec, DiscreteSpec  # noqa: E402
+from gpuparam.spec import DiscreteSpec  # noqa: E402
 from gpuparam.transforms import ObsNorm  # noqa: E402
 
 __all__ = ["FinalObservation", "ObsNormPreprocessor", "SkrlWrapper", "wrap"]
 
 
-def _box(spec: BoxSpec) -> gym.spaces.Box:
-    low = np.broadcast_to(np.asarray(spec.low, dtype=np.float32), spec.shape)
-    high = np.broadcast_to(np.asarray(spec.high, dtype=np.float32), spec.shape)
-    return gym.spaces.Box(low, high, shape=spec.shape, dtype=np.float32)
-
-
-class SkrlWrapper(Wrapper):
+class SkrlWrapper(Adapter, Wrapper):
     """skrl's torch ``Wrapper`` over a gpuparam env or ``gp.TransformedEnv``, torch-native.
 
     Args:
@@ -68,9 +55,8 @@ class SkrlWrapper(Wrapper):
     expect), float32 ``[N, 1]``, bool ``[N, 1]``, bool ``[N, 1]``, and ``info`` with
     ``"final_observation"`` float32 ``[N, *obs_shape]``: the observations the step reached
     (before the auto-reset; equal to ``obs`` where no episode ended), what
-    ``FinalObservation`` bootstraps from. Every output is a fresh tensor (skrl adds the
-    time-limit bootstrap into the reward in place and keeps the observations), so no NumPy
-    round trip and no copy-construct warning happen.
+    ``FinalObservation`` bootstraps from. Every output is a fresh tensor (skrl adds into the
+    reward in place and keeps the observations).
 
     ``reset()`` resets every env the first time and returns ``(obs, {})``. Later calls
     return (a fresh copy of) the last step's observations without resetting (the envs reset
@@ -81,17 +67,19 @@ class SkrlWrapper(Wrapper):
 
     def __init__(self, env):
         super().__init__(env)
-        self._n = int(env.num_envs)
+        self._n = n = int(env.num_envs)
+        self._observation_space, self._action_space = gym_spaces(env)
+        # the action shapes taken, each to the shape the env takes: [N, *action_shape] and
+        # [N, prod(action_shape)] (for Discrete: [N] and [N, 1])
         act = env.action_spec
-        self._discrete = isinstance(act, DiscreteSpec)
-        self._act_shape = tuple(act.shape)
-        self._observation_space = _box(env.observation_spec)
-        self._action_space = gym.spaces.Discrete(act.n) if self._discrete else _box(act)
+        view, flat = (n, *act.shape), (n, int(np.prod(act.shape, dtype=np.int64)))
+        self._shapes = dict.fromkeys([flat, view], view)
+        self._want = " or ".join(map(str, self._shapes)) + (
+            f" (Discrete({act.n}))" if isinstance(act, DiscreteSpec) else "")
         # the last observations, a buffer of this wrapper's (what later reset() calls copy)
         self._last_obs = torch.zeros(self._n, *env.observation_spec.shape,
                                      dtype=torch.float32, device=torch.device(env.device))
         self._started = False  # reset() has reset once
-        self._act_size = int(np.prod(self._act_shape, dtype=np.int64))
 
     @property
     def observation_space(self) -> gym.Space:
@@ -102,21 +90,6 @@ class SkrlWrapper(Wrapper):
     def action_space(self) -> gym.Space:
         """Single-env action space (``Box`` or ``Discrete``)."""
         return self._action_space
-
-    @property
-    def state_space(self) -> None:
-        """No separate state: ``None``."""
-        return None
-
-    @property
-    def num_envs(self) -> int:
-        """N."""
-        return self._n
-
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable``."""
-        return self._env.params
 
     @property
     def gp_env(self):
@@ -138,19 +111,11 @@ class SkrlWrapper(Wrapper):
         """Step every env; see the class docstring."""
         n = self._n
         if isinstance(actions, torch.Tensor):
-            shape = tuple(actions.shape)
-            if self._discrete:
-                if shape == (n, 1):
-                    actions = actions.view(n)
-                elif shape != (n,):
-                    raise ValueError(f"SkrlWrapper: actions expected shape ({n}, 1) or ({n},) "
-                                     f"(Discrete({self._action_space.n})), got {shape}")
-            elif shape == (n, self._act_size):
-                actions = actions.reshape(n, *self._act_shape)
-            elif shape != (n, *self._act_shape):
-                want = " or ".join(map(str, dict.fromkeys([(n, *self._act_shape),
-                                                           (n, self._act_size)])))
-                raise ValueError(f"SkrlWrapper: actions expected shape {want}, got {shape}")
+            shape = self._shapes.get(tuple(actions.shape))
+            if shape is None:
+                raise ValueError(f"SkrlWrapper: actions expected shape {self._want}, "
+                                 f"got {tuple(actions.shape)}")
+            actions = actions.reshape(shape)
         with held(self._env):  # until the env's buffers are read
             td = self._env.step(actions)
             obs = td["observation"]
@@ -175,14 +140,15 @@ class FinalObservation:
     """Mixin for a skrl (torch) agent, first in its bases: ``class Agent(FinalObservation,
     PPO): pass``, then build ``Agent`` as the agent it extends.
 
-    Its ``record_transition`` passes ``infos["final_observation"]`` (from ``SkrlWrapper``:
-    the observations the step reached, before the auto-reset) to the agent as
-    ``next_observations``; the trainer goes on acting on the observations ``step`` returned
-    (after the auto-reset). So ``time_limit_bootstrap`` adds ``discount *
-    V(final observation)`` for truncated envs, and off-policy agents store the state each
-    transition reached. Where ``infos`` has no ``"final_observation"`` it changes nothing.
-    For one agent per env batch (skrl's ``num_simultaneous_agents == 1``): with another
-    batch size a ``ValueError`` is raised.
+    skrl's ``time_limit_bootstrap`` adds ``discount * V(next_observations) * truncated`` to
+    the reward, and a vectorized env returns the observations after its auto-reset, so a
+    plain agent bootstraps a truncated episode from the *next* episode's first state. This
+    mixin's ``record_transition`` passes ``infos["final_observation"]`` (from
+    ``SkrlWrapper``: the observations the step reached) to the agent as
+    ``next_observations`` (what it bootstraps from, and what off-policy agents store),
+    while the trainer goes on acting on the reset ones. Where ``infos`` has no
+    ``"final_observation"`` it changes nothing. One agent per env batch (skrl's
+    ``num_simultaneous_agents == 1``): another batch size raises ``ValueError``.
     """
 
     def record_transition(self, **kwargs) -> None:

@@ -2,21 +2,18 @@
 
 Needs the ``torchrl`` extra: ``pip install "gpuparam[torchrl]"``.
 
-Auto-reset. A gpuparam env resets finished episodes inside ``step`` (GPU style), while TorchRL
-expects ``("next", "observation")`` to be the state the step reached and a later ``reset`` with
-a ``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two the way TorchRL's
-own ``VecGymEnvTransform`` does for auto-resetting vector envs, without NaN placeholders:
-
-- ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
-- ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the already
-  reset observations the env's ``"observation"`` buffer still holds (nothing ran since),
-  without running physics again, and runs the env's masked reset kernel only for the other
-  masked envs (an explicit reset of a running episode). Step and reset the gpuparam env
-  through this wrapper only (a direct ``gp_env.step`` in between would be missed).
-
-A plain ``step`` loop that ignores ``done`` and never calls ``reset`` therefore continues the
-new episodes from their reset state (as in every auto-resetting vector env); TorchRL's rollouts
-and collectors call ``reset`` through ``step_and_maybe_reset`` and see exact data.
+Auto-reset. A gpuparam env resets finished episodes inside ``step``, while TorchRL expects
+``("next", "observation")`` to be the state the step reached and a later ``reset`` with a
+``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two as TorchRL's own
+``VecGymEnvTransform`` does, without NaN placeholders: ``step`` returns the env's
+``"final_observation"`` (pre-reset) as ``"observation"``; ``reset`` with ``"_reset"`` returns,
+for envs that finished at the last step, the reset observations the env's ``"observation"``
+buffer still holds (no physics runs again), and runs the env's masked reset only for the
+other masked envs. Step and reset the gpuparam env through this wrapper only (a direct
+``gp_env.step`` in between would be missed). A plain ``step`` loop that never calls ``reset``
+continues the new episodes from their reset state, as every auto-resetting vector env does;
+TorchRL's rollouts and collectors call ``reset`` through ``step_and_maybe_reset`` and see
+exact data.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.integrations._extras import held, require
+from gpuparam.integrations._extras import Adapter, held, require
 
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
@@ -42,7 +39,7 @@ __all__ = ["ObsNormTransform", "TorchRLEnv"]
 _DONE_KEYS = ("done", "terminated", "truncated")
 
 
-class TorchRLEnv(EnvBase):
+class TorchRLEnv(Adapter, EnvBase):
     """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
     ``TransformedEnv``), stepping all N envs at once on the env's device.
 
@@ -112,11 +109,6 @@ class TorchRLEnv(EnvBase):
         """The wrapped gpuparam env."""
         return self.__dict__["_gp_env"]
 
-    @property
-    def params(self):
-        """The wrapped env's ``ParamTable`` (``names``, ``set``, ``[name]``, ...)."""
-        return self.gp_env.params
-
     def __getattr__(self, name: str):
         try:
             return super().__getattr__(name)
@@ -161,11 +153,10 @@ class TorchRLEnv(EnvBase):
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it.
 
-        The common case (batch ``[N]``, no ``"_step"`` mask, no ``"next"`` entry to merge,
-        ``run_type_checks`` off) takes a short path: ``_step`` already returns every done
-        key and the reward in their spec shapes, so TorchRL's completion of missing done
-        keys and reshaping of rewards would find nothing to do. Anything else goes through
-        ``EnvBase.step`` unchanged.
+        The common case (batch ``[N]``, no ``"_step"`` mask or ``"next"`` entry,
+        ``run_type_checks`` off) skips TorchRL's completion and reshaping of done keys and
+        rewards, which ``_step`` already returns in their spec shapes; anything else goes
+        through ``EnvBase.step``.
         """
         keys = tensordict.keys()
         if (
@@ -190,9 +181,8 @@ class TorchRLEnv(EnvBase):
             action = self._one_hot_index(action)
         with held(self._gp_env):  # until the env's buffers are read
             td = self._gp_env.step(action)  # __dict__ entry: no property call
-            views = self._views
-            if views[0] is not td:  # the env's output TensorDict: views built once per object
-                views = self._bind(td)
+            # views of the env's output TensorDict, built once per object
+            views = self._views if self._views[0] is td else self._bind(td)
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
             out = {key: src.clone() for key, src in views[1]}
             self._stepped[0] = True  # the done mask is read at the next reset
@@ -227,13 +217,10 @@ class TorchRLEnv(EnvBase):
                 obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
                 auto &= ~mask
             self._stepped[0] = False
-        n = self.batch_size[0]
-        out = {"observation": obs,
-               "episode_return": torch.zeros(n, 1, device=self.device),
-               "episode_length": torch.zeros(n, 1, dtype=torch.int32, device=self.device)}
-        for k in _DONE_KEYS:
-            out[k] = torch.zeros(*self.batch_size, 1, dtype=torch.bool, device=self.device)
-        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+        zeros = {k: torch.zeros(*self._bs, 1, dtype=dtype, device=self._dev) for k, dtype in (
+            ("episode_return", torch.float32), ("episode_length", torch.int32),
+            *((k, torch.bool) for k in _DONE_KEYS))}
+        return TensorDict({"observation": obs, **zeros}, batch_size=self._bs, device=self._dev)
 
     def _one_hot_index(self, action) -> torch.Tensor:
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
