@@ -25,12 +25,11 @@ import torch
 import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum
-from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, record, stream_for, to_wp
 from gpuparam.adr import ADR, AdrGroup, check_unowned
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import check_result, per_component, result_inputs
+from gpuparam.randomization.binding import check_result, range_tensor, result_inputs, select_envs
 from gpuparam.randomization.terms import Term
 
 __all__ = ["ADR", "Curriculum", "Metric"]
@@ -127,32 +126,27 @@ class Curriculum:
         """
         env = self._require_env()
         n, dev, L = env.num_envs, env.device, self.num_levels
-        if mask is not None and env_ids is not None:
-            raise ValueError(f"{self}.set_level: pass mask or env_ids, not both")
-        check_mask(mask, n, dev)
-        if env_ids is not None:
-            mask = ids_to_mask(check_env_ids(env_ids, n, dev), n)
+        mask = select_envs(f"{self}.set_level", env, mask, env_ids)
         if isinstance(level, torch.Tensor):
             if (
                 level.shape != (n,) or level.dtype.is_floating_point or level.is_complex()
                 or level.dtype == torch.bool or level.device != dev
             ):
-                raise ValueError(f"{self}.set_level: expected an int tensor [{n}] on {dev}")
+                raise ValueError(f"{self}.set_level: expected an int tensor [{n}] on {dev}, "
+                                 f"got {level.dtype} {tuple(level.shape)} on {level.device}")
             lo, hi = int(level.min()), int(level.max())  # host-ok: validated user call
-            value = level.detach().to(torch.int32)
+            level = level.detach().to(torch.int32)
+        elif not isinstance(level, int) or isinstance(level, bool):
+            raise ValueError(
+                f"{self}.set_level: expected an int in [0, {L}) or an int tensor [{n}], "
+                f"got {level!r} ({type(level).__name__})"
+            )
         else:
-            if not isinstance(level, int) or isinstance(level, bool):
-                raise ValueError(
-                    f"{self}.set_level: expected an int in [0, {L}) or an int tensor [{n}], "
-                    f"got {level!r} ({type(level).__name__})"
-                )
             lo = hi = level
-            value = torch.full((n,), level if 0 <= level < L else 0, dtype=torch.int32,
-                               device=dev)
-        if not (isinstance(lo, int) and 0 <= lo and hi < L):
+        if not 0 <= lo <= hi < L:
             raise ValueError(f"{self}.set_level: levels must be in [0, {L}), got {level!r}")
         gate = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else mask
-        self._levels.copy_(torch.where(gate, value, self._levels))
+        self._levels.copy_(torch.where(gate, level, self._levels))
         launch(K.update_levels, n, self._level_inputs(gate, force=1), dev)
         if self._names:
             env.params.notify(self._names, mask)
@@ -194,10 +188,8 @@ class Curriculum:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
             tab = _range_table(value, L, term, p.columns(term.param)[1])
-            for r in tab:
-                term.check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
-                check_result(term, p.spec[term.param], p, rz.mask(term),
-                             *result_inputs(term, r.float()))
+            check_result(term, p.spec[term.param], p, rz.mask(term),
+                         *result_inputs(term, tab.float()))
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
         adr = AdrGroup(self.adr, env, self, buf, self.synced)
@@ -403,13 +395,8 @@ def _range_table(value, L: int, term: Term, size: int) -> torch.Tensor:
     ):
         raise ValueError(f"Curriculum: {term}: expected {L} ranges or an (easy, hard) pair of "
                          f"ranges (each a pair), got {value!r}")
-    rows = []
-    for r in value:
-        a = per_component(r[0], size, term, term.range_names[0])
-        b = per_component(r[1], size, term, term.range_names[1])
-        rows.append(torch.tensor([a, b], dtype=torch.float64).T)  # [size, 2]
-    t = torch.stack(rows)
-    return t if t.shape[0] == L else _lerp(t, L)
+    t = torch.stack([range_tensor(r, size, term, torch.float64) for r in value])
+    return t if t.shape[0] == L else _lerp(t, L)  # (ranges between valid ones are valid)
 
 
 def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Tensor]:

@@ -90,12 +90,11 @@ def bind(term: Term, env, uid: int) -> Bound:
         )
     spec = params.spec[term.param]
     col, size = params.columns(term.param)
-    mask = term_mask(term, env, term.mask, term.env_ids)
+    mask = select_envs(f"{term}: parameter {term.param!r}", env, term.mask, term.env_ids)
     trigger, dt_col, period = _trigger(term, env)
     steps, linear, nch = [0], False, 0
     if isinstance(term, Choice):
         vals = torch.tensor([per_component(v, size, term, "value") for v in term.values])
-        check_result(term, spec, params, mask, vals, vals)
         cdf = torch.tensor(term.probs, dtype=torch.float64).cumsum(0)
         cdf[-1] = 2.0  # every draw u < 1 stops at the last choice at the latest
         values, nch = torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(term.values)
@@ -104,11 +103,8 @@ def bind(term: Term, env, uid: int) -> Bound:
         if term.schedule is not None:
             steps, ranges, kind = term.schedule.breakpoints()
             linear = kind == "linear"
-        rows = [range_tensor(r, size, term) for r in ranges]
-        for r in rows:
-            check_result(term, spec, params, mask, *result_inputs(term, r))
-        values = torch.stack(rows).reshape(-1)
-    return Bound(
+        values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
+    b = Bound(
         term=term, uid=uid, col=col, size=size, low=spec.low, high=spec.high, trigger=trigger,
         dt_col=dt_col, period=period, values=values.to(dev, torch.float32),
         steps=torch.tensor(steps, dtype=torch.int64, device=dev), linear=linear, nch=nch,
@@ -116,13 +112,15 @@ def bind(term: Term, env, uid: int) -> Bound:
         clock=torch.zeros(n, dtype=torch.float64, device=dev),
         clamped=torch.zeros(1, dtype=torch.int64, device=dev),
     )
+    recheck(b, env, mask)
+    return b
 
 
-def term_mask(term: Term, env, mask=None, env_ids=None) -> torch.Tensor | None:
+def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
     """``mask`` or ``env_ids`` as a bool tensor ``[N]`` on the env's device (a copy), or
-    None for all envs; ``ValueError`` naming the term if they are malformed."""
+    None for all envs; ``ValueError`` starting with ``what`` if they are malformed."""
     if mask is not None and env_ids is not None:
-        raise ValueError(f"{term}: pass mask or env_ids, not both")
+        raise ValueError(f"{what}: pass mask or env_ids, not both")
     try:
         if mask is not None:
             return check_mask(mask, env.num_envs, env.device, "mask").clone()
@@ -130,19 +128,18 @@ def term_mask(term: Term, env, mask=None, env_ids=None) -> torch.Tensor | None:
             ids = check_env_ids(env_ids, env.num_envs, env.device)
             return ids_to_mask(ids, env.num_envs)
     except ValueError as e:
-        raise ValueError(f"{term}: parameter {term.param!r}: {e}") from None
+        raise ValueError(f"{what}: {e}") from None
     return None
 
 
 def recheck(b: Bound, env, mask: torch.Tensor | None) -> None:
-    """Re-run the valid-range check of a bound term's current ranges for a new mask."""
-    spec = env.params.spec[b.term.param]
+    """``check_result`` of a bound term's draws (its Choice values, or the ranges of every
+    schedule breakpoint) for the envs of ``mask``."""
     if b.nch:
-        vals = b.values[: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
-        check_result(b.term, spec, env.params, mask, vals, vals)
-        return
-    for r in b.ranges().cpu():  # host-ok: setup only, [size, 2] per breakpoint
-        check_result(b.term, spec, env.params, mask, *result_inputs(b.term, r))
+        lo = hi = b.values[: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
+    else:
+        lo, hi = result_inputs(b.term, b.ranges().cpu())  # host-ok: setup, [nbp, size, 2]
+    check_result(b.term, env.params.spec[b.term.param], env.params, mask, lo, hi)
 
 
 def _trigger(term: Term, env) -> tuple[int, int, tuple[float, float]]:
@@ -171,18 +168,18 @@ def per_component(v, size: int, term: Term, what: str) -> list[float]:
     return vals
 
 
-def range_tensor(r, size: int, term: Term) -> torch.Tensor:
-    """A range ``(a, b)`` of ``term`` (checked) as float32 ``[size, 2]``."""
+def range_tensor(r, size: int, term: Term, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A range ``(a, b)`` of ``term`` (checked) as ``[size, 2]`` of ``dtype``."""
     term.check_range(r)
     a = per_component(r[0], size, term, term.range_names[0])
     b = per_component(r[1], size, term, term.range_names[1])
-    return torch.tensor([a, b]).T.contiguous()
+    return torch.tensor([a, b], dtype=dtype).T.contiguous()
 
 
 def result_inputs(term: Term, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The draw interval of range ``r`` ``[size, 2]`` checked against the valid range: the
-    range itself, or the mean of a Gaussian (its tails are clamped and counted)."""
-    return r[:, 0], (r[:, 0] if term.dist == "gaussian" else r[:, 1])
+    """The draw interval of ranges ``r`` ``[..., size, 2]`` checked against the valid range:
+    the ranges themselves, or the mean of a Gaussian (its tails are clamped and counted)."""
+    return r[..., 0], r[..., 0 if term.dist == "gaussian" else 1]
 
 
 def check_result(term: Term, spec, params, mask, lo: torch.Tensor, hi: torch.Tensor) -> None:

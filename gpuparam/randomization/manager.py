@@ -28,7 +28,7 @@ import warp as wp
 from gpuparam._checkpoint import check_randomization
 from gpuparam._device import host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
-from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
+from gpuparam.randomization.binding import Bound, bind, recheck, select_envs
 from gpuparam.randomization.terms import Term
 
 
@@ -117,7 +117,7 @@ class Randomization:
         mask is copied into it (allowed during a step); giving a term its first mask or
         taking it away is a structural change (``RuntimeError`` during a step)."""
         b = self._get(term)
-        m = term_mask(term, self._env, mask, env_ids)
+        m = select_envs(f"{term}: parameter {term.param!r}", self._env, mask, env_ids)
         recheck(b, self._env, m)
         if m is not None and b.mask is not None:
             b.mask.copy_(m)
