@@ -10,7 +10,7 @@ the step's draws read and ADR's kernels move, so it is saved with the env's rand
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -177,7 +177,7 @@ class AdrGroup:
             self.in_flight.zero_()
             self._decide.launch(stream)
 
-    def _stats(self) -> dict[str, tuple[torch.Tensor, bool]]:
+    def saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
         """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
         absent in checkpoints of older versions)."""
         return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
@@ -192,24 +192,3 @@ class AdrGroup:
             "adr_local_sums": self.local_sums + self.in_flight[:na2],
             "adr_local_counts": self.local_counts + self.in_flight[na2:].to(torch.int32),
         }
-
-    def check_state(self, state: Mapping[str, object], where: str) -> None:
-        """Raise ``ValueError`` unless the ADR entries of ``state`` fit."""
-        for key, (buf, required) in self._stats().items():
-            t = state.get(key)
-            if t is None and not required:
-                continue
-            if not isinstance(t, torch.Tensor) or t.shape != buf.shape:
-                raise ValueError(f"{where}.load_state_dict: {key!r} missing or of another shape")
-            if t.dtype != buf.dtype:
-                raise ValueError(f"{where}.load_state_dict: {key!r} expected dtype "
-                                 f"{buf.dtype}, got {t.dtype}")
-
-    def load_state_dict(self, state: Mapping[str, object]) -> None:
-        """Restore checked entries (an exchange in flight is dropped)."""
-        self.in_flight.zero_()
-        for key, (buf, _) in self._stats().items():
-            if key in state:
-                buf.copy_(state[key])
-            else:
-                buf.zero_()

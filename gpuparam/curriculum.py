@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 import torch.distributed as dist
 
-from gpuparam._checkpoint import check_curriculum
+from gpuparam._checkpoint import check_curriculum, check_like
 from gpuparam._device import launch, record, stream_for, to_wp
 from gpuparam.adr import ADR, AdrGroup, check_unowned
 from gpuparam.distributed import exchange
@@ -333,33 +333,30 @@ class Curriculum:
         return {"num_levels": self.num_levels, "levels": self._levels.clone(),
                 **self._adr.state_dict(), "level_counts": self._level_counts.clone()}
 
+    def _saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
+        """Checkpointed buffers: ``{key: (buffer, required)}`` (``level_counts`` and ADR's
+        local statistics are absent in checkpoints of older versions: zeros)."""
+        return {"levels": (self._levels, True), "level_counts": (self._level_counts, False),
+                **self._adr.saved()}
+
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()`` (checked first)."""
         self.check_state(state)
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
-        self._levels.copy_(state["levels"])
-        self._adr.load_state_dict(state)
-        if "level_counts" in state:  # absent in checkpoints of older versions: zeros
-            self._level_counts.copy_(state["level_counts"])
-        else:
-            self._level_counts.zero_()
+        self._adr.in_flight.zero_()
+        for key, (buf, _) in self._saved().items():
+            if key in state:
+                buf.copy_(state[key])
+            else:
+                buf.zero_()
 
     def check_state(self, state: Mapping[str, object]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
         self._require_env()
-        t = state.get("levels")
-        if not isinstance(t, torch.Tensor) or t.shape != self._levels.shape:
-            raise ValueError(f"{self}.load_state_dict: 'levels' missing or of another shape")
-        if t.dtype != self._levels.dtype:
-            raise ValueError(f"{self}.load_state_dict: 'levels' expected dtype "
-                             f"{self._levels.dtype}, got {t.dtype}")
-        self._adr.check_state(state, f"{self}")
-        t = state.get("level_counts")
-        if t is not None and (not isinstance(t, torch.Tensor)
-                              or t.shape != self._level_counts.shape):
-            raise ValueError(f"{self}.load_state_dict: 'level_counts' of another shape")
-        if state.get("num_levels") != self.num_levels:
-            raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
+        check_like(state.get("num_levels"), self.num_levels, f"{self}.num_levels")
+        for key, (buf, required) in self._saved().items():
+            if required or state.get(key) is not None:
+                check_like(state.get(key), buf, f"{self}.{key}")
         check_curriculum(state, self.num_levels, f"{self}")
 
 
