@@ -26,7 +26,7 @@ import torch
 import warp as wp
 
 from gpuparam._checkpoint import check_randomization
-from gpuparam._device import host_array, launch, record, settle, to_wp
+from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization.binding import Bound, bind, recheck, select_envs
 from gpuparam.randomization.terms import Term
@@ -49,10 +49,8 @@ class Randomization:
         self._listeners: list[Callable[[], None]] = []
         self._changed = {c: torch.zeros(self._n, dtype=torch.bool, device=self._dev)
                          for c in ("step", "reset")}
-        self._names: dict[str, tuple[str, ...]] = {}
-        self._track: dict[str, bool] = {}
-        self._rows: dict[str, wp.array] = {}
-        self._cmds: dict[str, object] = {}
+        # "step", "done", "reset": (recorded launch, parameters written, envs to notify)
+        self._cmds: dict[str, tuple[Replay, tuple[str, ...], torch.Tensor | None]] = {}
         self.step_active = False
         self.reset_active = False
 
@@ -222,17 +220,18 @@ class Randomization:
     def launch_step(self, ctx) -> None:
         """Stage of the step class, before the physics (``ctx``: the env's
         ``StepContext``): one launch; listeners hear of the envs it wrote."""
-        self._cmds["step"].launch(ctx.stream)
-        self._env.params.notify(self._names["step"],
-                                self._changed["step"] if self._track["step"] else None)
+        self._run("step", ctx)
 
     def launch_reset(self, ctx, gate: torch.Tensor) -> None:
         """Stage of the reset class, for the envs of ``gate``: ``ctx.done`` (in a step) or
         ``ctx.reset_mask`` (in ``env.reset``): one launch; listeners hear of the envs it
         wrote (the gate itself when every term draws for every gated env)."""
-        self._cmds["done" if gate is ctx.done else "reset"].launch(ctx.stream)
-        self._env.params.notify(self._names["reset"],
-                                self._changed["reset"] if self._track["reset"] else gate)
+        self._run("done" if gate is ctx.done else "reset", ctx)
+
+    def _run(self, name: str, ctx) -> None:
+        cmd, names, written = self._cmds[name]
+        cmd.launch(ctx.stream)
+        self._env.params.notify(names, written)
 
     def reseed(self) -> None:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): counters
@@ -272,34 +271,34 @@ class Randomization:
     def _row_array(self, bounds: list[Bound]) -> wp.array:
         return host_array([b.row() for b in bounds], K.TermRow, self._dev)
 
-    def _inputs(self, rows: wp.array, gate: torch.Tensor, gated: bool, changed) -> list:
+    def _inputs(self, rows: wp.array, gate: torch.Tensor | None, changed) -> list:
+        """``K.randomize``'s arguments (``gate`` None: every env)."""
         env, p = self._env, self._env.params
         return [
-            rows, int(gated), to_wp(gate), to_wp(env.context.seed), to_wp(self._gstep),
-            env.env_offset, to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(changed),
+            rows, int(gate is not None), to_wp(env.context.done if gate is None else gate),
+            to_wp(env.context.seed), to_wp(self._gstep), env.env_offset,
+            to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(changed),
         ]
 
     def _rebuild(self) -> None:
-        """Rebuild the rows and recorded launches of the step and reset classes."""
-        n, ctx, dev = self._n, self._env.context, self._dev
-        self._rows, self._cmds = {}, {}
-        for cls in ("step", "reset"):
+        """Rebuild the rows and recorded launches of the step and reset classes (a launch
+        keeps its rows alive)."""
+        ctx = self._env.context
+        self._cmds = {}
+        for cls, gates in (("step", {"step": None}),
+                           ("reset", {"done": ctx.done, "reset": ctx.reset_mask})):
             bounds = [b for b in self._bounds if b.term.trigger_class == cls]
-            self._names[cls] = tuple(dict.fromkeys(b.term.param for b in bounds))
-            self._track[cls] = any(b.mask is not None or b.trigger != K.PLAIN for b in bounds)
             if not bounds:
                 continue
-            rows = self._rows[cls] = self._row_array(bounds)
-            changed = self._changed[cls]
-            if cls == "step":
-                self._cmds["step"] = record(K.randomize, n, self._inputs(
-                    rows, ctx.done, False, changed), dev)
-            else:
-                for name, gate in (("done", ctx.done), ("reset", ctx.reset_mask)):
-                    self._cmds[name] = record(K.randomize, n, self._inputs(
-                        rows, gate, True, changed), dev)
-        self.step_active = "step" in self._rows
-        self.reset_active = "reset" in self._rows
+            rows, changed = self._row_array(bounds), self._changed[cls]
+            names = tuple(dict.fromkeys(b.term.param for b in bounds))
+            # without masks and timed triggers, every gated env is written
+            track = any(b.mask is not None or b.trigger != K.PLAIN for b in bounds)
+            for name, gate in gates.items():
+                cmd = record(K.randomize, self._n, self._inputs(rows, gate, changed), self._dev)
+                self._cmds[name] = (cmd, names, changed if track else gate)
+        self.step_active = "step" in self._cmds
+        self.reset_active = "reset" in self._cmds
         for fn in list(self._listeners):
             fn()
 
@@ -313,14 +312,11 @@ class Randomization:
             settle(self._dev)  # the temporary rows are read before they are freed
 
     def _apply_startup(self, new: list[Bound]) -> None:
-        ctx, n = self._env.context, self._n
-        changed = torch.zeros(n, dtype=torch.bool, device=self._dev)
-        launch(K.randomize, n, self._inputs(self._row_array(new), ctx.done, False, changed),
+        changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
+        launch(K.randomize, self._n, self._inputs(self._row_array(new), None, changed),
                self._dev)
         settle(self._dev)  # the temporary rows are read before they are freed
-        masks = [b.mask for b in new]
-        mask = None if any(m is None for m in masks) else torch.stack(masks).any(0)
-        self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), mask)
+        self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), changed)
 
     # ------------------------------------------------------------------ checkpoints
     @staticmethod
