@@ -91,16 +91,15 @@ def _slots(a: ADR, env) -> list[K.AdrSlot]:
     lim_lo = per_component(a.limits[0], size, t, "limits low")
     lim_hi = per_component(a.limits[1], size, t, "limits high")
     delta = per_component(a.delta, size, t, "delta")
+    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
+                 torch.tensor(lim_hi))
+    slots = []
     for j in range(size):
         if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
             raise ValueError(f"ADR({t}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
                              f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
         if not delta[j] > 0:
             raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
-    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
-                 torch.tensor(lim_hi))
-    slots = []
-    for j in range(size):
         s = K.AdrSlot()
         s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, OP[t.op]
         s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]

@@ -19,13 +19,12 @@ lose or repeat draws. Make them between steps.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Iterable
 
 import torch
 import warp as wp
 
-from gpuparam._checkpoint import check_randomization
+from gpuparam._checkpoint import check_like, check_randomization
 from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization.binding import Bound, bind, recheck, select_envs
@@ -374,15 +373,10 @@ class Randomization:
                         t.dtype != want.dtype):
                     exp, got = (_describe(x) for x in (want, t))
                     raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
-        ints = [("global_step", state.get("global_step")), ("next_uid", state.get("next_uid")),
-                *(("uid", s["uid"]) for s in saved)]
-        for key, v in ints:
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ValueError(f"{where}: {key!r} expected an int, got {v!r}")
-        cr = state.get("clamped_removed")
-        if not isinstance(cr, torch.Tensor) or cr.shape != self._clamped_removed.shape:
-            raise ValueError(f"{where}: 'clamped_removed' expected a tensor "
-                             f"{tuple(self._clamped_removed.shape)}, got {cr!r}")
+        for i, s in enumerate(saved):
+            check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
+        top = {"global_step": 0, "next_uid": 0, "clamped_removed": self._clamped_removed}
+        check_like({k: state.get(k) for k in top}, top, "randomization")
         check_randomization(state, "randomization")
 
 
