@@ -2,9 +2,6 @@
 episodes drawn near its bounds keep a high metric (OpenAI's ADR, with "episodes drawn near a
 bound" standing in for boundary sampling). A ``Curriculum`` runs it (``Curriculum(...,
 adr=[gp.ADR(...)])``) for the envs whose episode just ended.
-
-The range lives in the term's own device tensor (``env.randomization.ranges(term)``), which
-the step's draws read and ADR's kernels move, so it is saved with the env's randomization.
 """
 
 from __future__ import annotations

@@ -7,13 +7,8 @@ compares a device metric with the thresholds, moves the level and writes the lev
 values (nominal and effective) and per-env ranges. It runs after the env kernel and before
 reset-time randomization, so a new level's ranges apply to the very next episode. Optional
 automatic domain randomization (``gpuparam.adr.ADR``) widens a range bound while episodes
-drawn near it keep a high metric.
-
-Sharded runs (``gpuparam.distributed``): levels are per env, so they need no merging and
-match a single process's for the same global envs. ADR ranges are global: with
-``sync=True`` the step only collects ADR statistics and ``sync()`` (a collective, between
-steps, e.g. by ``env.sync_every``) all-reduces them (integer sums: exact) and decides, so
-every rank keeps identical ranges.
+drawn near it keep a high metric. In sharded runs levels are per env (no merging); ADR's
+global ranges are merged by ``Curriculum.sync``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ LogUniform, Gaussian; a Choice picks with them), writes ``op(nominal, value)`` c
 the parameter's valid range into the effective table and counts clamped draws. Component
 ``j`` of a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j``
 times); an ``Every``/``Interval`` clock takes the bits after the value's (a Choice: after
-the pick's). Everything is integer hashing and plain float arithmetic, built without
-floating-point contraction: the same bits on CPU and GPU.
+the pick's).
 """
 
 from __future__ import annotations

@@ -13,14 +13,10 @@ The key is built in two parts so that the part that never changes can be kept:
   ``counter``. Mixing the counter before adding it keeps the streams of different keys
   from being shifted copies of each other (as ``key + counter`` would make them).
 
-``rng_key(seed, env, stream, counter) == draw_bits(term_key(seed, env, stream), counter)``
-(env resets draw their initial state from it with ``wp.randf``). Further values of the same
-event come from ``next_bits`` (one PCG round each). ``uniform`` takes the top 24 bits as a
-float in [0, 1); ``normal`` the standard normal quantile of the same 24-bit grid;
-``log_uniform`` a log-uniform value. They use plain arithmetic only (IEEE-rounded +, -, *,
-/, sqrt, floor and bit casts, in modules built without floating-point contraction): that is
-what makes a variate bit-identical on CPU and GPU, where the libraries' ``expf``/``logf``
-differ in the last bit between the host's libm and CUDA's.
+The variates (``uniform``, ``normal``, ``log_uniform``) use plain arithmetic only
+(IEEE-rounded +, -, *, /, sqrt, floor and bit casts, in modules built without
+floating-point contraction): that is what makes a variate bit-identical on CPU and GPU,
+where the libraries' ``expf``/``logf`` differ in the last bit between host and CUDA.
 """
 
 from __future__ import annotations
@@ -47,7 +43,9 @@ def draw_bits(key: int, counter: int) -> wp.uint32:
 
 @wp.func
 def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
-    """PCG state (and bits) for one (seed, env, stream, counter) key."""
+    """PCG state (and bits) for one (seed, env, stream, counter) key: ``draw_bits(term_key(
+    seed, env, stream), counter)`` (env resets draw their initial state from it with
+    ``wp.randf``)."""
     return draw_bits(int(term_key(seed, env, stream)), counter)
 
 

@@ -23,8 +23,9 @@ OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 
 @dataclass(eq=False)
 class Bound:
-    """A term bound to one env: its checked description and its device state (``N``:
-    num_envs), kept for the term's life (tables are rebuilt around it, never copied).
+    """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
+    views of the device state below, built once) and that state (``N``: num_envs), kept
+    for the term's life (tables are rebuilt around it, never copied).
 
     ``values`` float32: the term's ranges ``[nbp, size, 2]`` flattened, or for ``Choice``
     the values ``[nch, size]`` then the cumulative probabilities ``[nch]``. ``steps`` int64
@@ -36,17 +37,11 @@ class Bound:
 
     term: Term
     uid: int
-    col: int
     size: int
-    low: float
-    high: float
-    trigger: int
-    dt_col: int
-    period: tuple[float, float]
+    nch: int
+    base: K.TermRow
     values: torch.Tensor
     steps: torch.Tensor
-    linear: bool
-    nch: int
     mask: torch.Tensor | None
     counter: torch.Tensor
     clock: torch.Tensor
@@ -61,21 +56,11 @@ class Bound:
         return self.values.view(-1, self.size, 2)
 
     def row(self) -> K.TermRow:
-        """The term's ``kernels.randomize.TermRow`` (views of its tensors)."""
-        r = K.TermRow()
-        t = self.term
-        r.dist, r.op, r.trigger, r.dt_col = DIST[t.dist], OP[t.op], self.trigger, self.dt_col
-        r.col, r.size, r.uid, r.linear = self.col, self.size, self.uid, int(self.linear)
-        r.low, r.high = self.low, self.high
-        r.period_lo, r.period_hi = self.period
-        split = self.nch * self.size if self.nch else self.values.numel()
-        r.ranges = to_wp(self.values[:split])
-        r.cdf = to_wp(self.values[split:]) if self.nch else None
-        r.steps = to_wp(self.steps)
-        r.has_mask, r.has_pe = int(self.mask is not None), int(self.pe is not None)
+        """``base`` with the term's current uid, mask and per-env ranges."""
+        r = self.base
+        r.uid, r.has_mask, r.has_pe = self.uid, int(self.mask is not None), int(self.pe is not None)
         r.mask = None if self.mask is None else to_wp(self.mask)
         r.pe = None if self.pe is None else to_wp(self.pe)
-        r.counter, r.clock, r.clamped = to_wp(self.counter), to_wp(self.clock), to_wp(self.clamped)
         return r
 
 
@@ -91,7 +76,6 @@ def bind(term: Term, env, uid: int) -> Bound:
     spec = params.spec[term.param]
     col, size = params.columns(term.param)
     mask = select_envs(f"{term}: parameter {term.param!r}", env, term.mask, term.env_ids)
-    trigger, dt_col, period = _trigger(term, env)
     steps, linear, nch = [0], False, 0
     if isinstance(term, Choice):
         vals = torch.tensor([per_component(v, size, term, "value") for v in term.values])
@@ -104,14 +88,21 @@ def bind(term: Term, env, uid: int) -> Bound:
             steps, ranges, kind = term.schedule.breakpoints()
             linear = kind == "linear"
         values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
+    r = K.TermRow()
+    r.dist, r.op, r.col, r.size = DIST[term.dist], OP[term.op], col, size
+    r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
+    r.low, r.high, r.linear = spec.low, spec.high, int(linear)
     b = Bound(
-        term=term, uid=uid, col=col, size=size, low=spec.low, high=spec.high, trigger=trigger,
-        dt_col=dt_col, period=period, values=values.to(dev, torch.float32),
-        steps=torch.tensor(steps, dtype=torch.int64, device=dev), linear=linear, nch=nch,
-        mask=mask, counter=torch.zeros(n, dtype=torch.int32, device=dev),
+        term=term, uid=uid, size=size, nch=nch, base=r, values=values.to(dev, torch.float32),
+        steps=torch.tensor(steps, dtype=torch.int64, device=dev), mask=mask,
+        counter=torch.zeros(n, dtype=torch.int32, device=dev),
         clock=torch.zeros(n, dtype=torch.float64, device=dev),
         clamped=torch.zeros(1, dtype=torch.int64, device=dev),
     )
+    split = nch * size if nch else values.numel()
+    r.ranges, r.steps = to_wp(b.values[:split]), to_wp(b.steps)
+    r.cdf = to_wp(b.values[split:]) if nch else None
+    r.counter, r.clock, r.clamped = to_wp(b.counter), to_wp(b.clock), to_wp(b.clamped)
     recheck(b, env, mask)
     return b
 

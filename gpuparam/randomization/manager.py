@@ -258,7 +258,7 @@ class Randomization:
 
     def _restore(self, b: Bound) -> None:
         p = self._env.params
-        rows = slice(b.col, b.col + b.size)
+        rows = slice(b.base.col, b.base.col + b.size)
         if b.mask is None:
             p.effective_table[rows] = p.nominal_table[rows]
         else:
@@ -292,7 +292,7 @@ class Randomization:
             rows, changed = self._row_array(bounds), self._changed[cls]
             names = tuple(dict.fromkeys(b.term.param for b in bounds))
             # without masks and timed triggers, every gated env is written
-            track = any(b.mask is not None or b.trigger != K.PLAIN for b in bounds)
+            track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
             for name, gate in gates.items():
                 cmd = record(K.randomize, self._n, self._inputs(rows, gate, changed), self._dev)
                 self._cmds[name] = (cmd, names, changed if track else gate)
