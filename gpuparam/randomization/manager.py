@@ -137,10 +137,7 @@ class Randomization:
     def clamped(self) -> torch.Tensor:
         """int64 scalar tensor on the device: draws clamped to their parameter's valid
         range so far, over all terms (removed ones included). Reading it does not sync."""
-        total = self._clamped_removed.clone()
-        for b in self._bounds:
-            total += b.clamped[0]
-        return total
+        return sum((b.clamped[0] for b in self._bounds), self._clamped_removed.clone())
 
     def clamped_by_term(self) -> dict[Term, torch.Tensor]:
         """``{term: int64 scalar tensor}`` of clamped draws per current term."""
@@ -259,12 +256,8 @@ class Randomization:
     def _restore(self, b: Bound) -> None:
         p = self._env.params
         rows = slice(b.base.col, b.base.col + b.size)
-        if b.mask is None:
-            p.effective_table[rows] = p.nominal_table[rows]
-        else:
-            p.effective_table[rows] = torch.where(
-                b.mask, p.nominal_table[rows], p.effective_table[rows]
-            )
+        nominal, effective = p.nominal_table[rows], p.effective_table[rows]  # views
+        effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
 
     def _row_array(self, bounds: list[Bound]) -> wp.array:
