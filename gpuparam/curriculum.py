@@ -199,8 +199,6 @@ class Curriculum:
         self._pval = (torch.cat(ptab, 1) if ptab else torch.zeros(L, 0)).to(**f32)
         self._rval = (torch.cat(rtab, 1) if rtab else torch.zeros(L, 0)).to(**f32)
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
-        # sync=True: one int64 buffer packing the ADR statistics and the level histogram
-        self._pack = torch.zeros(2 * adr.size + L, dtype=torch.int64, device=dev)
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
         row = 0
@@ -299,17 +297,16 @@ class Curriculum:
     def exchange_size(self) -> int:
         """Values per rank (int64 bits in a float64 row): ADR sums and counts, levels."""
         self._require_env()
-        return self._pack.numel()
+        return 2 * self._adr.size + self.num_levels
 
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Move the ADR statistics collected since the last pack and this rank's level
         histogram into ``out`` (float64 ``[exchange_size()]``, holding int64 bits)."""
         self._require_env()
         self.check_syncable()
-        na4, pack = 2 * self._adr.size, self._pack
+        na4, pack = 2 * self._adr.size, out.view(torch.int64)
         self._adr.pack(pack[:na4])  # kept in flight for state_dict until applied
         pack[na4:].zero_().index_add_(0, self._levels.long(), self._ones)
-        out.view(torch.int64).copy_(pack)
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Sum every rank's row (int64: exact), set ``global_level_counts`` and, with ADR,
