@@ -140,7 +140,6 @@ class AdrGroup:
             ], dev)
             self._decide = record(K.adr_update, len(slots), [
                 arr, to_wp(self.sums), to_wp(self.counts)], dev)
-            self._slots = arr  # keeps the rows alive with the launches
 
     @property
     def size(self) -> int:

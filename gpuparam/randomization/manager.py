@@ -357,7 +357,8 @@ class Randomization:
         names = [repr(b.term) for b in self._bounds]
         if [s["name"] for s in saved] != names:
             raise ValueError(f"{where}: expected terms {names}, got {[s['name'] for s in saved]}")
-        for b, s in zip(self._bounds, saved, strict=True):
+        for i, (b, s) in enumerate(zip(self._bounds, saved, strict=True)):
+            check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
             for key, want in self._saved(b).items():
                 t = s.get(key)
                 if want is None and t is None:
@@ -366,8 +367,6 @@ class Randomization:
                         t.dtype != want.dtype):
                     exp, got = (_describe(x) for x in (want, t))
                     raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
-        for i, s in enumerate(saved):
-            check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
         top = {"global_step": 0, "next_uid": 0, "clamped_removed": self._clamped_removed}
         check_like({k: state.get(k) for k in top}, top, "randomization")
         check_randomization(state, "randomization")
