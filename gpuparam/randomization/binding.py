@@ -65,8 +65,8 @@ class Bound:
 
 
 def bind(term: Term, env, uid: int) -> Bound:
-    """Check ``term`` against ``env`` and allocate its device state (counters restarted by
-    the caller); raises ``KeyError`` for an unknown parameter and ``ValueError`` for
+    """Check ``term`` against ``env`` and allocate its device state (counters at 0, clocks
+    ``RESTARTED``); raises ``KeyError`` for an unknown parameter and ``ValueError`` for
     anything else, naming the term and parameter."""
     params, n, dev = env.params, env.num_envs, env.device
     if term.param not in params:
@@ -96,7 +96,7 @@ def bind(term: Term, env, uid: int) -> Bound:
         term=term, uid=uid, size=size, nch=nch, base=r, values=values.to(dev, torch.float32),
         steps=torch.tensor(steps, dtype=torch.int64, device=dev), mask=mask,
         counter=torch.zeros(n, dtype=torch.int32, device=dev),
-        clock=torch.zeros(n, dtype=torch.float64, device=dev),
+        clock=torch.full((n,), K.RESTARTED, dtype=torch.float64, device=dev),
         clamped=torch.zeros(1, dtype=torch.int64, device=dev),
     )
     split = nch * size if nch else values.numel()

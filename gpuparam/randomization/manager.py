@@ -78,7 +78,6 @@ class Randomization:
         new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
         self._next_uid += len(new)
         self._bounds += new
-        self._restart(new)
         self._rebuild()
         startup = [b for b in new if b.term.trigger_class == "startup"]
         if startup:
@@ -232,7 +231,9 @@ class Randomization:
     def reseed(self) -> None:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): counters
         from 0, fresh clocks (the draws' keys follow the seed)."""
-        self._restart(self._bounds)
+        for b in self._bounds:
+            b.counter.zero_()
+            b.clock.fill_(K.RESTARTED)
 
     # ------------------------------------------------------------------ internals
     def _find(self, term: Term) -> Bound | None:
@@ -293,15 +294,6 @@ class Randomization:
         self.reset_active = "reset" in self._cmds
         for fn in list(self._listeners):
             fn()
-
-    def _restart(self, bounds: list[Bound]) -> None:
-        """Counters of ``bounds`` from 0 and first clocks (phases, intervals)."""
-        if bounds:
-            env = self._env
-            launch(K.restart, (len(bounds), self._n), [
-                self._row_array(bounds), to_wp(env.context.seed), env.env_offset,
-            ], self._dev)
-            settle(self._dev)  # the temporary rows are read before they are freed
 
     def _apply_startup(self, new: list[Bound]) -> None:
         changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
