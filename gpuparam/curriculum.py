@@ -354,8 +354,7 @@ class Curriculum:
 
 # ---------------------------------------------------------------------------- binding helpers
 def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
-    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64) if L > 1 else torch.zeros(1)
-    w = w.reshape(L, *([1] * (t.dim() - 1)))
+    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64).reshape(L, *([1] * (t.dim() - 1)))
     return t[0] + (t[1] - t[0]) * w
 
 

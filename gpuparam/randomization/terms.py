@@ -304,10 +304,8 @@ class LogUniform(_LowHigh):
 
 class Gaussian(Term):
     __doc__ = """Normal draws with ``mean`` and standard deviation ``std >= 0`` per component
-    (the standard normal quantile of 24 random bits: ``|x - mean| <= 5.42 std``).
-
-    Tails are clamped to the parameter's valid range on the device and counted in
-    ``env.randomization.clamped``; only the mean must lie in the valid range.
+    (the standard normal quantile of 24 random bits: ``|x - mean| <= 5.42 std``; tails
+    beyond the valid range are clamped, see ``op``).
 
     Args:
         param: parameter name, e.g. ``"force_mag"``.
