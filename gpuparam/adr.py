@@ -158,10 +158,9 @@ class AdrGroup:
         na2 = self.size
         out[:na2].copy_(self.local_sums)
         out[na2:].copy_(self.local_counts)
-        if self._collect is not None:
-            self.in_flight += out
-            self.local_sums.zero_()
-            self.local_counts.zero_()
+        self.in_flight += out
+        self.local_sums.zero_()
+        self.local_counts.zero_()
 
     def apply(self, total: torch.Tensor, stream) -> None:
         """Add every rank's statistics (int64 ``[2 * size]``) to the shared ones and decide."""
