@@ -2,15 +2,12 @@
 episodes drawn near its bounds keep a high metric (OpenAI's ADR, with "episodes drawn near a
 bound" standing in for boundary sampling). A ``Curriculum`` runs it (``Curriculum(...,
 adr=[gp.ADR(...)])``) for the envs whose episode just ended.
-
-The range lives in the term's own device tensor (``env.randomization.ranges(term)``), which
-the step's draws read and ADR's kernels move, so it is saved with the env's randomization.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -91,16 +88,15 @@ def _slots(a: ADR, env) -> list[K.AdrSlot]:
     lim_lo = per_component(a.limits[0], size, t, "limits low")
     lim_hi = per_component(a.limits[1], size, t, "limits high")
     delta = per_component(a.delta, size, t, "delta")
+    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
+                 torch.tensor(lim_hi))
+    slots = []
     for j in range(size):
         if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
             raise ValueError(f"ADR({t}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
                              f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
         if not delta[j] > 0:
             raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
-    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
-                 torch.tensor(lim_hi))
-    slots = []
-    for j in range(size):
         s = K.AdrSlot()
         s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, OP[t.op]
         s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
@@ -144,7 +140,6 @@ class AdrGroup:
             ], dev)
             self._decide = record(K.adr_update, len(slots), [
                 arr, to_wp(self.sums), to_wp(self.counts)], dev)
-            self._slots = arr  # keeps the rows alive with the launches
 
     @property
     def size(self) -> int:
@@ -163,10 +158,9 @@ class AdrGroup:
         na2 = self.size
         out[:na2].copy_(self.local_sums)
         out[na2:].copy_(self.local_counts)
-        if self._collect is not None:
-            self.in_flight += out
-            self.local_sums.zero_()
-            self.local_counts.zero_()
+        self.in_flight += out
+        self.local_sums.zero_()
+        self.local_counts.zero_()
 
     def apply(self, total: torch.Tensor, stream) -> None:
         """Add every rank's statistics (int64 ``[2 * size]``) to the shared ones and decide."""
@@ -177,7 +171,7 @@ class AdrGroup:
             self.in_flight.zero_()
             self._decide.launch(stream)
 
-    def _stats(self) -> dict[str, tuple[torch.Tensor, bool]]:
+    def saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
         """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
         absent in checkpoints of older versions)."""
         return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
@@ -192,24 +186,3 @@ class AdrGroup:
             "adr_local_sums": self.local_sums + self.in_flight[:na2],
             "adr_local_counts": self.local_counts + self.in_flight[na2:].to(torch.int32),
         }
-
-    def check_state(self, state: Mapping[str, object], where: str) -> None:
-        """Raise ``ValueError`` unless the ADR entries of ``state`` fit."""
-        for key, (buf, required) in self._stats().items():
-            t = state.get(key)
-            if t is None and not required:
-                continue
-            if not isinstance(t, torch.Tensor) or t.shape != buf.shape:
-                raise ValueError(f"{where}.load_state_dict: {key!r} missing or of another shape")
-            if t.dtype != buf.dtype:
-                raise ValueError(f"{where}.load_state_dict: {key!r} expected dtype "
-                                 f"{buf.dtype}, got {t.dtype}")
-
-    def load_state_dict(self, state: Mapping[str, object]) -> None:
-        """Restore checked entries (an exchange in flight is dropped)."""
-        self.in_flight.zero_()
-        for key, (buf, _) in self._stats().items():
-            if key in state:
-                buf.copy_(state[key])
-            else:
-                buf.zero_()

@@ -7,13 +7,8 @@ compares a device metric with the thresholds, moves the level and writes the lev
 values (nominal and effective) and per-env ranges. It runs after the env kernel and before
 reset-time randomization, so a new level's ranges apply to the very next episode. Optional
 automatic domain randomization (``gpuparam.adr.ADR``) widens a range bound while episodes
-drawn near it keep a high metric.
-
-Sharded runs (``gpuparam.distributed``): levels are per env, so they need no merging and
-match a single process's for the same global envs. ADR ranges are global: with
-``sync=True`` the step only collects ADR statistics and ``sync()`` (a collective, between
-steps, e.g. by ``env.sync_every``) all-reduces them (integer sums: exact) and decides, so
-every rank keeps identical ranges.
+drawn near it keep a high metric. In sharded runs levels are per env (no merging); ADR's
+global ranges are merged by ``Curriculum.sync``.
 """
 
 from __future__ import annotations
@@ -24,13 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 import torch.distributed as dist
 
-from gpuparam._checkpoint import check_curriculum
-from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
+from gpuparam._checkpoint import check_curriculum, check_like
 from gpuparam._device import launch, record, stream_for, to_wp
 from gpuparam.adr import ADR, AdrGroup, check_unowned
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import check_result, per_component, result_inputs
+from gpuparam.randomization.binding import check_result, range_tensor, result_inputs, select_envs
 from gpuparam.randomization.terms import Term
 
 __all__ = ["ADR", "Curriculum", "Metric"]
@@ -127,32 +121,27 @@ class Curriculum:
         """
         env = self._require_env()
         n, dev, L = env.num_envs, env.device, self.num_levels
-        if mask is not None and env_ids is not None:
-            raise ValueError(f"{self}.set_level: pass mask or env_ids, not both")
-        check_mask(mask, n, dev)
-        if env_ids is not None:
-            mask = ids_to_mask(check_env_ids(env_ids, n, dev), n)
+        mask = select_envs(f"{self}.set_level", env, mask, env_ids)
         if isinstance(level, torch.Tensor):
             if (
                 level.shape != (n,) or level.dtype.is_floating_point or level.is_complex()
                 or level.dtype == torch.bool or level.device != dev
             ):
-                raise ValueError(f"{self}.set_level: expected an int tensor [{n}] on {dev}")
+                raise ValueError(f"{self}.set_level: expected an int tensor [{n}] on {dev}, "
+                                 f"got {level.dtype} {tuple(level.shape)} on {level.device}")
             lo, hi = int(level.min()), int(level.max())  # host-ok: validated user call
-            value = level.detach().to(torch.int32)
+            level = level.detach().to(torch.int32)
+        elif not isinstance(level, int) or isinstance(level, bool):
+            raise ValueError(
+                f"{self}.set_level: expected an int in [0, {L}) or an int tensor [{n}], "
+                f"got {level!r} ({type(level).__name__})"
+            )
         else:
-            if not isinstance(level, int) or isinstance(level, bool):
-                raise ValueError(
-                    f"{self}.set_level: expected an int in [0, {L}) or an int tensor [{n}], "
-                    f"got {level!r} ({type(level).__name__})"
-                )
             lo = hi = level
-            value = torch.full((n,), level if 0 <= level < L else 0, dtype=torch.int32,
-                               device=dev)
-        if not (isinstance(lo, int) and 0 <= lo and hi < L):
+        if not 0 <= lo <= hi < L:
             raise ValueError(f"{self}.set_level: levels must be in [0, {L}), got {level!r}")
         gate = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else mask
-        self._levels.copy_(torch.where(gate, value, self._levels))
+        self._levels.copy_(torch.where(gate, level, self._levels))
         launch(K.update_levels, n, self._level_inputs(gate, force=1), dev)
         if self._names:
             env.params.notify(self._names, mask)
@@ -194,10 +183,8 @@ class Curriculum:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
             tab = _range_table(value, L, term, p.columns(term.param)[1])
-            for r in tab:
-                term.check_range((r[:, 0].tolist(), r[:, 1].tolist()))  # host-ok: binding
-                check_result(term, p.spec[term.param], p, rz.mask(term),
-                             *result_inputs(term, r.float()))
+            check_result(term, p.spec[term.param], p, rz.mask(term),
+                         *result_inputs(term, tab.float()))
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
         adr = AdrGroup(self.adr, env, self, buf, self.synced)
@@ -212,8 +199,6 @@ class Curriculum:
         self._pval = (torch.cat(ptab, 1) if ptab else torch.zeros(L, 0)).to(**f32)
         self._rval = (torch.cat(rtab, 1) if rtab else torch.zeros(L, 0)).to(**f32)
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
-        # sync=True: one int64 buffer packing the ADR statistics and the level histogram
-        self._pack = torch.zeros(2 * adr.size + L, dtype=torch.int64, device=dev)
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
         row = 0
@@ -312,17 +297,16 @@ class Curriculum:
     def exchange_size(self) -> int:
         """Values per rank (int64 bits in a float64 row): ADR sums and counts, levels."""
         self._require_env()
-        return self._pack.numel()
+        return 2 * self._adr.size + self.num_levels
 
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Move the ADR statistics collected since the last pack and this rank's level
         histogram into ``out`` (float64 ``[exchange_size()]``, holding int64 bits)."""
         self._require_env()
         self.check_syncable()
-        na4, pack = 2 * self._adr.size, self._pack
+        na4, pack = 2 * self._adr.size, out.view(torch.int64)
         self._adr.pack(pack[:na4])  # kept in flight for state_dict until applied
         pack[na4:].zero_().index_add_(0, self._levels.long(), self._ones)
-        out.view(torch.int64).copy_(pack)
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Sum every rank's row (int64: exact), set ``global_level_counts`` and, with ADR,
@@ -341,40 +325,36 @@ class Curriculum:
         return {"num_levels": self.num_levels, "levels": self._levels.clone(),
                 **self._adr.state_dict(), "level_counts": self._level_counts.clone()}
 
+    def _saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
+        """Checkpointed buffers: ``{key: (buffer, required)}`` (``level_counts`` and ADR's
+        local statistics are absent in checkpoints of older versions: zeros)."""
+        return {"levels": (self._levels, True), "level_counts": (self._level_counts, False),
+                **self._adr.saved()}
+
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()`` (checked first)."""
         self.check_state(state)
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
-        self._levels.copy_(state["levels"])
-        self._adr.load_state_dict(state)
-        if "level_counts" in state:  # absent in checkpoints of older versions: zeros
-            self._level_counts.copy_(state["level_counts"])
-        else:
-            self._level_counts.zero_()
+        self._adr.in_flight.zero_()
+        for key, (buf, _) in self._saved().items():
+            if key in state:
+                buf.copy_(state[key])
+            else:
+                buf.zero_()
 
     def check_state(self, state: Mapping[str, object]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
         self._require_env()
-        t = state.get("levels")
-        if not isinstance(t, torch.Tensor) or t.shape != self._levels.shape:
-            raise ValueError(f"{self}.load_state_dict: 'levels' missing or of another shape")
-        if t.dtype != self._levels.dtype:
-            raise ValueError(f"{self}.load_state_dict: 'levels' expected dtype "
-                             f"{self._levels.dtype}, got {t.dtype}")
-        self._adr.check_state(state, f"{self}")
-        t = state.get("level_counts")
-        if t is not None and (not isinstance(t, torch.Tensor)
-                              or t.shape != self._level_counts.shape):
-            raise ValueError(f"{self}.load_state_dict: 'level_counts' of another shape")
-        if state.get("num_levels") != self.num_levels:
-            raise ValueError(f"{self}.load_state_dict: num_levels {state.get('num_levels')}")
+        check_like(state.get("num_levels"), self.num_levels, f"{self}.num_levels")
+        for key, (buf, required) in self._saved().items():
+            if required or state.get(key) is not None:
+                check_like(state.get(key), buf, f"{self}.{key}")
         check_curriculum(state, self.num_levels, f"{self}")
 
 
 # ---------------------------------------------------------------------------- binding helpers
 def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
-    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64) if L > 1 else torch.zeros(1)
-    w = w.reshape(L, *([1] * (t.dim() - 1)))
+    w = torch.linspace(0.0, 1.0, L, dtype=torch.float64).reshape(L, *([1] * (t.dim() - 1)))
     return t[0] + (t[1] - t[0]) * w
 
 
@@ -403,13 +383,8 @@ def _range_table(value, L: int, term: Term, size: int) -> torch.Tensor:
     ):
         raise ValueError(f"Curriculum: {term}: expected {L} ranges or an (easy, hard) pair of "
                          f"ranges (each a pair), got {value!r}")
-    rows = []
-    for r in value:
-        a = per_component(r[0], size, term, term.range_names[0])
-        b = per_component(r[1], size, term, term.range_names[1])
-        rows.append(torch.tensor([a, b], dtype=torch.float64).T)  # [size, 2]
-    t = torch.stack(rows)
-    return t if t.shape[0] == L else _lerp(t, L)
+    t = torch.stack([range_tensor(r, size, term, torch.float64) for r in value])
+    return t if t.shape[0] == L else _lerp(t, L)  # (ranges between valid ones are valid)
 
 
 def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Tensor]:

@@ -47,13 +47,9 @@ def update_levels(
         return
     level = levels[env]
     if force == 0:
-        m = metric[env]
-        new = level
-        if m >= promote:
-            new = level + 1
-        elif m <= demote:
-            new = level - 1
-        new = wp.clamp(new, 0, pval.shape[0] - 1)
+        m = metric[env]  # NaN: neither
+        step = wp.where(m >= promote, 1, wp.where(m <= demote, -1, 0))
+        new = wp.clamp(level + step, 0, pval.shape[0] - 1)
         if new == level:
             return
         levels[env] = new

@@ -10,8 +10,7 @@ LogUniform, Gaussian; a Choice picks with them), writes ``op(nominal, value)`` c
 the parameter's valid range into the effective table and counts clamped draws. Component
 ``j`` of a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j``
 times); an ``Every``/``Interval`` clock takes the bits after the value's (a Choice: after
-the pick's). Everything is integer hashing and plain float arithmetic, built without
-floating-point contraction: the same bits on CPU and GPU.
+the pick's).
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ PLAIN = wp.constant(0)  # every env the launch considers
 EVERY = wp.constant(1)  # per-env countdown of k steps, the first one a random phase
 INTERVAL = wp.constant(2)  # per-env countdown of random intervals
 MIN_STEPS = wp.constant(3)  # only if >= period_lo global steps since the env's previous draw
+RESTARTED = -1.0e300  # a clock after (re)start: timed triggers draw their first value
 
 
 @wp.struct
@@ -100,9 +100,15 @@ def apply_op(op: int, nominal: float, x: float) -> float:
 
 
 @wp.func
-def due(row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float)) -> bool:
-    """Whether ``row`` fires for ``env`` (in its mask, its trigger due); advances the clocks
-    of the timed triggers that do not fire and stamps ``MIN_STEPS``'s."""
+def due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), seed: int,
+    genv: int,
+) -> bool:
+    """Whether ``row`` fires for ``env`` (global id ``genv``: in its mask, its trigger due);
+    advances the clocks of the timed triggers that do not fire and stamps ``MIN_STEPS``'s.
+    A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a timed trigger
+    first gets its first value, drawn from event counter -1 (never used by a draw):
+    ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval."""
     if row.has_mask != 0:
         if not row.mask[env]:
             return False
@@ -112,6 +118,13 @@ def due(row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=flo
             return False
         row.clock[env] = now
     elif row.trigger != PLAIN:
+        if row.clock[env] < wp.float64(0.0):
+            u = uniform(draw_bits(int(term_key(seed, genv, STREAM_TERM0 + row.uid)), -1))
+            plo = row.period_lo
+            if row.trigger == EVERY:
+                row.clock[env] = wp.float64(wp.floor(u * plo) + 1.0)  # phase in [0, k), +1
+            else:
+                row.clock[env] = wp.float64(plo + (row.period_hi - plo) * u)
         dt = wp.float64(1.0)
         if row.dt_col >= 0:
             dt = wp.float64(effective[row.dt_col, env])
@@ -208,7 +221,7 @@ def randomize(
         g = gstep[0]
         for t in range(rows.shape[0]):
             row = rows[t]
-            if due(row, env, g, effective):
+            if due(row, env, g, effective, s, env_offset + env):
                 changed = True
                 c = row.counter[env]
                 row.counter[env] = c + 1
@@ -219,27 +232,3 @@ def randomize(
                         row.period_lo + (row.period_hi - row.period_lo) * uniform(h)
                     )
     changed_out[env] = changed
-
-
-@wp.kernel
-def restart(
-    rows: wp.array(dtype=TermRow),
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-):
-    """Launch over ``(T, N)``: term ``t``'s counter of env ``e`` restarts at 0 and its clock
-    gets its first value, drawn from event counter -1 (never used by a draw): ``EVERY`` a
-    phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval; ``MIN_STEPS``
-    "never drawn"."""
-    t, env = wp.tid()
-    row = rows[t]
-    row.counter[env] = 0
-    key = term_key(seed[0], env_offset + env, STREAM_TERM0 + row.uid)
-    u = uniform(draw_bits(int(key), -1))
-    plo = row.period_lo
-    if row.trigger == EVERY:
-        row.clock[env] = wp.float64(wp.floor(u * plo) + 1.0)  # phase in [0, k), due at +1
-    elif row.trigger == INTERVAL:
-        row.clock[env] = wp.float64(plo + (row.period_hi - plo) * u)
-    else:
-        row.clock[env] = wp.float64(-1.0e300)

@@ -13,14 +13,10 @@ The key is built in two parts so that the part that never changes can be kept:
   ``counter``. Mixing the counter before adding it keeps the streams of different keys
   from being shifted copies of each other (as ``key + counter`` would make them).
 
-``rng_key(seed, env, stream, counter) == draw_bits(term_key(seed, env, stream), counter)``
-(env resets draw their initial state from it with ``wp.randf``). Further values of the same
-event come from ``next_bits`` (one PCG round each). ``uniform`` takes the top 24 bits as a
-float in [0, 1); ``normal`` the standard normal quantile of the same 24-bit grid;
-``log_uniform`` a log-uniform value. They use plain arithmetic only (IEEE-rounded +, -, *,
-/, sqrt, floor and bit casts, in modules built without floating-point contraction): that is
-what makes a variate bit-identical on CPU and GPU, where the libraries' ``expf``/``logf``
-differ in the last bit between the host's libm and CUDA's.
+The variates (``uniform``, ``normal``, ``log_uniform``) use plain arithmetic only
+(IEEE-rounded +, -, *, /, sqrt, floor and bit casts, in modules built without
+floating-point contraction): that is what makes a variate bit-identical on CPU and GPU,
+where the libraries' ``expf``/``logf`` differ in the last bit between host and CUDA.
 """
 
 from __future__ import annotations
@@ -47,7 +43,9 @@ def draw_bits(key: int, counter: int) -> wp.uint32:
 
 @wp.func
 def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
-    """PCG state (and bits) for one (seed, env, stream, counter) key."""
+    """PCG state (and bits) for one (seed, env, stream, counter) key: ``draw_bits(term_key(
+    seed, env, stream), counter)`` (env resets draw their initial state from it with
+    ``wp.randf``)."""
     return draw_bits(int(term_key(seed, env, stream)), counter)
 
 
@@ -138,31 +136,6 @@ _K_CENTRAL = wp.constant(14260633)
 
 
 @wp.func
-def _central_num(q: float, r: float) -> float:
-    return q * (((59.10937472 * r + 159.29113202) * r + 50.434271938) * r + 3.387132872)
-
-
-@wp.func
-def _central_den(r: float) -> float:
-    return ((67.1875636 * r + 78.757757664) * r + 17.895169469) * r + 1.0
-
-
-@wp.func
-def _tail_var(t: int) -> float:
-    return wp.sqrt(_LN_2POW25 - log_int(t)) - 1.6  # sqrt(-ln(t / 2^25)) - 1.6
-
-
-@wp.func
-def _tail_num(r: float) -> float:
-    return ((0.17023821103 * r + 1.3067284816) * r + 2.75681539) * r + 1.4234372777
-
-
-@wp.func
-def _tail_den(r: float) -> float:
-    return (0.12021132975 * r + 0.7370016425) * r + 1.0
-
-
-@wp.func
 def normal(h: wp.uint32) -> float:
     """A standard normal draw from the top 24 bits ``m`` of ``h``: the quantile of ``p =
     (m + 1/2) / 2^24`` (so draws are symmetric, |x| <= 5.42), by Wichura's PPND7 (relative
@@ -173,6 +146,9 @@ def normal(h: wp.uint32) -> float:
     q = float(k) * 2.9802322387695312e-08
     if wp.abs(k) <= _K_CENTRAL:
         r = 0.180625 - q * q
-        return _central_num(q, r) / _central_den(r)
-    r = _tail_var(2 * wp.min(m, _M_MAX - m) + 1)
-    return wp.where(k < 0, -_tail_num(r), _tail_num(r)) / _tail_den(r)
+        num = q * (((59.10937472 * r + 159.29113202) * r + 50.434271938) * r + 3.387132872)
+        return num / (((67.1875636 * r + 78.757757664) * r + 17.895169469) * r + 1.0)
+    # tail: r = sqrt(-ln min(p, 1 - p)) - 1.6, min(p, 1 - p) = t / 2^25 (t as above)
+    r = wp.sqrt(_LN_2POW25 - log_int(2 * wp.min(m, _M_MAX - m) + 1)) - 1.6
+    num = ((0.17023821103 * r + 1.3067284816) * r + 2.75681539) * r + 1.4234372777
+    return wp.where(k < 0, -num, num) / ((0.12021132975 * r + 0.7370016425) * r + 1.0)

@@ -23,8 +23,9 @@ OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 
 @dataclass(eq=False)
 class Bound:
-    """A term bound to one env: its checked description and its device state (``N``:
-    num_envs), kept for the term's life (tables are rebuilt around it, never copied).
+    """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
+    views of the device state below, built once) and that state (``N``: num_envs), kept
+    for the term's life (tables are rebuilt around it, never copied).
 
     ``values`` float32: the term's ranges ``[nbp, size, 2]`` flattened, or for ``Choice``
     the values ``[nch, size]`` then the cumulative probabilities ``[nch]``. ``steps`` int64
@@ -36,17 +37,11 @@ class Bound:
 
     term: Term
     uid: int
-    col: int
     size: int
-    low: float
-    high: float
-    trigger: int
-    dt_col: int
-    period: tuple[float, float]
+    nch: int
+    base: K.TermRow
     values: torch.Tensor
     steps: torch.Tensor
-    linear: bool
-    nch: int
     mask: torch.Tensor | None
     counter: torch.Tensor
     clock: torch.Tensor
@@ -61,27 +56,17 @@ class Bound:
         return self.values.view(-1, self.size, 2)
 
     def row(self) -> K.TermRow:
-        """The term's ``kernels.randomize.TermRow`` (views of its tensors)."""
-        r = K.TermRow()
-        t = self.term
-        r.dist, r.op, r.trigger, r.dt_col = DIST[t.dist], OP[t.op], self.trigger, self.dt_col
-        r.col, r.size, r.uid, r.linear = self.col, self.size, self.uid, int(self.linear)
-        r.low, r.high = self.low, self.high
-        r.period_lo, r.period_hi = self.period
-        split = self.nch * self.size if self.nch else self.values.numel()
-        r.ranges = to_wp(self.values[:split])
-        r.cdf = to_wp(self.values[split:]) if self.nch else None
-        r.steps = to_wp(self.steps)
-        r.has_mask, r.has_pe = int(self.mask is not None), int(self.pe is not None)
+        """``base`` with the term's current uid, mask and per-env ranges."""
+        r = self.base
+        r.uid, r.has_mask, r.has_pe = self.uid, int(self.mask is not None), int(self.pe is not None)
         r.mask = None if self.mask is None else to_wp(self.mask)
         r.pe = None if self.pe is None else to_wp(self.pe)
-        r.counter, r.clock, r.clamped = to_wp(self.counter), to_wp(self.clock), to_wp(self.clamped)
         return r
 
 
 def bind(term: Term, env, uid: int) -> Bound:
-    """Check ``term`` against ``env`` and allocate its device state (counters restarted by
-    the caller); raises ``KeyError`` for an unknown parameter and ``ValueError`` for
+    """Check ``term`` against ``env`` and allocate its device state (counters at 0, clocks
+    ``RESTARTED``); raises ``KeyError`` for an unknown parameter and ``ValueError`` for
     anything else, naming the term and parameter."""
     params, n, dev = env.params, env.num_envs, env.device
     if term.param not in params:
@@ -90,12 +75,10 @@ def bind(term: Term, env, uid: int) -> Bound:
         )
     spec = params.spec[term.param]
     col, size = params.columns(term.param)
-    mask = term_mask(term, env, term.mask, term.env_ids)
-    trigger, dt_col, period = _trigger(term, env)
+    mask = select_envs(f"{term}: parameter {term.param!r}", env, term.mask, term.env_ids)
     steps, linear, nch = [0], False, 0
     if isinstance(term, Choice):
         vals = torch.tensor([per_component(v, size, term, "value") for v in term.values])
-        check_result(term, spec, params, mask, vals, vals)
         cdf = torch.tensor(term.probs, dtype=torch.float64).cumsum(0)
         cdf[-1] = 2.0  # every draw u < 1 stops at the last choice at the latest
         values, nch = torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(term.values)
@@ -104,25 +87,31 @@ def bind(term: Term, env, uid: int) -> Bound:
         if term.schedule is not None:
             steps, ranges, kind = term.schedule.breakpoints()
             linear = kind == "linear"
-        rows = [range_tensor(r, size, term) for r in ranges]
-        for r in rows:
-            check_result(term, spec, params, mask, *result_inputs(term, r))
-        values = torch.stack(rows).reshape(-1)
-    return Bound(
-        term=term, uid=uid, col=col, size=size, low=spec.low, high=spec.high, trigger=trigger,
-        dt_col=dt_col, period=period, values=values.to(dev, torch.float32),
-        steps=torch.tensor(steps, dtype=torch.int64, device=dev), linear=linear, nch=nch,
-        mask=mask, counter=torch.zeros(n, dtype=torch.int32, device=dev),
-        clock=torch.zeros(n, dtype=torch.float64, device=dev),
+        values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
+    r = K.TermRow()
+    r.dist, r.op, r.col, r.size = DIST[term.dist], OP[term.op], col, size
+    r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
+    r.low, r.high, r.linear = spec.low, spec.high, int(linear)
+    b = Bound(
+        term=term, uid=uid, size=size, nch=nch, base=r, values=values.to(dev, torch.float32),
+        steps=torch.tensor(steps, dtype=torch.int64, device=dev), mask=mask,
+        counter=torch.zeros(n, dtype=torch.int32, device=dev),
+        clock=torch.full((n,), K.RESTARTED, dtype=torch.float64, device=dev),
         clamped=torch.zeros(1, dtype=torch.int64, device=dev),
     )
+    split = nch * size if nch else values.numel()
+    r.ranges, r.steps = to_wp(b.values[:split]), to_wp(b.steps)
+    r.cdf = to_wp(b.values[split:]) if nch else None
+    r.counter, r.clock, r.clamped = to_wp(b.counter), to_wp(b.clock), to_wp(b.clamped)
+    recheck(b, env, mask)
+    return b
 
 
-def term_mask(term: Term, env, mask=None, env_ids=None) -> torch.Tensor | None:
+def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
     """``mask`` or ``env_ids`` as a bool tensor ``[N]`` on the env's device (a copy), or
-    None for all envs; ``ValueError`` naming the term if they are malformed."""
+    None for all envs; ``ValueError`` starting with ``what`` if they are malformed."""
     if mask is not None and env_ids is not None:
-        raise ValueError(f"{term}: pass mask or env_ids, not both")
+        raise ValueError(f"{what}: pass mask or env_ids, not both")
     try:
         if mask is not None:
             return check_mask(mask, env.num_envs, env.device, "mask").clone()
@@ -130,19 +119,18 @@ def term_mask(term: Term, env, mask=None, env_ids=None) -> torch.Tensor | None:
             ids = check_env_ids(env_ids, env.num_envs, env.device)
             return ids_to_mask(ids, env.num_envs)
     except ValueError as e:
-        raise ValueError(f"{term}: parameter {term.param!r}: {e}") from None
+        raise ValueError(f"{what}: {e}") from None
     return None
 
 
 def recheck(b: Bound, env, mask: torch.Tensor | None) -> None:
-    """Re-run the valid-range check of a bound term's current ranges for a new mask."""
-    spec = env.params.spec[b.term.param]
+    """``check_result`` of a bound term's draws (its Choice values, or the ranges of every
+    schedule breakpoint) for the envs of ``mask``."""
     if b.nch:
-        vals = b.values[: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
-        check_result(b.term, spec, env.params, mask, vals, vals)
-        return
-    for r in b.ranges().cpu():  # host-ok: setup only, [size, 2] per breakpoint
-        check_result(b.term, spec, env.params, mask, *result_inputs(b.term, r))
+        lo = hi = b.values[: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
+    else:
+        lo, hi = result_inputs(b.term, b.ranges().cpu())  # host-ok: setup, [nbp, size, 2]
+    check_result(b.term, env.params.spec[b.term.param], env.params, mask, lo, hi)
 
 
 def _trigger(term: Term, env) -> tuple[int, int, tuple[float, float]]:
@@ -171,18 +159,18 @@ def per_component(v, size: int, term: Term, what: str) -> list[float]:
     return vals
 
 
-def range_tensor(r, size: int, term: Term) -> torch.Tensor:
-    """A range ``(a, b)`` of ``term`` (checked) as float32 ``[size, 2]``."""
+def range_tensor(r, size: int, term: Term, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A range ``(a, b)`` of ``term`` (checked) as ``[size, 2]`` of ``dtype``."""
     term.check_range(r)
     a = per_component(r[0], size, term, term.range_names[0])
     b = per_component(r[1], size, term, term.range_names[1])
-    return torch.tensor([a, b]).T.contiguous()
+    return torch.tensor([a, b], dtype=dtype).T.contiguous()
 
 
 def result_inputs(term: Term, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The draw interval of range ``r`` ``[size, 2]`` checked against the valid range: the
-    range itself, or the mean of a Gaussian (its tails are clamped and counted)."""
-    return r[:, 0], (r[:, 0] if term.dist == "gaussian" else r[:, 1])
+    """The draw interval of ranges ``r`` ``[..., size, 2]`` checked against the valid range:
+    the ranges themselves, or the mean of a Gaussian (its tails are clamped and counted)."""
+    return r[..., 0], r[..., 0 if term.dist == "gaussian" else 1]
 
 
 def check_result(term: Term, spec, params, mask, lo: torch.Tensor, hi: torch.Tensor) -> None:

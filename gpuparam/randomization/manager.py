@@ -19,16 +19,15 @@ lose or repeat draws. Make them between steps.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Iterable
 
 import torch
 import warp as wp
 
-from gpuparam._checkpoint import check_randomization
-from gpuparam._device import host_array, launch, record, settle, to_wp
+from gpuparam._checkpoint import check_like, check_randomization
+from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
-from gpuparam.randomization.binding import Bound, bind, recheck, term_mask
+from gpuparam.randomization.binding import Bound, bind, recheck, select_envs
 from gpuparam.randomization.terms import Term
 
 
@@ -49,10 +48,8 @@ class Randomization:
         self._listeners: list[Callable[[], None]] = []
         self._changed = {c: torch.zeros(self._n, dtype=torch.bool, device=self._dev)
                          for c in ("step", "reset")}
-        self._names: dict[str, tuple[str, ...]] = {}
-        self._track: dict[str, bool] = {}
-        self._rows: dict[str, wp.array] = {}
-        self._cmds: dict[str, object] = {}
+        # "step", "done", "reset": (recorded launch, parameters written, envs to notify)
+        self._cmds: dict[str, tuple[Replay, tuple[str, ...], torch.Tensor | None]] = {}
         self.step_active = False
         self.reset_active = False
 
@@ -81,7 +78,6 @@ class Randomization:
         new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
         self._next_uid += len(new)
         self._bounds += new
-        self._restart(new)
         self._rebuild()
         startup = [b for b in new if b.term.trigger_class == "startup"]
         if startup:
@@ -117,7 +113,7 @@ class Randomization:
         mask is copied into it (allowed during a step); giving a term its first mask or
         taking it away is a structural change (``RuntimeError`` during a step)."""
         b = self._get(term)
-        m = term_mask(term, self._env, mask, env_ids)
+        m = select_envs(f"{term}: parameter {term.param!r}", self._env, mask, env_ids)
         recheck(b, self._env, m)
         if m is not None and b.mask is not None:
             b.mask.copy_(m)
@@ -140,10 +136,7 @@ class Randomization:
     def clamped(self) -> torch.Tensor:
         """int64 scalar tensor on the device: draws clamped to their parameter's valid
         range so far, over all terms (removed ones included). Reading it does not sync."""
-        total = self._clamped_removed.clone()
-        for b in self._bounds:
-            total += b.clamped[0]
-        return total
+        return sum((b.clamped[0] for b in self._bounds), self._clamped_removed.clone())
 
     def clamped_by_term(self) -> dict[Term, torch.Tensor]:
         """``{term: int64 scalar tensor}`` of clamped draws per current term."""
@@ -222,22 +215,25 @@ class Randomization:
     def launch_step(self, ctx) -> None:
         """Stage of the step class, before the physics (``ctx``: the env's
         ``StepContext``): one launch; listeners hear of the envs it wrote."""
-        self._cmds["step"].launch(ctx.stream)
-        self._env.params.notify(self._names["step"],
-                                self._changed["step"] if self._track["step"] else None)
+        self._run("step", ctx)
 
     def launch_reset(self, ctx, gate: torch.Tensor) -> None:
         """Stage of the reset class, for the envs of ``gate``: ``ctx.done`` (in a step) or
         ``ctx.reset_mask`` (in ``env.reset``): one launch; listeners hear of the envs it
         wrote (the gate itself when every term draws for every gated env)."""
-        self._cmds["done" if gate is ctx.done else "reset"].launch(ctx.stream)
-        self._env.params.notify(self._names["reset"],
-                                self._changed["reset"] if self._track["reset"] else gate)
+        self._run("done" if gate is ctx.done else "reset", ctx)
+
+    def _run(self, name: str, ctx) -> None:
+        cmd, names, written = self._cmds[name]
+        cmd.launch(ctx.stream)
+        self._env.params.notify(names, written)
 
     def reseed(self) -> None:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): counters
         from 0, fresh clocks (the draws' keys follow the seed)."""
-        self._restart(self._bounds)
+        for b in self._bounds:
+            b.counter.zero_()
+            b.clock.fill_(K.RESTARTED)
 
     # ------------------------------------------------------------------ internals
     def _find(self, term: Term) -> Bound | None:
@@ -260,67 +256,51 @@ class Randomization:
 
     def _restore(self, b: Bound) -> None:
         p = self._env.params
-        rows = slice(b.col, b.col + b.size)
-        if b.mask is None:
-            p.effective_table[rows] = p.nominal_table[rows]
-        else:
-            p.effective_table[rows] = torch.where(
-                b.mask, p.nominal_table[rows], p.effective_table[rows]
-            )
+        rows = slice(b.base.col, b.base.col + b.size)
+        nominal, effective = p.nominal_table[rows], p.effective_table[rows]  # views
+        effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
 
     def _row_array(self, bounds: list[Bound]) -> wp.array:
         return host_array([b.row() for b in bounds], K.TermRow, self._dev)
 
-    def _inputs(self, rows: wp.array, gate: torch.Tensor, gated: bool, changed) -> list:
+    def _inputs(self, rows: wp.array, gate: torch.Tensor | None, changed) -> list:
+        """``K.randomize``'s arguments (``gate`` None: every env)."""
         env, p = self._env, self._env.params
         return [
-            rows, int(gated), to_wp(gate), to_wp(env.context.seed), to_wp(self._gstep),
-            env.env_offset, to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(changed),
+            rows, int(gate is not None), to_wp(env.context.done if gate is None else gate),
+            to_wp(env.context.seed), to_wp(self._gstep), env.env_offset,
+            to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(changed),
         ]
 
     def _rebuild(self) -> None:
-        """Rebuild the rows and recorded launches of the step and reset classes."""
-        n, ctx, dev = self._n, self._env.context, self._dev
-        self._rows, self._cmds = {}, {}
-        for cls in ("step", "reset"):
+        """Rebuild the rows and recorded launches of the step and reset classes (a launch
+        keeps its rows alive)."""
+        ctx = self._env.context
+        self._cmds = {}
+        for cls, gates in (("step", {"step": None}),
+                           ("reset", {"done": ctx.done, "reset": ctx.reset_mask})):
             bounds = [b for b in self._bounds if b.term.trigger_class == cls]
-            self._names[cls] = tuple(dict.fromkeys(b.term.param for b in bounds))
-            self._track[cls] = any(b.mask is not None or b.trigger != K.PLAIN for b in bounds)
             if not bounds:
                 continue
-            rows = self._rows[cls] = self._row_array(bounds)
-            changed = self._changed[cls]
-            if cls == "step":
-                self._cmds["step"] = record(K.randomize, n, self._inputs(
-                    rows, ctx.done, False, changed), dev)
-            else:
-                for name, gate in (("done", ctx.done), ("reset", ctx.reset_mask)):
-                    self._cmds[name] = record(K.randomize, n, self._inputs(
-                        rows, gate, True, changed), dev)
-        self.step_active = "step" in self._rows
-        self.reset_active = "reset" in self._rows
+            rows, changed = self._row_array(bounds), self._changed[cls]
+            names = tuple(dict.fromkeys(b.term.param for b in bounds))
+            # without masks and timed triggers, every gated env is written
+            track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
+            for name, gate in gates.items():
+                cmd = record(K.randomize, self._n, self._inputs(rows, gate, changed), self._dev)
+                self._cmds[name] = (cmd, names, changed if track else gate)
+        self.step_active = "step" in self._cmds
+        self.reset_active = "reset" in self._cmds
         for fn in list(self._listeners):
             fn()
 
-    def _restart(self, bounds: list[Bound]) -> None:
-        """Counters of ``bounds`` from 0 and first clocks (phases, intervals)."""
-        if bounds:
-            env = self._env
-            launch(K.restart, (len(bounds), self._n), [
-                self._row_array(bounds), to_wp(env.context.seed), env.env_offset,
-            ], self._dev)
-            settle(self._dev)  # the temporary rows are read before they are freed
-
     def _apply_startup(self, new: list[Bound]) -> None:
-        ctx, n = self._env.context, self._n
-        changed = torch.zeros(n, dtype=torch.bool, device=self._dev)
-        launch(K.randomize, n, self._inputs(self._row_array(new), ctx.done, False, changed),
+        changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
+        launch(K.randomize, self._n, self._inputs(self._row_array(new), None, changed),
                self._dev)
         settle(self._dev)  # the temporary rows are read before they are freed
-        masks = [b.mask for b in new]
-        mask = None if any(m is None for m in masks) else torch.stack(masks).any(0)
-        self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), mask)
+        self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), changed)
 
     # ------------------------------------------------------------------ checkpoints
     @staticmethod
@@ -369,7 +349,8 @@ class Randomization:
         names = [repr(b.term) for b in self._bounds]
         if [s["name"] for s in saved] != names:
             raise ValueError(f"{where}: expected terms {names}, got {[s['name'] for s in saved]}")
-        for b, s in zip(self._bounds, saved, strict=True):
+        for i, (b, s) in enumerate(zip(self._bounds, saved, strict=True)):
+            check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
             for key, want in self._saved(b).items():
                 t = s.get(key)
                 if want is None and t is None:
@@ -378,15 +359,8 @@ class Randomization:
                         t.dtype != want.dtype):
                     exp, got = (_describe(x) for x in (want, t))
                     raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
-        ints = [("global_step", state.get("global_step")), ("next_uid", state.get("next_uid")),
-                *(("uid", s["uid"]) for s in saved)]
-        for key, v in ints:
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ValueError(f"{where}: {key!r} expected an int, got {v!r}")
-        cr = state.get("clamped_removed")
-        if not isinstance(cr, torch.Tensor) or cr.shape != self._clamped_removed.shape:
-            raise ValueError(f"{where}: 'clamped_removed' expected a tensor "
-                             f"{tuple(self._clamped_removed.shape)}, got {cr!r}")
+        top = {"global_step": 0, "next_uid": 0, "clamped_removed": self._clamped_removed}
+        check_like({k: state.get(k) for k in top}, top, "randomization")
         check_randomization(state, "randomization")
 
 

@@ -253,18 +253,21 @@ class Term:
         self._check_values(a, b)
 
     def _check_values(self, a: list[float], b: list[float]) -> None:
-        raise NotImplementedError
+        where = f"{self}: parameter {self.param!r}"
+        for x, y in _zip_b(a, b):
+            if self.dist == "gaussian" and y < 0:
+                raise ValueError(f"{where}: std {y} < 0")
+            if self.dist == "loguniform" and (x <= 0 or y <= 0):
+                raise ValueError(
+                    f"{where}: LogUniform bounds must be positive, got low {x}, high {y}"
+                )
+            if self.dist in ("uniform", "loguniform") and x > y:
+                raise ValueError(f"{where}: low {x} > high {y}")
 
 
-class Uniform(Term):
-    __doc__ = """Uniform draws in ``[low, high]`` per component (low <= high).
-
-    Args:
-        param: parameter name, e.g. ``"length"``.
-        low, high: the range: numbers, or sequences of one number per component.
-    """ + _ARGS
-
-    dist = "uniform"
+class _LowHigh(Term):
+    """The ``(low, high)`` constructor of ``Uniform`` and ``LogUniform`` (siblings, so that
+    ``isinstance(t, Uniform)`` stays exact)."""
 
     def __init__(
         self, param: str, low: Bound | None = None, high: Bound | None = None, *,
@@ -274,13 +277,19 @@ class Uniform(Term):
         super().__init__(param, _pair(low, high), op=op, on=on, mask=mask, env_ids=env_ids,
                          schedule=schedule, name=name)
 
-    def _check_values(self, a, b):
-        for lo, hi in _zip_b(a, b):
-            if lo > hi:
-                raise ValueError(f"{self}: parameter {self.param!r}: low {lo} > high {hi}")
+
+class Uniform(_LowHigh):
+    __doc__ = """Uniform draws in ``[low, high]`` per component (low <= high).
+
+    Args:
+        param: parameter name, e.g. ``"length"``.
+        low, high: the range: numbers, or sequences of one number per component.
+    """ + _ARGS
+
+    dist = "uniform"
 
 
-class LogUniform(Term):
+class LogUniform(_LowHigh):
     __doc__ = """Draws whose log is uniform in ``[log low, log high]`` per component
     (``0 < low <= high``): ``low (high / low)^u``, computed with the same bits on every
     device.
@@ -292,31 +301,11 @@ class LogUniform(Term):
 
     dist = "loguniform"
 
-    def __init__(
-        self, param: str, low: Bound | None = None, high: Bound | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
-        schedule: Schedule | None = None, name: str | None = None,
-    ):
-        super().__init__(param, _pair(low, high), op=op, on=on, mask=mask, env_ids=env_ids,
-                         schedule=schedule, name=name)
-
-    def _check_values(self, a, b):
-        for lo, hi in _zip_b(a, b):
-            if lo <= 0 or hi <= 0:
-                raise ValueError(
-                    f"{self}: parameter {self.param!r}: LogUniform bounds must be positive, "
-                    f"got low {lo}, high {hi}"
-                )
-            if lo > hi:
-                raise ValueError(f"{self}: parameter {self.param!r}: low {lo} > high {hi}")
-
 
 class Gaussian(Term):
     __doc__ = """Normal draws with ``mean`` and standard deviation ``std >= 0`` per component
-    (the standard normal quantile of 24 random bits: ``|x - mean| <= 5.42 std``).
-
-    Tails are clamped to the parameter's valid range on the device and counted in
-    ``env.randomization.clamped``; only the mean must lie in the valid range.
+    (the standard normal quantile of 24 random bits: ``|x - mean| <= 5.42 std``; tails
+    beyond the valid range are clamped, see ``op``).
 
     Args:
         param: parameter name, e.g. ``"force_mag"``.
@@ -333,11 +322,6 @@ class Gaussian(Term):
     ):
         super().__init__(param, _pair(mean, std), op=op, on=on, mask=mask, env_ids=env_ids,
                          schedule=schedule, name=name)
-
-    def _check_values(self, a, b):
-        for _, sd in _zip_b(a, b):
-            if sd < 0:
-                raise ValueError(f"{self}: parameter {self.param!r}: std {sd} < 0")
 
 
 class Choice(Term):
@@ -360,7 +344,10 @@ class Choice(Term):
     ):
         if schedule is not None:
             raise ValueError(f"Choice({param!r}): schedules are not supported for Choice")
-        self.values = [_as_floats(v, f"Choice({param!r}): value") for v in _seq(values, param)]
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"Choice({param!r}): values must be a non-empty sequence, "
+                             f"got {values!r}")
+        self.values = [_as_floats(v, f"Choice({param!r}): value") for v in values]
         n = len(self.values)
         self.probs = [1.0 / n] * n if probs is None else [float(p) for p in probs]
         super().__init__(param, (0.0, 0.0), op=op, on=on, mask=mask, env_ids=env_ids, name=name)
@@ -376,9 +363,6 @@ class Choice(Term):
     def _range_reprs(self) -> list[str]:
         return [repr([v[0] if len(v) == 1 else v for v in self.values])]
 
-    def _check_values(self, a, b):
-        pass
-
 
 # ---------------------------------------------------------------------------- helpers
 def _is_num(v) -> bool:
@@ -389,12 +373,6 @@ def _pair(a, b) -> Range | None:
     if a is None and b is None:
         return None
     return (a, b)
-
-
-def _seq(values, param) -> list:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-        raise ValueError(f"Choice({param!r}): values must be a non-empty sequence, got {values!r}")
-    return list(values)
 
 
 def _as_floats(v, what: str) -> list[float]:
