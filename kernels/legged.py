@@ -1,23 +1,19 @@
 """Legged-robot recipe pieces on the device, for any MuJoCo Warp robot with a free-joint
 base and position actuators: PD gains written into the per-world actuator fields, the
 action latency ring buffer and PD targets, half-sine kicks, the reset of the base, velocity
-commands, observation noise, and the height scan (legged_gym's ``measure_heights``) read
-from a MuJoCo Warp heightfield.
+commands, observation noise, and the height scan (legged_gym's ``measure_heights``).
 
-Every parameter is a row ``[N]`` of the parameter table (vector parameters ``[size, N]``);
+Parameters are rows ``[N]`` of the parameter table (vector parameters ``[size, N]``);
 MuJoCo Warp's per-world arrays are ``[nworld, k]``. One thread per env (or per env and
-component). Random draws are counter-based: at a reset keyed by (seed, global env id, a
-stream, the episode index), within an episode by (seed, global env id, a stream, the episode
-index, the step of the episode) (:func:`step_bits`), so env ``i`` draws the same whatever
-``num_envs`` is, and a reseed (episode counters back to 0) repeats them.
+component). Draws are counter-based: at a reset keyed by (seed, global env id, a stream,
+the episode index), within an episode also by the step of the episode (:func:`step_bits`),
+so env ``i`` draws the same whatever ``num_envs`` is, and a reseed repeats them.
 
-The heightfield is read as MuJoCo Warp stores it (``mujoco_warp.Model`` fields):
-``hfield_size [nhfield] vec4`` = (radius_x, radius_y, elevation_z, base_z),
-``hfield_nrow``, ``hfield_ncol``, ``hfield_adr [nhfield] int`` and ``hfield_data
-[nhfielddata] float`` (normalized to [0, 1], row-major, row ``r`` at
-``y = -radius_y + r * 2 radius_y / (nrow - 1)``, column ``c`` likewise in x), placed by its
-geom's ``geom_pos [nworld or 1, ngeom] vec3``. The geom must be a world-body geom with the
-identity orientation (``gpuparam.envs.mujoco.terrain.terrain_geom`` checks it).
+The heightfield is read from MuJoCo Warp's model fields (``hfield_size [nhfield] vec4`` =
+(radius_x, radius_y, elevation_z, base_z), ``hfield_nrow``, ``hfield_ncol``, ``hfield_adr``,
+``hfield_data`` normalized to [0, 1], row-major, rows along y), placed by its geom's
+``geom_pos``: a world-body geom with the identity orientation
+(``gpuparam.envs.mujoco.terrain.terrain_geom`` checks it).
 """
 
 from __future__ import annotations
@@ -150,8 +146,7 @@ def round_steps(seconds: float, dt: float) -> int:
 def exponential_steps(h: wp.uint32, mean_s: float, dt: float) -> int:
     """``round(Exponential(1) * mean_s / dt)`` (Playground's command countdown); the
     exponential draw ``-ln(1 - u)`` uses ``log_pos`` (the same bits on every device)."""
-    e = -log_pos(1.0 - uniform(h))
-    return wp.max(int(wp.floor(e * mean_s / dt + 0.5)), 0)
+    return round_steps(-log_pos(1.0 - uniform(h)) * mean_s, dt)
 
 
 # ----------------------------------------------------------------- PD actuators
