@@ -138,6 +138,30 @@ def _vec(sd: wp.array2d(dtype=float), i: int, adr: int) -> wp.vec3:
     return wp.vec3(sd[i, adr], sd[i, adr + 1], sd[i, adr + 2])
 
 
+@wp.func
+def _reset_task(i: int, h: wp.uint32, dt: float, qpos: wp.array2d(dtype=float),
+                consts: wp.array2d(dtype=float), cmd_range: wp.array2d(dtype=float),
+                st: TaskState):
+    """Playground's reset of env ``i``'s task state (draws from ``h``): command ``U(-a,
+    a)``, countdown ``round(Exponential(1) * resample_time / dt)``, last action, air time,
+    swing peak and last contact zero; the episode's start xy (terrain curriculum)."""
+    c = reset_command(h, cmd_range, i)
+    for k in range(3):
+        st.command[i, k] = c[k]
+        h = next_bits(h)
+    st.countdown[i] = exponential_steps(h, consts[C_RESAMPLE, i], dt)
+    for j in range(st.last_act.shape[1]):
+        st.last_act[i, j] = 0.0
+    for f in range(4):
+        st.air_time[i, f] = 0.0
+        st.swing_peak[i, f] = 0.0
+        st.last_contact[i, f] = 0.0
+    st.start_xy[i, 0] = qpos[i, 0]
+    st.start_xy[i, 1] = qpos[i, 1]
+    st.cmd_distance[i] = 0.0
+    st.metric[i] = 0.0
+
+
 @wp.kernel
 def go1(
     observe: int,
@@ -181,8 +205,10 @@ def go1(
     terminated_out: wp.array(dtype=wp.bool),
 ):
     """``observe`` = 0: after a step, every env: the whole step of the task (module
-    docstring). ``observe`` = 1: after a reset (the task state already reset, ``mj_forward``
-    run), masked envs: the observation and privileged observation only.
+    docstring). ``observe`` = 1: after a reset (the base reset, whose episode index the
+    draws key on, and ``mj_forward`` run), masked envs: the task state's reset
+    (:func:`_reset_task`), then the observation and privileged observation only;
+    ``observe`` = 2: those observations only, from the current data and task state.
 
     Observation ``[N, 48 + P]``: local linear velocity, gyro, gravity in the imu frame,
     joint angles minus the default pose, joint velocities (each with uniform noise ``level
@@ -195,9 +221,12 @@ def go1(
     term times its scale (before the sum, ``dt`` and the clip); ``reward = clip(sum * dt, 0,
     1e4)``."""
     i = thread_index(wp.tid())
-    if observe == 1 and not mask[i]:
+    if observe != 0 and not mask[i]:
         return
     gid = env_offset + i
+    if observe == 1:
+        h = rng_key(seed[0], gid, STREAM_TASK_RESET, episode_count[i] - 1)
+        _reset_task(i, h, dt, qpos, consts, cmd_range, st)
     nu = default_pose.shape[0]
     step = wp.where(observe == 0, step_count[i], RESET_STEP)
     hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, step)
@@ -284,7 +313,7 @@ def go1(
             priv_out[i, p0 + k] = v * sc
             obs_out[i, n_state + k] = noisy(v, hn, lvl, noise[N_HEIGHT, i]) * sc
             hn = next_bits(hn)
-    if observe == 1:
+    if observe != 0:
         return
     copy_row(obs_out, final_obs_out, i)
 
@@ -402,40 +431,3 @@ def go1(
             st.air_time[i, f] = 0.0
             st.swing_peak[i, f] = 0.0
         st.last_contact[i, f] = contact[f]
-
-
-@wp.kernel
-def reset_task(
-    mask: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    episode_count: wp.array(dtype=wp.int32),
-    dt: float,
-    qpos: wp.array2d(dtype=float),
-    consts: wp.array2d(dtype=float),
-    cmd_range: wp.array2d(dtype=float),
-    st: TaskState,
-):
-    """Playground's reset of the task state for the masked envs (after the base's reset,
-    whose episode index it keys on): command ``U(-a, a)``, countdown
-    ``round(Exponential(1) * resample_time / dt)``, last action, air time, swing peak and
-    last contact zero; the episode's start xy (terrain curriculum)."""
-    i = thread_index(wp.tid())
-    if not mask[i]:
-        return
-    h = rng_key(seed[0], env_offset + i, STREAM_TASK_RESET, episode_count[i] - 1)
-    c = reset_command(h, cmd_range, i)
-    for k in range(3):
-        st.command[i, k] = c[k]
-        h = next_bits(h)
-    st.countdown[i] = exponential_steps(h, consts[C_RESAMPLE, i], dt)
-    for j in range(st.last_act.shape[1]):
-        st.last_act[i, j] = 0.0
-    for f in range(4):
-        st.air_time[i, f] = 0.0
-        st.swing_peak[i, f] = 0.0
-        st.last_contact[i, f] = 0.0
-    st.start_xy[i, 0] = qpos[i, 0]
-    st.start_xy[i, 1] = qpos[i, 1]
-    st.cmd_distance[i] = 0.0
-    st.metric[i] = 0.0
