@@ -92,20 +92,11 @@ def height_scan(
     # out
     heights_out: wp.array2d(dtype=float),
 ):
-    """Terrain height under each scan point, one thread per (env, point).
-
-    Args:
-        base_pos: world position of each env's base, ``[N]``.
-        base_yaw: each base's yaw in radians, ``[N]`` (``quat_yaw`` of its orientation).
-        points: scan points ``(x, y)`` in the base's yaw frame (rotated by the yaw only, as
-            legged_gym's ``quat_apply_yaw``), ``[P]``.
-        hfield_size .. hfield_data: MuJoCo Warp's heightfield arrays (model fields).
-        geom_pos: MuJoCo Warp's ``geom_pos`` ``[nworld or 1, ngeom]``; world ``i`` reads row
-            ``i % geom_pos.shape[0]``.
-        hfield_id, geom_id: the heightfield and its geom.
-        heights_out: world height of the terrain under each point, ``[N, P]`` (metres;
-            legged_gym's observation is ``clip(base_z - 0.5 - height, -1, 1)``, the env's).
-    """
+    """World height (metres) of the terrain under each scan point, ``heights_out [N, P]``,
+    one thread per (env, point): ``points [P]`` are ``(x, y)`` in the yaw frame of the
+    base at ``base_pos [N]`` with yaw ``base_yaw [N]`` (rotated by the yaw only, as
+    legged_gym's ``quat_apply_yaw``); heightfield ``hfield_id`` of geom ``geom_id``, world
+    ``i`` placed by ``geom_pos[i % geom_pos.shape[0]]`` (module docstring)."""
     env, p = wp.tid()
     pos = base_pos[env]
     yaw = base_yaw[env]
@@ -263,17 +254,13 @@ def pre_step(
     ctrl_out: wp.array2d(dtype=float),
     xfrc_out: wp.array2d(dtype=wp.spatial_vector),
 ):
-    """Before the substeps of an env step, one thread per env.
-
-    Action latency: the action goes into the env's ring buffer ``history`` ``[N, K + 1,
-    nu]`` (slot ``head[i]``, advanced first) and the PD targets are made from the action of
-    ``d = round(action_delay)`` steps before (clamped to ``[0, K]``; ``d = 0``: this one):
-    ``ctrl = default_pose + action * action_scale`` (MuJoCo Playground's, not clipped; the
-    position actuators clamp to their control range).
-
-    Kicks (``kick_enable > 0.5``): Playground's half-sine force on body ``kick_body`` (mass
-    its subtree's), written to ``xfrc_applied`` (force; torque 0). Off: that body's applied
-    wrench is 0 and the kick state is left alone."""
+    """Before the substeps of an env step, one thread per env. The action goes into the
+    ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first); the PD
+    targets ``ctrl = default_pose + action * action_scale`` (Playground's, not clipped: the
+    actuators clamp to their control range) use the action of ``round(action_delay)``
+    steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
+    Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
+    ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
     i = thread_index(wp.tid())
     K1 = history.shape[1]
     hd = (head[i] + 1) % K1

@@ -8,6 +8,8 @@ Every parameter is a table row ``[N]`` (float32, one per env); vector parameters
 
 from __future__ import annotations
 
+from typing import Any
+
 import warp as wp
 from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
@@ -33,17 +35,9 @@ def copy_rows(rows: wp.array2d(dtype=float), col0: int, out: wp.array2d(dtype=fl
 
 
 @wp.kernel
-def copy_rows_vec3_x(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=wp.vec3)):
-    """The first component of ``out[i, j]`` (sliding friction) from ``rows[j, i]``."""
-    i, j = wp.tid()
-    v = out[i, j]
-    v[0] = rows[j, i]
-    out[i, j] = v
-
-
-@wp.kernel
-def copy_rows_spatial0(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=wp.spatial_vector)):
-    """The first component of ``out[i, j]`` (an actuator's gear) from ``rows[j, i]``."""
+def copy_rows_first(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=Any)):
+    """The first component of ``out[i, j]`` (a vector: a geom's sliding friction, an
+    actuator's gear) from ``rows[j, i]``."""
     i, j = wp.tid()
     v = out[i, j]
     v[0] = rows[j, i]
