@@ -142,49 +142,39 @@ def exponential_steps(h: wp.uint32, mean_s: float, dt: float) -> int:
 
 # ----------------------------------------------------------------- PD actuators
 @wp.kernel
-def copy_pd_gains(
+def copy_pd(
     kp: wp.array2d(dtype=float),
+    kd: wp.array2d(dtype=float),
+    limit: wp.array2d(dtype=float),
     motor_strength: wp.array2d(dtype=float),
+    damping: wp.array2d(dtype=float),
+    dof_actuator: wp.array(dtype=int),
     gainprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
     biasprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
-):
-    """A position actuator's P gain (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``)
-    times the motor strength, per (world, actuator): ``kp``, ``motor_strength`` ``[nu, N]``
-    rows. The actuator's other parameters are kept."""
-    i, j = wp.tid()
-    k = kp[j, i] * motor_strength[j, i]
-    g = gainprm_out[i, j]
-    g[0] = k
-    gainprm_out[i, j] = g
-    b = biasprm_out[i, j]
-    b[1] = -k
-    biasprm_out[i, j] = b
-
-
-@wp.kernel
-def copy_pd_damping(
-    damping: wp.array2d(dtype=float),
-    kd: wp.array2d(dtype=float),
-    motor_strength: wp.array2d(dtype=float),
-    dof_actuator: wp.array(dtype=int),
+    forcerange_out: wp.array2d(dtype=wp.vec2),
     damping_out: wp.array2d(dtype=float),
 ):
-    """The D part of the PD as the joint's damping, per (world, dof): ``dof_damping`` rows
-    ``[nv, N]`` (the passive damping) plus ``kd * motor_strength`` of the actuator driving
-    the dof (``dof_actuator[d]``, -1 for none)."""
+    """The PD law's model fields, per (world, dof): the joint's damping is the passive
+    ``damping`` (rows ``[nv, N]``) plus the D part ``kd * motor_strength`` of the actuator
+    driving the dof (``dof_actuator[d]``, -1 for none), whose position actuator gets the P
+    gain ``kp * motor_strength`` (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``) and
+    ``forcerange = (-limit, limit)``; ``kp``, ``kd``, ``limit``, ``motor_strength``: rows
+    ``[nu, N]``. The actuator's other parameters are kept."""
     i, d = wp.tid()
     v = damping[d, i]
     a = dof_actuator[d]
     if a >= 0:
-        v = v + kd[a, i] * motor_strength[a, i]
+        ms = motor_strength[a, i]
+        v = v + kd[a, i] * ms
+        k = kp[a, i] * ms
+        g = gainprm_out[i, a]
+        g[0] = k
+        gainprm_out[i, a] = g
+        bp = biasprm_out[i, a]
+        bp[1] = -k
+        biasprm_out[i, a] = bp
+        forcerange_out[i, a] = wp.vec2(-limit[a, i], limit[a, i])
     damping_out[i, d] = v
-
-
-@wp.kernel
-def copy_force_limits(limit: wp.array2d(dtype=float), forcerange_out: wp.array2d(dtype=wp.vec2)):
-    """``forcerange = (-limit, limit)`` per (world, actuator); ``limit`` rows ``[nu, N]``."""
-    i, j = wp.tid()
-    forcerange_out[i, j] = wp.vec2(-limit[j, i], limit[j, i])
 
 
 @wp.kernel

@@ -50,7 +50,7 @@ LEGGED_PHYSICAL = (*PD, "base_com_offset")
 def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     """The dof each actuator drives, int ``[nu]``; raises ``ValueError`` unless every
     actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``, no ``kv``) on a
-    hinge or slide joint with a symmetric force range."""
+    hinge or slide joint of its own, with a symmetric force range."""
     dofs = []
     for a in range(mjm.nu):
         name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
@@ -72,6 +72,8 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
                 f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "
                 f"{mjm.actuator_forcerange[a]}")
         dofs.append(int(mjm.jnt_dofadr[j]))
+    if len(set(dofs)) != len(dofs):
+        raise ValueError(f"actuators: expected one actuator per joint, got the dofs {dofs}")
     return np.array(dofs, dtype=np.int32)
 
 
@@ -203,14 +205,10 @@ class LeggedBackend(MjwBackend):
                 wp.array(a) for a in  # float32, float32, float32, int32
                 (self.default_pose, self.home_qpos, self.home_ctrl, self.dof_actuator))
             origins = wp.array(self.origins, dtype=wp.vec3)
-        self.add_copy(("kp", "motor_strength"), kleg.copy_pd_gains, (n, mjm.nu),
-                      [rows("kp"), rows("motor_strength"), m.actuator_gainprm,
-                       m.actuator_biasprm])
-        self.add_copy(("dof_damping", "kd", "motor_strength"), kleg.copy_pd_damping,
-                      (n, mjm.nv), [rows("dof_damping"), rows("kd"), rows("motor_strength"),
-                                    dof_actuator, m.dof_damping], replace="dof_damping")
-        self.add_copy(("torque_limit",), kleg.copy_force_limits, (n, mjm.nu),
-                      [rows("torque_limit"), m.actuator_forcerange])
+        self.add_copy((*PD, "dof_damping"), kleg.copy_pd, (n, mjm.nv),
+                      [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator,
+                       m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
+                       m.dof_damping], replace="dof_damping")
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
                        wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos],
