@@ -29,30 +29,14 @@ from gpuparam.kernels.legged import (
     reset_command,
     step_bits,
 )
+from gpuparam.kernels.locomotion import copy_row
 from gpuparam.kernels.rng import next_bits, rng_key
 
 wp.set_module_options({"fuse_fp": False})
 
 NUM_TERMS = wp.constant(17)
+# the reward terms, in the order of ``go1.REWARD_TERMS`` (envpool's config order)
 vec17 = wp.types.vector(length=17, dtype=float)
-# reward term indices (the order of ``Go1Env.reward_terms``: envpool's config order)
-T_LIN = wp.constant(0)
-T_ANG = wp.constant(1)
-T_LIN_Z = wp.constant(2)
-T_ANG_XY = wp.constant(3)
-T_ORIENT = wp.constant(4)
-T_LIMITS = wp.constant(5)
-T_POSE = wp.constant(6)
-T_TERM = wp.constant(7)
-T_STAND = wp.constant(8)
-T_TORQUE = wp.constant(9)
-T_RATE = wp.constant(10)
-T_ENERGY = wp.constant(11)
-T_CLEAR = wp.constant(12)
-T_HEIGHT = wp.constant(13)
-T_SLIP = wp.constant(14)
-T_AIR = wp.constant(15)
-T_CONTACT = wp.constant(16)
 
 # rows of the ``noise`` block: level, then the scales of the noisy terms
 N_LEVEL = wp.constant(0)
@@ -154,6 +138,30 @@ def _vec(sd: wp.array2d(dtype=float), i: int, adr: int) -> wp.vec3:
     return wp.vec3(sd[i, adr], sd[i, adr + 1], sd[i, adr + 2])
 
 
+@wp.func
+def _reset_task(i: int, h: wp.uint32, dt: float, qpos: wp.array2d(dtype=float),
+                consts: wp.array2d(dtype=float), cmd_range: wp.array2d(dtype=float),
+                st: TaskState):
+    """Playground's reset of env ``i``'s task state (draws from ``h``): command ``U(-a,
+    a)``, countdown ``round(Exponential(1) * resample_time / dt)``, last action, air time,
+    swing peak and last contact zero; the episode's start xy (terrain curriculum)."""
+    c = reset_command(h, cmd_range, i)
+    for k in range(3):
+        st.command[i, k] = c[k]
+        h = next_bits(h)
+    st.countdown[i] = exponential_steps(h, consts[C_RESAMPLE, i], dt)
+    for j in range(st.last_act.shape[1]):
+        st.last_act[i, j] = 0.0
+    for f in range(4):
+        st.air_time[i, f] = 0.0
+        st.swing_peak[i, f] = 0.0
+        st.last_contact[i, f] = 0.0
+    st.start_xy[i, 0] = qpos[i, 0]
+    st.start_xy[i, 1] = qpos[i, 1]
+    st.cmd_distance[i] = 0.0
+    st.metric[i] = 0.0
+
+
 @wp.kernel
 def go1(
     observe: int,
@@ -197,8 +205,10 @@ def go1(
     terminated_out: wp.array(dtype=wp.bool),
 ):
     """``observe`` = 0: after a step, every env: the whole step of the task (module
-    docstring). ``observe`` = 1: after a reset (the task state already reset, ``mj_forward``
-    run), masked envs: the observation and privileged observation only.
+    docstring). ``observe`` = 1: after a reset (the base reset, whose episode index the
+    draws key on, and ``mj_forward`` run), masked envs: the task state's reset
+    (:func:`_reset_task`), then the observation and privileged observation only;
+    ``observe`` = 2: those observations only, from the current data and task state.
 
     Observation ``[N, 48 + P]``: local linear velocity, gyro, gravity in the imu frame,
     joint angles minus the default pose, joint velocities (each with uniform noise ``level
@@ -211,14 +221,15 @@ def go1(
     term times its scale (before the sum, ``dt`` and the clip); ``reward = clip(sum * dt, 0,
     1e4)``."""
     i = thread_index(wp.tid())
-    if observe == 1 and not mask[i]:
+    if observe != 0 and not mask[i]:
         return
     gid = env_offset + i
+    if observe == 1:
+        h = rng_key(seed[0], gid, STREAM_TASK_RESET, episode_count[i] - 1)
+        _reset_task(i, h, dt, qpos, consts, cmd_range, st)
     nu = default_pose.shape[0]
-    if observe == 0:
-        hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, step_count[i])
-    else:
-        hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, RESET_STEP)
+    step = wp.where(observe == 0, step_count[i], RESET_STEP)
+    hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, step)
 
     # contacts and foot timing (a step only)
     contact = wp.vec4(0.0)
@@ -237,53 +248,32 @@ def go1(
             st.air_time[i, f] = air + dt
             st.swing_peak[i, f] = wp.max(st.swing_peak[i, f], foot_z[f])
 
-    # observation
+    # observation: noisy local linear velocity, gyro, gravity, joint angles minus the
+    # default pose, joint velocities (in that draw order), the previous action, the command
     sd = sensordata
     lin = _vec(sd, i, sn.linvel)
     gyro = _vec(sd, i, sn.gyro)
     xm = site_xmat[i, sn.imu_site]
     grav = wp.vec3(-xm[2, 0], -xm[2, 1], -xm[2, 2])
+    imu = wp.matrix_from_rows(lin, gyro, grav)
     lvl = noise[N_LEVEL, i]
-    o = int(0)
-    for k in range(3):
-        v = noisy(lin[k], hn, lvl, noise[N_LINVEL, i])
-        hn = next_bits(hn)
-        obs_out[i, o + k] = v
-        priv_out[i, o + k] = v
-    o = 3
-    for k in range(3):
-        v = noisy(gyro[k], hn, lvl, noise[N_GYRO, i])
-        hn = next_bits(hn)
-        obs_out[i, o + k] = v
-        priv_out[i, o + k] = v
-    o = 6
-    for k in range(3):
-        v = noisy(grav[k], hn, lvl, noise[N_GRAVITY, i])
-        hn = next_bits(hn)
-        obs_out[i, o + k] = v
-        priv_out[i, o + k] = v
-    o = 9
-    for j in range(nu):
-        v = noisy(qpos[i, 7 + j], hn, lvl, noise[N_JOINT_POS, i]) - default_pose[j]
-        hn = next_bits(hn)
-        obs_out[i, o + j] = v
-        priv_out[i, o + j] = v
-    o = 9 + nu
-    for j in range(nu):
-        v = noisy(qvel[i, 6 + j], hn, lvl, noise[N_JOINT_VEL, i])
-        hn = next_bits(hn)
-        obs_out[i, o + j] = v
-        priv_out[i, o + j] = v
-    o = 9 + 2 * nu
-    for j in range(nu):
-        v = st.last_act[i, j]
-        obs_out[i, o + j] = v
-        priv_out[i, o + j] = v
-    o = 9 + 3 * nu
     cmd = wp.vec3(st.command[i, 0], st.command[i, 1], st.command[i, 2])
-    for k in range(3):
-        obs_out[i, o + k] = cmd[k]
-        priv_out[i, o + k] = cmd[k]
+    for k in range(12 + 3 * nu):
+        v = float(0.0)
+        if k < 9:  # rows N_LINVEL, N_GYRO, N_GRAVITY
+            v = noisy(imu[k // 3, k % 3], hn, lvl, noise[N_LINVEL + k // 3, i])
+        elif k < 9 + nu:
+            v = noisy(qpos[i, 7 + k - 9], hn, lvl, noise[N_JOINT_POS, i]) - default_pose[k - 9]
+        elif k < 9 + 2 * nu:
+            v = noisy(qvel[i, 6 + k - 9 - nu], hn, lvl, noise[N_JOINT_VEL, i])
+        elif k < 9 + 3 * nu:
+            v = st.last_act[i, k - 9 - 2 * nu]
+        else:
+            v = cmd[k - 9 - 3 * nu]
+        if k < 9 + 2 * nu:
+            hn = next_bits(hn)
+        obs_out[i, k] = v
+        priv_out[i, k] = v
     n_state = 12 + 3 * nu
     # privileged, noise-free
     p0 = n_state
@@ -323,11 +313,9 @@ def go1(
             priv_out[i, p0 + k] = v * sc
             obs_out[i, n_state + k] = noisy(v, hn, lvl, noise[N_HEIGHT, i]) * sc
             hn = next_bits(hn)
-    if observe == 1:
+    if observe != 0:
         return
-    nobs = obs_out.shape[1]
-    for k in range(nobs):
-        final_obs_out[i, k] = obs_out[i, k]
+    copy_row(obs_out, final_obs_out, i)
 
     # termination
     up = _vec(sd, i, sn.upvector)
@@ -346,13 +334,7 @@ def go1(
     glin = _vec(sd, i, sn.global_linvel)
     e0 = cmd[0] - lin[0]
     e1 = cmd[1] - lin[1]
-    t = vec17()
-    t[T_LIN] = wp.exp(-(e0 * e0 + e1 * e1) / sigma)
     ea = cmd[2] - gyro[2]
-    t[T_ANG] = wp.exp(-(ea * ea) / sigma)
-    t[T_LIN_Z] = glin[2] * glin[2]
-    t[T_ANG_XY] = gang[0] * gang[0] + gang[1] * gang[1]
-    t[T_ORIENT] = up[0] * up[0] + up[1] * up[1]
     limits = float(0.0)
     pose = float(0.0)
     stand = float(0.0)
@@ -372,13 +354,6 @@ def go1(
         da = action[i, j] - st.last_act[i, j]
         rate += da * da
         energy += wp.abs(qvel[i, 6 + j]) * wp.abs(tau)
-    t[T_LIMITS] = limits
-    t[T_POSE] = wp.exp(-pose)
-    t[T_TERM] = wp.where(done, 1.0, 0.0)
-    t[T_STAND] = stand * still
-    t[T_TORQUE] = wp.sqrt(tau2) + tau1
-    t[T_RATE] = rate
-    t[T_ENERGY] = energy
     clear = float(0.0)
     height = float(0.0)
     slip = float(0.0)
@@ -391,10 +366,6 @@ def go1(
         height += err * err * first[f]
         slip += v2 * contact[f]
         air_r += (st.air_time[i, f] - 0.1) * first[f]
-    t[T_CLEAR] = clear
-    t[T_HEIGHT] = height * moving
-    t[T_SLIP] = slip * moving
-    t[T_AIR] = air_r * moving
     touching = float(0.0)
     for c in range(sn.n_penalized):
         hit = float(0.0)
@@ -402,7 +373,25 @@ def go1(
             if sd[i, sn.penalized[k]] > 0.0:
                 hit = 1.0
         touching += hit
-    t[T_CONTACT] = touching
+    t = vec17(
+        wp.exp(-(e0 * e0 + e1 * e1) / sigma),  # tracking_lin_vel
+        wp.exp(-(ea * ea) / sigma),  # tracking_ang_vel
+        glin[2] * glin[2],  # lin_vel_z
+        gang[0] * gang[0] + gang[1] * gang[1],  # ang_vel_xy
+        up[0] * up[0] + up[1] * up[1],  # orientation
+        limits,  # dof_pos_limits
+        wp.exp(-pose),  # pose
+        wp.where(done, 1.0, 0.0),  # termination
+        stand * still,  # stand_still
+        wp.sqrt(tau2) + tau1,  # torques
+        rate,  # action_rate
+        energy,  # energy
+        clear,  # feet_clearance
+        height * moving,  # feet_height
+        slip * moving,  # feet_slip
+        air_r * moving,  # feet_air_time
+        touching,  # undesired_contacts
+    )
     total = float(0.0)
     for k in range(NUM_TERMS):
         s = t[k] * scales[k, i]
@@ -442,40 +431,3 @@ def go1(
             st.air_time[i, f] = 0.0
             st.swing_peak[i, f] = 0.0
         st.last_contact[i, f] = contact[f]
-
-
-@wp.kernel
-def reset_task(
-    mask: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    episode_count: wp.array(dtype=wp.int32),
-    dt: float,
-    qpos: wp.array2d(dtype=float),
-    consts: wp.array2d(dtype=float),
-    cmd_range: wp.array2d(dtype=float),
-    st: TaskState,
-):
-    """Playground's reset of the task state for the masked envs (after the base's reset,
-    whose episode index it keys on): command ``U(-a, a)``, countdown
-    ``round(Exponential(1) * resample_time / dt)``, last action, air time, swing peak and
-    last contact zero; the episode's start xy (terrain curriculum)."""
-    i = thread_index(wp.tid())
-    if not mask[i]:
-        return
-    h = rng_key(seed[0], env_offset + i, STREAM_TASK_RESET, episode_count[i] - 1)
-    c = reset_command(h, cmd_range, i)
-    for k in range(3):
-        st.command[i, k] = c[k]
-        h = next_bits(h)
-    st.countdown[i] = exponential_steps(h, consts[C_RESAMPLE, i], dt)
-    for j in range(st.last_act.shape[1]):
-        st.last_act[i, j] = 0.0
-    for f in range(4):
-        st.air_time[i, f] = 0.0
-        st.swing_peak[i, f] = 0.0
-        st.last_contact[i, f] = 0.0
-    st.start_xy[i, 0] = qpos[i, 0]
-    st.start_xy[i, 1] = qpos[i, 1]
-    st.cmd_distance[i] = 0.0
-    st.metric[i] = 0.0

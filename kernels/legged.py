@@ -1,23 +1,19 @@
 """Legged-robot recipe pieces on the device, for any MuJoCo Warp robot with a free-joint
 base and position actuators: PD gains written into the per-world actuator fields, the
 action latency ring buffer and PD targets, half-sine kicks, the reset of the base, velocity
-commands, observation noise, and the height scan (legged_gym's ``measure_heights``) read
-from a MuJoCo Warp heightfield.
+commands, observation noise, and the height scan (legged_gym's ``measure_heights``).
 
-Every parameter is a row ``[N]`` of the parameter table (vector parameters ``[size, N]``);
+Parameters are rows ``[N]`` of the parameter table (vector parameters ``[size, N]``);
 MuJoCo Warp's per-world arrays are ``[nworld, k]``. One thread per env (or per env and
-component). Random draws are counter-based: at a reset keyed by (seed, global env id, a
-stream, the episode index), within an episode by (seed, global env id, a stream, the episode
-index, the step of the episode) (:func:`step_bits`), so env ``i`` draws the same whatever
-``num_envs`` is, and a reseed (episode counters back to 0) repeats them.
+component). Draws are counter-based: at a reset keyed by (seed, global env id, a stream,
+the episode index), within an episode also by the step of the episode (:func:`step_bits`),
+so env ``i`` draws the same whatever ``num_envs`` is, and a reseed repeats them.
 
-The heightfield is read as MuJoCo Warp stores it (``mujoco_warp.Model`` fields):
-``hfield_size [nhfield] vec4`` = (radius_x, radius_y, elevation_z, base_z),
-``hfield_nrow``, ``hfield_ncol``, ``hfield_adr [nhfield] int`` and ``hfield_data
-[nhfielddata] float`` (normalized to [0, 1], row-major, row ``r`` at
-``y = -radius_y + r * 2 radius_y / (nrow - 1)``, column ``c`` likewise in x), placed by its
-geom's ``geom_pos [nworld or 1, ngeom] vec3``. The geom must be a world-body geom with the
-identity orientation (``gpuparam.envs.mujoco.terrain.terrain_geom`` checks it).
+The heightfield is read from MuJoCo Warp's model fields (``hfield_size [nhfield] vec4`` =
+(radius_x, radius_y, elevation_z, base_z), ``hfield_nrow``, ``hfield_ncol``, ``hfield_adr``,
+``hfield_data`` normalized to [0, 1], row-major, rows along y), placed by its geom's
+``geom_pos``: a world-body geom with the identity orientation
+(``gpuparam.envs.mujoco.terrain.terrain_geom`` checks it).
 """
 
 from __future__ import annotations
@@ -96,20 +92,11 @@ def height_scan(
     # out
     heights_out: wp.array2d(dtype=float),
 ):
-    """Terrain height under each scan point, one thread per (env, point).
-
-    Args:
-        base_pos: world position of each env's base, ``[N]``.
-        base_yaw: each base's yaw in radians, ``[N]`` (``quat_yaw`` of its orientation).
-        points: scan points ``(x, y)`` in the base's yaw frame (rotated by the yaw only, as
-            legged_gym's ``quat_apply_yaw``), ``[P]``.
-        hfield_size .. hfield_data: MuJoCo Warp's heightfield arrays (model fields).
-        geom_pos: MuJoCo Warp's ``geom_pos`` ``[nworld or 1, ngeom]``; world ``i`` reads row
-            ``i % geom_pos.shape[0]``.
-        hfield_id, geom_id: the heightfield and its geom.
-        heights_out: world height of the terrain under each point, ``[N, P]`` (metres;
-            legged_gym's observation is ``clip(base_z - 0.5 - height, -1, 1)``, the env's).
-    """
+    """World height (metres) of the terrain under each scan point, ``heights_out [N, P]``,
+    one thread per (env, point): ``points [P]`` are ``(x, y)`` in the yaw frame of the
+    base at ``base_pos [N]`` with yaw ``base_yaw [N]`` (rotated by the yaw only, as
+    legged_gym's ``quat_apply_yaw``); heightfield ``hfield_id`` of geom ``geom_id``, world
+    ``i`` placed by ``geom_pos[i % geom_pos.shape[0]]`` (module docstring)."""
     env, p = wp.tid()
     pos = base_pos[env]
     yaw = base_yaw[env]
@@ -150,55 +137,44 @@ def round_steps(seconds: float, dt: float) -> int:
 def exponential_steps(h: wp.uint32, mean_s: float, dt: float) -> int:
     """``round(Exponential(1) * mean_s / dt)`` (Playground's command countdown); the
     exponential draw ``-ln(1 - u)`` uses ``log_pos`` (the same bits on every device)."""
-    e = -log_pos(1.0 - uniform(h))
-    return wp.max(int(wp.floor(e * mean_s / dt + 0.5)), 0)
+    return round_steps(-log_pos(1.0 - uniform(h)) * mean_s, dt)
 
 
 # ----------------------------------------------------------------- PD actuators
 @wp.kernel
-def copy_pd_gains(
+def copy_pd(
     kp: wp.array2d(dtype=float),
+    kd: wp.array2d(dtype=float),
+    limit: wp.array2d(dtype=float),
     motor_strength: wp.array2d(dtype=float),
+    damping: wp.array2d(dtype=float),
+    dof_actuator: wp.array(dtype=int),
     gainprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
     biasprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
-):
-    """A position actuator's P gain (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``)
-    times the motor strength, per (world, actuator): ``kp``, ``motor_strength`` ``[nu, N]``
-    rows. The actuator's other parameters are kept."""
-    i, j = wp.tid()
-    k = kp[j, i] * motor_strength[j, i]
-    g = gainprm_out[i, j]
-    g[0] = k
-    gainprm_out[i, j] = g
-    b = biasprm_out[i, j]
-    b[1] = -k
-    biasprm_out[i, j] = b
-
-
-@wp.kernel
-def copy_pd_damping(
-    damping: wp.array2d(dtype=float),
-    kd: wp.array2d(dtype=float),
-    motor_strength: wp.array2d(dtype=float),
-    dof_actuator: wp.array(dtype=int),
+    forcerange_out: wp.array2d(dtype=wp.vec2),
     damping_out: wp.array2d(dtype=float),
 ):
-    """The D part of the PD as the joint's damping, per (world, dof): ``dof_damping`` rows
-    ``[nv, N]`` (the passive damping) plus ``kd * motor_strength`` of the actuator driving
-    the dof (``dof_actuator[d]``, -1 for none)."""
+    """The PD law's model fields, per (world, dof): the joint's damping is the passive
+    ``damping`` (rows ``[nv, N]``) plus the D part ``kd * motor_strength`` of the actuator
+    driving the dof (``dof_actuator[d]``, -1 for none), whose position actuator gets the P
+    gain ``kp * motor_strength`` (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``) and
+    ``forcerange = (-limit, limit)``; ``kp``, ``kd``, ``limit``, ``motor_strength``: rows
+    ``[nu, N]``. The actuator's other parameters are kept."""
     i, d = wp.tid()
     v = damping[d, i]
     a = dof_actuator[d]
     if a >= 0:
-        v = v + kd[a, i] * motor_strength[a, i]
+        ms = motor_strength[a, i]
+        v = v + kd[a, i] * ms
+        k = kp[a, i] * ms
+        g = gainprm_out[i, a]
+        g[0] = k
+        gainprm_out[i, a] = g
+        bp = biasprm_out[i, a]
+        bp[1] = -k
+        biasprm_out[i, a] = bp
+        forcerange_out[i, a] = wp.vec2(-limit[a, i], limit[a, i])
     damping_out[i, d] = v
-
-
-@wp.kernel
-def copy_force_limits(limit: wp.array2d(dtype=float), forcerange_out: wp.array2d(dtype=wp.vec2)):
-    """``forcerange = (-limit, limit)`` per (world, actuator); ``limit`` rows ``[nu, N]``."""
-    i, j = wp.tid()
-    forcerange_out[i, j] = wp.vec2(-limit[j, i], limit[j, i])
 
 
 @wp.kernel
@@ -268,17 +244,13 @@ def pre_step(
     ctrl_out: wp.array2d(dtype=float),
     xfrc_out: wp.array2d(dtype=wp.spatial_vector),
 ):
-    """Before the substeps of an env step, one thread per env.
-
-    Action latency: the action goes into the env's ring buffer ``history`` ``[N, K + 1,
-    nu]`` (slot ``head[i]``, advanced first) and the PD targets are made from the action of
-    ``d = round(action_delay)`` steps before (clamped to ``[0, K]``; ``d = 0``: this one):
-    ``ctrl = default_pose + action * action_scale`` (MuJoCo Playground's, not clipped; the
-    position actuators clamp to their control range).
-
-    Kicks (``kick_enable > 0.5``): Playground's half-sine force on body ``kick_body`` (mass
-    its subtree's), written to ``xfrc_applied`` (force; torque 0). Off: that body's applied
-    wrench is 0 and the kick state is left alone."""
+    """Before the substeps of an env step, one thread per env. The action goes into the
+    ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first); the PD
+    targets ``ctrl = default_pose + action * action_scale`` (Playground's, not clipped: the
+    actuators clamp to their control range) use the action of ``round(action_delay)``
+    steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
+    Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
+    ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
     i = thread_index(wp.tid())
     K1 = history.shape[1]
     hd = (head[i] + 1) % K1

@@ -8,6 +8,8 @@ Every parameter is a table row ``[N]`` (float32, one per env); vector parameters
 
 from __future__ import annotations
 
+from typing import Any
+
 import warp as wp
 from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
@@ -33,17 +35,9 @@ def copy_rows(rows: wp.array2d(dtype=float), col0: int, out: wp.array2d(dtype=fl
 
 
 @wp.kernel
-def copy_rows_vec3_x(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=wp.vec3)):
-    """The first component of ``out[i, j]`` (sliding friction) from ``rows[j, i]``."""
-    i, j = wp.tid()
-    v = out[i, j]
-    v[0] = rows[j, i]
-    out[i, j] = v
-
-
-@wp.kernel
-def copy_rows_spatial0(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=wp.spatial_vector)):
-    """The first component of ``out[i, j]`` (an actuator's gear) from ``rows[j, i]``."""
+def copy_rows_first(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=Any)):
+    """The first component of ``out[i, j]`` (a vector: a geom's sliding friction, an
+    actuator's gear) from ``rows[j, i]``."""
     i, j = wp.tid()
     v = out[i, j]
     v[0] = rows[j, i]
@@ -149,11 +143,31 @@ def _finite_state(qpos: wp.array2d(dtype=float), qvel: wp.array2d(dtype=float), 
 
 
 @wp.func
-def _write_obs(obs: wp.array2d(dtype=float), fin: wp.array2d(dtype=float), both: int, i: int,
-               k: int, v: float):
-    obs[i, k] = v
-    if both == 1:
-        fin[i, k] = v
+def copy_row(src: wp.array2d(dtype=float), dst: wp.array2d(dtype=float), i: int):
+    """``dst[i] = src[i]`` (a step's observation is also its final observation)."""
+    for k in range(src.shape[1]):
+        dst[i, k] = src[i, k]
+
+
+@wp.func
+def _contact_obs(cfrc_ext: wp.array2d(dtype=wp.spatial_vector), i: int, observe: int,
+                 clip: int, lo: float, hi: float, obs: wp.array2d(dtype=float), o: int) -> float:
+    """Write ``cfrc_ext[i, 1:]`` (clipped to ``[lo, hi]`` if ``clip``; 0 right after a
+    reset, as after ``mj_resetData`` + ``mj_forward``) to ``obs[i, o:]``; return the sum of
+    squares over every body."""
+    contact = float(0.0)
+    for b in range(cfrc_ext.shape[1]):
+        f = cfrc_ext[i, b]
+        for c in range(6):
+            v = float(0.0)
+            if observe == 0:
+                v = f[c]
+                if clip == 1:
+                    v = wp.clamp(v, lo, hi)
+            contact += v * v
+            if b > 0:
+                obs[i, o + (b - 1) * 6 + c] = v
+    return contact
 
 
 # ----------------------------------------------------------------- Ant-v5
@@ -190,30 +204,19 @@ def ant(
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
-    both = 1 - observe
     nq = qpos.shape[1]
     nv = qvel.shape[1]
     for k in range(2, nq):
-        _write_obs(obs_out, final_obs_out, both, i, k - 2, qpos[i, k])
+        obs_out[i, k - 2] = qpos[i, k]
     for k in range(nv):
-        _write_obs(obs_out, final_obs_out, both, i, nq - 2 + k, qvel[i, k])
-    o = nq - 2 + nv
-    lo = force_min[i]
-    hi = force_max[i]
-    contact = float(0.0)
-    for b in range(cfrc_ext.shape[1]):
-        f = cfrc_ext[i, b]
-        for c in range(6):
-            v = float(0.0)
-            if observe == 0:
-                v = wp.clamp(f[c], lo, hi)
-            contact += v * v
-            if b > 0:
-                _write_obs(obs_out, final_obs_out, both, i, o + (b - 1) * 6 + c, v)
+        obs_out[i, nq - 2 + k] = qvel[i, k]
+    contact = _contact_obs(cfrc_ext, i, observe, 1, force_min[i], force_max[i], obs_out,
+                           nq - 2 + nv)
     if observe == 1:
         prev_xy[i, 0] = qpos[i, 0]
         prev_xy[i, 1] = qpos[i, 1]
         return
+    copy_row(obs_out, final_obs_out, i)
     p = xpos[i, main_body]
     x_vel = (p[0] - prev_xy[i, 0]) / dt
     prev_xy[i, 0] = p[0]
@@ -270,18 +273,17 @@ def planar(
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
-    both = 1 - observe
     nq = qpos.shape[1]
     nv = qvel.shape[1]
     for k in range(1, nq):
-        _write_obs(obs_out, final_obs_out, both, i, k - 1, qpos[i, k])
+        obs_out[i, k - 1] = qpos[i, k]
     for k in range(nv):
-        _write_obs(obs_out, final_obs_out, both, i, nq - 1 + k,
-                   wp.clamp(qvel[i, k], -vel_clip, vel_clip))
+        obs_out[i, nq - 1 + k] = wp.clamp(qvel[i, k], -vel_clip, vel_clip)
     x = qpos[i, 0]
     if observe == 1:
         prev_x[i] = x
         return
+    copy_row(obs_out, final_obs_out, i)
     x_vel = (x - prev_x[i]) / dt
     prev_x[i] = x
     reward = forward_w[i] * x_vel - _ctrl_cost(action, i, ctrl_w[i])
@@ -307,19 +309,6 @@ def planar(
 
 
 # ----------------------------------------------------------------- Humanoid-v5
-@wp.func
-def _mass_center(body_mass: wp.array2d(dtype=float), xipos: wp.array2d(dtype=wp.vec3),
-                 i: int) -> wp.vec2:
-    w = i % body_mass.shape[0]
-    num = wp.vec3(0.0)
-    den = float(0.0)
-    for b in range(xipos.shape[1]):
-        m = body_mass[w, b]
-        num += m * xipos[i, b]
-        den += m
-    return wp.vec2(num[0] / den, num[1] / den)
-
-
 @wp.kernel
 def humanoid(
     observe: int,
@@ -358,55 +347,47 @@ def humanoid(
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
-    both = 1 - observe
     nq = qpos.shape[1]
     nv = qvel.shape[1]
     nb = cinert.shape[1]
     o = int(0)
     for k in range(2, nq):
-        _write_obs(obs_out, final_obs_out, both, i, o, qpos[i, k])
+        obs_out[i, o] = qpos[i, k]
         o += 1
     for k in range(nv):
-        _write_obs(obs_out, final_obs_out, both, i, o, qvel[i, k])
+        obs_out[i, o] = qvel[i, k]
         o += 1
     for b in range(1, nb):
         c = cinert[i, b]
         for k in range(10):
-            _write_obs(obs_out, final_obs_out, both, i, o, c[k])
+            obs_out[i, o] = c[k]
             o += 1
     for b in range(1, nb):
         cv = cvel[i, b]
         for k in range(6):
-            _write_obs(obs_out, final_obs_out, both, i, o, cv[k])
+            obs_out[i, o] = cv[k]
             o += 1
     for k in range(6, nv):
-        _write_obs(obs_out, final_obs_out, both, i, o, qfrc_actuator[i, k])
+        obs_out[i, o] = qfrc_actuator[i, k]
         o += 1
-    contact = float(0.0)
-    for b in range(nb):
-        f = cfrc_ext[i, b]
-        for k in range(6):
-            v = float(0.0)
-            if observe == 0:
-                v = f[k]
-            contact += v * v
-            if b > 0:
-                _write_obs(obs_out, final_obs_out, both, i, o, v)
-                o += 1
+    contact = _contact_obs(cfrc_ext, i, observe, 0, 0.0, 0.0, obs_out, o)
     if observe == 1:
         for b in range(nb):
             prev_x[i, b] = xipos[i, b][0]
         return
-    mc = _mass_center(body_mass, xipos, i)
+    copy_row(obs_out, final_obs_out, i)
+    # mass center x now and at the last step, both weighed with the masses in force now
     w = i % body_mass.shape[0]
-    num = float(0.0)
+    now = float(0.0)
+    before = float(0.0)
     den = float(0.0)
     for b in range(nb):
         m = body_mass[w, b]
-        num += m * prev_x[i, b]
+        now += m * xipos[i, b][0]
+        before += m * prev_x[i, b]
         den += m
         prev_x[i, b] = xipos[i, b][0]
-    x_vel = (mc[0] - num / den) / dt
+    x_vel = (now / den - before / den) / dt
     z = qpos[i, 2]
     healthy = z_min[i] < z and z < z_max[i]
     h = float(0.0)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-import warp as wp
-
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.task import LocomotionTask
 from gpuparam.kernels import locomotion as kloco
@@ -16,19 +13,16 @@ class AntTask(LocomotionTask):
     reward (forward + healthy - ctrl - contact) and termination (unhealthy)."""
 
     kernel = kloco.ant
+    params = ("forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
+              "healthy_reward", "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
+              "contact_force_min", "contact_force_max")
 
-    def arrays(self, b, backend, row) -> list:
-        self.prev_xy = torch.zeros(b.num_envs, 2, dtype=torch.float32, device=b.device)
-        backend.state["task_prev_position"] = self.prev_xy  # checkpointed with the env
+    def data(self, backend) -> list:
         d = backend.d
-        return [
-            backend.dt, 1, d.qpos, d.qvel, d.xpos, d.cfrc_ext,
-            wp.from_torch(b.step.action), *(row(n) for n in (
-                "forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
-                "healthy_reward", "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
-                "contact_force_min", "contact_force_max",
-            )), wp.from_torch(self.prev_xy),
-        ]
+        return [1, d.qpos, d.qvel, d.xpos, d.cfrc_ext]  # 1: the torso, main body
+
+    def prev_shape(self, mjm) -> tuple[int, ...]:
+        return (2,)  # the torso's xy
 
 
 class AntEnv(RobotEnv):

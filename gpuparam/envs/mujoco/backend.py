@@ -1,23 +1,17 @@
 """MuJoCo Warp as a gpuparam physics backend: one world per env, physical parameters
-copied from the parameter table into the model's per-world arrays when they are written.
+copied from the parameter table into the model's per-world arrays when they are written
+(the policy: docs/robots.md).
 
-When parameters reach the model (the policy, see docs/robots.md):
-
-- on change: ``params_changed`` (called after every write of a physical parameter, by
-  ``params.set``, randomization terms, curricula, ``load_state_dict``) copies the written
-  parameters' table rows into the model's per-world arrays (one kernel each, all worlds:
-  unmasked worlds get their unchanged values back, bit for bit). Inside a captured step
-  the copies (and ``set_const``) sit behind a ``wp.capture_if`` on a device flag set when
-  the write's mask holds any env: a reset-time term's copies and ``set_const`` run only
-  at steps where some env was reset (a step-time term writes every step anyway).
-- ``set_const`` (MuJoCo Warp's ``mj_setConst``, all worlds, ``restore=False``, only the
-  groups the written parameters need: FIXED | INERT0 for mass, INERT0 otherwise) runs right
-  after a copy of a mass-type parameter (``body_mass``, ``dof_armature``): derived
-  constants (``body_subtreemass``, ``body_invweight0``, ``dof_invweight0``,
-  ``actuator_acc0``) are then consistent before the next step. Friction, damping and
-  gravity need none; gear only in models with muscles (``set_const_params``).
-  ``restore=False`` leaves ``d``'s kinematic fields at qpos0 values: the next step
-  recomputes them from qpos before reading them (``step`` starts with ``forward``).
+After every write of a physical parameter (``params.set``, randomization terms, curricula,
+``load_state_dict``) ``params_changed`` copies the written rows into the model (one kernel
+each, all worlds: unmasked worlds get their unchanged values back, bit for bit). After a
+mass-type parameter (``body_mass``, ``dof_armature``) ``set_const`` follows (MuJoCo Warp's
+``mj_setConst``, all worlds, only the groups needed: FIXED | INERT0 for mass, INERT0
+otherwise), so ``body_subtreemass``, ``body_invweight0``, ``dof_invweight0`` and
+``actuator_acc0`` are consistent before the next step; ``restore=False`` leaves ``d``'s
+kinematics at qpos0 values, which the next step recomputes (it starts with ``forward``).
+Friction, damping and gravity need none; gear only in models with muscles
+(``set_const_params``).
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -52,34 +46,30 @@ class MjwBackend(Backend):
 
     Args:
         mjm: the compiled ``mujoco.MjModel`` (host).
-        njmax, nconmax: constraint rows per world and contacts per world (the contact
-            buffer is shared by all worlds: ``nconmax * N``) that MuJoCo Warp allocates;
-            ``None``: MuJoCo Warp's estimate for the model (``mjw.make_data``'s defaults,
-            sized for the model's normal use). Rows or contacts that do not fit are dropped
-            by MuJoCo Warp and counted here (``constraint_overflows`` int32 ``[N]``,
-            ``contact_overflows`` int32 ``[1]``: steps with a drop), so raise them when a
-            count grows (e.g. under extreme gravity or masses).
-        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
-            order, invariant atomics): bit-identical replays on CUDA, at some speed cost.
-            CPU runs are deterministic either way.
-
-    Attributes (beyond ``Backend``'s):
-        set_const_on: the parameter names whose writes run ``set_const``.
         frame_skip: physics steps per env step.
         noise_param: the parameter holding the reset-noise scale.
         qvel_normal: reset ``qvel`` with ``scale * N(0, 1)`` (Ant, HalfCheetah) instead of
             ``U(-scale, scale)``.
         forward_at_reset: run ``mjw.forward`` after a reset (all worlds; the task reads
             ``mj_forward`` quantities of the new state, as Humanoid's observation does).
+        njmax, nconmax: constraint rows and contacts per world (the contact buffer is
+            shared by all worlds: ``nconmax * N``) that MuJoCo Warp allocates; ``None``: its
+            estimate for the model (``mjw.make_data``'s defaults). What does not fit is
+            dropped by MuJoCo Warp and counted here (``constraint_overflows`` int32 ``[N]``,
+            ``contact_overflows`` int32 ``[1]``: steps with a drop); raise them when a count
+            grows (e.g. under extreme gravity or masses).
+        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
+            order, invariant atomics): bit-identical replays on CUDA, at some speed cost.
+            CPU runs are deterministic either way.
 
-    Attributes:
-        m, d: the ``mjw.Model`` and ``mjw.Data`` (public MuJoCo Warp objects; their arrays
-            have the world axis first).
+    Attributes (beyond ``Backend``'s):
+        m, d: the ``mjw.Model`` and ``mjw.Data`` (world axis first).
         state: ``"qpos"`` float32 ``[N, nq]``, ``"qvel"`` ``[N, nv]``,
             ``"qacc_warmstart"`` ``[N, nv]`` (the solver's warm start): torch views of the
             ``d`` arrays (writing them sets the state the next step starts from), plus the
             task's previous root position (``"task_prev_position"``), so that
             ``env.state_dict()`` continues bit for bit.
+        set_const_on: the parameter names whose writes run ``set_const``.
         dt: seconds per env step (``timestep * frame_skip``).
     """
 
@@ -138,13 +128,13 @@ class MjwBackend(Backend):
         self._copies: list[tuple[tuple[str, ...], wp.Kernel, object, list]] = [
             (("body_mass",), kloco.copy_rows, (n, self.mjm.nbody - 1),
              [rows("body_mass"), 1, m.body_mass]),
-            (("geom_friction",), kloco.copy_rows_vec3_x, (n, self.mjm.ngeom),
+            (("geom_friction",), kloco.copy_rows_first, (n, self.mjm.ngeom),
              [rows("geom_friction"), m.geom_friction]),
             (("dof_damping",), kloco.copy_rows, (n, self.mjm.nv),
              [rows("dof_damping"), 0, m.dof_damping]),
             (("dof_armature",), kloco.copy_rows, (n, self.mjm.nv),
              [rows("dof_armature"), 0, m.dof_armature]),
-            (("actuator_gear",), kloco.copy_rows_spatial0, (n, self.mjm.nu),
+            (("actuator_gear",), kloco.copy_rows_first, (n, self.mjm.nu),
              [rows("actuator_gear"), m.actuator_gear]),
             (("gravity",), kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity]),
         ]
@@ -230,13 +220,10 @@ class MjwBackend(Backend):
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then
-        ``set_const`` if a mass-type one was written. Device work only: while a graph is
-        being captured the copies run behind ``wp.capture_if`` on whether ``mask`` (bool
-        ``[N]``) holds any env, so a replay does them only at steps that wrote something.
-        ``set_const`` cannot: MuJoCo Warp's allocates temporaries at every call, and CUDA
-        forbids allocations inside a conditional node's body; so it runs at every replay
-        of a step that may write a mass-type parameter (a reset-time mass term: every
-        step), on both devices alike."""
+        ``set_const`` if a mass-type one was written. Device work only; the copies run
+        under :meth:`when_any` ``(mask)`` (``mask``: bool ``[N]`` or None). ``set_const``
+        allocates, so it runs at every replay of a step that may write a mass-type
+        parameter (a reset-time mass term: every step), on both devices alike."""
         copies = [c[1:] for c in self._copies if any(n in c[0] for n in names)]
         groups = 0
         for n in names:
@@ -258,9 +245,9 @@ class MjwBackend(Backend):
         """Run ``fn()`` (device work) when ``mask`` (bool ``[N]``) holds any env: eagerly
         it runs unconditionally (always correct); while a graph is captured it sits behind
         ``wp.capture_if`` on a device flag set from the mask, so a replay runs it only at
-        steps whose mask holds an env. ``fn`` must not allocate (CUDA forbids allocations
-        in a conditional node's body; ``tests/envs/robots/test_model_writes.py`` checks
-        every use). Call inside the backend's stream scope."""
+        steps whose mask holds an env. ``fn`` must not allocate (CUDA forbids it in a
+        conditional node's body; ``tests/envs/robots/test_model_writes.py`` checks every
+        use). Call inside the backend's stream scope."""
         if mask is None or not wp.get_device(self._device).is_capturing:
             fn()
             return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -114,9 +114,3 @@ def _finite32(low: float, high: float) -> bool:
         lo, hi = np.float32(low), np.float32(high)
         return bool(math.isfinite(lo) and math.isfinite(hi) and np.isfinite(hi - lo))
 
-
-def add_event(env: VecEnv, event: Push) -> Callable[[], None]:
-    """Bind ``event`` to ``env`` and run it at every step; returns a function removing it."""
-    if not isinstance(event, Push):
-        raise TypeError(f"add_event: expected a gp.Push, got {type(event).__name__}")
-    return env.add_stage(event.bind(env))

@@ -5,28 +5,19 @@ height scan and a terrain curriculum.
 
 The task is Playground's ``locomotion/go1/joystick.py`` (the definition; envpool 1.2.5's
 C++ port is the reference the tests compare with, ``tests/fixtures/go1_envpool_*.npz``):
-
-- physics: ``load_go1`` (sim dt 0.004 s, 5 substeps per 0.02 s env step, Euler, Newton
-  with 1 iteration), PD position control with kp 35, kd 0.5 (``gpuparam.envs.mujoco.legged``)
-  to ``ctrl = default_pose + action * action_scale`` (0.5; actions nominally in [-1, 1],
-  not clipped).
-- observation ``"observation"`` ``[N, 48]`` (``[N, 235]`` on the terrain grid, with the
-  height scan), ``"privileged_observation"`` ``[N, 123]`` (``[N, 310]``), the reward
-  ``clip(sum_k scale_k term_k * dt, 0, 1e4)`` with the 16 terms (``"reward_terms"``
-  ``[N, 17]`` holds ``scale_k * term_k`` before the sum, the last one the undesired-contact
-  penalty, 0 unless bodies are listed), termination when the base is upside down
-  (``upvector_z < 0``), 1000-step episodes; see ``kernels/go1.py``.
-- commands: at a reset ``U(-a, a)`` per component; after a countdown of
-  ``round(Exponential(1) * command_resample_time / dt)`` steps each component is kept with
-  probability ``command_keep_prob``, else replaced by ``U(-a_k, a_k)`` with probability
-  ``b_k`` (``command_nonzero_prob``) or by 0; the countdown is redrawn then and at a
-  termination.
-- kicks (``kick_*``, off by default), the reset (home pose, ``U(-0.5, 0.5)`` in x and y,
-  yaw ``U(-3.14, 3.14)``, base velocities ``U(-0.5, 0.5)``) and action latency
-  (``action_delay``, 0 by default): ``gpuparam.envs.mujoco.legged``.
-
-Every reward scale, noise scale and level, command range, PD gain, action scale, kick
-range and reset range is a per-env parameter (``env.params``).
+physics ``load_go1`` (sim dt 0.004 s, 5 substeps per 0.02 s env step, Euler, Newton with 1
+iteration), PD position control (kp 35, kd 0.5; ``gpuparam.envs.mujoco.legged``) to ``ctrl
+= default_pose + action * action_scale`` (0.5; actions nominally in [-1, 1], not clipped);
+the observations, 16 reward terms and termination (base upside down) of
+``kernels/go1.py``; 1000-step episodes. Commands: at a reset ``U(-a, a)`` per component;
+after a countdown of ``round(Exponential(1) * command_resample_time / dt)`` steps each
+component is kept with probability ``command_keep_prob``, else replaced by ``U(-a_k,
+a_k)`` with probability ``b_k`` (``command_nonzero_prob``) or by 0; the countdown is
+redrawn then and at a termination. Kicks (``kick_*``, off by default), the reset (home
+pose, ``U(-0.5, 0.5)`` in x and y, yaw ``U(-3.14, 3.14)``, base velocities ``U(-0.5,
+0.5)``) and action latency (``action_delay``, 0 by default): ``legged.py``. Every reward
+scale, noise scale and level, command range, PD gain, action scale, kick range and reset
+range is a per-env parameter (``env.params``).
 
 Deviations from Playground (each deliberate): resets are full resets as Playground's
 ``reset()`` defines them (fresh draws, task state zeroed), not its training wrapper's
@@ -68,32 +59,28 @@ from gpuparam.kernels import legged as kleg
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
 
-# envpool's config order (its reward_<term> info keys), then gpuparam's contact penalty
-REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy",
-                "orientation", "dof_pos_limits", "pose", "termination", "stand_still",
-                "torques", "action_rate", "energy", "feet_clearance", "feet_height",
-                "feet_slip", "feet_air_time", "undesired_contacts")
-REWARD_SCALES = (1.0, 0.5, -0.5, -0.05, -5.0, -1.0, 0.5, -1.0, -1.0, -0.0002, -0.01, -0.001,
-                 -2.0, -0.2, -0.1, 0.1, 0.0)
-_REWARD_DOCS = {
-    "tracking_lin_vel": "exp(-|cmd_xy - local linvel_xy|^2 / sigma)",
-    "tracking_ang_vel": "exp(-(cmd_yaw - gyro_z)^2 / sigma)",
-    "lin_vel_z": "global linvel_z^2",
-    "ang_vel_xy": "|global angvel_xy|^2",
-    "orientation": "|upvector_xy|^2",
-    "dof_pos_limits": "joint angles beyond the soft limits (summed)",
-    "pose": "exp(-sum w (q - default)^2), w = (1, 1, 0.1) per leg",
-    "termination": "1 at a termination",
-    "stand_still": "sum |q - default| when |cmd| < 0.01",
-    "torques": "|tau| + sum |tau| (actuator forces)",
-    "action_rate": "|action - last action|^2",
-    "energy": "sum |qvel| |tau|",
-    "feet_clearance": "sum |foot height - max_foot_height| |foot vel_xy|^(1/2)",
-    "feet_height": "sum (swing peak / max_foot_height - 1)^2 at first contacts, if moving",
-    "feet_slip": "sum |foot vel_xy|^2 in contact, if moving",
-    "feet_air_time": "sum (air time - 0.1) at first contacts, if moving",
-    "undesired_contacts": "number of penalized bodies touching the ground",
-}
+# (term, default scale, doc): envpool's config order (its reward_<term> info keys), then
+# gpuparam's undesired-contact penalty
+REWARDS = (
+    ("tracking_lin_vel", 1.0, "exp(-|cmd_xy - local linvel_xy|^2 / sigma)"),
+    ("tracking_ang_vel", 0.5, "exp(-(cmd_yaw - gyro_z)^2 / sigma)"),
+    ("lin_vel_z", -0.5, "global linvel_z^2"),
+    ("ang_vel_xy", -0.05, "|global angvel_xy|^2"),
+    ("orientation", -5.0, "|upvector_xy|^2"),
+    ("dof_pos_limits", -1.0, "joint angles beyond the soft limits (summed)"),
+    ("pose", 0.5, "exp(-sum w (q - default)^2), w = (1, 1, 0.1) per leg"),
+    ("termination", -1.0, "1 at a termination"),
+    ("stand_still", -1.0, "sum |q - default| when |cmd| < 0.01"),
+    ("torques", -0.0002, "|tau| + sum |tau| (actuator forces)"),
+    ("action_rate", -0.01, "|action - last action|^2"),
+    ("energy", -0.001, "sum |qvel| |tau|"),
+    ("feet_clearance", -2.0, "sum |foot height - max_foot_height| |foot vel_xy|^(1/2)"),
+    ("feet_height", -0.2, "sum (swing peak / max_foot_height - 1)^2 at first contacts, if moving"),
+    ("feet_slip", -0.1, "sum |foot vel_xy|^2 in contact, if moving"),
+    ("feet_air_time", 0.1, "sum (air time - 0.1) at first contacts, if moving"),
+    ("undesired_contacts", 0.0, "number of penalized bodies touching the ground"),
+)
+REWARD_TERMS = tuple(t for t, _, _ in REWARDS)
 NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
          ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
          ("noise_gyro", 0.2, "gyro noise (rad/s)"),
@@ -114,10 +101,8 @@ SIZES = {"flat": (40, 4), "rough": (76, 16), "grid": (200, 64)}
 def go1_task_specs(undesired_contacts: float = 0.0) -> tuple[ParamSpec, ...]:
     """The task's parameters (Playground's values): reward scales, noise, command law,
     reward constants, height-scan shaping, contact termination."""
-    scales = [ParamSpec(f"reward_{t}", (undesired_contacts if t == "undesired_contacts"
-                                         else s), -1e3, 1e3,
-                        doc=f"scale of {t}: {_REWARD_DOCS[t]}")
-              for t, s in zip(REWARD_TERMS, REWARD_SCALES, strict=True)]
+    scales = [ParamSpec(f"reward_{t}", undesired_contacts if t == "undesired_contacts" else s,
+                        -1e3, 1e3, doc=f"scale of {t}: {doc}") for t, s, doc in REWARDS]
     noise = [ParamSpec(n, v, 0.0, 100.0, doc=doc) for n, v, doc in NOISE]
     return (
         *scales, *noise,
@@ -199,25 +184,15 @@ class Go1Task(Task):
     def bind(self, b: BindContext, backend: LeggedBackend) -> None:
         self.backend = backend
         mjm, n, dev, ctx = self.mjm, b.num_envs, b.device, b.step
-        f32 = dict(dtype=torch.float32, device=dev)
-        st = {
-            "command": torch.zeros(n, 3, **f32),
-            "countdown": torch.zeros(n, dtype=torch.int32, device=dev),
-            "last_act": torch.zeros(n, mjm.nu, **f32),
-            "air_time": torch.zeros(n, 4, **f32),
-            "swing_peak": torch.zeros(n, 4, **f32),
-            "last_contact": torch.zeros(n, 4, **f32),
-            "start_xy": torch.zeros(n, 2, **f32),
-            "cmd_distance": torch.zeros(n, **f32),
-            "metric": torch.zeros(n, **f32),
-        }
-        for k, v in st.items():
+        shapes = {"command": (3,), "countdown": (), "last_act": (mjm.nu,), "air_time": (4,),
+                  "swing_peak": (4,), "last_contact": (4,), "start_xy": (2,),
+                  "cmd_distance": (), "metric": ()}
+        self.state, ts = {}, kgo1.TaskState()
+        for k, shape in shapes.items():
+            dtype = torch.int32 if k == "countdown" else torch.float32
+            v = self.state[k] = torch.zeros(n, *shape, dtype=dtype, device=dev)
             backend.state[f"task_{k}"] = v  # checkpointed with the env
-        self.state = st
-        ts = kgo1.TaskState()
-        for k, v in st.items():
             setattr(ts, k, wp.from_torch(v))
-        self._ts = ts
 
         def adr(name: str) -> int:
             return int(mjm.sensor_adr[mjm.sensor(name).id])
@@ -242,7 +217,6 @@ class Go1Task(Task):
             sn.penalized = wp.array(pen or [0], dtype=int)
             sn.penalized_start = wp.array(pen_start, dtype=int)
             sn.terminating = wp.array(term or [0], dtype=int)
-            self._sensors = sn
             tr = kgo1.Terrain()
             m = backend.m
             tr.size, tr.nrow, tr.ncol = m.hfield_size, m.hfield_nrow, m.hfield_ncol
@@ -258,21 +232,19 @@ class Go1Task(Task):
                 tr.on, tr.hfield, tr.geom, tr.tile = 0, 0, 0, 0.0
             p = 0 if self.points is None else len(self.points)
             tr.nscan = p
-            self.heights = torch.zeros(n, max(p, 1), **f32)
+            self.heights = torch.zeros(n, max(p, 1), dtype=torch.float32, device=dev)
             tr.heights = wp.from_torch(self.heights)
             if p:
                 self._scan_args = [wp.zeros(n, dtype=wp.vec3), wp.zeros(n, dtype=float),
                                    wp.array(self.points, dtype=wp.vec2), m.hfield_size,
                                    m.hfield_nrow, m.hfield_ncol, m.hfield_adr, m.hfield_data,
                                    m.geom_pos, hid, gid, tr.heights]
-            self._terrain = tr
-            qadr = mjm.jnt_qposadr[mjm.actuator_trnid[:, 0]]
             jnt = mjm.actuator_trnid[:, 0]
-            self._consts = [
+            model_consts = [
                 wp.array(backend.default_pose, dtype=float),
                 wp.array(mjm.jnt_range[jnt, 0].astype(np.float32), dtype=float),
                 wp.array(mjm.jnt_range[jnt, 1].astype(np.float32), dtype=float),
-                wp.array(np.array(DEFAULT_POSE_WEIGHT, np.float32)[: len(qadr)], dtype=float),
+                wp.array(np.array(DEFAULT_POSE_WEIGHT, np.float32)[: mjm.nu], dtype=float),
             ]
         out = ctx.outputs
         keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
@@ -281,20 +253,19 @@ class Go1Task(Task):
                             "command_keep_prob", "command_resample_time",
                             "height_scan_offset", "height_scan_scale",
                             "terminate_on_contact"))
-        cmd_range = wp.from_torch(b.param_rows("command_range"))
         self._args = [
             *keys, wp.from_torch(ctx.step_count), backend.dt, d.qpos, d.qvel, d.sensordata,
             d.site_xpos, d.site_xmat, d.actuator_force, d.xfrc_applied,
-            wp.from_torch(backend.state["kick_steps"]), sn, tr, *self._consts,
+            wp.from_torch(backend.state["kick_steps"]), sn, tr, *model_consts,
             _block(b, [f"reward_{t}" for t in REWARD_TERMS]),
             _block(b, [name for name, _, _ in NOISE]),
-            consts, cmd_range, wp.from_torch(b.param_rows("command_nonzero_prob")),
+            consts, wp.from_torch(b.param_rows("command_range")),
+            wp.from_torch(b.param_rows("command_nonzero_prob")),
             wp.from_torch(ctx.action.reshape(n, -1)), ts,
             wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
             wp.from_torch(out["privileged_observation"]), wp.from_torch(out["reward_terms"]),
             wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
         ]
-        self._reset_args = [*keys, backend.dt, d.qpos, consts, cmd_range, ts]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
 
     def _sensors_of(self, body: str) -> list[str]:
@@ -320,19 +291,17 @@ class Go1Task(Task):
         wp.launch(kgo1.go1, ctx.num_envs, [0, self._all, *self._args], device=ctx.wp_device,
                   stream=ctx.stream)
 
-    def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        wmask = self.backend.wp_mask(mask)
-        wp.launch(kgo1.reset_task, ctx.num_envs, [wmask, *self._reset_args],
+    def observe(self, ctx: StepContext, mask: torch.Tensor, mode: int = 1) -> None:
+        """After a reset: the task state's reset, the observation and privileged
+        observation of the masked envs (``mode`` 2: the observations only)."""
+        self._scan(ctx)
+        wp.launch(kgo1.go1, ctx.num_envs, [mode, self.backend.wp_mask(mask), *self._args],
                   device=ctx.wp_device, stream=ctx.stream)
-        self.observe_only(ctx, mask)
 
     def observe_only(self, ctx: StepContext, mask: torch.Tensor) -> None:
         """The observation and privileged observation of the masked envs from their
         current data and task state (what ``observe`` runs after the task reset)."""
-        wmask = self.backend.wp_mask(mask)
-        self._scan(ctx)
-        wp.launch(kgo1.go1, ctx.num_envs, [1, wmask, *self._args], device=ctx.wp_device,
-                  stream=ctx.stream)
+        self.observe(ctx, mask, mode=2)
 
 
 class Go1Env(RobotEnv):
@@ -349,7 +318,8 @@ class Go1Env(RobotEnv):
             rows, 4 contacts; rough: 76 and 16, every heightfield contact kept; terrain
             grid: 200 and 64); ``env.overflows`` counts steps that dropped some.
 
-    Outputs (beyond ``VecEnv``'s): ``"privileged_observation"`` float32 ``[N, 123 (+ P)]``
+    Outputs (beyond ``VecEnv``'s; ``"observation"`` is float32 ``[N, 48 (+ P)]``, P the
+    height-scan points): ``"privileged_observation"`` float32 ``[N, 123 (+ P)]``
     (after the auto-reset, as ``"observation"``; also returned by ``reset``),
     ``"reward_terms"`` float32 ``[N, 17]`` (``scale_k * term_k`` of this step, names in
     ``REWARD_TERMS``, before the sum, ``dt`` and the clip at 0).

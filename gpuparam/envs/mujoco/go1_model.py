@@ -24,17 +24,13 @@ FEET = ("FR", "FL", "RR", "RL")
 CCD_ITERATIONS = 20
 
 
-def go1_scene_path(terrain: str) -> Path:
-    """Path of the Go1 scene ``terrain`` (``"flat"`` or ``"rough"``) in the package."""
+def go1_spec(terrain: str) -> mujoco.MjSpec:
+    """The Go1 scene ``terrain`` (``"flat"`` or ``"rough"``) as an editable
+    ``mujoco.MjSpec`` (e.g. to replace the floor by a generated terrain), with Playground's
+    ``ccd_iterations`` already set."""
     if terrain not in SCENES:
         raise ValueError(f"terrain: expected one of {tuple(SCENES)}, got {terrain!r}")
-    return ASSET_DIR / SCENES[terrain]
-
-
-def go1_spec(terrain: str) -> mujoco.MjSpec:
-    """The Go1 scene ``terrain`` as an editable ``mujoco.MjSpec`` (e.g. to replace the
-    floor by a generated terrain), with Playground's ``ccd_iterations`` already set."""
-    spec = mujoco.MjSpec.from_file(str(go1_scene_path(terrain)))
+    spec = mujoco.MjSpec.from_file(str(ASSET_DIR / SCENES[terrain]))
     spec.option.ccd_iterations = CCD_ITERATIONS
     return spec
 

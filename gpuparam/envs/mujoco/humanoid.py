@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import mujoco
-import torch
-import warp as wp
 
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.task import LocomotionTask
@@ -16,22 +14,19 @@ class HumanoidTask(LocomotionTask):
     """Humanoid-v5's observation (348 values), reward and termination."""
 
     kernel = kloco.humanoid
+    params = ("forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
+              "contact_cost_max", "healthy_reward", "terminate_when_unhealthy",
+              "healthy_z_min", "healthy_z_max")
 
-    def arrays(self, b, backend, row) -> list:
+    def data(self, backend) -> list:
+        d = backend.d
+        return [d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,
+                backend.m.body_mass, d.xipos]
+
+    def prev_shape(self, mjm) -> tuple[int, ...]:
         # each body's x at the last step (the mass center before a step is weighed with the
-        # masses in force at that step); checkpointed with the env
-        nbody = backend.mjm.nbody
-        self.prev_x = torch.zeros(b.num_envs, nbody, dtype=torch.float32, device=b.device)
-        backend.state["task_prev_position"] = self.prev_x
-        d, m = backend.d, backend.m
-        return [
-            backend.dt, d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,
-            m.body_mass, d.xipos, wp.from_torch(b.step.action), *(row(n) for n in (
-                "forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
-                "contact_cost_max", "healthy_reward", "terminate_when_unhealthy",
-                "healthy_z_min", "healthy_z_max",
-            )), wp.from_torch(self.prev_x),
-        ]
+        # masses in force at that step)
+        return (mjm.nbody,)
 
 
 class HumanoidEnv(RobotEnv):

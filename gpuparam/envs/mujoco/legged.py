@@ -3,18 +3,15 @@ MuJoCo Warp robot with a free-joint base and position actuators on hinge joints:
 per-env parameters and a backend that uses them (``kernels.legged``).
 
 - **PD actuators**: per-env, per-actuator ``kp``, ``kd``, ``torque_limit`` and
-  ``motor_strength``. The PD law runs inside MuJoCo Warp's actuation at the physics rate
-  (every substep, from the state of that substep): the P part is the position actuator
-  (``actuator_gainprm[0] = kp * motor_strength``, ``actuator_biasprm[1] = -kp *
-  motor_strength``, clamped by ``actuator_forcerange = +-torque_limit``) and the D part the
-  joint's damping (``dof_damping = passive + kd * motor_strength``), all per-world MuJoCo
-  Warp model fields written by copy kernels whenever one of these parameters is written
-  (as every physical parameter, see ``backend.py``). That is exactly MuJoCo Playground's
-  PD (its ``Kp`` in the actuator, its ``Kd`` as joint damping), so ``actuator_force`` holds
-  the P part only, as in Playground's observation and torque terms; the D part is
-  integrated with the rest of the passive forces. ``motor_strength`` scales both (as the
-  legged_gym forks that randomize it scale the whole PD torque). ``dof_damping`` is then
-  the passive damping beyond ``kd`` (0 by default on the actuated joints).
+  ``motor_strength``, run inside MuJoCo Warp's actuation at every substep, exactly as
+  MuJoCo Playground's PD: the P part is the position actuator (``actuator_gainprm[0] = kp
+  * motor_strength = -actuator_biasprm[1]``, ``actuator_forcerange = +-torque_limit``), so
+  ``actuator_force`` holds the P part only, as in Playground's observation and torque
+  terms; the D part is the joint's damping (``dof_damping = passive + kd *
+  motor_strength``), integrated with the passive forces. These per-world model fields are
+  written by copy kernels whenever a parameter is written (``backend.py``).
+  ``motor_strength`` scales both (as the legged_gym forks that randomize it);
+  ``dof_damping`` is the passive damping beyond ``kd`` (0 on the actuated joints by default).
 - **Action latency**: ``action_delay`` (per env, steps, rounded, ``0 .. max_action_delay``)
   picks the action of that many env steps before from a per-env device ring buffer
   (``state["action_history"]``, checkpointed, zeroed at each episode start: before the
@@ -23,13 +20,12 @@ per-env parameters and a backend that uses them (``kernels.legged``).
 - **Kicks**: MuJoCo Playground's half-sine force pushes on the base (``kick_*``), off by
   default (``kick_enable`` 0).
 - **Reset**: Playground's: home pose at the env's origin, ``U(-r, r)`` in x and y, a random
-  yaw, random base velocities.
-- **Terrain origins**: with a terrain grid, env ``i`` starts on column ``(env_offset + i) %
-  cols`` of row ``round(terrain_level)`` (a per-env parameter, read at every reset; a
-  ``gp.Curriculum`` over it is the terrain curriculum).
+  yaw, random base velocities. With a terrain grid, env ``i`` starts on column
+  ``(env_offset + i) % cols`` of row ``round(terrain_level)`` (a per-env parameter read at
+  every reset; a ``gp.Curriculum`` over it is the terrain curriculum).
 
-Commands, observation noise, contacts and the height scan are read by the task (see
-``go1.py`` and ``kernels/go1.py``); their draws and helpers are in ``kernels.legged``.
+Commands, observation noise, contacts and the height scan are the task's (``go1.py``,
+``kernels/go1.py``).
 """
 
 from __future__ import annotations
@@ -54,7 +50,7 @@ LEGGED_PHYSICAL = (*PD, "base_com_offset")
 def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     """The dof each actuator drives, int ``[nu]``; raises ``ValueError`` unless every
     actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``, no ``kv``) on a
-    hinge or slide joint with a symmetric force range."""
+    hinge or slide joint of its own, with a symmetric force range."""
     dofs = []
     for a in range(mjm.nu):
         name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
@@ -76,6 +72,8 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
                 f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "
                 f"{mjm.actuator_forcerange[a]}")
         dofs.append(int(mjm.jnt_dofadr[j]))
+    if len(set(dofs)) != len(dofs):
+        raise ValueError(f"actuators: expected one actuator per joint, got the dofs {dofs}")
     return np.array(dofs, dtype=np.int32)
 
 
@@ -191,56 +189,42 @@ class LeggedBackend(MjwBackend):
         # 5 line-search iterations): no print when they are used up
         quiet = int(mjw.OverflowType.ITERATIONS) | int(mjw.OverflowType.LS_ITERATIONS)
         m.opt.warn_overflow = int(m.opt.warn_overflow) & ~quiet
-        i32, f32 = dict(dtype=torch.int32, device=dev), dict(dtype=torch.float32, device=dev)
-        self.state.update({
-            "action_history": torch.zeros(n, self.max_action_delay + 1, mjm.nu, **f32),
-            "action_head": torch.zeros(n, **i32),
-            "kick_steps": torch.zeros(n, 4, **i32),
-            "kick_shape": torch.zeros(n, 4, **f32),
-        })
+        shapes = {"action_history": (self.max_action_delay + 1, mjm.nu), "action_head": (),
+                  "kick_steps": (4,), "kick_shape": (4,)}
+        state = []  # Warp views, in the kernels' order: history, head, kick_i, kick_f
+        for k, shape in shapes.items():
+            dtype = torch.float32 if k in ("action_history", "kick_shape") else torch.int32
+            self.state[k] = torch.zeros(n, *shape, dtype=dtype, device=dev)
+            state.append(wp.from_torch(self.state[k]))
 
         def rows(name: str) -> wp.array:
             return wp.from_torch(b.param_rows(name))
 
         with wp.ScopedDevice(self._device):
-            self._consts = {
-                "default_pose": wp.array(self.default_pose, dtype=float),
-                "home_qpos": wp.array(self.home_qpos, dtype=float),
-                "home_ctrl": wp.array(self.home_ctrl, dtype=float),
-                "dof_actuator": wp.array(self.dof_actuator, dtype=int),
-                "origins": wp.array(self.origins, dtype=wp.vec3),
-            }
-        c = self._consts
-        inert0 = int(mjw.SetConstGroup.INERT0)
-        self.add_copy(("kp", "motor_strength"), kleg.copy_pd_gains, (n, mjm.nu),
-                      [rows("kp"), rows("motor_strength"), m.actuator_gainprm,
-                       m.actuator_biasprm])
-        self.add_copy(("dof_damping", "kd", "motor_strength"), kleg.copy_pd_damping,
-                      (n, mjm.nv), [rows("dof_damping"), rows("kd"), rows("motor_strength"),
-                                    c["dof_actuator"], m.dof_damping], replace="dof_damping")
-        self.add_copy(("torque_limit",), kleg.copy_force_limits, (n, mjm.nu),
-                      [rows("torque_limit"), m.actuator_forcerange])
+            default_pose, home_qpos, home_ctrl, dof_actuator = (
+                wp.array(a) for a in  # float32, float32, float32, int32
+                (self.default_pose, self.home_qpos, self.home_ctrl, self.dof_actuator))
+            origins = wp.array(self.origins, dtype=wp.vec3)
+        self.add_copy((*PD, "dof_damping"), kleg.copy_pd, (n, mjm.nv),
+                      [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator,
+                       m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
+                       m.dof_damping], replace="dof_damping")
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
                        wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos],
-                      set_const_groups=inert0)
-        ctx, st, d = b.step, self.state, self.d
-        self._history = wp.from_torch(st["action_history"])
-        self._head = wp.from_torch(st["action_head"])
-        self._kick_i = wp.from_torch(st["kick_steps"])
-        self._kick_f = wp.from_torch(st["kick_shape"])
+                      set_const_groups=int(mjw.SetConstGroup.INERT0))
+        ctx, d = b.step, self.d
         keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
         self._pre_args = [
-            *keys, wp.from_torch(ctx.step_count), self._action, c["default_pose"],
+            *keys, wp.from_torch(ctx.step_count), self._action, default_pose,
             rows("action_scale"), rows("action_delay"), rows("kick_enable"), self.base, self.dt,
-            m.body_subtreemass, self._history, self._head, self._kick_i, self._kick_f,
-            d.ctrl, d.xfrc_applied,
+            m.body_subtreemass, *state, d.ctrl, d.xfrc_applied,
         ]
         self._base_reset_args = [
-            *keys, c["home_qpos"], c["home_ctrl"], c["origins"], rows("terrain_level"),
+            *keys, home_qpos, home_ctrl, origins, rows("terrain_level"),
             rows("reset_xy_range"), rows("reset_yaw_range"), rows("reset_velocity_range"),
             self.dt, rows("kick_wait"), rows("kick_duration"), rows("kick_velocity"),
-            d.qpos, d.qvel, d.ctrl, self._history, self._head, self._kick_i, self._kick_f,
+            d.qpos, d.qvel, d.ctrl, *state,
         ]
 
     def write_ctrl(self, ctx: StepContext) -> None:

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import math
 
-import torch
-import warp as wp
-
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.task import LocomotionTask
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.spec import ParamSpec
-
-HEALTH_PARAMS = ("healthy_reward", "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
-                 "healthy_angle_min", "healthy_angle_max", "healthy_state_min",
-                 "healthy_state_max")
 
 
 class PlanarTask(LocomotionTask):
@@ -22,24 +15,20 @@ class PlanarTask(LocomotionTask):
     root's x displacement; health per ``kind`` (see ``kernels.locomotion.planar``)."""
 
     kernel = kloco.planar
+    params = ("forward_reward_weight", "ctrl_cost_weight", "healthy_reward",
+              "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
+              "healthy_angle_min", "healthy_angle_max", "healthy_state_min",
+              "healthy_state_max")
 
     def __init__(self, kind: int, vel_clip: float):
         self.prefix = (kind,)
         self.vel_clip = vel_clip
 
-    def arrays(self, b, backend, row) -> list:
-        self.prev_x = torch.zeros(b.num_envs, dtype=torch.float32, device=b.device)
-        backend.state["task_prev_position"] = self.prev_x  # checkpointed with the env
-        d = backend.d
-        # parameters a task lacks (HalfCheetah's health, Walker2d's state range) are never
-        # read by its kind: any row stands in
-        health = [row(n) if n in b.params else row("forward_reward_weight")
-                  for n in HEALTH_PARAMS]
-        return [
-            backend.dt, self.vel_clip, d.qpos, d.qvel, wp.from_torch(b.step.action),
-            row("forward_reward_weight"), row("ctrl_cost_weight"), *health,
-            wp.from_torch(self.prev_x),
-        ]
+    def data(self, backend) -> list:
+        return [self.vel_clip, backend.d.qpos, backend.d.qvel]
+
+    def prev_shape(self, mjm) -> tuple[int, ...]:
+        return ()  # the root's x
 
 
 def _common(forward: float, ctrl: float, noise: float) -> tuple[ParamSpec, ...]:

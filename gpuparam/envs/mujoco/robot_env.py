@@ -11,7 +11,7 @@ import warp as wp
 
 from gpuparam.backend import Task
 from gpuparam.envs.mujoco.backend import MjwBackend
-from gpuparam.envs.mujoco.events import add_event
+from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.model import Components, load_model, physical_specs
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
@@ -142,7 +142,9 @@ class RobotEnv(VecEnv):
         self.params.set_components(name, {idx[k]: v for k, v in values.items()}, mask=mask)
 
     # ------------------------------------------------------------------ state events
-    def add_event(self, event) -> Callable[[], None]:
+    def add_event(self, event: Push) -> Callable[[], None]:
         """Add a state event (``gp.Push``) run inside every step after the auto-reset;
         returns a function removing it."""
-        return add_event(self, event)
+        if not isinstance(event, Push):
+            raise TypeError(f"add_event: expected a gp.Push, got {type(event).__name__}")
+        return self.add_stage(event.bind(self))

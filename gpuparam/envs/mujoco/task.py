@@ -18,34 +18,42 @@ class LocomotionTask(Task):
     """A task of one kernel (``kernels.locomotion``) run in two modes: after a step for
     every env (``observe`` = 0) and after a reset for the masked envs (``observe`` = 1).
 
-    Subclasses set ``kernel`` and implement ``arrays(b, backend, row)``: the kernel's
-    arguments between ``mask`` and the outputs (model/data arrays, parameter rows, the
-    task's own buffers), given ``row(name)`` for a scalar parameter's row ``[N]``.
+    The kernel's arguments: ``observe``, ``prefix``, the mask, ``dt``, ``data(backend)``
+    (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
+    (one the env lacks, never read by its kernel, stands in as the first), the task's
+    previous position ``[N, *prev_shape(mjm)]`` (``backend.state["task_prev_position"]``,
+    checkpointed with the env), then the outputs.
     """
 
     kernel: wp.Kernel
     prefix: tuple = ()
+    params: tuple[str, ...]
+
+    def data(self, backend: MjwBackend) -> list:
+        raise NotImplementedError
+
+    def prev_shape(self, mjm) -> tuple[int, ...]:
+        raise NotImplementedError
 
     def bind(self, b: BindContext, backend: MjwBackend) -> None:
         def row(name: str) -> wp.array:
-            return wp.from_torch(b.param_rows(name))
+            return wp.from_torch(b.param_rows(name if name in b.params else self.params[0]))
 
         self.backend = backend
-        n = b.num_envs
-        out = b.step.outputs
-        self._middle = self.arrays(b, backend, row)
-        self._tail = [
+        n, out = b.num_envs, b.step.outputs
+        prev = torch.zeros(n, *self.prev_shape(backend.mjm), dtype=torch.float32,
+                           device=b.device)
+        backend.state["task_prev_position"] = prev
+        self._args = [
+            backend.dt, *self.data(backend), wp.from_torch(b.step.action),
+            *(row(p) for p in self.params), wp.from_torch(prev),
             wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
             wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
         ]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
 
-    def arrays(self, b: BindContext, backend: MjwBackend, row) -> list:
-        raise NotImplementedError
-
     def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        wp.launch(self.kernel, ctx.num_envs,
-                  [observe, *self.prefix, mask, *self._middle, *self._tail],
+        wp.launch(self.kernel, ctx.num_envs, [observe, *self.prefix, mask, *self._args],
                   device=ctx.wp_device, stream=ctx.stream)
 
     def compute(self, ctx: StepContext) -> None:
