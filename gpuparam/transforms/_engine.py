@@ -41,26 +41,12 @@ def _wp(t: torch.Tensor) -> wp.array:
     return wp.from_torch(t.view(-1))
 
 
-def _ptr(t: torch.Tensor, dtype=wp.float32) -> wp.array:
-    """A flat array over ``t``'s memory that does not hold ``t``: for launch arguments
-    repointed at every call (``Replay.set_tensors`` compares data pointers)."""
-    return wp.array(ptr=t.data_ptr(), dtype=dtype, shape=(t.numel(),),
-                    device=wp_device(t.device))
-
-
-def _ptrb(t: torch.Tensor) -> wp.array:
-    return _ptr(t, wp.bool)
-
-
-def _ptr64(t: torch.Tensor) -> wp.array:
-    return _ptr(t, wp.float64)
-
-
-def _rows(t: torch.Tensor) -> wp.array:
-    """``t`` float64 ``[W, S]`` (rows ``stride(0)`` apart, unit inner stride) as a flat
-    array from ``t[0, 0]``, not holding ``t``."""
-    extent = (t.shape[0] - 1) * t.stride(0) + t.shape[1]
-    return wp.array(ptr=t.data_ptr(), dtype=wp.float64, shape=(extent,),
+def _ptr(t: torch.Tensor) -> wp.array:
+    """A flat array over ``t``'s memory, of its dtype, from its first element to its last
+    (any strides), that does not hold ``t``: for launch arguments repointed at every call
+    (``Replay.set_tensors`` compares data pointers)."""
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    return wp.array(ptr=t.data_ptr(), dtype=wp.dtype_from_torch(t.dtype), shape=(extent,),
                     device=wp_device(t.device))
 
 
@@ -161,14 +147,12 @@ class Engine:
         self.refresh()
 
     # ------------------------------------------------------------------ launch helpers
-    def _cmd(self, key: tuple, make) -> Replay:
+    def _run(self, key: tuple, make, tensors: tuple, stream) -> None:
+        """Launch the command recorded under ``key`` (by ``make()`` on first use) on
+        ``stream``, its rebindable arguments pointed at ``tensors``."""
         c = self._cmds.get(key)
         if c is None:
             c = self._cmds[key] = make()
-        return c
-
-    def _run(self, key: tuple, make, tensors: tuple, stream) -> None:
-        c = self._cmd(key, make)
         c.set_tensors(tensors)
         c.launch(stream)
 
@@ -253,9 +237,9 @@ class Engine:
             return record(K.returns_step, n, args, dev).rebindable((0, _ptr))
 
         def scale():
-            args = [_ptr(reward), _ptrb(done), _wp(self.gid), a["flags"], mode, self.wtab,
+            args = [_ptr(reward), _ptr(done), _wp(self.gid), a["flags"], mode, self.wtab,
                     _ptr(out), self.ret]
-            return record(K.scale_rewards, n, args, dev).rebindable((0, _ptr), (1, _ptrb),
+            return record(K.scale_rewards, n, args, dev).rebindable((0, _ptr), (1, _ptr),
                                                                     (6, _ptr))
 
         self._run(("returns", mode), ret, (reward,), stream)
@@ -272,15 +256,15 @@ class Engine:
         t = (mask if um else self.none_b, groups if ug else self.none_b)
 
         def make():
-            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptrb(t[0]), int(um),
-                    _ptrb(t[1]), int(ug),
+            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptr(t[0]), int(um),
+                    _ptr(t[1]), int(ug),
                     int(not (um or ug)), int(self.has_returns), self.eps,
                     *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
                                      "reset_pending", "reset_unsent")), self.wtab, self.ret]
             cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
                                   device=wp_device(dev),
                                   block_dim=K.RESET_LANES, record_cmd=True)
-            return Replay(cmd, dev, args).rebindable((5, _ptrb), (7, _ptrb))
+            return Replay(cmd, dev, args).rebindable((5, _ptr), (7, _ptr))
 
         self._run(("reset", um, ug), make, t, stream)
 
@@ -298,8 +282,8 @@ class Engine:
 
         def make():
             args = [self.P, *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean",
-                                             "sent_m2", "reset_unsent")), _ptr64(out)]
-            return record(KS.exchange_pack, self.G, args, self.device).rebindable((8, _ptr64))
+                                             "sent_m2", "reset_unsent")), _ptr(out)]
+            return record(KS.exchange_pack, self.G, args, self.device).rebindable((8, _ptr))
 
         self._run(("pack",), make, (out,), stream_for(self.device))
 
@@ -309,8 +293,8 @@ class Engine:
         a, W, stride = self.a, rows.shape[0], rows.stride(0)
 
         def make():
-            args = [_rows(rows), stride, W, self.P, *(a[k] for k in NAMES), self.eps, self.wtab]
-            return record(KS.exchange_apply, self.G, args, self.device).rebindable((0, _rows))
+            args = [_ptr(rows), stride, W, self.P, *(a[k] for k in NAMES), self.eps, self.wtab]
+            return record(KS.exchange_apply, self.G, args, self.device).rebindable((0, _ptr))
 
         self._run(("apply", W, stride), make, (rows,), stream_for(self.device))
 
@@ -345,50 +329,3 @@ class Engine:
 
 NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
          "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
-
-# buffers an engine binds: replacing one drops the engine
-_BOUND = frozenset({*NAMES, "nonfinite", "flags", "group_ids", "returns"})
-
-
-class EngineOwner:
-    """The module side of an ``Engine`` (mixed into ``GroupedRunningStats`` before
-    ``nn.Module``): builds it when first needed and drops it whenever a bound tensor may have
-    been replaced (buffer assignment, ``.to()`` and friends, checkpoint loading, copies)."""
-
-    def _eng(self) -> Engine:
-        """The engine (built, which fills the tables, if there is none)."""
-        e = self.__dict__.get("_engine")
-        if e is None:
-            e = self._engine = Engine(self)
-        return e
-
-    def __setattr__(self, name, value):
-        super().__setattr__(name, value)
-        if name in _BOUND:  # the engine's launches point at the replaced tensor
-            self.__dict__["_engine"] = None
-        if name in _BOUND or name == "_engine":
-            # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
-            # often takes the freed one's address
-            self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
-
-    @property
-    def engine_generation(self) -> int:
-        """Counts the engines built and dropped: a captured step that launched into an
-        engine's buffers is stale once this changes (``replay_key``)."""
-        return self.__dict__.get("_engine_gen", 0)
-
-    def _apply(self, fn, recurse=True):
-        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes stay."""
-        before = dict(self._buffers)
-        super()._apply(fn, recurse)
-        for name, old in before.items():
-            new = self._buffers[name]
-            if old is not None and new is not None and new.dtype != old.dtype:
-                self._buffers[name] = old.to(new.device)
-        self._engine = None
-        return self
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state["_engine"] = None  # recorded launches point at this instance's buffers
-        return state

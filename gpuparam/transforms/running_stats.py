@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.distributed as dist
@@ -26,9 +26,7 @@ from gpuparam.distributed import exchange
 from gpuparam.files import SavesState
 from gpuparam.kernels.stats import CLIP, FROZEN, GAMMA, TRAINING
 from gpuparam.params import ParamTable
-from gpuparam.transforms._engine import F64, EngineOwner
-from gpuparam.transforms._groups import check_group_ids, groups_to_mask
-from gpuparam.transforms._stats_state import check_stats_state
+from gpuparam.transforms._engine import F64, NAMES, Engine
 
 __all__ = ["F64", "GroupedRunningStats"]
 
@@ -63,7 +61,107 @@ def check_shape(name: str, shape) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
+def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> int:
+    """Validate ``group_ids`` (long ``[N]`` on ``dev``, or ``None``) and return G.
+
+    Reads the id range on the host: construction and checkpoint loading only.
+    Raises ``ValueError`` naming ``name`` and what was expected.
+    """
+    if num_groups is not None and (isinstance(num_groups, bool) or int(num_groups) < 1):
+        raise ValueError(f"{name}: num_groups must be an int >= 1, got {num_groups}")
+    if num_envs is not None and int(num_envs) < 1:
+        raise ValueError(f"{name}: num_envs must be >= 1, got {num_envs}")
+    if gid is None:
+        if num_groups not in (None, 1):
+            raise ValueError(f"{name}: num_groups={num_groups} needs group_ids")
+        return 1
+    if not isinstance(gid, torch.Tensor) or gid.dtype != torch.int64 or gid.dim() != 1:
+        got = f"{gid.dtype} {tuple(gid.shape)}" if isinstance(gid, torch.Tensor) else gid
+        raise ValueError(f"{name}: group_ids expected a long tensor [N], got {got}")
+    if gid.numel() == 0 or (num_envs is not None and gid.shape[0] != int(num_envs)):
+        raise ValueError(f"{name}: group_ids expected shape ({num_envs},), got {gid.shape}")
+    if gid.device != dev:
+        raise ValueError(f"{name}: group_ids expected device {dev}, got {gid.device}")
+    lo, hi = int(gid.min()), int(gid.max())  # host-ok: construction only
+    G = int(num_groups) if num_groups is not None else hi + 1
+    if lo < 0 or hi >= G:
+        raise ValueError(f"{name}: group_ids expected values in [0, {G}), got [{lo}, {hi}]")
+    return G
+
+
+def groups_to_mask(name: str, groups, G: int, dev: torch.device) -> torch.Tensor:
+    """``reset_stats(groups=)``: bool ``[G]`` as given, or long ``[K]`` indices as a bool
+    ``[G]`` mask on ``dev`` (their range is checked on the host, a sync)."""
+    what = f"{name}.reset_stats: groups expected"
+    if not isinstance(groups, torch.Tensor) or groups.device != dev:
+        got = getattr(groups, "device", type(groups).__name__)
+        raise ValueError(f"{what} a tensor on {dev}, got {got}")
+    if groups.dtype == torch.bool and tuple(groups.shape) == (G,):
+        return groups
+    if groups.dtype != torch.int64 or groups.dim() != 1:
+        raise ValueError(f"{what} bool [{G}] or long [K], got {groups.dtype} {groups.shape}")
+    if groups.numel() and not (0 <= int(groups.min()) and int(groups.max()) < G):  # host-ok
+        raise ValueError(f"{what} indices in [0, {G})")
+    return torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
+
+
+def _fail(name: str, key: str, expected: str, got: object) -> None:
+    raise ValueError(f"{name}.load_state_dict: {key!r} expected {expected}, got {got}")
+
+
+def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
+    """Check the entries of ``state`` under ``prefix`` against module ``m``, all before any
+    write (``nn.Module.load_state_dict`` copies buffer by buffer): keys (with ``strict``: none
+    missing, none unexpected), shapes, dtypes, group ids, and values (counts whole and >= 0,
+    statistics finite, M2 >= 0). Synchronizes (checkpoints only).
+    """
+    name, dev = type(m).__name__, m.device
+    own = {k: v for k, v in m.state_dict(keep_vars=True).items() if "." not in k}
+    expected = set(own) | {"group_ids", *m.per_env_buffers}
+    keys = {k[len(prefix):] for k in state if k.startswith(prefix) and "." not in k[len(prefix):]}
+    if strict:
+        missing = sorted(k for k in own if k not in keys)
+        unexpected = sorted(keys - expected)
+        if missing or unexpected:
+            _fail(name, "keys", f"{sorted(expected)}",
+                  f"missing {missing}, unexpected {unexpected}")
+    gid = state.get(prefix + "group_ids")
+    n = m.num_envs
+    if gid is not None:
+        if not isinstance(gid, torch.Tensor):
+            _fail(name, "group_ids", "a long tensor [N]", type(gid).__name__)
+        check_group_ids(name, gid.to(dev), m.num_groups, n, dev)
+        n = gid.shape[0]
+    G, S = m.num_groups, m.shape
+    shapes = {"count": (G,), "mean": (G, *S), "m2": (G, *S), "reset_pending": (G,),
+              "nonfinite": (G,)}
+    for key in keys & expected - {"group_ids"}:
+        t = state[prefix + key]
+        base = key.removeprefix("synced_")
+        want_shape = (n,) if key in m.per_env_buffers else shapes.get(base)
+        ref = own.get(key)
+        want_dtype = ref.dtype if ref is not None else torch.float64
+        if not isinstance(t, torch.Tensor):
+            _fail(name, key, f"a {want_dtype} tensor {want_shape}", type(t).__name__)
+        if t.dtype != want_dtype or (want_shape is not None and tuple(t.shape) != want_shape):
+            _fail(name, key, f"a {want_dtype} tensor {want_shape}",
+                  f"a {t.dtype} tensor {tuple(t.shape)}")
+        if base not in ("count", "mean", "m2", "nonfinite") or t.numel() == 0:
+            continue
+        # host-ok below: checkpoint loading
+        if not bool(torch.isfinite(t).all()):
+            _fail(name, key, "finite values", "NaN or inf")
+        if base != "mean" and bool((t < 0).any()):
+            _fail(name, key, "values >= 0", f"minimum {t.min().item()}")
+        if base in ("count", "nonfinite") and not bool((t == t.round()).all()):
+            _fail(name, key, "whole numbers", "a fraction")
+
+
+# buffers an engine binds: replacing one drops the engine
+_BOUND = frozenset({*NAMES, "nonfinite", "flags", "group_ids", "returns"})
+
+
+class GroupedRunningStats(SavesState, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
     Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
@@ -179,6 +277,12 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
         flags = self.__dict__.get("_buffers", {}).get("flags")
         if slot is not None and flags is not None:
             flags[slot] = float(value or 0.0)
+        if name in _BOUND:  # the engine's launches point at the replaced tensor
+            self.__dict__["_engine"] = None
+        if name in _BOUND or name == "_engine":
+            # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
+            # often takes the freed one's address
+            self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
 
     @property
     def frozen(self) -> bool:
@@ -198,6 +302,38 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
     def updating(self) -> bool:
         """Whether ``forward`` updates the statistics: ``self.training and not self.frozen``."""
         return self.training and not self._frozen
+
+    # ------------------------------------------------------------------ engine
+    def _eng(self) -> Engine:
+        """The device state (``_engine.Engine``; built, which fills the tables, if there is
+        none). Dropped whenever a bound tensor may have been replaced: buffer assignment,
+        ``.to()`` and friends, checkpoint loading, copies."""
+        e = self.__dict__.get("_engine")
+        if e is None:
+            e = self._engine = Engine(self)
+        return e
+
+    @property
+    def engine_generation(self) -> int:
+        """Counts the engines built and dropped: a captured step that launched into an
+        engine's buffers is stale once this changes (``replay_key``)."""
+        return self.__dict__.get("_engine_gen", 0)
+
+    def _apply(self, fn, recurse=True):
+        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes stay."""
+        before = dict(self._buffers)
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if old is not None and new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(new.device)
+        self._engine = None
+        return self
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_engine"] = None  # recorded launches point at this instance's buffers
+        return state
 
     def replay_key(self) -> tuple:
         """What a recorded (captured) call depends on that is not a device value: which
