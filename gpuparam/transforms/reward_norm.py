@@ -70,15 +70,8 @@ class RewardNorm(GroupedRunningStats):
         self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
 
     def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
-        n, dev = self.num_envs, self.device
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(
-                f"RewardNorm: {what} expected a {dtype} tensor [N], got {type(t).__name__}"
-            )
-        if t.dtype != dtype:
-            raise ValueError(f"RewardNorm: {what} expected dtype {dtype}, got {t.dtype}")
-        if t.device != dev:
-            raise ValueError(f"RewardNorm: {what} expected device {dev}, got {t.device}")
+        n = self.num_envs
+        self._check_tensor(t, what, dtype, "[N]")
         if t.dim() != 1 or t.shape[0] == 0 or (n is not None and t.shape[0] != n):
             raise ValueError(
                 f"RewardNorm: {what} expected shape ({n or 'N'},), got {tuple(t.shape)}"

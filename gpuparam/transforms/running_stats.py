@@ -182,15 +182,15 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     def __init__(
         self,
-        shape: Sequence[int],
+        shape: int | Sequence[int],
         *,
-        group_ids: torch.Tensor | None,
-        num_groups: int | None,
-        num_envs: int | None,
-        clip: float | None,
-        eps: float,
-        reset_on: Sequence[str],
-        device: str | torch.device | None,
+        group_ids: torch.Tensor | None = None,
+        num_groups: int | None = None,
+        num_envs: int | None = None,
+        clip: float | None = None,
+        eps: float = 1e-8,
+        reset_on: Sequence[str] = (),
+        device: str | torch.device | None = None,
     ):
         super().__init__()
         name = type(self).__name__
@@ -254,6 +254,19 @@ class GroupedRunningStats(SavesState, nn.Module):
     def _ensure_bound(self, n: int) -> None:
         if self.group_ids is None:
             self._bind(n)
+
+    def _check_tensor(self, t, what: str, dtype: torch.dtype, want: str) -> None:
+        """Raise unless ``t`` is a ``dtype`` tensor on the module's device (``want``: the
+        expected shape, for the message)."""
+        name = type(self).__name__
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(
+                f"{name}: {what} expected a {dtype} tensor {want}, got {type(t).__name__}"
+            )
+        if t.dtype != dtype:
+            raise ValueError(f"{name}: {what} expected dtype {dtype}, got {t.dtype}")
+        if t.device != self.device:
+            raise ValueError(f"{name}: {what} expected device {self.device}, got {t.device}")
 
     # ------------------------------------------------------------------ statistics
     @property
