@@ -27,7 +27,6 @@ import warp as wp
 
 from gpuparam._device import Replay, init_warp, record, stream_for, wp_device
 from gpuparam.kernels import stats as K
-from gpuparam.kernels import stats_sync as KS
 
 F64 = torch.float64
 MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mode``
@@ -138,9 +137,8 @@ class Engine:
                  "sent_count", "sent_mean", "sent_m2", "reset_unsent", "reset_pending",
                  "nonfinite", "flags")
         self.a = {k: _wp(getattr(m, k)) for k in names}
-        ret = getattr(m, "returns", None)
-        self.has_returns = ret is not None
-        self.ret = _wp(ret if ret is not None else torch.zeros(1, dtype=F64, device=dev))
+        ret = getattr(m, "returns", None)  # RewardNorm's, [N]
+        self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
         self._rows_layout: tuple[int, Layout] | None = None
@@ -257,8 +255,7 @@ class Engine:
 
         def make():
             args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptr(t[0]), int(um),
-                    _ptr(t[1]), int(ug),
-                    int(not (um or ug)), int(self.has_returns), self.eps,
+                    _ptr(t[1]), int(ug), self.eps,
                     *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
                                      "reset_pending", "reset_unsent")), self.wtab, self.ret]
             cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
@@ -277,24 +274,24 @@ class Engine:
 
     # ------------------------------------------------------------------ exchange
     def pack(self, out: torch.Tensor) -> None:
-        """``kernels.stats_sync.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
+        """``kernels.stats.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
         a = self.a
 
         def make():
             args = [self.P, *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean",
                                              "sent_m2", "reset_unsent")), _ptr(out)]
-            return record(KS.exchange_pack, self.G, args, self.device).rebindable((8, _ptr))
+            return record(K.exchange_pack, self.G, args, self.device).rebindable((8, _ptr))
 
         self._run(("pack",), make, (out,), stream_for(self.device))
 
     def apply(self, rows: torch.Tensor) -> None:
-        """``kernels.stats_sync.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
+        """``kernels.stats.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
         unit inner stride); rewrites the tables."""
         a, W, stride = self.a, rows.shape[0], rows.stride(0)
 
         def make():
             args = [_ptr(rows), stride, W, self.P, *(a[k] for k in NAMES), self.eps, self.wtab]
-            return record(KS.exchange_apply, self.G, args, self.device).rebindable((0, _ptr))
+            return record(K.exchange_apply, self.G, args, self.device).rebindable((0, _ptr))
 
         self._run(("apply", W, stride), make, (rows,), stream_for(self.device))
 
