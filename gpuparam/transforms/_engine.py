@@ -7,14 +7,9 @@ that reads a device value on the host), owns every per-step buffer, so a step al
 nothing, and replays launches recorded once (``Replay``), repointed at the caller's
 tensors when their addresses change.
 
-An update of ``N`` rows of ``P`` values: ``flag_rows`` (ObsNorm) or ``returns_step``
-(RewardNorm) reads the data once, ``partial`` once more (each thread reduces up to 32 rows
-of one feature), a ``combine`` per tree level folds 32 partials per thread, ``merge`` folds
-a group's last (at most 32) partials into its statistics; the normalization reads the data
-a last time. No pass over the data is in float64, and the float64 scratch is the partials:
-16 bytes per chunk and feature (count and stamp counts aside), so about ``16 / 32`` bytes
-per value at the first level (16 when every env is its own group), plus an int64 stamp
-per row. Launches per update: 3 up to 1024 envs per group, one more per factor of 32.
+Launches per update (``kernels.stats``): 3 up to 1024 envs per group, one more per factor
+of 32. No pass over the data is in float64; the float64 scratch is the partials, 16 bytes
+per chunk of 32 envs and feature (about 0.5 byte per value), plus an int64 stamp per row.
 """
 
 from __future__ import annotations
@@ -155,11 +150,11 @@ class Engine:
         c.launch(stream)
 
     def _tree(self, x32: wp.array, x64: wp.array, n_env: int, L: Layout, s: Scratch,
-              B: int, mode: int, P: int) -> list[tuple]:
+              B: int, mode: int) -> list[tuple]:
         """``(kernel, dim, args)`` of the reduction of ``B`` slices of ``n_env`` rows
         (``x32`` or ``x64``) over layout ``L``: ``partial``, a ``combine`` per level above
         the first, ``merge``."""
-        a, lv, pt = self.a, L.levels, s.parts
+        a, lv, pt, P = self.a, L.levels, s.parts, self.P
         t, flags = _wp(self.tick), a["flags"]
         out = [(K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
                                          mode, t, _wp(s.stamp), a["count"], _wp(self.n_old),
@@ -182,7 +177,7 @@ class Engine:
             def make(i=i):
                 nonlocal specs
                 specs = specs or self._tree(x32, x64, self.n, self.layout, self.scratch, 1,
-                                            mode, self.P)
+                                            mode)
                 c = record(*specs[i], self.device)
                 return c.rebindable((0, _ptr)) if (i == 0 and rebind) else c
             self._run((kind, i, mode), make, rebind if i == 0 else (), stream)
@@ -316,7 +311,7 @@ class Engine:
             launch = dict(device=wp_device(dev), stream=stream)
             wp.launch(K.flag_rows, (M, P), [xw, P, self.a["flags"], 1, _wp(self.tick),
                                             _wp(s.stamp)], **launch)
-            for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1, P):
+            for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1):
                 wp.launch(kernel, dim, args, **launch)
         gid, n_mod = (self.gid, self.n_mod) if G > 1 else (self.gid[:1], 1)
         args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)

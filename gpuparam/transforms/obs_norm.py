@@ -66,17 +66,12 @@ class ObsNorm(GroupedRunningStats):
     def _check(self, x: torch.Tensor, what: str, learner: bool = False) -> None:
         """Raise unless ``x`` is the float32 env batch; ``learner``: say how to pass
         another batch shape."""
-        name, S, n, want = type(self).__name__, self.shape, self.num_envs, self._want()
+        want = self._want()
         self._check_tensor(x, what, torch.float32, want)
-        if (
-            x.dim() != 1 + len(S)
-            or tuple(x.shape[1:]) != S
-            or x.shape[0] == 0
-            or (n is not None and x.shape[0] != n)
-        ):
+        if not self._is_env_batch(x) or x.numel() == 0:
             hint = (" (the env batch; pass train=True or train=False, or call normalize, "
                     "for a learner batch of another shape)") if learner else ""
-            raise ValueError(f"{name}: {what} expected shape {want}{hint}, "
+            raise ValueError(f"{type(self).__name__}: {what} expected shape {want}{hint}, "
                              f"got {tuple(x.shape)}")
 
     def _is_env_batch(self, x) -> bool:

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam._checks import check_mask
 from gpuparam._device import stream_for
 from gpuparam.transforms._engine import F64
 from gpuparam.transforms.running_stats import GroupedRunningStats
@@ -130,12 +129,7 @@ class RewardNorm(GroupedRunningStats):
             if self.num_envs is not None:
                 self.returns.zero_()
             return
-        n = self.num_envs
-        if n is None:
-            n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-        check_mask(mask, n, self.device, "RewardNorm: mask")
-        self._ensure_bound(n)
-        self.returns.masked_fill_(mask, 0.0)
+        self.returns.masked_fill_(self._bind_mask(mask, "RewardNorm: mask"), 0.0)
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, " + super().extra_repr()

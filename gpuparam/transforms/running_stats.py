@@ -1,12 +1,6 @@
-"""Per-group running count / mean / M2 on the device, merged with Chan et al.'s formula.
-
-Counts, means and M2 (sum of squared deviations) are float64 and stay float64 whatever
-``.to(dtype)`` does to the module. Each batch is reduced in float64 chunks of envs, each
-around its own first value (never as ``E[x^2] - E[x]^2``), and the chunks are merged by the
-parallel-variance formula (``kernels.stats``), so data like 10000, 10001, 10002 keeps its
-std and counts stay exact past 2**24 (up to 2**53). The merge also rewrites the float32
-tables the normalization reads. Every setting a kernel reads (training, frozen, clip,
-gamma) is a device value (``flags``), so changing one never changes a recorded step.
+"""Per-group running count / mean / M2 on the device, the base of ``ObsNorm`` and
+``RewardNorm``: settings, masked resets, checkpoints and ``sync``. The arithmetic is in
+``kernels.stats``; counts stay exact up to 2**53, and float64 whatever ``.to(dtype)`` does.
 """
 
 from __future__ import annotations
@@ -207,15 +201,12 @@ class GroupedRunningStats(SavesState, nn.Module):
         dev = torch.empty(0, device=device).device  # canonical form, e.g. cuda -> cuda:0
         self.num_groups = check_group_ids(name, group_ids, num_groups, num_envs, dev)
         G, S = self.num_groups, self.shape
-        for prefix in ("", "synced_"):
-            self.register_buffer(prefix + "count", torch.zeros(G, dtype=F64, device=dev))
-            self.register_buffer(prefix + "mean", torch.zeros(G, *S, dtype=F64, device=dev))
-            self.register_buffer(prefix + "m2", torch.zeros(G, *S, dtype=F64, device=dev))
+        # live, baseline, and (per rank, not saved) as of the last exchange pack
+        for prefix in ("", "synced_", "sent_"):
+            for k, shape in (("count", (G,)), ("mean", (G, *S)), ("m2", (G, *S))):
+                self.register_buffer(prefix + k, torch.zeros(shape, dtype=F64, device=dev),
+                                     persistent=prefix != "sent_")
         self.register_buffer("reset_pending", torch.zeros(G, dtype=torch.bool, device=dev))
-        # the statistics as of the last exchange pack, and resets since: per rank, not saved
-        for k, v in (("count", torch.zeros(G)), ("mean", torch.zeros(G, *S)),
-                     ("m2", torch.zeros(G, *S))):
-            self.register_buffer("sent_" + k, v.to(F64).to(dev), persistent=False)
         self.register_buffer("reset_unsent", torch.zeros(G, dtype=torch.bool, device=dev),
                              persistent=False)
         self.exchange_epoch = 0
@@ -254,6 +245,16 @@ class GroupedRunningStats(SavesState, nn.Module):
     def _ensure_bound(self, n: int) -> None:
         if self.group_ids is None:
             self._bind(n)
+
+    def _bind_mask(self, mask, what: str) -> torch.Tensor:
+        """Validate the bool mask ``[N]`` (``what`` names it in errors) and return it; while
+        N is not known, a valid bool ``[K]`` mask fixes it."""
+        n = self.num_envs
+        if n is None:
+            n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
+        check_mask(mask, n, self.device, what)
+        self._ensure_bound(n)
+        return mask
 
     def _check_tensor(self, t, what: str, dtype: torch.dtype, want: str) -> None:
         """Raise unless ``t`` is a ``dtype`` tensor on the module's device (``want``: the
@@ -391,12 +392,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         and the groups as bool ``[G]`` (contiguous), or None."""
         name = type(self).__name__
         if mask is not None:
-            n = self.num_envs
-            if n is None:  # N not known yet: a valid bool [K] mask fixes it
-                n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-            check_mask(mask, n, self.device, f"{name}.reset_stats: mask")
-            self._ensure_bound(n)
-            mask = mask.contiguous()  # (a copy only if it is not)
+            mask = self._bind_mask(mask, f"{name}.reset_stats: mask").contiguous()
         if groups is not None:
             groups = groups_to_mask(name, groups, self.num_groups, self.device).contiguous()
         return mask, groups

@@ -53,14 +53,13 @@ class TransformedEnv(SavesState):
     """
 
     def __init__(self, env, *transforms: ObsNorm | RewardNorm):
-        for t in transforms:
+        shape = getattr(getattr(env, "observation_spec", None), "shape", None)
+        for t in transforms:  # everything checked before anything changes
             if not isinstance(t, (ObsNorm, RewardNorm)):
                 raise TypeError(
                     f"TransformedEnv: expected ObsNorm or RewardNorm transforms, "
                     f"got {type(t).__name__}"
                 )
-        shape = getattr(getattr(env, "observation_spec", None), "shape", None)
-        for t in transforms:  # everything checked before anything changes
             if isinstance(t, ObsNorm) and shape is not None and tuple(shape) != t.shape:
                 raise ValueError(
                     f"TransformedEnv: ObsNorm shape {t.shape} does not match the env's "
