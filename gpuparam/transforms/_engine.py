@@ -29,6 +29,9 @@ MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mo
 
 CHUNK = 32  # items a thread folds, at every level of the tree
 RESET_CHUNK = 1024  # envs a ``reset`` block scans (``kernels.stats.RESET_LANES`` lanes)
+# the statistics' buffers, in ``kernels.stats.exchange_apply``'s order
+NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
+         "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
 
 
 def _wp(t: torch.Tensor) -> wp.array:
@@ -59,8 +62,8 @@ class Level:
         lo = start[grp] + (np.arange(self.K) - first[grp]) * size
         hi = np.minimum(lo + size, start[grp] + counts[grp])
         self.per, self.first_np = per, first
-        self.t = [torch.as_tensor(a.astype(np.int32)).to(device) for a in (lo, hi, grp, first)]
-        self.wp = [_wp(a) for a in self.t]
+        self.wp = [_wp(torch.as_tensor(a.astype(np.int32)).to(device))
+                   for a in (lo, hi, grp, first)]
 
 
 class Layout:
@@ -128,10 +131,7 @@ class Engine:
         self.none_b = torch.zeros(max(n, G, 1), dtype=torch.bool, device=dev)  # unused masks
         self.none32 = wp.empty(0, dtype=wp.float32, device=wp_device(dev))  # unused data
         self.none64 = wp.empty(0, dtype=wp.float64, device=wp_device(dev))
-        names = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2",
-                 "sent_count", "sent_mean", "sent_m2", "reset_unsent", "reset_pending",
-                 "nonfinite", "flags")
-        self.a = {k: _wp(getattr(m, k)) for k in names}
+        self.a = {k: _wp(getattr(m, k)) for k in (*NAMES, "nonfinite", "flags")}
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
@@ -317,7 +317,3 @@ class Engine:
         args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)
         wp.launch(K.normalize, (M, P), args, device=wp_device(dev), stream=stream)
         return out
-
-
-NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
-         "sent_mean", "sent_m2", "reset_unsent", "reset_pending")

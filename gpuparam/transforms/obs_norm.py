@@ -58,15 +58,11 @@ class ObsNorm(GroupedRunningStats):
     only, so a batch of the wrong size is an error, not a silent update.
     """
 
-    def _want(self) -> str:
-        """The expected ``[N, *shape]`` as text, e.g. ``(8, 3)`` or ``(N, 3)``."""
-        n = self.num_envs
-        return "(" + ", ".join(["N" if n is None else str(n), *map(str, self.shape)]) + ")"
-
     def _check(self, x: torch.Tensor, what: str, learner: bool = False) -> None:
         """Raise unless ``x`` is the float32 env batch; ``learner``: say how to pass
         another batch shape."""
-        want = self._want()
+        n = self.num_envs  # the expected shape as text, e.g. (8, 3) or (N, 3)
+        want = "(" + ", ".join(["N" if n is None else str(n), *map(str, self.shape)]) + ")"
         self._check_tensor(x, what, torch.float32, want)
         if not self._is_env_batch(x) or x.numel() == 0:
             hint = (" (the env batch; pass train=True or train=False, or call normalize, "

@@ -126,20 +126,16 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
             _fail(name, "group_ids", "a long tensor [N]", type(gid).__name__)
         check_group_ids(name, gid.to(dev), m.num_groups, n, dev)
         n = gid.shape[0]
-    G, S = m.num_groups, m.shape
-    shapes = {"count": (G,), "mean": (G, *S), "m2": (G, *S), "reset_pending": (G,),
-              "nonfinite": (G,)}
     for key in keys & expected - {"group_ids"}:
-        t = state[prefix + key]
-        base = key.removeprefix("synced_")
-        want_shape = (n,) if key in m.per_env_buffers else shapes.get(base)
-        ref = own.get(key)
+        t, ref = state[prefix + key], own.get(key)
+        want_shape = (n,) if key in m.per_env_buffers else tuple(ref.shape)
         want_dtype = ref.dtype if ref is not None else torch.float64
         if not isinstance(t, torch.Tensor):
             _fail(name, key, f"a {want_dtype} tensor {want_shape}", type(t).__name__)
-        if t.dtype != want_dtype or (want_shape is not None and tuple(t.shape) != want_shape):
+        if t.dtype != want_dtype or tuple(t.shape) != want_shape:
             _fail(name, key, f"a {want_dtype} tensor {want_shape}",
                   f"a {t.dtype} tensor {tuple(t.shape)}")
+        base = key.removeprefix("synced_")
         if base not in ("count", "mean", "m2", "nonfinite") or t.numel() == 0:
             continue
         # host-ok below: checkpoint loading
@@ -401,10 +397,7 @@ class GroupedRunningStats(SavesState, nn.Module):
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
         """Bind to ``env`` (N, device); with ``listen``, register :meth:`on_param_change` with
         ``env.params.on_change`` if ``reset_on`` is set (``TransformedEnv`` listens itself).
-
-        Raises ``KeyError`` listing the valid names if a ``reset_on`` name is unknown, and
-        ``ValueError`` if ``env.num_envs`` or ``env.device`` disagree with the module.
-        """
+        Raises as :meth:`check_env` does."""
         self.check_env(env)
         self._ensure_bound(int(env.num_envs))
         if self._detach is not None:

@@ -124,9 +124,11 @@ class TransformedEnv(SavesState):
         if (not isinstance(state, dict) or set(state) != {"env", "transforms"}
                 or not isinstance(state["transforms"], (list, tuple))
                 or len(state["transforms"]) != len(ts)):
+            got = (f"a dict with keys {sorted(map(str, state))}" if isinstance(state, dict)
+                   else type(state).__name__)
             raise ValueError(
                 f"TransformedEnv.load_state_dict: expected {{'env': ..., 'transforms': [{len(ts)} "
-                f"state dicts]}} from TransformedEnv.state_dict(), got {_describe(state)}"
+                f"state dicts]}} from TransformedEnv.state_dict(), got {got}"
             )
         self.env.check_state_dict(state["env"])
         for t, s in zip(ts, state["transforms"], strict=True):
@@ -274,9 +276,3 @@ class TransformedEnv(SavesState):
                 raw = out
             entries["reward"] = out
         return TensorDict(entries, batch_size=td.batch_size, device=td.device)
-
-
-def _describe(x: object) -> str:
-    if isinstance(x, dict):
-        return f"a dict with keys {sorted(map(str, x))}"
-    return type(x).__name__
