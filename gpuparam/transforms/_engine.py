@@ -151,14 +151,18 @@ class Engine:
 
     def _tree(self, x32: wp.array, x64: wp.array, n_env: int, L: Layout, s: Scratch,
               B: int, mode: int) -> list[tuple]:
-        """``(kernel, dim, args)`` of the reduction of ``B`` slices of ``n_env`` rows
-        (``x32`` or ``x64``) over layout ``L``: ``partial``, a ``combine`` per level above
-        the first, ``merge``."""
+        """``(kernel, dim, args)`` of the update from ``B`` slices of ``n_env`` rows (``x32``
+        or ``x64``) over layout ``L``: ``flag_rows`` (``x32`` data only), ``partial``, a
+        ``combine`` per level above the first, ``merge``. ``x32`` is argument 0 of the
+        first two."""
         a, lv, pt, P = self.a, L.levels, s.parts, self.P
-        t, flags = _wp(self.tick), a["flags"]
-        out = [(K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
-                                         mode, t, _wp(s.stamp), a["count"], _wp(self.n_old),
-                                         *pt[0]])]
+        t, flags, stamp = _wp(self.tick), a["flags"], _wp(s.stamp)
+        out = []
+        if x32.shape[0]:
+            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
+        out.append((K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
+                                             mode, t, stamp, a["count"], _wp(self.n_old),
+                                             *pt[0]]))
         for i in range(1, len(lv)):
             args = [P, B if i == 1 else 1, lv[i - 1].K, *lv[i].wp[:2], *pt[i - 1], flags, mode,
                     *pt[i]]
@@ -170,17 +174,17 @@ class Engine:
         return out
 
     def _run_tree(self, kind: str, x32, x64, rebind: tuple, mode: int, stream) -> None:
-        """The recorded launches of ``_tree`` for the env batch (argument 0 or 1, the data,
-        repointed at ``rebind``'s tensor when given)."""
+        """The recorded launches of ``_tree`` for the env batch; with ``rebind`` (float32
+        data, ``x32``) the first two repointed at its tensor."""
         specs = None
-        for i in range(len(self.layout.levels) + 1):
+        for i in range(len(self.layout.levels) + (2 if rebind else 1)):
             def make(i=i):
                 nonlocal specs
                 specs = specs or self._tree(x32, x64, self.n, self.layout, self.scratch, 1,
                                             mode)
                 c = record(*specs[i], self.device)
-                return c.rebindable((0, _ptr)) if (i == 0 and rebind) else c
-            self._run((kind, i, mode), make, rebind if i == 0 else (), stream)
+                return c.rebindable((0, _ptr)) if (i < 2 and rebind) else c
+            self._run((kind, i, mode), make, rebind if i < 2 else (), stream)
 
     def _normalize_args(self, x, out, x2, out2, pair: bool, gid, n_mod: int) -> list:
         return [x, out, x2, out2, int(pair), self.P, n_mod, _wp(gid), self.a["flags"],
@@ -194,16 +198,9 @@ class Engine:
 
     def update(self, x: torch.Tensor, mode: int, stream) -> None:
         """Merge the float32 env batch ``x`` (contiguous ``[N, *shape]``) into the
-        statistics when ``mode`` says so (``flag_rows``, then ``_tree``: three launches up
-        to 1024 envs per group, one more per 32 times more); rows with a NaN or inf are left
-        out and counted."""
-        s, n, P, dev = self.scratch, self.n, self.P, self.device
-
-        def flag():
-            args = [_ptr(x), P, self.a["flags"], mode, _wp(self.tick), _wp(s.stamp)]
-            return record(K.flag_rows, (n, P), args, dev).rebindable((0, _ptr))
-
-        self._run(("flag", mode), flag, (x,), stream)
+        statistics when ``mode`` says so (``_tree``: three launches up to 1024 envs per
+        group, one more per 32 times more); rows with a NaN or inf are left out and
+        counted."""
         self._run_tree("obs", _ptr(x), self.none64, (x,), mode, stream)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
@@ -308,11 +305,8 @@ class Engine:
             else:
                 L, B, n_env = self.layout, M // self.n, self.n
             s = Scratch(B, L, P, M, dev)
-            launch = dict(device=wp_device(dev), stream=stream)
-            wp.launch(K.flag_rows, (M, P), [xw, P, self.a["flags"], 1, _wp(self.tick),
-                                            _wp(s.stamp)], **launch)
             for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1):
-                wp.launch(kernel, dim, args, **launch)
+                wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream)
         gid, n_mod = (self.gid, self.n_mod) if G > 1 else (self.gid[:1], 1)
         args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)
         wp.launch(K.normalize, (M, P), args, device=wp_device(dev), stream=stream)
