@@ -99,25 +99,21 @@ class RewardNorm(GroupedRunningStats):
             and e.matches(done, torch.bool)
             and (out is None or e.matches(out, f32))
         ):
-            self._check_all(reward, done, out)
+            self._check(reward, "reward", torch.float32)
+            self._check(done, "done", torch.bool)
+            if done.shape != reward.shape:
+                raise ValueError(f"RewardNorm: done expected shape {tuple(reward.shape)}, "
+                                 f"got {tuple(done.shape)}")
+            if out is not None:
+                self._check(out, "out", torch.float32)
+                if not out.is_contiguous():
+                    raise ValueError("RewardNorm: out expected a contiguous tensor")
             self._ensure_bound(reward.shape[0])
             e = self._eng()
             reward, done = reward.detach().contiguous(), done.contiguous()
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
         e.reward(reward, done, out, 2, stream_for(self.device) if stream is None else stream)
         return out
-
-    def _check_all(self, reward, done, out) -> None:
-        self._check(reward, "reward", torch.float32)
-        self._check(done, "done", torch.bool)
-        if done.shape != reward.shape:
-            raise ValueError(
-                f"RewardNorm: done expected shape {tuple(reward.shape)}, got {tuple(done.shape)}"
-            )
-        if out is not None:
-            self._check(out, "out", torch.float32)
-            if not out.is_contiguous():
-                raise ValueError("RewardNorm: out expected a contiguous tensor")
 
     def reset_returns(self, mask: torch.Tensor | None = None) -> None:
         """Clear the discounted return of masked envs (statistics untouched).

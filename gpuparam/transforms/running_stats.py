@@ -380,18 +380,12 @@ class GroupedRunningStats(SavesState, nn.Module):
         launch over the chunks of envs and the groups (``kernels.stats.reset``; RewardNorm
         also clears the returns of the masked envs and of the envs in ``groups``).
         """
-        mask, gh = self._check_reset(mask, groups)
-        self._eng().reset(mask, gh, stream_for(self.device) if stream is None else stream)
-
-    def _check_reset(self, mask, groups) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Validate ``reset_stats``' arguments (binding N to the mask's); returns the mask
-        and the groups as bool ``[G]`` (contiguous), or None."""
         name = type(self).__name__
         if mask is not None:
             mask = self._bind_mask(mask, f"{name}.reset_stats: mask").contiguous()
         if groups is not None:
             groups = groups_to_mask(name, groups, self.num_groups, self.device).contiguous()
-        return mask, groups
+        self._eng().reset(mask, groups, stream_for(self.device) if stream is None else stream)
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
