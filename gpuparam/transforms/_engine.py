@@ -307,7 +307,6 @@ class Engine:
             s = Scratch(B, L, P, M, dev)
             for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1):
                 wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream)
-        gid, n_mod = (self.gid, self.n_mod) if G > 1 else (self.gid[:1], 1)
-        args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)
+        args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, self.gid, self.n_mod)
         wp.launch(K.normalize, (M, P), args, device=wp_device(dev), stream=stream)
         return out

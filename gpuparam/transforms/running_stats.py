@@ -221,9 +221,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         """Fix N: store ``group_ids`` (one shared group by default) and per-env buffers."""
         if group_ids is None:
             group_ids = torch.zeros(n, dtype=torch.int64, device=self.device)
-        self.group_ids = group_ids.clone()
+        self.group_ids = group_ids.clone()  # (drops the engine: a bound buffer)
         self._bind_extra(n)
-        self._engine = None
 
     def _bind_extra(self, n: int) -> None:
         """Subclass hook: allocate per-env buffers once N is known."""
