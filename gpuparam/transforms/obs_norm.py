@@ -122,7 +122,7 @@ class ObsNorm(GroupedRunningStats):
                 self._check(x, "x", learner=True)
             return self._forward_batch(x, out, mode == 1 and not self._frozen)
         out = torch.empty(x.shape, device=x.device) if out is None else out
-        self._launch(x, out, None, None, mode, stream_for(self.device))
+        self.forward_pair(x, out, train=train)
         return out
 
     def normalize(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -154,28 +154,24 @@ class ObsNorm(GroupedRunningStats):
         if out is None or (x2 is not None and out2 is None):
             raise ValueError("ObsNorm.forward_pair: expected output tensors out and out2, got None")
         mode = self._mode(train)
-        self._launch(x, out, x2, out2, mode, stream_for(self.device) if stream is None else stream)
-
-    def _launch(self, x, out, x2, out2, mode: int, stream) -> None:
-        """The env path on ``stream``: validate, update from ``x`` (``mode``, see
-        ``kernels.stats``), normalize ``x`` into ``out`` and, unless ``x2`` is None,
-        ``x2`` into ``out2``: Warp launches only (``TransformedEnv``'s stage)."""
         e, x = self._prepare(x, out, "x")
         if x2 is not None:
             x2 = self._prepare(x2, out2, "x2")[1]
+        stream = stream_for(self.device) if stream is None else stream
         if mode:
             e.update(x, mode, stream)
         e.normalize(x, out, x2, out2, stream)
 
     # ------------------------------------------------------------------ any batch shape
-    def _check_batch(self, x: torch.Tensor, out: torch.Tensor | None) -> None:
-        """Validate a batch of another leading shape."""
+    def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
+        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
+        into the statistics (``update``), then normalize it (the env path's kernels, with
+        scratch allocated per call; not the env's hot path)."""
         name, S, G, n = type(self).__name__, self.shape, self.num_groups, self.num_envs
         dims = ", ".join(map(str, S))
         want = f"(*batch, {dims})" if G == 1 else f"(*batch, {'N' if n is None else n}, {dims})"
         self._check_tensor(x, "x", torch.float32, want)
-        k = len(S)
-        lead = tuple(x.shape[: x.dim() - k])
+        lead = tuple(x.shape[: x.dim() - len(S)])
         ok = len(lead) >= 1 and tuple(x.shape[len(lead):]) == S and x.numel() > 0
         if ok and G > 1:
             ok = n is not None and lead[-1] == n
@@ -186,12 +182,6 @@ class ObsNorm(GroupedRunningStats):
             if out.shape != x.shape:
                 raise ValueError(f"{name}: out expected shape {tuple(x.shape)} (that of x), "
                                  f"got {tuple(out.shape)}")
-
-    def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
-        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
-        into the statistics (``update``), then normalize it (the env path's kernels, with
-        scratch allocated per call; not the env's hot path)."""
-        self._check_batch(x, out)
         rows = x.detach().reshape(-1, *self.shape).contiguous()
         direct = out is not None and out.is_contiguous()
         y = self._eng().batch(rows, update, out.view(rows.shape) if direct else None)
