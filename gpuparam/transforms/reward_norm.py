@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import torch
 
 from gpuparam._device import stream_for
-from gpuparam.transforms._engine import F64
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -64,9 +63,6 @@ class RewardNorm(GroupedRunningStats):
         self.gamma = gamma  # validated; a device flag the kernels read
 
     per_env_buffers = ("returns",)
-
-    def _bind_extra(self, n: int) -> None:
-        self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
 
     def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
         n = self.num_envs

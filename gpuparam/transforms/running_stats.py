@@ -222,10 +222,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         if group_ids is None:
             group_ids = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.group_ids = group_ids.clone()  # (drops the engine: a bound buffer)
-        self._bind_extra(n)
-
-    def _bind_extra(self, n: int) -> None:
-        """Subclass hook: allocate per-env buffers once N is known."""
+        for k in self.per_env_buffers:
+            self.register_buffer(k, torch.zeros(n, dtype=F64, device=self.device))
 
     @property
     def device(self) -> torch.device:
@@ -470,7 +468,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         self._eng().apply(rows)
 
     # ------------------------------------------------------------------ checkpoints
-    per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
+    per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, validated whole first: keys (with ``strict``),
