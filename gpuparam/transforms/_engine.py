@@ -137,7 +137,9 @@ class Engine:
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
         self._rows_layout: tuple[int, Layout] | None = None
-        self.refresh()
+        a = self.a  # the tables from the statistics (loaded, moved or copied ones too)
+        wp.launch(K.refresh, (G, P), [P, self.eps, a["count"], a["mean"], a["m2"], self.wtab],
+                  device=wp_device(dev), stream=stream_for(dev))
 
     # ------------------------------------------------------------------ launch helpers
     def _run(self, key: tuple, make, tensors: tuple, stream) -> None:
@@ -256,13 +258,6 @@ class Engine:
             return Replay(cmd, dev, args).rebindable((5, _ptr), (7, _ptr))
 
         self._run(("reset", um, ug), make, t, stream)
-
-    def refresh(self) -> None:
-        """Rewrite the tables from the statistics (after they changed outside an update)."""
-        a = self.a
-        self._run(("refresh",), lambda: record(K.refresh, (self.G, self.P), [
-            self.P, self.eps, a["count"], a["mean"], a["m2"], self.wtab], self.device), (),
-            stream_for(self.device))
 
     # ------------------------------------------------------------------ exchange
     def pack(self, out: torch.Tensor) -> None:
