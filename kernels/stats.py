@@ -521,9 +521,7 @@ def exchange_apply(
     n_l = count[g]
     n_sent = sent_count[g]
     here = unsent[g]
-    n_s = synced_count[g]
-    if dropped:
-        n_s = zero
+    n_s = wp.where(dropped, zero, synced_count[g])
     n_new = n_s
     for f in range(P):
         i = g * P + f

@@ -104,11 +104,9 @@ def _fail(name: str, key: str, expected: str, got: object) -> None:
 
 
 def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
-    """Check the entries of ``state`` under ``prefix`` against module ``m``, all before any
-    write (``nn.Module.load_state_dict`` copies buffer by buffer): keys (with ``strict``: none
-    missing, none unexpected), shapes, dtypes, group ids, and values (counts whole and >= 0,
-    statistics finite, M2 >= 0). Synchronizes (checkpoints only).
-    """
+    """The checks of ``GroupedRunningStats.load_state_dict`` on the entries of ``state``
+    under ``prefix``, all before any write (``nn.Module.load_state_dict`` copies buffer by
+    buffer, so a bad ``m2`` would leave ``count`` loaded). Synchronizes."""
     name, dev = type(m).__name__, m.device
     own = {k: v for k, v in m.state_dict(keep_vars=True).items() if "." not in k}
     expected = set(own) | {"group_ids", *m.per_env_buffers}
