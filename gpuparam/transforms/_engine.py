@@ -90,7 +90,6 @@ class Layout:
         while self.levels[-1].per.max(initial=0) > CHUNK:
             below = self.levels[-1]
             self.levels.append(Level(below.per, below.first_np[:-1], device))
-        self.K = self.levels[0].K
 
 
 class Scratch:
@@ -162,7 +161,7 @@ class Engine:
         out = []
         if x32.shape[0]:
             out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
-        out.append((K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
+        out.append((K.partial, (B, lv[0].K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
                                              mode, t, stamp, a["count"], _wp(self.n_old),
                                              *pt[0]]))
         for i in range(1, len(lv)):
