@@ -43,6 +43,7 @@ F64 = wp.array(dtype=wp.float64)
 I32 = wp.array(dtype=wp.int32)
 I64 = wp.array(dtype=wp.int64)
 TAB = wp.array2d(dtype=wp.float32)
+BOOL = wp.array(dtype=wp.bool)
 
 
 @wp.func
@@ -353,7 +354,7 @@ def returns_step(
 @wp.kernel
 def scale_rewards(
     reward: wp.array(dtype=wp.float32),
-    done: wp.array(dtype=wp.bool),
+    done: BOOL,
     gid: I64,
     ctl: F64,
     mode: int,
@@ -380,12 +381,10 @@ def reset(
     lo: I32,
     hi: I32,
     grp: I32,
-    mask: wp.array(dtype=wp.bool),
+    mask: BOOL,
     use_mask: int,
-    groups: wp.array(dtype=wp.bool),
+    groups: BOOL,
     use_groups: int,
-    every: int,
-    clear_returns: int,
     eps: wp.float64,
     count: F64,
     mean: F64,
@@ -393,33 +392,35 @@ def reset(
     sent_count: F64,
     sent_mean: F64,
     sent_m2: F64,
-    pending: wp.array(dtype=wp.bool),
-    unsent: wp.array(dtype=wp.bool),
+    pending: BOOL,
+    unsent: BOOL,
     tab: TAB,
     ret: F64,
 ):
-    """Launch tiled over K + G blocks: the masked reset of the statistics. Block ``c < K``
-    is chunk ``c`` of a group's envs (``order[lo[c]:hi[c]]``): its lanes scan the envs
-    (RewardNorm: clearing the returns of the selected ones), agree through a block
-    maximum whether one is selected (``every``, masked, or in a selected group), and then
-    clear the group's features. Block ``K + g`` clears group ``g`` when ``every`` or
-    ``groups[g]`` (groups without envs too). Writers of a value write the same value (at
+    """Launch tiled over K + G blocks: the masked reset of the statistics (of every group
+    when neither ``use_mask`` nor ``use_groups``). Block ``c < K`` is chunk ``c`` of a
+    group's envs (``order[lo[c]:hi[c]]``): its lanes scan the envs (clearing the returns
+    of the selected ones, unless ``ret`` is empty), agree through a block maximum whether
+    one is selected (all, masked, or in a selected group), and then clear the group's
+    features. Block ``K + g`` clears group ``g`` when all or ``groups[g]`` are selected
+    (groups without envs too). Writers of a value write the same value (at
     most one block per chunk of a group); other groups are not touched."""
     row, lane = wp.tid()
     nb = wp.block_dim()
     K = lo.shape[0]
+    every = use_mask == 0 and use_groups == 0
     g = row - K
     hit = int(0)
     if row < K:
         g = int(grp[row])
-        whole = every != 0 or (use_groups != 0 and groups[g])
+        whole = every or (use_groups != 0 and groups[g])
         for j in range(int(lo[row]) + lane, int(hi[row]), nb):
             e = int(order[j])
             if whole or (use_mask != 0 and mask[e]):
                 hit = 1
-                if clear_returns != 0:
+                if ret.shape[0] > 0:
                     ret[e] = wp.float64(0.0)
-    elif every != 0 or (use_groups != 0 and groups[g]):
+    elif every or (use_groups != 0 and groups[g]):
         hit = 1
     if wp.tile_max(wp.tile(hit))[0] != 0:
         for f in range(lane, P, nb):
@@ -437,6 +438,114 @@ def reset(
 
 
 @wp.kernel
-def clear_mask(mask: wp.array(dtype=wp.bool)):
+def clear_mask(mask: BOOL):
     """Launch over N: ``mask[e] = False``."""
     mask[wp.tid()] = False
+
+
+# ---------------------------------------------------------------------------- exchange
+# ``sync`` between ranks. Besides the live statistics (``count``, ``mean``, ``m2``) a module
+# keeps the shared baseline (``synced_*``, identical on every rank) and the live statistics
+# as of the last pack (``sent_*``). A rank's row holds per group ``R = 2 P + 2`` float64
+# values: the count, means and M2 of the data since the last pack, and a reset flag.
+# ``unsent`` / ``pending`` are bool per group: a reset since the last pack / not yet applied
+# to the baseline. One thread per group (a sync runs every few steps, not every step): it
+# must read a group's counts before it rewrites them. Ranks' rows are folded in rank order
+# with the one merge, ``chan``, so every rank runs the same float operations on the same
+# values: the same bits.
+
+
+@wp.kernel
+def exchange_pack(
+    P: int,
+    count: F64,
+    mean: F64,
+    m2: F64,
+    sent_count: F64,
+    sent_mean: F64,
+    sent_m2: F64,
+    unsent: BOOL,
+    out: F64,
+):
+    """Launch over G: write the data since the last pack (live minus sent) and the reset
+    flag into ``out`` ``[G * R]``; sent := live, unsent := False."""
+    g = wp.tid()
+    R = 2 * P + 2
+    n = count[g]
+    n_a = sent_count[g]
+    out[g * R] = n - n_a
+    for f in range(P):
+        i = g * P + f
+        b = unmerge(n, mean[i], m2[i], n_a, sent_mean[i], sent_m2[i])
+        out[g * R + 1 + f] = b[1]
+        out[g * R + 1 + P + f] = b[2]
+        sent_mean[i] = mean[i]
+        sent_m2[i] = m2[i]
+    out[g * R + R - 1] = wp.where(unsent[g], wp.float64(1.0), wp.float64(0.0))
+    sent_count[g] = n
+    unsent[g] = False
+
+
+@wp.kernel
+def exchange_apply(
+    rows: F64,
+    stride: int,
+    W: int,
+    P: int,
+    count: F64,
+    mean: F64,
+    m2: F64,
+    synced_count: F64,
+    synced_mean: F64,
+    synced_m2: F64,
+    sent_count: F64,
+    sent_mean: F64,
+    sent_m2: F64,
+    unsent: BOOL,
+    pending: BOOL,
+    eps: wp.float64,
+    tab: TAB,
+):
+    """Launch over G: fold the W ranks' rows (rank ``r``'s value ``j`` at
+    ``rows[r * stride + j]``) in rank order into the baseline, dropping it first where any
+    rank flagged a reset. Live' = baseline' + this rank's data since the pack (live minus
+    sent), except for a group reset here since the pack, which keeps only that data;
+    sent' = baseline' there too; pending := unsent. Then rewrite the group's tables."""
+    g = wp.tid()
+    R = 2 * P + 2
+    zero = wp.float64(0.0)
+    dropped = bool(False)
+    for r in range(W):
+        if rows[r * stride + g * R + R - 1] != zero:
+            dropped = True
+    n_l = count[g]
+    n_sent = sent_count[g]
+    here = unsent[g]
+    n_s = wp.where(dropped, zero, synced_count[g])
+    n_new = n_s
+    for f in range(P):
+        i = g * P + f
+        base = wp.vec3d(n_s, zero, zero)
+        if not dropped:
+            base = wp.vec3d(n_s, synced_mean[i], synced_m2[i])
+        for r in range(W):
+            k = r * stride + g * R
+            base = chan(base[0], base[1], base[2], rows[k], rows[k + 1 + f], rows[k + 1 + P + f])
+        own = unmerge(n_l, mean[i], m2[i], n_sent, sent_mean[i], sent_m2[i])
+        synced_mean[i] = base[1]
+        synced_m2[i] = base[2]
+        n_new = base[0]
+        if not here:
+            live = chan(base[0], base[1], base[2], own[0], own[1], own[2])
+            mean[i] = live[1]
+            m2[i] = live[2]
+            sent_mean[i] = base[1]
+            sent_m2[i] = base[2]
+    synced_count[g] = n_new
+    if not here:
+        count[g] = n_new + (n_l - n_sent)
+        sent_count[g] = n_new
+    pending[g] = here
+    for f in range(P):
+        i = g * P + f
+        write_table(i, count[g], mean[i], m2[i], eps, tab)

@@ -7,14 +7,9 @@ that reads a device value on the host), owns every per-step buffer, so a step al
 nothing, and replays launches recorded once (``Replay``), repointed at the caller's
 tensors when their addresses change.
 
-An update of ``N`` rows of ``P`` values: ``flag_rows`` (ObsNorm) or ``returns_step``
-(RewardNorm) reads the data once, ``partial`` once more (each thread reduces up to 32 rows
-of one feature), a ``combine`` per tree level folds 32 partials per thread, ``merge`` folds
-a group's last (at most 32) partials into its statistics; the normalization reads the data
-a last time. No pass over the data is in float64, and the float64 scratch is the partials:
-16 bytes per chunk and feature (count and stamp counts aside), so about ``16 / 32`` bytes
-per value at the first level (16 when every env is its own group), plus an int64 stamp
-per row. Launches per update: 3 up to 1024 envs per group, one more per factor of 32.
+Launches per update (``kernels.stats``): 3 up to 1024 envs per group, one more per factor
+of 32. No pass over the data is in float64; the float64 scratch is the partials, 16 bytes
+per chunk of 32 envs and feature (about 0.5 byte per value), plus an int64 stamp per row.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ import warp as wp
 
 from gpuparam._device import Replay, init_warp, record, stream_for, wp_device
 from gpuparam.kernels import stats as K
-from gpuparam.kernels import stats_sync as KS
 
 F64 = torch.float64
 MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mode``
@@ -35,32 +29,21 @@ MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mo
 
 CHUNK = 32  # items a thread folds, at every level of the tree
 RESET_CHUNK = 1024  # envs a ``reset`` block scans (``kernels.stats.RESET_LANES`` lanes)
+# the statistics' buffers, in ``kernels.stats.exchange_apply``'s order
+NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
+         "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
 
 
 def _wp(t: torch.Tensor) -> wp.array:
     return wp.from_torch(t.view(-1))
 
 
-def _ptr(t: torch.Tensor, dtype=wp.float32) -> wp.array:
-    """A flat array over ``t``'s memory that does not hold ``t``: for launch arguments
-    repointed at every call (``Replay.set_tensors`` compares data pointers)."""
-    return wp.array(ptr=t.data_ptr(), dtype=dtype, shape=(t.numel(),),
-                    device=wp_device(t.device))
-
-
-def _ptrb(t: torch.Tensor) -> wp.array:
-    return _ptr(t, wp.bool)
-
-
-def _ptr64(t: torch.Tensor) -> wp.array:
-    return _ptr(t, wp.float64)
-
-
-def _rows(t: torch.Tensor) -> wp.array:
-    """``t`` float64 ``[W, S]`` (rows ``stride(0)`` apart, unit inner stride) as a flat
-    array from ``t[0, 0]``, not holding ``t``."""
-    extent = (t.shape[0] - 1) * t.stride(0) + t.shape[1]
-    return wp.array(ptr=t.data_ptr(), dtype=wp.float64, shape=(extent,),
+def _ptr(t: torch.Tensor) -> wp.array:
+    """A flat array over ``t``'s memory, of its dtype, from its first element to its last
+    (any strides), that does not hold ``t``: for launch arguments repointed at every call
+    (``Replay.set_tensors`` compares data pointers)."""
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    return wp.array(ptr=t.data_ptr(), dtype=wp.dtype_from_torch(t.dtype), shape=(extent,),
                     device=wp_device(t.device))
 
 
@@ -79,8 +62,8 @@ class Level:
         lo = start[grp] + (np.arange(self.K) - first[grp]) * size
         hi = np.minimum(lo + size, start[grp] + counts[grp])
         self.per, self.first_np = per, first
-        self.t = [torch.as_tensor(a.astype(np.int32)).to(device) for a in (lo, hi, grp, first)]
-        self.wp = [_wp(a) for a in self.t]
+        self.wp = [_wp(torch.as_tensor(a.astype(np.int32)).to(device))
+                   for a in (lo, hi, grp, first)]
 
 
 class Layout:
@@ -107,7 +90,6 @@ class Layout:
         while self.levels[-1].per.max(initial=0) > CHUNK:
             below = self.levels[-1]
             self.levels.append(Level(below.per, below.first_np[:-1], device))
-        self.K = self.levels[0].K
 
 
 class Scratch:
@@ -148,40 +130,40 @@ class Engine:
         self.none_b = torch.zeros(max(n, G, 1), dtype=torch.bool, device=dev)  # unused masks
         self.none32 = wp.empty(0, dtype=wp.float32, device=wp_device(dev))  # unused data
         self.none64 = wp.empty(0, dtype=wp.float64, device=wp_device(dev))
-        names = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2",
-                 "sent_count", "sent_mean", "sent_m2", "reset_unsent", "reset_pending",
-                 "nonfinite", "flags")
-        self.a = {k: _wp(getattr(m, k)) for k in names}
-        ret = getattr(m, "returns", None)
-        self.has_returns = ret is not None
-        self.ret = _wp(ret if ret is not None else torch.zeros(1, dtype=F64, device=dev))
+        self.a = {k: _wp(getattr(m, k)) for k in (*NAMES, "nonfinite", "flags")}
+        ret = getattr(m, "returns", None)  # RewardNorm's, [N]
+        self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
         self._rows_layout: tuple[int, Layout] | None = None
-        self.refresh()
+        a = self.a  # the tables from the statistics (loaded, moved or copied ones too)
+        wp.launch(K.refresh, (G, P), [P, self.eps, a["count"], a["mean"], a["m2"], self.wtab],
+                  device=wp_device(dev), stream=stream_for(dev))
 
     # ------------------------------------------------------------------ launch helpers
-    def _cmd(self, key: tuple, make) -> Replay:
+    def _run(self, key: tuple, make, tensors: tuple, stream) -> None:
+        """Launch the command recorded under ``key`` (by ``make()`` on first use) on
+        ``stream``, its rebindable arguments pointed at ``tensors``."""
         c = self._cmds.get(key)
         if c is None:
             c = self._cmds[key] = make()
-        return c
-
-    def _run(self, key: tuple, make, tensors: tuple, stream) -> None:
-        c = self._cmd(key, make)
         c.set_tensors(tensors)
         c.launch(stream)
 
     def _tree(self, x32: wp.array, x64: wp.array, n_env: int, L: Layout, s: Scratch,
-              B: int, mode: int, P: int) -> list[tuple]:
-        """``(kernel, dim, args)`` of the reduction of ``B`` slices of ``n_env`` rows
-        (``x32`` or ``x64``) over layout ``L``: ``partial``, a ``combine`` per level above
-        the first, ``merge``."""
-        a, lv, pt = self.a, L.levels, s.parts
-        t, flags = _wp(self.tick), a["flags"]
-        out = [(K.partial, (B, L.K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
-                                         mode, t, _wp(s.stamp), a["count"], _wp(self.n_old),
-                                         *pt[0]])]
+              B: int, mode: int) -> list[tuple]:
+        """``(kernel, dim, args)`` of the update from ``B`` slices of ``n_env`` rows (``x32``
+        or ``x64``) over layout ``L``: ``flag_rows`` (``x32`` data only), ``partial``, a
+        ``combine`` per level above the first, ``merge``. ``x32`` is argument 0 of the
+        first two."""
+        a, lv, pt, P = self.a, L.levels, s.parts, self.P
+        t, flags, stamp = _wp(self.tick), a["flags"], _wp(s.stamp)
+        out = []
+        if x32.shape[0]:
+            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
+        out.append((K.partial, (B, lv[0].K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
+                                             mode, t, stamp, a["count"], _wp(self.n_old),
+                                             *pt[0]]))
         for i in range(1, len(lv)):
             args = [P, B if i == 1 else 1, lv[i - 1].K, *lv[i].wp[:2], *pt[i - 1], flags, mode,
                     *pt[i]]
@@ -193,17 +175,17 @@ class Engine:
         return out
 
     def _run_tree(self, kind: str, x32, x64, rebind: tuple, mode: int, stream) -> None:
-        """The recorded launches of ``_tree`` for the env batch (argument 0 or 1, the data,
-        repointed at ``rebind``'s tensor when given)."""
+        """The recorded launches of ``_tree`` for the env batch; with ``rebind`` (float32
+        data, ``x32``) the first two repointed at its tensor."""
         specs = None
-        for i in range(len(self.layout.levels) + 1):
+        for i in range(len(self.layout.levels) + (2 if rebind else 1)):
             def make(i=i):
                 nonlocal specs
                 specs = specs or self._tree(x32, x64, self.n, self.layout, self.scratch, 1,
-                                            mode, self.P)
+                                            mode)
                 c = record(*specs[i], self.device)
-                return c.rebindable((0, _ptr)) if (i == 0 and rebind) else c
-            self._run((kind, i, mode), make, rebind if i == 0 else (), stream)
+                return c.rebindable((0, _ptr)) if (i < 2 and rebind) else c
+            self._run((kind, i, mode), make, rebind if i < 2 else (), stream)
 
     def _normalize_args(self, x, out, x2, out2, pair: bool, gid, n_mod: int) -> list:
         return [x, out, x2, out2, int(pair), self.P, n_mod, _wp(gid), self.a["flags"],
@@ -217,16 +199,9 @@ class Engine:
 
     def update(self, x: torch.Tensor, mode: int, stream) -> None:
         """Merge the float32 env batch ``x`` (contiguous ``[N, *shape]``) into the
-        statistics when ``mode`` says so (``flag_rows``, then ``_tree``: three launches up
-        to 1024 envs per group, one more per 32 times more); rows with a NaN or inf are left
-        out and counted."""
-        s, n, P, dev = self.scratch, self.n, self.P, self.device
-
-        def flag():
-            args = [_ptr(x), P, self.a["flags"], mode, _wp(self.tick), _wp(s.stamp)]
-            return record(K.flag_rows, (n, P), args, dev).rebindable((0, _ptr))
-
-        self._run(("flag", mode), flag, (x,), stream)
+        statistics when ``mode`` says so (``_tree``: three launches up to 1024 envs per
+        group, one more per 32 times more); rows with a NaN or inf are left out and
+        counted."""
         self._run_tree("obs", _ptr(x), self.none64, (x,), mode, stream)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
@@ -253,9 +228,9 @@ class Engine:
             return record(K.returns_step, n, args, dev).rebindable((0, _ptr))
 
         def scale():
-            args = [_ptr(reward), _ptrb(done), _wp(self.gid), a["flags"], mode, self.wtab,
+            args = [_ptr(reward), _ptr(done), _wp(self.gid), a["flags"], mode, self.wtab,
                     _ptr(out), self.ret]
-            return record(K.scale_rewards, n, args, dev).rebindable((0, _ptr), (1, _ptrb),
+            return record(K.scale_rewards, n, args, dev).rebindable((0, _ptr), (1, _ptr),
                                                                     (6, _ptr))
 
         self._run(("returns", mode), ret, (reward,), stream)
@@ -272,45 +247,37 @@ class Engine:
         t = (mask if um else self.none_b, groups if ug else self.none_b)
 
         def make():
-            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptrb(t[0]), int(um),
-                    _ptrb(t[1]), int(ug),
-                    int(not (um or ug)), int(self.has_returns), self.eps,
+            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptr(t[0]), int(um),
+                    _ptr(t[1]), int(ug), self.eps,
                     *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
                                      "reset_pending", "reset_unsent")), self.wtab, self.ret]
             cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
                                   device=wp_device(dev),
                                   block_dim=K.RESET_LANES, record_cmd=True)
-            return Replay(cmd, dev, args).rebindable((5, _ptrb), (7, _ptrb))
+            return Replay(cmd, dev, args).rebindable((5, _ptr), (7, _ptr))
 
         self._run(("reset", um, ug), make, t, stream)
 
-    def refresh(self) -> None:
-        """Rewrite the tables from the statistics (after they changed outside an update)."""
-        a = self.a
-        self._run(("refresh",), lambda: record(K.refresh, (self.G, self.P), [
-            self.P, self.eps, a["count"], a["mean"], a["m2"], self.wtab], self.device), (),
-            stream_for(self.device))
-
     # ------------------------------------------------------------------ exchange
     def pack(self, out: torch.Tensor) -> None:
-        """``kernels.stats_sync.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
+        """``kernels.stats.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
         a = self.a
 
         def make():
             args = [self.P, *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean",
-                                             "sent_m2", "reset_unsent")), _ptr64(out)]
-            return record(KS.exchange_pack, self.G, args, self.device).rebindable((8, _ptr64))
+                                             "sent_m2", "reset_unsent")), _ptr(out)]
+            return record(K.exchange_pack, self.G, args, self.device).rebindable((8, _ptr))
 
         self._run(("pack",), make, (out,), stream_for(self.device))
 
     def apply(self, rows: torch.Tensor) -> None:
-        """``kernels.stats_sync.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
+        """``kernels.stats.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
         unit inner stride); rewrites the tables."""
         a, W, stride = self.a, rows.shape[0], rows.stride(0)
 
         def make():
-            args = [_rows(rows), stride, W, self.P, *(a[k] for k in NAMES), self.eps, self.wtab]
-            return record(KS.exchange_apply, self.G, args, self.device).rebindable((0, _rows))
+            args = [_ptr(rows), stride, W, self.P, *(a[k] for k in NAMES), self.eps, self.wtab]
+            return record(K.exchange_apply, self.G, args, self.device).rebindable((0, _ptr))
 
         self._run(("apply", W, stride), make, (rows,), stream_for(self.device))
 
@@ -332,63 +299,8 @@ class Engine:
             else:
                 L, B, n_env = self.layout, M // self.n, self.n
             s = Scratch(B, L, P, M, dev)
-            launch = dict(device=wp_device(dev), stream=stream)
-            wp.launch(K.flag_rows, (M, P), [xw, P, self.a["flags"], 1, _wp(self.tick),
-                                            _wp(s.stamp)], **launch)
-            for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1, P):
-                wp.launch(kernel, dim, args, **launch)
-        gid, n_mod = (self.gid, self.n_mod) if G > 1 else (self.gid[:1], 1)
-        args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, gid, n_mod)
+            for kernel, dim, args in self._tree(xw, self.none64, n_env, L, s, B, 1):
+                wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream)
+        args = self._normalize_args(xw, _wp(out), xw, _wp(out), False, self.gid, self.n_mod)
         wp.launch(K.normalize, (M, P), args, device=wp_device(dev), stream=stream)
         return out
-
-
-NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
-         "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
-
-# buffers an engine binds: replacing one drops the engine
-_BOUND = frozenset({*NAMES, "nonfinite", "flags", "group_ids", "returns"})
-
-
-class EngineOwner:
-    """The module side of an ``Engine`` (mixed into ``GroupedRunningStats`` before
-    ``nn.Module``): builds it when first needed and drops it whenever a bound tensor may have
-    been replaced (buffer assignment, ``.to()`` and friends, checkpoint loading, copies)."""
-
-    def _eng(self) -> Engine:
-        """The engine (built, which fills the tables, if there is none)."""
-        e = self.__dict__.get("_engine")
-        if e is None:
-            e = self._engine = Engine(self)
-        return e
-
-    def __setattr__(self, name, value):
-        super().__setattr__(name, value)
-        if name in _BOUND:  # the engine's launches point at the replaced tensor
-            self.__dict__["_engine"] = None
-        if name in _BOUND or name == "_engine":
-            # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
-            # often takes the freed one's address
-            self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
-
-    @property
-    def engine_generation(self) -> int:
-        """Counts the engines built and dropped: a captured step that launched into an
-        engine's buffers is stale once this changes (``replay_key``)."""
-        return self.__dict__.get("_engine_gen", 0)
-
-    def _apply(self, fn, recurse=True):
-        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes stay."""
-        before = dict(self._buffers)
-        super()._apply(fn, recurse)
-        for name, old in before.items():
-            new = self._buffers[name]
-            if old is not None and new is not None and new.dtype != old.dtype:
-                self._buffers[name] = old.to(new.device)
-        self._engine = None
-        return self
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state["_engine"] = None  # recorded launches point at this instance's buffers
-        return state

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from gpuparam._device import stream_for
@@ -60,59 +58,16 @@ class ObsNorm(GroupedRunningStats):
     only, so a batch of the wrong size is an error, not a silent update.
     """
 
-    def __init__(
-        self,
-        shape: int | Sequence[int],
-        *,
-        group_ids: torch.Tensor | None = None,
-        num_groups: int | None = None,
-        num_envs: int | None = None,
-        clip: float | None = None,
-        eps: float = 1e-8,
-        reset_on: Sequence[str] = (),
-        device: str | torch.device | None = None,
-    ):
-        super().__init__(
-            shape,
-            group_ids=group_ids,
-            num_groups=num_groups,
-            num_envs=num_envs,
-            clip=clip,
-            eps=eps,
-            reset_on=reset_on,
-            device=device,
-        )
-
-    def _want(self) -> str:
-        """The expected ``[N, *shape]`` as text, e.g. ``(8, 3)`` or ``(N, 3)``."""
-        n = self.num_envs
-        return "(" + ", ".join(["N" if n is None else str(n), *map(str, self.shape)]) + ")"
-
-    def _check_tensor(self, x: torch.Tensor, what: str, want: str) -> None:
-        name = type(self).__name__
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(
-                f"{name}: {what} expected a float32 tensor {want}, got {type(x).__name__}"
-            )
-        if x.dtype != torch.float32:
-            raise ValueError(f"{name}: {what} expected dtype torch.float32, got {x.dtype}")
-        if x.device != self.device:
-            raise ValueError(f"{name}: {what} expected device {self.device}, got {x.device}")
-
     def _check(self, x: torch.Tensor, what: str, learner: bool = False) -> None:
         """Raise unless ``x`` is the float32 env batch; ``learner``: say how to pass
         another batch shape."""
-        name, S, n, want = type(self).__name__, self.shape, self.num_envs, self._want()
-        self._check_tensor(x, what, want)
-        if (
-            x.dim() != 1 + len(S)
-            or tuple(x.shape[1:]) != S
-            or x.shape[0] == 0
-            or (n is not None and x.shape[0] != n)
-        ):
+        n = self.num_envs  # the expected shape as text, e.g. (8, 3) or (N, 3)
+        want = "(" + ", ".join(["N" if n is None else str(n), *map(str, self.shape)]) + ")"
+        self._check_tensor(x, what, torch.float32, want)
+        if not self._is_env_batch(x) or x.numel() == 0:
             hint = (" (the env batch; pass train=True or train=False, or call normalize, "
                     "for a learner batch of another shape)") if learner else ""
-            raise ValueError(f"{name}: {what} expected shape {want}{hint}, "
+            raise ValueError(f"{type(self).__name__}: {what} expected shape {want}{hint}, "
                              f"got {tuple(x.shape)}")
 
     def _is_env_batch(self, x) -> bool:
@@ -123,16 +78,14 @@ class ObsNorm(GroupedRunningStats):
         return x.dim() == 1 + len(self.shape) and x.shape[0] == (x.shape[0] if n is None else n)
 
     def _prepare(
-        self, x: torch.Tensor, out: torch.Tensor | None
-    ) -> tuple[Engine | None, torch.Tensor]:
-        """Validate, fix N; return the engine and ``x`` contiguous (a copy only if it is not),
-        or ``(None, x)`` when ``x`` is not an ``[N, *shape]`` batch (see :meth:`forward`)."""
+        self, x: torch.Tensor, out: torch.Tensor | None, what: str
+    ) -> tuple[Engine, torch.Tensor]:
+        """Validate the env batch ``x`` (named ``what``), fix N; return the engine and ``x``
+        contiguous (a copy only if it is not)."""
         e, f32 = self.__dict__.get("_engine"), torch.float32
         if e is not None and e.matches(x, f32) and (out is None or e.matches(out, f32)):
             return e, x
-        if not self._is_env_batch(x):
-            return None, x
-        self._check(x, "x")  # raises the precise error, or passes on the first call
+        self._check(x, what)  # raises the precise error, or passes on the first call
         if out is not None:
             self._check(out, "out")
             if not out.is_contiguous():
@@ -169,7 +122,7 @@ class ObsNorm(GroupedRunningStats):
                 self._check(x, "x", learner=True)
             return self._forward_batch(x, out, mode == 1 and not self._frozen)
         out = torch.empty(x.shape, device=x.device) if out is None else out
-        self._launch(x, out, None, None, mode, stream_for(self.device))
+        self.forward_pair(x, out, train=train)
         return out
 
     def normalize(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -201,48 +154,34 @@ class ObsNorm(GroupedRunningStats):
         if out is None or (x2 is not None and out2 is None):
             raise ValueError("ObsNorm.forward_pair: expected output tensors out and out2, got None")
         mode = self._mode(train)
-        self._launch(x, out, x2, out2, mode, stream_for(self.device) if stream is None else stream)
-
-    def _launch(self, x, out, x2, out2, mode: int, stream) -> None:
-        """The env path on ``stream``: validate, update from ``x`` (``mode``, see
-        ``kernels.stats``), normalize ``x`` into ``out`` and, unless ``x2`` is None,
-        ``x2`` into ``out2``: Warp launches only (``TransformedEnv``'s stage)."""
-        e, x = self._prepare(x, out)
-        if e is None:
-            self._check(x, "x")
+        e, x = self._prepare(x, out, "x")
         if x2 is not None:
-            e2, x2 = self._prepare(x2, out2)
-            if e2 is None:
-                self._check(x2, "x2")
+            x2 = self._prepare(x2, out2, "x2")[1]
+        stream = stream_for(self.device) if stream is None else stream
         if mode:
             e.update(x, mode, stream)
         e.normalize(x, out, x2, out2, stream)
 
     # ------------------------------------------------------------------ any batch shape
-    def _check_batch(self, x: torch.Tensor, out: torch.Tensor | None) -> None:
-        """Validate a batch of another leading shape."""
+    def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
+        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
+        into the statistics (``update``), then normalize it (the env path's kernels, with
+        scratch allocated per call; not the env's hot path)."""
         name, S, G, n = type(self).__name__, self.shape, self.num_groups, self.num_envs
         dims = ", ".join(map(str, S))
         want = f"(*batch, {dims})" if G == 1 else f"(*batch, {'N' if n is None else n}, {dims})"
-        self._check_tensor(x, "x", want)
-        k = len(S)
-        lead = tuple(x.shape[: x.dim() - k])
+        self._check_tensor(x, "x", torch.float32, want)
+        lead = tuple(x.shape[: x.dim() - len(S)])
         ok = len(lead) >= 1 and tuple(x.shape[len(lead):]) == S and x.numel() > 0
         if ok and G > 1:
             ok = n is not None and lead[-1] == n
         if not ok:
             raise ValueError(f"{name}: x expected shape {want}, got {tuple(x.shape)}")
         if out is not None:
-            self._check_tensor(out, "out", str(tuple(x.shape)))
+            self._check_tensor(out, "out", torch.float32, str(tuple(x.shape)))
             if out.shape != x.shape:
                 raise ValueError(f"{name}: out expected shape {tuple(x.shape)} (that of x), "
                                  f"got {tuple(out.shape)}")
-
-    def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
-        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
-        into the statistics (``update``), then normalize it (the env path's kernels, with
-        scratch allocated per call; not the env's hot path)."""
-        self._check_batch(x, out)
         rows = x.detach().reshape(-1, *self.shape).contiguous()
         direct = out is not None and out.is_contiguous()
         y = self._eng().batch(rows, update, out.view(rows.shape) if direct else None)

@@ -6,9 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam._checks import check_mask
 from gpuparam._device import stream_for
-from gpuparam.transforms._engine import F64
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -66,19 +64,9 @@ class RewardNorm(GroupedRunningStats):
 
     per_env_buffers = ("returns",)
 
-    def _bind_extra(self, n: int) -> None:
-        self.register_buffer("returns", torch.zeros(n, dtype=F64, device=self.device))
-
     def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
-        n, dev = self.num_envs, self.device
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(
-                f"RewardNorm: {what} expected a {dtype} tensor [N], got {type(t).__name__}"
-            )
-        if t.dtype != dtype:
-            raise ValueError(f"RewardNorm: {what} expected dtype {dtype}, got {t.dtype}")
-        if t.device != dev:
-            raise ValueError(f"RewardNorm: {what} expected device {dev}, got {t.device}")
+        n = self.num_envs
+        self._check_tensor(t, what, dtype, "[N]")
         if t.dim() != 1 or t.shape[0] == 0 or (n is not None and t.shape[0] != n):
             raise ValueError(
                 f"RewardNorm: {what} expected shape ({n or 'N'},), got {tuple(t.shape)}"
@@ -107,25 +95,21 @@ class RewardNorm(GroupedRunningStats):
             and e.matches(done, torch.bool)
             and (out is None or e.matches(out, f32))
         ):
-            self._check_all(reward, done, out)
+            self._check(reward, "reward", torch.float32)
+            self._check(done, "done", torch.bool)
+            if done.shape != reward.shape:
+                raise ValueError(f"RewardNorm: done expected shape {tuple(reward.shape)}, "
+                                 f"got {tuple(done.shape)}")
+            if out is not None:
+                self._check(out, "out", torch.float32)
+                if not out.is_contiguous():
+                    raise ValueError("RewardNorm: out expected a contiguous tensor")
             self._ensure_bound(reward.shape[0])
             e = self._eng()
             reward, done = reward.detach().contiguous(), done.contiguous()
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
         e.reward(reward, done, out, 2, stream_for(self.device) if stream is None else stream)
         return out
-
-    def _check_all(self, reward, done, out) -> None:
-        self._check(reward, "reward", torch.float32)
-        self._check(done, "done", torch.bool)
-        if done.shape != reward.shape:
-            raise ValueError(
-                f"RewardNorm: done expected shape {tuple(reward.shape)}, got {tuple(done.shape)}"
-            )
-        if out is not None:
-            self._check(out, "out", torch.float32)
-            if not out.is_contiguous():
-                raise ValueError("RewardNorm: out expected a contiguous tensor")
 
     def reset_returns(self, mask: torch.Tensor | None = None) -> None:
         """Clear the discounted return of masked envs (statistics untouched).
@@ -137,12 +121,7 @@ class RewardNorm(GroupedRunningStats):
             if self.num_envs is not None:
                 self.returns.zero_()
             return
-        n = self.num_envs
-        if n is None:
-            n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-        check_mask(mask, n, self.device, "RewardNorm: mask")
-        self._ensure_bound(n)
-        self.returns.masked_fill_(mask, 0.0)
+        self.returns.masked_fill_(self._bind_mask(mask, "RewardNorm: mask"), 0.0)
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, " + super().extra_repr()

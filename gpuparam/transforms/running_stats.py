@@ -1,12 +1,6 @@
-"""Per-group running count / mean / M2 on the device, merged with Chan et al.'s formula.
-
-Counts, means and M2 (sum of squared deviations) are float64 and stay float64 whatever
-``.to(dtype)`` does to the module. Each batch is reduced in float64 chunks of envs, each
-around its own first value (never as ``E[x^2] - E[x]^2``), and the chunks are merged by the
-parallel-variance formula (``kernels.stats``), so data like 10000, 10001, 10002 keeps its
-std and counts stay exact past 2**24 (up to 2**53). The merge also rewrites the float32
-tables the normalization reads. Every setting a kernel reads (training, frozen, clip,
-gamma) is a device value (``flags``), so changing one never changes a recorded step.
+"""Per-group running count / mean / M2 on the device, the base of ``ObsNorm`` and
+``RewardNorm``: settings, masked resets, checkpoints and ``sync``. The arithmetic is in
+``kernels.stats``; counts stay exact up to 2**53, and float64 whatever ``.to(dtype)`` does.
 """
 
 from __future__ import annotations
@@ -14,7 +8,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.distributed as dist
@@ -26,9 +20,7 @@ from gpuparam.distributed import exchange
 from gpuparam.files import SavesState
 from gpuparam.kernels.stats import CLIP, FROZEN, GAMMA, TRAINING
 from gpuparam.params import ParamTable
-from gpuparam.transforms._engine import F64, EngineOwner
-from gpuparam.transforms._groups import check_group_ids, groups_to_mask
-from gpuparam.transforms._stats_state import check_stats_state
+from gpuparam.transforms._engine import F64, NAMES, Engine
 
 __all__ = ["F64", "GroupedRunningStats"]
 
@@ -63,7 +55,101 @@ def check_shape(name: str, shape) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
+def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> int:
+    """Validate ``group_ids`` (long ``[N]`` on ``dev``, or ``None``) and return G.
+
+    Reads the id range on the host: construction and checkpoint loading only.
+    Raises ``ValueError`` naming ``name`` and what was expected.
+    """
+    if num_groups is not None and (isinstance(num_groups, bool) or int(num_groups) < 1):
+        raise ValueError(f"{name}: num_groups must be an int >= 1, got {num_groups}")
+    if num_envs is not None and int(num_envs) < 1:
+        raise ValueError(f"{name}: num_envs must be >= 1, got {num_envs}")
+    if gid is None:
+        if num_groups not in (None, 1):
+            raise ValueError(f"{name}: num_groups={num_groups} needs group_ids")
+        return 1
+    if not isinstance(gid, torch.Tensor) or gid.dtype != torch.int64 or gid.dim() != 1:
+        got = f"{gid.dtype} {tuple(gid.shape)}" if isinstance(gid, torch.Tensor) else gid
+        raise ValueError(f"{name}: group_ids expected a long tensor [N], got {got}")
+    if gid.numel() == 0 or (num_envs is not None and gid.shape[0] != int(num_envs)):
+        raise ValueError(f"{name}: group_ids expected shape ({num_envs},), got {gid.shape}")
+    if gid.device != dev:
+        raise ValueError(f"{name}: group_ids expected device {dev}, got {gid.device}")
+    lo, hi = int(gid.min()), int(gid.max())  # host-ok: construction only
+    G = int(num_groups) if num_groups is not None else hi + 1
+    if lo < 0 or hi >= G:
+        raise ValueError(f"{name}: group_ids expected values in [0, {G}), got [{lo}, {hi}]")
+    return G
+
+
+def groups_to_mask(name: str, groups, G: int, dev: torch.device) -> torch.Tensor:
+    """``reset_stats(groups=)``: bool ``[G]`` as given, or long ``[K]`` indices as a bool
+    ``[G]`` mask on ``dev`` (their range is checked on the host, a sync)."""
+    what = f"{name}.reset_stats: groups expected"
+    if not isinstance(groups, torch.Tensor) or groups.device != dev:
+        got = getattr(groups, "device", type(groups).__name__)
+        raise ValueError(f"{what} a tensor on {dev}, got {got}")
+    if groups.dtype == torch.bool and tuple(groups.shape) == (G,):
+        return groups
+    if groups.dtype != torch.int64 or groups.dim() != 1:
+        raise ValueError(f"{what} bool [{G}] or long [K], got {groups.dtype} {groups.shape}")
+    if groups.numel() and not (0 <= int(groups.min()) and int(groups.max()) < G):  # host-ok
+        raise ValueError(f"{what} indices in [0, {G})")
+    return torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
+
+
+def _fail(name: str, key: str, expected: str, got: object) -> None:
+    raise ValueError(f"{name}.load_state_dict: {key!r} expected {expected}, got {got}")
+
+
+def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
+    """The checks of ``GroupedRunningStats.load_state_dict`` on the entries of ``state``
+    under ``prefix``, all before any write (``nn.Module.load_state_dict`` copies buffer by
+    buffer, so a bad ``m2`` would leave ``count`` loaded). Synchronizes."""
+    name, dev = type(m).__name__, m.device
+    own = {k: v for k, v in m.state_dict(keep_vars=True).items() if "." not in k}
+    expected = set(own) | {"group_ids", *m.per_env_buffers}
+    keys = {k[len(prefix):] for k in state if k.startswith(prefix) and "." not in k[len(prefix):]}
+    if strict:
+        missing = sorted(k for k in own if k not in keys)
+        unexpected = sorted(keys - expected)
+        if missing or unexpected:
+            _fail(name, "keys", f"{sorted(expected)}",
+                  f"missing {missing}, unexpected {unexpected}")
+    gid = state.get(prefix + "group_ids")
+    n = m.num_envs
+    if gid is not None:
+        if not isinstance(gid, torch.Tensor):
+            _fail(name, "group_ids", "a long tensor [N]", type(gid).__name__)
+        check_group_ids(name, gid.to(dev), m.num_groups, n, dev)
+        n = gid.shape[0]
+    for key in keys & expected - {"group_ids"}:
+        t, ref = state[prefix + key], own.get(key)
+        want_shape = (n,) if key in m.per_env_buffers else tuple(ref.shape)
+        want_dtype = ref.dtype if ref is not None else torch.float64
+        if not isinstance(t, torch.Tensor):
+            _fail(name, key, f"a {want_dtype} tensor {want_shape}", type(t).__name__)
+        if t.dtype != want_dtype or tuple(t.shape) != want_shape:
+            _fail(name, key, f"a {want_dtype} tensor {want_shape}",
+                  f"a {t.dtype} tensor {tuple(t.shape)}")
+        base = key.removeprefix("synced_")
+        if base not in ("count", "mean", "m2", "nonfinite") or t.numel() == 0:
+            continue
+        # host-ok below: checkpoint loading
+        if not bool(torch.isfinite(t).all()):
+            _fail(name, key, "finite values", "NaN or inf")
+        if base != "mean" and bool((t < 0).any()):
+            _fail(name, key, "values >= 0", f"minimum {t.min().item()}")
+        if base in ("count", "nonfinite") and not bool((t == t.round()).all()):
+            _fail(name, key, "whole numbers", "a fraction")
+
+
+# buffers an engine binds: replacing one drops the engine
+_BOUND = frozenset({*NAMES, "nonfinite", "flags", "group_ids", "returns"})
+
+
+class GroupedRunningStats(SavesState, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
     Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
@@ -84,15 +170,15 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
 
     def __init__(
         self,
-        shape: Sequence[int],
+        shape: int | Sequence[int],
         *,
-        group_ids: torch.Tensor | None,
-        num_groups: int | None,
-        num_envs: int | None,
-        clip: float | None,
-        eps: float,
-        reset_on: Sequence[str],
-        device: str | torch.device | None,
+        group_ids: torch.Tensor | None = None,
+        num_groups: int | None = None,
+        num_envs: int | None = None,
+        clip: float | None = None,
+        eps: float = 1e-8,
+        reset_on: Sequence[str] = (),
+        device: str | torch.device | None = None,
     ):
         super().__init__()
         name = type(self).__name__
@@ -109,15 +195,12 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
         dev = torch.empty(0, device=device).device  # canonical form, e.g. cuda -> cuda:0
         self.num_groups = check_group_ids(name, group_ids, num_groups, num_envs, dev)
         G, S = self.num_groups, self.shape
-        for prefix in ("", "synced_"):
-            self.register_buffer(prefix + "count", torch.zeros(G, dtype=F64, device=dev))
-            self.register_buffer(prefix + "mean", torch.zeros(G, *S, dtype=F64, device=dev))
-            self.register_buffer(prefix + "m2", torch.zeros(G, *S, dtype=F64, device=dev))
+        # live, baseline, and (per rank, not saved) as of the last exchange pack
+        for prefix in ("", "synced_", "sent_"):
+            for k, shape in (("count", (G,)), ("mean", (G, *S)), ("m2", (G, *S))):
+                self.register_buffer(prefix + k, torch.zeros(shape, dtype=F64, device=dev),
+                                     persistent=prefix != "sent_")
         self.register_buffer("reset_pending", torch.zeros(G, dtype=torch.bool, device=dev))
-        # the statistics as of the last exchange pack, and resets since: per rank, not saved
-        for k, v in (("count", torch.zeros(G)), ("mean", torch.zeros(G, *S)),
-                     ("m2", torch.zeros(G, *S))):
-            self.register_buffer("sent_" + k, v.to(F64).to(dev), persistent=False)
         self.register_buffer("reset_unsent", torch.zeros(G, dtype=torch.bool, device=dev),
                              persistent=False)
         self.exchange_epoch = 0
@@ -136,12 +219,9 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
         """Fix N: store ``group_ids`` (one shared group by default) and per-env buffers."""
         if group_ids is None:
             group_ids = torch.zeros(n, dtype=torch.int64, device=self.device)
-        self.group_ids = group_ids.clone()
-        self._bind_extra(n)
-        self._engine = None
-
-    def _bind_extra(self, n: int) -> None:
-        """Subclass hook: allocate per-env buffers once N is known."""
+        self.group_ids = group_ids.clone()  # (drops the engine: a bound buffer)
+        for k in self.per_env_buffers:
+            self.register_buffer(k, torch.zeros(n, dtype=F64, device=self.device))
 
     @property
     def device(self) -> torch.device:
@@ -156,6 +236,29 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
     def _ensure_bound(self, n: int) -> None:
         if self.group_ids is None:
             self._bind(n)
+
+    def _bind_mask(self, mask, what: str) -> torch.Tensor:
+        """Validate the bool mask ``[N]`` (``what`` names it in errors) and return it; while
+        N is not known, a valid bool ``[K]`` mask fixes it."""
+        n = self.num_envs
+        if n is None:
+            n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
+        check_mask(mask, n, self.device, what)
+        self._ensure_bound(n)
+        return mask
+
+    def _check_tensor(self, t, what: str, dtype: torch.dtype, want: str) -> None:
+        """Raise unless ``t`` is a ``dtype`` tensor on the module's device (``want``: the
+        expected shape, for the message)."""
+        name = type(self).__name__
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(
+                f"{name}: {what} expected a {dtype} tensor {want}, got {type(t).__name__}"
+            )
+        if t.dtype != dtype:
+            raise ValueError(f"{name}: {what} expected dtype {dtype}, got {t.dtype}")
+        if t.device != self.device:
+            raise ValueError(f"{name}: {what} expected device {self.device}, got {t.device}")
 
     # ------------------------------------------------------------------ statistics
     @property
@@ -179,6 +282,12 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
         flags = self.__dict__.get("_buffers", {}).get("flags")
         if slot is not None and flags is not None:
             flags[slot] = float(value or 0.0)
+        if name in _BOUND:  # the engine's launches point at the replaced tensor
+            self.__dict__["_engine"] = None
+        if name in _BOUND or name == "_engine":
+            # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
+            # often takes the freed one's address
+            self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
 
     @property
     def frozen(self) -> bool:
@@ -198,6 +307,38 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
     def updating(self) -> bool:
         """Whether ``forward`` updates the statistics: ``self.training and not self.frozen``."""
         return self.training and not self._frozen
+
+    # ------------------------------------------------------------------ engine
+    def _eng(self) -> Engine:
+        """The device state (``_engine.Engine``; built, which fills the tables, if there is
+        none). Dropped whenever a bound tensor may have been replaced: buffer assignment,
+        ``.to()`` and friends, checkpoint loading, copies."""
+        e = self.__dict__.get("_engine")
+        if e is None:
+            e = self._engine = Engine(self)
+        return e
+
+    @property
+    def engine_generation(self) -> int:
+        """Counts the engines built and dropped: a captured step that launched into an
+        engine's buffers is stale once this changes (``replay_key``)."""
+        return self.__dict__.get("_engine_gen", 0)
+
+    def _apply(self, fn, recurse=True):
+        """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes stay."""
+        before = dict(self._buffers)
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if old is not None and new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(new.device)
+        self._engine = None
+        return self
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_engine"] = None  # recorded launches point at this instance's buffers
+        return state
 
     def replay_key(self) -> tuple:
         """What a recorded (captured) call depends on that is not a device value: which
@@ -234,32 +375,18 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
         launch over the chunks of envs and the groups (``kernels.stats.reset``; RewardNorm
         also clears the returns of the masked envs and of the envs in ``groups``).
         """
-        mask, gh = self._check_reset(mask, groups)
-        self._eng().reset(mask, gh, stream_for(self.device) if stream is None else stream)
-
-    def _check_reset(self, mask, groups) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Validate ``reset_stats``' arguments (binding N to the mask's); returns the mask
-        and the groups as bool ``[G]`` (contiguous), or None."""
         name = type(self).__name__
         if mask is not None:
-            n = self.num_envs
-            if n is None:  # N not known yet: a valid bool [K] mask fixes it
-                n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-            check_mask(mask, n, self.device, f"{name}.reset_stats: mask")
-            self._ensure_bound(n)
-            mask = mask.contiguous()  # (a copy only if it is not)
+            mask = self._bind_mask(mask, f"{name}.reset_stats: mask").contiguous()
         if groups is not None:
             groups = groups_to_mask(name, groups, self.num_groups, self.device).contiguous()
-        return mask, groups
+        self._eng().reset(mask, groups, stream_for(self.device) if stream is None else stream)
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
         """Bind to ``env`` (N, device); with ``listen``, register :meth:`on_param_change` with
         ``env.params.on_change`` if ``reset_on`` is set (``TransformedEnv`` listens itself).
-
-        Raises ``KeyError`` listing the valid names if a ``reset_on`` name is unknown, and
-        ``ValueError`` if ``env.num_envs`` or ``env.device`` disagree with the module.
-        """
+        Raises as :meth:`check_env` does."""
         self.check_env(env)
         self._ensure_bound(int(env.num_envs))
         if self._detach is not None:
@@ -339,7 +466,7 @@ class GroupedRunningStats(SavesState, EngineOwner, nn.Module):
         self._eng().apply(rows)
 
     # ------------------------------------------------------------------ checkpoints
-    per_env_buffers: tuple[str, ...] = ()  # buffers ``[N]`` registered once N is known
+    per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, validated whole first: keys (with ``strict``),

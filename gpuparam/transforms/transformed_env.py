@@ -53,14 +53,13 @@ class TransformedEnv(SavesState):
     """
 
     def __init__(self, env, *transforms: ObsNorm | RewardNorm):
-        for t in transforms:
+        shape = getattr(getattr(env, "observation_spec", None), "shape", None)
+        for t in transforms:  # everything checked before anything changes
             if not isinstance(t, (ObsNorm, RewardNorm)):
                 raise TypeError(
                     f"TransformedEnv: expected ObsNorm or RewardNorm transforms, "
                     f"got {type(t).__name__}"
                 )
-        shape = getattr(getattr(env, "observation_spec", None), "shape", None)
-        for t in transforms:  # everything checked before anything changes
             if isinstance(t, ObsNorm) and shape is not None and tuple(shape) != t.shape:
                 raise ValueError(
                     f"TransformedEnv: ObsNorm shape {t.shape} does not match the env's "
@@ -76,15 +75,17 @@ class TransformedEnv(SavesState):
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
         self._stepping = False
-        n = env.num_envs
-        # envs whose reset_on params changed during a step: reset after the step's update
-        self._deferred = [torch.zeros(n, dtype=torch.bool, device=t.device) for t in transforms]
-        init_warp()  # a launch that clears a deferred mask after its reset
-        self._clear = [record(K.clear_mask, n, [wp.from_torch(d)], d.device).rebindable(
-            (0, wp.from_torch)) for d in self._deferred]
-        self._deferring = tuple(bool(t.reset_on) for t in transforms)
+        # per transform with reset_on: the envs whose reset_on params changed during a
+        # step (reset after the step's update) and a launch that clears them after it
+        init_warp()
+        self._deferred: dict[int, tuple[torch.Tensor, object]] = {}
+        for i, t in enumerate(transforms):
+            if t.reset_on:
+                d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
+                self._deferred[i] = (d, record(K.clear_mask, d.shape[0], [wp.from_torch(d)],
+                                               d.device))
         self._stop_listening = None
-        if any(self._deferring):
+        if self._deferred:
             self._stop_listening = env.params.on_change(self._on_param_change)
         self._out: TensorDict | None = None
         self._closed = False
@@ -125,9 +126,11 @@ class TransformedEnv(SavesState):
         if (not isinstance(state, dict) or set(state) != {"env", "transforms"}
                 or not isinstance(state["transforms"], (list, tuple))
                 or len(state["transforms"]) != len(ts)):
+            got = (f"a dict with keys {sorted(map(str, state))}" if isinstance(state, dict)
+                   else type(state).__name__)
             raise ValueError(
                 f"TransformedEnv.load_state_dict: expected {{'env': ..., 'transforms': [{len(ts)} "
-                f"state dicts]}} from TransformedEnv.state_dict(), got {_describe(state)}"
+                f"state dicts]}} from TransformedEnv.state_dict(), got {got}"
             )
         self.env.check_state_dict(state["env"])
         for t, s in zip(ts, state["transforms"], strict=True):
@@ -220,12 +223,9 @@ class TransformedEnv(SavesState):
         return tuple(t.replay_key() for t in self._transforms)
 
     def _flush_deferred(self, stream) -> None:
-        for i, t in enumerate(self._transforms):
-            if self._deferring[i]:  # device mask, all False most steps; cleared after
-                m = self._deferred[i]
-                t.reset_stats(m, stream=stream)
-                self._clear[i].set_tensors((m,))
-                self._clear[i].launch(stream)
+        for i, (m, clear) in self._deferred.items():  # masks all False most steps
+            self._transforms[i].reset_stats(m, stream=stream)
+            clear.launch(stream)
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """``env.params.on_change`` callback: reset now, or, during a step (writes by
@@ -237,9 +237,9 @@ class TransformedEnv(SavesState):
             elif any(n in t.reset_on for n in names):
                 check_mask(mask, self.env.num_envs, t.device, "TransformedEnv: on_change mask")
                 if mask is None:
-                    self._deferred[i].fill_(True)
+                    self._deferred[i][0].fill_(True)
                 else:
-                    self._deferred[i] |= mask
+                    self._deferred[i][0].logical_or_(mask)
 
     def _buf(self, key: str, like: torch.Tensor) -> torch.Tensor:
         buf = self._bufs.get(key)
@@ -275,9 +275,3 @@ class TransformedEnv(SavesState):
                 raw = out
             entries["reward"] = out
         return TensorDict(entries, batch_size=td.batch_size, device=td.device)
-
-
-def _describe(x: object) -> str:
-    if isinstance(x, dict):
-        return f"a dict with keys {sorted(map(str, x))}"
-    return type(x).__name__
