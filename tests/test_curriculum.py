@@ -329,3 +329,23 @@ def test_adr_skips_nonfinite_metrics_and_clamps_huge_ones(bad):
         assert lo > 0.9 or hi < 1.1
     else:  # NaN and inf are not counted, 1e30 is clamped: high performance, both widen
         assert lo < 0.9 and hi > 1.1
+
+
+def test_level_ranges_take_any_number_float_takes():
+    """NumPy scalars and 0-d tensors (e.g. from a config array) give the same ranges as
+    Python floats; non-finite ones still raise."""
+    np = pytest.importorskip("numpy")
+    got = []
+    for easy, hard in [((0.9, 1.1), (2.0, 3.0)),
+                       ((np.float32(0.9), np.float64(1.1)), (np.int64(2), torch.tensor(3.0)))]:
+        env = pendulum()
+        term = gp.Uniform("m", 0.9, 1.1, on="reset")
+        env.randomize(term)
+        env.add_curriculum(gp.Curriculum(3, ranges={term: (easy, hard)}))
+        got.append(env.randomization.per_env_ranges(term).clone())
+    assert torch.equal(got[0], got[1])
+    env = pendulum()
+    term = gp.Uniform("m", 0.9, 1.1, on="reset")
+    env.randomize(term)
+    with pytest.raises(ValueError, match="finite"):
+        env.add_curriculum(gp.Curriculum(2, ranges={term: [(0.9, 1.1), (2.0, np.inf)]}))

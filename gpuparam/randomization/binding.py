@@ -160,10 +160,11 @@ def per_component(v, size: int, term: Term, what: str) -> list[float]:
 
 
 def range_tensor(r, size: int, term: Term, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A range ``(a, b)`` of ``term`` (checked) as ``[size, 2]`` of ``dtype``."""
-    term.check_range(r)
+    """A range ``(a, b)`` of ``term`` as ``[size, 2]`` of ``dtype``; its numbers (anything
+    ``float()`` takes) checked as floats."""
     a = per_component(r[0], size, term, term.range_names[0])
     b = per_component(r[1], size, term, term.range_names[1])
+    term.check_range((a, b))
     return torch.tensor([a, b], dtype=dtype).T.contiguous()
 
 
