@@ -65,6 +65,11 @@ def test_bad_terms_raise_on_construction(make, words):
         assert w in str(e.value)
 
 
+def test_the_base_term_raises_on_construction():
+    with pytest.raises(NotImplementedError, match="gp.Uniform"):
+        gp.Term("length", (0.3, 1.0))
+
+
 # ---------------------------------------------------------------------------- binding
 def test_unknown_parameter_raises_keyerror_and_changes_nothing():
     env = cartpole()

@@ -253,6 +253,9 @@ class Term:
         self._check_values(a, b)
 
     def _check_values(self, a: list[float], b: list[float]) -> None:
+        if not self.dist:
+            raise NotImplementedError(f"{self}: Term is the base class; use gp.Uniform, "
+                                      "gp.LogUniform, gp.Gaussian or gp.Choice")
         where = f"{self}: parameter {self.param!r}"
         for x, y in _zip_b(a, b):
             if self.dist == "gaussian" and y < 0:
