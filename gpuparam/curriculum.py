@@ -337,7 +337,7 @@ class Curriculum:
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
         self._adr.in_flight.zero_()
         for key, (buf, _) in self._saved().items():
-            if key in state:
+            if state.get(key) is not None:  # None: absent (check_state lets it pass)
                 buf.copy_(state[key])
             else:
                 buf.zero_()

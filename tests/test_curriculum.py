@@ -349,3 +349,23 @@ def test_level_ranges_take_any_number_float_takes():
     env.randomize(term)
     with pytest.raises(ValueError, match="finite"):
         env.add_curriculum(gp.Curriculum(2, ranges={term: [(0.9, 1.1), (2.0, np.inf)]}))
+
+
+def test_checkpoints_without_the_optional_entries_load_with_zeros():
+    """Older checkpoints lack level_counts and ADR's local statistics (absent or None):
+    they load as zeros, the levels with them."""
+    env = pendulum()
+    term = gp.Uniform("m", 0.9, 1.1, on="reset")
+    env.randomize(term)
+    adr = gp.ADR(term, delta=0.05, limits=(0.5, 2.0), threshold_high=15.0, samples=4)
+    cur = gp.Curriculum(3, adr=[adr])
+    env.add_curriculum(cur)
+    state = cur.state_dict()
+    state["levels"] = torch.full((N,), 2, dtype=torch.int32)
+    optional = ("level_counts", "adr_local_sums", "adr_local_counts")
+    for missing in ({k: None for k in optional}, {}):
+        cur.set_level(1)
+        old = {k: v for k, v in state.items() if k not in optional} | missing
+        cur.load_state_dict(old)
+        assert torch.equal(cur.levels, state["levels"])
+        assert int(cur.state_dict()["level_counts"].abs().sum()) == 0
