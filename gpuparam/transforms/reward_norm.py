@@ -121,7 +121,8 @@ class RewardNorm(GroupedRunningStats):
             if self.num_envs is not None:
                 self.returns.zero_()
             return
-        self.returns.masked_fill_(self._bind_mask(mask, "RewardNorm: mask"), 0.0)
+        mask = self._bind_mask(mask, "RewardNorm: mask")  # may register returns (binds N)
+        self.returns.masked_fill_(mask, 0.0)
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, " + super().extra_repr()

@@ -108,6 +108,13 @@ def test_reset_returns_only():
     assert torch.equal(norm.count, before["count"])
 
 
+def test_reset_returns_with_a_mask_binds_n_of_an_unbound_module():
+    norm = RewardNorm(0.9)  # N not known yet: the mask fixes it, as reset_stats' does
+    norm.reset_returns(torch.tensor([True, False, True]))
+    assert norm.num_envs == 3 and torch.equal(norm.returns, torch.zeros(3, dtype=torch.float64))
+    norm(torch.ones(3), torch.zeros(3, dtype=torch.bool))
+    assert torch.equal(norm.returns, torch.ones(3, dtype=torch.float64))
+
 def test_frozen_stats_do_not_move_but_returns_do():
     norm = filled().freeze()
     before = snapshot(norm)
