@@ -43,7 +43,9 @@ class TransformedEnv(SavesState):
     same statistics. ``reset`` normalizes observations without updating, leaves any other
     key untouched and clears the discounted returns of the reset envs. ``reset_on`` resets
     triggered during ``env.step`` (auto-reset randomization) run after that step's update, so
-    observations produced under the old parameters never enter the reset statistics.
+    observations produced under the old parameters never enter the reset statistics. Each
+    transform's ``reset_on`` is read when the wrapper is built; changing it later has no
+    effect on this wrapper.
 
     Over a gpuparam env the transforms are the last stage of the env's own (captured) step,
     so a plain ``env.step`` normalizes too, until :meth:`close` takes them out.
@@ -78,6 +80,7 @@ class TransformedEnv(SavesState):
         # per transform with reset_on: the envs whose reset_on params changed during a
         # step (reset after the step's update) and a launch that clears them after it
         init_warp()
+        self._reset_on = tuple(t.reset_on for t in transforms)
         self._deferred: dict[int, tuple[torch.Tensor, object]] = {}
         for i, t in enumerate(transforms):
             if t.reset_on:
@@ -231,10 +234,12 @@ class TransformedEnv(SavesState):
         """``env.params.on_change`` callback: reset now, or, during a step (writes by
         randomization or curricula), after the step's update: device work only."""
         in_step = self._stepping or bool(getattr(self.env, "stepping", False))
-        for i, t in enumerate(self._transforms):
+        for i, (t, on) in enumerate(zip(self._transforms, self._reset_on, strict=True)):
+            if not any(n in on for n in names):
+                continue
             if not in_step:
-                t.on_param_change(names, mask)
-            elif any(n in t.reset_on for n in names):
+                t.reset_stats(mask)
+            else:
                 check_mask(mask, self.env.num_envs, t.device, "TransformedEnv: on_change mask")
                 if mask is None:
                     self._deferred[i][0].fill_(True)

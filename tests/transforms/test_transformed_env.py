@@ -301,3 +301,21 @@ def test_an_obsnorm_of_another_shape_is_refused_at_construction():
         gp.TransformedEnv(env, ok, gp.ObsNorm((4,), num_envs=7))
     assert ok.num_envs is None
     env.step(torch.zeros(N, dtype=torch.int64))
+
+
+def test_reset_on_is_read_when_the_wrapper_is_built():
+    # review: a reset_on set afterwards on a transform that had none raised KeyError
+    # inside the step (its deferred mask did not exist)
+    import gpuparam as gp
+
+    env = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0)
+    env.randomize(gp.Uniform("length", 0.4, 0.6, on="step"))
+    watched, late = ObsNorm((4,), reset_on=("length",)), RewardNorm(0.9)
+    t = TransformedEnv(env, watched, late)
+    late.reset_on = ("length",)
+    t.reset()
+    a = torch.zeros(N, dtype=torch.int64)
+    for _ in range(3):
+        t.step(a)
+    assert float(late.count.sum()) == 3 * N  # never reset by the late reset_on
+    assert float(watched.count.sum()) == 0  # reset after each step's update
