@@ -44,6 +44,12 @@ def copy_rows_first(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=Any)):
     out[i, j] = v
 
 
+# its two overloads made at import: one made at a launch would change the module's hash and
+# build the module again
+wp.overload(copy_rows_first, [wp.array2d(dtype=float), wp.array2d(dtype=wp.vec3)])
+wp.overload(copy_rows_first, [wp.array2d(dtype=float), wp.array2d(dtype=wp.spatial_vector)])
+
+
 @wp.kernel
 def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
     """``out[i] = (rows[0, i], rows[1, i], rows[2, i])``."""

@@ -276,6 +276,15 @@ def test_bad_input_names_what_was_expected():
 
     with pytest.raises(ValueError, match="expected a position actuator.*got transmission"):
         actuated_dofs(load_model("ant.xml"))  # motors, not PD position actuators
+    import mujoco
+
+    two_on_one_joint = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><freejoint/><geom size=".1"/><body pos="0 0 .2">'
+        '<joint name="h"/><geom size=".05"/></body></body></worldbody><actuator>'
+        + '<position joint="h" kp="10" forcerange="-5 5" forcelimited="true"/>' * 2
+        + "</actuator></mujoco>")
+    with pytest.raises(ValueError, match=r"one actuator per joint, got the dofs \[6, 6\]"):
+        actuated_dofs(two_on_one_joint)  # the PD copy writes one actuator per dof
     env = _env(1)
     with pytest.raises(ValueError, match="action_delay.*outside its range"):
         env.params.set("action_delay", 5.0)  # max_action_delay 4

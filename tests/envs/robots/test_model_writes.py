@@ -128,3 +128,25 @@ def test_nothing_allocates_inside_a_capture_if_body():
             setattr(wp, name, fn)
         wp.capture_if = capture_if
     assert allocs == [], f"allocations inside capture_if bodies: {allocs}"
+
+
+def test_the_vector_field_copy_needs_no_overload_made_at_run_time():
+    """``copy_rows_first`` is generic (friction vec3, gear spatial vector): an overload first
+    made at a launch changes ``kernels.locomotion``'s hash, so the module would be built
+    again (twice, at the first robot's construction: a compile each on a cold cache)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warp as wp\n"
+        "from gpuparam.kernels import locomotion as k\n"
+        "for t in (wp.vec3, wp.spatial_vector):\n"
+        "    assert k.copy_rows_first.get_overload(\n"
+        "        [wp.array2d(dtype=float), wp.array2d(dtype=t)]) is not None, t\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    from gpuparam.kernels import locomotion as kloco
+
+    gp.make("Hopper-v5", 1, device="cpu")  # launches both copies
+    assert len(kloco.copy_rows_first.overloads) == 2
