@@ -185,8 +185,8 @@ class ParamTable:
 
         Args:
             name: a parameter name.
-            values: component index -> a number, or a float tensor ``[num_envs]`` on the
-                table's device.
+            values: component index -> a number, or a float tensor broadcastable to
+                ``[num_envs]`` on the table's device (as ``set`` takes).
             mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
 
         Validated as ``set`` (indices; finite values inside the spec range; synchronizes

@@ -19,6 +19,7 @@ class PlanarTask(LocomotionTask):
               "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
               "healthy_angle_min", "healthy_angle_max", "healthy_state_min",
               "healthy_state_max")
+    optional = params[2:]  # the health parameters: each kind has only its own
 
     def __init__(self, kind: int, vel_clip: float):
         self.prefix = (kind,)

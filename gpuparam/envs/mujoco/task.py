@@ -20,7 +20,8 @@ class LocomotionTask(Task):
 
     The kernel's arguments: ``observe``, ``prefix``, the mask, ``dt``, ``data(backend)``
     (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
-    (one the env lacks, never read by its kernel, stands in as the first), the task's
+    (a name of ``optional`` the env lacks, never read by its kernel for that env, stands
+    in as the first; any other missing name raises ``KeyError``), the task's
     previous position ``[N, *prev_shape(mjm)]`` (``backend.state["task_prev_position"]``,
     checkpointed with the env), then the outputs.
     """
@@ -28,6 +29,7 @@ class LocomotionTask(Task):
     kernel: wp.Kernel
     prefix: tuple = ()
     params: tuple[str, ...]
+    optional: tuple[str, ...] = ()
 
     def data(self, backend: MjwBackend) -> list:
         raise NotImplementedError
@@ -37,7 +39,8 @@ class LocomotionTask(Task):
 
     def bind(self, b: BindContext, backend: MjwBackend) -> None:
         def row(name: str) -> wp.array:
-            return wp.from_torch(b.param_rows(name if name in b.params else self.params[0]))
+            stand_in = name not in b.params and name in self.optional
+            return wp.from_torch(b.param_rows(self.params[0] if stand_in else name))
 
         self.backend = backend
         n, out = b.num_envs, b.step.outputs

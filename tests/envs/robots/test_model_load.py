@@ -45,3 +45,16 @@ def test_half_cheetah_loads_without_the_deprecation_warning(tmp_path, monkeypatc
         mujoco.set_mju_user_warning(previous)
     assert seen == []
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+def test_a_task_parameter_the_env_lacks_raises(monkeypatch):
+    # review: any missing name silently read the first parameter's rows; only the planar
+    # health parameters (each kind has its own) may stand in
+    import gpuparam as gp
+    from gpuparam.envs.mujoco.ant import AntTask
+
+    monkeypatch.setattr(AntTask, "params", (*AntTask.params, "contact_cost_wieght"))
+    with pytest.raises(KeyError, match="contact_cost_wieght"):
+        gp.make("Ant-v5", num_envs=2, device="cpu", seed=0)
+    for name in ("HalfCheetah-v5", "Hopper-v5"):  # their health parameters stand in
+        assert gp.make(name, num_envs=2, device="cpu", seed=0).num_envs == 2
