@@ -11,7 +11,7 @@ any measurement raised (its error is recorded in the JSON and printed), else 0.
 
 torch runs on one intra-op thread unless --threads says otherwise: CPU figures then do not
 depend on the machine's core count, and other processes on the machine disturb them less; the
-JSON records the setting and its run's wall time (``wall_time_s``: 685 s for the committed
+JSON records the setting and its run's wall time (``wall_time_s``: 596 s for the committed
 full CPU run, benchmarks/results/cpu.json, on 2 cores; --quick runs fewer sizes and steps).
 MuJoCo's log goes to DIR/MUJOCO_LOG.TXT, not the console or the working directory
 (Gymnasium's half_cheetah.xml, a peer of the robot rows, logs a deprecation each time it is
@@ -60,7 +60,7 @@ def parse(argv: list[str] | None) -> RunConfig:
     default_dev = "cuda" if torch.cuda.is_available() else "cpu"
     p.add_argument("--device", default=default_dev, help=f"cpu or cuda[:i] (default {default_dev})")
     p.add_argument("--quick", action="store_true",
-                   help="fewer sizes and steps (the committed full CPU run took 685 s on 2 "
+                   help="fewer sizes and steps (the committed full CPU run took 596 s on 2 "
                         "cores; each JSON records its wall_time_s)")
     p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="numbers of envs to sweep")
     p.add_argument("--threads", type=int, default=1, metavar="T",
