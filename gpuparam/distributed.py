@@ -81,7 +81,7 @@ def _check_targets(targets: Sequence[Exchangeable], sizes: tuple[int, ...], grou
     if bool((rows == rows[0]).all()):
         return
     desc = []
-    for r, row in enumerate(rows.tolist()):
+    for r, row in enumerate(rows.tolist()):  # host-ok: a host tensor, error path
         listed = [v for v in row[3:] if v >= 0]
         more = " and more" if row[0] > len(listed) else ""
         desc.append(f"rank {r}: {row[0]} target(s), float64 values per target {listed}{more}, "

@@ -73,7 +73,7 @@ class StepContext:
     torch_stream: object = None
 
     def __post_init__(self) -> None:
-        if self.device.type == "cuda" and self.stream is None:
+        if self.device.type == "cuda" and self.stream is None:  # device-ok: streams
             self.torch_stream = torch.cuda.Stream(device=self.device)
             self.stream = wp_stream(self.torch_stream)
 
@@ -201,6 +201,8 @@ class Pipeline:
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
         self._lock = threading.Lock()
+        # device-ok: the plan is the same; torch segments are captured by torch on CUDA
+        # and run eagerly on CPU (torch has no CPU graphs), as issue 22 specifies
         self._cuda = ctx.device.type == "cuda"
 
     # ------------------------------------------------------------------ structure

@@ -140,7 +140,7 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
         if not bool(torch.isfinite(t).all()):
             _fail(name, key, "finite values", "NaN or inf")
         if base != "mean" and bool((t < 0).any()):
-            _fail(name, key, "values >= 0", f"minimum {t.min().item()}")
+            _fail(name, key, "values >= 0", f"minimum {t.min().item()}")  # host-ok: load error
         if base in ("count", "nonfinite") and not bool((t == t.round()).all()):
             _fail(name, key, "whole numbers", "a fraction")
 

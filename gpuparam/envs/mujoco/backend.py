@@ -149,7 +149,7 @@ class MjwBackend(Backend):
         self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
         # the model and data were built on Warp's own stream; the steps run on torch's
         # (see _scope): finish them first (a setup-time wait, CUDA only)
-        if b.device.type == "cuda":
+        if b.device.type == "cuda":  # device-ok: CPU launches are synchronous
             wp.synchronize_device(dev)
 
     def scope(self, ctx: StepContext | None = None):

@@ -233,7 +233,7 @@ def add_terrain_hfield(spec: mujoco.MjSpec, terrain: TerrainGrid, name: str = "t
     sx, sy = terrain.size
     hf = spec.add_hfield(name=name, nrow=nrow, ncol=ncol,
                          size=[sx / 2, sy / 2, elevation, base_depth])
-    hf.userdata = data.astype(np.float32).ravel().tolist()
+    hf.userdata = data.astype(np.float32).ravel().tolist()  # host-ok: NumPy, model build
     attrs = {} if old is None else {a: getattr(old, a) for a in _INHERITED}
     if old is not None:
         spec.delete(old)
@@ -271,7 +271,7 @@ def terrain_geom(mjm: mujoco.MjModel, name: str) -> tuple[int, int]:
     if mjm.geom_bodyid[gid] != 0 or not np.array_equal(mjm.geom_quat[gid], [1, 0, 0, 0]):
         raise ValueError(f"geom {name!r}: expected a world-body geom with identity "
                          f"orientation, got body {mjm.geom_bodyid[gid]}, quat "
-                         f"{mjm.geom_quat[gid].tolist()}")
+                         f"{mjm.geom_quat[gid].tolist()}")  # host-ok: NumPy, error
     hid = int(mjm.geom_dataid[gid])
     if mjm.hfield_nrow[hid] < 2 or mjm.hfield_ncol[hid] < 2:
         raise ValueError(f"geom {name!r}: expected a heightfield of at least 2 x 2 samples, "
