@@ -11,19 +11,19 @@ rounding even where ``x`` is far from 0. A group with count 0 normalizes with me
 A batch holds ``M`` rows of ``P`` values; row ``r`` is env ``r % n_env`` of slice
 ``r // n_env`` (the env batch is one slice of ``N`` rows). Each group's envs are listed once,
 at bind time (``order``), and the list is cut into chunks of at most C envs that never span
-two groups: chunk ``c`` covers ``order[lo[c]:hi[c]]`` of group ``grp[c]``; group ``g`` owns
-chunks ``first[g]`` to ``first[g + 1] - 1``. The chunks of each group are cut the same way
-into chunks of the next level, and so on until a group has at most C items at the top (a
-tree: about ``log_C(N / G)`` levels). An update is a few launches, with no float atomics,
-so its result does not depend on thread scheduling:
+two groups: chunk ``c`` covers ``order[bounds[c]:bounds[c + 1]]`` of group ``grp[c]``; group
+``g`` owns chunks ``first[g]`` to ``first[g + 1] - 1``. The chunks of each group are cut the
+same way into chunks of the next level, and so on until a group has at most C items at the
+top (a tree: about ``log_C(N / G)`` levels). An update is a few launches, with no float
+atomics, so its result does not depend on thread scheduling:
 
 - ``flag_rows`` (M, P): rows holding a NaN or inf get this update's ``tick`` in ``stamp``;
 - ``partial`` (B, K, P): per slice, chunk and feature, the count, mean and M2 of the chunk's
   unstamped rows, in float64 around the chunk's first such value;
-- ``combine`` (K', P), once per level above the first: fold each chunk's items (in slice,
-  then item order) with :func:`chan`;
-- ``merge`` (G, P): fold the group's top items the same way, merge the result into the
-  statistics, count the stamped rows in ``nonfinite``, rewrite the tables, advance ``tick``.
+- ``combine`` (K', P) per level above the first, then (G, P) at the top: fold each item's
+  items below (in slice, then item order) with :func:`chan`; at the top merge the result
+  into the statistics, count the stamped rows in ``nonfinite``, rewrite the tables and
+  advance ``tick``.
 
 Settings are read from ``ctl`` (float64 ``[4]``, written by the module's setters): training,
 frozen, clip (0: none) and gamma. ``mode`` says when a call updates: 0 never, 1 unless
@@ -142,8 +142,7 @@ def partial(
     P: int,
     n_env: int,
     order: I32,
-    lo: I32,
-    hi: I32,
+    bounds: I32,
     grp: I32,
     first: I32,
     ctl: F64,
@@ -172,7 +171,7 @@ def partial(
     sd = wp.float64(0.0)
     sq = wp.float64(0.0)
     bad = wp.int64(0)
-    for j in range(lo[c], hi[c]):
+    for j in range(bounds[c], bounds[c + 1]):
         r = b * n_env + int(order[j])
         if stamp[r] == t:
             bad += wp.int64(1)
@@ -193,7 +192,7 @@ def partial(
     if n > wp.float64(0.0):
         mean = shift + sd / n
         m2 = wp.max(sq - sd * (sd / n), wp.float64(0.0))
-    s = b * lo.shape[0] + c
+    s = b * grp.shape[0] + c
     part_mean_out[s * P + f] = mean
     part_m2_out[s * P + f] = m2
     if f == 0:
@@ -225,38 +224,7 @@ def combine(
     P: int,
     B: int,
     K: int,
-    lo: I32,
-    hi: I32,
-    part_n: F64,
-    part_bad: I64,
-    part_mean: F64,
-    part_m2: F64,
-    ctl: F64,
-    mode: int,
-    up_n_out: F64,
-    up_bad_out: I64,
-    up_mean_out: F64,
-    up_m2_out: F64,
-):
-    """Launch over (K', P): item ``c`` of the next level folds items ``lo[c] .. hi[c] - 1``
-    of this one (of every slice: ``B`` slices of ``K`` items)."""
-    c, f = wp.tid()
-    if not updating(ctl, mode):
-        return
-    acc = fold(B, K, int(lo[c]), int(hi[c]), f, P, part_n, part_bad, part_mean, part_m2)
-    up_mean_out[c * P + f] = acc[1]
-    up_m2_out[c * P + f] = acc[2]
-    if f == 0:
-        up_n_out[c] = acc[0]
-        up_bad_out[c] = wp.int64(acc[3])
-
-
-@wp.kernel
-def merge(
-    P: int,
-    B: int,
-    K: int,
-    first: I32,
+    bounds: I32,
     part_n: F64,
     part_bad: I64,
     part_mean: F64,
@@ -265,36 +233,44 @@ def merge(
     ctl: F64,
     mode: int,
     eps: wp.float64,
-    count: F64,
-    mean: F64,
-    m2: F64,
-    nonfinite: I64,
+    n_out: F64,
+    bad_out: I64,
+    mean_out: F64,
+    m2_out: F64,
     tick: I64,
     tab: TAB,
 ):
-    """Launch over (G, P): fold group ``g``'s top-level items (``B`` slices of ``K``) into
-    the batch moments, merge them into the statistics, add the stamped rows to
-    ``nonfinite`` and rewrite the tables. A group without envs, or whose rows were all
-    stamped, keeps its statistics."""
-    g, f = wp.tid()
+    """Launch over (K', P): item ``c`` of the next level folds items ``bounds[c] ..
+    bounds[c + 1] - 1`` of this one (of every slice: ``B`` slices of ``K`` items) into the
+    ``*_out`` arrays. At the top (``tick`` not empty) item ``c`` is group ``c``: the fold is
+    merged into its statistics (``n_old``, ``mean_out``, ``m2_out``; the count into
+    ``n_out``), the stamped rows are added to ``nonfinite`` (``bad_out``), the tables are
+    rewritten and ``tick`` advances; a group without envs, or whose rows were all stamped,
+    keeps its statistics. Below the top ``n_old``, ``tick`` and ``tab`` are empty."""
+    c, f = wp.tid()
     if not updating(ctl, mode):
         return
-    if g == 0 and f == 0:
+    top = tick.shape[0] > 0
+    if top and c == 0 and f == 0:
         tick[0] = tick[0] + wp.int64(1)
-    c0 = int(first[g])
-    c1 = int(first[g + 1])
+    c0 = int(bounds[c])
+    c1 = int(bounds[c + 1])
     if c0 == c1:
         return
     acc = fold(B, K, c0, c1, f, P, part_n, part_bad, part_mean, part_m2)
     bad = wp.int64(acc[3])
-    i = g * P + f
-    new = chan(n_old[g], mean[i], m2[i], acc[0], acc[1], acc[2])
-    mean[i] = new[1]
-    m2[i] = new[2]
+    i = c * P + f
+    new = wp.vec3d(acc[0], acc[1], acc[2])
+    if top:
+        new = chan(n_old[c], mean_out[i], m2_out[i], acc[0], acc[1], acc[2])
+        write_table(i, new[0], new[1], new[2], eps, tab)
+    mean_out[i] = new[1]
+    m2_out[i] = new[2]
     if f == 0:
-        count[g] = new[0]
-        nonfinite[g] = nonfinite[g] + bad
-    write_table(i, new[0], new[1], new[2], eps, tab)
+        n_out[c] = new[0]
+        if top:
+            bad += bad_out[c]
+        bad_out[c] = bad
 
 
 @wp.kernel
@@ -378,8 +354,7 @@ RESET_LANES = 64  # threads of a ``reset`` block on CUDA (Warp's CPU runs 1 per 
 def reset(
     P: int,
     order: I32,
-    lo: I32,
-    hi: I32,
+    bounds: I32,
     grp: I32,
     mask: BOOL,
     use_mask: int,
@@ -399,7 +374,7 @@ def reset(
 ):
     """Launch tiled over K + G blocks: the masked reset of the statistics (of every group
     when neither ``use_mask`` nor ``use_groups``). Block ``c < K`` is chunk ``c`` of a
-    group's envs (``order[lo[c]:hi[c]]``): its lanes scan the envs (clearing the returns
+    group's envs (``order[bounds[c]:bounds[c + 1]]``): its lanes scan the envs (clearing the returns
     of the selected ones, unless ``ret`` is empty), agree through a block maximum whether
     one is selected (all, masked, or in a selected group), and then clear the group's
     features. Block ``K + g`` clears group ``g`` when all or ``groups[g]`` are selected
@@ -407,14 +382,14 @@ def reset(
     most one block per chunk of a group); other groups are not touched."""
     row, lane = wp.tid()
     nb = wp.block_dim()
-    K = lo.shape[0]
+    K = grp.shape[0]
     every = use_mask == 0 and use_groups == 0
     g = row - K
     hit = int(0)
     if row < K:
         g = int(grp[row])
         whole = every or (use_groups != 0 and groups[g])
-        for j in range(int(lo[row]) + lane, int(hi[row]), nb):
+        for j in range(int(bounds[row]) + lane, int(bounds[row + 1]), nb):
             e = int(order[j])
             if whole or (use_mask != 0 and mask[e]):
                 hit = 1

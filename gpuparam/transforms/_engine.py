@@ -48,22 +48,20 @@ def _ptr(t: torch.Tensor) -> wp.array:
 
 
 class Level:
-    """One level of the tree: chunks of at most ``CHUNK`` items of one group. Chunk ``c``
-    covers items ``lo[c] .. hi[c] - 1`` (level 0: positions in ``order``) of group
-    ``grp[c]``; group ``g`` owns chunks ``first[g] .. first[g + 1] - 1`` (int32 on the
-    device; ``wp``: the same as Warp arrays)."""
+    """One level of the tree: chunks of at most ``size`` items of one group, from the
+    groups' item counts. Chunk ``c`` covers items ``bounds[c] .. bounds[c + 1] - 1`` (level
+    0: positions in ``order``) of group ``grp[c]``; group ``g`` owns chunks ``first[g] ..
+    first[g + 1] - 1`` (int32 Warp arrays on the device); ``per``: chunks per group."""
 
-    def __init__(self, counts: np.ndarray, start: np.ndarray, device: torch.device,
-                 size: int = CHUNK):
-        per = -(-counts // size)
-        first = np.concatenate([[0], np.cumsum(per)])
+    def __init__(self, counts: np.ndarray, device: torch.device, size: int = CHUNK):
+        self.per = -(-counts // size)
+        first = np.concatenate([[0], np.cumsum(self.per)])
         self.K = int(first[-1])
-        grp = np.repeat(np.arange(len(counts)), per)
-        lo = start[grp] + (np.arange(self.K) - first[grp]) * size
-        hi = np.minimum(lo + size, start[grp] + counts[grp])
-        self.per, self.first_np = per, first
-        self.wp = [_wp(torch.as_tensor(a.astype(np.int32)).to(device))
-                   for a in (lo, hi, grp, first)]
+        grp = np.repeat(np.arange(len(counts)), self.per)
+        lo = (np.cumsum(counts) - counts)[grp] + (np.arange(self.K) - first[grp]) * size
+        bounds = np.append(lo, counts.sum())
+        self.bounds, self.grp, self.first = (
+            _wp(torch.as_tensor(a.astype(np.int32)).to(device)) for a in (bounds, grp, first))
 
 
 class Layout:
@@ -85,11 +83,10 @@ class Layout:
             order = torch.argsort(gid, stable=True)
             counts = torch.bincount(gid, minlength=G).cpu().numpy()  # host-ok: bind time
         self.order = order.to(torch.int32)
-        self.resets = Level(counts, np.cumsum(counts) - counts, device, RESET_CHUNK)
-        self.levels = [Level(counts, np.cumsum(counts) - counts, device)]
+        self.resets = Level(counts, device, RESET_CHUNK)
+        self.levels = [Level(counts, device)]
         while self.levels[-1].per.max(initial=0) > CHUNK:
-            below = self.levels[-1]
-            self.levels.append(Level(below.per, below.first_np[:-1], device))
+            self.levels.append(Level(self.levels[-1].per, device))
 
 
 class Scratch:
@@ -130,6 +127,8 @@ class Engine:
         self.none_b = torch.zeros(max(n, G, 1), dtype=torch.bool, device=dev)  # unused masks
         self.none32 = wp.empty(0, dtype=wp.float32, device=wp_device(dev))  # unused data
         self.none64 = wp.empty(0, dtype=wp.float64, device=wp_device(dev))
+        self.none_i64 = wp.empty(0, dtype=wp.int64, device=wp_device(dev))
+        self.none_tab = wp.empty((0, 0), dtype=wp.float32, device=wp_device(dev))
         self.a = {k: _wp(getattr(m, k)) for k in (*NAMES, "nonfinite", "flags")}
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
@@ -154,24 +153,24 @@ class Engine:
               B: int, mode: int) -> list[tuple]:
         """``(kernel, dim, args)`` of the update from ``B`` slices of ``n_env`` rows (``x32``
         or ``x64``) over layout ``L``: ``flag_rows`` (``x32`` data only), ``partial``, a
-        ``combine`` per level above the first, ``merge``. ``x32`` is argument 0 of the
-        first two."""
-        a, lv, pt, P = self.a, L.levels, s.parts, self.P
-        t, flags, stamp = _wp(self.tick), a["flags"], _wp(s.stamp)
+        ``combine`` per level above the first and one at the top. ``x32`` is argument 0 of
+        the first two."""
+        a, lv, pt, P, flags = self.a, L.levels, s.parts, self.P, self.a["flags"]
+        t, stamp, none = _wp(self.tick), _wp(s.stamp), self.none64
         out = []
         if x32.shape[0]:
             out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
-        out.append((K.partial, (B, lv[0].K, P), [x32, x64, P, n_env, _wp(L.order), *lv[0].wp, flags,
-                                             mode, t, stamp, a["count"], _wp(self.n_old),
-                                             *pt[0]]))
-        for i in range(1, len(lv)):
-            args = [P, B if i == 1 else 1, lv[i - 1].K, *lv[i].wp[:2], *pt[i - 1], flags, mode,
-                    *pt[i]]
-            out.append((K.combine, (lv[i].K, P), args))
-        top = len(lv) - 1
-        out.append((K.merge, (self.G, P), [
-            P, B if top == 0 else 1, lv[top].K, lv[top].wp[3], *pt[top], _wp(self.n_old), flags,
-            mode, self.eps, a["count"], a["mean"], a["m2"], a["nonfinite"], t, self.wtab]))
+        out.append((K.partial, (B, lv[0].K, P), [
+            x32, x64, P, n_env, _wp(L.order), lv[0].bounds, lv[0].grp, lv[0].first, flags,
+            mode, t, stamp, a["count"], _wp(self.n_old), *pt[0]]))
+        for i in range(1, len(lv) + 1):  # the levels above the first, then the top
+            top = i == len(lv)
+            bounds = lv[-1].first if top else lv[i].bounds
+            outs = ([a[k] for k in ("count", "nonfinite", "mean", "m2")] + [t, self.wtab] if top
+                    else [*pt[i], self.none_i64, self.none_tab])
+            out.append((K.combine, (self.G if top else lv[i].K, P), [
+                P, B if i == 1 else 1, lv[i - 1].K, bounds, *pt[i - 1],
+                _wp(self.n_old) if top else none, flags, mode, self.eps, *outs]))
         return out
 
     def _run_tree(self, kind: str, x32, x64, rebind: tuple, mode: int, stream) -> None:
@@ -247,14 +246,14 @@ class Engine:
         t = (mask if um else self.none_b, groups if ug else self.none_b)
 
         def make():
-            args = [self.P, _wp(L.order), *L.resets.wp[:3], _ptr(t[0]), int(um),
+            args = [self.P, _wp(L.order), L.resets.bounds, L.resets.grp, _ptr(t[0]), int(um),
                     _ptr(t[1]), int(ug), self.eps,
                     *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
                                      "reset_pending", "reset_unsent")), self.wtab, self.ret]
             cmd = wp.launch_tiled(K.reset, dim=[L.resets.K + self.G], inputs=args,
                                   device=wp_device(dev),
                                   block_dim=K.RESET_LANES, record_cmd=True)
-            return Replay(cmd, dev, args).rebindable((5, _ptr), (7, _ptr))
+            return Replay(cmd, dev, args).rebindable((4, _ptr), (6, _ptr))
 
         self._run(("reset", um, ug), make, t, stream)
 
