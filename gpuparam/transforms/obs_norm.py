@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from gpuparam._device import stream_for
-from gpuparam.transforms._engine import MODES, Engine
-from gpuparam.transforms.running_stats import GroupedRunningStats
+from gpuparam.transforms.running_stats import MODES, Engine, GroupedRunningStats
 
 
 class ObsNorm(GroupedRunningStats):

@@ -261,7 +261,7 @@ def test_launches_per_step_and_per_reset(monkeypatch, layout):
 def test_deep_trees_match_float64(n, gid):
     """Groups of more than 32 * 32 envs fold through ``combine`` levels (one per factor of
     32); the env path, the learner path and per-group counts all match a float64 reference."""
-    from gpuparam.transforms._engine import Layout
+    from gpuparam.transforms.running_stats import Layout
 
     g = {None: None, "mod3": torch.arange(n) % 3,
          "uneven": (torch.arange(n) >= 70).long() + (torch.arange(n) >= 2000).long()}[gid]
@@ -289,7 +289,7 @@ def test_deep_trees_match_float64(n, gid):
 def test_reset_over_several_scan_chunks_clears_exactly_the_hit_groups():
     """Groups larger than one ``reset`` block's scan (RESET_CHUNK envs): a masked env deep
     in a group clears it; other groups, returns of unmasked envs, stay bit-identical."""
-    from gpuparam.transforms._engine import RESET_CHUNK
+    from gpuparam.transforms.running_stats import RESET_CHUNK
 
     n = 2 * RESET_CHUNK + 900
     gid = (torch.arange(n) >= 2 * RESET_CHUNK + 400).long()  # 2448 envs, then 499

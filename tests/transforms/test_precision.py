@@ -111,7 +111,7 @@ def test_rebound_launch_writes_where_it_points():
     from gpuparam.kernels import stats as K
 
     from gpuparam._device import record
-    from gpuparam.transforms._engine import _ptr
+    from gpuparam.transforms.running_stats import _ptr
 
     def run(rebound: bool):
         n = 16
