@@ -158,7 +158,7 @@ class ObsNorm(GroupedRunningStats):
             x2 = self._prepare(x2, out2, "x2")[1]
         stream = stream_for(self.device) if stream is None else stream
         if mode:
-            e.update(x, mode, stream)
+            e.update(x, e.none64, mode, stream)
         e.normalize(x, out, x2, out2, stream)
 
     # ------------------------------------------------------------------ any batch shape
