@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gpuparam._device import stream_for
-from gpuparam.transforms.running_stats import MODES, Engine, GroupedRunningStats
+from gpuparam.transforms.running_stats import MODES, GroupedRunningStats
 
 
 class ObsNorm(GroupedRunningStats):
@@ -57,40 +57,12 @@ class ObsNorm(GroupedRunningStats):
     only, so a batch of the wrong size is an error, not a silent update.
     """
 
-    def _check(self, x: torch.Tensor, what: str, learner: bool = False) -> None:
-        """Raise unless ``x`` is the float32 env batch; ``learner``: say how to pass
-        another batch shape."""
-        n = self.num_envs  # the expected shape as text, e.g. (8, 3) or (N, 3)
-        want = "(" + ", ".join(["N" if n is None else str(n), *map(str, self.shape)]) + ")"
-        self._check_tensor(x, what, torch.float32, want)
-        if not self._is_env_batch(x) or x.numel() == 0:
-            hint = (" (the env batch; pass train=True or train=False, or call normalize, "
-                    "for a learner batch of another shape)") if learner else ""
-            raise ValueError(f"{type(self).__name__}: {what} expected shape {want}{hint}, "
-                             f"got {tuple(x.shape)}")
-
     def _is_env_batch(self, x) -> bool:
         """Whether ``x`` is (or may become, while N is unknown) the ``[N, *shape]`` batch."""
         if not isinstance(x, torch.Tensor) or tuple(x.shape[1:]) != self.shape:
             return False
         n = self.num_envs
         return x.dim() == 1 + len(self.shape) and x.shape[0] == (x.shape[0] if n is None else n)
-
-    def _prepare(
-        self, x: torch.Tensor, out: torch.Tensor | None, what: str
-    ) -> tuple[Engine, torch.Tensor]:
-        """Validate the env batch ``x`` (named ``what``), fix N; return the engine and ``x``
-        contiguous (a copy only if it is not)."""
-        e, f32 = self.__dict__.get("_engine"), torch.float32
-        if e is not None and e.matches(x, f32) and (out is None or e.matches(out, f32)):
-            return e, x
-        self._check(x, what)  # raises the precise error, or passes on the first call
-        if out is not None:
-            self._check(out, "out")
-            if not out.is_contiguous():
-                raise ValueError("ObsNorm: out expected a contiguous tensor")
-        self._ensure_bound(x.shape[0])
-        return self._eng(), x.detach().contiguous()
 
     def _mode(self, train: bool | None) -> int:
         if train is not None and not isinstance(train, bool):
@@ -118,7 +90,9 @@ class ObsNorm(GroupedRunningStats):
         mode = self._mode(train)
         if not self._is_env_batch(x):
             if train is None:
-                self._check(x, "x", learner=True)
+                self._check_tensor(x, "x", torch.float32, hint=(
+                    " (the env batch; pass train=True or train=False, or call normalize, "
+                    "for a learner batch of another shape)"))
             return self._forward_batch(x, out, mode == 1 and not self._frozen)
         out = torch.empty(x.shape, device=x.device) if out is None else out
         self.forward_pair(x, out, train=train)
@@ -153,9 +127,7 @@ class ObsNorm(GroupedRunningStats):
         if out is None or (x2 is not None and out2 is None):
             raise ValueError("ObsNorm.forward_pair: expected output tensors out and out2, got None")
         mode = self._mode(train)
-        e, x = self._prepare(x, out, "x")
-        if x2 is not None:
-            x2 = self._prepare(x2, out2, "x2")[1]
+        e, (x, out, x2, out2) = self._env_batch("x out x2 out2", x, out, x2, out2)
         stream = stream_for(self.device) if stream is None else stream
         if mode:
             e.update(x, e.none64, mode, stream)

@@ -64,14 +64,6 @@ class RewardNorm(GroupedRunningStats):
 
     per_env_buffers = ("returns",)
 
-    def _check(self, t: torch.Tensor, what: str, dtype: torch.dtype) -> None:
-        n = self.num_envs
-        self._check_tensor(t, what, dtype, "[N]")
-        if t.dim() != 1 or t.shape[0] == 0 or (n is not None and t.shape[0] != n):
-            raise ValueError(
-                f"RewardNorm: {what} expected shape ({n or 'N'},), got {tuple(t.shape)}"
-            )
-
     def forward(
         self, reward: torch.Tensor, done: torch.Tensor, out: torch.Tensor | None = None, *,
         stream=None,
@@ -89,24 +81,7 @@ class RewardNorm(GroupedRunningStats):
         Returns:
             float32 tensor ``[N]`` on the device.
         """
-        e, f32 = self.__dict__.get("_engine"), torch.float32
-        if e is None or not (
-            e.matches(reward, f32)
-            and e.matches(done, torch.bool)
-            and (out is None or e.matches(out, f32))
-        ):
-            self._check(reward, "reward", torch.float32)
-            self._check(done, "done", torch.bool)
-            if done.shape != reward.shape:
-                raise ValueError(f"RewardNorm: done expected shape {tuple(reward.shape)}, "
-                                 f"got {tuple(done.shape)}")
-            if out is not None:
-                self._check(out, "out", torch.float32)
-                if not out.is_contiguous():
-                    raise ValueError("RewardNorm: out expected a contiguous tensor")
-            self._ensure_bound(reward.shape[0])
-            e = self._eng()
-            reward, done = reward.detach().contiguous(), done.contiguous()
+        e, (reward, done, out) = self._env_batch("reward done out", reward, done, out)
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
         e.reward(reward, done, out, 2, stream_for(self.device) if stream is None else stream)
         return out

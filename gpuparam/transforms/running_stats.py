@@ -474,7 +474,10 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     # ------------------------------------------------------------------ setup
     def _bind(self, n: int, group_ids: torch.Tensor | None = None) -> None:
-        """Fix N: store ``group_ids`` (one shared group by default) and per-env buffers."""
+        """Fix N, unless known: store ``group_ids`` (one shared group by default) and the
+        per-env buffers."""
+        if self.group_ids is not None:
+            return
         if group_ids is None:
             group_ids = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.group_ids = group_ids.clone()  # (drops the engine: a bound buffer)
@@ -491,10 +494,6 @@ class GroupedRunningStats(SavesState, nn.Module):
         """N, or ``None`` while not yet known."""
         return None if self.group_ids is None else self.group_ids.shape[0]
 
-    def _ensure_bound(self, n: int) -> None:
-        if self.group_ids is None:
-            self._bind(n)
-
     def _bind_mask(self, mask, what: str) -> torch.Tensor:
         """Validate the bool mask ``[N]`` (``what`` names it in errors) and return it; while
         N is not known, a valid bool ``[K]`` mask fixes it."""
@@ -502,13 +501,18 @@ class GroupedRunningStats(SavesState, nn.Module):
         if n is None:
             n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
         check_mask(mask, n, self.device, what)
-        self._ensure_bound(n)
+        self._bind(n)
         return mask
 
-    def _check_tensor(self, t, what: str, dtype: torch.dtype, want: str) -> None:
-        """Raise unless ``t`` is a ``dtype`` tensor on the module's device (``want``: the
-        expected shape, for the message)."""
-        name = type(self).__name__
+    def _check_tensor(self, t, what: str, dtype: torch.dtype, want: str | None = None,
+                      hint: str = "", n: int | None = None) -> None:
+        """Raise unless ``t`` is a ``dtype`` tensor on the module's device and, without
+        ``want`` (another expected shape, for the message; the caller checks it), the env
+        batch ``[N, *shape]`` (N: ``n``, else ``num_envs``, else any N >= 1; ``hint``: added
+        to that error)."""
+        name, n = type(self).__name__, self.num_envs if n is None else n
+        env = want is None
+        want = str(("N" if n is None else n, *self.shape)).replace("'", "") if env else want
         if not isinstance(t, torch.Tensor):
             raise ValueError(
                 f"{name}: {what} expected a {dtype} tensor {want}, got {type(t).__name__}"
@@ -517,6 +521,31 @@ class GroupedRunningStats(SavesState, nn.Module):
             raise ValueError(f"{name}: {what} expected dtype {dtype}, got {t.dtype}")
         if t.device != self.device:
             raise ValueError(f"{name}: {what} expected device {self.device}, got {t.device}")
+        if env and (t.dim() != 1 + len(self.shape) or tuple(t.shape[1:]) != self.shape
+                    or t.numel() == 0 or t.shape[0] != (n or t.shape[0])):
+            raise ValueError(f"{name}: {what} expected shape {want}{hint}, got {tuple(t.shape)}")
+
+    def _env_batch(self, names: str, *ts) -> tuple[Engine, tuple]:
+        """The engine for a call's env-batch tensors ``ts`` (or None), named by ``names``
+        (space-separated): ``done`` bool ``[N]``, the others float32 ``[N, *shape]``, the
+        outputs (``out*``) contiguous. Unless the engine matches them all, all are validated
+        (the first fixes N while it is unknown) and inputs made contiguous."""
+        e, keys = self.__dict__.get("_engine"), names.split()
+        types = [torch.bool if k == "done" else torch.float32 for k in keys]
+        if e is not None and all(t is None or e.matches(t, d)
+                                 for t, d in zip(ts, types, strict=True)):
+            return e, ts
+        n = self.num_envs
+        for t, k, d in zip(ts, keys, types, strict=True):
+            if t is not None:
+                self._check_tensor(t, k, d, n=n)
+                if k.startswith("out") and not t.is_contiguous():
+                    raise ValueError(f"{type(self).__name__}: {k} expected a contiguous tensor")
+                n = t.shape[0]
+        self._bind(n)
+        ts = tuple(t if t is None or k.startswith("out") else t.detach().contiguous()
+                   for t, k in zip(ts, keys, strict=True))
+        return self._eng(), ts
 
     # ------------------------------------------------------------------ statistics
     @property
@@ -646,7 +675,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         ``env.params.on_change`` if ``reset_on`` is set (``TransformedEnv`` listens itself).
         Raises as :meth:`check_env` does."""
         self.check_env(env)
-        self._ensure_bound(int(env.num_envs))
+        self._bind(int(env.num_envs))
         if self._detach is not None:
             self._detach()
             self._detach = None
@@ -744,7 +773,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         # load_state_dict; shapes, dtypes and values of what is present, before any write
         check_stats_state(self, state_dict, prefix, False)
         if gid is not None:
-            self._ensure_bound(gid.shape[0])
+            self._bind(gid.shape[0])
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
         # resend everything not in the loaded baseline; an exchange in flight is not applied
         self.reset_unsent.copy_(self.reset_pending)
