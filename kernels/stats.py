@@ -46,6 +46,16 @@ TAB = wp.array2d(dtype=wp.float32)
 BOOL = wp.array(dtype=wp.bool)
 
 
+@wp.struct
+class Stats:
+    """Statistics of ``G`` groups of ``P`` features: ``count [G]``, ``mean [G * P]``,
+    ``m2 [G * P]`` (float64; a module's live ones, its baseline, or as of the last pack)."""
+
+    count: F64
+    mean: F64
+    m2: F64
+
+
 @wp.func
 def updating(ctl: F64, mode: int) -> bool:
     """Whether a call with ``mode`` updates the statistics under the settings ``ctl``."""
@@ -274,11 +284,11 @@ def combine(
 
 
 @wp.kernel
-def refresh(P: int, eps: wp.float64, count: F64, mean: F64, m2: F64, tab: TAB):
+def refresh(P: int, eps: wp.float64, live: Stats, tab: TAB):
     """Launch over (G, P): rewrite the tables from the statistics."""
     g, f = wp.tid()
     i = g * P + f
-    write_table(i, count[g], mean[i], m2[i], eps, tab)
+    write_table(i, live.count[g], live.mean[i], live.m2[i], eps, tab)
 
 
 @wp.kernel
@@ -361,12 +371,8 @@ def reset(
     groups: BOOL,
     use_groups: int,
     eps: wp.float64,
-    count: F64,
-    mean: F64,
-    m2: F64,
-    sent_count: F64,
-    sent_mean: F64,
-    sent_m2: F64,
+    live: Stats,
+    sent: Stats,
     pending: BOOL,
     unsent: BOOL,
     tab: TAB,
@@ -400,14 +406,14 @@ def reset(
     if wp.tile_max(wp.tile(hit))[0] != 0:
         for f in range(lane, P, nb):
             i = g * P + f
-            mean[i] = wp.float64(0.0)
-            m2[i] = wp.float64(0.0)
-            sent_mean[i] = wp.float64(0.0)
-            sent_m2[i] = wp.float64(0.0)
+            live.mean[i] = wp.float64(0.0)
+            live.m2[i] = wp.float64(0.0)
+            sent.mean[i] = wp.float64(0.0)
+            sent.m2[i] = wp.float64(0.0)
             write_table(i, wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), eps, tab)
         if lane == 0:
-            count[g] = wp.float64(0.0)
-            sent_count[g] = wp.float64(0.0)
+            live.count[g] = wp.float64(0.0)
+            sent.count[g] = wp.float64(0.0)
             pending[g] = True
             unsent[g] = True
 
@@ -433,12 +439,8 @@ def clear_mask(mask: BOOL):
 @wp.kernel
 def exchange_pack(
     P: int,
-    count: F64,
-    mean: F64,
-    m2: F64,
-    sent_count: F64,
-    sent_mean: F64,
-    sent_m2: F64,
+    live: Stats,
+    sent: Stats,
     unsent: BOOL,
     out: F64,
 ):
@@ -446,18 +448,18 @@ def exchange_pack(
     flag into ``out`` ``[G * R]``; sent := live, unsent := False."""
     g = wp.tid()
     R = 2 * P + 2
-    n = count[g]
-    n_a = sent_count[g]
+    n = live.count[g]
+    n_a = sent.count[g]
     out[g * R] = n - n_a
     for f in range(P):
         i = g * P + f
-        b = unmerge(n, mean[i], m2[i], n_a, sent_mean[i], sent_m2[i])
+        b = unmerge(n, live.mean[i], live.m2[i], n_a, sent.mean[i], sent.m2[i])
         out[g * R + 1 + f] = b[1]
         out[g * R + 1 + P + f] = b[2]
-        sent_mean[i] = mean[i]
-        sent_m2[i] = m2[i]
+        sent.mean[i] = live.mean[i]
+        sent.m2[i] = live.m2[i]
     out[g * R + R - 1] = wp.where(unsent[g], wp.float64(1.0), wp.float64(0.0))
-    sent_count[g] = n
+    sent.count[g] = n
     unsent[g] = False
 
 
@@ -467,15 +469,9 @@ def exchange_apply(
     stride: int,
     W: int,
     P: int,
-    count: F64,
-    mean: F64,
-    m2: F64,
-    synced_count: F64,
-    synced_mean: F64,
-    synced_m2: F64,
-    sent_count: F64,
-    sent_mean: F64,
-    sent_m2: F64,
+    live: Stats,
+    synced: Stats,
+    sent: Stats,
     unsent: BOOL,
     pending: BOOL,
     eps: wp.float64,
@@ -493,34 +489,34 @@ def exchange_apply(
     for r in range(W):
         if rows[r * stride + g * R + R - 1] != zero:
             dropped = True
-    n_l = count[g]
-    n_sent = sent_count[g]
+    n_l = live.count[g]
+    n_sent = sent.count[g]
     here = unsent[g]
-    n_s = wp.where(dropped, zero, synced_count[g])
+    n_s = wp.where(dropped, zero, synced.count[g])
     n_new = n_s
     for f in range(P):
         i = g * P + f
         base = wp.vec3d(n_s, zero, zero)
         if not dropped:
-            base = wp.vec3d(n_s, synced_mean[i], synced_m2[i])
+            base = wp.vec3d(n_s, synced.mean[i], synced.m2[i])
         for r in range(W):
             k = r * stride + g * R
             base = chan(base[0], base[1], base[2], rows[k], rows[k + 1 + f], rows[k + 1 + P + f])
-        own = unmerge(n_l, mean[i], m2[i], n_sent, sent_mean[i], sent_m2[i])
-        synced_mean[i] = base[1]
-        synced_m2[i] = base[2]
+        own = unmerge(n_l, live.mean[i], live.m2[i], n_sent, sent.mean[i], sent.m2[i])
+        synced.mean[i] = base[1]
+        synced.m2[i] = base[2]
         n_new = base[0]
         if not here:
-            live = chan(base[0], base[1], base[2], own[0], own[1], own[2])
-            mean[i] = live[1]
-            m2[i] = live[2]
-            sent_mean[i] = base[1]
-            sent_m2[i] = base[2]
-    synced_count[g] = n_new
+            new = chan(base[0], base[1], base[2], own[0], own[1], own[2])
+            live.mean[i] = new[1]
+            live.m2[i] = new[2]
+            sent.mean[i] = base[1]
+            sent.m2[i] = base[2]
+    synced.count[g] = n_new
     if not here:
-        count[g] = n_new + (n_l - n_sent)
-        sent_count[g] = n_new
+        live.count[g] = n_new + (n_l - n_sent)
+        sent.count[g] = n_new
     pending[g] = here
     for f in range(P):
         i = g * P + f
-        write_table(i, count[g], mean[i], m2[i], eps, tab)
+        write_table(i, live.count[g], live.mean[i], live.m2[i], eps, tab)

@@ -40,9 +40,7 @@ MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mo
 
 CHUNK = 32  # items a thread folds, at every level of the tree
 RESET_CHUNK = 1024  # envs a ``reset`` block scans (``kernels.stats.RESET_LANES`` lanes)
-# the statistics' buffers, in ``kernels.stats.exchange_apply``'s order
-NAMES = ("count", "mean", "m2", "synced_count", "synced_mean", "synced_m2", "sent_count",
-         "sent_mean", "sent_m2", "reset_unsent", "reset_pending")
+STATS = ("", "synced_", "sent_")  # the live statistics, the baseline, as of the last pack
 
 
 def _wp(t: torch.Tensor) -> wp.array:
@@ -141,14 +139,18 @@ class Engine:
         self.none64 = wp.empty(0, dtype=wp.float64, device=wdev)
         self.none_i64 = wp.empty(0, dtype=wp.int64, device=wdev)
         self.none_tab = wp.empty((0, 0), dtype=wp.float32, device=wdev)
-        self.a = {k: _wp(getattr(m, k)) for k in (*NAMES, "nonfinite", "flags")}
+        self.a = {k: _wp(getattr(m, k)) for k in ("count", "mean", "m2", "nonfinite", "flags",
+                                                   "reset_unsent", "reset_pending")}
+        self.live, self.synced, self.sent = (K.Stats() for _ in STATS)
+        for st, p in zip((self.live, self.synced, self.sent), STATS, strict=True):
+            st.count, st.mean, st.m2 = (_wp(getattr(m, p + k)) for k in ("count", "mean", "m2"))
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
         self._rows_layout: tuple[int, Layout] | None = None
-        a = self.a  # the tables from the statistics (loaded, moved or copied ones too)
-        wp.launch(K.refresh, (G, P), [P, self.eps, a["count"], a["mean"], a["m2"], self.wtab],
+        # the tables from the statistics (loaded, moved or copied ones too)
+        wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.wtab],
                   device=wdev, stream=stream_for(dev))
 
     def _run(self, key: tuple, kernel, dim, args: list, stream, block_dim: int = 0) -> None:
@@ -237,25 +239,23 @@ class Engine:
         L, a = self.layout, self.a
         um, ug = mask is not None, groups is not None
         args = [self.P, L.order, L.resets.bounds, L.resets.grp, mask if um else self.none_b,
-                int(um), groups if ug else self.none_b, int(ug), self.eps,
-                *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean", "sent_m2",
-                                 "reset_pending", "reset_unsent")), self.wtab, self.ret]
+                int(um), groups if ug else self.none_b, int(ug), self.eps, self.live, self.sent,
+                a["reset_pending"], a["reset_unsent"], self.wtab, self.ret]
         self._run(("reset", um, ug), K.reset, [L.resets.K + self.G], args, stream,
                   K.RESET_LANES)
 
     # ------------------------------------------------------------------ exchange
     def pack(self, out: torch.Tensor) -> None:
         """``kernels.stats.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
-        a = self.a
-        args = [self.P, *(a[k] for k in ("count", "mean", "m2", "sent_count", "sent_mean",
-                                         "sent_m2", "reset_unsent")), out]
+        args = [self.P, self.live, self.sent, self.a["reset_unsent"], out]
         self._run(("pack",), K.exchange_pack, self.G, args, stream_for(self.device))
 
     def apply(self, rows: torch.Tensor) -> None:
         """``kernels.stats.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
         unit inner stride); rewrites the tables."""
         W, stride = rows.shape[0], rows.stride(0)
-        args = [rows, stride, W, self.P, *(self.a[k] for k in NAMES), self.eps, self.wtab]
+        args = [rows, stride, W, self.P, self.live, self.synced, self.sent,
+                self.a["reset_unsent"], self.a["reset_pending"], self.eps, self.wtab]
         self._run(("apply", W, stride), K.exchange_apply, self.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ any batch shape
@@ -404,7 +404,8 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
 
 
 # buffers an engine binds: replacing one drops the engine
-_BOUND = frozenset({*NAMES, "nonfinite", "flags", "group_ids", "returns"})
+_BOUND = frozenset({*(p + k for p in STATS for k in ("count", "mean", "m2")), "reset_unsent",
+                    "reset_pending", "nonfinite", "flags", "group_ids", "returns"})
 
 
 class GroupedRunningStats(SavesState, nn.Module):
@@ -454,7 +455,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         self.num_groups = check_group_ids(name, group_ids, num_groups, num_envs, dev)
         G, S = self.num_groups, self.shape
         # live, baseline, and (per rank, not saved) as of the last exchange pack
-        for prefix in ("", "synced_", "sent_"):
+        for prefix in STATS:
             for k, shape in (("count", (G,)), ("mean", (G, *S)), ("m2", (G, *S))):
                 self.register_buffer(prefix + k, torch.zeros(shape, dtype=F64, device=dev),
                                      persistent=prefix != "sent_")

@@ -92,8 +92,9 @@ def test_replayed_launch_equals_warp_launch():
         count = torch.tensor([3.0, 0.0]).double()
         mean, m2 = torch.arange(6.0).double(), torch.ones(6).double()
         tab = torch.zeros(3, 6)
-        args = [3, wp.float64(1e-8), *(wp.from_torch(t) for t in (count, mean, m2)),
-                wp.from_torch(tab)]
+        live = K.Stats()
+        live.count, live.mean, live.m2 = (wp.from_torch(t) for t in (count, mean, m2))
+        args = [3, wp.float64(1e-8), live, wp.from_torch(tab)]
         if recorded:
             record(K.refresh, (2, 3), args, torch.device("cpu"))()
         else:
