@@ -14,16 +14,9 @@ at bind time (``order``), and the list is cut into chunks of at most C envs that
 two groups: chunk ``c`` covers ``order[bounds[c]:bounds[c + 1]]`` of group ``grp[c]``; group
 ``g`` owns chunks ``first[g]`` to ``first[g + 1] - 1``. The chunks of each group are cut the
 same way into chunks of the next level, and so on until a group has at most C items at the
-top (a tree: about ``log_C(N / G)`` levels). An update is a few launches, with no float
-atomics, so its result does not depend on thread scheduling:
-
-- ``flag_rows`` (M, P): rows holding a NaN or inf get this update's ``tick`` in ``stamp``;
-- ``partial`` (B, K, P): per slice, chunk and feature, the count, mean and M2 of the chunk's
-  unstamped rows, in float64 around the chunk's first such value;
-- ``combine`` (K', P) per level above the first, then (G, P) at the top: fold each item's
-  items below (in slice, then item order) with :func:`chan`; at the top merge the result
-  into the statistics, count the stamped rows in ``nonfinite``, rewrite the tables and
-  advance ``tick``.
+top (a tree: about ``log_C(N / G)`` levels). An update is ``flag_rows`` (float32 data),
+``partial``, a ``combine`` per level above the first and one at the top: no float atomics,
+so its result does not depend on thread scheduling.
 
 Settings are read from ``ctl`` (float64 ``[4]``, written by the module's setters): training,
 frozen, clip (0: none) and gamma. ``mode`` says when a call updates: 0 never, 1 unless
@@ -425,10 +418,10 @@ def clear_mask(mask: BOOL):
 
 
 # ---------------------------------------------------------------------------- exchange
-# ``sync`` between ranks. Besides the live statistics (``count``, ``mean``, ``m2``) a module
-# keeps the shared baseline (``synced_*``, identical on every rank) and the live statistics
-# as of the last pack (``sent_*``). A rank's row holds per group ``R = 2 P + 2`` float64
-# values: the count, means and M2 of the data since the last pack, and a reset flag.
+# ``sync`` between ranks, with the live statistics, the shared baseline (identical on every
+# rank) and the live statistics as of the last pack. A rank's row holds per group
+# ``R = 2 P + 2`` float64 values: the count, means and M2 of the data since the last pack,
+# and a reset flag.
 # ``unsent`` / ``pending`` are bool per group: a reset since the last pack / not yet applied
 # to the baseline. One thread per group (a sync runs every few steps, not every step): it
 # must read a group's counts before it rewrites them. Ranks' rows are folded in rank order

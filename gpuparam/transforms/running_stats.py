@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -148,7 +148,6 @@ class Engine:
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
-        self._rows_layout: tuple[int, Layout] | None = None
         # the tables from the statistics (loaded, moved or copied ones too)
         wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.wtab],
                   device=wdev, stream=stream_for(dev))
@@ -269,12 +268,9 @@ class Engine:
         out = torch.empty(x.shape, dtype=torch.float32, device=dev) if out is None else out
         xw = _wp(x)
         if update:
-            if self.G == 1:
-                if self._rows_layout is None or self._rows_layout[0] != M:
-                    self._rows_layout = (M, Layout(None, 1, M, dev))
-                L, B, n_env = self._rows_layout[1], 1, M
-            else:
-                L, B, n_env = self.layout, M // self.n, self.n
+            one = self.G == 1  # rows of one group: a layout of M rows
+            L = Layout(None, 1, M, dev) if one else self.layout
+            B, n_env = (1, M) if one else (M // self.n, self.n)
             for kernel, dim, args in self._tree(xw, self.none64, n_env, L,
                                                 Scratch(B, L, self.P, M, dev), B, 1):
                 wp.launch(kernel, dim, args, **launch)
@@ -302,12 +298,7 @@ def check_shape(name: str, shape) -> tuple[int, ...]:
     """The per-env shape: a tuple of ints >= 1 (``()`` for scalars). Empty (size-0) and
     negative dimensions are rejected: a batch ``[N, 0]`` has nothing to normalize."""
     dims = (shape,) if isinstance(shape, numbers.Integral) else shape
-    try:
-        dims = tuple(dims)
-    except TypeError:
-        raise ValueError(
-            f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}"
-        ) from None
+    dims = tuple(dims) if isinstance(dims, Iterable) else (None,)
     if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 for d in dims):
         raise ValueError(f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}")
     return tuple(int(d) for d in dims)
