@@ -360,9 +360,7 @@ def reset(
     bounds: I32,
     grp: I32,
     mask: BOOL,
-    use_mask: int,
     groups: BOOL,
-    use_groups: int,
     eps: wp.float64,
     live: Stats,
     sent: Stats,
@@ -372,29 +370,31 @@ def reset(
     ret: F64,
 ):
     """Launch tiled over K + G blocks: the masked reset of the statistics (of every group
-    when neither ``use_mask`` nor ``use_groups``). Block ``c < K`` is chunk ``c`` of a
-    group's envs (``order[bounds[c]:bounds[c + 1]]``): its lanes scan the envs (clearing the returns
+    when ``mask`` and ``groups`` are both empty). Block ``c < K`` is chunk ``c`` of a group's
+    envs (``order[bounds[c]:bounds[c + 1]]``): its lanes scan the envs (clearing the returns
     of the selected ones, unless ``ret`` is empty), agree through a block maximum whether
     one is selected (all, masked, or in a selected group), and then clear the group's
     features. Block ``K + g`` clears group ``g`` when all or ``groups[g]`` are selected
-    (groups without envs too). Writers of a value write the same value (at
-    most one block per chunk of a group); other groups are not touched."""
+    (groups without envs too). Writers of a value write the same value (at most one block
+    per chunk of a group); other groups are not touched."""
     row, lane = wp.tid()
     nb = wp.block_dim()
     K = grp.shape[0]
-    every = use_mask == 0 and use_groups == 0
+    use_mask = mask.shape[0] > 0
+    use_groups = groups.shape[0] > 0
+    every = not use_mask and not use_groups
     g = row - K
     hit = int(0)
     if row < K:
         g = int(grp[row])
-        whole = every or (use_groups != 0 and groups[g])
+        whole = every or (use_groups and groups[g])
         for j in range(int(bounds[row]) + lane, int(bounds[row + 1]), nb):
             e = int(order[j])
-            if whole or (use_mask != 0 and mask[e]):
+            if whole or (use_mask and mask[e]):
                 hit = 1
                 if ret.shape[0] > 0:
                     ret[e] = wp.float64(0.0)
-    elif every or (use_groups != 0 and groups[g]):
+    elif every or (use_groups and groups[g]):
         hit = 1
     if wp.tile_max(wp.tile(hit))[0] != 0:
         for f in range(lane, P, nb):

@@ -74,16 +74,10 @@ class Level:
 
 
 class Layout:
-    """``n`` rows listed by group (``order``, int32 Warp array on the device), the tree of
-    chunks over them (``levels``) and the larger chunks ``reset`` scans (``resets``), built
-    from the group sizes (host ints).
-
-    Args:
-        gid: long ``[n]`` group of each row on ``device``, or ``None`` for one group.
-        G: number of groups. n: rows. device: torch device.
-
-    With groups, reads their sizes on the host (bind time only).
-    """
+    """``n`` rows listed by group ``gid`` (long ``[n]``, or ``None``: one group) of ``G``
+    (``order``, int32 Warp array on ``device``), the tree of chunks over them (``levels``)
+    and the larger chunks ``reset`` scans (``resets``). Reads the group sizes on the host
+    (bind time only)."""
 
     def __init__(self, gid: torch.Tensor | None, G: int, n: int, device: torch.device):
         if gid is None:
@@ -134,8 +128,8 @@ class Engine:
         self.tab = torch.zeros(3, G * P, dtype=torch.float32, device=dev)
         self.n_old = _wp(torch.zeros(G, dtype=F64, device=dev))
         self.tick = _wp(torch.ones(1, dtype=torch.int64, device=dev))
-        self.none_b = torch.zeros(max(n, G, 1), dtype=torch.bool, device=dev)  # unused masks
-        self.none32 = wp.empty(0, dtype=wp.float32, device=wdev)  # unused arguments
+        self.none_b = wp.empty(0, dtype=wp.bool, device=wdev)  # unused arguments
+        self.none32 = wp.empty(0, dtype=wp.float32, device=wdev)
         self.none64 = wp.empty(0, dtype=wp.float64, device=wdev)
         self.none_i64 = wp.empty(0, dtype=wp.int64, device=wdev)
         self.none_tab = wp.empty((0, 0), dtype=wp.float32, device=wdev)
@@ -238,7 +232,7 @@ class Engine:
         L, a = self.layout, self.a
         um, ug = mask is not None, groups is not None
         args = [self.P, L.order, L.resets.bounds, L.resets.grp, mask if um else self.none_b,
-                int(um), groups if ug else self.none_b, int(ug), self.eps, self.live, self.sent,
+                groups if ug else self.none_b, self.eps, self.live, self.sent,
                 a["reset_pending"], a["reset_unsent"], self.wtab, self.ret]
         self._run(("reset", um, ug), K.reset, [L.resets.K + self.G], args, stream,
                   K.RESET_LANES)
@@ -490,8 +484,9 @@ class GroupedRunningStats(SavesState, nn.Module):
         """Validate the bool mask ``[N]`` (``what`` names it in errors) and return it; while
         N is not known, a valid bool ``[K]`` mask fixes it."""
         n = self.num_envs
-        if n is None:
+        if n is None:  # N >= 1 (an empty mask would bind N = 0)
             n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
+            n = n or 1
         check_mask(mask, n, self.device, what)
         self._bind(n)
         return mask
