@@ -77,16 +77,16 @@ class TransformedEnv(SavesState):
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
         self._stepping = False
-        # per transform with reset_on: the envs whose reset_on params changed during a
-        # step (reset after the step's update) and a launch that clears them after it
+        # per transform with reset_on: its names (read now), the envs whose reset_on
+        # params changed during a step (reset after the step's update) and a launch that
+        # clears them after it
         init_warp()
-        self._reset_on = tuple(t.reset_on for t in transforms)
-        self._deferred: dict[int, tuple[torch.Tensor, object]] = {}
-        for i, t in enumerate(transforms):
+        self._deferred: list[tuple] = []
+        for t in transforms:
             if t.reset_on:
                 d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
-                self._deferred[i] = (d, record(K.clear_mask, d.shape[0], [wp.from_torch(d)],
-                                               d.device))
+                clear = record(K.clear_mask, d.shape[0], [wp.from_torch(d)], d.device)
+                self._deferred.append((t, t.reset_on, d, clear))
         self._stop_listening = None
         if self._deferred:
             self._stop_listening = env.params.on_change(self._on_param_change)
@@ -226,25 +226,24 @@ class TransformedEnv(SavesState):
         return tuple(t.replay_key() for t in self._transforms)
 
     def _flush_deferred(self, stream) -> None:
-        for i, (m, clear) in self._deferred.items():  # masks all False most steps
-            self._transforms[i].reset_stats(m, stream=stream)
+        for t, _, m, clear in self._deferred:  # masks all False most steps
+            t.reset_stats(m, stream=stream)
             clear.launch(stream)
 
     def _on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """``env.params.on_change`` callback: reset now, or, during a step (writes by
         randomization or curricula), after the step's update: device work only."""
         in_step = self._stepping or bool(getattr(self.env, "stepping", False))
-        for i, (t, on) in enumerate(zip(self._transforms, self._reset_on, strict=True)):
+        for t, on, m, _ in self._deferred:
             if not any(n in on for n in names):
                 continue
             if not in_step:
                 t.reset_stats(mask)
+            elif mask is None:
+                m.fill_(True)
             else:
                 check_mask(mask, self.env.num_envs, t.device, "TransformedEnv: on_change mask")
-                if mask is None:
-                    self._deferred[i][0].fill_(True)
-                else:
-                    self._deferred[i][0].logical_or_(mask)
+                m.logical_or_(mask)
 
     def _buf(self, key: str, like: torch.Tensor) -> torch.Tensor:
         buf = self._bufs.get(key)
