@@ -199,8 +199,7 @@ class Engine:
 
     def update(self, x, x64: wp.array, mode: int, stream, kind: str = "obs") -> None:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
-        into the statistics when ``mode`` says so (three launches up to 1024 envs per
-        group, one more per 32 times more); rows with a NaN or inf are left out and
+        into the statistics when ``mode`` says so; rows with a NaN or inf are left out and
         counted."""
         specs = self._tree(x, x64, self.n, self.layout, self.scratch, 1, mode)
         for i, spec in enumerate(specs):
@@ -703,17 +702,17 @@ class GroupedRunningStats(SavesState, nn.Module):
 
         Each rank's statistics are the shared baseline (``synced_*``, identical on all
         ranks) plus its own data since the last sync. Sync gathers these deltas from every
-        rank in one collective and merges them exactly (counts, count-weighted means, M2
-        plus the between-rank term), the same way on every rank, adds them to the baseline
-        and makes the result the new baseline and the current statistics, so repeated syncs
-        never double count. A group reset on any rank since the last sync drops its baseline
-        on all ranks. All ranks must call it with the same G and shape (it is collective).
-        Without an initialized process group it acts as a world of one. Device ops only (no
-        host sync): call it between steps, or let ``env.sync_every(k, norm)`` do it (which
-        packs this module with the schedule's other targets into one collective and, by
-        default, overlaps it with the next steps: ``gp.SyncSchedule``). An overlapped
-        exchange still in flight is applied first. ``RewardNorm`` syncs its return
-        statistics the same way (its per-env returns stay per rank).
+        rank in one collective, merges them exactly (Chan et al.), the same way on every
+        rank, into the baseline, and makes the result the new baseline and the current
+        statistics, so repeated syncs never double count. A group reset on any rank since
+        the last sync drops its baseline on all ranks. All ranks must call it with the same
+        G and shape (it is collective). Without an initialized process group it acts as a
+        world of one. Device ops only (no host sync): call it between steps, or let
+        ``env.sync_every(k, norm)`` do it (which packs this module with the schedule's other
+        targets into one collective and, by default, overlaps it with the next steps:
+        ``gp.SyncSchedule``). An overlapped exchange still in flight is applied first.
+        ``RewardNorm`` syncs its return statistics the same way (its per-env returns stay
+        per rank).
         """
         exchange([self], group)
 

@@ -214,11 +214,9 @@ class TransformedEnv(SavesState):
     # ------------------------------------------------------------------ pipeline stage
     def _stage(self, ctx) -> None:
         """The transforms as a stage of the env's step: statistics from this step's
-        outputs into this wrapper's static buffers, then the deferred ``reset_on`` resets.
-        Warp launches on ``ctx.stream`` only (ObsNorm and RewardNorm: four each up to 1024
-        envs per group, one more per factor of 32; a deferred reset: two), so the stage
-        replays inside the step's Warp graph on CPU and CUDA; the transforms' modes, clip
-        and gamma are device flags those launches read."""
+        outputs into this wrapper's static buffers, then the deferred ``reset_on`` resets
+        (two launches each). Warp launches on ``ctx.stream`` only, so the stage replays
+        inside the step's Warp graph on CPU and CUDA."""
         self._out = self._transform(self.env.outputs, update=True, stream=ctx.stream)
         self._flush_deferred(ctx.stream)
 
