@@ -153,11 +153,5 @@ class ObsNorm(GroupedRunningStats):
             if out.shape != x.shape:
                 raise ValueError(f"{name}: out expected shape {tuple(x.shape)} (that of x), "
                                  f"got {tuple(out.shape)}")
-        rows = x.detach().reshape(-1, *self.shape).contiguous()
-        direct = out is not None and out.is_contiguous()
-        y = self._eng().batch(rows, update, out.view(rows.shape) if direct else None)
-        if out is None:
-            return y.view(x.shape)
-        if not direct:
-            out.copy_(y.view(x.shape))
-        return out
+        y = self._eng().batch(x.detach().reshape(-1, *self.shape).contiguous(), update)
+        return y.view(x.shape) if out is None else out.copy_(y.view(x.shape))

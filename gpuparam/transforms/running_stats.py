@@ -251,14 +251,14 @@ class Engine:
         self._run(("apply", W, stride), K.exchange_apply, self.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ any batch shape
-    def batch(self, x: torch.Tensor, update: bool, out: torch.Tensor | None) -> torch.Tensor:
+    def batch(self, x: torch.Tensor, update: bool) -> torch.Tensor:
         """Learner side: ``x`` float32 contiguous ``[M, *shape]``, rows of one group
-        (G = 1) or ``M // N`` slices of the N envs: merge it in (``update``), then normalize
-        it into ``out`` (or a new tensor). The same kernels as the env path, with scratch
+        (G = 1) or ``M // N`` slices of the N envs: merge it in (``update``), then return
+        it normalized (a new tensor). The same kernels as the env path, with scratch
         allocated per call."""
         M, dev = x.shape[0], self.device
         launch = dict(device=wp_device(dev), stream=stream_for(dev))
-        out = torch.empty(x.shape, dtype=torch.float32, device=dev) if out is None else out
+        out = torch.empty(x.shape, dtype=torch.float32, device=dev)
         xw = _wp(x)
         if update:
             one = self.G == 1  # rows of one group: a layout of M rows
