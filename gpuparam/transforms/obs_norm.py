@@ -33,10 +33,8 @@ class ObsNorm(GroupedRunningStats):
     eval mode, or a group with no env) normalizes with mean 0 and var 1: the output is
     ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0.
 
-    Precision: the statistics are float64 and merged with Chan et al.'s formula. Each batch
-    is reduced in float64 chunks of envs, each around its own first value, so no float32
-    value overflows it and a far mean costs no precision; the output is computed in float32
-    from tables that keep ``(x - mean) * scale`` exact to float32 rounding.
+    Precision: float64 statistics, batches reduced in float64 (``kernels.stats``); the
+    float32 output is ``(x - mean) * scale`` to float32 rounding, even far from 0.
 
     Non-finite input: an env whose sample holds a NaN or inf is left out of its group's
     statistics for that batch and counted in ``nonfinite`` (int64 ``[G]`` on the device,
