@@ -7,6 +7,7 @@ import importlib
 from types import ModuleType
 
 import numpy as np
+import torch
 
 from gpuparam.spec import BoxSpec, DiscreteSpec
 
@@ -52,8 +53,26 @@ def gym_spaces(env) -> tuple:
         spaces.Discrete(act.n) if isinstance(act, DiscreteSpec) else box(act))
 
 
+def check_tensor(what: str, x, expected: str, shapes: tuple, dtype_ok, device) -> None:
+    """Raise ``ValueError`` ("``{what} expected {expected}, got ...``", naming the first
+    mismatch) unless ``x`` is a tensor of one of ``shapes``, of a dtype ``dtype_ok(dtype)``
+    accepts, on ``device``. Host metadata only: no sync."""
+    got = (type(x).__name__ if not isinstance(x, torch.Tensor)
+           else f"shape {tuple(x.shape)}" if tuple(x.shape) not in shapes
+           else f"dtype {x.dtype}" if not dtype_ok(x.dtype)
+           else f"device {x.device}" if x.device != device else None)
+    if got is not None:
+        raise ValueError(f"{what} expected {expected}, got {got}")
+
+
+def env_seed(seed: int | None) -> int | None:
+    """A library's seed (any int >= 0) as the env's: the env keys its draws with an int32."""
+    return None if seed is None else int(seed) % 2**31
+
+
 class Adapter:
-    """Base of the adapters over a gpuparam env held as ``gp_env``: ``params`` and a repr."""
+    """Base of the adapters: the wrapped env is the instance attribute ``gp_env`` (set in
+    ``__dict__``, outside any ``nn.Module`` bookkeeping); ``params`` and a repr."""
 
     @property
     def params(self):

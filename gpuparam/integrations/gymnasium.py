@@ -1,7 +1,4 @@
-"""Gymnasium 1.x vector API over a gpuparam env: ``GymnasiumVectorEnv``.
-
-Needs the ``gymnasium`` extra: ``pip install "gpuparam[gymnasium]"``.
-"""
+"""Gymnasium 1.x vector API over a gpuparam env: ``GymnasiumVectorEnv``."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
+from gpuparam.integrations._extras import Adapter, env_seed, gym_spaces, held, require
 
 require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
 
@@ -128,9 +125,7 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             if isinstance(mask, np.ndarray):
                 mask = torch.from_numpy(mask).to(self.device)
         with held(self.gp_env):
-            # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
-            td = self.gp_env.reset(mask, seed=None if seed is None else int(seed) % 2**31)
-            obs = td["observation"]
+            obs = self.gp_env.reset(mask, seed=env_seed(seed))["observation"]
             if mask is None:
                 self._autoreset.zero_()
             else:

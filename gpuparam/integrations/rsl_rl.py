@@ -1,7 +1,5 @@
 """rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv``.
 
-Needs the ``rsl_rl`` extra: ``pip install "gpuparam[rsl_rl]"``.
-
 Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)::
 
     env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=4096), privileged=("m", "l"))
@@ -18,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from gpuparam.integrations._extras import Adapter, base_env, require
+from gpuparam.integrations._extras import Adapter, base_env, check_tensor, require
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
@@ -172,69 +170,66 @@ class RslRlVecEnv(Adapter, VecEnv):
         if not isinstance(log_interval, int) or isinstance(log_interval, bool) or log_interval < 1:
             raise ValueError(f"RslRlVecEnv: log_interval expected a positive int, "
                              f"got {log_interval!r}")
-        self.env = env
+        self.env = self.gp_env = env
         n, dev = int(env.num_envs), torch.device(env.device)
         f32 = {"dtype": torch.float32, "device": dev}
         self.num_envs, self.device = n, dev
         self.max_episode_length = int(env.max_episode_steps)
         act = env.action_spec
-        self._discrete = isinstance(act, DiscreteSpec)
-        self._act_shape = tuple(act.shape)
-        if self._discrete:
-            self.num_actions = 1 if act.n == 2 else int(act.n)
-        else:
-            self.num_actions = int(torch.Size(act.shape).numel())
-        self._clip = bool(clip_actions) and not self._discrete
-        self._in_shape = torch.Size((n, self.num_actions))
-        self._act_view = (n, *self._act_shape)
-        # how actions become the env's: 0 the sign of one float (Discrete(2)), 1 argmax,
-        # 2 clamp, 3 a view
-        self._mode = (0 if self.num_actions == 1 else 1) if self._discrete else (
-            2 if self._clip else 3)
+        discrete = isinstance(act, DiscreteSpec)
+        view = (n, *act.shape)
+        self.num_actions = (1 if act.n == 2 else int(act.n)) if discrete else int(
+            torch.Size(act.shape).numel())
+        clip = bool(clip_actions) and not discrete
         # over a gpuparam env, actions go straight into its action buffer and a stage of
         # its step copies the outputs (see _join); any other wrapper's step may do its own
         # work in Python: torch ops map actions into our buffer and copy what it returns
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
-        if self._staged:
-            self._action = base.context.action
+        a = base.context.action if self._staged else torch.zeros(view, dtype=act.dtype,
+                                                                 device=dev)
+        self._action, self._logits = a, None
+        # _map: the policy's floats [N, num_actions] into the env's actions `a`
+        if discrete and self.num_actions == 1:  # Discrete(2): 1 where the float is > 0
+            if self._staged:  # the floats, mapped by the armed first stage (see _join)
+                self._logits = torch.zeros(n, 1, **f32)
+                self._map = self._logits.copy_
+            else:
+                positive = torch.zeros(n, 1, dtype=torch.bool, device=dev)
+                self._map = lambda x: a.view(n, 1).copy_(torch.gt(x, 0.0, out=positive))
+        elif discrete:
+            self._map = lambda x: torch.argmax(x, -1, out=a)
+        elif clip:
+            low, high = (torch.as_tensor(v, dtype=act.dtype).expand(view).to(dev)
+                         for v in (act.low, act.high))
+            self._map = lambda x: torch.clamp(x.view(view), low, high, out=a)
         else:
-            self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
-        if self._mode == 0:
-            # Discrete(2): the policy's floats (mapped to {0, 1} by the first stage), or
-            # without stages the mask ``floats > 0`` copied into the action
-            self._logits = torch.zeros(n, 1, **f32) if self._staged else torch.zeros(
-                n, 1, dtype=torch.bool, device=dev)
-        if not self._discrete:
-            self._low, self._high = (torch.as_tensor(v, dtype=act.dtype).expand(
-                self._act_view).to(dev) for v in (act.low, act.high))
+            self._map = lambda x: a.copy_(x.view(view))
         self.cfg = RslRlEnvCfg(
             env=str(getattr(env, "name", type(env).__name__)), num_envs=n,
             max_episode_length=self.max_episode_length, privileged=privileged,
-            discrete_actions=int(act.n) if self._discrete else None, clip_actions=self._clip,
+            discrete_actions=int(act.n) if discrete else None, clip_actions=clip,
         )
         self._privileged_setup(privileged, ranges)
         obs_shape = tuple(env.observation_spec.shape)
         # the env's own critic observation (e.g. Go1's "privileged_observation"): the
         # "critic" group, over a gpuparam env (copied by the output stage)
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
+        groups = {"policy": obs_shape}
+        if self._priv_cols is not None:
+            groups["privileged"] = (self._priv_cols.numel(),)
+        if critic is not None:
+            groups["critic"] = critic.shape[1:]
         # two output sets, written by alternate steps: (obs TensorDict, its "policy" and
         # "privileged" (or None) tensors, rewards, dones, time_outs, "critic" (or None))
         self._sets = []
         for _ in range(2):
-            groups = {"policy": torch.zeros(n, *obs_shape, **f32)}
-            if self._priv_cols is not None:
-                groups["privileged"] = torch.zeros(n, self._priv_cols.numel(), **f32)
-            if critic is not None:
-                groups["critic"] = torch.zeros(n, *critic.shape[1:], **f32)
+            obs = TensorDict({k: torch.zeros(n, *s, **f32) for k, s in groups.items()},
+                             batch_size=[n], device=dev)
             self._sets.append((
-                TensorDict(groups, batch_size=[n], device=dev),
-                groups["policy"],
-                groups.get("privileged"),
-                torch.zeros(n, **f32),
+                obs, obs["policy"], obs.get("privileged", None), torch.zeros(n, **f32),
                 torch.zeros(n, dtype=torch.int64, device=dev),
-                torch.zeros(n, dtype=torch.bool, device=dev),
-                groups.get("critic"),
+                torch.zeros(n, dtype=torch.bool, device=dev), obs.get("critic", None),
             ))
         self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
@@ -257,7 +252,7 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._flag = torch.zeros(1, dtype=torch.int32, device=self.device)
         self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
                                                    warp_only=True)))
-        if self._mode == 0:
+        if self._logits is not None:
             self._removers.append(base.add_stage(
                 Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
 
@@ -324,11 +319,6 @@ class RslRlVecEnv(Adapter, VecEnv):
     def episode_length_buf(self, value: torch.Tensor | int) -> None:
         base_env(self.env).episode_length = value
 
-    @property
-    def gp_env(self):
-        """The wrapped env (also ``env``)."""
-        return self.env
-
     def get_observations(self) -> TensorDict:
         """The observations of the last ``step`` or ``reset`` (see the class docstring)."""
         return self._current
@@ -366,46 +356,24 @@ class RslRlVecEnv(Adapter, VecEnv):
             finally:
                 self._lock.release()
 
-    def _check_actions(self, actions) -> torch.Tensor:
-        """``actions`` detached, after checking type, shape, dtype and device (host metadata
-        only: no sync)."""
-        got = (type(actions).__name__ if not isinstance(actions, torch.Tensor)
-               else f"shape {tuple(actions.shape)}" if actions.shape != self._in_shape
-               else f"dtype {actions.dtype}" if not actions.is_floating_point()
-               else f"device {actions.device}" if actions.device != self.device else None)
-        if got is not None:
-            raise ValueError(f"RslRlVecEnv: actions expected a floating-point tensor "
-                             f"{tuple(self._in_shape)} on {self.device}, got {got}")
-        return actions.detach()  # entering data leaves autograd (and its graph) behind
-
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
         see the class docstring for what comes back."""
         self._check_open("step")
-        actions = self._check_actions(actions)
+        shape = (self.num_envs, self.num_actions)
+        check_tensor("RslRlVecEnv: actions", actions, f"a floating-point tensor {shape} on "
+                     f"{self.device}", (shape,), lambda d: d.is_floating_point, self.device)
         with self._guard():
-            return self._step(actions)
+            return self._step(actions.detach())  # no autograd graph reaches the env
 
     def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        mode, a = self._mode, self._action
-        if mode == 0:
-            if self._staged:  # mapped by the armed action stage
-                self._logits.copy_(actions)
-            else:
-                torch.gt(actions, 0.0, out=self._logits)
-                a.view(-1, 1).copy_(self._logits)
-        elif mode == 1:
-            torch.argmax(actions, -1, out=a)
-        elif mode == 2:
-            torch.clamp(actions.view(self._act_view), self._low, self._high, out=a)
-        else:
-            a.copy_(actions.view(self._act_view))
+        self._map(actions)
         k = self._k ^ 1
         out = self._sets[k]
         if self._staged:
             self._flag.fill_(k + 1)  # the output stage writes `out` during the step
         try:
-            td = self.env.step(a)
+            td = self.env.step(self._action)
         except BaseException:  # a step that failed midway leaves nothing armed
             if self._staged:
                 self._flag.fill_(0)

@@ -1,7 +1,5 @@
 """Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv``.
 
-Needs the ``sb3`` extra: ``pip install "gpuparam[sb3]"``.
-
 Three lines to train::
 
     env = SB3VecEnv(gp.make("CartPole-v1", num_envs=16))
@@ -18,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, base_env, gym_spaces, held, require
+from gpuparam.integrations._extras import Adapter, base_env, env_seed, gym_spaces, held, require
 
 require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
 
@@ -82,10 +80,8 @@ class SB3VecEnv(Adapter, VecEnv):
         Returns:
             float32 ``[N, *obs_shape]`` observations.
         """
-        seed = self._seeds[0]
         with held(self.gp_env):  # until the env's buffers are read
-            # (any non-negative int is an SB3 seed; the env keys its draws with an int32)
-            td = self.gp_env.reset(seed=None if seed is None else int(seed) % 2**31)
+            td = self.gp_env.reset(seed=env_seed(self._seeds[0]))
             obs = td["observation"].to("cpu", copy=True).numpy()
         self._reset_seeds()
         self._reset_options()

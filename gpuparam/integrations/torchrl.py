@@ -1,7 +1,5 @@
 """TorchRL adapters: ``TorchRLEnv`` (an ``EnvBase`` over a gpuparam env) and ``ObsNormTransform``.
 
-Needs the ``torchrl`` extra: ``pip install "gpuparam[torchrl]"``.
-
 Auto-reset. A gpuparam env resets finished episodes inside ``step``, while TorchRL expects
 ``("next", "observation")`` to be the state the step reached and a later ``reset`` with a
 ``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two as TorchRL's own
@@ -22,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.integrations._extras import Adapter, held, require
+from gpuparam.integrations._extras import Adapter, check_tensor, env_seed, held, require
 
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
@@ -89,7 +87,7 @@ class TorchRLEnv(Adapter, EnvBase):
                              f"got {action_encoding!r}")
         n, dev = int(env.num_envs), torch.device(env.device)
         super().__init__(device=dev, batch_size=torch.Size([n]))
-        self.__dict__["_gp_env"] = env  # plain attribute, outside nn.Module bookkeeping
+        self.__dict__["gp_env"] = env
         self._one_hot = action_encoding == "one_hot" and isinstance(env.action_spec,
                                                                      DiscreteSpec)
         self._raw_reward = isinstance(env, GpTransformedEnv) and any(
@@ -104,16 +102,11 @@ class TorchRLEnv(Adapter, EnvBase):
         self._views: tuple = (None,)
 
     # ------------------------------------------------------------------ wrapping
-    @property
-    def gp_env(self):
-        """The wrapped gpuparam env."""
-        return self.__dict__["_gp_env"]
-
     def __getattr__(self, name: str):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            env = self.__dict__.get("_gp_env")
+            env = self.__dict__.get("gp_env")
             if env is None or name.startswith("_"):
                 raise
         return getattr(env, name)
@@ -134,8 +127,8 @@ class TorchRLEnv(Adapter, EnvBase):
             self.action_spec = Categorical(act.n, shape=(n,), dtype=act.dtype, device=dev)
         else:
             shape = (n, *act.shape)
-            low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
-            high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
+            low, high = (torch.as_tensor(v, dtype=act.dtype).expand(shape).to(dev)
+                         for v in (act.low, act.high))
             self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
         reward = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
         if self._raw_reward:  # a second reward key, so that RewardSum accepts it
@@ -179,8 +172,8 @@ class TorchRLEnv(Adapter, EnvBase):
     def _step_all(self, action) -> TensorDictBase:
         if self._one_hot:
             action = self._one_hot_index(action)
-        with held(self._gp_env):  # until the env's buffers are read
-            td = self._gp_env.step(action)  # __dict__ entry: no property call
+        with held(self.gp_env):  # until the env's buffers are read
+            td = self.gp_env.step(action)
             # views of the env's output TensorDict, built once per object
             views = self._views if self._views[0] is td else self._bind(td)
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
@@ -227,15 +220,9 @@ class TorchRLEnv(Adapter, EnvBase):
         not one-hot. Metadata checks raise; values are checked on the host only with
         ``validate_actions`` (or TorchRL's ``run_type_checks``), else on the device."""
         n, k = self.batch_size[0], self.action_spec.shape[-1]
-        if not isinstance(action, torch.Tensor) or tuple(action.shape) != (n, k):
-            got = tuple(action.shape) if isinstance(action, torch.Tensor) else type(action).__name__
-            raise ValueError(f"TorchRLEnv: one-hot action expected shape ({n}, {k}), got {got}")
-        if action.is_floating_point() or action.is_complex():
-            raise ValueError("TorchRLEnv: one-hot action expected an integer or bool dtype "
-                             f"(0/1 entries), got {action.dtype}")
-        if action.device != self._dev:
-            raise ValueError(f"TorchRLEnv: one-hot action expected device {self._dev}, "
-                             f"got {action.device}")
+        check_tensor("TorchRLEnv: one-hot action", action, f"an integer or bool tensor ({n}, "
+                     f"{k}) of 0/1 entries on {self._dev}", ((n, k),),
+                     lambda d: not (d.is_floating_point or d.is_complex), self._dev)
         if action.dtype == torch.bool:
             action = action.to(torch.uint8)
         one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
@@ -251,22 +238,13 @@ class TorchRLEnv(Adapter, EnvBase):
 
     def _check_reset_mask(self, mask) -> torch.Tensor:
         n = self.batch_size[0]
-        if not isinstance(mask, torch.Tensor):
-            raise ValueError(f"TorchRLEnv: '_reset' expected a bool tensor [{n}, 1] or [{n}], "
-                             f"got {type(mask).__name__}")
-        if mask.dtype != torch.bool:
-            raise ValueError(f"TorchRLEnv: '_reset' expected dtype torch.bool, got {mask.dtype}")
-        if tuple(mask.shape) not in ((n,), (n, 1)):
-            raise ValueError(f"TorchRLEnv: '_reset' expected shape ({n}, 1) or ({n},), "
-                             f"got {tuple(mask.shape)}")
-        if mask.device != self.device:
-            raise ValueError(f"TorchRLEnv: '_reset' expected device {self.device}, "
-                             f"got {mask.device}")
+        check_tensor("TorchRLEnv: '_reset'", mask, f"a bool tensor ({n}, 1) or ({n},) on "
+                     f"{self._dev}", ((n, 1), (n,)), lambda d: d == torch.bool, self._dev)
         return mask.reshape(n)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:
-            self.gp_env.reset(seed=int(seed) % 2**31)
+            self.gp_env.reset(seed=env_seed(seed))
             self._autoreset.zero_()
             self._stepped[0] = False
 
