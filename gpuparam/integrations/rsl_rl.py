@@ -236,10 +236,9 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._removers: list = []
         if self._staged:
             self._join(base)
-        self._src: tuple = (None,)  # the env's output TensorDict and its tensors, see _bind
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
-        self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
+        self._acc = torch.zeros(3, n, **f32)
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
@@ -379,50 +378,41 @@ class RslRlVecEnv(Adapter, VecEnv):
                 self._flag.fill_(0)
             raise
         self._k = k
-        src = self._src if self._src[0] is td else self._bind(td)
         if not self._staged:
-            out[1].copy_(src[1])
-            out[3].copy_(src[2])
-            out[4].copy_(src[3])
-            torch.gt(src[4], src[5], out=out[5])  # truncated and not terminated
-        obs, time_outs = out[0], out[5]
+            for dst, key in ((out[1], "observation"), (out[3], "reward"), (out[4], "done")):
+                dst.copy_(td[key])
+            torch.gt(td["truncated"], td["terminated"], out=out[5])  # and not terminated
         if out[2] is not None:
             self._write_privileged(out[2])
-        extras = {"time_outs": time_outs}
-        if self._episode_stats is not None:
-            if self._episode_stats == "sums":
-                self._accumulate(src)
-            self._steps += 1
-            if self._steps == self._log_interval:
-                self._steps = 0
-                extras["log"] = self.last_log = self._log(src)
-        self._current = obs
-        return obs, out[3], out[4], extras
+        extras = {"time_outs": out[5]}
+        if self._episode_stats is not None and (log := self._stats(td)) is not None:
+            extras["log"] = log
+        self._current = out[0]
+        return out[0], out[3], out[4], extras
 
-    def _bind(self, td) -> tuple:
-        """``(td, observation, reward, done, truncated, terminated, episode_return,
-        episode_length)``, looked up once per output TensorDict object."""
-        self._src = (td, *(td[k] for k in ("observation", "reward", "done", "truncated",
-                                            "terminated", "episode_return", "episode_length")))
-        return self._src
-
-    def _accumulate(self, src: tuple) -> None:
-        acc, donef = self._acc, self._donef
-        donef.copy_(src[3])
-        acc[0].addcmul_(src[6], donef)
-        acc[1].addcmul_(src[7], donef)
-        acc[2].add_(donef)
-
-    def _log(self, src: tuple) -> dict[str, torch.Tensor]:
-        acc = self._acc
+    def _stats(self, td) -> dict[str, torch.Tensor] | None:
+        """Accumulate this step's finished episodes ("sums"); every ``log_interval`` steps,
+        the entry (also ``last_log``)."""
+        acc = self._acc  # return, length, count of finished episodes
+        if self._episode_stats == "sums":
+            done = self._donef.copy_(td["done"])
+            acc[0].addcmul_(td["episode_return"], done)
+            acc[1].addcmul_(td["episode_length"], done)
+            acc[2].add_(done)
+        self._steps += 1
+        if self._steps < self._log_interval:
+            return None
+        self._steps = 0
         if self._episode_stats == "latest":  # each env's last finished episode, if any
-            torch.gt(src[7], 0, out=acc[2])
-            acc[0].copy_(src[6]).mul_(acc[2])
-            acc[1].copy_(src[7])
+            length = td["episode_length"]
+            torch.gt(length, 0, out=acc[2])
+            acc[0].copy_(td["episode_return"]).mul_(acc[2])
+            acc[1].copy_(length)
         ret, length, count = acc.sum(1).unbind()
         acc.zero_()
-        return {"Episode/return": ret / count, "Episode/length": length / count,
-                "Episode/count": count}
+        self.last_log = {"Episode/return": ret / count, "Episode/length": length / count,
+                         "Episode/count": count}
+        return self.last_log
 
     def close(self) -> None:
         """Remove this adapter's stages from the env's step; ``step`` and ``reset`` raise

@@ -196,7 +196,10 @@ class TorchRLEnv(Adapter, EnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is not None:
-            mask = self._check_reset_mask(mask)
+            n = self.batch_size[0]
+            check_tensor("TorchRLEnv: '_reset'", mask, f"a bool tensor ({n}, 1) or ({n},) on "
+                         f"{self._dev}", ((n, 1), (n,)), lambda d: d == torch.bool, self._dev)
+            mask = mask.reshape(n)
         auto = self._autoreset
         with held(self.gp_env):  # until the env's buffers are read
             if mask is None:
@@ -210,10 +213,9 @@ class TorchRLEnv(Adapter, EnvBase):
                 obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
                 auto &= ~mask
             self._stepped[0] = False
-        zeros = {k: torch.zeros(*self._bs, 1, dtype=dtype, device=self._dev) for k, dtype in (
-            ("episode_return", torch.float32), ("episode_length", torch.int32),
-            *((k, torch.bool) for k in _DONE_KEYS))}
-        return TensorDict({"observation": obs, **zeros}, batch_size=self._bs, device=self._dev)
+        # zero episode statistics and done flags, in their spec shapes
+        out = self.full_observation_spec.zero().update(self.full_done_spec.zero())
+        return out.set("observation", obs)
 
     def _one_hot_index(self, action) -> torch.Tensor:
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
@@ -235,12 +237,6 @@ class TorchRLEnv(Adapter, EnvBase):
                     f"per env, got rows {[action[i].tolist() for i in rows]} for envs {rows}"
                 )
         return torch.where(one_hot, action.argmax(-1), k)
-
-    def _check_reset_mask(self, mask) -> torch.Tensor:
-        n = self.batch_size[0]
-        check_tensor("TorchRLEnv: '_reset'", mask, f"a bool tensor ({n}, 1) or ({n},) on "
-                     f"{self._dev}", ((n, 1), (n,)), lambda d: d == torch.bool, self._dev)
-        return mask.reshape(n)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:
