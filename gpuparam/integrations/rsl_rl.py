@@ -220,22 +220,27 @@ class RslRlVecEnv(Adapter, VecEnv):
             groups["privileged"] = (self._priv_cols.numel(),)
         if critic is not None:
             groups["critic"] = critic.shape[1:]
-        # two output sets, written by alternate steps: (obs TensorDict, its "policy" and
-        # "privileged" (or None) tensors, rewards, dones, time_outs, "critic" (or None))
-        self._sets = []
-        for _ in range(2):
-            obs = TensorDict({k: torch.zeros(n, *s, **f32) for k, s in groups.items()},
-                             batch_size=[n], device=dev)
-            self._sets.append((
-                obs, obs["policy"], obs.get("privileged", None), torch.zeros(n, **f32),
-                torch.zeros(n, dtype=torch.int64, device=dev),
-                torch.zeros(n, dtype=torch.bool, device=dev), obs.get("critic", None),
-            ))
+        # two output sets, written by alternate steps: (obs, rewards, dones, time_outs)
+        self._sets = [(
+            TensorDict({k: torch.zeros(n, *s, **f32) for k, s in groups.items()},
+                       batch_size=[n], device=dev),
+            torch.zeros(n, **f32), torch.zeros(n, dtype=torch.int64, device=dev),
+            torch.zeros(n, dtype=torch.bool, device=dev),
+        ) for _ in range(2)]
         self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
+        # over a gpuparam env, this adapter's stages join its step: the output copy into set
+        # k (last), and for Discrete(2) the action mapping (first). They run only when armed
+        # by `step` (the flag k + 1, cleared by the output stage), so a plain `env.step`
+        # leaves this adapter's buffers alone.
         self._removers: list = []
         if self._staged:
-            self._join(base)
+            self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
+            self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
+                                                       warp_only=True)))
+        if self._logits is not None:
+            self._removers.append(base.add_stage(
+                Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
         self._acc = torch.zeros(3, n, **f32)
@@ -243,18 +248,6 @@ class RslRlVecEnv(Adapter, VecEnv):
         self.reset()
 
     # ------------------------------------------------------------------ step stages
-    def _join(self, base) -> None:
-        """Add this adapter's stages to the env's step: the output copy into set ``k``
-        (last), and for Discrete(2) the action mapping (first). They run only when armed
-        by ``step`` (the flag ``k + 1``; the output stage's step clears it), so a plain
-        ``env.step`` of the same env leaves this adapter's buffers alone."""
-        self._flag = torch.zeros(1, dtype=torch.int32, device=self.device)
-        self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
-                                                   warp_only=True)))
-        if self._logits is not None:
-            self._removers.append(base.add_stage(
-                Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
-
     def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
         wp.launch(kernel, self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
 
@@ -272,12 +265,12 @@ class RslRlVecEnv(Adapter, VecEnv):
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
             self._launch(ctx, kactions.write_outputs, [
                 to_wp(self._flag), k + 1, *src,
-                to_wp(s[1].reshape(n, -1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]),
+                to_wp(s[0]["policy"].reshape(n, -1)), *map(to_wp, s[1:]),
             ])
-            if s[6] is not None:
+            if "critic" in s[0].keys():
                 self._launch(ctx, kactions.copy_rows_armed, [
                     to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
-                    to_wp(s[6].reshape(n, -1)),
+                    to_wp(s[0]["critic"].reshape(n, -1)),
                 ])
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
@@ -303,10 +296,12 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._priv_offset = offset.to(dev, torch.float32)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
-    def _write_privileged(self, privileged: torch.Tensor) -> None:
+    def _write_privileged(self, obs: TensorDict) -> None:
+        if self._priv_cols is None:
+            return
         rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
         torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
-        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=privileged.T)
+        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=obs["privileged"].T)
 
     # ------------------------------------------------------------------ rsl_rl contract
     @property
@@ -328,15 +323,14 @@ class RslRlVecEnv(Adapter, VecEnv):
         with self._guard():
             td = self.env.reset()
             k = self._k ^ 1
-            out = self._sets[k]
-            out[1].copy_(td["observation"])
-            if out[2] is not None:
-                self._write_privileged(out[2])
-            if out[6] is not None:
-                out[6].copy_(td[CRITIC_KEY])
+            obs = self._sets[k][0]
+            obs["policy"].copy_(td["observation"])
+            self._write_privileged(obs)
+            if "critic" in obs.keys():
+                obs["critic"].copy_(td[CRITIC_KEY])
             self._k = k
-        self._current = out[0]
-        return out[0], {}
+        self._current = obs
+        return obs, {}
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -368,9 +362,9 @@ class RslRlVecEnv(Adapter, VecEnv):
     def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         self._map(actions)
         k = self._k ^ 1
-        out = self._sets[k]
+        obs, rewards, dones, time_outs = self._sets[k]
         if self._staged:
-            self._flag.fill_(k + 1)  # the output stage writes `out` during the step
+            self._flag.fill_(k + 1)  # the output stage writes set k during the step
         try:
             td = self.env.step(self._action)
         except BaseException:  # a step that failed midway leaves nothing armed
@@ -379,16 +373,16 @@ class RslRlVecEnv(Adapter, VecEnv):
             raise
         self._k = k
         if not self._staged:
-            for dst, key in ((out[1], "observation"), (out[3], "reward"), (out[4], "done")):
+            for dst, key in ((obs["policy"], "observation"), (rewards, "reward"),
+                             (dones, "done")):
                 dst.copy_(td[key])
-            torch.gt(td["truncated"], td["terminated"], out=out[5])  # and not terminated
-        if out[2] is not None:
-            self._write_privileged(out[2])
-        extras = {"time_outs": out[5]}
+            torch.gt(td["truncated"], td["terminated"], out=time_outs)  # and not terminated
+        self._write_privileged(obs)
+        extras = {"time_outs": time_outs}
         if self._episode_stats is not None and (log := self._stats(td)) is not None:
             extras["log"] = log
-        self._current = out[0]
-        return out[0], out[3], out[4], extras
+        self._current = obs
+        return obs, rewards, dones, extras
 
     def _stats(self, td) -> dict[str, torch.Tensor] | None:
         """Accumulate this step's finished episodes ("sums"); every ``log_interval`` steps,
