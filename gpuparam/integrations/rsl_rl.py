@@ -182,7 +182,7 @@ class RslRlVecEnv(Adapter, VecEnv):
             torch.Size(act.shape).numel())
         clip = bool(clip_actions) and not discrete
         # over a gpuparam env, actions go straight into its action buffer and a stage of
-        # its step copies the outputs (see _join); any other wrapper's step may do its own
+        # its step copies the outputs (see below); any other wrapper's step may do its own
         # work in Python: torch ops map actions into our buffer and copy what it returns
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
