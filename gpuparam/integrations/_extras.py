@@ -13,13 +13,8 @@ from gpuparam.spec import BoxSpec, DiscreteSpec
 
 
 def require(module: str, extra: str, integration: str) -> ModuleType:
-    """Import ``module``; on failure raise ``ImportError`` naming ``pip install "gpuparam[extra]"``.
-
-    Args:
-        module: top-level module to import, e.g. ``"torchrl"``.
-        extra: the gpuparam extra that installs it, e.g. ``"torchrl"``.
-        integration: the integration module asking, for the message.
-    """
+    """Import ``module`` (e.g. ``"torchrl"``); on failure raise ``ImportError`` naming the
+    ``integration`` module asking and ``pip install "gpuparam[extra]"``."""
     try:
         return importlib.import_module(module)
     except ImportError as e:

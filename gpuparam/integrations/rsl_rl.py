@@ -315,7 +315,7 @@ class RslRlVecEnv(Adapter, VecEnv):
 
     def get_observations(self) -> TensorDict:
         """The observations of the last ``step`` or ``reset`` (see the class docstring)."""
-        return self._current
+        return self._sets[self._k][0]
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
@@ -329,7 +329,6 @@ class RslRlVecEnv(Adapter, VecEnv):
             if "critic" in obs.keys():
                 obs["critic"].copy_(td[CRITIC_KEY])
             self._k = k
-        self._current = obs
         return obs, {}
 
     @contextlib.contextmanager
@@ -381,7 +380,6 @@ class RslRlVecEnv(Adapter, VecEnv):
         extras = {"time_outs": time_outs}
         if self._episode_stats is not None and (log := self._stats(td)) is not None:
             extras["log"] = log
-        self._current = obs
         return obs, rewards, dones, extras
 
     def _stats(self, td) -> dict[str, torch.Tensor] | None:

@@ -144,13 +144,10 @@ class TorchRLEnv(Adapter, EnvBase):
 
     # ------------------------------------------------------------------ stepping
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it.
-
-        The common case (batch ``[N]``, no ``"_step"`` mask or ``"next"`` entry,
-        ``run_type_checks`` off) skips TorchRL's completion and reshaping of done keys and
-        rewards, which ``_step`` already returns in their spec shapes; anything else goes
-        through ``EnvBase.step``.
-        """
+        """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it. The common
+        case (batch ``[N]``, no ``"_step"`` or ``"next"`` entry, ``run_type_checks`` off)
+        skips TorchRL's completion and reshaping of done keys and rewards (already in their
+        spec shapes); anything else goes through ``EnvBase.step``."""
         keys = tensordict.keys()
         if (
             "_step" in keys
@@ -219,8 +216,7 @@ class TorchRLEnv(Adapter, EnvBase):
 
     def _one_hot_index(self, action) -> torch.Tensor:
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
-        not one-hot. Metadata checks raise; values are checked on the host only with
-        ``validate_actions`` (or TorchRL's ``run_type_checks``), else on the device."""
+        not one-hot (see ``action_encoding``)."""
         n, k = self.batch_size[0], self.action_spec.shape[-1]
         check_tensor("TorchRLEnv: one-hot action", action, f"an integer or bool tensor ({n}, "
                      f"{k}) of 0/1 entries on {self._dev}", ((n, k),),
