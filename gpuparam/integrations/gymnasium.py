@@ -168,15 +168,13 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
         reward = td["reward"] * keep
         terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
-        info: dict[str, Any] = {}
-        if self._episode_info:
-            info["episode"] = {"r": self._out(td["episode_return"]),
-                               "l": self._out(td["episode_length"])}
+        done = terminated | truncated
+        info: dict[str, Any] = {"episode": {"r": self._out(td["episode_return"]),
+                                            "l": self._out(td["episode_length"])},
+                                "_episode": self._out(done)} if self._episode_info else {}
         fresh = self.gp_env.reset(prev)["observation"]
         obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
-        self._autoreset = done = terminated | truncated
+        self._autoreset = done
         self._last_obs.copy_(obs)
-        if self._episode_info:
-            info["_episode"] = self._out(done)
         out = (obs, reward, terminated, truncated)  # fresh tensors
         return (*(map(self._out, out) if self._numpy else out), info)

@@ -320,12 +320,14 @@ class ObsNormTransform(Transform):
         replays repeat this work, not this Python."""
         if not any(n in self.norm.reset_on for n in names):
             return
-        if not self._stepping:
+        if self._stepping:
+            self._deferred.logical_or_(True if mask is None else mask)
+        else:
             self.norm.reset_stats(mask)
-            return
-        self._deferred.logical_or_(True if mask is None else mask)
 
     def _flush(self) -> None:
+        """Attach (once), then end the running step: the resets it deferred run now."""
+        self._attach()
         self._stepping = False
         if self._deferred is not None:  # a device mask, all False unless a step wrote
             self.norm.reset_stats(self._deferred.clone())
@@ -339,21 +341,18 @@ class ObsNormTransform(Transform):
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         # runs right before the base env steps: hold reset_on resets until the update
-        self._attach()
         self._flush()
         self._stepping = True
         return tensordict
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase):
         self._attach()
-        self._stepping = False
         try:
             return self._normalize(next_tensordict, update=True)
         finally:
             self._flush()
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase):
-        self._attach()
         self._flush()
         return self._normalize(tensordict_reset, update=False)
 
