@@ -1,18 +1,4 @@
-"""TorchRL adapters: ``TorchRLEnv`` (an ``EnvBase`` over a gpuparam env) and ``ObsNormTransform``.
-
-Auto-reset. A gpuparam env resets finished episodes inside ``step``, while TorchRL expects
-``("next", "observation")`` to be the state the step reached and a later ``reset`` with a
-``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two as TorchRL's own
-``VecGymEnvTransform`` does, without NaN placeholders: ``step`` returns the env's
-``"final_observation"`` (pre-reset) as ``"observation"``; ``reset`` with ``"_reset"`` returns,
-for envs that finished at the last step, the reset observations the env's ``"observation"``
-buffer still holds (no physics runs again), and runs the env's masked reset only for the
-other masked envs. Step and reset the gpuparam env through this wrapper only (a direct
-``gp_env.step`` in between would be missed). A plain ``step`` loop that never calls ``reset``
-continues the new episodes from their reset state, as every auto-resetting vector env does;
-TorchRL's rollouts and collectors call ``reset`` through ``step_and_maybe_reset`` and see
-exact data.
-"""
+"""TorchRL adapters: ``TorchRLEnv`` (an ``EnvBase`` over a gpuparam env), ``ObsNormTransform``."""
 
 from __future__ import annotations
 
@@ -74,8 +60,18 @@ class TorchRLEnv(Adapter, EnvBase):
         out_keys=["raw_return"])``.
 
     Reset: without ``"_reset"`` every env is reset. ``"_reset"``: bool ``[N, 1]`` or ``[N]`` on
-    the device; anything else raises ``ValueError``. Envs that finished at the last step get
-    the observation the env's auto-reset already produced (see the module docstring).
+    the device; anything else raises ``ValueError``. A gpuparam env resets finished episodes
+    inside ``step``, while TorchRL expects ``("next", "observation")`` to be the state the step
+    reached and a later ``reset`` with ``"_reset"`` to start the new episodes. This wrapper
+    bridges the two as TorchRL's own ``VecGymEnvTransform`` does, without NaN placeholders:
+    ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
+    ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the reset
+    observations the env's ``"observation"`` buffer still holds (no physics runs again), and
+    runs the env's masked reset only for the other masked envs. Step and reset the gpuparam
+    env through this wrapper only (a direct ``gp_env.step`` in between would be missed). A
+    plain ``step`` loop that never calls ``reset`` continues the new episodes from their
+    reset state, as every auto-resetting vector env does; TorchRL's rollouts and collectors
+    call ``reset`` through ``step_and_maybe_reset`` and see exact data.
 
     Every returned tensor is a fresh copy: the env's static buffers are overwritten by the next
     step, TorchRL keeps what it is given.
