@@ -181,9 +181,12 @@ class RslRlVecEnv(Adapter, VecEnv):
         self.num_actions = (1 if act.n == 2 else int(act.n)) if discrete else int(
             torch.Size(act.shape).numel())
         clip = bool(clip_actions) and not discrete
-        # over a gpuparam env, actions go straight into its action buffer and a stage of
-        # its step copies the outputs (see below); any other wrapper's step may do its own
-        # work in Python: torch ops map actions into our buffer and copy what it returns
+        # over a gpuparam env, actions go straight into its action buffer and this adapter's
+        # stages join its step (added below): the output copy into set k (last) and for
+        # Discrete(2) the action mapping (first), run only when armed by `step` (the flag
+        # k + 1, cleared by the output stage), so a plain `env.step` leaves this adapter's
+        # buffers alone. Any other wrapper's step may do its own work in Python: torch ops
+        # map actions into our buffer and copy what it returns.
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
         a = base.context.action if self._staged else torch.zeros(view, dtype=act.dtype,
@@ -191,12 +194,11 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._action, self._logits = a, None
         # _map: the policy's floats [N, num_actions] into the env's actions `a`
         if discrete and self.num_actions == 1:  # Discrete(2): 1 where the float is > 0
-            if self._staged:  # the floats, mapped by the armed first stage (see _join)
+            if self._staged:  # the floats, mapped by the armed action stage
                 self._logits = torch.zeros(n, 1, **f32)
                 self._map = self._logits.copy_
             else:
-                positive = torch.zeros(n, 1, dtype=torch.bool, device=dev)
-                self._map = lambda x: a.view(n, 1).copy_(torch.gt(x, 0.0, out=positive))
+                self._map = lambda x: torch.gt(x, 0.0, out=a.view(n, 1))
         elif discrete:
             self._map = lambda x: torch.argmax(x, -1, out=a)
         elif clip:
@@ -211,11 +213,10 @@ class RslRlVecEnv(Adapter, VecEnv):
             discrete_actions=int(act.n) if discrete else None, clip_actions=clip,
         )
         self._privileged_setup(privileged, ranges)
-        obs_shape = tuple(env.observation_spec.shape)
         # the env's own critic observation (e.g. Go1's "privileged_observation"): the
         # "critic" group, over a gpuparam env (copied by the output stage)
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
-        groups = {"policy": obs_shape}
+        groups = {"policy": tuple(env.observation_spec.shape)}
         if self._priv_cols is not None:
             groups["privileged"] = (self._priv_cols.numel(),)
         if critic is not None:
@@ -229,10 +230,6 @@ class RslRlVecEnv(Adapter, VecEnv):
         ) for _ in range(2)]
         self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
-        # over a gpuparam env, this adapter's stages join its step: the output copy into set
-        # k (last), and for Discrete(2) the action mapping (first). They run only when armed
-        # by `step` (the flag k + 1, cleared by the output stage), so a plain `env.step`
-        # leaves this adapter's buffers alone.
         self._removers: list = []
         if self._staged:
             self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
