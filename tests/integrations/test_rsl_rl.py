@@ -637,3 +637,16 @@ def test_close_is_refused_while_another_thread_holds_the_env_for_a_step():
         env.close()
     with pytest.raises(RuntimeError, match="after close"):
         env.step(torch.zeros(N, 1))
+
+
+def test_discrete2_over_another_wrapper_matches_the_staged_path():
+    # Discrete(2) through a wrapper that is not a gpuparam env: torch ops map the sign of
+    # the policy's float into the action (no stage); same outputs as over the env itself
+    staged = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=2))
+    plain = RslRlVecEnv(_FreshOutputs(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=2)))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(30):
+        x = torch.randn(N, 1, generator=g)
+        (oa, ra, da, ea), (ob, rb, db, eb) = staged.step(x), plain.step(x)
+        assert torch.equal(oa["policy"], ob["policy"]) and torch.equal(ra, rb)
+        assert torch.equal(da, db) and torch.equal(ea["time_outs"], eb["time_outs"])
