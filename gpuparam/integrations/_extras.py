@@ -48,16 +48,18 @@ def gym_spaces(env) -> tuple:
         spaces.Discrete(act.n) if isinstance(act, DiscreteSpec) else box(act))
 
 
-def check_tensor(what: str, x, expected: str, shapes: tuple, dtype_ok, device) -> None:
-    """Raise ``ValueError`` ("``{what} expected {expected}, got ...``", naming the first
-    mismatch) unless ``x`` is a tensor of one of ``shapes``, of a dtype ``dtype_ok(dtype)``
-    accepts, on ``device``. Host metadata only: no sync."""
+def check_tensor(what: str, x, kind: str, ok, shapes: tuple, device) -> None:
+    """Raise ``ValueError`` ("``{what} expected {kind} tensor {shape} on {device}, got ...``",
+    naming the first mismatch) unless ``x`` is a tensor of one of ``shapes`` that ``ok(x)``
+    accepts (its dtype), on ``device``. Host metadata only: no sync; the message is built
+    only on failure."""
     got = (type(x).__name__ if not isinstance(x, torch.Tensor)
            else f"shape {tuple(x.shape)}" if tuple(x.shape) not in shapes
-           else f"dtype {x.dtype}" if not dtype_ok(x.dtype)
+           else f"dtype {x.dtype}" if not ok(x)
            else f"device {x.device}" if x.device != device else None)
     if got is not None:
-        raise ValueError(f"{what} expected {expected}, got {got}")
+        raise ValueError(f"{what} expected {kind} tensor {' or '.join(map(str, shapes))} on "
+                         f"{device}, got {got}")
 
 
 def env_seed(seed: int | None) -> int | None:

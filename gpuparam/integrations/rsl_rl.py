@@ -180,6 +180,7 @@ class RslRlVecEnv(Adapter, VecEnv):
         view = (n, *act.shape)
         self.num_actions = (1 if act.n == 2 else int(act.n)) if discrete else int(
             torch.Size(act.shape).numel())
+        self._shapes = ((n, self.num_actions),)  # the actions taken
         clip = bool(clip_actions) and not discrete
         # over a gpuparam env, actions go straight into its action buffer and this adapter's
         # stages join its step (added below): the output copy into set k (last) and for
@@ -349,9 +350,8 @@ class RslRlVecEnv(Adapter, VecEnv):
         """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
         see the class docstring for what comes back."""
         self._check_open("step")
-        shape = (self.num_envs, self.num_actions)
-        check_tensor("RslRlVecEnv: actions", actions, f"a floating-point tensor {shape} on "
-                     f"{self.device}", (shape,), lambda d: d.is_floating_point, self.device)
+        check_tensor("RslRlVecEnv: actions", actions, "a floating-point", torch.is_floating_point,
+                     self._shapes, self.device)
         with self._guard():
             return self._step(actions.detach())  # no autograd graph reaches the env
 

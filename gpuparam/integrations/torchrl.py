@@ -22,7 +22,6 @@ __all__ = ["ObsNormTransform", "TorchRLEnv"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
 
-
 class TorchRLEnv(Adapter, EnvBase):
     """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
     ``TransformedEnv``), stepping all N envs at once on the env's device.
@@ -190,8 +189,8 @@ class TorchRLEnv(Adapter, EnvBase):
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is not None:
             n = self.batch_size[0]
-            check_tensor("TorchRLEnv: '_reset'", mask, f"a bool tensor ({n}, 1) or ({n},) on "
-                         f"{self._dev}", ((n, 1), (n,)), lambda d: d == torch.bool, self._dev)
+            check_tensor("TorchRLEnv: '_reset'", mask, "a bool", lambda t: t.dtype == torch.bool,
+                         ((n, 1), (n,)), self._dev)
             mask = mask.reshape(n)
         auto = self._autoreset
         with held(self.gp_env):  # until the env's buffers are read
@@ -214,9 +213,8 @@ class TorchRLEnv(Adapter, EnvBase):
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
         not one-hot (see ``action_encoding``)."""
         n, k = self.batch_size[0], self.action_spec.shape[-1]
-        check_tensor("TorchRLEnv: one-hot action", action, f"an integer or bool tensor ({n}, "
-                     f"{k}) of 0/1 entries on {self._dev}", ((n, k),),
-                     lambda d: not (d.is_floating_point or d.is_complex), self._dev)
+        check_tensor("TorchRLEnv: one-hot action", action, "a 0/1 integer or bool",
+                     lambda t: not (t.is_floating_point() or t.is_complex()), ((n, k),), self._dev)
         if action.dtype == torch.bool:
             action = action.to(torch.uint8)
         one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
