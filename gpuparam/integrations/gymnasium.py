@@ -119,11 +119,9 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         """Reset every env, or the envs of ``options["reset_mask"]``; returns ``(obs float32
         [N, *obs_shape], {})``. See the class docstring."""
         super().reset(seed=seed)
-        mask = None
-        if options and "reset_mask" in options:
-            mask = options["reset_mask"]
-            if isinstance(mask, np.ndarray):
-                mask = torch.from_numpy(mask).to(self.device)
+        mask = (options or {}).get("reset_mask")
+        if isinstance(mask, np.ndarray):
+            mask = torch.from_numpy(mask).to(self.device)
         with held(self.gp_env):
             obs = self.gp_env.reset(mask, seed=env_seed(seed))["observation"]
             if mask is None:

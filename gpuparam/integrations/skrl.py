@@ -66,7 +66,7 @@ class SkrlWrapper(Adapter, Wrapper):
     def __init__(self, env):
         super().__init__(env)
         self.gp_env = env
-        self._n = n = int(env.num_envs)
+        n = int(env.num_envs)
         self._observation_space, self._action_space = gym_spaces(env)
         # the action shapes taken, each to the shape the env takes: [N, *action_shape] and
         # [N, prod(action_shape)] (for Discrete: [N] and [N, 1])
@@ -76,7 +76,7 @@ class SkrlWrapper(Adapter, Wrapper):
         self._want = " or ".join(map(str, self._shapes)) + (
             f" (Discrete({act.n}))" if isinstance(act, DiscreteSpec) else "")
         # the last observations, a buffer of this wrapper's (what later reset() calls copy)
-        self._last_obs = torch.zeros(self._n, *env.observation_spec.shape,
+        self._last_obs = torch.zeros(n, *env.observation_spec.shape,
                                      dtype=torch.float32, device=torch.device(env.device))
         self._started = False  # reset() has reset once
 
@@ -103,7 +103,6 @@ class SkrlWrapper(Adapter, Wrapper):
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Step every env; see the class docstring."""
-        n = self._n
         if isinstance(actions, torch.Tensor):
             shape = self._shapes.get(tuple(actions.shape))
             if shape is None:
@@ -114,8 +113,8 @@ class SkrlWrapper(Adapter, Wrapper):
             td = self.gp_env.step(actions)
             obs = td["observation"]
             self._last_obs.copy_(obs)
-            return (obs.clone(), td["reward"].view(n, 1).clone(),
-                    td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(),
+            return (obs.clone(), td["reward"].view(-1, 1).clone(),
+                    td["terminated"].view(-1, 1).clone(), td["truncated"].view(-1, 1).clone(),
                     {"final_observation": td["final_observation"].clone()})
 
     def state(self) -> None:
