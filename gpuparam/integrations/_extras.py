@@ -7,18 +7,14 @@ import importlib
 from types import ModuleType
 
 import numpy as np
+import torch
 
 from gpuparam.spec import BoxSpec, DiscreteSpec
 
 
 def require(module: str, extra: str, integration: str) -> ModuleType:
-    """Import ``module``; on failure raise ``ImportError`` naming ``pip install "gpuparam[extra]"``.
-
-    Args:
-        module: top-level module to import, e.g. ``"torchrl"``.
-        extra: the gpuparam extra that installs it, e.g. ``"torchrl"``.
-        integration: the integration module asking, for the message.
-    """
+    """Import ``module`` (e.g. ``"torchrl"``); on failure raise ``ImportError`` naming the
+    ``integration`` module asking and ``pip install "gpuparam[extra]"``."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -52,8 +48,28 @@ def gym_spaces(env) -> tuple:
         spaces.Discrete(act.n) if isinstance(act, DiscreteSpec) else box(act))
 
 
+def check_tensor(what: str, x, kind: str, ok, shapes: tuple, device) -> None:
+    """Raise ``ValueError`` ("``{what} expected {kind} tensor {shape} on {device}, got ...``",
+    naming the first mismatch) unless ``x`` is a tensor of one of ``shapes`` that ``ok(x)``
+    accepts (its dtype), on ``device``. Host metadata only: no sync; the message is built
+    only on failure."""
+    got = (type(x).__name__ if not isinstance(x, torch.Tensor)
+           else f"shape {tuple(x.shape)}" if tuple(x.shape) not in shapes
+           else f"dtype {x.dtype}" if not ok(x)
+           else f"device {x.device}" if x.device != device else None)
+    if got is not None:
+        raise ValueError(f"{what} expected {kind} tensor {' or '.join(map(str, shapes))} on "
+                         f"{device}, got {got}")
+
+
+def env_seed(seed: int | None) -> int | None:
+    """A library's seed (any int >= 0) as the env's: the env keys its draws with an int32."""
+    return None if seed is None else int(seed) % 2**31
+
+
 class Adapter:
-    """Base of the adapters over a gpuparam env held as ``gp_env``: ``params`` and a repr."""
+    """Base of the adapters: the wrapped env is the instance attribute ``gp_env`` (set in
+    ``__dict__``, outside any ``nn.Module`` bookkeeping); ``params`` and a repr."""
 
     @property
     def params(self):

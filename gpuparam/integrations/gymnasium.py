@@ -1,7 +1,4 @@
-"""Gymnasium 1.x vector API over a gpuparam env: ``GymnasiumVectorEnv``.
-
-Needs the ``gymnasium`` extra: ``pip install "gpuparam[gymnasium]"``.
-"""
+"""Gymnasium 1.x vector API over a gpuparam env: ``GymnasiumVectorEnv``."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
+from gpuparam.integrations._extras import Adapter, env_seed, gym_spaces, held, require
 
 require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
 
@@ -122,15 +119,11 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         """Reset every env, or the envs of ``options["reset_mask"]``; returns ``(obs float32
         [N, *obs_shape], {})``. See the class docstring."""
         super().reset(seed=seed)
-        mask = None
-        if options and "reset_mask" in options:
-            mask = options["reset_mask"]
-            if isinstance(mask, np.ndarray):
-                mask = torch.from_numpy(mask).to(self.device)
+        mask = (options or {}).get("reset_mask")
+        if isinstance(mask, np.ndarray):
+            mask = torch.from_numpy(mask).to(self.device)
         with held(self.gp_env):
-            # (any non-negative int is a Gymnasium seed; the env keys its draws with an int32)
-            td = self.gp_env.reset(mask, seed=None if seed is None else int(seed) % 2**31)
-            obs = td["observation"]
+            obs = self.gp_env.reset(mask, seed=env_seed(seed))["observation"]
             if mask is None:
                 self._autoreset.zero_()
             else:
@@ -173,15 +166,13 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
         reward = td["reward"] * keep
         terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
-        info: dict[str, Any] = {}
-        if self._episode_info:
-            info["episode"] = {"r": self._out(td["episode_return"]),
-                               "l": self._out(td["episode_length"])}
+        done = terminated | truncated
+        info: dict[str, Any] = {"episode": {"r": self._out(td["episode_return"]),
+                                            "l": self._out(td["episode_length"])},
+                                "_episode": self._out(done)} if self._episode_info else {}
         fresh = self.gp_env.reset(prev)["observation"]
         obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
-        self._autoreset = done = terminated | truncated
+        self._autoreset = done
         self._last_obs.copy_(obs)
-        if self._episode_info:
-            info["_episode"] = self._out(done)
         out = (obs, reward, terminated, truncated)  # fresh tensors
         return (*(map(self._out, out) if self._numpy else out), info)

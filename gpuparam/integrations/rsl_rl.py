@@ -1,7 +1,5 @@
 """rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv``.
 
-Needs the ``rsl_rl`` extra: ``pip install "gpuparam[rsl_rl]"``.
-
 Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)::
 
     env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=4096), privileged=("m", "l"))
@@ -18,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from gpuparam.integrations._extras import Adapter, base_env, require
+from gpuparam.integrations._extras import Adapter, base_env, check_tensor, require
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
@@ -172,95 +170,82 @@ class RslRlVecEnv(Adapter, VecEnv):
         if not isinstance(log_interval, int) or isinstance(log_interval, bool) or log_interval < 1:
             raise ValueError(f"RslRlVecEnv: log_interval expected a positive int, "
                              f"got {log_interval!r}")
-        self.env = env
+        self.env = self.gp_env = env
         n, dev = int(env.num_envs), torch.device(env.device)
         f32 = {"dtype": torch.float32, "device": dev}
         self.num_envs, self.device = n, dev
         self.max_episode_length = int(env.max_episode_steps)
         act = env.action_spec
-        self._discrete = isinstance(act, DiscreteSpec)
-        self._act_shape = tuple(act.shape)
-        if self._discrete:
-            self.num_actions = 1 if act.n == 2 else int(act.n)
-        else:
-            self.num_actions = int(torch.Size(act.shape).numel())
-        self._clip = bool(clip_actions) and not self._discrete
-        self._in_shape = torch.Size((n, self.num_actions))
-        self._act_view = (n, *self._act_shape)
-        # how actions become the env's: 0 the sign of one float (Discrete(2)), 1 argmax,
-        # 2 clamp, 3 a view
-        self._mode = (0 if self.num_actions == 1 else 1) if self._discrete else (
-            2 if self._clip else 3)
-        # over a gpuparam env, actions go straight into its action buffer and a stage of
-        # its step copies the outputs (see _join); any other wrapper's step may do its own
-        # work in Python: torch ops map actions into our buffer and copy what it returns
+        discrete = isinstance(act, DiscreteSpec)
+        view = (n, *act.shape)
+        self.num_actions = (1 if act.n == 2 else int(act.n)) if discrete else int(
+            torch.Size(act.shape).numel())
+        self._shapes = ((n, self.num_actions),)  # the actions taken
+        clip = bool(clip_actions) and not discrete
+        # over a gpuparam env, actions go straight into its action buffer and this adapter's
+        # stages join its step (added below): the output copy into set k (last) and for
+        # Discrete(2) the action mapping (first), run only when armed by `step` (the flag
+        # k + 1, cleared by the output stage), so a plain `env.step` leaves this adapter's
+        # buffers alone. Any other wrapper's step may do its own work in Python: torch ops
+        # map actions into our buffer and copy what it returns.
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
-        if self._staged:
-            self._action = base.context.action
+        a = base.context.action if self._staged else torch.zeros(view, dtype=act.dtype,
+                                                                 device=dev)
+        self._action, self._logits = a, None
+        # _map: the policy's floats [N, num_actions] into the env's actions `a`
+        if discrete and self.num_actions == 1:  # Discrete(2): 1 where the float is > 0
+            if self._staged:  # the floats, mapped by the armed action stage
+                self._logits = torch.zeros(n, 1, **f32)
+                self._map = self._logits.copy_
+            else:
+                self._map = lambda x: torch.gt(x, 0.0, out=a.view(n, 1))
+        elif discrete:
+            self._map = lambda x: torch.argmax(x, -1, out=a)
+        elif clip:
+            low, high = (torch.as_tensor(v, dtype=act.dtype).expand(view).to(dev)
+                         for v in (act.low, act.high))
+            self._map = lambda x: torch.clamp(x.view(view), low, high, out=a)
         else:
-            self._action = torch.zeros(n, *self._act_shape, dtype=act.dtype, device=dev)
-        if self._mode == 0:
-            # Discrete(2): the policy's floats (mapped to {0, 1} by the first stage), or
-            # without stages the mask ``floats > 0`` copied into the action
-            self._logits = torch.zeros(n, 1, **f32) if self._staged else torch.zeros(
-                n, 1, dtype=torch.bool, device=dev)
-        if not self._discrete:
-            self._low, self._high = (torch.as_tensor(v, dtype=act.dtype).expand(
-                self._act_view).to(dev) for v in (act.low, act.high))
+            self._map = lambda x: a.copy_(x.view(view))
         self.cfg = RslRlEnvCfg(
             env=str(getattr(env, "name", type(env).__name__)), num_envs=n,
             max_episode_length=self.max_episode_length, privileged=privileged,
-            discrete_actions=int(act.n) if self._discrete else None, clip_actions=self._clip,
+            discrete_actions=int(act.n) if discrete else None, clip_actions=clip,
         )
         self._privileged_setup(privileged, ranges)
-        obs_shape = tuple(env.observation_spec.shape)
         # the env's own critic observation (e.g. Go1's "privileged_observation"): the
         # "critic" group, over a gpuparam env (copied by the output stage)
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
-        # two output sets, written by alternate steps: (obs TensorDict, its "policy" and
-        # "privileged" (or None) tensors, rewards, dones, time_outs, "critic" (or None))
-        self._sets = []
-        for _ in range(2):
-            groups = {"policy": torch.zeros(n, *obs_shape, **f32)}
-            if self._priv_cols is not None:
-                groups["privileged"] = torch.zeros(n, self._priv_cols.numel(), **f32)
-            if critic is not None:
-                groups["critic"] = torch.zeros(n, *critic.shape[1:], **f32)
-            self._sets.append((
-                TensorDict(groups, batch_size=[n], device=dev),
-                groups["policy"],
-                groups.get("privileged"),
-                torch.zeros(n, **f32),
-                torch.zeros(n, dtype=torch.int64, device=dev),
-                torch.zeros(n, dtype=torch.bool, device=dev),
-                groups.get("critic"),
-            ))
+        groups = {"policy": tuple(env.observation_spec.shape)}
+        if self._priv_cols is not None:
+            groups["privileged"] = (self._priv_cols.numel(),)
+        if critic is not None:
+            groups["critic"] = critic.shape[1:]
+        # two output sets, written by alternate steps: (obs, rewards, dones, time_outs)
+        self._sets = [(
+            TensorDict({k: torch.zeros(n, *s, **f32) for k, s in groups.items()},
+                       batch_size=[n], device=dev),
+            torch.zeros(n, **f32), torch.zeros(n, dtype=torch.int64, device=dev),
+            torch.zeros(n, dtype=torch.bool, device=dev),
+        ) for _ in range(2)]
         self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
         self._removers: list = []
         if self._staged:
-            self._join(base)
-        self._src: tuple = (None,)  # the env's output TensorDict and its tensors, see _bind
+            self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
+            self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
+                                                       warp_only=True)))
+        if self._logits is not None:
+            self._removers.append(base.add_stage(
+                Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._donef = torch.zeros(n, **f32)
-        self._acc = torch.zeros(3, n, **f32)  # return, length, count of finished episodes
+        self._acc = torch.zeros(3, n, **f32)
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
     # ------------------------------------------------------------------ step stages
-    def _join(self, base) -> None:
-        """Add this adapter's stages to the env's step: the output copy into set ``k``
-        (last), and for Discrete(2) the action mapping (first). They run only when armed
-        by ``step`` (the flag ``k + 1``; the output stage's step clears it), so a plain
-        ``env.step`` of the same env leaves this adapter's buffers alone."""
-        self._flag = torch.zeros(1, dtype=torch.int32, device=self.device)
-        self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
-                                                   warp_only=True)))
-        if self._mode == 0:
-            self._removers.append(base.add_stage(
-                Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
-
     def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
         wp.launch(kernel, self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
 
@@ -278,12 +263,12 @@ class RslRlVecEnv(Adapter, VecEnv):
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
             self._launch(ctx, kactions.write_outputs, [
                 to_wp(self._flag), k + 1, *src,
-                to_wp(s[1].reshape(n, -1)), to_wp(s[3]), to_wp(s[4]), to_wp(s[5]),
+                to_wp(s[0]["policy"].reshape(n, -1)), *map(to_wp, s[1:]),
             ])
-            if s[6] is not None:
+            if "critic" in s[0].keys():
                 self._launch(ctx, kactions.copy_rows_armed, [
                     to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
-                    to_wp(s[6].reshape(n, -1)),
+                    to_wp(s[0]["critic"].reshape(n, -1)),
                 ])
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
@@ -309,10 +294,12 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._priv_offset = offset.to(dev, torch.float32)[:, None]
         self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
 
-    def _write_privileged(self, privileged: torch.Tensor) -> None:
+    def _write_privileged(self, obs: TensorDict) -> None:
+        if self._priv_cols is None:
+            return
         rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
         torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
-        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=privileged.T)
+        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=obs["privileged"].T)
 
     # ------------------------------------------------------------------ rsl_rl contract
     @property
@@ -324,14 +311,9 @@ class RslRlVecEnv(Adapter, VecEnv):
     def episode_length_buf(self, value: torch.Tensor | int) -> None:
         base_env(self.env).episode_length = value
 
-    @property
-    def gp_env(self):
-        """The wrapped env (also ``env``)."""
-        return self.env
-
     def get_observations(self) -> TensorDict:
         """The observations of the last ``step`` or ``reset`` (see the class docstring)."""
-        return self._current
+        return self._sets[self._k][0]
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
@@ -339,15 +321,13 @@ class RslRlVecEnv(Adapter, VecEnv):
         with self._guard():
             td = self.env.reset()
             k = self._k ^ 1
-            out = self._sets[k]
-            out[1].copy_(td["observation"])
-            if out[2] is not None:
-                self._write_privileged(out[2])
-            if out[6] is not None:
-                out[6].copy_(td[CRITIC_KEY])
+            obs = self._sets[k][0]
+            obs["policy"].copy_(td["observation"])
+            self._write_privileged(obs)
+            if "critic" in obs.keys():
+                obs["critic"].copy_(td[CRITIC_KEY])
             self._k = k
-        self._current = out[0]
-        return out[0], {}
+        return obs, {}
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -366,95 +346,62 @@ class RslRlVecEnv(Adapter, VecEnv):
             finally:
                 self._lock.release()
 
-    def _check_actions(self, actions) -> torch.Tensor:
-        """``actions`` detached, after checking type, shape, dtype and device (host metadata
-        only: no sync)."""
-        got = (type(actions).__name__ if not isinstance(actions, torch.Tensor)
-               else f"shape {tuple(actions.shape)}" if actions.shape != self._in_shape
-               else f"dtype {actions.dtype}" if not actions.is_floating_point()
-               else f"device {actions.device}" if actions.device != self.device else None)
-        if got is not None:
-            raise ValueError(f"RslRlVecEnv: actions expected a floating-point tensor "
-                             f"{tuple(self._in_shape)} on {self.device}, got {got}")
-        return actions.detach()  # entering data leaves autograd (and its graph) behind
-
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
         see the class docstring for what comes back."""
         self._check_open("step")
-        actions = self._check_actions(actions)
+        check_tensor("RslRlVecEnv: actions", actions, "a floating-point", torch.is_floating_point,
+                     self._shapes, self.device)
         with self._guard():
-            return self._step(actions)
+            return self._step(actions.detach())  # no autograd graph reaches the env
 
     def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        mode, a = self._mode, self._action
-        if mode == 0:
-            if self._staged:  # mapped by the armed action stage
-                self._logits.copy_(actions)
-            else:
-                torch.gt(actions, 0.0, out=self._logits)
-                a.view(-1, 1).copy_(self._logits)
-        elif mode == 1:
-            torch.argmax(actions, -1, out=a)
-        elif mode == 2:
-            torch.clamp(actions.view(self._act_view), self._low, self._high, out=a)
-        else:
-            a.copy_(actions.view(self._act_view))
+        self._map(actions)
         k = self._k ^ 1
-        out = self._sets[k]
+        obs, rewards, dones, time_outs = self._sets[k]
         if self._staged:
-            self._flag.fill_(k + 1)  # the output stage writes `out` during the step
+            self._flag.fill_(k + 1)  # the output stage writes set k during the step
         try:
-            td = self.env.step(a)
+            td = self.env.step(self._action)
         except BaseException:  # a step that failed midway leaves nothing armed
             if self._staged:
                 self._flag.fill_(0)
             raise
         self._k = k
-        src = self._src if self._src[0] is td else self._bind(td)
         if not self._staged:
-            out[1].copy_(src[1])
-            out[3].copy_(src[2])
-            out[4].copy_(src[3])
-            torch.gt(src[4], src[5], out=out[5])  # truncated and not terminated
-        obs, time_outs = out[0], out[5]
-        if out[2] is not None:
-            self._write_privileged(out[2])
+            for dst, key in ((obs["policy"], "observation"), (rewards, "reward"),
+                             (dones, "done")):
+                dst.copy_(td[key])
+            torch.gt(td["truncated"], td["terminated"], out=time_outs)  # and not terminated
+        self._write_privileged(obs)
         extras = {"time_outs": time_outs}
-        if self._episode_stats is not None:
-            if self._episode_stats == "sums":
-                self._accumulate(src)
-            self._steps += 1
-            if self._steps == self._log_interval:
-                self._steps = 0
-                extras["log"] = self.last_log = self._log(src)
-        self._current = obs
-        return obs, out[3], out[4], extras
+        if self._episode_stats is not None and (log := self._stats(td)) is not None:
+            extras["log"] = log
+        return obs, rewards, dones, extras
 
-    def _bind(self, td) -> tuple:
-        """``(td, observation, reward, done, truncated, terminated, episode_return,
-        episode_length)``, looked up once per output TensorDict object."""
-        self._src = (td, *(td[k] for k in ("observation", "reward", "done", "truncated",
-                                            "terminated", "episode_return", "episode_length")))
-        return self._src
-
-    def _accumulate(self, src: tuple) -> None:
-        acc, donef = self._acc, self._donef
-        donef.copy_(src[3])
-        acc[0].addcmul_(src[6], donef)
-        acc[1].addcmul_(src[7], donef)
-        acc[2].add_(donef)
-
-    def _log(self, src: tuple) -> dict[str, torch.Tensor]:
-        acc = self._acc
+    def _stats(self, td) -> dict[str, torch.Tensor] | None:
+        """Accumulate this step's finished episodes ("sums"); every ``log_interval`` steps,
+        the entry (also ``last_log``)."""
+        acc = self._acc  # return, length, count of finished episodes
+        if self._episode_stats == "sums":
+            done = self._donef.copy_(td["done"])
+            acc[0].addcmul_(td["episode_return"], done)
+            acc[1].addcmul_(td["episode_length"], done)
+            acc[2].add_(done)
+        self._steps += 1
+        if self._steps < self._log_interval:
+            return None
+        self._steps = 0
         if self._episode_stats == "latest":  # each env's last finished episode, if any
-            torch.gt(src[7], 0, out=acc[2])
-            acc[0].copy_(src[6]).mul_(acc[2])
-            acc[1].copy_(src[7])
+            length = td["episode_length"]
+            torch.gt(length, 0, out=acc[2])
+            acc[0].copy_(td["episode_return"]).mul_(acc[2])
+            acc[1].copy_(length)
         ret, length, count = acc.sum(1).unbind()
         acc.zero_()
-        return {"Episode/return": ret / count, "Episode/length": length / count,
-                "Episode/count": count}
+        self.last_log = {"Episode/return": ret / count, "Episode/length": length / count,
+                         "Episode/count": count}
+        return self.last_log
 
     def close(self) -> None:
         """Remove this adapter's stages from the env's step; ``step`` and ``reset`` raise

@@ -1,7 +1,5 @@
 """Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv``.
 
-Needs the ``sb3`` extra: ``pip install "gpuparam[sb3]"``.
-
 Three lines to train::
 
     env = SB3VecEnv(gp.make("CartPole-v1", num_envs=16))
@@ -18,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, base_env, gym_spaces, held, require
+from gpuparam.integrations._extras import Adapter, base_env, env_seed, gym_spaces, held, require
 
 require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
 
@@ -77,15 +75,10 @@ class SB3VecEnv(Adapter, VecEnv):
 
     # ------------------------------------------------------------------ stepping
     def reset(self) -> np.ndarray:
-        """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call).
-
-        Returns:
-            float32 ``[N, *obs_shape]`` observations.
-        """
-        seed = self._seeds[0]
+        """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call); returns
+        the observations, float32 ``[N, *obs_shape]``."""
         with held(self.gp_env):  # until the env's buffers are read
-            # (any non-negative int is an SB3 seed; the env keys its draws with an int32)
-            td = self.gp_env.reset(seed=None if seed is None else int(seed) % 2**31)
+            td = self.gp_env.reset(seed=env_seed(self._seeds[0]))
             obs = td["observation"].to("cpu", copy=True).numpy()
         self._reset_seeds()
         self._reset_options()
@@ -95,10 +88,9 @@ class SB3VecEnv(Adapter, VecEnv):
     def step_async(self, actions: np.ndarray | torch.Tensor) -> None:
         """Load actions (integers ``[N]`` or floats ``[N, *action_shape]``)."""
         a = torch.as_tensor(actions, device=self.device)
-        n = self.num_envs
         if self._discrete:
             if a.dim() == 2 and a.shape[1] == 1:
-                a = a.view(n)
+                a = a.view(-1)
             if not a.is_floating_point():
                 a = a.to(torch.int64)
         elif a.dtype == torch.float64:  # SB3's NumPy policies may hand float64
@@ -144,19 +136,11 @@ class SB3VecEnv(Adapter, VecEnv):
             raise ValueError(f"SB3VecEnv.{what}: per-env indices only apply to parameters "
                              f"({', '.join(self.params.names)}), got indices={indices!r}")
 
-    def _write(self, name: str, value, indices) -> None:
-        if isinstance(value, np.ndarray):
-            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
-        self.params.set(name, value, env_ids=None if indices is None else self._ids(indices))
-
-    def _read(self, name: str, indices) -> list[Any]:
-        values = self.params[name].to("cpu", copy=True).numpy()
-        return [values[i] for i in self._ids(indices)]
-
     def get_attr(self, attr_name: str, indices: Iterable[int] | int | None = None) -> list[Any]:
         """A parameter's per-env values, or the gpuparam env's attribute once per index."""
         if attr_name in self.params.names:
-            return self._read(attr_name, indices)
+            values = self.params[attr_name].to("cpu", copy=True).numpy()
+            return [values[i] for i in self._ids(indices)]
         # render_mode: asked by VecEnv.__init__; nothing renders
         value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
         return [value for _ in self._ids(indices)]
@@ -169,7 +153,10 @@ class SB3VecEnv(Adapter, VecEnv):
         """Write a parameter for the indexed envs, or one of the env's settings (see the
         class docstring); anything else raises ``ValueError``, changing nothing."""
         if attr_name in self.params.names:
-            self._write(attr_name, value, indices)
+            if isinstance(value, np.ndarray):
+                value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
+            ids = None if indices is None else self._ids(indices)
+            self.params.set(attr_name, value, env_ids=ids)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
         if attr_name not in self._SETTINGS:
@@ -189,12 +176,12 @@ class SB3VecEnv(Adapter, VecEnv):
         """``set_<param>`` / ``get_<param>``, or a method of the gpuparam env (see the class)."""
         prefix, name = method_name[:4], method_name[4:]
         if prefix == "get_" and name in self.params.names:
-            return self._read(name, indices)
+            return self.get_attr(name, indices)
         if prefix == "set_" and name in self.params.names:
             if len(method_args) != 1 or method_kwargs:
                 raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
                                  f"value, got args={method_args!r} kwargs={method_kwargs!r}")
-            self._write(name, method_args[0], indices)
+            self.set_attr(name, method_args[0], indices)
             return [None for _ in self._ids(indices)]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)

@@ -1,7 +1,5 @@
 """skrl (2.x, torch) over a gpuparam env: ``wrap`` / ``SkrlWrapper`` and ``ObsNormPreprocessor``.
 
-Needs the ``skrl`` extra: ``pip install "gpuparam[skrl]"``.
-
 Three lines to train::
 
     env = wrap(gp.make("Pendulum-v1", num_envs=1024))
@@ -67,7 +65,8 @@ class SkrlWrapper(Adapter, Wrapper):
 
     def __init__(self, env):
         super().__init__(env)
-        self._n = n = int(env.num_envs)
+        self.gp_env = env
+        n = int(env.num_envs)
         self._observation_space, self._action_space = gym_spaces(env)
         # the action shapes taken, each to the shape the env takes: [N, *action_shape] and
         # [N, prod(action_shape)] (for Discrete: [N] and [N, 1])
@@ -77,7 +76,7 @@ class SkrlWrapper(Adapter, Wrapper):
         self._want = " or ".join(map(str, self._shapes)) + (
             f" (Discrete({act.n}))" if isinstance(act, DiscreteSpec) else "")
         # the last observations, a buffer of this wrapper's (what later reset() calls copy)
-        self._last_obs = torch.zeros(self._n, *env.observation_spec.shape,
+        self._last_obs = torch.zeros(n, *env.observation_spec.shape,
                                      dtype=torch.float32, device=torch.device(env.device))
         self._started = False  # reset() has reset once
 
@@ -91,17 +90,12 @@ class SkrlWrapper(Adapter, Wrapper):
         """Single-env action space (``Box`` or ``Discrete``)."""
         return self._action_space
 
-    @property
-    def gp_env(self):
-        """The wrapped gpuparam env."""
-        return self._env
-
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every env the first time, later return the last observations (see the
         class docstring); returns ``(obs float32 [N, *obs_shape], {})``."""
-        with held(self._env):  # until the env's buffers are read
+        with held(self.gp_env):  # until the env's buffers are read
             if not self._started:
-                self._last_obs.copy_(self._env.reset()["observation"])
+                self._last_obs.copy_(self.gp_env.reset()["observation"])
                 self._started = True
             return self._last_obs.clone(), {}
 
@@ -109,19 +103,18 @@ class SkrlWrapper(Adapter, Wrapper):
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Step every env; see the class docstring."""
-        n = self._n
         if isinstance(actions, torch.Tensor):
             shape = self._shapes.get(tuple(actions.shape))
             if shape is None:
                 raise ValueError(f"SkrlWrapper: actions expected shape {self._want}, "
                                  f"got {tuple(actions.shape)}")
             actions = actions.reshape(shape)
-        with held(self._env):  # until the env's buffers are read
-            td = self._env.step(actions)
+        with held(self.gp_env):  # until the env's buffers are read
+            td = self.gp_env.step(actions)
             obs = td["observation"]
             self._last_obs.copy_(obs)
-            return (obs.clone(), td["reward"].view(n, 1).clone(),
-                    td["terminated"].view(n, 1).clone(), td["truncated"].view(n, 1).clone(),
+            return (obs.clone(), td["reward"].view(-1, 1).clone(),
+                    td["terminated"].view(-1, 1).clone(), td["truncated"].view(-1, 1).clone(),
                     {"final_observation": td["final_observation"].clone()})
 
     def state(self) -> None:

@@ -1,20 +1,4 @@
-"""TorchRL adapters: ``TorchRLEnv`` (an ``EnvBase`` over a gpuparam env) and ``ObsNormTransform``.
-
-Needs the ``torchrl`` extra: ``pip install "gpuparam[torchrl]"``.
-
-Auto-reset. A gpuparam env resets finished episodes inside ``step``, while TorchRL expects
-``("next", "observation")`` to be the state the step reached and a later ``reset`` with a
-``"_reset"`` mask to start the new episodes. ``TorchRLEnv`` bridges the two as TorchRL's own
-``VecGymEnvTransform`` does, without NaN placeholders: ``step`` returns the env's
-``"final_observation"`` (pre-reset) as ``"observation"``; ``reset`` with ``"_reset"`` returns,
-for envs that finished at the last step, the reset observations the env's ``"observation"``
-buffer still holds (no physics runs again), and runs the env's masked reset only for the
-other masked envs. Step and reset the gpuparam env through this wrapper only (a direct
-``gp_env.step`` in between would be missed). A plain ``step`` loop that never calls ``reset``
-continues the new episodes from their reset state, as every auto-resetting vector env does;
-TorchRL's rollouts and collectors call ``reset`` through ``step_and_maybe_reset`` and see
-exact data.
-"""
+"""TorchRL adapters: ``TorchRLEnv`` (an ``EnvBase`` over a gpuparam env), ``ObsNormTransform``."""
 
 from __future__ import annotations
 
@@ -22,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.integrations._extras import Adapter, held, require
+from gpuparam.integrations._extras import Adapter, check_tensor, env_seed, held, require
 
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
@@ -37,7 +21,6 @@ from gpuparam.transforms import TransformedEnv as GpTransformedEnv  # noqa: E402
 __all__ = ["ObsNormTransform", "TorchRLEnv"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
-
 
 class TorchRLEnv(Adapter, EnvBase):
     """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
@@ -76,8 +59,18 @@ class TorchRLEnv(Adapter, EnvBase):
         out_keys=["raw_return"])``.
 
     Reset: without ``"_reset"`` every env is reset. ``"_reset"``: bool ``[N, 1]`` or ``[N]`` on
-    the device; anything else raises ``ValueError``. Envs that finished at the last step get
-    the observation the env's auto-reset already produced (see the module docstring).
+    the device; anything else raises ``ValueError``. A gpuparam env resets finished episodes
+    inside ``step``, while TorchRL expects ``("next", "observation")`` to be the state the step
+    reached and a later ``reset`` with ``"_reset"`` to start the new episodes. This wrapper
+    bridges the two as TorchRL's own ``VecGymEnvTransform`` does, without NaN placeholders:
+    ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
+    ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the reset
+    observations the env's ``"observation"`` buffer still holds (no physics runs again), and
+    runs the env's masked reset only for the other masked envs. Step and reset the gpuparam
+    env through this wrapper only (a direct ``gp_env.step`` in between would be missed). A
+    plain ``step`` loop that never calls ``reset`` continues the new episodes from their
+    reset state, as every auto-resetting vector env does; TorchRL's rollouts and collectors
+    call ``reset`` through ``step_and_maybe_reset`` and see exact data.
 
     Every returned tensor is a fresh copy: the env's static buffers are overwritten by the next
     step, TorchRL keeps what it is given.
@@ -89,7 +82,7 @@ class TorchRLEnv(Adapter, EnvBase):
                              f"got {action_encoding!r}")
         n, dev = int(env.num_envs), torch.device(env.device)
         super().__init__(device=dev, batch_size=torch.Size([n]))
-        self.__dict__["_gp_env"] = env  # plain attribute, outside nn.Module bookkeeping
+        self.__dict__["gp_env"] = env
         self._one_hot = action_encoding == "one_hot" and isinstance(env.action_spec,
                                                                      DiscreteSpec)
         self._raw_reward = isinstance(env, GpTransformedEnv) and any(
@@ -104,16 +97,11 @@ class TorchRLEnv(Adapter, EnvBase):
         self._views: tuple = (None,)
 
     # ------------------------------------------------------------------ wrapping
-    @property
-    def gp_env(self):
-        """The wrapped gpuparam env."""
-        return self.__dict__["_gp_env"]
-
     def __getattr__(self, name: str):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            env = self.__dict__.get("_gp_env")
+            env = self.__dict__.get("gp_env")
             if env is None or name.startswith("_"):
                 raise
         return getattr(env, name)
@@ -134,8 +122,8 @@ class TorchRLEnv(Adapter, EnvBase):
             self.action_spec = Categorical(act.n, shape=(n,), dtype=act.dtype, device=dev)
         else:
             shape = (n, *act.shape)
-            low = torch.as_tensor(act.low, dtype=act.dtype).expand(shape).to(dev)
-            high = torch.as_tensor(act.high, dtype=act.dtype).expand(shape).to(dev)
+            low, high = (torch.as_tensor(v, dtype=act.dtype).expand(shape).to(dev)
+                         for v in (act.low, act.high))
             self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
         reward = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
         if self._raw_reward:  # a second reward key, so that RewardSum accepts it
@@ -151,13 +139,10 @@ class TorchRLEnv(Adapter, EnvBase):
 
     # ------------------------------------------------------------------ stepping
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it.
-
-        The common case (batch ``[N]``, no ``"_step"`` mask or ``"next"`` entry,
-        ``run_type_checks`` off) skips TorchRL's completion and reshaping of done keys and
-        rewards, which ``_step`` already returns in their spec shapes; anything else goes
-        through ``EnvBase.step``.
-        """
+        """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it. The common
+        case (batch ``[N]``, no ``"_step"`` or ``"next"`` entry, ``run_type_checks`` off)
+        skips TorchRL's completion and reshaping of done keys and rewards (already in their
+        spec shapes); anything else goes through ``EnvBase.step``."""
         keys = tensordict.keys()
         if (
             "_step" in keys
@@ -179,8 +164,8 @@ class TorchRLEnv(Adapter, EnvBase):
     def _step_all(self, action) -> TensorDictBase:
         if self._one_hot:
             action = self._one_hot_index(action)
-        with held(self._gp_env):  # until the env's buffers are read
-            td = self._gp_env.step(action)  # __dict__ entry: no property call
+        with held(self.gp_env):  # until the env's buffers are read
+            td = self.gp_env.step(action)
             # views of the env's output TensorDict, built once per object
             views = self._views if self._views[0] is td else self._bind(td)
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
@@ -203,7 +188,10 @@ class TorchRLEnv(Adapter, EnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is not None:
-            mask = self._check_reset_mask(mask)
+            n = self.batch_size[0]
+            check_tensor("TorchRLEnv: '_reset'", mask, "a bool", lambda t: t.dtype == torch.bool,
+                         ((n, 1), (n,)), self._dev)
+            mask = mask.reshape(n)
         auto = self._autoreset
         with held(self.gp_env):  # until the env's buffers are read
             if mask is None:
@@ -217,25 +205,16 @@ class TorchRLEnv(Adapter, EnvBase):
                 obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
                 auto &= ~mask
             self._stepped[0] = False
-        zeros = {k: torch.zeros(*self._bs, 1, dtype=dtype, device=self._dev) for k, dtype in (
-            ("episode_return", torch.float32), ("episode_length", torch.int32),
-            *((k, torch.bool) for k in _DONE_KEYS))}
-        return TensorDict({"observation": obs, **zeros}, batch_size=self._bs, device=self._dev)
+        # zero episode statistics and done flags, in their spec shapes
+        out = self.full_observation_spec.zero().update(self.full_done_spec.zero())
+        return out.set("observation", obs)
 
     def _one_hot_index(self, action) -> torch.Tensor:
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
-        not one-hot. Metadata checks raise; values are checked on the host only with
-        ``validate_actions`` (or TorchRL's ``run_type_checks``), else on the device."""
+        not one-hot (see ``action_encoding``)."""
         n, k = self.batch_size[0], self.action_spec.shape[-1]
-        if not isinstance(action, torch.Tensor) or tuple(action.shape) != (n, k):
-            got = tuple(action.shape) if isinstance(action, torch.Tensor) else type(action).__name__
-            raise ValueError(f"TorchRLEnv: one-hot action expected shape ({n}, {k}), got {got}")
-        if action.is_floating_point() or action.is_complex():
-            raise ValueError("TorchRLEnv: one-hot action expected an integer or bool dtype "
-                             f"(0/1 entries), got {action.dtype}")
-        if action.device != self._dev:
-            raise ValueError(f"TorchRLEnv: one-hot action expected device {self._dev}, "
-                             f"got {action.device}")
+        check_tensor("TorchRLEnv: one-hot action", action, "a 0/1 integer or bool",
+                     lambda t: not (t.is_floating_point() or t.is_complex()), ((n, k),), self._dev)
         if action.dtype == torch.bool:
             action = action.to(torch.uint8)
         one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
@@ -249,24 +228,9 @@ class TorchRLEnv(Adapter, EnvBase):
                 )
         return torch.where(one_hot, action.argmax(-1), k)
 
-    def _check_reset_mask(self, mask) -> torch.Tensor:
-        n = self.batch_size[0]
-        if not isinstance(mask, torch.Tensor):
-            raise ValueError(f"TorchRLEnv: '_reset' expected a bool tensor [{n}, 1] or [{n}], "
-                             f"got {type(mask).__name__}")
-        if mask.dtype != torch.bool:
-            raise ValueError(f"TorchRLEnv: '_reset' expected dtype torch.bool, got {mask.dtype}")
-        if tuple(mask.shape) not in ((n,), (n, 1)):
-            raise ValueError(f"TorchRLEnv: '_reset' expected shape ({n}, 1) or ({n},), "
-                             f"got {tuple(mask.shape)}")
-        if mask.device != self.device:
-            raise ValueError(f"TorchRLEnv: '_reset' expected device {self.device}, "
-                             f"got {mask.device}")
-        return mask.reshape(n)
-
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:
-            self.gp_env.reset(seed=int(seed) % 2**31)
+            self.gp_env.reset(seed=env_seed(seed))
             self._autoreset.zero_()
             self._stepped[0] = False
 
@@ -350,12 +314,14 @@ class ObsNormTransform(Transform):
         replays repeat this work, not this Python."""
         if not any(n in self.norm.reset_on for n in names):
             return
-        if not self._stepping:
+        if self._stepping:
+            self._deferred.logical_or_(True if mask is None else mask)
+        else:
             self.norm.reset_stats(mask)
-            return
-        self._deferred.logical_or_(True if mask is None else mask)
 
     def _flush(self) -> None:
+        """Attach (once), then end the running step: the resets it deferred run now."""
+        self._attach()
         self._stepping = False
         if self._deferred is not None:  # a device mask, all False unless a step wrote
             self.norm.reset_stats(self._deferred.clone())
@@ -369,21 +335,18 @@ class ObsNormTransform(Transform):
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         # runs right before the base env steps: hold reset_on resets until the update
-        self._attach()
         self._flush()
         self._stepping = True
         return tensordict
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase):
         self._attach()
-        self._stepping = False
         try:
             return self._normalize(next_tensordict, update=True)
         finally:
             self._flush()
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase):
-        self._attach()
         self._flush()
         return self._normalize(tensordict_reset, update=False)
 

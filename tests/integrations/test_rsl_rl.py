@@ -383,7 +383,7 @@ def test_plain_env_steps_leave_the_adapters_buffers_alone():
         obs, rew, dones, extras = env.step(logits)
         ref.step((logits[:, 0] > 0).long())
         kept = [x.clone() for x in (obs["policy"], rew, dones, extras["time_outs"])]
-        others = [x.clone() for s in env._sets for x in s[1:] if x is not None]
+        others = [x.clone() for s in env._sets for x in (*s[0].values(), *s[1:])]
         for _ in range(base.pipeline.warmup + 2):  # eager, then captured
             plain = torch.randint(0, 2, (N,), generator=g)
             td = base.step(plain)
@@ -394,7 +394,7 @@ def test_plain_env_steps_leave_the_adapters_buffers_alone():
         for x, y in zip((obs["policy"], rew, dones, extras["time_outs"]), kept, strict=True):
             assert torch.equal(x, y)
         assert all(torch.equal(x, y) for x, y in zip(
-            [x for s in env._sets for x in s[1:] if x is not None], others, strict=True))
+            [x for s in env._sets for x in (*s[0].values(), *s[1:])], others, strict=True))
 
 
 def test_close_removes_the_adapters_stages():
@@ -420,12 +420,12 @@ def test_a_refused_step_leaves_the_stages_disarmed_and_the_buffers_kept():
     env = RslRlVecEnv(base)
     for _ in range(base.pipeline.warmup + 1):
         obs, rew, _, _ = env.step(torch.zeros(N, 1))
-    kept = [x.clone() for s in env._sets for x in s[1:] if x is not None]
+    kept = [x.clone() for s in env._sets for x in (*s[0].values(), *s[1:])]
     with pytest.raises(ValueError, match="NaN"):
         env.step(torch.full((N, 1), float("nan")))
     base.step(torch.ones(N, 1))
     assert all(torch.equal(x, y) for x, y in zip(
-        [x for s in env._sets for x in s[1:] if x is not None], kept, strict=True))
+        [x for s in env._sets for x in (*s[0].values(), *s[1:])], kept, strict=True))
     obs2, _, _, _ = env.step(torch.zeros(N, 1))
     assert obs2 is not obs  # the set after the last good step's
 
@@ -457,7 +457,7 @@ class Held:
 
 
 def _sets(env):
-    return [x.clone() for s in env._sets for x in s[1:] if x is not None]
+    return [x.clone() for s in env._sets for x in (*s[0].values(), *s[1:])]
 
 
 @pytest.mark.parametrize("name", ["Pendulum-v1", "CartPole-v1"])
@@ -637,3 +637,16 @@ def test_close_is_refused_while_another_thread_holds_the_env_for_a_step():
         env.close()
     with pytest.raises(RuntimeError, match="after close"):
         env.step(torch.zeros(N, 1))
+
+
+def test_discrete2_over_another_wrapper_matches_the_staged_path():
+    # Discrete(2) through a wrapper that is not a gpuparam env: torch ops map the sign of
+    # the policy's float into the action (no stage); same outputs as over the env itself
+    staged = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=2))
+    plain = RslRlVecEnv(_FreshOutputs(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=2)))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(30):
+        x = torch.randn(N, 1, generator=g)
+        (oa, ra, da, ea), (ob, rb, db, eb) = staged.step(x), plain.step(x)
+        assert torch.equal(oa["policy"], ob["policy"]) and torch.equal(ra, rb)
+        assert torch.equal(da, db) and torch.equal(ea["time_outs"], eb["time_outs"])

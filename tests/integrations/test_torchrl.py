@@ -139,9 +139,11 @@ def test_partial_reset_of_running_envs():
 @pytest.mark.parametrize(
     "mask, match",
     [
-        (torch.zeros(N, 2, dtype=torch.bool), r"'_reset' expected shape \(16, 1\) or \(16,\)"),
-        (torch.zeros(N, 1, 1, dtype=torch.bool), r"'_reset' expected shape"),
-        (torch.zeros(N, 1, dtype=torch.int64), r"'_reset' expected dtype torch.bool"),
+        (torch.zeros(N, 2, dtype=torch.bool), r"'_reset' expected a bool tensor \(16, 1\) or "
+                                                   r"\(16,\) on cpu, got shape \(16, 2\)"),
+        (torch.zeros(N, 1, 1, dtype=torch.bool), r"got shape \(16, 1, 1\)"),
+        (torch.zeros(N, 1, dtype=torch.int64), r"'_reset' expected a bool tensor .* got "
+                                                 r"dtype torch.int64"),
     ],
 )
 def test_bad_reset_mask(mask, match):
@@ -344,7 +346,8 @@ def test_one_hot_actions_like_gym_wrapper():
         want = ref.step(td["action"].argmax(-1))
         torch.testing.assert_close(out["next", "observation"], want["final_observation"])
         td = out["next"]
-    with pytest.raises(ValueError, match=r"one-hot action expected shape \(16, 2\), got \(16,\)"):
+    with pytest.raises(ValueError, match=r"one-hot action expected a 0/1 integer or bool "
+                       r"tensor \(16, 2\) on cpu, got shape \(16,\)"):
         env.step(env.reset().set("action", torch.zeros(N, dtype=torch.int64)))
     with pytest.raises(ValueError, match="action_encoding expected 'categorical' or 'one_hot'"):
         TorchRLEnv(_cartpole(), action_encoding="onehot")
@@ -483,8 +486,8 @@ def test_one_hot_actions_that_are_not_one_hot():
     # issue 24 (13): all-zero, multi-hot, float and 2-valued rows were taken (argmax)
     env = TorchRLEnv(_cartpole(), action_encoding="one_hot")
     td = env.reset()
-    with pytest.raises(ValueError, match=r"one-hot action expected an integer or bool dtype "
-                                         r"\(0/1 entries\), got torch.float32"):
+    with pytest.raises(ValueError, match=r"one-hot action expected a 0/1 integer or bool "
+                                         r"tensor \(16, 2\) on cpu, got dtype torch.float32"):
         env.step(td.set("action", torch.tensor([[0.3, 0.7]] * N)))
     # bool rows are one-hot rows too
     out = env.step(td.set("action", torch.tensor([[False, True]] * N)))
