@@ -64,18 +64,6 @@ class ADR:
             raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
 
 
-def check_unowned(env, term: Term, owner: object) -> None:
-    """Raise ``ValueError`` unless ``term`` (added to ``env``) is free for ``owner``: not
-    used by another curriculum, without per-env ranges already."""
-    rz = env.randomization
-    other = rz.owner(term)
-    if other is not None and other is not owner:
-        raise ValueError(f"{owner}: {term} is already used by {other}; a term can belong "
-                         "to one curriculum")
-    if rz.per_env_ranges(term) is not None:
-        raise ValueError(f"{owner}: {term} already has per-env ranges")
-
-
 def _slots(a: ADR, env) -> list[K.AdrSlot]:
     """The checked slots (one per component) of ``a`` on ``env``."""
     rz, t = env.randomization, a.term
@@ -120,7 +108,7 @@ class AdrGroup:
     def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
                  synced: bool):
         for a in specs:
-            check_unowned(env, a.term, owner)
+            env.randomization.check_free(a.term, owner)
         slots = [s for a in specs for s in _slots(a, env)]  # everything checked here
         n, dev, p = env.num_envs, env.device, env.params
         self.synced = synced

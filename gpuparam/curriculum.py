@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum, check_like
 from gpuparam._device import launch, record, stream_for, to_wp
-from gpuparam.adr import ADR, AdrGroup, check_unowned
+from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import check_result, range_tensor, result_inputs, select_envs
@@ -178,7 +178,7 @@ class Curriculum:
                              "(ADR moves the global range, which per-env ranges replace)")
         rtab = []
         for term, value in self.ranges.items():
-            check_unowned(env, term, self)
+            rz.check_free(term, self)
             if term.dist == "choice" or term.schedule is not None:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
@@ -204,19 +204,17 @@ class Curriculum:
         row = 0
         for term in self.ranges:
             size = p.columns(term.param)[1]
-            rz.attach_per_env_ranges(term, self._pe[row : row + 2 * size])
+            rz.pin(term, self, self._pe[row : row + 2 * size])
             row += 2 * size
-        self._pinned = [*self.ranges, *(a.term for a in self.adr)]
-        rz.pin(self._pinned, self)
+        for a in self.adr:
+            rz.pin(a.term, self)
         self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev)
         self.set_level(self.initial_level)
 
     def unbind(self) -> None:
         """Detach from the env (``env.add_curriculum``'s remover calls it)."""
-        rz = self._env.randomization
-        rz.pin(self._pinned, None)
-        for term in self.ranges:
-            rz.detach_per_env_ranges(term)
+        for term in [*self.ranges, *(a.term for a in self.adr)]:
+            self._env.randomization.pin(term, None)
         self._env = None
 
     def _require_env(self):

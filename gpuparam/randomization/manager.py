@@ -19,7 +19,7 @@ lose or repeat draws. Make them between steps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
 import warp as wp
@@ -166,50 +166,35 @@ class Randomization:
         (rows ``2j``, ``2j + 1``: component ``j``'s low and high, or mean and std), or None."""
         return self._get(term).pe
 
-    def attach_per_env_ranges(self, term: Term, storage: torch.Tensor) -> None:
-        """Make ``term`` draw env ``e``'s component ``j`` from ``storage[2j, e]`` and
-        ``storage[2j + 1, e]`` instead of its range. ``storage``: float32 ``[2 * size,
-        num_envs]`` on the env's device with contiguous rows, owned by the caller (a
-        curriculum writes levels' ranges into it), filled here with the term's current range.
-        The term must have no schedule, not be a ``Choice`` and have no per-env ranges yet."""
+    def check_free(self, term: Term, owner: object) -> None:
+        """Raise ``ValueError`` unless ``term`` (added) can be pinned by ``owner``: not
+        pinned by another owner, without per-env ranges."""
         b = self._get(term)
-        want = (2 * b.size, self._n)
-        if b.nch or b.steps.numel() > 1:
-            raise ValueError(f"{term}: per-env ranges need a term without schedule, not Choice")
+        if b.owner is not None and b.owner is not owner:
+            raise ValueError(f"{owner}: {term} is already used by {b.owner}; a term can belong "
+                             "to one curriculum")
         if b.pe is not None:
-            raise ValueError(f"{term}: already has per-env ranges (another curriculum?)")
-        if (not isinstance(storage, torch.Tensor) or tuple(storage.shape) != want
-                or storage.dtype != torch.float32 or storage.device != self._dev
-                or storage.stride(1) != 1):
-            got = (f"{storage.dtype} {tuple(storage.shape)} on {storage.device}"
-                   if isinstance(storage, torch.Tensor) else repr(storage))
-            raise ValueError(f"{term}: per-env ranges expected float32 {want} with contiguous "
-                             f"rows on {self._dev}, got {got}")
-        self._between_steps("attach_per_env_ranges")
-        storage.copy_(b.ranges()[0].reshape(-1, 1).expand(want))
-        b.pe = storage
-        self._rebuild()
+            raise ValueError(f"{owner}: {term} already has per-env ranges")
 
-    def detach_per_env_ranges(self, term: Term) -> None:
-        """``term`` draws from its own range again (no-op for a term without per-env ranges
-        or no longer added)."""
+    def pin(self, term: Term, owner: object, per_env: torch.Tensor | None = None) -> None:
+        """Mark ``term`` as used by ``owner`` (a curriculum, checked by ``check_free``:
+        removing the term raises). With ``per_env`` (float32 ``[2 * size, num_envs]`` on the
+        device, contiguous rows owned by the caller, filled here with the term's range; the
+        term has no schedule and is not a ``Choice``) the term draws env ``e``'s component
+        ``j`` from ``per_env[2j, e]`` and ``per_env[2j + 1, e]`` instead of its range.
+        ``owner=None`` frees the term, which draws from its own range again. A term no
+        longer added is skipped. Attaching or detaching per-env ranges is a structural
+        change (``RuntimeError`` during a step)."""
         b = self._find(term)
-        if b is not None and b.pe is not None:
-            self._between_steps("detach_per_env_ranges")
-            b.pe = None
+        if b is None:
+            return
+        b.owner = owner
+        if (b.pe is None) != (per_env is None):
+            self._between_steps("pin")
+            if per_env is not None:
+                per_env.copy_(b.ranges()[0].reshape(-1, 1).expand(per_env.shape))
+            b.pe = per_env
             self._rebuild()
-
-    def pin(self, terms: Iterable[Term], owner: object) -> None:
-        """Mark ``terms`` as used by ``owner`` (a curriculum: removing them raises), or free
-        them with ``owner=None``. Terms no longer added are skipped."""
-        for t in terms:
-            b = self._find(t)
-            if b is not None:
-                b.owner = owner
-
-    def owner(self, term: Term) -> object:
-        """What ``term`` is pinned by (``pin``), or None."""
-        return self._get(term).owner
 
     # ------------------------------------------------------------------ step path
     def launch_step(self, ctx) -> None:
