@@ -76,8 +76,7 @@ def _slots(a: ADR, env) -> list[K.AdrSlot]:
     lim_lo = per_component(a.limits[0], size, t, "limits low")
     lim_hi = per_component(a.limits[1], size, t, "limits high")
     delta = per_component(a.delta, size, t, "delta")
-    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
-                 torch.tensor(lim_hi))
+    check_result(t, env.params, None, torch.tensor([lim_lo, lim_hi]).T)
     slots = []
     for j in range(size):
         if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:

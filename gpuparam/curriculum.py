@@ -24,7 +24,7 @@ from gpuparam._device import launch, record, stream_for, to_wp
 from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import check_result, range_tensor, result_inputs, select_envs
+from gpuparam.randomization.binding import check_result, range_tensor, select_envs
 from gpuparam.randomization.terms import Term
 
 __all__ = ["ADR", "Curriculum", "Metric"]
@@ -183,8 +183,7 @@ class Curriculum:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
             tab = _range_table(value, L, term, p.columns(term.param)[1])
-            check_result(term, p.spec[term.param], p, rz.mask(term),
-                         *result_inputs(term, tab.float()))
+            check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
         adr = AdrGroup(self.adr, env, self, buf, self.synced)

@@ -27,7 +27,7 @@ import warp as wp
 from gpuparam._checkpoint import check_like, check_randomization
 from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
-from gpuparam.randomization.binding import Bound, bind, recheck, select_envs
+from gpuparam.randomization.binding import Bound, bind, select_envs
 from gpuparam.randomization.terms import Term
 
 
@@ -114,7 +114,7 @@ class Randomization:
         taking it away is a structural change (``RuntimeError`` during a step)."""
         b = self._get(term)
         m = select_envs(f"{term}: parameter {term.param!r}", self._env, mask, env_ids)
-        recheck(b, self._env, m)
+        b.check(self._env, m)
         if m is not None and b.mask is not None:
             b.mask.copy_(m)
             return
