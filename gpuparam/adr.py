@@ -160,16 +160,8 @@ class AdrGroup:
 
     def saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
         """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
-        absent in checkpoints of older versions)."""
+        absent in checkpoints of older versions). Statistics packed into an exchange
+        still in flight (``in_flight``) are saved as local ones: not yet sent."""
         return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
                 "adr_local_sums": (self.local_sums, False),
                 "adr_local_counts": (self.local_counts, False)}
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        na2 = self.size
-        return {
-            "adr_sums": self.sums.clone(), "adr_counts": self.counts.clone(),
-            # statistics packed into an exchange still in flight count as not yet sent
-            "adr_local_sums": self.local_sums + self.in_flight[:na2],
-            "adr_local_counts": self.local_counts + self.in_flight[na2:].to(torch.int32),
-        }

@@ -319,8 +319,11 @@ class Curriculum:
         values, per-env ranges and ADR ranges are saved by the env's parameters and
         randomization)."""
         self._require_env()
-        return {"num_levels": self.num_levels, "levels": self._levels.clone(),
-                **self._adr.state_dict(), "level_counts": self._level_counts.clone()}
+        state = {k: buf.clone() for k, (buf, _) in self._saved().items()}
+        na2, flight = self._adr.size, self._adr.in_flight
+        state["adr_local_sums"] += flight[:na2]
+        state["adr_local_counts"] += flight[na2:].to(torch.int32)
+        return {"num_levels": self.num_levels, **state}
 
     def _saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
         """Checkpointed buffers: ``{key: (buffer, required)}`` (``level_counts`` and ADR's

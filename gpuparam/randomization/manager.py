@@ -3,18 +3,11 @@
 Terms are grouped by trigger class: ``"startup"`` (applied once, when added), the reset
 class (``"reset"``, ``OnReset``) and the step class (``"step"``, ``Every``, ``Interval``).
 Each class with terms is an array of ``kernels.randomize.TermRow`` and one recorded launch
-of ``kernels.randomize.randomize``, one thread per env on every device: the step class
-before the physics, the reset class after the curricula, gated by the ``done`` mask (and
-by the reset mask in ``env.reset``). A class without terms launches nothing. Rows are
-rebuilt when the set of terms changes (never per step); each term keeps its device state
-(counters, clocks, ranges) in tensors of its own for its life, so the views this class
-hands out stay valid across rebuilds.
-
-Structural changes (``add``, ``remove``, ``clear``, a ``set_mask`` that gives a term a
-mask or takes it away, attaching or detaching per-env ranges) raise ``RuntimeError`` while
-the env steps (``env.stepping``, e.g. from a ``before_step`` hook): the step in progress
-runs the rows it was built with, so a change in its middle would make the other terms
-lose or repeat draws. Make them between steps.
+of ``kernels.randomize.randomize`` (the step class before the physics, the reset class
+after the curricula, gated by the ``done`` or reset mask); a class without terms launches
+nothing. Rows are rebuilt when the set of terms changes, never per step, around per-term
+device state kept for the term's life, so the views handed out stay valid. Structural
+changes raise ``RuntimeError`` during a step (see ``_between_steps``).
 """
 
 from __future__ import annotations
@@ -337,12 +330,8 @@ class Randomization:
         for i, (b, s) in enumerate(zip(self._bounds, saved, strict=True)):
             check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
             for key, want in self._saved(b).items():
-                t = s.get(key)
-                if want is None and t is None:
-                    continue
-                if want is None or not isinstance(t, torch.Tensor) or t.shape != want.shape or (
-                        t.dtype != want.dtype):
-                    exp, got = (_describe(x) for x in (want, t))
+                exp, got = _describe(want), _describe(s.get(key))
+                if exp != got:  # a tensor of another dtype or shape, or None for one
                     raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
         top = {"global_step": 0, "next_uid": 0, "clamped_removed": self._clamped_removed}
         check_like({k: state.get(k) for k in top}, top, "randomization")
