@@ -200,11 +200,9 @@ class Curriculum:
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
-        row = 0
-        for term in self.ranges:
-            size = p.columns(term.param)[1]
-            rz.pin(term, self, self._pe[row : row + 2 * size])
-            row += 2 * size
+        sizes = [2 * p.columns(term.param)[1] for term in self.ranges]
+        for term, rows in zip(self.ranges, self._pe.split(sizes), strict=True):
+            rz.pin(term, self, rows)
         for a in self.adr:
             rz.pin(a.term, self)
         self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev)
