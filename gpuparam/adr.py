@@ -15,7 +15,7 @@ import torch
 from gpuparam._device import host_array, record, to_wp
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import OP, check_result, per_component
-from gpuparam.randomization.terms import Term, Uniform
+from gpuparam.randomization.terms import Term, Uniform, check_int
 
 
 @dataclass
@@ -55,8 +55,7 @@ class ADR:
         if not isinstance(self.term, Uniform) or self.term.on != "reset" or self.term.schedule:
             raise ValueError(f"ADR: needs a gp.Uniform term with on='reset' and no schedule, "
                              f"got {self.term!r}")
-        if not isinstance(self.samples, int) or self.samples < 1:
-            raise ValueError(f"ADR({self.term}): samples must be an int >= 1, got {self.samples}")
+        check_int(self.samples, 1, f"ADR({self.term}): samples")
         if not 0.0 <= self.edge <= 0.5:
             raise ValueError(f"ADR({self.term}): edge must be in [0, 0.5], got {self.edge}")
         lo = -math.inf if self.threshold_low is None else self.threshold_low

@@ -25,7 +25,7 @@ from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import check_result, range_tensor, select_envs
-from gpuparam.randomization.terms import Term
+from gpuparam.randomization.terms import Term, check_int
 
 __all__ = ["ADR", "Curriculum", "Metric"]
 
@@ -76,8 +76,7 @@ class Curriculum:
         adr: Sequence[ADR] = (),
         sync: bool = False,
     ):
-        if not isinstance(num_levels, int) or isinstance(num_levels, bool) or num_levels < 1:
-            raise ValueError(f"Curriculum: num_levels must be an int >= 1, got {num_levels!r}")
+        check_int(num_levels, 1, "Curriculum(num_levels)")
         self.num_levels = num_levels
         self.params = dict(params or {})
         self.ranges = dict(ranges or {})

@@ -63,7 +63,7 @@ class OnReset:
     min_steps: int = 0
 
     def __post_init__(self) -> None:
-        _check_int(self.min_steps, 0, "OnReset(min_steps)")
+        check_int(self.min_steps, 0, "OnReset(min_steps)")
 
 
 Trigger = str | Every | Interval | OnReset
@@ -84,8 +84,8 @@ class Linear:
     start_step: int = 0
 
     def __post_init__(self) -> None:
-        _check_int(self.steps, 1, "Linear(steps)")
-        _check_int(self.start_step, 0, "Linear(start_step)")
+        check_int(self.steps, 1, "Linear(steps)")
+        check_int(self.start_step, 0, "Linear(start_step)")
 
     def breakpoints(self) -> tuple[list[int], list[Range], str]:
         """``(global steps, ranges, "linear")`` for the device table."""
@@ -364,7 +364,8 @@ class Choice(Term):
 
 
 # ---------------------------------------------------------------------------- helpers
-def _check_int(v, low: int, what: str) -> None:
+def check_int(v, low: int, what: str) -> None:
+    """Raise ``ValueError`` unless ``v`` is an int (not a bool) ``>= low``."""
     if not isinstance(v, int) or isinstance(v, bool) or v < low:
         raise ValueError(f"{what}: expected an int >= {low}, got {v!r}")
 
