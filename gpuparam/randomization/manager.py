@@ -170,14 +170,12 @@ class Randomization:
             raise ValueError(f"{owner}: {term} already has per-env ranges")
 
     def pin(self, term: Term, owner: object, per_env: torch.Tensor | None = None) -> None:
-        """Mark ``term`` as used by ``owner`` (a curriculum, checked by ``check_free``:
-        removing the term raises). With ``per_env`` (float32 ``[2 * size, num_envs]`` on the
-        device, contiguous rows owned by the caller, filled here with the term's range; the
-        term has no schedule and is not a ``Choice``) the term draws env ``e``'s component
-        ``j`` from ``per_env[2j, e]`` and ``per_env[2j + 1, e]`` instead of its range.
-        ``owner=None`` frees the term, which draws from its own range again. A term no
-        longer added is skipped. Attaching or detaching per-env ranges is a structural
-        change (``RuntimeError`` during a step)."""
+        """Mark ``term`` as used by ``owner`` (a curriculum: removing the term raises). With
+        ``per_env`` (float32 ``[2 * size, num_envs]``, contiguous rows owned by the caller,
+        filled here with the range; no schedule, not ``Choice``) env ``e``'s component ``j``
+        draws from ``per_env[2j, e]``, ``per_env[2j + 1, e]``. ``owner=None`` frees the term
+        (its own range again); a term no longer added is skipped. Attaching or detaching
+        per-env ranges raises ``RuntimeError`` during a step."""
         b = self._find(term)
         if b is None:
             return
