@@ -15,7 +15,7 @@ import torch
 from gpuparam._device import host_array, record, to_wp
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import OP, check_result, per_component
-from gpuparam.randomization.terms import Term, Uniform
+from gpuparam.randomization.terms import Term, Uniform, check_int
 
 
 @dataclass
@@ -55,25 +55,12 @@ class ADR:
         if not isinstance(self.term, Uniform) or self.term.on != "reset" or self.term.schedule:
             raise ValueError(f"ADR: needs a gp.Uniform term with on='reset' and no schedule, "
                              f"got {self.term!r}")
-        if not isinstance(self.samples, int) or self.samples < 1:
-            raise ValueError(f"ADR({self.term}): samples must be an int >= 1, got {self.samples}")
+        check_int(self.samples, 1, f"ADR({self.term}): samples")
         if not 0.0 <= self.edge <= 0.5:
             raise ValueError(f"ADR({self.term}): edge must be in [0, 0.5], got {self.edge}")
         lo = -math.inf if self.threshold_low is None else self.threshold_low
         if not (math.isfinite(self.threshold_high) and lo < self.threshold_high):
             raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
-
-
-def check_unowned(env, term: Term, owner: object) -> None:
-    """Raise ``ValueError`` unless ``term`` (added to ``env``) is free for ``owner``: not
-    used by another curriculum, without per-env ranges already."""
-    rz = env.randomization
-    other = rz.owner(term)
-    if other is not None and other is not owner:
-        raise ValueError(f"{owner}: {term} is already used by {other}; a term can belong "
-                         "to one curriculum")
-    if rz.per_env_ranges(term) is not None:
-        raise ValueError(f"{owner}: {term} already has per-env ranges")
 
 
 def _slots(a: ADR, env) -> list[K.AdrSlot]:
@@ -88,8 +75,7 @@ def _slots(a: ADR, env) -> list[K.AdrSlot]:
     lim_lo = per_component(a.limits[0], size, t, "limits low")
     lim_hi = per_component(a.limits[1], size, t, "limits high")
     delta = per_component(a.delta, size, t, "delta")
-    check_result(t, env.params.spec[t.param], env.params, None, torch.tensor(lim_lo),
-                 torch.tensor(lim_hi))
+    check_result(t, env.params, None, torch.tensor([lim_lo, lim_hi]).T)
     slots = []
     for j in range(size):
         if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
@@ -120,7 +106,7 @@ class AdrGroup:
     def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
                  synced: bool):
         for a in specs:
-            check_unowned(env, a.term, owner)
+            env.randomization.check_free(a.term, owner)
         slots = [s for a in specs for s in _slots(a, env)]  # everything checked here
         n, dev, p = env.num_envs, env.device, env.params
         self.synced = synced
@@ -173,16 +159,8 @@ class AdrGroup:
 
     def saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
         """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
-        absent in checkpoints of older versions)."""
+        absent in checkpoints of older versions). Statistics packed into an exchange
+        still in flight (``in_flight``) are saved as local ones: not yet sent."""
         return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
                 "adr_local_sums": (self.local_sums, False),
                 "adr_local_counts": (self.local_counts, False)}
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        na2 = self.size
-        return {
-            "adr_sums": self.sums.clone(), "adr_counts": self.counts.clone(),
-            # statistics packed into an exchange still in flight count as not yet sent
-            "adr_local_sums": self.local_sums + self.in_flight[:na2],
-            "adr_local_counts": self.local_counts + self.in_flight[na2:].to(torch.int32),
-        }

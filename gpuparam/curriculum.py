@@ -21,11 +21,11 @@ import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum, check_like
 from gpuparam._device import launch, record, stream_for, to_wp
-from gpuparam.adr import ADR, AdrGroup, check_unowned
+from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import check_result, range_tensor, result_inputs, select_envs
-from gpuparam.randomization.terms import Term
+from gpuparam.randomization.binding import check_result, range_tensor, select_envs
+from gpuparam.randomization.terms import Term, check_int
 
 __all__ = ["ADR", "Curriculum", "Metric"]
 
@@ -76,8 +76,7 @@ class Curriculum:
         adr: Sequence[ADR] = (),
         sync: bool = False,
     ):
-        if not isinstance(num_levels, int) or isinstance(num_levels, bool) or num_levels < 1:
-            raise ValueError(f"Curriculum: num_levels must be an int >= 1, got {num_levels!r}")
+        check_int(num_levels, 1, "Curriculum(num_levels)")
         self.num_levels = num_levels
         self.params = dict(params or {})
         self.ranges = dict(ranges or {})
@@ -178,13 +177,12 @@ class Curriculum:
                              "(ADR moves the global range, which per-env ranges replace)")
         rtab = []
         for term, value in self.ranges.items():
-            check_unowned(env, term, self)
+            rz.check_free(term, self)
             if term.dist == "choice" or term.schedule is not None:
                 raise ValueError(f"{self}: {term}: per-level ranges need a term without "
                                  "schedule, not Choice")
             tab = _range_table(value, L, term, p.columns(term.param)[1])
-            check_result(term, p.spec[term.param], p, rz.mask(term),
-                         *result_inputs(term, tab.float()))
+            check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
         adr = AdrGroup(self.adr, env, self, buf, self.synced)
@@ -201,22 +199,18 @@ class Curriculum:
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
         self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
         self._ones = torch.ones(n, dtype=torch.int64, device=dev)
-        row = 0
-        for term in self.ranges:
-            size = p.columns(term.param)[1]
-            rz.attach_per_env_ranges(term, self._pe[row : row + 2 * size])
-            row += 2 * size
-        self._pinned = [*self.ranges, *(a.term for a in self.adr)]
-        rz.pin(self._pinned, self)
+        sizes = [2 * p.columns(term.param)[1] for term in self.ranges]
+        for term, rows in zip(self.ranges, self._pe.split(sizes), strict=True):
+            rz.pin(term, self, rows)
+        for a in self.adr:
+            rz.pin(a.term, self)
         self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev)
         self.set_level(self.initial_level)
 
     def unbind(self) -> None:
         """Detach from the env (``env.add_curriculum``'s remover calls it)."""
-        rz = self._env.randomization
-        rz.pin(self._pinned, None)
-        for term in self.ranges:
-            rz.detach_per_env_ranges(term)
+        for term in [*self.ranges, *(a.term for a in self.adr)]:
+            self._env.randomization.pin(term, None)
         self._env = None
 
     def _require_env(self):
@@ -322,8 +316,11 @@ class Curriculum:
         values, per-env ranges and ADR ranges are saved by the env's parameters and
         randomization)."""
         self._require_env()
-        return {"num_levels": self.num_levels, "levels": self._levels.clone(),
-                **self._adr.state_dict(), "level_counts": self._level_counts.clone()}
+        state = {k: buf.clone() for k, (buf, _) in self._saved().items()}
+        na2, flight = self._adr.size, self._adr.in_flight
+        state["adr_local_sums"] += flight[:na2]
+        state["adr_local_counts"] += flight[na2:].to(torch.int32)
+        return {"num_levels": self.num_levels, **state}
 
     def _saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
         """Checkpointed buffers: ``{key: (buffer, required)}`` (``level_counts`` and ADR's

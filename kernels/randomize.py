@@ -5,8 +5,8 @@ its trigger, and its per-env state arrays); a class is an array of rows. The thr
 ``e`` walks the rows in order (a later term on the same parameter overwrites an earlier
 one). A term that fires for ``e`` draws the 32 bits ``draw_bits(term_key(seed, env_offset
 + e, STREAM_TERM0 + uid), counter)`` (``kernels.rng``: keyed by the global env id and the
-env's event counter, which it then advances), turns them into a value (``sample``: Uniform,
-LogUniform, Gaussian; a Choice picks with them), writes ``op(nominal, value)`` clamped to
+env's event counter, which it then advances), turns them into a value (Uniform, LogUniform,
+Gaussian; a Choice picks with them), writes ``op(nominal, value)`` clamped to
 the parameter's valid range into the effective table and counts clamped draws. Component
 ``j`` of a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j``
 times); an ``Every``/``Interval`` clock takes the bits after the value's (a Choice: after
@@ -76,27 +76,6 @@ class TermRow:
     counter: wp.array(dtype=wp.int32)  # [N] events drawn per env
     clock: wp.array(dtype=wp.float64)  # [N] time left (EVERY, INTERVAL); last draw (MIN_STEPS)
     clamped: wp.array(dtype=wp.int64)  # [1] draws clamped so far
-
-
-@wp.func
-def sample(dist: int, a: float, b: float, h: wp.uint32) -> float:
-    """A draw from UNIFORM [a, b], GAUSSIAN (mean a, std b) or LOGUNIFORM [a, b] given the
-    event's bits ``h``."""
-    if dist == GAUSSIAN:
-        return a + b * normal(h)
-    if dist == LOGUNIFORM:
-        return log_uniform(a, b, uniform(h))
-    return uniform_in(h, a, b)
-
-
-@wp.func
-def apply_op(op: int, nominal: float, x: float) -> float:
-    """``x`` (set), ``nominal + x`` (add) or ``nominal * x`` (scale)."""
-    if op == OP_ADD:
-        return nominal + x
-    if op == OP_SCALE:
-        return nominal * x
-    return x
 
 
 @wp.func
@@ -181,9 +160,18 @@ def draw(
                 if frac > 0.0:
                     a = a + (row.ranges[k + 2 * size] - a) * frac
                     b = b + (row.ranges[k + 2 * size + 1] - b) * frac
-            x = sample(row.dist, a, b, h)
+            if row.dist == GAUSSIAN:
+                x = a + b * normal(h)
+            elif row.dist == LOGUNIFORM:
+                x = log_uniform(a, b, uniform(h))
+            else:
+                x = uniform_in(h, a, b)
             h = next_bits(h)
-        v = apply_op(row.op, nominal[row.col + j, env], x)
+        v = x  # OP_SET
+        if row.op == OP_ADD:
+            v = nominal[row.col + j, env] + x
+        elif row.op == OP_SCALE:
+            v = nominal[row.col + j, env] * x
         vc = wp.clamp(v, row.low, row.high)
         effective[row.col + j, env] = vc
         nclamped += int(vc != v)

@@ -55,6 +55,15 @@ class Bound:
             raise ValueError(f"{self.term}: a Choice has values, not ranges")
         return self.values.view(-1, self.size, 2)
 
+    def check(self, env, mask: torch.Tensor | None) -> None:
+        """``check_result`` of the term's draws (its Choice values, or the ranges of every
+        schedule breakpoint) for the envs of ``mask``."""
+        if self.nch:
+            vals = self.values[: self.nch * self.size].view(self.nch, self.size)
+        else:
+            vals = self.ranges()
+        check_result(self.term, env.params, mask, vals.cpu())  # host-ok: setup
+
     def row(self) -> K.TermRow:
         """``base`` with the term's current uid, mask and per-env ranges."""
         r = self.base
@@ -103,7 +112,7 @@ def bind(term: Term, env, uid: int) -> Bound:
     r.ranges, r.steps = to_wp(b.values[:split]), to_wp(b.steps)
     r.cdf = to_wp(b.values[split:]) if nch else None
     r.counter, r.clock, r.clamped = to_wp(b.counter), to_wp(b.clock), to_wp(b.clamped)
-    recheck(b, env, mask)
+    b.check(env, mask)
     return b
 
 
@@ -121,16 +130,6 @@ def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
     except ValueError as e:
         raise ValueError(f"{what}: {e}") from None
     return None
-
-
-def recheck(b: Bound, env, mask: torch.Tensor | None) -> None:
-    """``check_result`` of a bound term's draws (its Choice values, or the ranges of every
-    schedule breakpoint) for the envs of ``mask``."""
-    if b.nch:
-        lo = hi = b.values[: b.nch * b.size].view(b.nch, b.size).cpu()  # host-ok: setup
-    else:
-        lo, hi = result_inputs(b.term, b.ranges().cpu())  # host-ok: setup, [nbp, size, 2]
-    check_result(b.term, env.params.spec[b.term.param], env.params, mask, lo, hi)
 
 
 def _trigger(term: Term, env) -> tuple[int, int, tuple[float, float]]:
@@ -168,16 +167,16 @@ def range_tensor(r, size: int, term: Term, dtype: torch.dtype = torch.float32) -
     return torch.tensor([a, b], dtype=dtype).T.contiguous()
 
 
-def result_inputs(term: Term, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The draw interval of ranges ``r`` ``[..., size, 2]`` checked against the valid range:
-    the ranges themselves, or the mean of a Gaussian (its tails are clamped and counted)."""
-    return r[..., 0], r[..., 0 if term.dist == "gaussian" else 1]
-
-
-def check_result(term: Term, spec, params, mask, lo: torch.Tensor, hi: torch.Tensor) -> None:
-    """Raise ``ValueError`` when ``op(nominal, draw)`` for draws in ``[lo, hi]`` (per
-    component, ``[..., size]``) can leave the parameter's valid range, for the current
-    nominal values of the term's envs (reads them: synchronizes)."""
+def check_result(term: Term, params, mask, values: torch.Tensor) -> None:
+    """Raise ``ValueError`` when ``op(nominal, draw)`` can leave the parameter's valid
+    range for the current nominal values of the envs of ``mask`` (None: all; reads them:
+    synchronizes). ``values``: ranges ``[..., size, 2]`` (a Gaussian is checked at its
+    mean: its tails are clamped and counted), or a ``Choice``'s values ``[..., size]``."""
+    if term.dist == "choice":
+        lo = hi = values
+    else:
+        lo, hi = values[..., 0], values[..., 0 if term.dist == "gaussian" else 1]
+    spec = params.spec[term.param]
     lo, hi = lo.reshape(-1, lo.shape[-1]).min(0).values, hi.reshape(-1, hi.shape[-1]).max(0).values
     if term.op == "set":
         r_lo, r_hi = lo, hi

@@ -3,23 +3,16 @@
 Terms are grouped by trigger class: ``"startup"`` (applied once, when added), the reset
 class (``"reset"``, ``OnReset``) and the step class (``"step"``, ``Every``, ``Interval``).
 Each class with terms is an array of ``kernels.randomize.TermRow`` and one recorded launch
-of ``kernels.randomize.randomize``, one thread per env on every device: the step class
-before the physics, the reset class after the curricula, gated by the ``done`` mask (and
-by the reset mask in ``env.reset``). A class without terms launches nothing. Rows are
-rebuilt when the set of terms changes (never per step); each term keeps its device state
-(counters, clocks, ranges) in tensors of its own for its life, so the views this class
-hands out stay valid across rebuilds.
-
-Structural changes (``add``, ``remove``, ``clear``, a ``set_mask`` that gives a term a
-mask or takes it away, attaching or detaching per-env ranges) raise ``RuntimeError`` while
-the env steps (``env.stepping``, e.g. from a ``before_step`` hook): the step in progress
-runs the rows it was built with, so a change in its middle would make the other terms
-lose or repeat draws. Make them between steps.
+of ``kernels.randomize.randomize`` (the step class before the physics, the reset class
+after the curricula, gated by the ``done`` or reset mask); a class without terms launches
+nothing. Rows are rebuilt when the set of terms changes, never per step, around per-term
+device state kept for the term's life, so the views handed out stay valid. Structural
+changes raise ``RuntimeError`` during a step (see ``_between_steps``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
 import warp as wp
@@ -27,7 +20,7 @@ import warp as wp
 from gpuparam._checkpoint import check_like, check_randomization
 from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
-from gpuparam.randomization.binding import Bound, bind, recheck, select_envs
+from gpuparam.randomization.binding import Bound, bind, select_envs
 from gpuparam.randomization.terms import Term
 
 
@@ -114,7 +107,7 @@ class Randomization:
         taking it away is a structural change (``RuntimeError`` during a step)."""
         b = self._get(term)
         m = select_envs(f"{term}: parameter {term.param!r}", self._env, mask, env_ids)
-        recheck(b, self._env, m)
+        b.check(self._env, m)
         if m is not None and b.mask is not None:
             b.mask.copy_(m)
             return
@@ -166,50 +159,33 @@ class Randomization:
         (rows ``2j``, ``2j + 1``: component ``j``'s low and high, or mean and std), or None."""
         return self._get(term).pe
 
-    def attach_per_env_ranges(self, term: Term, storage: torch.Tensor) -> None:
-        """Make ``term`` draw env ``e``'s component ``j`` from ``storage[2j, e]`` and
-        ``storage[2j + 1, e]`` instead of its range. ``storage``: float32 ``[2 * size,
-        num_envs]`` on the env's device with contiguous rows, owned by the caller (a
-        curriculum writes levels' ranges into it), filled here with the term's current range.
-        The term must have no schedule, not be a ``Choice`` and have no per-env ranges yet."""
+    def check_free(self, term: Term, owner: object) -> None:
+        """Raise ``ValueError`` unless ``term`` (added) can be pinned by ``owner``: not
+        pinned by another owner, without per-env ranges."""
         b = self._get(term)
-        want = (2 * b.size, self._n)
-        if b.nch or b.steps.numel() > 1:
-            raise ValueError(f"{term}: per-env ranges need a term without schedule, not Choice")
+        if b.owner is not None and b.owner is not owner:
+            raise ValueError(f"{owner}: {term} is already used by {b.owner}; a term can belong "
+                             "to one curriculum")
         if b.pe is not None:
-            raise ValueError(f"{term}: already has per-env ranges (another curriculum?)")
-        if (not isinstance(storage, torch.Tensor) or tuple(storage.shape) != want
-                or storage.dtype != torch.float32 or storage.device != self._dev
-                or storage.stride(1) != 1):
-            got = (f"{storage.dtype} {tuple(storage.shape)} on {storage.device}"
-                   if isinstance(storage, torch.Tensor) else repr(storage))
-            raise ValueError(f"{term}: per-env ranges expected float32 {want} with contiguous "
-                             f"rows on {self._dev}, got {got}")
-        self._between_steps("attach_per_env_ranges")
-        storage.copy_(b.ranges()[0].reshape(-1, 1).expand(want))
-        b.pe = storage
-        self._rebuild()
+            raise ValueError(f"{owner}: {term} already has per-env ranges")
 
-    def detach_per_env_ranges(self, term: Term) -> None:
-        """``term`` draws from its own range again (no-op for a term without per-env ranges
-        or no longer added)."""
+    def pin(self, term: Term, owner: object, per_env: torch.Tensor | None = None) -> None:
+        """Mark ``term`` as used by ``owner`` (a curriculum: removing the term raises). With
+        ``per_env`` (float32 ``[2 * size, num_envs]``, contiguous rows owned by the caller,
+        filled here with the range; no schedule, not ``Choice``) env ``e``'s component ``j``
+        draws from ``per_env[2j, e]``, ``per_env[2j + 1, e]``. ``owner=None`` frees the term
+        (its own range again); a term no longer added is skipped. Attaching or detaching
+        per-env ranges raises ``RuntimeError`` during a step."""
         b = self._find(term)
-        if b is not None and b.pe is not None:
-            self._between_steps("detach_per_env_ranges")
-            b.pe = None
+        if b is None:
+            return
+        b.owner = owner
+        if (b.pe is None) != (per_env is None):
+            self._between_steps("pin")
+            if per_env is not None:
+                per_env.copy_(b.ranges()[0].reshape(-1, 1).expand(per_env.shape))
+            b.pe = per_env
             self._rebuild()
-
-    def pin(self, terms: Iterable[Term], owner: object) -> None:
-        """Mark ``terms`` as used by ``owner`` (a curriculum: removing them raises), or free
-        them with ``owner=None``. Terms no longer added are skipped."""
-        for t in terms:
-            b = self._find(t)
-            if b is not None:
-                b.owner = owner
-
-    def owner(self, term: Term) -> object:
-        """What ``term`` is pinned by (``pin``), or None."""
-        return self._get(term).owner
 
     # ------------------------------------------------------------------ step path
     def launch_step(self, ctx) -> None:
@@ -352,12 +328,8 @@ class Randomization:
         for i, (b, s) in enumerate(zip(self._bounds, saved, strict=True)):
             check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
             for key, want in self._saved(b).items():
-                t = s.get(key)
-                if want is None and t is None:
-                    continue
-                if want is None or not isinstance(t, torch.Tensor) or t.shape != want.shape or (
-                        t.dtype != want.dtype):
-                    exp, got = (_describe(x) for x in (want, t))
+                exp, got = _describe(want), _describe(s.get(key))
+                if exp != got:  # a tensor of another dtype or shape, or None for one
                     raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
         top = {"global_step": 0, "next_uid": 0, "clamped_removed": self._clamped_removed}
         check_like({k: state.get(k) for k in top}, top, "randomization")

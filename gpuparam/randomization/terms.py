@@ -63,9 +63,7 @@ class OnReset:
     min_steps: int = 0
 
     def __post_init__(self) -> None:
-        m = self.min_steps
-        if not isinstance(m, int) or isinstance(m, bool) or m < 0:
-            raise ValueError(f"OnReset(min_steps): expected an int >= 0, got {m!r}")
+        check_int(self.min_steps, 0, "OnReset(min_steps)")
 
 
 Trigger = str | Every | Interval | OnReset
@@ -86,10 +84,8 @@ class Linear:
     start_step: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
-            raise ValueError(f"Linear(steps): expected an int >= 1, got {self.steps!r}")
-        if not isinstance(self.start_step, int) or self.start_step < 0:
-            raise ValueError(f"Linear(start_step): expected an int >= 0, got {self.start_step!r}")
+        check_int(self.steps, 1, "Linear(steps)")
+        check_int(self.start_step, 0, "Linear(start_step)")
 
     def breakpoints(self) -> tuple[list[int], list[Range], str]:
         """``(global steps, ranges, "linear")`` for the device table."""
@@ -368,6 +364,12 @@ class Choice(Term):
 
 
 # ---------------------------------------------------------------------------- helpers
+def check_int(v, low: int, what: str) -> None:
+    """Raise ``ValueError`` unless ``v`` is an int (not a bool) ``>= low``."""
+    if not isinstance(v, int) or isinstance(v, bool) or v < low:
+        raise ValueError(f"{what}: expected an int >= {low}, got {v!r}")
+
+
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
