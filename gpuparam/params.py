@@ -112,11 +112,8 @@ class ParamTable:
     def column_view(self, data: torch.Tensor, name: str) -> torch.Tensor:
         """Parameter ``name``'s rows of a table ``data`` (``nominal_table`` or
         ``effective_table``, float32 ``[C, num_envs]``) as a view ``[num_envs, *shape]``."""
-        spec = self._spec(name)
-        c0, size = self._cols[name]
-        if spec.shape == ():
-            return data[c0]
-        return data[c0 : c0 + size].T.unflatten(1, spec.shape)
+        c0, size = self.columns(name)
+        return data[c0 : c0 + size].T.view(self.num_envs, *self._specs[name].shape)
 
     # ------------------------------------------------------------------ writing
     def set(
