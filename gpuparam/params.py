@@ -375,8 +375,8 @@ class ParamTable:
         self.nominal_table.copy_(state["nominal"])
         self.effective_table.copy_(state["effective"])
         if diff is not None:
-            rows = {n: diff[c0 : c0 + size] for n, (c0, size) in self._cols.items()}
-            changed = tuple(n for n, r in rows.items() if bool(r.any()))  # host-ok: a load
+            changed = tuple(n for n, (c0, size) in self._cols.items()
+                            if bool(diff[c0 : c0 + size].any()))  # host-ok: a load
             if changed:
                 self.notify(changed, diff.any(0))
 
