@@ -45,12 +45,11 @@ def randomization_from_config(config: Mapping) -> list[Term]:
     if "randomization_params" in config:
         config = config["randomization_params"]
     frequency = config.get("frequency")
-    terms: list[Term] = []
-    _walk(config, frequency, terms, path=())
-    return terms
+    return [_entry(name, e, frequency, path) for name, e, path in _entries(config, ())]
 
 
-def _walk(node: Mapping, frequency, terms: list[Term], path: tuple[str, ...]) -> None:
+def _entries(node: Mapping, path: tuple[str, ...]):
+    """``(name, entry, path)`` of every mapping holding a ``range``, depth first."""
     for key, value in node.items():
         if key == "frequency" and not path:
             continue
@@ -62,9 +61,9 @@ def _walk(node: Mapping, frequency, terms: list[Term], path: tuple[str, ...]) ->
         sub = (*path, str(key))
         if isinstance(value, Mapping):
             if "range" in value:
-                terms.append(_entry(str(key), value, frequency, sub))
+                yield str(key), value, sub
             else:
-                _walk(value, frequency, terms, sub)
+                yield from _entries(value, sub)
         elif isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value):
             raise ValueError(
                 f"randomization_from_config: {'.'.join(sub)}: expected a mapping (a group of "
