@@ -29,11 +29,9 @@ def check_env_ids(
     """Validate env indices: an integer tensor ``[K]`` on ``device`` or a sequence of ints.
 
     Python sequences must hold ints (``bool`` and ``float`` entries are rejected: a bool
-    selection is a ``mask``). With ``validate`` the range is checked on the host (a sync),
-    and with ``distinct`` also that no id repeats (writes of one value per id, where a
-    repeat would leave which value wins unspecified); without ``validate`` nothing is read
-    back and out-of-range ids are dropped by the writes on the device (see
-    :func:`ids_to_mask`). Returns int64 ``[K]``.
+    selection is a ``mask``). With ``validate`` the range, and with ``distinct`` that no
+    id repeats, are checked on the host (a sync); without it nothing is read back (the
+    writes drop out-of-range ids on the device: :func:`ids_to_mask`). Returns int64 ``[K]``.
     """
     if not isinstance(env_ids, torch.Tensor):
         if isinstance(env_ids, (str, bytes)) or not isinstance(env_ids, Iterable):

@@ -1,9 +1,7 @@
-"""Masked writes into the parameter table.
-
-The table is float32 ``[C, N]``: one row per parameter component, so a kernel that reads
-one parameter for all envs reads contiguous memory. Nominal and effective tables are
-written together; envs outside the mask are not touched. One launch per write, one thread
-per env walking the parameter's components.
+"""Masked writes into the parameter tables (float32 ``[C, N]``, one row per parameter
+component, as ``gpuparam.ParamTable`` lays them out): nominal and effective written
+together, one thread per env walking the parameter's components, envs outside the mask
+untouched.
 """
 
 from __future__ import annotations
