@@ -29,11 +29,9 @@ def check_env_ids(
     """Validate env indices: an integer tensor ``[K]`` on ``device`` or a sequence of ints.
 
     Python sequences must hold ints (``bool`` and ``float`` entries are rejected: a bool
-    selection is a ``mask``). With ``validate`` the range is checked on the host (a sync),
-    and with ``distinct`` also that no id repeats (writes of one value per id, where a
-    repeat would leave which value wins unspecified); without ``validate`` nothing is read
-    back and out-of-range ids are dropped by the writes on the device (see
-    :func:`ids_to_mask`). Returns int64 ``[K]``.
+    selection is a ``mask``). With ``validate`` the range, and with ``distinct`` that no
+    id repeats, are checked on the host (a sync); without it nothing is read back (the
+    writes drop out-of-range ids on the device: :func:`ids_to_mask`). Returns int64 ``[K]``.
     """
     if not isinstance(env_ids, torch.Tensor):
         if isinstance(env_ids, (str, bytes)) or not isinstance(env_ids, Iterable):
@@ -49,13 +47,11 @@ def check_env_ids(
                 f"env_ids: expected ints, got {bad[0]!r} ({type(bad[0]).__name__}){hint}"
             )
         try:
-            env_ids = torch.tensor([int(i) for i in env_ids], dtype=torch.int64)
+            env_ids = torch.tensor([int(i) for i in env_ids], dtype=torch.int64, device=device)
         except (OverflowError, RuntimeError, ValueError):
             raise ValueError(
                 f"env_ids: expected indices in [0, {num_envs}), got one beyond int64"
             ) from None
-        if env_ids.device != device:
-            env_ids = env_ids.to(device)
     if env_ids.dtype == torch.bool:
         raise ValueError(
             "env_ids: expected an integer tensor, got dtype torch.bool (a bool selection "
@@ -73,8 +69,7 @@ def check_env_ids(
         lo, hi = int(env_ids.min()), int(env_ids.max())  # host-ok: validated path only
         if lo < 0 or hi >= num_envs:
             raise ValueError(f"env_ids: expected indices in [0, {num_envs}), got [{lo}, {hi}]")
-        n_unique = torch.unique(env_ids).numel() if distinct else env_ids.numel()  # host-ok
-        if n_unique != env_ids.numel():
+        if distinct and torch.unique(env_ids).numel() != env_ids.numel():  # host-ok
             raise ValueError("env_ids: expected distinct indices, got duplicates")
     return env_ids.to(torch.int64)
 

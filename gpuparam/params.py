@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -54,15 +55,10 @@ class ParamTable:
         if len(self._specs) != len(specs):
             raise ValueError(f"duplicate parameter names in {[s.name for s in specs]}")
         self.num_envs, self.device = num_envs, device
-        self._cols: dict[str, tuple[int, int]] = {}
-        c = 0
-        for s in specs:
-            self._cols[s.name] = (c, s.size)
-            c += s.size
-        self.num_columns = c
-        defaults = torch.cat([s.default_tensor() for s in specs])
-        self.defaults = defaults.to(device)  # float32 [C]
-        self._wp_defaults = to_wp(self.defaults.expand(num_envs, c))  # [N, C], stride 0
+        starts = itertools.accumulate((s.size for s in specs), initial=0)  # one more
+        self._cols = {s.name: (c0, s.size) for s, c0 in zip(specs, starts, strict=False)}
+        self.num_columns = c = sum(s.size for s in specs)
+        self.defaults = torch.cat([s.default_tensor() for s in specs]).to(device)  # float32 [C]
         self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
@@ -72,8 +68,8 @@ class ParamTable:
         self._mask_buf = torch.ones(num_envs, dtype=torch.bool, device=device)
         self._wp_mask = to_wp(self._mask_buf)
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
-        self._callbacks: list[tuple[ChangeCallback, bool]] = []
-        self._callback_keys: dict[int, Callable[[], object]] = {}  # id(entry) -> key()
+        # (callback, warp_only, key or None), in registration order
+        self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None]] = []
         self._listeners_changed = 0  # bumped when a callback is added or removed
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
@@ -116,11 +112,8 @@ class ParamTable:
     def column_view(self, data: torch.Tensor, name: str) -> torch.Tensor:
         """Parameter ``name``'s rows of a table ``data`` (``nominal_table`` or
         ``effective_table``, float32 ``[C, num_envs]``) as a view ``[num_envs, *shape]``."""
-        spec = self._spec(name)
-        c0, size = self._cols[name]
-        if spec.shape == ():
-            return data[c0]
-        return data[c0 : c0 + size].T.unflatten(1, spec.shape)
+        c0, size = self.columns(name)
+        return data[c0 : c0 + size].T.view(self.num_envs, *self._specs[name].shape)
 
     # ------------------------------------------------------------------ writing
     def set(
@@ -161,20 +154,24 @@ class ParamTable:
         if mask is not None and env_ids is not None:
             raise ValueError("set: pass mask or env_ids, not both")
         check_mask(mask, self.num_envs, self.device)
+        rows = self.num_envs
         if env_ids is not None:
             env_ids = check_env_ids(
                 env_ids, self.num_envs, self.device, validate, distinct=True
             )
-        rows = self.num_envs if env_ids is None else env_ids.shape[0]
-        prepared = [self._prepare(n, v, rows, mask, validate) for n, v in items]
-        if env_ids is None:
-            self._load_mask(mask)
-        for name, v in prepared:  # everything validated: now write
-            self._write(name, v, env_ids, clamp=not validate)
-        if self._callbacks:
-            if env_ids is not None:
-                mask = ids_to_mask(env_ids, self.num_envs)
-            self.notify(tuple(n for n, _ in prepared), mask)
+            rows = env_ids.shape[0]
+        values = [self._prepare(n, v, rows, mask, validate) for n, v in items]
+        if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
+            mask = ids_to_mask(env_ids, self.num_envs)
+            inside = (env_ids >= 0) & (env_ids < self.num_envs)
+            slot = torch.where(inside, env_ids, self.num_envs)
+            values = [v if isinstance(v, float) else
+                      v.new_empty(self.num_envs + 1, v.shape[1]).index_copy_(0, slot, v)[:-1]
+                      for v in values]
+        names = tuple(n for n, _ in items)
+        writes = [(*self._cols[n], self._specs[n].low, self._specs[n].high, v)
+                  for n, v in zip(names, values, strict=True)]
+        self._write(writes, mask, names, clamp=not validate)
 
     def set_components(
         self, name: str, values: Mapping[int, object], mask: torch.Tensor | None = None
@@ -202,13 +199,10 @@ class ParamTable:
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
                 raise ValueError(f"parameter {name!r}: component index expected an int in "
                                  f"[0, {size}), got {j!r}")
-        prepared = [(j, self._prepare(name, v, self.num_envs, mask, True, j)[1])
-                    for j, v in values.items()]
-        self._load_mask(mask)
-        for j, v in prepared:  # everything validated: now write
-            self._masked(c0 + j, 1, spec, v, False)
-        if self._callbacks:
-            self.notify((name,), mask)
+        writes = [(c0 + j, 1, spec.low, spec.high,
+                   self._prepare(name, v, self.num_envs, mask, True, j))
+                  for j, v in values.items()]
+        self._write(writes, mask, (name,), clamp=False)
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
         """Write every parameter's spec default (nominal and effective) for masked envs.
@@ -217,13 +211,8 @@ class ParamTable:
             mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
         """
         check_mask(mask, self.num_envs, self.device)
-        self._load_mask(mask)
-        launch(kparams.masked_write, self.num_envs, [
-            self._wp_mask, self._wp_defaults, 0.0, 0, 0, self.num_columns, 0.0, 0.0, 0,
-            self.wp_nominal, self.wp_effective,
-        ], self.device)
-        if self._callbacks:
-            self.notify(self.names, mask)
+        defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
+        self._write([(0, self.num_columns, 0.0, 0.0, defaults)], mask, self.names, False)
 
     def _prepare(self, name, value, rows: int, mask, validate: bool, component=None):
         """A value to write, checked: a float, or a float32 tensor ``[rows, size]`` (of one
@@ -243,7 +232,7 @@ class ParamTable:
                 ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
-            return name, v
+            return v
         if isinstance(value, (list, tuple)):
             try:
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -281,39 +270,26 @@ class ParamTable:
                     f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
-        return name, v
+        return v
 
-    def _load_mask(self, mask: torch.Tensor | None) -> None:
+    def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
+        """Everything validated: for each ``(first_row, rows, low, high, value)`` one
+        launch writes ``value`` (a float, or a float32 tensor ``[num_envs, rows]``, any
+        strides) to both tables for the envs in ``mask`` (clamped to ``[low, high]`` with
+        ``clamp``); then the listeners hear of ``names``."""
         if mask is None:
             self._mask_buf.fill_(True)
         else:
             self._mask_buf.copy_(mask)
-
-    def _write(self, name: str, v, env_ids, clamp: bool) -> None:
-        """Write a validated value: a float, or a float32 tensor ``[rows, size]``."""
-        spec = self._specs[name]
-        c0, size = self._cols[name]
-        if env_ids is None:
-            self._masked(c0, size, spec, v, clamp)
-            return
-        if env_ids.shape[0] == 0:
-            return
-        if isinstance(v, float):
-            v = torch.full((1, size), v, dtype=torch.float32, device=self.device)
-            v = v.expand(env_ids.shape[0], size)
-        inputs = [to_wp(env_ids), to_wp(v), c0, size, spec.low, spec.high, int(clamp)]
-        inputs += [self.wp_nominal, self.wp_effective]
-        launch(kparams.indexed_write, env_ids.shape[0], inputs, self.device)
-
-    def _masked(self, c0: int, size: int, spec: ParamSpec, v, clamp: bool) -> None:
-        """One launch: rows ``c0 .. c0 + size`` of the envs in the mask buffer get ``v`` (a
-        float, or a float32 tensor ``[num_envs, size]``, any strides)."""
-        scalar = isinstance(v, float)
-        values = self._no_values if scalar else to_wp(v)
-        launch(kparams.masked_write, self.num_envs, [
-            self._wp_mask, values, v if scalar else 0.0, int(scalar), c0, size, spec.low,
-            spec.high, int(clamp), self.wp_nominal, self.wp_effective,
-        ], self.device)
+        for c0, size, low, high, v in writes:
+            scalar = isinstance(v, float)
+            launch(kparams.masked_write, self.num_envs, [
+                self._wp_mask, self._no_values if scalar else to_wp(v), v if scalar else 0.0,
+                int(scalar), c0, size, low, high, int(clamp), self.wp_nominal,
+                self.wp_effective,
+            ], self.device)
+        if self._callbacks:
+            self.notify(names, mask)
 
     # ------------------------------------------------------------------ change hooks
     def on_change(self, callback: ChangeCallback, warp_only: bool = False,
@@ -335,15 +311,12 @@ class ParamTable:
         """
         if key is not None and not callable(key):
             raise TypeError(f"on_change: key expected a callable or None, got {key!r}")
-        entry = (callback, bool(warp_only))
+        entry = (callback, bool(warp_only), key)
         self._callbacks.append(entry)
-        if key is not None:
-            self._callback_keys[id(entry)] = key
         self._listeners_changed += 1
 
         def remove() -> None:
             self._callbacks.remove(entry)
-            self._callback_keys.pop(id(entry), None)
             self._listeners_changed += 1
 
         return remove
@@ -352,16 +325,16 @@ class ParamTable:
     def listener_key(self) -> tuple:
         """Changes when a callback is added or removed, or a callback's ``key()`` changes
         (captured steps compare it)."""
-        return (self._listeners_changed, *(k() for k in self._callback_keys.values()))
+        return (self._listeners_changed, *(k() for _, _, k in self._callbacks if k is not None))
 
     @property
     def listeners_warp_only(self) -> bool:
         """True when every ``on_change`` callback was registered with ``warp_only=True``."""
-        return all(w for _, w in self._callbacks)
+        return all(w for _, w, _ in self._callbacks)
 
     def notify(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Tell every ``on_change`` callback that ``names`` changed for ``mask``."""
-        for cb, _ in self._callbacks:
+        for cb, _, _ in self._callbacks:
             cb(names, mask)
 
     # ------------------------------------------------------------------ checkpoints
@@ -402,8 +375,8 @@ class ParamTable:
         self.nominal_table.copy_(state["nominal"])
         self.effective_table.copy_(state["effective"])
         if diff is not None:
-            rows = {n: diff[c0 : c0 + size] for n, (c0, size) in self._cols.items()}
-            changed = tuple(n for n, r in rows.items() if bool(r.any()))  # host-ok: a load
+            changed = tuple(n for n, (c0, size) in self._cols.items()
+                            if bool(diff[c0 : c0 + size].any()))  # host-ok: a load
             if changed:
                 self.notify(changed, diff.any(0))
 

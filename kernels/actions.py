@@ -32,7 +32,7 @@ def count_invalid_box(
     action: wp.array2d(dtype=float),
     counter: wp.array(dtype=wp.int64),
 ):
-    """Count envs whose action has a NaN component (launched over envs)."""
+    """Count envs whose action has a NaN component."""
     i = thread_index(wp.tid())
     bad = int(0)
     for j in range(action.shape[1]):
@@ -49,8 +49,7 @@ def pick_positive(
     logits: wp.array(dtype=float),
     action_out: wp.array(dtype=wp.int64),
 ):
-    """Armed: ``action_out[e] = 1 if logits[e] > 0 else 0`` (NaN and -0.0 give 0).
-    Launched over envs."""
+    """Armed: ``action_out[e] = 1 if logits[e] > 0 else 0`` (NaN and -0.0 give 0)."""
     if flag[0] == 0:
         return
     e = thread_index(wp.tid())
@@ -71,10 +70,9 @@ def write_outputs(
     dones_out: wp.array(dtype=wp.int64),
     time_outs_out: wp.array(dtype=wp.bool),
 ):
-    """Armed with ``which``: copy the step's outputs into this output set: ``obs`` ``[N,
-    d]`` (observations, flattened per env), ``reward``, ``dones`` int64 (``done``),
-    ``time_outs`` (truncated and not terminated). Launched over envs; an adapter launches
-    it once per set."""
+    """Armed with ``which``: copy the step's outputs into this output set (an adapter
+    launches it once per set): ``obs`` ``[N, d]`` (observations, flattened per env),
+    ``reward``, ``dones`` int64 (``done``), ``time_outs`` (truncated and not terminated)."""
     if flag[0] != which:
         return
     e = thread_index(wp.tid())
@@ -93,7 +91,7 @@ def copy_rows_armed(
     dst_out: wp.array2d(dtype=float),
 ):
     """Armed with ``which``: ``dst_out[e] = src[e]`` (``[N, d]``, a further observation
-    group of the output set). Launched over envs."""
+    group of the output set)."""
     if flag[0] != which:
         return
     e = thread_index(wp.tid())

@@ -3,8 +3,8 @@
 import numpy as np
 import torch
 import warp as wp
+from gpuparam.kernels.cartpole import sincos
 from gpuparam.kernels.index import thread_index
-from gpuparam.kernels.trig import sincos
 
 
 @wp.kernel

@@ -9,7 +9,14 @@ from gpuparam.envs.cartpole import CartPoleEnv
 from gpuparam.envs.pendulum import PendulumEnv
 from gpuparam.vecenv import VecEnv
 
-_REGISTRY: dict[str, type[VecEnv]] = {}
+# Robots need the optional extra gpuparam[mujoco]; they are imported at their first make()
+# (importing MuJoCo Warp takes seconds, which every other user of gpuparam should not pay).
+ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
+               "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")
+# name -> class; None for a robot not imported yet
+_REGISTRY: dict[str, type[VecEnv] | None] = {
+    CartPoleEnv.name: CartPoleEnv, PendulumEnv.name: PendulumEnv, **dict.fromkeys(ROBOT_NAMES)
+}
 
 
 def register(cls: type[VecEnv]) -> type[VecEnv]:
@@ -20,7 +27,7 @@ def register(cls: type[VecEnv]) -> type[VecEnv]:
 
 def registered() -> tuple[str, ...]:
     """Names ``make`` accepts (the robots need the ``gpuparam[mujoco]`` extra)."""
-    return tuple(dict.fromkeys((*_REGISTRY, *ROBOT_NAMES)))
+    return tuple(_REGISTRY)
 
 
 def make(
@@ -54,25 +61,14 @@ def make(
             raise ValueError(f"shard: pass shard or env_offset, not both (got env_offset="
                              f"{env_offset}, shard={shard})")
         env_offset, num_envs = shard_range(num_envs, *shard)
-    if name in ROBOT_NAMES and name not in _REGISTRY:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown env {name!r}; registered: {', '.join(registered())}")
+    if _REGISTRY[name] is None:
         load_robots()
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown env {name!r}; registered: {', '.join(registered())}") from None
-    return cls(
+    return _REGISTRY[name](
         num_envs, device=device, seed=seed, capture=capture, env_offset=env_offset,
         cuda_graph=cuda_graph, **param_overrides,
     )
-
-
-register(CartPoleEnv)
-register(PendulumEnv)
-
-# Robots need the optional extra gpuparam[mujoco]; they are imported at their first make()
-# (importing MuJoCo Warp takes seconds, which every other user of gpuparam should not pay).
-ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
-               "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")
 
 
 def load_robots() -> tuple[type[VecEnv], ...]:
@@ -81,7 +77,7 @@ def load_robots() -> tuple[type[VecEnv], ...]:
     from gpuparam.envs.mujoco import ROBOTS  # raises the ImportError with the install line
 
     for cls in ROBOTS:
-        _REGISTRY.setdefault(cls.name, cls)
+        _REGISTRY[cls.name] = _REGISTRY.get(cls.name) or cls  # a registered class stays
     return ROBOTS
 
 __all__ = ["ROBOT_NAMES", "CartPoleEnv", "PendulumEnv", "load_robots", "make", "register",
