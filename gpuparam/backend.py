@@ -2,7 +2,7 @@
 
 ``VecEnv``'s physics stage runs ``backend.step(ctx); task.compute(ctx)``, its auto-reset
 and ``env.reset(mask)`` run ``backend.reset(ctx, mask); task.observe(ctx, mask)`` (see
-``gpuparam._stages``). Every method launches device work only (no host sync, no
+``VecEnv``). Every method launches device work only (no host sync, no
 allocation, no Python branch on tensor values): the pipeline captures it once and replays
 it. Backends and tasks bind to a :class:`BindContext`, not to the env. Classic control
 envs use :class:`KernelBackend`: one Warp kernel computes physics and task outputs in one

@@ -3,34 +3,43 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
-from gpuparam._checkpoint import EnvCheckpoint
+from gpuparam._checkpoint import check_env_state
 from gpuparam._checks import check_mask, check_max_episode_steps
-from gpuparam._device import resolve_device
-from gpuparam._stages import EnvStages, Hook
+from gpuparam._device import resolve_device, to_wp
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
 from gpuparam.files import SavesState
+from gpuparam.kernels import actions as kactions
+from gpuparam.kernels import episode as kepisode
 from gpuparam.params import ParamTable
-from gpuparam.pipeline import Pipeline, Stage, StepContext
+from gpuparam.pipeline import KINDS, Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
 
+Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 class VecEnv(SavesState):
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
-    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``; its stages are
-    listed in ``gpuparam._stages``, how they are captured in ``gpuparam.pipeline``).
+    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``, captured as
+    ``gpuparam.pipeline`` says) of these stages::
+
+        [first stages] [before_step hooks] randomize_step physics episode [after_step hooks]
+        [curricula] randomize_reset clock autoreset [added stages]
+
+    and a reset pipeline (``env.reset_pipeline``): ``randomize_reset reset``.
 
     Subclasses declare ``name``, ``param_specs``, ``observation_spec``, ``action_spec``,
     ``max_episode_steps`` (the default limit, an int) and either override ``make_backend``
@@ -128,7 +137,12 @@ class VecEnv(SavesState):
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._seed_value = seed
         self.stepping = False  # True while step() runs its pipeline
-        self._stages = EnvStages(self, self._structure_changed)
+        # what users add to the step, in the order added
+        self._before: list[tuple[Hook, str]] = []
+        self._after: list[tuple[Hook, str]] = []
+        self._curricula: list = []
+        self._first: list[Stage] = []
+        self._extra: list[Stage] = []
         self._syncs: list[SyncSchedule] = []
         binding = BindContext(
             num_envs=num_envs, device=self.device, params=self.params, step=self.context,
@@ -141,11 +155,9 @@ class VecEnv(SavesState):
             self.task.bind(binding, self.backend)
         self.randomization = Randomization(self)
         key = lambda: self.params.listener_key  # noqa: E731
-        self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
-        self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
-                                       key=key)
+        self.pipeline = Pipeline(self.context, self._step_stages, capture=capture, key=key)
+        self.reset_pipeline = Pipeline(self.context, self._reset_stages, capture=capture, key=key)
         self.randomization.on_rebuild(self._structure_changed)
-        self._checkpoint = EnvCheckpoint(self)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if recompute:
             unknown = [n for n in recompute if n not in self.params]
@@ -361,34 +373,31 @@ class VecEnv(SavesState):
             s.step()
         return self._td
 
-    def _claim(self) -> bool:
-        """Claim the env for a call; ``True`` when this took the lock, ``False`` when the
-        calling thread holds the env through ``hold()`` and no call of it is running."""
-        if self._holder == threading.get_ident() and not self._in_call:
-            return False
-        if not self._busy.acquire(blocking=False):
+    @contextlib.contextmanager
+    def _exclusive(self, hold: bool = False):
+        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block): a
+        second thread stepping or resetting the same env while a call runs would interleave
+        writes into the same buffers. The thread holding the env through ``hold()`` enters
+        without the lock while no call of it is running."""
+        took = self._holder != threading.get_ident() or self._in_call
+        if took and not self._busy.acquire(blocking=False):
             raise RuntimeError(
                 f"{self!r}: step/reset called while another call on this env is running "
                 "(two threads using one env, or a hook calling step): an env is not "
                 "thread-safe; give each thread its own env or serialize the calls"
             )
-        return True
-
-    @contextlib.contextmanager
-    def _exclusive(self):
-        """One call at a time: a second thread stepping or resetting the same env while a
-        call runs would interleave writes into the same buffers."""
-        took = self._claim()
-        self._in_call = True
+        if took and hold:
+            self._holder = threading.get_ident()
+        self._in_call = not hold
         try:
-            yield
+            yield self
         finally:
             self._in_call = False
             if took:
+                self._holder = None
                 self._busy.release()
 
-    @contextlib.contextmanager
-    def hold(self):
+    def hold(self) -> contextlib.AbstractContextManager:
         """Hold this env for the calling thread over a block: ``with env.hold(): ...``.
 
         Inside the block this thread's ``step`` and ``reset`` calls run as usual, while any
@@ -399,15 +408,7 @@ class VecEnv(SavesState):
         refused call then changes nothing. Re-entrant: the holding thread may hold it again
         between its calls (e.g. call an adapter that holds it inside its own block), not
         from inside one of its steps (a hook)."""
-        took = self._claim()  # False: already held by this thread, the outer block releases
-        if took:
-            self._holder = threading.get_ident()
-        try:
-            yield self
-        finally:
-            if took:
-                self._holder = None
-                self._busy.release()
+        return self._exclusive(hold=True)
 
     @property
     def outputs(self) -> TensorDict:
@@ -428,7 +429,7 @@ class VecEnv(SavesState):
         """Add randomization terms (``gp.Uniform``, ``gp.Gaussian``, ...); returns a
         function removing them. See ``env.randomization`` for the rest of the API. Refused
         from inside a step."""
-        self._stages.check_not_stepping("add randomization terms")
+        self._check_not_stepping("add randomization terms")
         return self.randomization.add(*terms)
 
     def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
@@ -443,7 +444,7 @@ class VecEnv(SavesState):
         device work (torch ops, or Warp launches on ``env.context.stream`` only, no host
         sync): it is then recorded once into the step's graphs and its work replayed.
         Returns a function removing the hook. Refused from inside a step."""
-        return self._stages.add_hook(self._stages.before, fn, kind)
+        return self._add_hook(self._before, fn, kind)
 
     def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
         """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
@@ -453,7 +454,14 @@ class VecEnv(SavesState):
         shaping, ``td["reward"].mul_(0.1)``) are seen by the caller; the TensorDict is
         locked, so assigning a key raises. ``kind`` as in :meth:`before_step`. Returns a
         function removing the hook."""
-        return self._stages.add_hook(self._stages.after, fn, kind)
+        return self._add_hook(self._after, fn, kind)
+
+    def _add_hook(self, where: list, fn: Hook, kind: str) -> Callable[[], None]:
+        if not callable(fn):
+            raise TypeError(f"hook: expected a callable fn(env, td), got {fn!r}")
+        if kind not in KINDS:
+            raise ValueError(f"hook kind: expected one of {KINDS}, got {kind!r}")
+        return self._add(where, (fn, kind), "a hook")
 
     @property
     def hook_outputs(self) -> TensorDict:
@@ -464,28 +472,26 @@ class VecEnv(SavesState):
     @property
     def curricula(self) -> tuple:
         """The curricula added with :meth:`add_curriculum`, in order."""
-        return tuple(self._stages.curricula)
+        return tuple(self._curricula)
 
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
-        self._stages.check_not_stepping("add a curriculum")
+        self._check_not_stepping("add a curriculum")
         curriculum.bind(self)
-        self._stages.curricula.append(curriculum)
-        self._structure_changed()
+        remove = self._add(self._curricula, curriculum, "a curriculum")
 
-        def remove() -> None:
-            self._stages.check_not_stepping("remove a curriculum")
-            if curriculum in self._stages.curricula:
-                synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
-                if synced:  # its exchange would be applied to a curriculum bound to nothing
-                    raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
-                                     "that schedule first (the function sync_every returned)")
-                self._stages.curricula.remove(curriculum)
+        def remove_curriculum() -> None:
+            self._check_not_stepping("remove a curriculum")
+            synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
+            if synced and curriculum in self._curricula:
+                # its exchange would be applied to a curriculum bound to nothing
+                raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
+                                 "that schedule first (the function sync_every returned)")
+            if remove():
                 curriculum.unbind()
-                self._structure_changed()
 
-        return remove
+        return remove_curriculum
 
     def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
         """Append ``stage`` to every step, after the auto-reset (transforms use this), or
@@ -494,14 +500,122 @@ class VecEnv(SavesState):
         it. The capture is redone. Refused from inside a step."""
         if not isinstance(stage, Stage):
             raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
-        where = self._stages.first if first else self._stages.extra
-        return self._stages.add(where, stage, f"stage {stage.name!r}")
+        where = self._first if first else self._extra
+        return self._add(where, stage, f"stage {stage.name!r}")
+
+    def _add(self, where: list, item, what: str) -> Callable[[], bool]:
+        """Append ``item`` to ``where``; returns its remover (True when it removed it).
+        Refused while a step runs (the stage list of the running step would change)."""
+        self._check_not_stepping(f"add {what}")
+        where.append(item)
+        self._structure_changed()
+
+        def remove() -> bool:
+            self._check_not_stepping(f"remove {what}")
+            if not any(x is item for x in where):
+                return False
+            where.remove(item)
+            self._structure_changed()
+            return True
+
+        return remove
+
+    def _check_not_stepping(self, what: str) -> None:
+        if self.stepping:
+            raise RuntimeError(
+                f"{what} during a step (from a hook or stage inside it): the step's stage "
+                "list cannot change while it runs; do it between steps"
+            )
 
     def _structure_changed(self) -> None:
         """The step's work changed: rebuild the stages and capture again."""
         self.pipeline.invalidate()
         self.reset_pipeline.invalidate()
 
+    # ------------------------------------------------------------------ stages
+    def _step_stages(self) -> list[Stage]:
+        rz, listeners = self.randomization, self._listener_kind()
+        physics = self._physics_kind()
+        stages = [*self._first, *self._hook_stages("before_step", self._before)]
+        if rz.step_active:
+            stages.append(Stage("randomize_step", rz.launch_step, listeners))
+        stages.append(Stage("physics", self._physics, physics))
+        stages.append(Stage("episode", self._episode, "warp"))
+        stages += self._hook_stages("after_step", self._after)
+        for cur in self._curricula:  # a callable metric runs Python
+            stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
+        if rz.reset_active:
+            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.done),
+                                listeners))
+        stages.append(Stage("clock", self._tick, "warp"))
+        stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
+        return stages + self._extra
+
+    def _reset_stages(self) -> list[Stage]:
+        rz = self.randomization
+        stages = []
+        if rz.reset_active:
+            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
+                                self._listener_kind()))
+        stages.append(Stage("reset", self._explicit_reset, self._physics_kind()))
+        return stages
+
+    def _listener_kind(self) -> str:
+        return "warp" if self.params.listeners_warp_only else "torch"
+
+    def _physics_kind(self) -> str:
+        ok = self.backend.warp_only and (self.task is None or self.task.warp_only)
+        return "warp" if ok else "torch"
+
+    def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
+        """Consecutive hooks of one kind share a stage."""
+
+        def stage(kind: str, fns: tuple[Hook, ...]) -> Stage:
+            def run(ctx: StepContext) -> None:
+                for f in fns:
+                    f(self, self._hook_td)
+
+            return Stage(name, run, kind)
+
+        return [stage(kind, tuple(fn for fn, _ in run))
+                for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
+
+    def _physics(self, ctx: StepContext) -> None:
+        if isinstance(self.action_spec, DiscreteSpec):  # count the invalid actions
+            args = [to_wp(ctx.action.reshape(-1)), self.action_spec.n]
+            kernel = kactions.count_invalid_discrete
+        else:
+            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1))]
+            kernel = kactions.count_invalid_box
+        wp.launch(kernel, ctx.num_envs, [*args, to_wp(self.invalid_actions)],
+                  device=ctx.wp_device, stream=ctx.stream)
+        self.backend.step(ctx)
+        if self.task is not None:
+            self.task.compute(ctx)
+
+    def _episode(self, ctx: StepContext) -> None:
+        out = ctx.outputs
+        wp.launch(kepisode.end_step, ctx.num_envs, [
+            to_wp(ctx.max_episode_steps), to_wp(out["reward"]), to_wp(out["terminated"]),
+            to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
+            to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
+        ], device=ctx.wp_device, stream=ctx.stream)
+
+    def _tick(self, ctx: StepContext) -> None:
+        wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
+
+    def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        self.backend.reset(ctx, mask)
+        if self.task is not None:
+            self.task.observe(ctx, mask)
+
+    def _explicit_reset(self, ctx: StepContext) -> None:
+        wp.launch(kepisode.clear_counters, ctx.num_envs, [
+            to_wp(ctx.reset_mask), to_wp(ctx.step_count), to_wp(ctx.running_return),
+        ], device=ctx.wp_device, stream=ctx.stream)
+        self._reset_envs(ctx, ctx.reset_mask)
+
+    # ------------------------------------------------------------------ distributed
     def sync_every(
         self, every: int, *targets: Syncable, group: object = None, overlap: bool = True
     ) -> Callable[[], None]:
@@ -547,11 +661,32 @@ class VecEnv(SavesState):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
-        """Everything needed to continue bit for bit (see ``gpuparam._checkpoint``): seed,
-        parameters (nominal and effective), the env's state, counters and output buffers,
-        randomization and curricula. Tensors are clones; synchronizes. In a sharded run
-        each rank saves its own envs; normalization statistics are saved by their modules."""
-        return self._checkpoint.state_dict()
+        """Everything needed to continue bit for bit (checked on load as
+        ``gpuparam._checkpoint`` says): seed, parameters (nominal and effective), the env's
+        state, counters and output buffers, randomization and curricula. Tensors are
+        clones; synchronizes. In a sharded run each rank saves its own envs; normalization
+        statistics are saved by their modules."""
+        return {
+            "env": self.name,
+            "num_envs": self.num_envs,
+            "env_offset": self.env_offset,
+            "seed": self.seed,
+            # settable at any time (env.max_episode_steps = k, SB3's set_attr): saved with
+            # the counters it truncates
+            "max_episode_steps": self.max_episode_steps,
+            "params": self.params.state_dict(),
+            "tensors": {k: v.clone() for k, v in self._saved_tensors().items()},
+            "randomization": self.randomization.state_dict(),
+            "curricula": [c.state_dict() for c in self._curricula],
+        }
+
+    def _saved_tensors(self) -> dict[str, torch.Tensor]:
+        ctx = self.context
+        return {
+            **{k if k == "state" else f"state.{k}": v for k, v in self.backend.state.items()},
+            "step_count": ctx.step_count, "episode_count": ctx.episode_count,
+            "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
@@ -560,14 +695,22 @@ class VecEnv(SavesState):
         ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
         nothing changed) from inside a step and while another thread's call on the env
         runs, as ``step`` and ``reset`` are."""
-        self._stages.check_not_stepping("load_state_dict")
+        self._check_not_stepping("load_state_dict")
         with self._exclusive():
-            self._checkpoint.load_state_dict(state)
+            state = check_env_state(self, state)
+            self.restore_seed(int(state["seed"]))
+            self.max_episode_steps = int(state["max_episode_steps"])
+            self.params.load_state_dict(state["params"])
+            for k, t in self._saved_tensors().items():
+                t.copy_(state["tensors"][k])
+            self.randomization.load_state_dict(state["randomization"])
+            for cur, s in zip(self._curricula, state["curricula"], strict=True):
+                cur.load_state_dict(s)
 
     def check_state_dict(self, state: dict) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
         checks; writes nothing). Synchronizes."""
-        self._checkpoint.check(state)
+        check_env_state(self, state)
 
     def device_bytes(self) -> dict:
         """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
