@@ -17,7 +17,7 @@ settings that kernels read from device memory need neither.
 
 from __future__ import annotations
 
-import threading
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -155,14 +155,7 @@ class Segment:
 def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
     """Split ``stages`` into segments of consecutive stages of one kind, the same on every
     device (how each kind runs: the module docstring)."""
-    segments: list[Segment] = []
-    for s in stages:
-        k = s.kind
-        if segments and segments[-1].kind == k:
-            segments[-1] = Segment(k, (*segments[-1].stages, s))
-        else:
-            segments.append(Segment(k, (s,)))
-    return tuple(segments)
+    return tuple(Segment(k, tuple(g)) for k, g in itertools.groupby(stages, lambda s: s.kind))
 
 
 class Pipeline:
@@ -200,7 +193,6 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        self._lock = threading.Lock()
         # device-ok: the plan is the same; torch segments are captured by torch on CUDA
         # and run eagerly on CPU (torch has no CPU graphs), as issue 22 specifies
         self._cuda = ctx.device.type == "cuda"
@@ -246,30 +238,22 @@ class Pipeline:
 
     # ------------------------------------------------------------------ running
     def __call__(self) -> None:
-        """Run one step's stages (replayed when captured)."""
-        if not self._lock.acquire(blocking=False):
-            raise RuntimeError(
-                "env.step/reset called while another call on the same env is running "
-                "(two threads stepping one env): an env is not thread-safe; give each "
-                "thread its own env or serialize the calls"
-            )
+        """Run one step's stages (replayed when captured). One call at a time: the env
+        calling it guards that (``VecEnv.step`` and ``reset`` refuse a concurrent call)."""
+        if self._stages is not None and self._keys != self._current_keys():
+            self.invalidate()  # built or captured for other settings
+        self.stages  # noqa: B018
+        if not self._cuda:
+            self._run()
+            return
+        current = torch.cuda.current_stream(self.ctx.device)
+        stream = self.ctx.torch_stream
+        stream.wait_stream(current)
         try:
-            if self._stages is not None and self._keys != self._current_keys():
-                self.invalidate()  # built or captured for other settings
-            self.stages  # noqa: B018
-            if not self._cuda:
+            with torch.cuda.stream(stream):
                 self._run()
-                return
-            current = torch.cuda.current_stream(self.ctx.device)
-            stream = self.ctx.torch_stream
-            stream.wait_stream(current)
-            try:
-                with torch.cuda.stream(stream):
-                    self._run()
-            finally:
-                current.wait_stream(stream)  # also when a stage raised
         finally:
-            self._lock.release()
+            current.wait_stream(stream)  # also when a stage raised
 
     def _current_keys(self) -> tuple:
         keys = [s.key() for s in self.stages if s.key is not None]
@@ -278,22 +262,18 @@ class Pipeline:
         return tuple(keys)
 
     def _run(self) -> None:
-        if self._graphs is not None:
-            error = None
-            for seg, graph in zip(self._segments, self._graphs, strict=True):
-                if graph is None:
-                    error = self._eager(seg.stages, error)
-                else:
-                    self._replay(seg, graph)
-            if error is not None:
-                raise error
-            return
-        if self.capture_enabled:
+        if self._graphs is None and self.capture_enabled:
             self._calls += 1
             if self._calls > self.warmup:
                 self._capture()
                 return
-        error = self._eager(self.stages, None)
+        error = None
+        for seg, graph in zip(self._segments, self._graphs or [None] * len(self._segments),
+                              strict=True):
+            if graph is None:  # not captured (yet), or a segment that runs eagerly
+                error = self._eager(seg.stages, error)
+            else:
+                self._replay(seg, graph)
         if error is not None:
             raise error
 
