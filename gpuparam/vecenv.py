@@ -29,17 +29,14 @@ from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
 
 Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
+
 class VecEnv(SavesState):
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
-    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``, captured as
-    ``gpuparam.pipeline`` says) of these stages::
-
-        [first stages] [before_step hooks] randomize_step physics episode [after_step hooks]
-        [curricula] randomize_reset clock autoreset [added stages]
-
-    and a reset pipeline (``env.reset_pipeline``): ``randomize_reset reset``.
+    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``: its stages, in
+    order, and how they are captured are in ``docs/pipeline.md``) and a reset pipeline
+    (``env.reset_pipeline``: ``randomize_reset``, ``reset``).
 
     Subclasses declare ``name``, ``param_specs``, ``observation_spec``, ``action_spec``,
     ``max_episode_steps`` (the default limit, an int) and either override ``make_backend``
@@ -175,35 +172,29 @@ class VecEnv(SavesState):
     # ------------------------------------------------------------------ buffers
     def _make_context(self) -> StepContext:
         n, dev = self.num_envs, self.device
-        obs_shape = self.observation_spec.shape
-        f32 = dict(dtype=torch.float32, device=dev)
-        i32 = dict(dtype=torch.int32, device=dev)
-        b = dict(dtype=torch.bool, device=dev)
-        act = self.action_spec
-        outputs = {
-            "observation": torch.zeros(n, *obs_shape, **f32),
-            "final_observation": torch.zeros(n, *obs_shape, **f32),
-            "reward": torch.zeros(n, **f32),
-            "terminated": torch.zeros(n, **b),
-            "truncated": torch.zeros(n, **b),
-            "done": torch.zeros(n, **b),
-            "episode_return": torch.zeros(n, **f32),
-            "episode_length": torch.zeros(n, **i32),
-        }
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        obs, f32, b = self.observation_spec.shape, torch.float32, torch.bool
+        standard = [("observation", obs, f32), ("final_observation", obs, f32),
+                    ("reward", (), f32), ("terminated", (), b), ("truncated", (), b),
+                    ("done", (), b), ("episode_return", (), f32),
+                    ("episode_length", (), torch.int32)]
+        outputs = {key: zeros(n, *shape, dtype=dtype) for key, shape, dtype in standard}
         extra = self.output_specs()
         for key, spec in extra.items():
             if key in outputs or not isinstance(spec, OutputSpec):
                 raise ValueError(f"{type(self).__name__}.output_specs: {key!r}: expected a "
                                  f"new key and a gp.OutputSpec, got {spec!r}")
-            outputs[key] = torch.zeros(n, *spec.shape, dtype=spec.dtype, device=dev)
+            outputs[key] = zeros(n, *spec.shape, dtype=spec.dtype)
+        act = self.action_spec
         ctx = StepContext(
-            num_envs=n, device=dev, env_offset=self.env_offset,
-            seed=torch.zeros(1, **i32),
-            action=torch.zeros(n, *act.shape, dtype=act.dtype, device=dev),
-            outputs=outputs, done=outputs["done"], reset_mask=torch.zeros(n, **b),
-            step_count=torch.zeros(n, **i32), episode_count=torch.zeros(n, **i32),
-            running_return=torch.zeros(n, **f32), max_episode_steps=torch.ones(1, **i32),
-            clock=torch.zeros(1, dtype=torch.int64, device=dev),
+            num_envs=n, device=dev, env_offset=self.env_offset, seed=zeros(1),
+            action=zeros(n, *act.shape, dtype=act.dtype), outputs=outputs,
+            done=outputs["done"], reset_mask=zeros(n, dtype=b), step_count=zeros(n),
+            episode_count=zeros(n), running_return=zeros(n, dtype=f32),
+            max_episode_steps=zeros(1), clock=zeros(1, dtype=torch.int64),  # (limit: set next)
         )
         # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
         # from them for good (later steps would hand back the caller's tensor): it raises,
@@ -761,12 +752,8 @@ class VecEnv(SavesState):
             kind = "an integer" if discrete else "a floating-point"
             raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
         if self.validate_actions:  # host check: synchronizes (validate_actions=True only)
-            if discrete:
-                bad = (action < 0) | (action >= spec.n)
-                what = f"outside [0, {spec.n})"
-            else:
-                bad = torch.isnan(action).reshape(self.num_envs, -1).any(1)
-                what = "NaN"
+            bad = ((action < 0) | (action >= spec.n)) if discrete else torch.isnan(action)
+            what = f"outside [0, {spec.n})" if discrete else "NaN"
             if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
                 bad_envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()  # host-ok
                 shown = bad_envs[:8].tolist()  # host-ok: validate_actions=True, raising
