@@ -262,18 +262,43 @@ class Pipeline:
         return tuple(keys)
 
     def _run(self) -> None:
+        """Replay the captured segments and run the others eagerly; at the first call after
+        ``warmup`` eager ones, capture each capturable segment and replay it at once (a
+        capture does not run the work). A stage that raises during a capture drops the
+        whole capture: its segment and the rest of the step run eagerly."""
+        capture = False
         if self._graphs is None and self.capture_enabled:
             self._calls += 1
-            if self._calls > self.warmup:
-                self._capture()
-                return
-        error = None
-        for seg, graph in zip(self._segments, self._graphs or [None] * len(self._segments),
-                              strict=True):
-            if graph is None:  # not captured (yet), or a segment that runs eagerly
+            capture = self._calls > self.warmup
+        if capture:
+            # a new pool per capture: tensors a dropped capture allocated may still be
+            # alive, and torch refuses to capture into a pool that has live users from
+            # another capture
+            self._keep, self._pool = [], None
+            # the settings the segments are captured with: a change while they are captured
+            # (e.g. a listener added by a hook of this step) drops the capture at the next call
+            keys = self._current_keys()
+        segments, error = self._segments, None
+        graphs = self._graphs or [None] * len(segments)
+        for i, seg in enumerate(segments):
+            if capture and (seg.kind == "warp" or (seg.kind == "torch" and self._cuda)):
+                try:
+                    graphs[i] = self._capture_segment(seg)
+                except Exception as e:
+                    error = error or e
+                    for rest in segments[i:]:
+                        error = self._eager(rest.stages, error)
+                    self._calls = 0  # warm up and try again later
+                    raise error from None
+            if graphs[i] is None:
                 error = self._eager(seg.stages, error)
+            elif seg.kind == "warp":
+                wp.capture_launch(graphs[i], stream=self.ctx.stream)
             else:
-                self._replay(seg, graph)
+                graphs[i].replay()
+        if capture:
+            self._graphs, self._keys = graphs, keys
+            self.captures += 1
         if error is not None:
             raise error
 
@@ -285,46 +310,6 @@ class Pipeline:
             except Exception as e:  # the step completes, then the first error is raised
                 error = error or e
         return error
-
-    def _replay(self, seg: Segment, graph) -> None:
-        if seg.kind == "warp":
-            wp.capture_launch(graph, stream=self.ctx.stream)
-        else:
-            graph.replay()
-
-    def _capture(self) -> None:
-        """Capture each capturable segment and replay it at once (a capture does not run
-        the work); run the others eagerly. A stage that raises during a capture drops the
-        whole capture: its segment and the rest of the step run eagerly."""
-        graphs, error = [], None
-        self._keep = []
-        segments = self._segments
-        # a new pool per capture: tensors a dropped capture allocated may still be alive,
-        # and torch refuses to capture into a pool that has live users from another capture
-        self._pool = None
-        # the settings the segments are captured with: a change while they are captured
-        # (e.g. a listener added by a hook of this step) drops the capture at the next call
-        keys = self._current_keys()
-        for i, seg in enumerate(segments):
-            if not (seg.kind == "warp" or (seg.kind == "torch" and self._cuda)):
-                graphs.append(None)
-                error = self._eager(seg.stages, error)
-                continue
-            try:
-                graph = self._capture_segment(seg)
-            except Exception as e:
-                error = error or e
-                for rest in segments[i:]:
-                    error = self._eager(rest.stages, error)
-                self._calls = 0  # warm up and try again later
-                raise error from None
-            graphs.append(graph)
-            self._replay(seg, graph)
-        self._graphs = graphs
-        self.captures += 1
-        self._keys = keys
-        if error is not None:
-            raise error
 
     def _capture_segment(self, seg: Segment):
         ctx = self.ctx
