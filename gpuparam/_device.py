@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -11,7 +12,6 @@ import warp as wp
 
 # Warp prints a banner at init; a library should not. Users can set it back before use.
 wp.config.log_level = max(wp.config.log_level, 30)  # warnings and errors only
-_initialized = False
 
 # What Warp's native library prints (C ``fprintf`` to stderr, whatever ``wp.config.log_level``
 # says: no Warp setting reaches it) on a machine without an NVIDIA driver. It means "CPU only",
@@ -23,11 +23,14 @@ NO_DRIVER_LINE = (
 )
 
 
-def _init_without_driver_line() -> None:
-    """``wp.init()`` with the process's stderr (file descriptor 2) sent to a temporary file,
-    then written back without the one line ``NO_DRIVER_LINE``: every other line Warp prints
-    while initializing reaches stderr unchanged, in order. Where file descriptor 2 cannot be
-    duplicated (no stderr at all), ``wp.init()`` runs as it is."""
+@functools.cache
+def init_warp() -> None:
+    """Initialize Warp once, quietly: no banner (``wp.config.log_level``) and no line
+    saying that this machine has no NVIDIA driver. ``wp.init()`` runs with the process's
+    stderr (file descriptor 2) sent to a temporary file, then written back without the one
+    line ``NO_DRIVER_LINE``: every other line Warp prints while initializing reaches stderr
+    unchanged, in order. Where file descriptor 2 cannot be duplicated (no stderr at all),
+    ``wp.init()`` runs as it is."""
     try:
         saved = os.dup(2)
     except OSError:
@@ -46,15 +49,6 @@ def _init_without_driver_line() -> None:
                     if ln.rstrip(b"\r\n") != NO_DRIVER_LINE]
             if kept:
                 os.write(2, b"".join(kept))
-
-
-def init_warp() -> None:
-    """Initialize Warp once, quietly: no banner (``wp.config.log_level``) and no line
-    saying that this machine has no NVIDIA driver (``NO_DRIVER_LINE``)."""
-    global _initialized
-    if not _initialized:
-        _init_without_driver_line()
-        _initialized = True
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
