@@ -156,9 +156,6 @@ def check_env_state(env, state: object) -> dict:
     check_param_tables(state["params"], env.params)
     for key in ("step_count", "episode_count", "episode_length"):
         check_nonneg(state["tensors"][key], f"tensors.{key}")
-    check_randomization(state["randomization"])
-    for i, (cur, s) in enumerate(zip(env.curricula, state["curricula"], strict=True)):
-        check_curriculum(s, cur.num_levels, f"curricula[{i}]")
     saved_offset = state["env_offset"]
     if saved_offset != env.env_offset:
         n, off = env.num_envs, env.env_offset
@@ -172,7 +169,8 @@ def check_env_state(env, state: object) -> dict:
         check_max_episode_steps(state["max_episode_steps"])
     except ValueError as e:
         raise ValueError(f"load_state_dict: {e}") from None
-    env.randomization.check_state(state["randomization"])  # (their own checks too)
+    # the values of randomization and curricula (check_randomization, check_curriculum)
+    env.randomization.check_state(state["randomization"])
     for cur, s in zip(env.curricula, state["curricula"], strict=True):
         cur.check_state(s)
     return state
