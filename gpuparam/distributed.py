@@ -1,15 +1,10 @@
 """Sharding one run over ``torch.distributed`` ranks (``torchrun``): global env ids and a
 step-count schedule of collective syncs (the guide: ``docs/distributed.md``).
 
-Env ``i`` of a rank is global env ``env_offset + i`` and every counter-based draw is keyed
-by the global id, so ``W`` ranks x ``N / W`` envs reproduce one process with ``N`` envs.
-Per-env data (state, parameters, counters, curriculum levels) stays per rank; statistics
-(``ObsNorm``, ``RewardNorm``, ADR, level histograms) are merged by a sync: a host-launched
-collective between steps, never inside the captured step. A sync packs every target into
-one flat float64 buffer, carries it in one ``all_gather`` (async with ``overlap=True``,
-applied one interval later) and merges it the same way on every rank. Ranks must register
-the same targets in the same order: the first exchange of a set of targets gathers a
-header first, so mismatched ranks all raise the same ``ValueError`` with nothing packed.
+A sync packs every target into one flat float64 buffer, carries it in one ``all_gather``
+between steps and merges it the same way on every rank. Ranks must register the same
+targets in the same order: the first exchange of a set of targets gathers a header first,
+so mismatched ranks all raise the same ``ValueError`` with nothing packed.
 """
 
 from __future__ import annotations

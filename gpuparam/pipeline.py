@@ -1,18 +1,12 @@
-"""The step as an explicit list of stages, captured once and replayed by one plan on CPU and CUDA.
+"""The step as an explicit list of stages, captured once and replayed by one plan on CPU and CUDA
+(the guide: ``docs/pipeline.md``).
 
-A :class:`Stage` launches the device work of one part of a step and reads and writes one
-:class:`StepContext` (the env's static buffers and masks, its seed, its stream). Each stage
-declares its ``kind``; :func:`plan` (device-independent: a CPU test of the plan tests the
-plan CUDA runs) splits the list into segments of consecutive stages of one kind:
-``"warp"`` (Warp launches on ``ctx.stream`` only): one Warp graph on both devices;
-``"torch"`` (device work through torch ops and Warp): one torch CUDA graph on CUDA, eager
-on CPU; ``"python"`` (host Python that must run at every step): eager on both. So a hook's
-Python means the same on both devices (the guide: ``docs/pipeline.md``).
-
-Capture happens at the first call after ``warmup`` eager calls (which load every Warp
-module). Anything that changes what a replay would do must drop the capture: stage list
-changes (``invalidate``) and host-side settings a stage declares through its ``key``;
-settings that kernels read from device memory need neither.
+Each :class:`Stage` declares its ``kind``; :func:`plan` (device-independent) splits the
+list into segments of consecutive stages of one kind: ``"warp"`` (Warp launches on
+``ctx.stream`` only): one Warp graph on both devices; ``"torch"`` (torch ops and Warp): one
+torch CUDA graph on CUDA, eager on CPU; ``"python"`` (host Python that must run at every
+step): eager on both. Anything that changes what a replay would do drops the capture: stage
+list changes (``invalidate``) and host-side settings a stage declares through its ``key``.
 """
 
 from __future__ import annotations
@@ -159,7 +153,8 @@ def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
 
 
 class Pipeline:
-    """Runs a list of stages over one context; captures and replays them by :func:`plan`.
+    """Runs a list of stages over one context; captures them at the first call after
+    ``warmup`` eager calls (which load every Warp module) and replays them by :func:`plan`.
 
     Args:
         ctx: the context handed to every stage.
