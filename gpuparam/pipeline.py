@@ -134,22 +134,13 @@ class Stage:
         return f"Stage({self.name!r}, kind={self.kind!r})"
 
 
-@dataclass(frozen=True)
-class Segment:
-    """A run of consecutive stages of one kind, captured and replayed as one."""
-
-    kind: str
-    stages: tuple[Stage, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.stages)
+Segment = tuple[str, tuple[Stage, ...]]  # (kind, stages): captured and replayed as one
 
 
 def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
-    """Split ``stages`` into segments of consecutive stages of one kind, the same on every
-    device (how each kind runs: the module docstring)."""
-    return tuple(Segment(k, tuple(g)) for k, g in itertools.groupby(stages, lambda s: s.kind))
+    """Split ``stages`` into segments ``(kind, stages)`` of consecutive stages of one kind,
+    the same on every device (how each kind runs: the module docstring)."""
+    return tuple((k, tuple(g)) for k, g in itertools.groupby(stages, lambda s: s.kind))
 
 
 class Pipeline:
@@ -218,7 +209,7 @@ class Pipeline:
         """How a captured step runs, the same on every device: per segment its kind and
         its stage names (see :func:`plan`)."""
         self.stages  # noqa: B018 (builds the list and its plan)
-        return tuple((seg.kind, seg.names) for seg in self._segments)
+        return tuple((kind, tuple(s.name for s in st)) for kind, st in self._segments)
 
     @property
     def captured(self) -> bool:
@@ -275,19 +266,19 @@ class Pipeline:
             keys = self._current_keys()
         segments, error = self._segments, None
         graphs = self._graphs or [None] * len(segments)
-        for i, seg in enumerate(segments):
-            if capture and (seg.kind == "warp" or (seg.kind == "torch" and self._cuda)):
+        for i, (kind, stages) in enumerate(segments):
+            if capture and (kind == "warp" or (kind == "torch" and self._cuda)):
                 try:
-                    graphs[i] = self._capture_segment(seg)
+                    graphs[i] = self._capture_segment(kind, stages)
                 except Exception as e:
                     error = error or e
-                    for rest in segments[i:]:
-                        error = self._eager(rest.stages, error)
+                    for _, rest in segments[i:]:
+                        error = self._eager(rest, error)
                     self._calls = 0  # warm up and try again later
                     raise error from None
             if graphs[i] is None:
-                error = self._eager(seg.stages, error)
-            elif seg.kind == "warp":
+                error = self._eager(stages, error)
+            elif kind == "warp":
                 wp.capture_launch(graphs[i], stream=self.ctx.stream)
             else:
                 graphs[i].replay()
@@ -306,11 +297,11 @@ class Pipeline:
                 error = error or e
         return error
 
-    def _capture_segment(self, seg: Segment):
+    def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
         ctx = self.ctx
-        if seg.kind == "warp":
+        if kind == "warp":
             with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream) as c:
-                for s in seg.stages:
+                for s in stages:
                     s.run(ctx)
             self._keep.append(c)
             return c.graph
@@ -325,7 +316,7 @@ class Pipeline:
                               capture_error_mode="thread_local"):
             with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
                                   external=True) as c:
-                for s in seg.stages:
+                for s in stages:
                     s.run(ctx)
         self._keep.append(c)
         return graph
