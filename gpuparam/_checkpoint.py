@@ -1,12 +1,9 @@
 """Checkpoints of an env: a state dict is checked whole before any of it is written.
 
-The saved dict is compared with a template (the target's own ``state_dict()``): the same
-keys, list lengths, strings and tuples (env name, parameter and term names), ints where
-the template has ints, tensors of the same shape and dtype (any device). Then the values:
-parameter tables finite and inside each spec range, counters non-negative, the seed an
-int32, randomization uids distinct and below ``next_uid``, ranges and ADR sums finite,
-curriculum levels inside ``[0, num_levels)``. The physical state and output buffers may
-hold NaN or inf (a diverged env is data to reproduce). Host code: it synchronizes.
+The saved dict is first compared with a template (the target's own ``state_dict()``): the
+same keys, list lengths, strings and tuples (env name, parameter and term names), ints,
+tensor shapes and dtypes (any device); then the values, as ``docs/checkpoints.md`` lists
+them (the physical state and output buffers may hold NaN). Host code: it synchronizes.
 """
 
 from __future__ import annotations

@@ -113,14 +113,11 @@ class Stage:
         if key is not None and not callable(key):
             raise TypeError(f"Stage {name!r}: key expected a callable or None, got {key!r}")
         if warp_only is not None:
-            if callable(warp_only):
-                wo = warp_only
-                kind = lambda: "warp" if wo() else "torch"  # noqa: E731
-            else:
-                kind = "warp" if warp_only else "torch"
-        if not callable(kind) and kind not in KINDS:
-            raise ValueError(f"Stage {name!r}: kind expected one of {KINDS}, got {kind!r}")
+            wo = warp_only if callable(warp_only) else lambda: warp_only
+            kind = lambda: "warp" if wo() else "torch"  # noqa: E731
         self.name, self.run, self.key, self._kind = name, run, key, kind
+        if not callable(kind):
+            self.kind  # noqa: B018 (validated now)
 
     @property
     def kind(self) -> str:

@@ -366,10 +366,8 @@ class VecEnv(SavesState):
 
     @contextlib.contextmanager
     def _exclusive(self, hold: bool = False):
-        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block): a
-        second thread stepping or resetting the same env while a call runs would interleave
-        writes into the same buffers. The thread holding the env through ``hold()`` enters
-        without the lock while no call of it is running."""
+        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block); the
+        thread holding the env enters without the lock while no call of it is running."""
         took = self._holder != threading.get_ident() or self._in_call
         if took and not self._busy.acquire(blocking=False):
             raise RuntimeError(
@@ -430,11 +428,10 @@ class VecEnv(SavesState):
         the action taken) and the previous step's outputs; the TensorDict is locked, so
         assigning a key raises.
 
-        ``kind`` (see ``gpuparam.pipeline``): ``"python"`` (default) runs ``fn`` at every
-        step on every device; ``"torch"`` or ``"warp"`` declares that ``fn`` only launches
-        device work (torch ops, or Warp launches on ``env.context.stream`` only, no host
-        sync): it is then recorded once into the step's graphs and its work replayed.
-        Returns a function removing the hook. Refused from inside a step."""
+        ``kind``: ``"python"`` (default) runs ``fn`` at every step; ``"torch"`` or ``"warp"``
+        declares that ``fn`` only launches device work (``docs/pipeline.md``), recorded once
+        into the step's graphs. Returns a function removing the hook. Refused from inside a
+        step."""
         return self._add_hook(self._before, fn, kind)
 
     def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
@@ -495,8 +492,7 @@ class VecEnv(SavesState):
         return self._add(where, stage, f"stage {stage.name!r}")
 
     def _add(self, where: list, item, what: str) -> Callable[[], bool]:
-        """Append ``item`` to ``where``; returns its remover (True when it removed it).
-        Refused while a step runs (the stage list of the running step would change)."""
+        """Append ``item`` to ``where``; returns its remover (True when it removed it)."""
         self._check_not_stepping(f"add {what}")
         where.append(item)
         self._structure_changed()
@@ -611,12 +607,10 @@ class VecEnv(SavesState):
         self, every: int, *targets: Syncable, group: object = None, overlap: bool = True
     ) -> Callable[[], None]:
         """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
-        sync=True)``: anything with a collective ``sync(group)``) over the
-        ``torch.distributed`` ranks after every ``every``-th ``step``, outside the captured
-        step, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
-        ``group`` and ``overlap`` do; default: the world, overlapped). Every rank must make
-        the same calls. Returns a function removing the schedule (after settling its
-        exchange in flight)."""
+        sync=True)``) over the ``torch.distributed`` ranks after every ``every``-th
+        ``step``, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
+        ``group`` and ``overlap`` do). Every rank must make the same calls. Returns a
+        function removing the schedule (after settling its exchange in flight)."""
         for t in targets:
             check = getattr(t, "check_syncable", None)
             if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
