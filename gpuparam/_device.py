@@ -56,23 +56,20 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     ``"cpu"``: torch's CPU tensors carry no index, so an indexed CPU device would reject
     every one of them."""
     init_warp()
+    cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
     if device is None:
-        cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
         return torch.device("cuda:0" if cuda else "cpu")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available() or wp.get_cuda_device_count() == 0:
-            raise ValueError(f"device {device!r} requested, but no CUDA device is available")
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-    elif dev.type != "cpu":
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
-    else:
-        dev = torch.device("cpu")
-    return dev
+    if dev.type == "cpu":
+        return torch.device("cpu")
+    if not cuda:
+        raise ValueError(f"device {device!r} requested, but no CUDA device is available")
+    return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
 
 
 def wp_device(device: torch.device) -> str:
