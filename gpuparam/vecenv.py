@@ -417,8 +417,7 @@ class VecEnv(SavesState):
     def randomize(self, *terms: Term) -> Callable[[], None]:
         """Add randomization terms (``gp.Uniform``, ``gp.Gaussian``, ...); returns a
         function removing them. See ``env.randomization`` for the rest of the API. Refused
-        from inside a step."""
-        self._check_not_stepping("add randomization terms")
+        from inside a step (by ``randomization.add``)."""
         return self.randomization.add(*terms)
 
     def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
