@@ -125,49 +125,93 @@ def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") 
     check_nonneg(state["adr_counts"], f"{path}.adr_counts")
 
 
-def check_env_state(env, state: object) -> dict:
-    """Every check of ``env.load_state_dict(state)``, writing nothing; raises ``ValueError``
-    naming the entry, what was expected and what was got. Returns ``state`` as it loads
-    (older checkpoints get ``env_offset`` 0 and the target's ``max_episode_steps``)."""
-    if not isinstance(state, Mapping):
-        _fail("state", "a dict from env.state_dict()", _describe(state))
-    state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
-    template = env.state_dict()
-    for key in ("env", "num_envs"):
-        if key in state and state[key] != template[key]:
-            _fail(key, repr(template[key]), repr(state[key]))
-    if isinstance(state.get("curricula"), (list, tuple)):
-        if len(state["curricula"]) != len(template["curricula"]):
-            _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
-                  "curriculum added to this env)", len(state["curricula"]))
-    try:
-        saved_terms = [t["name"] for t in state["randomization"]["terms"]]
-    except (KeyError, TypeError):
-        saved_terms = None
-    want_terms = [t["name"] for t in template["randomization"]["terms"]]
-    if saved_terms is not None and saved_terms != want_terms:
-        _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
-    check_like(state, template)
-    if not -(2**31) <= state["seed"] < 2**31:
-        _fail("seed", "an int32 value", state["seed"])
-    check_param_tables(state["params"], env.params)
-    for key in ("step_count", "episode_count", "episode_length"):
-        check_nonneg(state["tensors"][key], f"tensors.{key}")
-    saved_offset = state["env_offset"]
-    if saved_offset != env.env_offset:
-        n, off = env.num_envs, env.env_offset
-        raise ValueError(
-            f"load_state_dict: the checkpoint holds global envs {saved_offset}.."
-            f"{saved_offset + n - 1} (env_offset {saved_offset}), this env holds "
-            f"{off}..{off + n - 1} (env_offset {off}): load each rank's checkpoint on "
-            "the same rank of the same world size (resharding is not supported)"
-        )
-    try:
-        check_max_episode_steps(state["max_episode_steps"])
-    except ValueError as e:
-        raise ValueError(f"load_state_dict: {e}") from None
-    # the values of randomization and curricula (check_randomization, check_curriculum)
-    env.randomization.check_state(state["randomization"])
-    for cur, s in zip(env.curricula, state["curricula"], strict=True):
-        cur.check_state(s)
-    return state
+class EnvCheckpoint:
+    """``state_dict`` / ``load_state_dict`` of one env (an object every ``VecEnv`` owns)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        env = self._env
+        ctx = env.context
+        return {
+            **{k if k == "state" else f"state.{k}": v for k, v in env.backend.state.items()},
+            "step_count": ctx.step_count, "episode_count": ctx.episode_count,
+            "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
+        }
+
+    def state_dict(self) -> dict[str, object]:
+        env = self._env
+        return {
+            "env": env.name,
+            "num_envs": env.num_envs,
+            "env_offset": env.env_offset,
+            "seed": env.seed,
+            # settable at any time (env.max_episode_steps = k, SB3's set_attr): saved with
+            # the counters it truncates
+            "max_episode_steps": env.max_episode_steps,
+            "params": env.params.state_dict(),
+            "tensors": {k: v.clone() for k, v in self._tensors().items()},
+            "randomization": env.randomization.state_dict(),
+            "curricula": [c.state_dict() for c in env.curricula],
+        }
+
+    def check(self, state: object) -> dict:
+        """Every check of :meth:`load_state_dict`, writing nothing; raises ``ValueError``
+        naming the entry, what was expected and what was got. Returns ``state`` as it loads
+        (older checkpoints get ``env_offset`` 0 and the target's ``max_episode_steps``)."""
+        env = self._env
+        if not isinstance(state, Mapping):
+            _fail("state", "a dict from env.state_dict()", _describe(state))
+        state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
+        template = self.state_dict()
+        for key in ("env", "num_envs"):
+            if key in state and state[key] != template[key]:
+                _fail(key, repr(template[key]), repr(state[key]))
+        if isinstance(state.get("curricula"), (list, tuple)):
+            if len(state["curricula"]) != len(template["curricula"]):
+                _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
+                      "curriculum added to this env)", len(state["curricula"]))
+        try:
+            saved_terms = [t["name"] for t in state["randomization"]["terms"]]
+        except (KeyError, TypeError):
+            saved_terms = None
+        want_terms = [t["name"] for t in template["randomization"]["terms"]]
+        if saved_terms is not None and saved_terms != want_terms:
+            _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
+        check_like(state, template)
+        if not -(2**31) <= state["seed"] < 2**31:
+            _fail("seed", "an int32 value", state["seed"])
+        check_param_tables(state["params"], env.params)
+        for key in ("step_count", "episode_count", "episode_length"):
+            check_nonneg(state["tensors"][key], f"tensors.{key}")
+        saved_offset = state["env_offset"]
+        if saved_offset != env.env_offset:
+            n, off = env.num_envs, env.env_offset
+            raise ValueError(
+                f"load_state_dict: the checkpoint holds global envs {saved_offset}.."
+                f"{saved_offset + n - 1} (env_offset {saved_offset}), this env holds "
+                f"{off}..{off + n - 1} (env_offset {off}): load each rank's checkpoint on "
+                "the same rank of the same world size (resharding is not supported)"
+            )
+        try:
+            check_max_episode_steps(state["max_episode_steps"])
+        except ValueError as e:
+            raise ValueError(f"load_state_dict: {e}") from None
+        # the values of randomization and curricula (check_randomization, check_curriculum)
+        env.randomization.check_state(state["randomization"])
+        for cur, s in zip(env.curricula, state["curricula"], strict=True):
+            cur.check_state(s)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        env = self._env
+        state = self.check(state)
+        env.restore_seed(int(state["seed"]))
+        env.max_episode_steps = int(state["max_episode_steps"])
+        env.params.load_state_dict(state["params"])
+        for k, t in self._tensors().items():
+            t.copy_(state["tensors"][k])
+        env.randomization.load_state_dict(state["randomization"])
+        for cur, s in zip(env.curricula, state["curricula"], strict=True):
+            cur.load_state_dict(s)

@@ -3,31 +3,26 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
-from gpuparam._checkpoint import check_env_state
+from gpuparam._checkpoint import EnvCheckpoint
 from gpuparam._checks import check_mask, check_max_episode_steps
-from gpuparam._device import resolve_device, to_wp
+from gpuparam._device import resolve_device
+from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
 from gpuparam.files import SavesState
-from gpuparam.kernels import actions as kactions
-from gpuparam.kernels import episode as kepisode
 from gpuparam.params import ParamTable
-from gpuparam.pipeline import KINDS, Pipeline, Stage, StepContext
+from gpuparam.pipeline import Pipeline, Stage, StepContext
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
-
-Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 
 class VecEnv(SavesState):
@@ -134,12 +129,7 @@ class VecEnv(SavesState):
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._seed_value = seed
         self.stepping = False  # True while step() runs its pipeline
-        # what users add to the step, in the order added
-        self._before: list[tuple[Hook, str]] = []
-        self._after: list[tuple[Hook, str]] = []
-        self._curricula: list = []
-        self._first: list[Stage] = []
-        self._extra: list[Stage] = []
+        self._stages = EnvStages(self)
         self._syncs: list[SyncSchedule] = []
         binding = BindContext(
             num_envs=num_envs, device=self.device, params=self.params, step=self.context,
@@ -152,9 +142,11 @@ class VecEnv(SavesState):
             self.task.bind(binding, self.backend)
         self.randomization = Randomization(self)
         key = lambda: self.params.listener_key  # noqa: E731
-        self.pipeline = Pipeline(self.context, self._step_stages, capture=capture, key=key)
-        self.reset_pipeline = Pipeline(self.context, self._reset_stages, capture=capture, key=key)
-        self.randomization.on_rebuild(self._structure_changed)
+        self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
+        self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
+                                       key=key)
+        self.randomization.on_rebuild(self._stages.changed)
+        self._checkpoint = EnvCheckpoint(self)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if recompute:
             unknown = [n for n in recompute if n not in self.params]
@@ -410,7 +402,7 @@ class VecEnv(SavesState):
         steps are captured by default; this turns capture on for an env built with
         ``capture=False``. Returns ``env.pipeline``."""
         self.pipeline.capture_enabled = self.reset_pipeline.capture_enabled = True
-        self._structure_changed()
+        self._stages.changed()
         return self.pipeline
 
     # ------------------------------------------------------------------ extensions
@@ -431,7 +423,7 @@ class VecEnv(SavesState):
         declares that ``fn`` only launches device work (``docs/pipeline.md``), recorded once
         into the step's graphs. Returns a function removing the hook. Refused from inside a
         step."""
-        return self._add_hook(self._before, fn, kind)
+        return self._stages.add_hook(self._stages.before, fn, kind)
 
     def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
         """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
@@ -441,14 +433,7 @@ class VecEnv(SavesState):
         shaping, ``td["reward"].mul_(0.1)``) are seen by the caller; the TensorDict is
         locked, so assigning a key raises. ``kind`` as in :meth:`before_step`. Returns a
         function removing the hook."""
-        return self._add_hook(self._after, fn, kind)
-
-    def _add_hook(self, where: list, fn: Hook, kind: str) -> Callable[[], None]:
-        if not callable(fn):
-            raise TypeError(f"hook: expected a callable fn(env, td), got {fn!r}")
-        if kind not in KINDS:
-            raise ValueError(f"hook kind: expected one of {KINDS}, got {kind!r}")
-        return self._add(where, (fn, kind), "a hook")
+        return self._stages.add_hook(self._stages.after, fn, kind)
 
     @property
     def hook_outputs(self) -> TensorDict:
@@ -459,23 +444,24 @@ class VecEnv(SavesState):
     @property
     def curricula(self) -> tuple:
         """The curricula added with :meth:`add_curriculum`, in order."""
-        return tuple(self._curricula)
+        return tuple(self._stages.curricula)
 
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
-        self._check_not_stepping("add a curriculum")
+        stages = self._stages
+        stages.check_not_stepping("add a curriculum")
         curriculum.bind(self)
-        remove = self._add(self._curricula, curriculum, "a curriculum")
+        remove = stages.add(stages.curricula, curriculum, "a curriculum")
 
         def remove_curriculum() -> None:
-            self._check_not_stepping("remove a curriculum")
-            synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
-            if synced and curriculum in self._curricula:
-                # its exchange would be applied to a curriculum bound to nothing
-                raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
-                                 "that schedule first (the function sync_every returned)")
-            if remove():
+            stages.check_not_stepping("remove a curriculum")
+            if curriculum in stages.curricula:
+                synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
+                if synced:  # its exchange would be applied to a curriculum bound to nothing
+                    raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
+                                     "that schedule first (the function sync_every returned)")
+                remove()
                 curriculum.unbind()
 
         return remove_curriculum
@@ -487,119 +473,8 @@ class VecEnv(SavesState):
         it. The capture is redone. Refused from inside a step."""
         if not isinstance(stage, Stage):
             raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
-        where = self._first if first else self._extra
-        return self._add(where, stage, f"stage {stage.name!r}")
-
-    def _add(self, where: list, item, what: str) -> Callable[[], bool]:
-        """Append ``item`` to ``where``; returns its remover (True when it removed it)."""
-        self._check_not_stepping(f"add {what}")
-        where.append(item)
-        self._structure_changed()
-
-        def remove() -> bool:
-            self._check_not_stepping(f"remove {what}")
-            if not any(x is item for x in where):
-                return False
-            where.remove(item)
-            self._structure_changed()
-            return True
-
-        return remove
-
-    def _check_not_stepping(self, what: str) -> None:
-        if self.stepping:
-            raise RuntimeError(
-                f"{what} during a step (from a hook or stage inside it): the step's stage "
-                "list cannot change while it runs; do it between steps"
-            )
-
-    def _structure_changed(self) -> None:
-        """The step's work changed: rebuild the stages and capture again."""
-        self.pipeline.invalidate()
-        self.reset_pipeline.invalidate()
-
-    # ------------------------------------------------------------------ stages
-    def _step_stages(self) -> list[Stage]:
-        rz, listeners = self.randomization, self._listener_kind()
-        physics = self._physics_kind()
-        stages = [*self._first, *self._hook_stages("before_step", self._before)]
-        if rz.step_active:
-            stages.append(Stage("randomize_step", rz.launch_step, listeners))
-        stages.append(Stage("physics", self._physics, physics))
-        stages.append(Stage("episode", self._episode, "warp"))
-        stages += self._hook_stages("after_step", self._after)
-        for cur in self._curricula:  # a callable metric runs Python
-            stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
-        if rz.reset_active:
-            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.done),
-                                listeners))
-        stages.append(Stage("clock", self._tick, "warp"))
-        stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
-        return stages + self._extra
-
-    def _reset_stages(self) -> list[Stage]:
-        rz = self.randomization
-        stages = []
-        if rz.reset_active:
-            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
-                                self._listener_kind()))
-        stages.append(Stage("reset", self._explicit_reset, self._physics_kind()))
-        return stages
-
-    def _listener_kind(self) -> str:
-        return "warp" if self.params.listeners_warp_only else "torch"
-
-    def _physics_kind(self) -> str:
-        ok = self.backend.warp_only and (self.task is None or self.task.warp_only)
-        return "warp" if ok else "torch"
-
-    def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
-        """Consecutive hooks of one kind share a stage."""
-
-        def stage(kind: str, fns: tuple[Hook, ...]) -> Stage:
-            def run(ctx: StepContext) -> None:
-                for f in fns:
-                    f(self, self._hook_td)
-
-            return Stage(name, run, kind)
-
-        return [stage(kind, tuple(fn for fn, _ in run))
-                for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
-
-    def _physics(self, ctx: StepContext) -> None:
-        if isinstance(self.action_spec, DiscreteSpec):  # count the invalid actions
-            args = [to_wp(ctx.action.reshape(-1)), self.action_spec.n]
-            kernel = kactions.count_invalid_discrete
-        else:
-            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1))]
-            kernel = kactions.count_invalid_box
-        wp.launch(kernel, ctx.num_envs, [*args, to_wp(self.invalid_actions)],
-                  device=ctx.wp_device, stream=ctx.stream)
-        self.backend.step(ctx)
-        if self.task is not None:
-            self.task.compute(ctx)
-
-    def _episode(self, ctx: StepContext) -> None:
-        out = ctx.outputs
-        wp.launch(kepisode.end_step, ctx.num_envs, [
-            to_wp(ctx.max_episode_steps), to_wp(out["reward"]), to_wp(out["terminated"]),
-            to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
-            to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
-        ], device=ctx.wp_device, stream=ctx.stream)
-
-    def _tick(self, ctx: StepContext) -> None:
-        wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
-
-    def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        self.backend.reset(ctx, mask)
-        if self.task is not None:
-            self.task.observe(ctx, mask)
-
-    def _explicit_reset(self, ctx: StepContext) -> None:
-        wp.launch(kepisode.clear_counters, ctx.num_envs, [
-            to_wp(ctx.reset_mask), to_wp(ctx.step_count), to_wp(ctx.running_return),
-        ], device=ctx.wp_device, stream=ctx.stream)
-        self._reset_envs(ctx, ctx.reset_mask)
+        where = self._stages.first if first else self._stages.extra
+        return self._stages.add(where, stage, f"stage {stage.name!r}")
 
     # ------------------------------------------------------------------ distributed
     def sync_every(
@@ -650,27 +525,7 @@ class VecEnv(SavesState):
         state, counters and output buffers, randomization and curricula. Tensors are
         clones; synchronizes. In a sharded run each rank saves its own envs; normalization
         statistics are saved by their modules."""
-        return {
-            "env": self.name,
-            "num_envs": self.num_envs,
-            "env_offset": self.env_offset,
-            "seed": self.seed,
-            # settable at any time (env.max_episode_steps = k, SB3's set_attr): saved with
-            # the counters it truncates
-            "max_episode_steps": self.max_episode_steps,
-            "params": self.params.state_dict(),
-            "tensors": {k: v.clone() for k, v in self._saved_tensors().items()},
-            "randomization": self.randomization.state_dict(),
-            "curricula": [c.state_dict() for c in self._curricula],
-        }
-
-    def _saved_tensors(self) -> dict[str, torch.Tensor]:
-        ctx = self.context
-        return {
-            **{k if k == "state" else f"state.{k}": v for k, v in self.backend.state.items()},
-            "step_count": ctx.step_count, "episode_count": ctx.episode_count,
-            "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
-        }
+        return self._checkpoint.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
@@ -679,22 +534,14 @@ class VecEnv(SavesState):
         ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
         nothing changed) from inside a step and while another thread's call on the env
         runs, as ``step`` and ``reset`` are."""
-        self._check_not_stepping("load_state_dict")
+        self._stages.check_not_stepping("load_state_dict")
         with self._exclusive():
-            state = check_env_state(self, state)
-            self.restore_seed(int(state["seed"]))
-            self.max_episode_steps = int(state["max_episode_steps"])
-            self.params.load_state_dict(state["params"])
-            for k, t in self._saved_tensors().items():
-                t.copy_(state["tensors"][k])
-            self.randomization.load_state_dict(state["randomization"])
-            for cur, s in zip(self._curricula, state["curricula"], strict=True):
-                cur.load_state_dict(s)
+            self._checkpoint.load_state_dict(state)
 
     def check_state_dict(self, state: dict) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
         checks; writes nothing). Synchronizes."""
-        check_env_state(self, state)
+        self._checkpoint.check(state)
 
     def device_bytes(self) -> dict:
         """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":

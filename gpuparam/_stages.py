@@ -1,0 +1,156 @@
+"""The stage lists of an env's step and reset pipelines, and what users add to them (an
+object every ``VecEnv`` owns; the order of the stages is in ``docs/pipeline.md``)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import warp as wp
+from tensordict import TensorDict
+
+from gpuparam._device import to_wp
+from gpuparam.kernels import actions as kactions
+from gpuparam.kernels import episode as kepisode
+from gpuparam.pipeline import KINDS, Stage, StepContext
+from gpuparam.spec import DiscreteSpec
+
+Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
+
+
+class EnvStages:
+    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds
+    what users add to them: hooks, curricula and stages, each list in the order added.
+    Every change drops the env's captures."""
+
+    def __init__(self, env: Any):
+        self._env = env  # hooks are called with it; stages read its public parts
+        self.before: list[tuple[Hook, str]] = []
+        self.after: list[tuple[Hook, str]] = []
+        self.curricula: list = []
+        self.first: list[Stage] = []
+        self.extra: list[Stage] = []
+
+    # ------------------------------------------------------------------ lists
+    def step_stages(self) -> list[Stage]:
+        rz, listeners = self._env.randomization, self._listener_kind()
+        physics = self._physics_kind()
+        stages = [*self.first, *self._hook_stages("before_step", self.before)]
+        if rz.step_active:
+            stages.append(Stage("randomize_step", rz.launch_step, listeners))
+        stages.append(Stage("physics", self._physics, physics))
+        stages.append(Stage("episode", self._episode, "warp"))
+        stages += self._hook_stages("after_step", self.after)
+        for cur in self.curricula:  # a callable metric runs Python
+            stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
+        if rz.reset_active:
+            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.done),
+                                listeners))
+        stages.append(Stage("clock", self._tick, "warp"))
+        stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
+        return stages + self.extra
+
+    def reset_stages(self) -> list[Stage]:
+        rz = self._env.randomization
+        stages = []
+        if rz.reset_active:
+            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
+                                self._listener_kind()))
+        stages.append(Stage("reset", self._explicit_reset, self._physics_kind()))
+        return stages
+
+    def _listener_kind(self) -> str:
+        return "warp" if self._env.params.listeners_warp_only else "torch"
+
+    def _physics_kind(self) -> str:
+        env = self._env
+        ok = env.backend.warp_only and (env.task is None or env.task.warp_only)
+        return "warp" if ok else "torch"
+
+    def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
+        """Consecutive hooks of one kind share a stage."""
+        env = self._env
+
+        def stage(kind: str, fns: tuple[Hook, ...]) -> Stage:
+            def run(ctx: StepContext) -> None:
+                for f in fns:
+                    f(env, env.hook_outputs)
+
+            return Stage(name, run, kind)
+
+        return [stage(kind, tuple(fn for fn, _ in run))
+                for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
+
+    # ------------------------------------------------------------------ stage bodies
+    def _physics(self, ctx: StepContext) -> None:
+        env = self._env
+        if isinstance(env.action_spec, DiscreteSpec):  # count the invalid actions
+            args = [to_wp(ctx.action.reshape(-1)), env.action_spec.n]
+            kernel = kactions.count_invalid_discrete
+        else:
+            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1))]
+            kernel = kactions.count_invalid_box
+        wp.launch(kernel, ctx.num_envs, [*args, to_wp(env.invalid_actions)],
+                  device=ctx.wp_device, stream=ctx.stream)
+        env.backend.step(ctx)
+        if env.task is not None:
+            env.task.compute(ctx)
+
+    def _episode(self, ctx: StepContext) -> None:
+        out = ctx.outputs
+        wp.launch(kepisode.end_step, ctx.num_envs, [
+            to_wp(ctx.max_episode_steps), to_wp(out["reward"]), to_wp(out["terminated"]),
+            to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
+            to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
+        ], device=ctx.wp_device, stream=ctx.stream)
+
+    def _tick(self, ctx: StepContext) -> None:
+        wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
+
+    def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        self._env.backend.reset(ctx, mask)
+        if self._env.task is not None:
+            self._env.task.observe(ctx, mask)
+
+    def _explicit_reset(self, ctx: StepContext) -> None:
+        wp.launch(kepisode.clear_counters, ctx.num_envs, [
+            to_wp(ctx.reset_mask), to_wp(ctx.step_count), to_wp(ctx.running_return),
+        ], device=ctx.wp_device, stream=ctx.stream)
+        self._reset_envs(ctx, ctx.reset_mask)
+
+    # ------------------------------------------------------------------ registration
+    def add(self, where: list, item, what: str) -> Callable[[], None]:
+        """Append ``item`` to ``where`` (one of this object's lists); returns its remover.
+        Both refused from inside a step."""
+        self.check_not_stepping(f"add {what}")
+        where.append(item)
+        self.changed()
+
+        def remove() -> None:
+            self.check_not_stepping(f"remove {what}")
+            if any(x is item for x in where):
+                where.remove(item)
+                self.changed()
+
+        return remove
+
+    def add_hook(self, where: list, fn: Hook, kind: str) -> Callable[[], None]:
+        if not callable(fn):
+            raise TypeError(f"hook: expected a callable fn(env, td), got {fn!r}")
+        if kind not in KINDS:
+            raise ValueError(f"hook kind: expected one of {KINDS}, got {kind!r}")
+        return self.add(where, (fn, kind), "a hook")
+
+    def check_not_stepping(self, what: str) -> None:
+        if self._env.stepping:
+            raise RuntimeError(
+                f"{what} during a step (from a hook or stage inside it): the step's stage "
+                "list cannot change while it runs; do it between steps"
+            )
+
+    def changed(self) -> None:
+        """The step's work changed: rebuild the stages and capture again."""
+        self._env.pipeline.invalidate()
+        self._env.reset_pipeline.invalidate()
