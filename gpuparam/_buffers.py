@@ -26,19 +26,18 @@ def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:
             out.append((str(obj.device), int(obj.ptr), int(obj.ptr) + int(obj.capacity), path))
         return
     if isinstance(obj, TensorDictBase):
-        children = list(obj.values(include_nested=True, leaves_only=True))
+        children = [(path, v) for v in obj.values(include_nested=True, leaves_only=True)]
     elif isinstance(obj, dict):
-        children = list(obj.values())
+        children = [(path, v) for v in obj.values()]
     elif isinstance(obj, (list, tuple, set, frozenset)):
-        children = list(obj)
+        children = [(path, v) for v in obj]
     elif isinstance(obj, nn.Module) or type(obj).__module__.startswith("gpuparam"):
-        for name, child in vars(obj).items():  # (no gpuparam class uses __slots__)
-            _ranges(child, path or name, seen, out, depth + 1)
-        return
+        # an attribute of the object it starts from names what is under it
+        children = [(path or k, v) for k, v in vars(obj).items()]  # (no __slots__ here)
     else:
         return
-    for child in children:
-        _ranges(child, path, seen, out, depth + 1)
+    for child_path, child in children:
+        _ranges(child, child_path, seen, out, depth + 1)
 
 
 def device_bytes(obj) -> dict:

@@ -1,12 +1,9 @@
 """Checkpoints of an env: a state dict is checked whole before any of it is written.
 
-The saved dict is compared with a template (the target's own ``state_dict()``): the same
-keys, list lengths, strings and tuples (env name, parameter and term names), ints where
-the template has ints, tensors of the same shape and dtype (any device). Then the values:
-parameter tables finite and inside each spec range, counters non-negative, the seed an
-int32, randomization uids distinct and below ``next_uid``, ranges and ADR sums finite,
-curriculum levels inside ``[0, num_levels)``. The physical state and output buffers may
-hold NaN or inf (a diverged env is data to reproduce). Host code: it synchronizes.
+The saved dict is first compared with a template (the target's own ``state_dict()``): the
+same keys, list lengths, strings and tuples (env name, parameter and term names), ints,
+tensor shapes and dtypes (any device); then the values, as ``docs/checkpoints.md`` lists
+them (the physical state and output buffers may hold NaN). Host code: it synchronizes.
 """
 
 from __future__ import annotations
@@ -129,7 +126,7 @@ def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") 
 
 
 class EnvCheckpoint:
-    """``state_dict`` / ``load_state_dict`` of one env (``VecEnv`` delegates to it)."""
+    """``state_dict`` / ``load_state_dict`` of one env (an object every ``VecEnv`` owns)."""
 
     def __init__(self, env):
         self._env = env
@@ -159,7 +156,7 @@ class EnvCheckpoint:
             "curricula": [c.state_dict() for c in env.curricula],
         }
 
-    def check(self, state: dict) -> dict:
+    def check(self, state: object) -> dict:
         """Every check of :meth:`load_state_dict`, writing nothing; raises ``ValueError``
         naming the entry, what was expected and what was got. Returns ``state`` as it loads
         (older checkpoints get ``env_offset`` 0 and the target's ``max_episode_steps``)."""
@@ -188,9 +185,6 @@ class EnvCheckpoint:
         check_param_tables(state["params"], env.params)
         for key in ("step_count", "episode_count", "episode_length"):
             check_nonneg(state["tensors"][key], f"tensors.{key}")
-        check_randomization(state["randomization"])
-        for i, (cur, s) in enumerate(zip(env.curricula, state["curricula"], strict=True)):
-            check_curriculum(s, cur.num_levels, f"curricula[{i}]")
         saved_offset = state["env_offset"]
         if saved_offset != env.env_offset:
             n, off = env.num_envs, env.env_offset
@@ -204,7 +198,8 @@ class EnvCheckpoint:
             check_max_episode_steps(state["max_episode_steps"])
         except ValueError as e:
             raise ValueError(f"load_state_dict: {e}") from None
-        env.randomization.check_state(state["randomization"])  # (their own checks too)
+        # the values of randomization and curricula (check_randomization, check_curriculum)
+        env.randomization.check_state(state["randomization"])
         for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.check_state(s)
         return state
@@ -212,12 +207,11 @@ class EnvCheckpoint:
     def load_state_dict(self, state: dict) -> None:
         env = self._env
         state = self.check(state)
-        curricula = env.curricula
         env.restore_seed(int(state["seed"]))
         env.max_episode_steps = int(state["max_episode_steps"])
         env.params.load_state_dict(state["params"])
         for k, t in self._tensors().items():
             t.copy_(state["tensors"][k])
         env.randomization.load_state_dict(state["randomization"])
-        for cur, s in zip(curricula, state["curricula"], strict=True):
+        for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.load_state_dict(s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -11,7 +12,6 @@ import warp as wp
 
 # Warp prints a banner at init; a library should not. Users can set it back before use.
 wp.config.log_level = max(wp.config.log_level, 30)  # warnings and errors only
-_initialized = False
 
 # What Warp's native library prints (C ``fprintf`` to stderr, whatever ``wp.config.log_level``
 # says: no Warp setting reaches it) on a machine without an NVIDIA driver. It means "CPU only",
@@ -23,11 +23,14 @@ NO_DRIVER_LINE = (
 )
 
 
-def _init_without_driver_line() -> None:
-    """``wp.init()`` with the process's stderr (file descriptor 2) sent to a temporary file,
-    then written back without the one line ``NO_DRIVER_LINE``: every other line Warp prints
-    while initializing reaches stderr unchanged, in order. Where file descriptor 2 cannot be
-    duplicated (no stderr at all), ``wp.init()`` runs as it is."""
+@functools.cache
+def init_warp() -> None:
+    """Initialize Warp once, quietly: no banner (``wp.config.log_level``) and no line
+    saying that this machine has no NVIDIA driver. ``wp.init()`` runs with the process's
+    stderr (file descriptor 2) sent to a temporary file, then written back without the one
+    line ``NO_DRIVER_LINE``: every other line Warp prints while initializing reaches stderr
+    unchanged, in order. Where file descriptor 2 cannot be duplicated (no stderr at all),
+    ``wp.init()`` runs as it is."""
     try:
         saved = os.dup(2)
     except OSError:
@@ -48,37 +51,25 @@ def _init_without_driver_line() -> None:
                 os.write(2, b"".join(kept))
 
 
-def init_warp() -> None:
-    """Initialize Warp once, quietly: no banner (``wp.config.log_level``) and no line
-    saying that this machine has no NVIDIA driver (``NO_DRIVER_LINE``)."""
-    global _initialized
-    if not _initialized:
-        _init_without_driver_line()
-        _initialized = True
-
-
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``None`` means CUDA when torch and Warp both see a GPU, else CPU. ``"cpu:0"`` means
     ``"cpu"``: torch's CPU tensors carry no index, so an indexed CPU device would reject
     every one of them."""
     init_warp()
+    cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
     if device is None:
-        cuda = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
         return torch.device("cuda:0" if cuda else "cpu")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available() or wp.get_cuda_device_count() == 0:
-            raise ValueError(f"device {device!r} requested, but no CUDA device is available")
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-    elif dev.type != "cpu":
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
-    else:
-        dev = torch.device("cpu")
-    return dev
+    if dev.type == "cpu":
+        return torch.device("cpu")
+    if not cuda:
+        raise ValueError(f"device {device!r} requested, but no CUDA device is available")
+    return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
 
 
 def wp_device(device: torch.device) -> str:

@@ -1,5 +1,5 @@
-"""The stage lists of an env's step and reset pipelines: which stages run, in which order,
-what each launches (an object every ``VecEnv`` owns as ``env.stages``)."""
+"""The stage lists of an env's step and reset pipelines, and what users add to them (an
+object every ``VecEnv`` owns; the order of the stages is in ``docs/pipeline.md``)."""
 
 from __future__ import annotations
 
@@ -21,20 +21,12 @@ Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 
 class EnvStages:
-    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds what
-    users add to them: hooks, curricula and extra stages (in the order added).
+    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds
+    what users add to them: hooks, curricula and stages, each list in the order added.
+    Every change drops the env's captures."""
 
-    The step::
-
-        [first stages] [before_step hooks] randomize_step physics episode [after_step hooks]
-        [curricula] randomize_reset clock autoreset [added stages]
-
-    Every change calls ``changed()`` (the env drops its captures).
-    """
-
-    def __init__(self, env: Any, changed: Callable[[], None]):
+    def __init__(self, env: Any):
         self._env = env  # hooks are called with it; stages read its public parts
-        self._changed = changed
         self.before: list[tuple[Hook, str]] = []
         self.after: list[tuple[Hook, str]] = []
         self.curricula: list = []
@@ -43,26 +35,22 @@ class EnvStages:
 
     # ------------------------------------------------------------------ lists
     def step_stages(self) -> list[Stage]:
-        env = self._env
-        rz, listeners = env.randomization, self._listener_kind()
+        rz, listeners = self._env.randomization, self._listener_kind()
         physics = self._physics_kind()
-        stages = list(self.first)
-        stages += self._hook_stages("before_step", self.before)
+        stages = [*self.first, *self._hook_stages("before_step", self.before)]
         if rz.step_active:
             stages.append(Stage("randomize_step", rz.launch_step, listeners))
         stages.append(Stage("physics", self._physics, physics))
         stages.append(Stage("episode", self._episode, "warp"))
         stages += self._hook_stages("after_step", self.after)
-        for cur in self.curricula:
-            kind = "warp" if cur.warp_only else "python"  # a callable metric runs Python
-            stages.append(Stage("curriculum", cur.update, _widest(kind, listeners)))
+        for cur in self.curricula:  # a callable metric runs Python
+            stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
         if rz.reset_active:
             stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.done),
                                 listeners))
         stages.append(Stage("clock", self._tick, "warp"))
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
-        stages.extend(self.extra)
-        return stages
+        return stages + self.extra
 
     def reset_stages(self) -> list[Stage]:
         rz = self._env.randomization
@@ -98,7 +86,14 @@ class EnvStages:
     # ------------------------------------------------------------------ stage bodies
     def _physics(self, ctx: StepContext) -> None:
         env = self._env
-        self._count_invalid(ctx)
+        if isinstance(env.action_spec, DiscreteSpec):  # count the invalid actions
+            args = [to_wp(ctx.action.reshape(-1)), env.action_spec.n]
+            kernel = kactions.count_invalid_discrete
+        else:
+            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1))]
+            kernel = kactions.count_invalid_box
+        wp.launch(kernel, ctx.num_envs, [*args, to_wp(env.invalid_actions)],
+                  device=ctx.wp_device, stream=ctx.stream)
         env.backend.step(ctx)
         if env.task is not None:
             env.task.compute(ctx)
@@ -114,22 +109,10 @@ class EnvStages:
     def _tick(self, ctx: StepContext) -> None:
         wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
 
-    def _count_invalid(self, ctx: StepContext) -> None:
-        env = self._env
-        counter = to_wp(env.invalid_actions)
-        if isinstance(env.action_spec, DiscreteSpec):
-            args = [to_wp(ctx.action.reshape(-1)), env.action_spec.n, counter]
-            kernel = kactions.count_invalid_discrete
-        else:
-            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1)), counter]
-            kernel = kactions.count_invalid_box
-        wp.launch(kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
-
     def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        env = self._env
-        env.backend.reset(ctx, mask)
-        if env.task is not None:
-            env.task.observe(ctx, mask)
+        self._env.backend.reset(ctx, mask)
+        if self._env.task is not None:
+            self._env.task.observe(ctx, mask)
 
     def _explicit_reset(self, ctx: StepContext) -> None:
         wp.launch(kepisode.clear_counters, ctx.num_envs, [
@@ -139,17 +122,17 @@ class EnvStages:
 
     # ------------------------------------------------------------------ registration
     def add(self, where: list, item, what: str) -> Callable[[], None]:
-        """Append ``item`` to ``where``; returns its remover. Refused while a step runs
-        (the stage list of the running step would change under it)."""
+        """Append ``item`` to ``where`` (one of this object's lists); returns its remover.
+        Both refused from inside a step."""
         self.check_not_stepping(f"add {what}")
         where.append(item)
-        self._changed()
+        self.changed()
 
         def remove() -> None:
             self.check_not_stepping(f"remove {what}")
             if any(x is item for x in where):
                 where.remove(item)
-                self._changed()
+                self.changed()
 
         return remove
 
@@ -167,7 +150,7 @@ class EnvStages:
                 "list cannot change while it runs; do it between steps"
             )
 
-
-def _widest(a: str, b: str) -> str:
-    """The kind that can run both: python > torch > warp."""
-    return a if KINDS.index(a) >= KINDS.index(b) else b
+    def changed(self) -> None:
+        """The step's work changed: rebuild the stages and capture again."""
+        self._env.pipeline.invalidate()
+        self._env.reset_pipeline.invalidate()

@@ -1,12 +1,7 @@
-"""The physics plug-in point: an env is a :class:`Backend` (physics) plus a :class:`Task`.
-
-``VecEnv``'s physics stage runs ``backend.step(ctx); task.compute(ctx)``, its auto-reset
-and ``env.reset(mask)`` run ``backend.reset(ctx, mask); task.observe(ctx, mask)`` (see
-``gpuparam._stages``). Every method launches device work only (no host sync, no
-allocation, no Python branch on tensor values): the pipeline captures it once and replays
-it. Backends and tasks bind to a :class:`BindContext`, not to the env. Classic control
-envs use :class:`KernelBackend`: one Warp kernel computes physics and task outputs in one
-pass, so their task is None.
+"""The physics plug-in point: an env is a :class:`Backend` (physics) plus a :class:`Task`,
+both bound to a :class:`BindContext` (the guide: ``docs/custom_envs.md``). Every method
+launches device work only (no host sync, no allocation, no Python branch on tensor values):
+the pipeline captures it once and replays it.
 """
 
 from __future__ import annotations

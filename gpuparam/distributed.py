@@ -1,15 +1,10 @@
 """Sharding one run over ``torch.distributed`` ranks (``torchrun``): global env ids and a
 step-count schedule of collective syncs (the guide: ``docs/distributed.md``).
 
-Env ``i`` of a rank is global env ``env_offset + i`` and every counter-based draw is keyed
-by the global id, so ``W`` ranks x ``N / W`` envs reproduce one process with ``N`` envs.
-Per-env data (state, parameters, counters, curriculum levels) stays per rank; statistics
-(``ObsNorm``, ``RewardNorm``, ADR, level histograms) are merged by a sync: a host-launched
-collective between steps, never inside the captured step. A sync packs every target into
-one flat float64 buffer, carries it in one ``all_gather`` (async with ``overlap=True``,
-applied one interval later) and merges it the same way on every rank. Ranks must register
-the same targets in the same order: the first exchange of a set of targets gathers a
-header first, so mismatched ranks all raise the same ``ValueError`` with nothing packed.
+A sync packs every target into one flat float64 buffer, carries it in one ``all_gather``
+between steps and merges it the same way on every rank. Ranks must register the same
+targets in the same order: the first exchange of a set of targets gathers a header first,
+so mismatched ranks all raise the same ``ValueError`` with nothing packed.
 """
 
 from __future__ import annotations
@@ -56,10 +51,6 @@ class Exchangeable(Protocol):
     def exchange_apply(self, rows: torch.Tensor) -> None: ...
 
 
-def _initialized() -> bool:
-    return dist.is_available() and dist.is_initialized()
-
-
 _gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
@@ -102,26 +93,25 @@ class _Exchange:
         self.layout: tuple | None = None
         self.work, self.parts = None, ()
 
-    def _build(self, layout: tuple) -> None:
-        sizes, world = layout
-        total = sum(sizes)
-        send = torch.empty(total, dtype=torch.float64, device=self.targets[0].exchange_device())
-        recv = send.new_empty(world * total) if world > 1 else send
-        rows, off, self.views = recv.view(world, total), 0, []
-        for n in sizes:
-            self.views.append((send[off : off + n], rows[:, off : off + n]))
-            off += n
-        self.send, self.recv, self.layout = send, recv, layout
-
     def start(self) -> None:
         """Pack every target into the send buffer and launch the gather in the background
-        (``async_op=True``; in a world of one nothing: the send buffer is the one row)."""
-        world = dist.get_world_size(self.group) if _initialized() else 1
-        layout = (tuple(t.exchange_size() for t in self.targets), world)
-        if layout != self.layout:
+        (``async_op=True``; in a world of one nothing: the send buffer is the one row).
+        The buffers are made again when the sizes or the world change."""
+        initialized = dist.is_available() and dist.is_initialized()
+        world = dist.get_world_size(self.group) if initialized else 1
+        sizes = tuple(t.exchange_size() for t in self.targets)
+        if (sizes, world) != self.layout:
             if world > 1:
-                _check_targets(self.targets, layout[0], self.group, world)
-            self._build(layout)
+                _check_targets(self.targets, sizes, self.group, world)
+            total = sum(sizes)
+            send = torch.empty(total, dtype=torch.float64,
+                               device=self.targets[0].exchange_device())
+            recv = send.new_empty(world * total) if world > 1 else send
+            rows, off, self.views = recv.view(world, total), 0, []
+            for n in sizes:
+                self.views.append((send[off : off + n], rows[:, off : off + n]))
+                off += n
+            self.send, self.recv, self.layout = send, recv, (sizes, world)
         parts = []
         for t, (out, rows) in zip(self.targets, self.views, strict=True):
             t.exchange_pack(out)

@@ -1,23 +1,17 @@
-"""The step as an explicit list of stages, captured once and replayed by one plan on CPU and CUDA.
+"""The step as an explicit list of stages, captured once and replayed by one plan on CPU and CUDA
+(the guide: ``docs/pipeline.md``).
 
-A :class:`Stage` launches the device work of one part of a step and reads and writes one
-:class:`StepContext` (the env's static buffers and masks, its seed, its stream). Each stage
-declares its ``kind``; :func:`plan` (device-independent: a CPU test of the plan tests the
-plan CUDA runs) splits the list into segments of consecutive stages of one kind:
-``"warp"`` (Warp launches on ``ctx.stream`` only): one Warp graph on both devices;
-``"torch"`` (device work through torch ops and Warp): one torch CUDA graph on CUDA, eager
-on CPU; ``"python"`` (host Python that must run at every step): eager on both. So a hook's
-Python means the same on both devices (the guide: ``docs/pipeline.md``).
-
-Capture happens at the first call after ``warmup`` eager calls (which load every Warp
-module). Anything that changes what a replay would do must drop the capture: stage list
-changes (``invalidate``) and host-side settings a stage declares through its ``key``;
-settings that kernels read from device memory need neither.
+Each :class:`Stage` declares its ``kind``; :func:`plan` (device-independent) splits the
+list into segments of consecutive stages of one kind: ``"warp"`` (Warp launches on
+``ctx.stream`` only): one Warp graph on both devices; ``"torch"`` (torch ops and Warp): one
+torch CUDA graph on CUDA, eager on CPU; ``"python"`` (host Python that must run at every
+step): eager on both. Anything that changes what a replay would do drops the capture: stage
+list changes (``invalidate``) and host-side settings a stage declares through its ``key``.
 """
 
 from __future__ import annotations
 
-import threading
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -119,14 +113,11 @@ class Stage:
         if key is not None and not callable(key):
             raise TypeError(f"Stage {name!r}: key expected a callable or None, got {key!r}")
         if warp_only is not None:
-            if callable(warp_only):
-                wo = warp_only
-                kind = lambda: "warp" if wo() else "torch"  # noqa: E731
-            else:
-                kind = "warp" if warp_only else "torch"
-        if not callable(kind) and kind not in KINDS:
-            raise ValueError(f"Stage {name!r}: kind expected one of {KINDS}, got {kind!r}")
+            wo = warp_only if callable(warp_only) else lambda: warp_only
+            kind = lambda: "warp" if wo() else "torch"  # noqa: E731
         self.name, self.run, self.key, self._kind = name, run, key, kind
+        if not callable(kind):
+            self.kind  # noqa: B018 (validated now)
 
     @property
     def kind(self) -> str:
@@ -140,33 +131,18 @@ class Stage:
         return f"Stage({self.name!r}, kind={self.kind!r})"
 
 
-@dataclass(frozen=True)
-class Segment:
-    """A run of consecutive stages of one kind, captured and replayed as one."""
-
-    kind: str
-    stages: tuple[Stage, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.stages)
+Segment = tuple[str, tuple[Stage, ...]]  # (kind, stages): captured and replayed as one
 
 
 def plan(stages: Sequence[Stage]) -> tuple[Segment, ...]:
-    """Split ``stages`` into segments of consecutive stages of one kind, the same on every
-    device (how each kind runs: the module docstring)."""
-    segments: list[Segment] = []
-    for s in stages:
-        k = s.kind
-        if segments and segments[-1].kind == k:
-            segments[-1] = Segment(k, (*segments[-1].stages, s))
-        else:
-            segments.append(Segment(k, (s,)))
-    return tuple(segments)
+    """Split ``stages`` into segments ``(kind, stages)`` of consecutive stages of one kind,
+    the same on every device (how each kind runs: the module docstring)."""
+    return tuple((k, tuple(g)) for k, g in itertools.groupby(stages, lambda s: s.kind))
 
 
 class Pipeline:
-    """Runs a list of stages over one context; captures and replays them by :func:`plan`.
+    """Runs a list of stages over one context; captures them at the first call after
+    ``warmup`` eager calls (which load every Warp module) and replays them by :func:`plan`.
 
     Args:
         ctx: the context handed to every stage.
@@ -200,7 +176,6 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        self._lock = threading.Lock()
         # device-ok: the plan is the same; torch segments are captured by torch on CUDA
         # and run eagerly on CPU (torch has no CPU graphs), as issue 22 specifies
         self._cuda = ctx.device.type == "cuda"
@@ -231,7 +206,7 @@ class Pipeline:
         """How a captured step runs, the same on every device: per segment its kind and
         its stage names (see :func:`plan`)."""
         self.stages  # noqa: B018 (builds the list and its plan)
-        return tuple((seg.kind, seg.names) for seg in self._segments)
+        return tuple((kind, tuple(s.name for s in st)) for kind, st in self._segments)
 
     @property
     def captured(self) -> bool:
@@ -246,30 +221,22 @@ class Pipeline:
 
     # ------------------------------------------------------------------ running
     def __call__(self) -> None:
-        """Run one step's stages (replayed when captured)."""
-        if not self._lock.acquire(blocking=False):
-            raise RuntimeError(
-                "env.step/reset called while another call on the same env is running "
-                "(two threads stepping one env): an env is not thread-safe; give each "
-                "thread its own env or serialize the calls"
-            )
+        """Run one step's stages (replayed when captured). One call at a time: the env
+        calling it guards that (``VecEnv.step`` and ``reset`` refuse a concurrent call)."""
+        if self._stages is not None and self._keys != self._current_keys():
+            self.invalidate()  # built or captured for other settings
+        self.stages  # noqa: B018
+        if not self._cuda:
+            self._run()
+            return
+        current = torch.cuda.current_stream(self.ctx.device)
+        stream = self.ctx.torch_stream
+        stream.wait_stream(current)
         try:
-            if self._stages is not None and self._keys != self._current_keys():
-                self.invalidate()  # built or captured for other settings
-            self.stages  # noqa: B018
-            if not self._cuda:
+            with torch.cuda.stream(stream):
                 self._run()
-                return
-            current = torch.cuda.current_stream(self.ctx.device)
-            stream = self.ctx.torch_stream
-            stream.wait_stream(current)
-            try:
-                with torch.cuda.stream(stream):
-                    self._run()
-            finally:
-                current.wait_stream(stream)  # also when a stage raised
         finally:
-            self._lock.release()
+            current.wait_stream(stream)  # also when a stage raised
 
     def _current_keys(self) -> tuple:
         keys = [s.key() for s in self.stages if s.key is not None]
@@ -278,22 +245,43 @@ class Pipeline:
         return tuple(keys)
 
     def _run(self) -> None:
-        if self._graphs is not None:
-            error = None
-            for seg, graph in zip(self._segments, self._graphs, strict=True):
-                if graph is None:
-                    error = self._eager(seg.stages, error)
-                else:
-                    self._replay(seg, graph)
-            if error is not None:
-                raise error
-            return
-        if self.capture_enabled:
+        """Replay the captured segments and run the others eagerly; at the first call after
+        ``warmup`` eager ones, capture each capturable segment and replay it at once (a
+        capture does not run the work). A stage that raises during a capture drops the
+        whole capture: its segment and the rest of the step run eagerly."""
+        capture = False
+        if self._graphs is None and self.capture_enabled:
             self._calls += 1
-            if self._calls > self.warmup:
-                self._capture()
-                return
-        error = self._eager(self.stages, None)
+            capture = self._calls > self.warmup
+        if capture:
+            # a new pool per capture: tensors a dropped capture allocated may still be
+            # alive, and torch refuses to capture into a pool that has live users from
+            # another capture
+            self._keep, self._pool = [], None
+            # the settings the segments are captured with: a change while they are captured
+            # (e.g. a listener added by a hook of this step) drops the capture at the next call
+            keys = self._current_keys()
+        segments, error = self._segments, None
+        graphs = self._graphs or [None] * len(segments)
+        for i, (kind, stages) in enumerate(segments):
+            if capture and (kind == "warp" or (kind == "torch" and self._cuda)):
+                try:
+                    graphs[i] = self._capture_segment(kind, stages)
+                except Exception as e:
+                    error = error or e
+                    for _, rest in segments[i:]:
+                        error = self._eager(rest, error)
+                    self._calls = 0  # warm up and try again later
+                    raise error from None
+            if graphs[i] is None:
+                error = self._eager(stages, error)
+            elif kind == "warp":
+                wp.capture_launch(graphs[i], stream=self.ctx.stream)
+            else:
+                graphs[i].replay()
+        if capture:
+            self._graphs, self._keys = graphs, keys
+            self.captures += 1
         if error is not None:
             raise error
 
@@ -306,51 +294,11 @@ class Pipeline:
                 error = error or e
         return error
 
-    def _replay(self, seg: Segment, graph) -> None:
-        if seg.kind == "warp":
-            wp.capture_launch(graph, stream=self.ctx.stream)
-        else:
-            graph.replay()
-
-    def _capture(self) -> None:
-        """Capture each capturable segment and replay it at once (a capture does not run
-        the work); run the others eagerly. A stage that raises during a capture drops the
-        whole capture: its segment and the rest of the step run eagerly."""
-        graphs, error = [], None
-        self._keep = []
-        segments = self._segments
-        # a new pool per capture: tensors a dropped capture allocated may still be alive,
-        # and torch refuses to capture into a pool that has live users from another capture
-        self._pool = None
-        # the settings the segments are captured with: a change while they are captured
-        # (e.g. a listener added by a hook of this step) drops the capture at the next call
-        keys = self._current_keys()
-        for i, seg in enumerate(segments):
-            if not (seg.kind == "warp" or (seg.kind == "torch" and self._cuda)):
-                graphs.append(None)
-                error = self._eager(seg.stages, error)
-                continue
-            try:
-                graph = self._capture_segment(seg)
-            except Exception as e:
-                error = error or e
-                for rest in segments[i:]:
-                    error = self._eager(rest.stages, error)
-                self._calls = 0  # warm up and try again later
-                raise error from None
-            graphs.append(graph)
-            self._replay(seg, graph)
-        self._graphs = graphs
-        self.captures += 1
-        self._keys = keys
-        if error is not None:
-            raise error
-
-    def _capture_segment(self, seg: Segment):
+    def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
         ctx = self.ctx
-        if seg.kind == "warp":
+        if kind == "warp":
             with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream) as c:
-                for s in seg.stages:
+                for s in stages:
                     s.run(ctx)
             self._keep.append(c)
             return c.graph
@@ -365,7 +313,7 @@ class Pipeline:
                               capture_error_mode="thread_local"):
             with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
                                   external=True) as c:
-                for s in seg.stages:
+                for s in stages:
                     s.run(ctx)
         self._keep.append(c)
         return graph

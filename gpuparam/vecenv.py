@@ -29,8 +29,9 @@ class VecEnv(SavesState):
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     An env is a physics :class:`~gpuparam.Backend` plus an optional
-    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``; its stages are
-    listed in ``gpuparam._stages``, how they are captured in ``gpuparam.pipeline``).
+    :class:`~gpuparam.Task`, run by a step pipeline (``env.pipeline``: its stages, in
+    order, and how they are captured are in ``docs/pipeline.md``) and a reset pipeline
+    (``env.reset_pipeline``: ``randomize_reset``, ``reset``).
 
     Subclasses declare ``name``, ``param_specs``, ``observation_spec``, ``action_spec``,
     ``max_episode_steps`` (the default limit, an int) and either override ``make_backend``
@@ -128,7 +129,7 @@ class VecEnv(SavesState):
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._seed_value = seed
         self.stepping = False  # True while step() runs its pipeline
-        self._stages = EnvStages(self, self._structure_changed)
+        self._stages = EnvStages(self)
         self._syncs: list[SyncSchedule] = []
         binding = BindContext(
             num_envs=num_envs, device=self.device, params=self.params, step=self.context,
@@ -144,7 +145,7 @@ class VecEnv(SavesState):
         self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
         self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
                                        key=key)
-        self.randomization.on_rebuild(self._structure_changed)
+        self.randomization.on_rebuild(self._stages.changed)
         self._checkpoint = EnvCheckpoint(self)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if recompute:
@@ -163,35 +164,29 @@ class VecEnv(SavesState):
     # ------------------------------------------------------------------ buffers
     def _make_context(self) -> StepContext:
         n, dev = self.num_envs, self.device
-        obs_shape = self.observation_spec.shape
-        f32 = dict(dtype=torch.float32, device=dev)
-        i32 = dict(dtype=torch.int32, device=dev)
-        b = dict(dtype=torch.bool, device=dev)
-        act = self.action_spec
-        outputs = {
-            "observation": torch.zeros(n, *obs_shape, **f32),
-            "final_observation": torch.zeros(n, *obs_shape, **f32),
-            "reward": torch.zeros(n, **f32),
-            "terminated": torch.zeros(n, **b),
-            "truncated": torch.zeros(n, **b),
-            "done": torch.zeros(n, **b),
-            "episode_return": torch.zeros(n, **f32),
-            "episode_length": torch.zeros(n, **i32),
-        }
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        obs, f32, b = self.observation_spec.shape, torch.float32, torch.bool
+        standard = [("observation", obs, f32), ("final_observation", obs, f32),
+                    ("reward", (), f32), ("terminated", (), b), ("truncated", (), b),
+                    ("done", (), b), ("episode_return", (), f32),
+                    ("episode_length", (), torch.int32)]
+        outputs = {key: zeros(n, *shape, dtype=dtype) for key, shape, dtype in standard}
         extra = self.output_specs()
         for key, spec in extra.items():
             if key in outputs or not isinstance(spec, OutputSpec):
                 raise ValueError(f"{type(self).__name__}.output_specs: {key!r}: expected a "
                                  f"new key and a gp.OutputSpec, got {spec!r}")
-            outputs[key] = torch.zeros(n, *spec.shape, dtype=spec.dtype, device=dev)
+            outputs[key] = zeros(n, *spec.shape, dtype=spec.dtype)
+        act = self.action_spec
         ctx = StepContext(
-            num_envs=n, device=dev, env_offset=self.env_offset,
-            seed=torch.zeros(1, **i32),
-            action=torch.zeros(n, *act.shape, dtype=act.dtype, device=dev),
-            outputs=outputs, done=outputs["done"], reset_mask=torch.zeros(n, **b),
-            step_count=torch.zeros(n, **i32), episode_count=torch.zeros(n, **i32),
-            running_return=torch.zeros(n, **f32), max_episode_steps=torch.ones(1, **i32),
-            clock=torch.zeros(1, dtype=torch.int64, device=dev),
+            num_envs=n, device=dev, env_offset=self.env_offset, seed=zeros(1),
+            action=zeros(n, *act.shape, dtype=act.dtype), outputs=outputs,
+            done=outputs["done"], reset_mask=zeros(n, dtype=b), step_count=zeros(n),
+            episode_count=zeros(n), running_return=zeros(n, dtype=f32),
+            max_episode_steps=zeros(1), clock=zeros(1, dtype=torch.int64),  # (limit: set next)
         )
         # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
         # from them for good (later steps would hand back the caller's tensor): it raises,
@@ -361,34 +356,29 @@ class VecEnv(SavesState):
             s.step()
         return self._td
 
-    def _claim(self) -> bool:
-        """Claim the env for a call; ``True`` when this took the lock, ``False`` when the
-        calling thread holds the env through ``hold()`` and no call of it is running."""
-        if self._holder == threading.get_ident() and not self._in_call:
-            return False
-        if not self._busy.acquire(blocking=False):
+    @contextlib.contextmanager
+    def _exclusive(self, hold: bool = False):
+        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block); the
+        thread holding the env enters without the lock while no call of it is running."""
+        took = self._holder != threading.get_ident() or self._in_call
+        if took and not self._busy.acquire(blocking=False):
             raise RuntimeError(
                 f"{self!r}: step/reset called while another call on this env is running "
                 "(two threads using one env, or a hook calling step): an env is not "
                 "thread-safe; give each thread its own env or serialize the calls"
             )
-        return True
-
-    @contextlib.contextmanager
-    def _exclusive(self):
-        """One call at a time: a second thread stepping or resetting the same env while a
-        call runs would interleave writes into the same buffers."""
-        took = self._claim()
-        self._in_call = True
+        if took and hold:
+            self._holder = threading.get_ident()
+        self._in_call = not hold
         try:
-            yield
+            yield self
         finally:
             self._in_call = False
             if took:
+                self._holder = None
                 self._busy.release()
 
-    @contextlib.contextmanager
-    def hold(self):
+    def hold(self) -> contextlib.AbstractContextManager:
         """Hold this env for the calling thread over a block: ``with env.hold(): ...``.
 
         Inside the block this thread's ``step`` and ``reset`` calls run as usual, while any
@@ -399,15 +389,7 @@ class VecEnv(SavesState):
         refused call then changes nothing. Re-entrant: the holding thread may hold it again
         between its calls (e.g. call an adapter that holds it inside its own block), not
         from inside one of its steps (a hook)."""
-        took = self._claim()  # False: already held by this thread, the outer block releases
-        if took:
-            self._holder = threading.get_ident()
-        try:
-            yield self
-        finally:
-            if took:
-                self._holder = None
-                self._busy.release()
+        return self._exclusive(hold=True)
 
     @property
     def outputs(self) -> TensorDict:
@@ -420,15 +402,14 @@ class VecEnv(SavesState):
         steps are captured by default; this turns capture on for an env built with
         ``capture=False``. Returns ``env.pipeline``."""
         self.pipeline.capture_enabled = self.reset_pipeline.capture_enabled = True
-        self._structure_changed()
+        self._stages.changed()
         return self.pipeline
 
     # ------------------------------------------------------------------ extensions
     def randomize(self, *terms: Term) -> Callable[[], None]:
         """Add randomization terms (``gp.Uniform``, ``gp.Gaussian``, ...); returns a
         function removing them. See ``env.randomization`` for the rest of the API. Refused
-        from inside a step."""
-        self._stages.check_not_stepping("add randomization terms")
+        from inside a step (by ``randomization.add``)."""
         return self.randomization.add(*terms)
 
     def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
@@ -438,11 +419,10 @@ class VecEnv(SavesState):
         the action taken) and the previous step's outputs; the TensorDict is locked, so
         assigning a key raises.
 
-        ``kind`` (see ``gpuparam.pipeline``): ``"python"`` (default) runs ``fn`` at every
-        step on every device; ``"torch"`` or ``"warp"`` declares that ``fn`` only launches
-        device work (torch ops, or Warp launches on ``env.context.stream`` only, no host
-        sync): it is then recorded once into the step's graphs and its work replayed.
-        Returns a function removing the hook. Refused from inside a step."""
+        ``kind``: ``"python"`` (default) runs ``fn`` at every step; ``"torch"`` or ``"warp"``
+        declares that ``fn`` only launches device work (``docs/pipeline.md``), recorded once
+        into the step's graphs. Returns a function removing the hook. Refused from inside a
+        step."""
         return self._stages.add_hook(self._stages.before, fn, kind)
 
     def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
@@ -469,23 +449,22 @@ class VecEnv(SavesState):
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
-        self._stages.check_not_stepping("add a curriculum")
+        stages = self._stages
+        stages.check_not_stepping("add a curriculum")
         curriculum.bind(self)
-        self._stages.curricula.append(curriculum)
-        self._structure_changed()
+        remove = stages.add(stages.curricula, curriculum, "a curriculum")
 
-        def remove() -> None:
-            self._stages.check_not_stepping("remove a curriculum")
-            if curriculum in self._stages.curricula:
+        def remove_curriculum() -> None:
+            stages.check_not_stepping("remove a curriculum")
+            if curriculum in stages.curricula:
                 synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
                 if synced:  # its exchange would be applied to a curriculum bound to nothing
                     raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
                                      "that schedule first (the function sync_every returned)")
-                self._stages.curricula.remove(curriculum)
+                remove()
                 curriculum.unbind()
-                self._structure_changed()
 
-        return remove
+        return remove_curriculum
 
     def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
         """Append ``stage`` to every step, after the auto-reset (transforms use this), or
@@ -497,21 +476,15 @@ class VecEnv(SavesState):
         where = self._stages.first if first else self._stages.extra
         return self._stages.add(where, stage, f"stage {stage.name!r}")
 
-    def _structure_changed(self) -> None:
-        """The step's work changed: rebuild the stages and capture again."""
-        self.pipeline.invalidate()
-        self.reset_pipeline.invalidate()
-
+    # ------------------------------------------------------------------ distributed
     def sync_every(
         self, every: int, *targets: Syncable, group: object = None, overlap: bool = True
     ) -> Callable[[], None]:
         """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
-        sync=True)``: anything with a collective ``sync(group)``) over the
-        ``torch.distributed`` ranks after every ``every``-th ``step``, outside the captured
-        step, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
-        ``group`` and ``overlap`` do; default: the world, overlapped). Every rank must make
-        the same calls. Returns a function removing the schedule (after settling its
-        exchange in flight)."""
+        sync=True)``) over the ``torch.distributed`` ranks after every ``every``-th
+        ``step``, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
+        ``group`` and ``overlap`` do). Every rank must make the same calls. Returns a
+        function removing the schedule (after settling its exchange in flight)."""
         for t in targets:
             check = getattr(t, "check_syncable", None)
             if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
@@ -547,10 +520,11 @@ class VecEnv(SavesState):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
-        """Everything needed to continue bit for bit (see ``gpuparam._checkpoint``): seed,
-        parameters (nominal and effective), the env's state, counters and output buffers,
-        randomization and curricula. Tensors are clones; synchronizes. In a sharded run
-        each rank saves its own envs; normalization statistics are saved by their modules."""
+        """Everything needed to continue bit for bit (checked on load as
+        ``gpuparam._checkpoint`` says): seed, parameters (nominal and effective), the env's
+        state, counters and output buffers, randomization and curricula. Tensors are
+        clones; synchronizes. In a sharded run each rank saves its own envs; normalization
+        statistics are saved by their modules."""
         return self._checkpoint.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
@@ -618,12 +592,8 @@ class VecEnv(SavesState):
             kind = "an integer" if discrete else "a floating-point"
             raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
         if self.validate_actions:  # host check: synchronizes (validate_actions=True only)
-            if discrete:
-                bad = (action < 0) | (action >= spec.n)
-                what = f"outside [0, {spec.n})"
-            else:
-                bad = torch.isnan(action).reshape(self.num_envs, -1).any(1)
-                what = "NaN"
+            bad = ((action < 0) | (action >= spec.n)) if discrete else torch.isnan(action)
+            what = f"outside [0, {spec.n})" if discrete else "NaN"
             if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
                 bad_envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()  # host-ok
                 shown = bad_envs[:8].tolist()  # host-ok: validate_actions=True, raising

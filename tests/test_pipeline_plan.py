@@ -31,7 +31,7 @@ def test_plan_is_device_independent_and_groups_runs_by_kind():
 
     stages = [stage("a", "warp"), stage("b", "warp"), stage("h", "python"),
               stage("c", "torch"), stage("d", "torch"), stage("e", "warp")]
-    got = [(s.kind, s.names) for s in plan(stages)]
+    got = [(kind, tuple(s.name for s in st)) for kind, st in plan(stages)]
     assert got == [("warp", ("a", "b")), ("python", ("h",)), ("torch", ("c", "d")),
                    ("warp", ("e",))]
 

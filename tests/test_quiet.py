@@ -53,7 +53,7 @@ def test_only_the_no_driver_line_is_dropped(monkeypatch, capfd):
         os.write(2, b"before\n" + _device.NO_DRIVER_LINE + b"\nafter\n")
 
     monkeypatch.setattr(_device.wp, "init", fake_init)
-    _device._init_without_driver_line()
+    _device.init_warp.__wrapped__()
     err = capfd.readouterr().err
     assert err == "before\nafter\n"
 
@@ -65,6 +65,6 @@ def test_init_errors_still_raise_and_restore_stderr(monkeypatch, capfd):
 
     monkeypatch.setattr(_device.wp, "init", failing_init)
     with pytest.raises(RuntimeError, match="initialization failed"):
-        _device._init_without_driver_line()
+        _device.init_warp.__wrapped__()
     os.write(2, b"stderr works\n")
     assert capfd.readouterr().err == "native error text\nstderr works\n"
