@@ -180,7 +180,6 @@ class LeggedBackend(MjwBackend):
         self.max_action_delay = int(max_action_delay)
         self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
                         else np.asarray(origins, np.float32))
-        self.set_const_on = (*self.set_const_on, "base_com_offset")
 
     def bind(self, b: BindContext) -> None:
         super().bind(b)

@@ -6,26 +6,30 @@ import os
 from dataclasses import dataclass
 
 import mujoco
+import mujoco_warp as mjw
 import numpy as np
 
 from gpuparam.spec import ParamSpec
 
 CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
 
-# Physical parameters that need MuJoCo Warp's set_const after a write (derived constants:
-# body_subtreemass, body_invweight0, dof_invweight0, actuator_acc0).
-MASS_TYPE = ("body_mass", "dof_armature")
 
 
-def set_const_params(mjm: mujoco.MjModel) -> tuple[str, ...]:
-    """The parameters whose writes run ``set_const``: the mass-type ones, and
-    ``actuator_gear`` only in models with muscle actuators (the one place MuJoCo Warp's
-    step reads ``actuator_acc0``, which depends on the gear; the Gymnasium robots have
-    none, so their gear writes leave ``actuator_acc0`` at the model's value)."""
+def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
+    """The parameters whose writes run ``mjw.set_const``, with its groups
+    (``mjw.SetConstGroup`` bits, its docstring's table): ``body_mass`` FIXED | INERT0
+    (``body_subtreemass``; ``body_invweight0``, ``dof_invweight0``, ``actuator_acc0`` at
+    qpos0), ``dof_armature`` INERT0, and ``actuator_gear`` INERT0 only in models with muscle
+    actuators (the one place MuJoCo Warp's step reads ``actuator_acc0``, which depends on the
+    gear; the Gymnasium robots have none, so their gear writes leave ``actuator_acc0`` at
+    the model's value). KIN0 (tendon lengths, camera/light references, eq anchors) depends
+    on none of them."""
+    inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
     muscle = int(mujoco.mjtGain.mjGAIN_MUSCLE)
     has_muscle = bool((mjm.actuator_gaintype == muscle).any()
                       or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
-    return MASS_TYPE + (("actuator_gear",) if has_muscle else ())
+    groups = {"body_mass": fixed | inert0, "dof_armature": inert0}
+    return groups | ({"actuator_gear": inert0} if has_muscle else {})
 
 
 def asset_path(xml_file: str) -> str:

@@ -4,17 +4,67 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import mujoco
 import torch
 import warp as wp
 
-from gpuparam.backend import Task
+from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import MjwBackend
 from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.model import Components, load_model, physical_specs
+from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
+
+
+@dataclass(eq=False)
+class LocomotionTask(Task):
+    """A task of one ``kernels.locomotion`` kernel run in two modes: after a step for every
+    env (``observe`` = 0) and after a reset for the masked envs (``observe`` = 1).
+
+    The kernel's arguments: ``observe``, ``prefix``, the mask, ``dt``, ``data(backend)``
+    (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
+    (a name of ``optional`` the env lacks, never read by its kernel for that env, stands
+    in as the first; any other missing name raises ``KeyError``), the task's previous
+    position float32 ``[N, *prev_shape]`` (``backend.state["task_prev_position"]``,
+    checkpointed with the env), then the outputs.
+    """
+
+    kernel: wp.Kernel
+    params: tuple[str, ...]
+    data: Callable[[MjwBackend], list]
+    prev_shape: tuple[int, ...]
+    prefix: tuple = ()
+    optional: tuple[str, ...] = ()
+
+    def bind(self, b: BindContext, backend: MjwBackend) -> None:
+        def row(name: str) -> wp.array:
+            stand_in = name not in b.params and name in self.optional
+            return wp.from_torch(b.param_rows(self.params[0] if stand_in else name))
+
+        self.backend = backend
+        n, out = b.num_envs, b.step.outputs
+        prev = torch.zeros(n, *self.prev_shape, dtype=torch.float32, device=b.device)
+        backend.state["task_prev_position"] = prev
+        self._args = [
+            backend.dt, *self.data(backend), wp.from_torch(b.step.action),
+            *(row(p) for p in self.params), wp.from_torch(prev),
+            wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
+            wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
+        ]
+        self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
+
+    def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
+        wp.launch(self.kernel, ctx.num_envs, [observe, *self.prefix, mask, *self._args],
+                  device=ctx.wp_device, stream=ctx.stream)
+
+    def compute(self, ctx: StepContext) -> None:
+        self._launch(ctx, 0, self._all)
+
+    def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        self._launch(ctx, 1, self.backend.wp_mask(mask))
 
 
 class RobotEnv(VecEnv):
@@ -36,7 +86,8 @@ class RobotEnv(VecEnv):
         deterministic: MuJoCo Warp's deterministic mode (bit-identical CUDA replays, slower).
 
     Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
-    ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task``.
+    ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task`` (a
+    :class:`LocomotionTask`).
     """
 
     xml_file: str
@@ -93,9 +144,6 @@ class RobotEnv(VecEnv):
         b = self.backend
         return {"constraints": wp.to_torch(b.constraint_overflows),
                 "contacts": wp.to_torch(b.contact_overflows)}
-
-    def make_task(self) -> Task:
-        raise NotImplementedError
 
     @property
     def dt(self) -> float:
