@@ -47,15 +47,9 @@ class MjwBackend(Backend):
             ``U(-scale, scale)``.
         forward_at_reset: run ``mjw.forward`` after a reset (all worlds; the task reads
             ``mj_forward`` quantities of the new state, as Humanoid's observation does).
-        njmax, nconmax: constraint rows and contacts per world (the contact buffer is
-            shared by all worlds: ``nconmax * N``) that MuJoCo Warp allocates; ``None``: its
-            estimate for the model (``mjw.make_data``'s defaults). What does not fit is
-            dropped by MuJoCo Warp and counted here (``constraint_overflows`` int32 ``[N]``,
-            ``contact_overflows`` int32 ``[1]``: steps with a drop); raise them when a count
-            grows (e.g. under extreme gravity or masses).
-        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
-            order, invariant atomics): bit-identical replays on CUDA, at some speed cost.
-            CPU runs are deterministic either way.
+        njmax, nconmax, deterministic: as ``RobotEnv``'s; the steps at which what did not
+            fit was dropped are counted in ``constraint_overflows`` int32 ``[N]`` and
+            ``contact_overflows`` int32 ``[1]``.
 
     Attributes (beyond ``Backend``'s):
         m, d: the ``mjw.Model`` and ``mjw.Data`` (world axis first).
@@ -92,16 +86,13 @@ class MjwBackend(Backend):
         n, dev, ctx = b.num_envs, wp_device(b.device), b.step
         self._device, self._torch_device = dev, b.device
         with wp.ScopedDevice(dev):
-            m = mjw.put_model(self.mjm, batch_sizes={f: n for f in self.batched})
+            m = self.m = mjw.put_model(self.mjm, batch_sizes={f: n for f in self.batched})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
-            if self.deterministic:  # stable contact and constraint order, invariant atomics
+            if self.deterministic:
                 m.opt.deterministic = int(mjw.DeterminismType.ALL)
             # dropped constraint rows are counted per world below (env.overflows): no print
             m.opt.warn_overflow = int(m.opt.warn_overflow) & ~int(mjw.OverflowType.NEFC)
-            self.m = m
             self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
-            # steps at which a world's constraint rows (or the shared contact buffer) did not
-            # fit and were dropped: counted on the device, read by env.overflows
             self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
             self.contact_overflows = wp.zeros(1, dtype=wp.int32)
         d, mjm = self.d, self.mjm

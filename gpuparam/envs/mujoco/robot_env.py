@@ -80,10 +80,13 @@ class RobotEnv(VecEnv):
     Args (beyond ``VecEnv``'s):
         cone: friction cone, ``None`` (the XML's, pyramidal in Gymnasium's assets),
             ``"pyramidal"`` or ``"elliptic"``.
-        njmax, nconmax: MuJoCo Warp's constraint rows and contacts per world (``None``: its
-            estimate for the model); what does not fit is dropped and counted in
-            :attr:`overflows`.
-        deterministic: MuJoCo Warp's deterministic mode (bit-identical CUDA replays, slower).
+        njmax, nconmax: MuJoCo Warp's constraint rows and contacts per world (the contact
+            buffer is shared by all worlds: ``nconmax * N``; ``None``: its estimate for the
+            model); what does not fit is dropped and counted in :attr:`overflows` (raise
+            them when a count grows, e.g. under extreme gravity or masses).
+        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
+            order, invariant atomics): bit-identical CUDA replays, at some speed cost (CPU
+            runs are deterministic either way).
 
     Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
     ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task`` (a
