@@ -25,14 +25,13 @@ import warp as wp
 
 from gpuparam._device import stream_for, wp_device
 from gpuparam.backend import Backend, BindContext
-from gpuparam.envs.mujoco.model import set_const_groups
+from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
 
-PHYSICAL = ("body_mass", "geom_friction", "dof_damping", "dof_armature", "actuator_gear",
-            "gravity")
+PHYSICAL = (*PER_ELEMENT, "gravity")
 # Model fields made per-world: the written parameters and the constants set_const derives.
-BATCHED = (*PHYSICAL[:-1], "body_subtreemass", "body_invweight0", "dof_invweight0",
+BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
            "actuator_acc0")
 
 

@@ -11,8 +11,10 @@ import numpy as np
 
 from gpuparam.spec import ParamSpec
 
+# the per-element physical parameters -> the Components field naming their elements
+PER_ELEMENT = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "dofs",
+               "dof_armature": "dofs", "actuator_gear": "actuators"}
 CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
-
 
 
 def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
@@ -75,20 +77,16 @@ def _compile(spec: mujoco.MjSpec) -> mujoco.MjModel:
     mujoco.mj_setTotalmass(mjm, total)
     data = mujoco.MjData(mjm)
     mujoco.mj_setConst(mjm, data)
+    # sums in the compiler's order, so with its rounding: np.cumsum adds in order (np.sum
+    # adds pairwise)
     if np.isnan(spec.stat.meanmass) and mjm.nbody > 1:
-        mean = 0.0
-        for i in range(1, mjm.nbody):  # in the compiler's order: same rounding
-            mean += float(mjm.body_mass[i])
-        mjm.stat.meanmass = mean / (mjm.nbody - 1)
+        mjm.stat.meanmass = np.cumsum(mjm.body_mass[1:])[-1] / (mjm.nbody - 1)
     if np.isnan(spec.stat.meaninertia) and mjm.nv > 0:
         mujoco.mj_resetData(mjm, data)  # qpos0
         mujoco.mj_forward(mjm, data)
         full = np.zeros((mjm.nv, mjm.nv))
         mujoco.mj_fullM(mjm, data, full)
-        mean = 0.0
-        for i in range(mjm.nv):
-            mean += float(full[i, i])
-        mjm.stat.meaninertia = mean / mjm.nv
+        mjm.stat.meaninertia = np.cumsum(np.diag(full))[-1] / mjm.nv
     return mjm
 
 
@@ -146,10 +144,7 @@ class Components:
     def of_param(self, name: str) -> tuple[str, ...] | None:
         """Component names of physical parameter ``name`` (None for gravity and the task's
         parameters, which are not per model element)."""
-        return {
-            "body_mass": self.bodies, "geom_friction": self.geoms, "dof_damping": self.dofs,
-            "dof_armature": self.dofs, "actuator_gear": self.actuators,
-        }.get(name)
+        return getattr(self, PER_ELEMENT[name]) if name in PER_ELEMENT else None
 
 
 def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:

@@ -13,7 +13,7 @@ import warp as wp
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import MjwBackend
 from gpuparam.envs.mujoco.events import Push
-from gpuparam.envs.mujoco.model import Components, load_model, physical_specs
+from gpuparam.envs.mujoco.model import PER_ELEMENT, Components, load_model, physical_specs
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
@@ -160,10 +160,8 @@ class RobotEnv(VecEnv):
         Raises ``KeyError`` naming the valid elements."""
         names = self.components.of_param(name)
         if names is None:
-            raise KeyError(
-                f"{name!r} is not a per-element physical parameter; expected one of "
-                "body_mass, geom_friction, dof_damping, dof_armature, actuator_gear"
-            )
+            raise KeyError(f"{name!r} is not a per-element physical parameter; expected one "
+                           f"of {', '.join(PER_ELEMENT)}")
         try:
             return names.index(element)
         except ValueError:
