@@ -129,9 +129,8 @@ class RobotEnv(VecEnv):
 
     def make_action_spec(self) -> BoxSpec:
         """The action space (default: the actuators' control ranges)."""
-        rng = self.mjm.actuator_ctrlrange
-        return BoxSpec(shape=(self.mjm.nu,), low=tuple(float(x) for x in rng[:, 0]),
-                       high=tuple(float(x) for x in rng[:, 1]))
+        low, high = self.mjm.actuator_ctrlrange.T.tolist()
+        return BoxSpec(shape=(self.mjm.nu,), low=tuple(low), high=tuple(high))
 
     def make_backend(self) -> MjwBackend:
         return MjwBackend(self.mjm, self.frame_skip, "reset_noise_scale", self.qvel_normal,
@@ -184,11 +183,10 @@ class RobotEnv(VecEnv):
         Every name and value is checked (range, finiteness) before anything is written; a
         rejected call writes nothing. Synchronizes (validation).
         """
-        if not isinstance(values, Mapping) or not values:
-            raise ValueError(f"set_components: expected a non-empty dict of values, got {values!r}")
-        idx = {k: self.component_index(name, k) for k in values}
+        if isinstance(values, Mapping):  # (anything else: params.set_components' error)
+            values = {self.component_index(name, k): v for k, v in values.items()}
         # only the named components' rows: the others keep their (randomized) values
-        self.params.set_components(name, {idx[k]: v for k, v in values.items()}, mask=mask)
+        self.params.set_components(name, values, mask=mask)
 
     # ------------------------------------------------------------------ state events
     def add_event(self, event: Push) -> Callable[[], None]:
