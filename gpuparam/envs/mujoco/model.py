@@ -147,23 +147,24 @@ class Components:
         return getattr(self, PER_ELEMENT[name]) if name in PER_ELEMENT else None
 
 
+def f32(values: np.ndarray) -> tuple[float, ...]:
+    """``values`` rounded to float32 (the parameter table's type), as Python floats."""
+    return tuple(np.asarray(values, dtype=np.float32).tolist())
+
+
 def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:
     """The per-world physical parameters of ``mjm``, defaults from the model."""
-
-    def vec(values: np.ndarray) -> tuple[float, ...]:
-        return tuple(float(np.float32(v)) for v in values)
-
     return (
-        ParamSpec("body_mass", vec(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
+        ParamSpec("body_mass", f32(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
                   unit="kg", doc="mass of each moving body (set_const follows a write)"),
-        ParamSpec("geom_friction", vec(mjm.geom_friction[:, 0]), 0.0, 100.0,
+        ParamSpec("geom_friction", f32(mjm.geom_friction[:, 0]), 0.0, 100.0,
                   shape=(mjm.ngeom,), doc="sliding friction of each geom"),
-        ParamSpec("dof_damping", vec(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
+        ParamSpec("dof_damping", f32(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
                   unit="N m s/rad", doc="damping of each dof"),
-        ParamSpec("dof_armature", vec(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
+        ParamSpec("dof_armature", f32(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
                   unit="kg m^2", doc="armature inertia of each dof (set_const follows)"),
-        ParamSpec("actuator_gear", vec(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
+        ParamSpec("actuator_gear", f32(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
                   doc="gear (force per unit control) of each actuator; never 0"),
-        ParamSpec("gravity", vec(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",
+        ParamSpec("gravity", f32(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",
                   doc="gravitational acceleration vector"),
     )
