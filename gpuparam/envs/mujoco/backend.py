@@ -181,16 +181,14 @@ class MjwBackend(Backend):
         wp.launch(kloco.reset_state, ctx.num_envs, [wmask, *self._reset_args])
 
     def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, args: list,
-                 set_const_groups: int = 0, replace: str | None = None) -> None:
+                 replace: str | None = None) -> None:
         """Register a copy of parameter rows into model fields, launched (all worlds) after
-        every write of one of ``names``; with ``set_const_groups`` (``mjw.SetConstGroup``
-        bits) ``set_const`` follows. ``replace``: drop the copy registered for that name
-        first (e.g. a damping copy that also adds a PD gain). Call from ``bind``."""
+        every write of one of ``names`` (``set_const`` follows per ``set_const_groups``).
+        ``replace``: drop the copy registered for that name first (e.g. a damping copy that
+        also adds a PD gain). Call from ``bind``."""
         if replace is not None:
             del self._copies[(replace,)]
         self._copies[tuple(names)] = (kernel, dim, args)
-        for n in names if set_const_groups else ():
-            self.set_const_groups[n] = self.set_const_groups.get(n, 0) | set_const_groups
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then

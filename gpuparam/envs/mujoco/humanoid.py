@@ -46,10 +46,7 @@ class HumanoidEnv(RobotEnv):
 
     def make_task(self) -> LocomotionTask:
         # every task parameter but the reset noise; kept: each body's x at the last step
-        def data(b) -> list:
-            d = b.d
-            return [d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,
-                    b.m.body_mass, d.xipos]
-
         return LocomotionTask(kloco.humanoid, tuple(s.name for s in self.task_specs[:-1]),
-                              data, (self.mjm.nbody,))
+                              lambda b: [b.d.qpos, b.d.qvel, b.d.cinert, b.d.cvel,
+                                         b.d.qfrc_actuator, b.d.cfrc_ext, b.m.body_mass,
+                                         b.d.xipos], (self.mjm.nbody,))

@@ -176,6 +176,7 @@ class LeggedBackend(MjwBackend):
         self.max_action_delay = int(max_action_delay)
         self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
                         else np.asarray(origins, np.float32))
+        self.set_const_groups["base_com_offset"] = int(mjw.SetConstGroup.INERT0)
 
     def bind(self, b: BindContext) -> None:
         super().bind(b)
@@ -206,8 +207,7 @@ class LeggedBackend(MjwBackend):
                        m.dof_damping], replace="dof_damping")
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
-                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos],
-                      set_const_groups=int(mjw.SetConstGroup.INERT0))
+                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos])
         ctx, d = b.step, self.d
         keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
         self._pre_args = [

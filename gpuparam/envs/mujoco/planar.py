@@ -8,8 +8,8 @@ from gpuparam.envs.mujoco.robot_env import LocomotionTask, RobotEnv
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.spec import ParamSpec
 
-# kernels.locomotion.planar's parameters; the health ones (from the third): each kind has
-# only its own
+# kernels.locomotion.planar's parameters; each kind has only its own health ones (from the
+# third): one it lacks (never read by the kernel for that kind) stands in as the first
 PLANAR_PARAMS = ("forward_reward_weight", "ctrl_cost_weight", "healthy_reward",
                  "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
                  "healthy_angle_min", "healthy_angle_max", "healthy_state_min",
@@ -44,9 +44,10 @@ class _Planar(RobotEnv):
 
     def make_task(self) -> LocomotionTask:
         # observation qpos[1:], clip(qvel, -vel_clip, vel_clip); kept: the root's x
-        clip = self.vel_clip
-        return LocomotionTask(kloco.planar, PLANAR_PARAMS, lambda b: [clip, b.d.qpos, b.d.qvel],
-                              (), prefix=(self.kind,), optional=PLANAR_PARAMS[2:])
+        clip, own = self.vel_clip, {s.name for s in self.task_specs}
+        params = tuple(p if p in own else PLANAR_PARAMS[0] for p in PLANAR_PARAMS)
+        return LocomotionTask(kloco.planar, params, lambda b: [clip, b.d.qpos, b.d.qvel], (),
+                              prefix=(self.kind,))
 
 
 class HalfCheetahEnv(_Planar):

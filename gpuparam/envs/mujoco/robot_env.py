@@ -26,10 +26,9 @@ class LocomotionTask(Task):
 
     The kernel's arguments: ``observe``, ``prefix``, the mask, ``dt``, ``data(backend)``
     (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
-    (a name of ``optional`` the env lacks, never read by its kernel for that env, stands
-    in as the first; any other missing name raises ``KeyError``), the task's previous
-    position float32 ``[N, *prev_shape]`` (``backend.state["task_prev_position"]``,
-    checkpointed with the env), then the outputs.
+    (a name the env lacks raises ``KeyError``), the task's previous position float32
+    ``[N, *prev_shape]`` (``backend.state["task_prev_position"]``, checkpointed with the
+    env), then the outputs.
     """
 
     kernel: wp.Kernel
@@ -37,20 +36,15 @@ class LocomotionTask(Task):
     data: Callable[[MjwBackend], list]
     prev_shape: tuple[int, ...]
     prefix: tuple = ()
-    optional: tuple[str, ...] = ()
 
     def bind(self, b: BindContext, backend: MjwBackend) -> None:
-        def row(name: str) -> wp.array:
-            stand_in = name not in b.params and name in self.optional
-            return wp.from_torch(b.param_rows(self.params[0] if stand_in else name))
-
         self.backend = backend
         n, out = b.num_envs, b.step.outputs
         prev = torch.zeros(n, *self.prev_shape, dtype=torch.float32, device=b.device)
         backend.state["task_prev_position"] = prev
         self._args = [
             backend.dt, *self.data(backend), wp.from_torch(b.step.action),
-            *(row(p) for p in self.params), wp.from_torch(prev),
+            *(wp.from_torch(b.param_rows(p)) for p in self.params), wp.from_torch(prev),
             wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
             wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
         ]
