@@ -59,12 +59,6 @@ def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
 
 # ----------------------------------------------------------------- reset
 @wp.kernel
-def set_flag(value: int, flag_out: wp.array(dtype=wp.int32)):
-    """``flag_out[0] = value`` (one thread)."""
-    flag_out[0] = value
-
-
-@wp.kernel
 def flag_any(mask: wp.array(dtype=wp.bool), flag_out: wp.array(dtype=wp.int32)):
     """``flag_out[0] = 1`` if any env of ``mask`` is set (one thread per env)."""
     if mask[wp.tid()]:

@@ -216,7 +216,7 @@ class MjwBackend(Backend):
             if mask is None or not wp.get_device(self._device).is_capturing:
                 write()
             else:
-                wp.launch(kloco.set_flag, 1, [0, self._written])
+                self._written.zero_()  # a memset: captured as the launches are
                 wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
                 wp.capture_if(self._written, on_true=write)
             if groups:  # (allocates: never inside a capture_if body)
