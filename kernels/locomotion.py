@@ -131,18 +131,6 @@ def _ctrl_cost(action: wp.array2d(dtype=float), i: int, weight: float) -> float:
 
 
 @wp.func
-def _finite_state(qpos: wp.array2d(dtype=float), qvel: wp.array2d(dtype=float), i: int) -> bool:
-    bad = int(0)
-    for k in range(qpos.shape[1]):
-        if not wp.isfinite(qpos[i, k]):
-            bad = 1
-    for k in range(qvel.shape[1]):
-        if not wp.isfinite(qvel[i, k]):
-            bad = 1
-    return bad == 0
-
-
-@wp.func
 def copy_row(src: wp.array2d(dtype=float), dst: wp.array2d(dtype=float), i: int):
     """``dst[i] = src[i]`` (a step's observation is also its final observation)."""
     for k in range(src.shape[1]):
@@ -221,8 +209,15 @@ def ant(
     x_vel = (p[0] - prev_xy[i, 0]) / dt
     prev_xy[i, 0] = p[0]
     prev_xy[i, 1] = p[1]
+    bad = int(0)  # a non-finite state
+    for k in range(nq):
+        if not wp.isfinite(qpos[i, k]):
+            bad = 1
+    for k in range(nv):
+        if not wp.isfinite(qvel[i, k]):
+            bad = 1
     z = qpos[i, 2]
-    healthy = _finite_state(qpos, qvel, i) and z_min[i] <= z and z <= z_max[i]
+    healthy = bad == 0 and z_min[i] <= z and z <= z_max[i]
     h = float(0.0)
     if healthy:
         h = healthy_r[i]
