@@ -50,15 +50,13 @@ class LocomotionTask(Task):
         ]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
 
-    def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        wp.launch(self.kernel, ctx.num_envs, [observe, *self.prefix, mask, *self._args],
+    def compute(self, ctx: StepContext) -> None:
+        wp.launch(self.kernel, ctx.num_envs, [0, *self.prefix, self._all, *self._args],
                   device=ctx.wp_device, stream=ctx.stream)
 
-    def compute(self, ctx: StepContext) -> None:
-        self._launch(ctx, 0, self._all)
-
     def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        self._launch(ctx, 1, self.backend.wp_mask(mask))
+        args = [1, *self.prefix, self.backend.wp_mask(mask), *self._args]
+        wp.launch(self.kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
 
 
 class RobotEnv(VecEnv):
