@@ -59,12 +59,6 @@ def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
 
 # ----------------------------------------------------------------- reset
 @wp.kernel
-def set_flag(value: int, flag_out: wp.array(dtype=wp.int32)):
-    """``flag_out[0] = value`` (one thread)."""
-    flag_out[0] = value
-
-
-@wp.kernel
 def flag_any(mask: wp.array(dtype=wp.bool), flag_out: wp.array(dtype=wp.int32)):
     """``flag_out[0] = 1`` if any env of ``mask`` is set (one thread per env)."""
     if mask[wp.tid()]:
@@ -137,18 +131,6 @@ def _ctrl_cost(action: wp.array2d(dtype=float), i: int, weight: float) -> float:
 
 
 @wp.func
-def _finite_state(qpos: wp.array2d(dtype=float), qvel: wp.array2d(dtype=float), i: int) -> bool:
-    bad = int(0)
-    for k in range(qpos.shape[1]):
-        if not wp.isfinite(qpos[i, k]):
-            bad = 1
-    for k in range(qvel.shape[1]):
-        if not wp.isfinite(qvel[i, k]):
-            bad = 1
-    return bad == 0
-
-
-@wp.func
 def copy_row(src: wp.array2d(dtype=float), dst: wp.array2d(dtype=float), i: int):
     """``dst[i] = src[i]`` (a step's observation is also its final observation)."""
     for k in range(src.shape[1]):
@@ -203,10 +185,10 @@ def ant(
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
 ):
-    """Ant-v5. ``observe`` = 0: after a step, every env: observation ``qpos[2:], qvel,
-    clip(cfrc_ext[1:])`` into both observation buffers, reward, terminated, and the torso's
-    xy for the next step. ``observe`` = 1: masked envs just reset (contact forces 0, as
-    after ``mj_resetData`` + ``mj_forward``); the torso xy is ``qpos[0:2]`` (free joint)."""
+    """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: the observation into
+    both observation buffers, reward, terminated, the torso's xy for the next step.
+    ``observe`` = 1: masked envs just reset (contact forces 0, as after ``mj_resetData`` +
+    ``mj_forward``); the torso xy is ``qpos[0:2]`` (free joint)."""
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -227,8 +209,15 @@ def ant(
     x_vel = (p[0] - prev_xy[i, 0]) / dt
     prev_xy[i, 0] = p[0]
     prev_xy[i, 1] = p[1]
+    bad = int(0)  # a non-finite state
+    for k in range(nq):
+        if not wp.isfinite(qpos[i, k]):
+            bad = 1
+    for k in range(nv):
+        if not wp.isfinite(qvel[i, k]):
+            bad = 1
     z = qpos[i, 2]
-    healthy = _finite_state(qpos, qvel, i) and z_min[i] <= z and z <= z_max[i]
+    healthy = bad == 0 and z_min[i] <= z and z <= z_max[i]
     h = float(0.0)
     if healthy:
         h = healthy_r[i]
@@ -240,8 +229,7 @@ def ant(
 
 # ----------------------------------------------------------------- planar walkers
 PLANAR_CHEETAH = wp.constant(0)
-PLANAR_HOPPER = wp.constant(1)
-PLANAR_WALKER = wp.constant(2)
+PLANAR_HOPPER = wp.constant(1)  # (2: Walker2d)
 
 
 @wp.kernel
@@ -270,12 +258,11 @@ def planar(
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
 ):
-    """HalfCheetah-v5 (``kind`` 0), Hopper-v5 (1), Walker2d-v5 (2): observation
-    ``qpos[1:], clip(qvel, -vel_clip, vel_clip)`` (no clip for HalfCheetah: ``vel_clip``
-    inf), reward ``forward_w * dx / dt + healthy - ctrl_w * |a|^2`` (HalfCheetah: no
-    healthy term, never terminates). Health (strict inequalities, as Gymnasium): Hopper
-    ``state_min < qpos[2:], qvel < state_max``, z = qpos[1] and angle = qpos[2] in range;
-    Walker2d z and angle. ``observe`` as in :func:`ant`."""
+    """HalfCheetah-v5 (``kind`` 0), Hopper-v5 (1), Walker2d-v5 (2) (``planar.py``): observation
+    ``qpos[1:], clip(qvel, -vel_clip, vel_clip)`` (``vel_clip`` inf: no clip). Health
+    (strict inequalities, as Gymnasium; none for HalfCheetah): Hopper ``state_min <
+    qpos[2:], qvel < state_max``, z = qpos[1] and angle = qpos[2] in range; Walker2d z and
+    angle. ``observe`` as in :func:`ant`."""
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -343,13 +330,11 @@ def humanoid(
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
 ):
-    """Humanoid-v5: observation ``qpos[2:], qvel, cinert[1:], cvel[1:], qfrc_actuator[6:],
-    cfrc_ext[1:]``; reward ``forward_w * d(mass center x)/dt + healthy - ctrl_w |a|^2 -
-    min(contact_w |cfrc_ext|^2, contact_cost_max)``; healthy ``z_min < qpos[2] < z_max``.
-    ``observe`` = 1 needs ``mj_forward``'s quantities (the backend runs forward at reset);
-    contact forces are 0 there. ``prev_x`` ``[N, nbody]`` keeps each body's ``xipos`` x of
-    the last step: the mass center before a step is weighed with the masses in force now,
-    as Gymnasium's (a mass written between two steps adds no false velocity)."""
+    """Humanoid-v5 (``HumanoidEnv``). ``observe`` as in :func:`ant`; ``observe`` = 1 needs
+    ``mj_forward``'s quantities (the backend runs forward at reset). ``prev_x`` ``[N,
+    nbody]`` keeps each body's ``xipos`` x of the last step: the mass center before a step
+    is weighed with the masses in force now, as Gymnasium's (a mass written between two
+    steps adds no false velocity)."""
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -382,7 +367,6 @@ def humanoid(
             prev_x[i, b] = xipos[i, b][0]
         return
     copy_row(obs_out, final_obs_out, i)
-    # mass center x now and at the last step, both weighed with the masses in force now
     w = i % body_mass.shape[0]
     now = float(0.0)
     before = float(0.0)

@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.task import LocomotionTask
+from gpuparam.envs.mujoco.robot_env import LocomotionTask, RobotEnv
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.spec import ParamSpec
-
-
-class AntTask(LocomotionTask):
-    """Ant-v5's observation (``qpos[2:]``, ``qvel``, clipped ``cfrc_ext[1:]``: 105 values),
-    reward (forward + healthy - ctrl - contact) and termination (unhealthy)."""
-
-    kernel = kloco.ant
-    params = ("forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
-              "healthy_reward", "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
-              "contact_force_min", "contact_force_max")
-
-    def data(self, backend) -> list:
-        d = backend.d
-        return [1, d.qpos, d.qvel, d.xpos, d.cfrc_ext]  # 1: the torso, main body
-
-    def prev_shape(self, mjm) -> tuple[int, ...]:
-        return (2,)  # the torso's xy
 
 
 class AntEnv(RobotEnv):
@@ -57,5 +39,7 @@ class AntEnv(RobotEnv):
         m = self.mjm
         return m.nq - 2 + m.nv + 6 * (m.nbody - 1)
 
-    def make_task(self) -> AntTask:
-        return AntTask()
+    def make_task(self) -> LocomotionTask:
+        # every task parameter but the reset noise; body 1: the torso, its xy kept
+        return LocomotionTask(kloco.ant, tuple(s.name for s in self.task_specs[:-1]),
+                              lambda b: [1, b.d.qpos, b.d.qvel, b.d.xpos, b.d.cfrc_ext], (2,))

@@ -4,14 +4,11 @@ copied from the parameter table into the model's per-world arrays when they are 
 
 After every write of a physical parameter (``params.set``, randomization terms, curricula,
 ``load_state_dict``) ``params_changed`` copies the written rows into the model (one kernel
-each, all worlds: unmasked worlds get their unchanged values back, bit for bit). After a
-mass-type parameter (``body_mass``, ``dof_armature``) ``set_const`` follows (MuJoCo Warp's
-``mj_setConst``, all worlds, only the groups needed: FIXED | INERT0 for mass, INERT0
-otherwise), so ``body_subtreemass``, ``body_invweight0``, ``dof_invweight0`` and
-``actuator_acc0`` are consistent before the next step; ``restore=False`` leaves ``d``'s
-kinematics at qpos0 values, which the next step recomputes (it starts with ``forward``).
-Friction, damping and gravity need none; gear only in models with muscles
-(``set_const_params``).
+each, all worlds: unmasked worlds get their unchanged values back, bit for bit), then runs
+MuJoCo Warp's ``set_const`` (``mj_setConst``, all worlds) with the groups a mass-type write
+needs (``model.set_const_groups``), so the derived constants are consistent before the
+next step; ``restore=False`` leaves ``d``'s kinematics at qpos0 values, which the next step
+recomputes (it starts with ``forward``).
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -28,17 +25,14 @@ import warp as wp
 
 from gpuparam._device import stream_for, wp_device
 from gpuparam.backend import Backend, BindContext
-from gpuparam.envs.mujoco.model import set_const_params
+from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
 
+PHYSICAL = (*PER_ELEMENT, "gravity")
 # Model fields made per-world: the written parameters and the constants set_const derives.
-BATCHED = (
-    "body_mass", "geom_friction", "dof_damping", "dof_armature", "actuator_gear",
-    "body_subtreemass", "body_invweight0", "dof_invweight0", "actuator_acc0",
-)
-PHYSICAL = ("body_mass", "geom_friction", "dof_damping", "dof_armature", "actuator_gear",
-            "gravity")
+BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
+           "actuator_acc0")
 
 
 class MjwBackend(Backend):
@@ -52,15 +46,9 @@ class MjwBackend(Backend):
             ``U(-scale, scale)``.
         forward_at_reset: run ``mjw.forward`` after a reset (all worlds; the task reads
             ``mj_forward`` quantities of the new state, as Humanoid's observation does).
-        njmax, nconmax: constraint rows and contacts per world (the contact buffer is
-            shared by all worlds: ``nconmax * N``) that MuJoCo Warp allocates; ``None``: its
-            estimate for the model (``mjw.make_data``'s defaults). What does not fit is
-            dropped by MuJoCo Warp and counted here (``constraint_overflows`` int32 ``[N]``,
-            ``contact_overflows`` int32 ``[1]``: steps with a drop); raise them when a count
-            grows (e.g. under extreme gravity or masses).
-        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
-            order, invariant atomics): bit-identical replays on CUDA, at some speed cost.
-            CPU runs are deterministic either way.
+        njmax, nconmax, deterministic: as ``RobotEnv``'s; the steps at which what did not
+            fit was dropped are counted in ``constraint_overflows`` int32 ``[N]`` and
+            ``contact_overflows`` int32 ``[1]``.
 
     Attributes (beyond ``Backend``'s):
         m, d: the ``mjw.Model`` and ``mjw.Data`` (world axis first).
@@ -69,7 +57,8 @@ class MjwBackend(Backend):
             ``d`` arrays (writing them sets the state the next step starts from), plus the
             task's previous root position (``"task_prev_position"``), so that
             ``env.state_dict()`` continues bit for bit.
-        set_const_on: the parameter names whose writes run ``set_const``.
+        set_const_groups: parameter name -> the ``mjw.SetConstGroup`` bits of the
+            ``set_const`` its writes run.
         dt: seconds per env step (``timestep * frame_skip``).
     """
 
@@ -90,59 +79,45 @@ class MjwBackend(Backend):
         self.noise_param, self.qvel_normal = noise_param, qvel_normal
         self.forward_at_reset = forward_at_reset
         self.dt = float(mjm.opt.timestep) * frame_skip
-        self.set_const_on = set_const_params(mjm)
-        # set_const's groups per parameter (its docstring's table): a mass needs the fixed
-        # quantities (body_subtreemass) and the qpos0 inertia ones (invweight0, acc0);
-        # armature and gear only the latter. KIN0 (tendon lengths, camera/light references,
-        # eq anchors) depends on none of them.
-        inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
-        self.set_const_groups = {
-            n: (fixed | inert0 if n == "body_mass" else inert0) for n in self.set_const_on
-        }
+        self.set_const_groups = set_const_groups(mjm)
 
     def bind(self, b: BindContext) -> None:
         n, dev, ctx = b.num_envs, wp_device(b.device), b.step
         self._device, self._torch_device = dev, b.device
         with wp.ScopedDevice(dev):
-            m = mjw.put_model(self.mjm, batch_sizes={f: n for f in self.batched})
+            m = self.m = mjw.put_model(self.mjm, batch_sizes={f: n for f in self.batched})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
-            if self.deterministic:  # stable contact and constraint order, invariant atomics
+            if self.deterministic:
                 m.opt.deterministic = int(mjw.DeterminismType.ALL)
             # dropped constraint rows are counted per world below (env.overflows): no print
             m.opt.warn_overflow = int(m.opt.warn_overflow) & ~int(mjw.OverflowType.NEFC)
-            self.m = m
             self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
-            # steps at which a world's constraint rows (or the shared contact buffer) did not
-            # fit and were dropped: counted on the device, read by env.overflows
             self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
             self.contact_overflows = wp.zeros(1, dtype=wp.int32)
-        d = self.d
+        d, mjm = self.d, self.mjm
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
+
         def rows(name: str) -> wp.array:
             return wp.from_torch(b.param_rows(name))
 
-        m = self.m
-        # (parameter names that trigger it, kernel, launch dim, args): a copy runs when one
-        # of its names is written
-        self._copies: list[tuple[tuple[str, ...], wp.Kernel, object, list]] = [
-            (("body_mass",), kloco.copy_rows, (n, self.mjm.nbody - 1),
-             [rows("body_mass"), 1, m.body_mass]),
-            (("geom_friction",), kloco.copy_rows_first, (n, self.mjm.ngeom),
-             [rows("geom_friction"), m.geom_friction]),
-            (("dof_damping",), kloco.copy_rows, (n, self.mjm.nv),
-             [rows("dof_damping"), 0, m.dof_damping]),
-            (("dof_armature",), kloco.copy_rows, (n, self.mjm.nv),
-             [rows("dof_armature"), 0, m.dof_armature]),
-            (("actuator_gear",), kloco.copy_rows_first, (n, self.mjm.nu),
-             [rows("actuator_gear"), m.actuator_gear]),
-            (("gravity",), kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity]),
-        ]
+        # parameter names that trigger it -> (kernel, launch dim, args): a copy runs when
+        # one of its names is written; body 0 (the world) has no mass parameter
+        self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list]] = {
+            (name,): (kernel, (n, size), [rows(name), *col0, getattr(m, name)])
+            for name, kernel, size, col0 in (
+                ("body_mass", kloco.copy_rows, mjm.nbody - 1, [1]),
+                ("geom_friction", kloco.copy_rows_first, mjm.ngeom, []),
+                ("dof_damping", kloco.copy_rows, mjm.nv, [0]),
+                ("dof_armature", kloco.copy_rows, mjm.nv, [0]),
+                ("actuator_gear", kloco.copy_rows_first, mjm.nu, []),
+            )
+        }
+        self._copies[("gravity",)] = (kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity])
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
         self._reset_args = [
-            wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count),
-            self.m.qpos0, wp.from_torch(b.param_rows(self.noise_param)), int(self.qvel_normal),
-            self.d.qpos, self.d.qvel,
+            wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), m.qpos0,
+            rows(self.noise_param), int(self.qvel_normal), d.qpos, d.qvel,
         ]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
@@ -206,25 +181,26 @@ class MjwBackend(Backend):
         wp.launch(kloco.reset_state, ctx.num_envs, [wmask, *self._reset_args])
 
     def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, args: list,
-                 set_const_groups: int = 0, replace: str | None = None) -> None:
+                 replace: str | None = None) -> None:
         """Register a copy of parameter rows into model fields, launched (all worlds) after
-        every write of one of ``names``; with ``set_const_groups`` (``mjw.SetConstGroup``
-        bits) ``set_const`` follows. ``replace``: drop the copy registered for that name
-        first (e.g. a damping copy that also adds a PD gain). Call from ``bind``."""
+        every write of one of ``names`` (``set_const`` follows per ``set_const_groups``).
+        ``replace``: drop the copy registered for that name first (e.g. a damping copy that
+        also adds a PD gain). Call from ``bind``."""
         if replace is not None:
-            self._copies = [c for c in self._copies if c[0] != (replace,)]
-        self._copies.append((tuple(names), kernel, dim, args))
-        for n in names:
-            if set_const_groups:
-                self.set_const_groups[n] = self.set_const_groups.get(n, 0) | set_const_groups
+            del self._copies[(replace,)]
+        self._copies[tuple(names)] = (kernel, dim, args)
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then
-        ``set_const`` if a mass-type one was written. Device work only; the copies run
-        under :meth:`when_any` ``(mask)`` (``mask``: bool ``[N]`` or None). ``set_const``
-        allocates, so it runs at every replay of a step that may write a mass-type
-        parameter (a reset-time mass term: every step), on both devices alike."""
-        copies = [c[1:] for c in self._copies if any(n in c[0] for n in names)]
+        ``set_const`` if a mass-type one was written. Device work only. Eagerly the copies
+        run unconditionally (always correct); in a captured graph they sit behind
+        ``wp.capture_if`` on a device flag set from ``mask`` (bool ``[N]``; None: always),
+        so a replay runs them only at steps whose mask holds an env (they must not
+        allocate: CUDA forbids it in a conditional node's body;
+        ``tests/envs/robots/test_model_writes.py`` checks). ``set_const`` allocates, so it
+        runs at every replay of a step that may write a mass-type parameter (a reset-time
+        mass term: every step), on both devices alike."""
+        copies = [c for key, c in self._copies.items() if any(n in key for n in names)]
         groups = 0
         for n in names:
             groups |= self.set_const_groups.get(n, 0)
@@ -237,20 +213,11 @@ class MjwBackend(Backend):
             wp.launch(kloco.count_write, 1, [self.model_writes])
 
         with self.scope():
-            self.when_any(mask, write)
+            if mask is None or not wp.get_device(self._device).is_capturing:
+                write()
+            else:
+                self._written.zero_()  # a memset: captured as the launches are
+                wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
+                wp.capture_if(self._written, on_true=write)
             if groups:  # (allocates: never inside a capture_if body)
                 mjw.set_const(self.m, self.d, groups=groups, restore=False)
-
-    def when_any(self, mask: torch.Tensor | None, fn) -> None:
-        """Run ``fn()`` (device work) when ``mask`` (bool ``[N]``) holds any env: eagerly
-        it runs unconditionally (always correct); while a graph is captured it sits behind
-        ``wp.capture_if`` on a device flag set from the mask, so a replay runs it only at
-        steps whose mask holds an env. ``fn`` must not allocate (CUDA forbids it in a
-        conditional node's body; ``tests/envs/robots/test_model_writes.py`` checks every
-        use). Call inside the backend's stream scope."""
-        if mask is None or not wp.get_device(self._device).is_capturing:
-            fn()
-            return
-        wp.launch(kloco.set_flag, 1, [0, self._written])
-        wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
-        wp.capture_if(self._written, on_true=fn)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,10 +44,14 @@ class Push:
     def __init__(self, velocity: Sequence[tuple[float, float]], every: Every | Interval | int,
                  first_dof: int = 0):
         try:
-            vel = [tuple(map(float, r)) for r in velocity]
+            v = np.array(list(velocity), dtype=np.float64)
         except (TypeError, ValueError, OverflowError):
-            vel = []
-        if not vel or any(len(r) != 2 or not r[0] <= r[1] or not _finite32(*r) for r in vel):
+            v = np.zeros(0)
+        with np.errstate(over="ignore", invalid="ignore"):  # float32: the push kernel's type
+            v32 = v.astype(np.float32)
+            ok = (v.ndim == 2 and v.size > 0 and v.shape[1] == 2 and (v[:, 0] <= v[:, 1]).all()
+                  and np.isfinite(v32).all() and np.isfinite(v32[:, 1] - v32[:, 0]).all())
+        if not ok:
             raise ValueError(
                 "Push: velocity expects [(low, high), ...] with low <= high, both and "
                 f"high - low finite in float32 (|v| < 3.4e38), got {velocity!r}"
@@ -62,7 +65,8 @@ class Push:
                              f"got {every!r}")
         if not isinstance(first_dof, int) or isinstance(first_dof, bool) or first_dof < 0:
             raise ValueError(f"Push: first_dof expects an int >= 0, got {first_dof!r}")
-        self.velocity, self.every, self.first_dof = vel, every, first_dof
+        self.velocity = [tuple(r) for r in v.tolist()]
+        self.every, self.first_dof = every, first_dof
 
     def steps(self, dt: float) -> tuple[int, int]:
         """The interval range in env steps for an env of step ``dt`` seconds; raises
@@ -90,9 +94,8 @@ class Push:
         n, dev = env.num_envs, env.device
         self.timer = torch.zeros(n, dtype=torch.int32, device=dev)
         self.count = torch.zeros(n, dtype=torch.int32, device=dev)
-        lo = torch.tensor([v[0] for v in self.velocity], dtype=torch.float32, device=dev)
-        hi = torch.tensor([v[1] for v in self.velocity], dtype=torch.float32, device=dev)
-        self._keep = (lo, hi)
+        ranges = torch.tensor(self.velocity, dtype=torch.float32, device=dev)
+        lo, hi = self._keep = ranges.T.contiguous()  # float32 [k] each
         ctx = env.context
         # on torch's current stream, after the zeros above (the step's stream waits on it)
         wp.launch(kloco.push_phase, n, [wp.from_torch(ctx.seed), ctx.env_offset, k_lo, k_hi,
@@ -106,11 +109,4 @@ class Push:
             wp.launch(kloco.push, c.num_envs, args, device=c.wp_device, stream=c.stream)
 
         return Stage("push", run, warp_only=True)
-
-
-def _finite32(low: float, high: float) -> bool:
-    """``low``, ``high`` and ``high - low`` finite in float32 (the push kernel's type)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        lo, hi = np.float32(low), np.float32(high)
-        return bool(math.isfinite(lo) and math.isfinite(hi) and np.isfinite(hi - lo))
 

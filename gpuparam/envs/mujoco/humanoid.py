@@ -4,29 +4,9 @@ from __future__ import annotations
 
 import mujoco
 
-from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.task import LocomotionTask
+from gpuparam.envs.mujoco.robot_env import LocomotionTask, RobotEnv
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.spec import ParamSpec
-
-
-class HumanoidTask(LocomotionTask):
-    """Humanoid-v5's observation (348 values), reward and termination."""
-
-    kernel = kloco.humanoid
-    params = ("forward_reward_weight", "ctrl_cost_weight", "contact_cost_weight",
-              "contact_cost_max", "healthy_reward", "terminate_when_unhealthy",
-              "healthy_z_min", "healthy_z_max")
-
-    def data(self, backend) -> list:
-        d = backend.d
-        return [d.qpos, d.qvel, d.cinert, d.cvel, d.qfrc_actuator, d.cfrc_ext,
-                backend.m.body_mass, d.xipos]
-
-    def prev_shape(self, mjm) -> tuple[int, ...]:
-        # each body's x at the last step (the mass center before a step is weighed with the
-        # masses in force at that step)
-        return (mjm.nbody,)
 
 
 class HumanoidEnv(RobotEnv):
@@ -64,5 +44,9 @@ class HumanoidEnv(RobotEnv):
         m = self.mjm
         return m.nq - 2 + m.nv + 16 * (m.nbody - 1) + (m.nv - 6) + 6 * (m.nbody - 1)
 
-    def make_task(self) -> HumanoidTask:
-        return HumanoidTask()
+    def make_task(self) -> LocomotionTask:
+        # every task parameter but the reset noise; kept: each body's x at the last step
+        return LocomotionTask(kloco.humanoid, tuple(s.name for s in self.task_specs[:-1]),
+                              lambda b: [b.d.qpos, b.d.qvel, b.d.cinert, b.d.cvel,
+                                         b.d.qfrc_actuator, b.d.cfrc_ext, b.m.body_mass,
+                                         b.d.xipos], (self.mjm.nbody,))

@@ -38,7 +38,7 @@ import warp as wp
 
 from gpuparam.backend import BindContext
 from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend
-from gpuparam.envs.mujoco.model import physical_specs
+from gpuparam.envs.mujoco.model import f32, physical_specs
 from gpuparam.kernels import legged as kleg
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import ParamSpec
@@ -86,26 +86,22 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
     base's centre-of-mass offset, kicks, the reset ranges and the terrain level."""
     dofs = actuated_dofs(mjm)
     nu = mjm.nu
-
-    def vec(values) -> tuple[float, ...]:
-        return tuple(float(np.float32(v)) for v in values)
-
     phys = []
     for s in physical_specs(mjm):
         if s.name == "dof_damping":
             passive = mjm.dof_damping.copy()
             passive[dofs] = 0.0
-            s = ParamSpec("dof_damping", vec(passive), 0.0, 1e6, shape=(mjm.nv,),
+            s = ParamSpec("dof_damping", f32(passive), 0.0, 1e6, shape=(mjm.nv,),
                           unit="N m s/rad", doc="passive damping of each dof beyond the PD's "
                           "kd (0 on the actuated joints by default)")
         phys.append(s)
     limit = mjm.actuator_forcerange[:, 1]
     return (*phys,
-        ParamSpec("kp", vec(mjm.actuator_gainprm[:, 0]), 0.0, 1e4, shape=(nu,),
+        ParamSpec("kp", f32(mjm.actuator_gainprm[:, 0]), 0.0, 1e4, shape=(nu,),
                   unit="N m/rad", doc="PD proportional gain of each actuator"),
-        ParamSpec("kd", vec(mjm.dof_damping[dofs]), 0.0, 1e3, shape=(nu,),
+        ParamSpec("kd", f32(mjm.dof_damping[dofs]), 0.0, 1e3, shape=(nu,),
                   unit="N m s/rad", doc="PD derivative gain of each actuator (as joint damping)"),
-        ParamSpec("torque_limit", vec(limit), 0.0, 1e4, shape=(nu,), unit="N m",
+        ParamSpec("torque_limit", f32(limit), 0.0, 1e4, shape=(nu,), unit="N m",
                   doc="PD torque limit of each actuator (its force range +-limit)"),
         ParamSpec("motor_strength", 1.0, 0.0, 10.0, shape=(nu,),
                   doc="scale of each actuator's kp and kd"),
@@ -180,7 +176,7 @@ class LeggedBackend(MjwBackend):
         self.max_action_delay = int(max_action_delay)
         self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
                         else np.asarray(origins, np.float32))
-        self.set_const_on = (*self.set_const_on, "base_com_offset")
+        self.set_const_groups["base_com_offset"] = int(mjw.SetConstGroup.INERT0)
 
     def bind(self, b: BindContext) -> None:
         super().bind(b)
@@ -211,8 +207,7 @@ class LeggedBackend(MjwBackend):
                        m.dof_damping], replace="dof_damping")
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
-                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos],
-                      set_const_groups=int(mjw.SetConstGroup.INERT0))
+                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos])
         ctx, d = b.step, self.d
         keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
         self._pre_args = [

@@ -6,26 +6,32 @@ import os
 from dataclasses import dataclass
 
 import mujoco
+import mujoco_warp as mjw
 import numpy as np
 
 from gpuparam.spec import ParamSpec
 
+# the per-element physical parameters -> the Components field naming their elements
+PER_ELEMENT = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "dofs",
+               "dof_armature": "dofs", "actuator_gear": "actuators"}
 CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
 
-# Physical parameters that need MuJoCo Warp's set_const after a write (derived constants:
-# body_subtreemass, body_invweight0, dof_invweight0, actuator_acc0).
-MASS_TYPE = ("body_mass", "dof_armature")
 
-
-def set_const_params(mjm: mujoco.MjModel) -> tuple[str, ...]:
-    """The parameters whose writes run ``set_const``: the mass-type ones, and
-    ``actuator_gear`` only in models with muscle actuators (the one place MuJoCo Warp's
-    step reads ``actuator_acc0``, which depends on the gear; the Gymnasium robots have
-    none, so their gear writes leave ``actuator_acc0`` at the model's value)."""
+def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
+    """The parameters whose writes run ``mjw.set_const``, with its groups
+    (``mjw.SetConstGroup`` bits, its docstring's table): ``body_mass`` FIXED | INERT0
+    (``body_subtreemass``; ``body_invweight0``, ``dof_invweight0``, ``actuator_acc0`` at
+    qpos0), ``dof_armature`` INERT0, and ``actuator_gear`` INERT0 only in models with muscle
+    actuators (the one place MuJoCo Warp's step reads ``actuator_acc0``, which depends on the
+    gear; the Gymnasium robots have none, so their gear writes leave ``actuator_acc0`` at
+    the model's value). KIN0 (tendon lengths, camera/light references, eq anchors) depends
+    on none of them."""
+    inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
     muscle = int(mujoco.mjtGain.mjGAIN_MUSCLE)
     has_muscle = bool((mjm.actuator_gaintype == muscle).any()
                       or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
-    return MASS_TYPE + (("actuator_gear",) if has_muscle else ())
+    groups = {"body_mass": fixed | inert0, "dof_armature": inert0}
+    return groups | ({"actuator_gear": inert0} if has_muscle else {})
 
 
 def asset_path(xml_file: str) -> str:
@@ -71,20 +77,16 @@ def _compile(spec: mujoco.MjSpec) -> mujoco.MjModel:
     mujoco.mj_setTotalmass(mjm, total)
     data = mujoco.MjData(mjm)
     mujoco.mj_setConst(mjm, data)
+    # sums in the compiler's order, so with its rounding: np.cumsum adds in order (np.sum
+    # adds pairwise)
     if np.isnan(spec.stat.meanmass) and mjm.nbody > 1:
-        mean = 0.0
-        for i in range(1, mjm.nbody):  # in the compiler's order: same rounding
-            mean += float(mjm.body_mass[i])
-        mjm.stat.meanmass = mean / (mjm.nbody - 1)
+        mjm.stat.meanmass = np.cumsum(mjm.body_mass[1:])[-1] / (mjm.nbody - 1)
     if np.isnan(spec.stat.meaninertia) and mjm.nv > 0:
         mujoco.mj_resetData(mjm, data)  # qpos0
         mujoco.mj_forward(mjm, data)
         full = np.zeros((mjm.nv, mjm.nv))
         mujoco.mj_fullM(mjm, data, full)
-        mean = 0.0
-        for i in range(mjm.nv):
-            mean += float(full[i, i])
-        mjm.stat.meaninertia = mean / mjm.nv
+        mjm.stat.meaninertia = np.cumsum(np.diag(full))[-1] / mjm.nv
     return mjm
 
 
@@ -142,29 +144,27 @@ class Components:
     def of_param(self, name: str) -> tuple[str, ...] | None:
         """Component names of physical parameter ``name`` (None for gravity and the task's
         parameters, which are not per model element)."""
-        return {
-            "body_mass": self.bodies, "geom_friction": self.geoms, "dof_damping": self.dofs,
-            "dof_armature": self.dofs, "actuator_gear": self.actuators,
-        }.get(name)
+        return getattr(self, PER_ELEMENT[name]) if name in PER_ELEMENT else None
+
+
+def f32(values: np.ndarray) -> tuple[float, ...]:
+    """``values`` rounded to float32 (the parameter table's type), as Python floats."""
+    return tuple(np.asarray(values, dtype=np.float32).tolist())
 
 
 def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:
     """The per-world physical parameters of ``mjm``, defaults from the model."""
-
-    def vec(values: np.ndarray) -> tuple[float, ...]:
-        return tuple(float(np.float32(v)) for v in values)
-
     return (
-        ParamSpec("body_mass", vec(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
+        ParamSpec("body_mass", f32(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
                   unit="kg", doc="mass of each moving body (set_const follows a write)"),
-        ParamSpec("geom_friction", vec(mjm.geom_friction[:, 0]), 0.0, 100.0,
+        ParamSpec("geom_friction", f32(mjm.geom_friction[:, 0]), 0.0, 100.0,
                   shape=(mjm.ngeom,), doc="sliding friction of each geom"),
-        ParamSpec("dof_damping", vec(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
+        ParamSpec("dof_damping", f32(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
                   unit="N m s/rad", doc="damping of each dof"),
-        ParamSpec("dof_armature", vec(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
+        ParamSpec("dof_armature", f32(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
                   unit="kg m^2", doc="armature inertia of each dof (set_const follows)"),
-        ParamSpec("actuator_gear", vec(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
+        ParamSpec("actuator_gear", f32(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
                   doc="gear (force per unit control) of each actuator; never 0"),
-        ParamSpec("gravity", vec(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",
+        ParamSpec("gravity", f32(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",
                   doc="gravitational acceleration vector"),
     )

@@ -4,32 +4,16 @@ from __future__ import annotations
 
 import math
 
-from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.task import LocomotionTask
+from gpuparam.envs.mujoco.robot_env import LocomotionTask, RobotEnv
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.spec import ParamSpec
 
-
-class PlanarTask(LocomotionTask):
-    """Observation ``qpos[1:]``, ``clip(qvel, -vel_clip, vel_clip)``; reward from the
-    root's x displacement; health per ``kind`` (see ``kernels.locomotion.planar``)."""
-
-    kernel = kloco.planar
-    params = ("forward_reward_weight", "ctrl_cost_weight", "healthy_reward",
-              "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
-              "healthy_angle_min", "healthy_angle_max", "healthy_state_min",
-              "healthy_state_max")
-    optional = params[2:]  # the health parameters: each kind has only its own
-
-    def __init__(self, kind: int, vel_clip: float):
-        self.prefix = (kind,)
-        self.vel_clip = vel_clip
-
-    def data(self, backend) -> list:
-        return [self.vel_clip, backend.d.qpos, backend.d.qvel]
-
-    def prev_shape(self, mjm) -> tuple[int, ...]:
-        return ()  # the root's x
+# kernels.locomotion.planar's parameters; each kind has only its own health ones (from the
+# third): one it lacks (never read by the kernel for that kind) stands in as the first
+PLANAR_PARAMS = ("forward_reward_weight", "ctrl_cost_weight", "healthy_reward",
+                 "terminate_when_unhealthy", "healthy_z_min", "healthy_z_max",
+                 "healthy_angle_min", "healthy_angle_max", "healthy_state_min",
+                 "healthy_state_max")
 
 
 def _common(forward: float, ctrl: float, noise: float) -> tuple[ParamSpec, ...]:
@@ -58,8 +42,12 @@ class _Planar(RobotEnv):
     def obs_size(self) -> int:
         return self.mjm.nq - 1 + self.mjm.nv
 
-    def make_task(self) -> PlanarTask:
-        return PlanarTask(self.kind, self.vel_clip)
+    def make_task(self) -> LocomotionTask:
+        # observation qpos[1:], clip(qvel, -vel_clip, vel_clip); kept: the root's x
+        clip, own = self.vel_clip, {s.name for s in self.task_specs}
+        params = tuple(p if p in own else PLANAR_PARAMS[0] for p in PLANAR_PARAMS)
+        return LocomotionTask(kloco.planar, params, lambda b: [clip, b.d.qpos, b.d.qvel], (),
+                              prefix=(self.kind,))
 
 
 class HalfCheetahEnv(_Planar):

@@ -4,17 +4,59 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import mujoco
 import torch
 import warp as wp
 
-from gpuparam.backend import Task
+from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import MjwBackend
 from gpuparam.envs.mujoco.events import Push
-from gpuparam.envs.mujoco.model import Components, load_model, physical_specs
+from gpuparam.envs.mujoco.model import PER_ELEMENT, Components, load_model, physical_specs
+from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
+
+
+@dataclass(eq=False)
+class LocomotionTask(Task):
+    """A task of one ``kernels.locomotion`` kernel run in two modes: after a step for every
+    env (``observe`` = 0) and after a reset for the masked envs (``observe`` = 1).
+
+    The kernel's arguments: ``observe``, ``prefix``, the mask, ``dt``, ``data(backend)``
+    (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
+    (a name the env lacks raises ``KeyError``), the task's previous position float32
+    ``[N, *prev_shape]`` (``backend.state["task_prev_position"]``, checkpointed with the
+    env), then the outputs.
+    """
+
+    kernel: wp.Kernel
+    params: tuple[str, ...]
+    data: Callable[[MjwBackend], list]
+    prev_shape: tuple[int, ...]
+    prefix: tuple = ()
+
+    def bind(self, b: BindContext, backend: MjwBackend) -> None:
+        self.backend = backend
+        n, out = b.num_envs, b.step.outputs
+        prev = torch.zeros(n, *self.prev_shape, dtype=torch.float32, device=b.device)
+        backend.state["task_prev_position"] = prev
+        self._args = [
+            backend.dt, *self.data(backend), wp.from_torch(b.step.action),
+            *(wp.from_torch(b.param_rows(p)) for p in self.params), wp.from_torch(prev),
+            wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
+            wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
+        ]
+        self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
+
+    def compute(self, ctx: StepContext) -> None:
+        wp.launch(self.kernel, ctx.num_envs, [0, *self.prefix, self._all, *self._args],
+                  device=ctx.wp_device, stream=ctx.stream)
+
+    def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        args = [1, *self.prefix, self.backend.wp_mask(mask), *self._args]
+        wp.launch(self.kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
 
 
 class RobotEnv(VecEnv):
@@ -30,13 +72,17 @@ class RobotEnv(VecEnv):
     Args (beyond ``VecEnv``'s):
         cone: friction cone, ``None`` (the XML's, pyramidal in Gymnasium's assets),
             ``"pyramidal"`` or ``"elliptic"``.
-        njmax, nconmax: MuJoCo Warp's constraint rows and contacts per world (``None``: its
-            estimate for the model); what does not fit is dropped and counted in
-            :attr:`overflows`.
-        deterministic: MuJoCo Warp's deterministic mode (bit-identical CUDA replays, slower).
+        njmax, nconmax: MuJoCo Warp's constraint rows and contacts per world (the contact
+            buffer is shared by all worlds: ``nconmax * N``; ``None``: its estimate for the
+            model); what does not fit is dropped and counted in :attr:`overflows` (raise
+            them when a count grows, e.g. under extreme gravity or masses).
+        deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
+            order, invariant atomics): bit-identical CUDA replays, at some speed cost (CPU
+            runs are deterministic either way).
 
     Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
-    ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task``.
+    ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task`` (a
+    :class:`LocomotionTask`).
     """
 
     xml_file: str
@@ -75,9 +121,8 @@ class RobotEnv(VecEnv):
 
     def make_action_spec(self) -> BoxSpec:
         """The action space (default: the actuators' control ranges)."""
-        rng = self.mjm.actuator_ctrlrange
-        return BoxSpec(shape=(self.mjm.nu,), low=tuple(float(x) for x in rng[:, 0]),
-                       high=tuple(float(x) for x in rng[:, 1]))
+        low, high = self.mjm.actuator_ctrlrange.T.tolist()
+        return BoxSpec(shape=(self.mjm.nu,), low=tuple(low), high=tuple(high))
 
     def make_backend(self) -> MjwBackend:
         return MjwBackend(self.mjm, self.frame_skip, "reset_noise_scale", self.qvel_normal,
@@ -94,9 +139,6 @@ class RobotEnv(VecEnv):
         return {"constraints": wp.to_torch(b.constraint_overflows),
                 "contacts": wp.to_torch(b.contact_overflows)}
 
-    def make_task(self) -> Task:
-        raise NotImplementedError
-
     @property
     def dt(self) -> float:
         """Seconds per env step (MuJoCo timestep x frame_skip), as Gymnasium's ``env.dt``."""
@@ -109,10 +151,8 @@ class RobotEnv(VecEnv):
         Raises ``KeyError`` naming the valid elements."""
         names = self.components.of_param(name)
         if names is None:
-            raise KeyError(
-                f"{name!r} is not a per-element physical parameter; expected one of "
-                "body_mass, geom_friction, dof_damping, dof_armature, actuator_gear"
-            )
+            raise KeyError(f"{name!r} is not a per-element physical parameter; expected one "
+                           f"of {', '.join(PER_ELEMENT)}")
         try:
             return names.index(element)
         except ValueError:
@@ -135,11 +175,10 @@ class RobotEnv(VecEnv):
         Every name and value is checked (range, finiteness) before anything is written; a
         rejected call writes nothing. Synchronizes (validation).
         """
-        if not isinstance(values, Mapping) or not values:
-            raise ValueError(f"set_components: expected a non-empty dict of values, got {values!r}")
-        idx = {k: self.component_index(name, k) for k in values}
+        if isinstance(values, Mapping):  # (anything else: params.set_components' error)
+            values = {self.component_index(name, k): v for k, v in values.items()}
         # only the named components' rows: the others keep their (randomized) values
-        self.params.set_components(name, {idx[k]: v for k, v in values.items()}, mask=mask)
+        self.params.set_components(name, values, mask=mask)
 
     # ------------------------------------------------------------------ state events
     def add_event(self, event: Push) -> Callable[[], None]:

@@ -50,10 +50,18 @@ def test_half_cheetah_loads_without_the_deprecation_warning(tmp_path, monkeypatc
 def test_a_task_parameter_the_env_lacks_raises(monkeypatch):
     # review: any missing name silently read the first parameter's rows; only the planar
     # health parameters (each kind has its own) may stand in
-    import gpuparam as gp
-    from gpuparam.envs.mujoco.ant import AntTask
+    import dataclasses
 
-    monkeypatch.setattr(AntTask, "params", (*AntTask.params, "contact_cost_wieght"))
+    import gpuparam as gp
+    from gpuparam.envs.mujoco.ant import AntEnv
+
+    make_task = AntEnv.make_task
+
+    def misspelled(env):
+        task = make_task(env)
+        return dataclasses.replace(task, params=(*task.params, "contact_cost_wieght"))
+
+    monkeypatch.setattr(AntEnv, "make_task", misspelled)
     with pytest.raises(KeyError, match="contact_cost_wieght"):
         gp.make("Ant-v5", num_envs=2, device="cpu", seed=0)
     for name in ("HalfCheetah-v5", "Hopper-v5"):  # their health parameters stand in
