@@ -198,6 +198,12 @@ def test_robot_captured_step_equals_eager_with_writes_and_pushes():
         assert torch.equal(envs["graph"].params["geom_friction"].cpu(),
                            envs["cpu"].params["geom_friction"]), t
     assert envs["graph"].pipeline.captured
+    # the reset-time mass writes ran set_const inside a capture_if body, its temporaries
+    # from the backend's arena: the derived constants equal the eager run's
+    assert envs["graph"].backend.arena is not None and envs["graph"].backend.arena.used > 0
+    for f in ("body_subtreemass", "body_invweight0", "dof_invweight0"):
+        assert torch.equal(torch.as_tensor(getattr(envs["graph"].backend.m, f).numpy()),
+                           torch.as_tensor(getattr(envs["eager"].backend.m, f).numpy())), f
 
 
 def test_hook_kinds_mean_the_same_on_cuda():

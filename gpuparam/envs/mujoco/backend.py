@@ -8,7 +8,11 @@ each, all worlds: unmasked worlds get their unchanged values back, bit for bit),
 MuJoCo Warp's ``set_const`` (``mj_setConst``, all worlds) with the groups a mass-type write
 needs (``model.set_const_groups``), so the derived constants are consistent before the
 next step; ``restore=False`` leaves ``d``'s kinematics at qpos0 values, which the next step
-recomputes (it starts with ``forward``).
+recomputes (it starts with ``forward``). In a captured step both sit behind one
+``wp.capture_if``: they run only at replays whose write hit an env. ``set_const`` allocates
+temporaries, which CUDA forbids in a conditional node's body; on CUDA they come from an
+:class:`Arena` (Warp's public custom-allocator protocol) sized at bind, so the body holds no
+graph memory node.
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -33,6 +37,56 @@ PHYSICAL = (*PER_ELEMENT, "gravity")
 # Model fields made per-world: the written parameters and the constants set_const derives.
 BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
            "actuator_acc0")
+# What set_const writes with the groups gpuparam uses (FIXED | INERT0; its docstring's list):
+# saved and restored around the bind-time call that sizes the arena.
+SET_CONST_FIELDS = ("body_subtreemass", "geom_aabb", "geom_rbound", "geom_size",
+                    "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0")
+ALIGN = 256  # bytes: each temporary starts on a 256-byte boundary, as CUDA's allocators do
+
+
+def aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGN) * ALIGN
+
+
+class Arena:
+    """A bump allocator over one device buffer of ``nbytes`` bytes (``uint8``), with the
+    ``allocate``/``deallocate`` methods of Warp's public ``wp.Allocator`` protocol: installed
+    with ``wp.ScopedAllocator`` while ``mjw.set_const`` is captured, its temporaries are
+    slices of this buffer (the captured graph replays them at the same addresses; each
+    capture starts again at offset 0, its temporaries being dead once it returns, in stream
+    order). ``deallocate`` does nothing. An allocation beyond ``nbytes`` raises
+    ``RuntimeError`` at capture."""
+
+    def __init__(self, device: wp.context.Device, nbytes: int):
+        self.buffer = wp.empty(max(nbytes, 1), dtype=wp.uint8, device=device)
+        self.nbytes, self.used = nbytes, 0
+
+    def allocate(self, size_in_bytes: int) -> int:
+        start, self.used = self.used, self.used + aligned(size_in_bytes)
+        if self.used > self.nbytes:
+            raise RuntimeError(
+                f"set_const's temporaries: expected at most {self.nbytes} bytes (counted at "
+                f"bind), got {self.used}"
+            )
+        return self.buffer.ptr + start
+
+    def deallocate(self, ptr: int, size_in_bytes: int) -> None:
+        pass
+
+
+class Counting:
+    """Warp's built-in allocator of ``device``, counting the aligned bytes it hands out
+    (``nbytes``): sizes an :class:`Arena` from one eager call."""
+
+    def __init__(self, device: wp.context.Device):
+        self.inner, self.nbytes = wp.get_device_allocator(device), 0
+
+    def allocate(self, size_in_bytes: int) -> int:
+        self.nbytes += aligned(size_in_bytes)
+        return self.inner.allocate(size_in_bytes)
+
+    def deallocate(self, ptr: int, size_in_bytes: int) -> None:
+        self.inner.deallocate(ptr, size_in_bytes)
 
 
 class MjwBackend(Backend):
@@ -122,10 +176,40 @@ class MjwBackend(Backend):
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
         self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
+        self.arena = None
+        if b.device.type == "cuda":  # device-ok: Warp's custom allocators are CUDA-only, and
+            # a CPU capture may allocate inside a capture_if body
+            self.arena = self._size_arena(dev)
         # the model and data were built on Warp's own stream; the steps run on torch's
         # (see _scope): finish them first (a setup-time wait, CUDA only)
         if b.device.type == "cuda":  # device-ok: CPU launches are synchronous
             wp.synchronize_device(dev)
+
+    def _size_arena(self, dev: wp.context.Device) -> Arena:
+        """An :class:`Arena` for the temporaries of ``set_const`` with every group used
+        (FIXED | INERT0), counted from one eager call whose model writes are then undone."""
+        groups = int(mjw.SetConstGroup.FIXED) | int(mjw.SetConstGroup.INERT0)
+        for g in self.set_const_groups.values():
+            groups |= g
+        count = Counting(dev)
+        with wp.ScopedDevice(dev):
+            saved = {f: wp.clone(getattr(self.m, f)) for f in SET_CONST_FIELDS}
+            with wp.ScopedAllocator(dev, count):
+                mjw.set_const(self.m, self.d, groups=groups, restore=False)
+            for f, a in saved.items():
+                wp.copy(getattr(self.m, f), a)
+        return Arena(dev, count.nbytes)
+
+    def set_const(self, groups: int) -> None:
+        """``mjw.set_const(m, d, groups, restore=False)``, all worlds; while a graph is
+        captured on CUDA its temporaries come from :attr:`arena` (so it may sit in a
+        ``wp.capture_if`` body). Call inside the backend's stream scope."""
+        if self.arena is None or not wp.get_device(self._device).is_capturing:
+            mjw.set_const(self.m, self.d, groups=groups, restore=False)
+            return
+        self.arena.used = 0
+        with wp.ScopedAllocator(self._device, self.arena):
+            mjw.set_const(self.m, self.d, groups=groups, restore=False)
 
     def scope(self, ctx: StepContext | None = None):
         """Make MuJoCo Warp's launches (which take no stream argument) go to the step's
@@ -192,14 +276,12 @@ class MjwBackend(Backend):
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Copy the written physical parameters into the model (all worlds), then
-        ``set_const`` if a mass-type one was written. Device work only. Eagerly the copies
-        run unconditionally (always correct); in a captured graph they sit behind
+        :meth:`set_const` if a mass-type one was written. Device work only. Eagerly this
+        runs unconditionally (always correct); in a captured graph it sits behind
         ``wp.capture_if`` on a device flag set from ``mask`` (bool ``[N]``; None: always),
-        so a replay runs them only at steps whose mask holds an env (they must not
-        allocate: CUDA forbids it in a conditional node's body;
-        ``tests/envs/robots/test_model_writes.py`` checks). ``set_const`` allocates, so it
-        runs at every replay of a step that may write a mass-type parameter (a reset-time
-        mass term: every step), on both devices alike."""
+        so a replay runs it only at steps whose mask holds an env (a reset-time mass term
+        costs nothing at steps without a reset). Nothing in the body allocates but
+        ``set_const``, from the arena on CUDA (``tests/envs/robots/test_model_writes.py``)."""
         copies = [c for key, c in self._copies.items() if any(n in key for n in names)]
         groups = 0
         for n in names:
@@ -211,6 +293,8 @@ class MjwBackend(Backend):
             for kernel, dim, args in copies:
                 wp.launch(kernel, dim, args)
             wp.launch(kloco.count_write, 1, [self.model_writes])
+            if groups:
+                self.set_const(groups)
 
         with self.scope():
             if mask is None or not wp.get_device(self._device).is_capturing:
@@ -219,5 +303,3 @@ class MjwBackend(Backend):
                 self._written.zero_()  # a memset: captured as the launches are
                 wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
                 wp.capture_if(self._written, on_true=write)
-            if groups:  # (allocates: never inside a capture_if body)
-                mjw.set_const(self.m, self.d, groups=groups, restore=False)

@@ -4,7 +4,9 @@ term costs nothing at steps where no env was reset."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+from warp import to_torch as wp_torch
 
 import gpuparam as gp
 
@@ -69,18 +71,23 @@ def test_step_time_term_writes_every_step():
     assert _step(env, 4) == [1, 1, 1, 1]
 
 
-def test_nothing_allocates_inside_a_capture_if_body():
-    """CUDA forbids allocations (graph memory nodes) inside a conditional node's body: every
-    ``wp.capture_if`` branch a captured robot step records (gated model copies, the reset's
-    forward pass) must allocate nothing. Checked here on the CPU by recording Warp's
-    allocating calls while a branch is being captured."""
+def test_only_set_const_allocates_inside_a_capture_if_body():
+    """CUDA forbids allocations (graph memory nodes) inside a conditional node's body. Every
+    ``wp.capture_if`` branch a captured robot step records (gated model copies and
+    ``set_const``) allocates nothing but ``set_const``'s temporaries, which on CUDA come from
+    the backend's arena (a custom allocator, ``test_gpu.py``). Checked here on the CPU by
+    recording Warp's allocating calls while a branch is being captured; ``set_const`` must
+    have been captured inside a branch (gated), never outside one."""
+    import mujoco_warp as mjw
     import warp as wp
 
     allocs: list[str] = []
     depth = [0]
+    in_set_const = [0]
+    where: list[str] = []
     orig = {name: getattr(wp, name) for name in ("zeros", "empty", "full", "clone",
                                                   "zeros_like", "empty_like", "full_like")}
-    capture_if = wp.capture_if
+    capture_if, set_const = wp.capture_if, mjw.set_const
 
     def branch(fn):
         def run(*a, **k):
@@ -95,16 +102,25 @@ def test_nothing_allocates_inside_a_capture_if_body():
         return capture_if(cond, on_true=on_true and branch(on_true),
                           on_false=on_false and branch(on_false), **k)
 
+    def rec_set_const(*a, **k):
+        if wp.get_device("cpu").is_capturing:
+            where.append("branch" if depth[0] else "outside")
+        in_set_const[0] += 1
+        try:
+            return set_const(*a, **k)
+        finally:
+            in_set_const[0] -= 1
+
     def alloc(name):
         def f(*a, **k):
-            if depth[0]:
+            if depth[0] and not in_set_const[0]:
                 allocs.append(name)
             return orig[name](*a, **k)
         return f
 
     for name in orig:
         setattr(wp, name, alloc(name))
-    wp.capture_if = rec_if
+    wp.capture_if, mjw.set_const = rec_if, rec_set_const
     try:
         for make, terms in (
             (lambda: gp.make("Ant-v5", N, device="cpu", seed=1), (
@@ -126,8 +142,45 @@ def test_nothing_allocates_inside_a_capture_if_body():
     finally:
         for name, fn in orig.items():
             setattr(wp, name, fn)
-        wp.capture_if = capture_if
+        wp.capture_if, mjw.set_const = capture_if, set_const
     assert allocs == [], f"allocations inside capture_if bodies: {allocs}"
+    assert where and set(where) == {"branch"}, where
+
+
+def test_set_const_runs_only_at_replays_whose_mass_write_hit_an_env():
+    """A reset-time mass term: the derived constants are recomputed at a step with a reset
+    and left alone at steps without one (seen by spoiling ``body_subtreemass`` between
+    steps: a replay that ran ``set_const`` would repair it)."""
+    env = gp.make("Ant-v5", N, device="cpu", seed=3)
+    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
+    a = torch.zeros(N, 8)
+    env.step(a)
+    env.step(a)  # captured
+    sub = wp_torch(env.backend.m.body_subtreemass)
+    good = sub.clone()
+    sub.fill_(-1.0)
+    env.step(a)  # no env resets: no set_const
+    assert (sub == -1.0).all()
+    env.episode_length = 999  # every env truncates, is reset and redrawn
+    env.step(a)
+    masses = wp_torch(env.backend.m.body_mass)
+    assert torch.allclose(sub[:, 0], masses.sum(1))  # the world body's subtree: everything
+    assert not torch.equal(sub, good)  # new masses, new subtree masses
+
+
+def test_arena_hands_out_aligned_slices_and_refuses_to_overflow():
+    import warp as wp
+
+    from gpuparam.envs.mujoco.backend import ALIGN, Arena
+
+    arena = Arena(wp.get_device("cpu"), 3 * ALIGN)
+    base = arena.buffer.ptr
+    assert [arena.allocate(n) for n in (1, ALIGN, 7)] == [base, base + ALIGN, base + 2 * ALIGN]
+    arena.deallocate(base, 1)  # nothing: the next capture starts again at 0
+    with pytest.raises(RuntimeError, match=f"expected at most {3 * ALIGN} bytes"):
+        arena.allocate(1)
+    arena.used = 0
+    assert arena.allocate(3 * ALIGN) == base
 
 
 def test_the_vector_field_copy_needs_no_overload_made_at_run_time():
