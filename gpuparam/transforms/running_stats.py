@@ -483,9 +483,11 @@ class GroupedRunningStats(SavesState, nn.Module):
         """Validate the bool mask ``[N]`` (``what`` names it in errors) and return it; while
         N is not known, a valid bool ``[K]`` mask fixes it."""
         n = self.num_envs
-        if n is None:  # N >= 1 (an empty mask would bind N = 0)
+        if n is None:  # any N >= 1 (an empty mask would bind N = 0)
             n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-            n = n or 1
+            if n == 0:
+                got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+                raise ValueError(f"{what}: expected a bool tensor (N,), N >= 1, got {got}")
         check_mask(mask, n, self.device, what)
         self._bind(n)
         return mask
