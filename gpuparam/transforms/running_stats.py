@@ -142,6 +142,7 @@ class Engine:
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
+        self._rows: tuple[int, Layout | None] = (0, None)  # batch's one-group layout, M rows
         # the tables from the statistics (loaded, moved or copied ones too)
         wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.wtab],
                   device=wdev, stream=stream_for(dev))
@@ -261,8 +262,10 @@ class Engine:
         out = torch.empty(x.shape, dtype=torch.float32, device=dev)
         xw = _wp(x)
         if update:
-            one = self.G == 1  # rows of one group: a layout of M rows
-            L = Layout(None, 1, M, dev) if one else self.layout
+            one = self.G == 1  # rows of one group: a layout of M rows, kept while M is (its
+            if one and self._rows[0] != M:  # arrays are copied to the device: a sync on CUDA)
+                self._rows = (M, Layout(None, 1, M, dev))
+            L = self._rows[1] if one else self.layout
             B, n_env = (1, M) if one else (M // self.n, self.n)
             for kernel, dim, args in self._tree(xw, self.none64, n_env, L,
                                                 Scratch(B, L, self.P, M, dev), B, 1):
