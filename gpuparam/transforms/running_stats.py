@@ -262,8 +262,10 @@ class Engine:
         out = torch.empty(x.shape, dtype=torch.float32, device=dev)
         xw = _wp(x)
         if update:
-            one = self.G == 1  # rows of one group: a layout of M rows, kept while M is (its
-            if one and self._rows[0] != M:  # arrays are copied to the device: a sync on CUDA)
+            # rows of one group: a layout of M rows, kept while M is (building one copies
+            # its arrays to the device, a host sync on CUDA)
+            one = self.G == 1
+            if one and self._rows[0] != M:
                 self._rows = (M, Layout(None, 1, M, dev))
             L = self._rows[1] if one else self.layout
             B, n_env = (1, M) if one else (M // self.n, self.n)
