@@ -142,6 +142,7 @@ class Engine:
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
         self._cmds: dict[tuple, Replay] = {}
+        self._rows: tuple[int, Layout | None] = (0, None)  # batch's one-group layout, M rows
         # the tables from the statistics (loaded, moved or copied ones too)
         wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.wtab],
                   device=wdev, stream=stream_for(dev))
@@ -261,8 +262,12 @@ class Engine:
         out = torch.empty(x.shape, dtype=torch.float32, device=dev)
         xw = _wp(x)
         if update:
-            one = self.G == 1  # rows of one group: a layout of M rows
-            L = Layout(None, 1, M, dev) if one else self.layout
+            # rows of one group: a layout of M rows, kept while M is (building one copies
+            # its arrays to the device, a host sync on CUDA)
+            one = self.G == 1
+            if one and self._rows[0] != M:
+                self._rows = (M, Layout(None, 1, M, dev))
+            L = self._rows[1] if one else self.layout
             B, n_env = (1, M) if one else (M // self.n, self.n)
             for kernel, dim, args in self._tree(xw, self.none64, n_env, L,
                                                 Scratch(B, L, self.P, M, dev), B, 1):
@@ -483,9 +488,11 @@ class GroupedRunningStats(SavesState, nn.Module):
         """Validate the bool mask ``[N]`` (``what`` names it in errors) and return it; while
         N is not known, a valid bool ``[K]`` mask fixes it."""
         n = self.num_envs
-        if n is None:  # N >= 1 (an empty mask would bind N = 0)
+        if n is None:  # any N >= 1 (an empty mask would bind N = 0)
             n = mask.shape[0] if isinstance(mask, torch.Tensor) and mask.dim() == 1 else 0
-            n = n or 1
+            if n == 0:
+                got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+                raise ValueError(f"{what}: expected a bool tensor (N,), N >= 1, got {got}")
         check_mask(mask, n, self.device, what)
         self._bind(n)
         return mask

@@ -288,6 +288,20 @@ def test_bad_input_raises_and_leaves_stats(call, match):
 
 
 @pytest.mark.parametrize(
+    "mask", [torch.zeros(0, dtype=torch.bool), torch.ones(2, 4, dtype=torch.bool), [True]]
+)
+def test_unbound_mask_error_names_any_n(mask):
+    """While N is unknown any bool (N,) mask with N >= 1 binds it: the error says so (not
+    'expected shape (1,)') and binds nothing."""
+    from gpuparam.transforms import RewardNorm
+
+    for call in (ObsNorm(3).reset_stats, RewardNorm().reset_returns):
+        with pytest.raises(ValueError, match=r"expected a bool tensor \(N,\), N >= 1, got "):
+            call(mask)
+        assert call.__self__.num_envs is None
+
+
+@pytest.mark.parametrize(
     "kwargs,match",
     [
         (

@@ -97,3 +97,17 @@ def test_learner_norm_without_env_after_reset_is_finite():
     assert abs(float(y.mean())) < 1e-5
     norm.reset_stats()
     np.testing.assert_allclose(norm.normalize(torch.ones(2, 3)).numpy(), 1 / np.sqrt(1 + 1e-8))
+
+
+def test_one_group_minibatch_layout_built_once_per_size(monkeypatch):
+    """The one-group learner path copies its chunk layout to the device (a host sync on
+    CUDA) only when the minibatch size changes, not per call."""
+    from gpuparam.transforms import running_stats
+
+    norm, built = _filled(), []
+    real = running_stats.Layout
+    monkeypatch.setattr(running_stats, "Layout", lambda *a: built.append(a[2]) or real(*a))
+    for m in (64, 64, 64, 32, 32):
+        norm(torch.randn(m, 3), train=True)
+    assert built == [64, 32]
+    assert norm.count.tolist() == [8 * 4 + 256]
