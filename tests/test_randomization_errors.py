@@ -255,3 +255,41 @@ def test_structural_changes_during_a_step_raise_and_change_nothing():
     twin.step(a)
     assert torch.equal(eff(env), eff(twin))
     assert torch.equal(env.randomization.counters(keep), torch.full((N,), 4, dtype=torch.int32))
+
+
+# ---------------------------------------------------------------------------- pin (curricula)
+def test_pin_checks_per_env_ranges_before_writing_anything():
+    env = cartpole()
+    t = gp.Uniform("length", 0.3, 1.0, on="reset")
+    s = gp.Uniform("gravity", None, on="reset",
+                   schedule=gp.Linear((9.0, 10.0), (9.5, 11.0), steps=5))
+    c = gp.Choice("masspole", [0.1, 0.2], on="reset")
+    env.randomize(t, s, c)
+    rz, owner = env.randomization, object()
+    for term, per_env, words in [
+        (t, torch.zeros(2, 3), ["float32 (2, 64)", "got torch.float32 (2, 3)"]),
+        (t, torch.zeros(2, N, dtype=torch.float64), ["float32 (2, 64)", "float64"]),
+        (t, torch.zeros(N, 2).T, ["contiguous rows"]),
+        (s, torch.zeros(2, N), ["without schedule, not Choice"]),
+        (c, torch.zeros(1, N), ["without schedule, not Choice"]),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rz.pin(term, owner, per_env)
+        assert all(w in str(e.value) for w in words), str(e.value)
+        assert rz.per_env_ranges(term) is None
+    rz.pin(t, owner, torch.zeros(2, N))
+    with pytest.raises(ValueError, match="already has per-env ranges"):
+        rz.pin(t, owner, torch.zeros(2, N))
+    rz.pin(t, None)
+    rz.remove(s, c)  # not pinned by the refused calls
+
+    def hook(env, td):
+        with pytest.raises(RuntimeError, match="during a step"):
+            rz.pin(t, "hook", torch.zeros(2, N))
+
+    remove = env.before_step(hook)
+    env.reset()
+    env.step(torch.zeros(N, dtype=torch.int64))
+    remove()
+    rz.remove(t)  # the refused pin left it free
+    assert env.randomization.terms == ()

@@ -179,13 +179,27 @@ class Randomization:
         b = self._find(term)
         if b is None:
             return
-        b.owner = owner
+        if per_env is not None:  # checked before anything is written
+            want = (2 * b.size, self._n)
+            if b.nch or b.steps.numel() > 1:
+                raise ValueError(f"{term}: per-env ranges need a term without schedule, "
+                                 "not Choice")
+            if b.pe is not None:
+                raise ValueError(f"{term}: already has per-env ranges (another curriculum?)")
+            if (not isinstance(per_env, torch.Tensor) or tuple(per_env.shape) != want
+                    or per_env.dtype != torch.float32 or per_env.device != self._dev
+                    or per_env.stride(1) != 1):
+                got = (f"{per_env.dtype} {tuple(per_env.shape)} on {per_env.device}"
+                       if isinstance(per_env, torch.Tensor) else repr(per_env))
+                raise ValueError(f"{term}: per-env ranges expected float32 {want} with "
+                                 f"contiguous rows on {self._dev}, got {got}")
         if (b.pe is None) != (per_env is None):
             self._between_steps("pin")
             if per_env is not None:
-                per_env.copy_(b.ranges()[0].reshape(-1, 1).expand(per_env.shape))
+                per_env.copy_(b.ranges()[0].reshape(-1, 1).expand(want))
             b.pe = per_env
             self._rebuild()
+        b.owner = owner
 
     # ------------------------------------------------------------------ step path
     def launch_step(self, ctx) -> None:
