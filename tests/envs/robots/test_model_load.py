@@ -81,3 +81,15 @@ def test_a_robot_env_without_make_task_raises():
 
     with pytest.raises(NotImplementedError, match="NoTask: a RobotEnv must implement make_task"):
         NoTask(num_envs=2, device="cpu", seed=0)
+
+
+def test_a_planar_env_lacking_a_reward_weight_raises():
+    # review: every missing planar name stood in (ctrl_cost_weight read
+    # forward_reward_weight's rows); only the health parameters may
+    from gpuparam.envs.mujoco.planar import HopperEnv
+
+    class NoCtrl(HopperEnv):
+        task_specs = tuple(s for s in HopperEnv.task_specs if s.name != "ctrl_cost_weight")
+
+    with pytest.raises(KeyError, match="unknown parameter 'ctrl_cost_weight'"):
+        NoCtrl(num_envs=2, device="cpu", seed=0)
