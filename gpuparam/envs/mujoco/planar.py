@@ -45,7 +45,8 @@ class _Planar(RobotEnv):
     def make_task(self) -> LocomotionTask:
         # observation qpos[1:], clip(qvel, -vel_clip, vel_clip); kept: the root's x
         clip, own = self.vel_clip, {s.name for s in self.task_specs}
-        params = tuple(p if p in own else PLANAR_PARAMS[0] for p in PLANAR_PARAMS)
+        params = tuple(p if p in own or i < 2 else PLANAR_PARAMS[0]  # (the first two: a
+                       for i, p in enumerate(PLANAR_PARAMS))  # KeyError if missing)
         return LocomotionTask(kloco.planar, params, lambda b: [clip, b.d.qpos, b.d.qvel], (),
                               prefix=(self.kind,))
 

@@ -128,6 +128,11 @@ class RobotEnv(VecEnv):
         return MjwBackend(self.mjm, self.frame_skip, "reset_noise_scale", self.qvel_normal,
                           self.forward_at_reset, **self._sizes)
 
+    def make_task(self) -> LocomotionTask:
+        # VecEnv's default (None: the backend writes the outputs) would leave them all 0 here
+        raise NotImplementedError(f"{type(self).__name__}: a RobotEnv must implement make_task "
+                                  "(a LocomotionTask writing its observation and reward)")
+
     @property
     def overflows(self) -> dict[str, torch.Tensor]:
         """Steps at which MuJoCo Warp dropped what did not fit its buffers, counted on the

@@ -66,3 +66,30 @@ def test_a_task_parameter_the_env_lacks_raises(monkeypatch):
         gp.make("Ant-v5", num_envs=2, device="cpu", seed=0)
     for name in ("HalfCheetah-v5", "Hopper-v5"):  # their health parameters stand in
         assert gp.make(name, num_envs=2, device="cpu", seed=0).num_envs == 2
+
+
+def test_a_robot_env_without_make_task_raises():
+    # review: RobotEnv lost its make_task, so VecEnv's default (no task) built an env whose
+    # observations and rewards stayed 0
+    from gpuparam.envs.mujoco.ant import AntEnv
+    from gpuparam.envs.mujoco.robot_env import RobotEnv
+
+    class NoTask(RobotEnv):
+        name, xml_file, frame_skip = "NoTask", AntEnv.xml_file, 5
+        task_specs, max_episode_steps, qvel_normal = AntEnv.task_specs, 10, False
+        obs_size = AntEnv.obs_size
+
+    with pytest.raises(NotImplementedError, match="NoTask: a RobotEnv must implement make_task"):
+        NoTask(num_envs=2, device="cpu", seed=0)
+
+
+def test_a_planar_env_lacking_a_reward_weight_raises():
+    # review: every missing planar name stood in (ctrl_cost_weight read
+    # forward_reward_weight's rows); only the health parameters may
+    from gpuparam.envs.mujoco.planar import HopperEnv
+
+    class NoCtrl(HopperEnv):
+        task_specs = tuple(s for s in HopperEnv.task_specs if s.name != "ctrl_cost_weight")
+
+    with pytest.raises(KeyError, match="unknown parameter 'ctrl_cost_weight'"):
+        NoCtrl(num_envs=2, device="cpu", seed=0)
