@@ -198,12 +198,35 @@ def test_robot_captured_step_equals_eager_with_writes_and_pushes():
         assert torch.equal(envs["graph"].params["geom_friction"].cpu(),
                            envs["cpu"].params["geom_friction"]), t
     assert envs["graph"].pipeline.captured
-    # the reset-time mass writes ran set_const inside a capture_if body, its temporaries
-    # from the backend's arena: the derived constants equal the eager run's
-    assert envs["graph"].backend.arena is not None and envs["graph"].backend.arena.used > 0
     for f in ("body_subtreemass", "body_invweight0", "dof_invweight0"):
         assert torch.equal(torch.as_tensor(getattr(envs["graph"].backend.m, f).numpy()),
                            torch.as_tensor(getattr(envs["eager"].backend.m, f).numpy())), f
+
+
+def test_gated_set_const_takes_its_temporaries_from_the_arena():
+    """Without ``deterministic``, a reset-time mass write's ``set_const`` runs inside the
+    ``capture_if`` body, its temporaries from the backend's arena (a conditional body may
+    hold no memory node): the capture succeeds, and at the forced resets the derived
+    constants equal an eager run's (HalfCheetah never terminates: resets only where forced)."""
+    pytest.importorskip("mujoco_warp")
+    envs = {c: gp.make("HalfCheetah-v5", 64, device="cuda", seed=2, capture=c)
+            for c in (True, False)}
+    for env in envs.values():
+        env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
+    a = torch.zeros(64, 6, device="cuda")
+    for t in range(12):
+        if t in (4, 9):
+            for env in envs.values():
+                env.episode_length = torch.where(torch.arange(64, device="cuda") % 3 == 0,
+                                                 999, 0).to(torch.int32)
+        for env in envs.values():
+            env.step(a)
+    graph, eager = envs[True].backend, envs[False].backend
+    assert envs[True].pipeline.captured and graph.arena is not None and graph.arena.used > 0
+    assert torch.equal(envs[True].params["body_mass"], envs[False].params["body_mass"])
+    for f in ("body_subtreemass", "body_invweight0", "dof_invweight0"):
+        assert torch.allclose(torch.as_tensor(getattr(graph.m, f).numpy()),
+                              torch.as_tensor(getattr(eager.m, f).numpy()), rtol=1e-5), f
 
 
 def test_hook_kinds_mean_the_same_on_cuda():

@@ -37,14 +37,11 @@ PHYSICAL = (*PER_ELEMENT, "gravity")
 # Model fields made per-world: the written parameters and the constants set_const derives.
 BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
            "actuator_acc0")
-# What set_const writes with the groups gpuparam uses (FIXED | INERT0; its docstring's list):
-# saved and restored around the bind-time call that sizes the arena.
-SET_CONST_FIELDS = ("body_subtreemass", "geom_aabb", "geom_rbound", "geom_size",
-                    "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0")
 ALIGN = 256  # bytes: each temporary starts on a 256-byte boundary, as CUDA's allocators do
 
 
 def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of :data:`ALIGN`."""
     return -(-nbytes // ALIGN) * ALIGN
 
 
@@ -55,7 +52,8 @@ class Arena:
     slices of this buffer (the captured graph replays them at the same addresses; each
     capture starts again at offset 0, its temporaries being dead once it returns, in stream
     order). ``deallocate`` does nothing. An allocation beyond ``nbytes`` raises
-    ``RuntimeError`` at capture."""
+    ``RuntimeError`` at capture. It holds the sum of one call's temporaries for as long as
+    the env lives (a few hundred floats per env: ``nq + 7 nv + 6 nbody`` and some)."""
 
     def __init__(self, device: wp.context.Device, nbytes: int):
         self.buffer = wp.empty(max(nbytes, 1), dtype=wp.uint8, device=device)
@@ -176,9 +174,13 @@ class MjwBackend(Backend):
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
         self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
+        # set_const sits in the capture_if body unless deterministic: then Warp's
+        # deterministic launches keep capture-sized buffers for the graph's lifetime, which
+        # a reused arena cannot hold, and it runs at every replay (on both devices)
+        self.gated_set_const = not self.deterministic
         self.arena = None
-        if b.device.type == "cuda":  # device-ok: Warp's custom allocators are CUDA-only, and
-            # a CPU capture may allocate inside a capture_if body
+        if b.device.type == "cuda" and self.gated_set_const:  # device-ok: Warp's custom
+            # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body
             self.arena = self._size_arena(dev)
         # the model and data were built on Warp's own stream; the steps run on torch's
         # (see _scope): finish them first (a setup-time wait, CUDA only)
@@ -187,17 +189,15 @@ class MjwBackend(Backend):
 
     def _size_arena(self, dev: wp.context.Device) -> Arena:
         """An :class:`Arena` for the temporaries of ``set_const`` with every group used
-        (FIXED | INERT0), counted from one eager call whose model writes are then undone."""
+        (FIXED | INERT0), counted from one eager call (its model writes are redone by the
+        env's bind-time ``params_changed`` of every parameter). Its allocations depend on
+        the model's sizes only, not on the data."""
         groups = int(mjw.SetConstGroup.FIXED) | int(mjw.SetConstGroup.INERT0)
         for g in self.set_const_groups.values():
             groups |= g
         count = Counting(dev)
-        with wp.ScopedDevice(dev):
-            saved = {f: wp.clone(getattr(self.m, f)) for f in SET_CONST_FIELDS}
-            with wp.ScopedAllocator(dev, count):
-                mjw.set_const(self.m, self.d, groups=groups, restore=False)
-            for f, a in saved.items():
-                wp.copy(getattr(self.m, f), a)
+        with wp.ScopedDevice(dev), wp.ScopedAllocator(dev, count):
+            mjw.set_const(self.m, self.d, groups=groups, restore=False)
         return Arena(dev, count.nbytes)
 
     def set_const(self, groups: int) -> None:
@@ -281,7 +281,8 @@ class MjwBackend(Backend):
         ``wp.capture_if`` on a device flag set from ``mask`` (bool ``[N]``; None: always),
         so a replay runs it only at steps whose mask holds an env (a reset-time mass term
         costs nothing at steps without a reset). Nothing in the body allocates but
-        ``set_const``, from the arena on CUDA (``tests/envs/robots/test_model_writes.py``)."""
+        ``set_const``, from the arena on CUDA (``tests/envs/robots/test_model_writes.py``).
+        With ``deterministic`` ``set_const`` runs after the body, at every replay."""
         copies = [c for key, c in self._copies.items() if any(n in key for n in names)]
         groups = 0
         for n in names:
@@ -293,7 +294,7 @@ class MjwBackend(Backend):
             for kernel, dim, args in copies:
                 wp.launch(kernel, dim, args)
             wp.launch(kloco.count_write, 1, [self.model_writes])
-            if groups:
+            if groups and self.gated_set_const:
                 self.set_const(groups)
 
         with self.scope():
@@ -303,3 +304,5 @@ class MjwBackend(Backend):
                 self._written.zero_()  # a memset: captured as the launches are
                 wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
                 wp.capture_if(self._written, on_true=write)
+            if groups and not self.gated_set_const:
+                self.set_const(groups)

@@ -78,7 +78,8 @@ class RobotEnv(VecEnv):
             them when a count grows, e.g. under extreme gravity or masses).
         deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
             order, invariant atomics): bit-identical CUDA replays, at some speed cost (CPU
-            runs are deterministic either way).
+            runs are deterministic either way); a mass-type write's ``set_const`` then
+            runs at every captured step, not only at steps whose write hit an env.
 
     Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
     ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task`` (a

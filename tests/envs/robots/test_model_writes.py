@@ -168,6 +168,22 @@ def test_set_const_runs_only_at_replays_whose_mass_write_hit_an_env():
     assert not torch.equal(sub, good)  # new masses, new subtree masses
 
 
+def test_deterministic_runs_set_const_at_every_replay():
+    """With MuJoCo Warp's deterministic option ``set_const`` stays outside the branch (its
+    deterministic launches keep buffers for the graph's lifetime): a replay without a
+    reset recomputes the constants too, and the copies are still gated."""
+    env = gp.make("Ant-v5", N, device="cpu", seed=3, deterministic=True)
+    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
+    a = torch.zeros(N, 8)
+    env.step(a)
+    env.step(a)  # captured
+    sub = wp_torch(env.backend.m.body_subtreemass)
+    good = sub.clone()
+    sub.fill_(-1.0)
+    assert _step(env, 1) == [0]  # no copy
+    assert torch.equal(sub, good)  # set_const ran
+
+
 def test_arena_hands_out_aligned_slices_and_refuses_to_overflow():
     import warp as wp
 
