@@ -147,22 +147,28 @@ def test_only_set_const_allocates_inside_a_capture_if_body():
     assert where and set(where) == {"branch"}, where
 
 
+def _spoiled_subtree_mass(**kw):
+    """A captured Ant with a reset-time mass term, its ``body_subtreemass`` (a torch view)
+    overwritten with -1 after the capture, and the values it held."""
+    env = gp.make("Ant-v5", N, device="cpu", seed=3, **kw)
+    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
+    env.step(torch.zeros(N, 8))
+    env.step(torch.zeros(N, 8))  # captured
+    sub = wp_torch(env.backend.m.body_subtreemass)
+    good = sub.clone()
+    sub.fill_(-1.0)
+    return env, sub, good
+
+
 def test_set_const_runs_only_at_replays_whose_mass_write_hit_an_env():
     """A reset-time mass term: the derived constants are recomputed at a step with a reset
     and left alone at steps without one (seen by spoiling ``body_subtreemass`` between
     steps: a replay that ran ``set_const`` would repair it)."""
-    env = gp.make("Ant-v5", N, device="cpu", seed=3)
-    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
-    a = torch.zeros(N, 8)
-    env.step(a)
-    env.step(a)  # captured
-    sub = wp_torch(env.backend.m.body_subtreemass)
-    good = sub.clone()
-    sub.fill_(-1.0)
-    env.step(a)  # no env resets: no set_const
+    env, sub, good = _spoiled_subtree_mass()
+    assert _step(env, 1) == [0]  # no env resets: no copy, no set_const
     assert (sub == -1.0).all()
     env.episode_length = 999  # every env truncates, is reset and redrawn
-    env.step(a)
+    assert _step(env, 1) == [1]
     masses = wp_torch(env.backend.m.body_mass)
     assert torch.allclose(sub[:, 0], masses.sum(1))  # the world body's subtree: everything
     assert not torch.equal(sub, good)  # new masses, new subtree masses
@@ -172,14 +178,7 @@ def test_deterministic_runs_set_const_at_every_replay():
     """With MuJoCo Warp's deterministic option ``set_const`` stays outside the branch (its
     deterministic launches keep buffers for the graph's lifetime): a replay without a
     reset recomputes the constants too, and the copies are still gated."""
-    env = gp.make("Ant-v5", N, device="cpu", seed=3, deterministic=True)
-    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
-    a = torch.zeros(N, 8)
-    env.step(a)
-    env.step(a)  # captured
-    sub = wp_torch(env.backend.m.body_subtreemass)
-    good = sub.clone()
-    sub.fill_(-1.0)
+    env, sub, good = _spoiled_subtree_mass(deterministic=True)
     assert _step(env, 1) == [0]  # no copy
     assert torch.equal(sub, good)  # set_const ran
 
