@@ -176,9 +176,9 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        # device-ok: the plan is the same; torch segments are captured by torch on CUDA
-        # and run eagerly on CPU (torch has no CPU graphs), as issue 22 specifies
-        self._cuda = ctx.device.type == "cuda"
+        # the plan is the same; torch segments are captured by torch on CUDA and run
+        # eagerly on CPU (torch has no CPU graphs), as issue 22 specifies
+        self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
     # ------------------------------------------------------------------ structure
     @property

@@ -177,9 +177,8 @@ class MjwBackend(Backend):
         # set_const sits in the capture_if body unless deterministic: then Warp's
         # deterministic launches keep capture-sized buffers for the graph's lifetime, which
         # a reused arena cannot hold, and it runs at every replay (on both devices)
-        self.gated_set_const = not self.deterministic
         self.arena = None
-        if b.device.type == "cuda" and self.gated_set_const:  # device-ok: Warp's custom
+        if b.device.type == "cuda" and not self.deterministic:  # device-ok: Warp's custom
             # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body
             self.arena = self._size_arena(dev)
         # the model and data were built on Warp's own stream; the steps run on torch's
@@ -294,7 +293,7 @@ class MjwBackend(Backend):
             for kernel, dim, args in copies:
                 wp.launch(kernel, dim, args)
             wp.launch(kloco.count_write, 1, [self.model_writes])
-            if groups and self.gated_set_const:
+            if groups and not self.deterministic:
                 self.set_const(groups)
 
         with self.scope():
@@ -304,5 +303,5 @@ class MjwBackend(Backend):
                 self._written.zero_()  # a memset: captured as the launches are
                 wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
                 wp.capture_if(self._written, on_true=write)
-            if groups and not self.gated_set_const:
+            if groups and self.deterministic:
                 self.set_const(groups)

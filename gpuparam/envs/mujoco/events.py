@@ -65,7 +65,7 @@ class Push:
                              f"got {every!r}")
         if not isinstance(first_dof, int) or isinstance(first_dof, bool) or first_dof < 0:
             raise ValueError(f"Push: first_dof expects an int >= 0, got {first_dof!r}")
-        self.velocity = [tuple(r) for r in v.tolist()]
+        self.velocity = [tuple(r) for r in v.tolist()]  # host-ok: NumPy, at construction
         self.every, self.first_dof = every, first_dof
 
     def steps(self, dt: float) -> tuple[int, int]:

@@ -149,7 +149,7 @@ class Components:
 
 def f32(values: np.ndarray) -> tuple[float, ...]:
     """``values`` rounded to float32 (the parameter table's type), as Python floats."""
-    return tuple(np.asarray(values, dtype=np.float32).tolist())
+    return tuple(np.asarray(values, dtype=np.float32).tolist())  # host-ok: NumPy at model build
 
 
 def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:

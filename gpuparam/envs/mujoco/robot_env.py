@@ -122,7 +122,7 @@ class RobotEnv(VecEnv):
 
     def make_action_spec(self) -> BoxSpec:
         """The action space (default: the actuators' control ranges)."""
-        low, high = self.mjm.actuator_ctrlrange.T.tolist()
+        low, high = self.mjm.actuator_ctrlrange.T.tolist()  # host-ok: the host MjModel, at build
         return BoxSpec(shape=(self.mjm.nu,), low=tuple(low), high=tuple(high))
 
     def make_backend(self) -> MjwBackend:
