@@ -91,20 +91,17 @@ class Layout:
         while self.levels[-1].per.max(initial=0) > CHUNK:
             self.levels.append(Level(self.levels[-1].per, device))
 
-
-class Scratch:
-    """Per-update float64 moments of every level's chunks (``B`` slices at level 0) and a
-    stamp per row (int64, 0: never stamped), as Warp arrays."""
-
-    def __init__(self, B: int, L: Layout, P: int, rows: int, device: torch.device):
+    def scratch(self, B: int, P: int, device: torch.device) -> list[list[wp.array]]:
+        """Per-update float64 moments (count, stamped rows (int64), mean, M2) of every
+        level's chunks (``B`` slices at level 0), as Warp arrays."""
         f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
-        self.parts = []
-        for i, lev in enumerate(L.levels):
+        parts = []
+        for i, lev in enumerate(self.levels):
             k = lev.K * (B if i == 0 else 1)
             t = (torch.zeros(k, **f64), torch.zeros(k, **i64), torch.zeros(k * P, **f64),
                  torch.zeros(k * P, **f64))
-            self.parts.append([_wp(a) for a in t])
-        self.stamp = _wp(torch.zeros(max(rows, 1), **i64))
+            parts.append([_wp(a) for a in t])
+        return parts
 
 
 class Engine:
@@ -121,7 +118,8 @@ class Engine:
         self.eps = wp.float64(m.eps)
         gid, wdev = m.group_ids, wp_device(dev)
         self.layout = Layout(None if gid is None or G == 1 else gid, G, n, dev)
-        self.scratch = Scratch(1, self.layout, P, n, dev)
+        self.parts = self.layout.scratch(1, P, dev)
+        self.stamp = _wp(torch.zeros(max(n, 1), dtype=torch.int64, device=dev))  # 0: never
         gid = gid if gid is not None else torch.zeros(1, dtype=torch.int64, device=dev)
         self.gid = _wp(gid)
         self.n_mod = n if m.group_ids is not None else 1  # row r: group gid[r % n_mod]
@@ -147,7 +145,7 @@ class Engine:
         wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.wtab],
                   device=wdev, stream=stream_for(dev))
 
-    def _run(self, key: tuple, kernel, dim, args: list, stream, block_dim: int = 0) -> None:
+    def run(self, key: tuple, kernel, dim, args: list, stream, block_dim: int = 0) -> None:
         """Launch ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0) with
         ``args``, recorded under ``key`` at the first call: the torch tensors among ``args``
         are repointed at each call (``Replay.set_tensors``), the rest stay as recorded."""
@@ -165,19 +163,19 @@ class Engine:
         c.set_tensors(tuple(args[i] for i in slots))
         c.launch(stream)
 
-    def _tree(self, x32, x64: wp.array, n_env: int, L: Layout, s: Scratch, B: int,
-              mode: int) -> list[tuple]:
+    def _tree(self, x32, x64: wp.array, n_env: int, L: Layout, pt: list, stamp: wp.array,
+              B: int, mode: int) -> list[tuple]:
         """``(kernel, dim, args)`` of the update from ``B`` slices of ``n_env`` rows (``x32``,
-        a float32 tensor or Warp array, or ``x64``) over layout ``L``: ``flag_rows``
-        (``x32`` data only), ``partial``, a ``combine`` per level above the first and one
-        at the top."""
-        a, lv, pt, P, flags, t = self.a, L.levels, s.parts, self.P, self.a["flags"], self.tick
+        a float32 tensor or Warp array, or ``x64``) over layout ``L`` with scratch ``pt``
+        (:meth:`Layout.scratch`) and a ``stamp`` per row: ``flag_rows`` (``x32`` data
+        only), ``partial``, a ``combine`` per level above the first and one at the top."""
+        a, lv, P, flags, t = self.a, L.levels, self.P, self.a["flags"], self.tick
         out = []
         if x32.shape[0]:
-            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, s.stamp]))
+            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
         out.append((K.partial, (B, lv[0].K, P), [
             x32, x64, P, n_env, L.order, lv[0].bounds, lv[0].grp, lv[0].first, flags, mode,
-            t, s.stamp, a["count"], self.n_old, *pt[0]]))
+            t, stamp, a["count"], self.n_old, *pt[0]]))
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
@@ -187,10 +185,6 @@ class Engine:
                 P, B if i == 1 else 1, lv[i - 1].K, bounds, *pt[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps, *outs]))
         return out
-
-    def _normalize_args(self, x, out, x2, out2, pair: bool) -> list:
-        return [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.a["flags"],
-                self.wtab]
 
     # ------------------------------------------------------------------ env batches
     def matches(self, t, dtype: torch.dtype) -> bool:
@@ -202,27 +196,29 @@ class Engine:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
         into the statistics when ``mode`` says so; rows with a NaN or inf are left out and
         counted."""
-        specs = self._tree(x, x64, self.n, self.layout, self.scratch, 1, mode)
+        specs = self._tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
         for i, spec in enumerate(specs):
-            self._run((kind, i, mode), *spec, stream)
+            self.run((kind, i, mode), *spec, stream)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
         """``out = normalize(x)`` and, unless ``x2`` is None, ``out2 = normalize(x2)``: one
-        launch (all float32 contiguous ``[N, *shape]``)."""
+        launch (all float32 contiguous ``[M, *shape]``, M: N, or rows of a learner batch)."""
         pair = x2 is not None
         x2, out2 = (x2, out2) if pair else (x, out)
-        args = self._normalize_args(x, out, x2, out2, pair)
-        self._run(("normalize", pair), K.normalize, (self.n, self.P), args, stream)
+        args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.a["flags"],
+                self.wtab]
+        self.run(("normalize", pair, x.shape[0]), K.normalize, (x.shape[0], self.P), args,
+                 stream)
 
     def reward(self, reward, done, out, mode: int, stream) -> None:
         """RewardNorm's step (four launches up to 1024 envs per group): advance the returns
         with ``reward``, merge them in (``mode``), write ``out`` and clear the returns where
         ``done`` (``reward``, ``out`` float32, ``done`` bool, all contiguous ``[N]``)."""
         n, flags = self.n, self.a["flags"]
-        self._run(("returns", mode), K.returns_step, n,
-                  [reward, flags, mode, self.tick, self.ret, self.scratch.stamp], stream)
+        self.run(("returns", mode), K.returns_step, n,
+                 [reward, flags, mode, self.tick, self.ret, self.stamp], stream)
         self.update(self.none32, self.ret, mode, stream, "ret")
-        self._run(("scale", mode), K.scale_rewards, n,
+        self.run(("scale", mode), K.scale_rewards, n,
                   [reward, done, self.gid, flags, mode, self.wtab, out, self.ret], stream)
 
     def reset(self, mask: torch.Tensor | None, groups: torch.Tensor | None, stream) -> None:
@@ -234,22 +230,8 @@ class Engine:
         args = [self.P, L.order, L.resets.bounds, L.resets.grp, mask if um else self.none_b,
                 groups if ug else self.none_b, self.eps, self.live, self.sent,
                 a["reset_pending"], a["reset_unsent"], self.wtab, self.ret]
-        self._run(("reset", um, ug), K.reset, [L.resets.K + self.G], args, stream,
+        self.run(("reset", um, ug), K.reset, [L.resets.K + self.G], args, stream,
                   K.RESET_LANES)
-
-    # ------------------------------------------------------------------ exchange
-    def pack(self, out: torch.Tensor) -> None:
-        """``kernels.stats.exchange_pack`` into ``out`` (float64 ``[G * (2P + 2)]``)."""
-        args = [self.P, self.live, self.sent, self.a["reset_unsent"], out]
-        self._run(("pack",), K.exchange_pack, self.G, args, stream_for(self.device))
-
-    def apply(self, rows: torch.Tensor) -> None:
-        """``kernels.stats.exchange_apply`` of ``rows`` (float64 ``[W, G * (2P + 2)]``,
-        unit inner stride); rewrites the tables."""
-        W, stride = rows.shape[0], rows.stride(0)
-        args = [rows, stride, W, self.P, self.live, self.synced, self.sent,
-                self.a["reset_unsent"], self.a["reset_pending"], self.eps, self.wtab]
-        self._run(("apply", W, stride), K.exchange_apply, self.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ any batch shape
     def batch(self, x: torch.Tensor, update: bool) -> torch.Tensor:
@@ -258,9 +240,7 @@ class Engine:
         it normalized (a new tensor). The same kernels as the env path, with scratch
         allocated per call."""
         M, dev = x.shape[0], self.device
-        launch = dict(device=wp_device(dev), stream=stream_for(dev))
         out = torch.empty(x.shape, dtype=torch.float32, device=dev)
-        xw = _wp(x)
         if update:
             # rows of one group: a layout of M rows, kept while M is (building one copies
             # its arrays to the device, a host sync on CUDA)
@@ -269,11 +249,11 @@ class Engine:
                 self._rows = (M, Layout(None, 1, M, dev))
             L = self._rows[1] if one else self.layout
             B, n_env = (1, M) if one else (M // self.n, self.n)
-            for kernel, dim, args in self._tree(xw, self.none64, n_env, L,
-                                                Scratch(B, L, self.P, M, dev), B, 1):
-                wp.launch(kernel, dim, args, **launch)
-        args = self._normalize_args(xw, _wp(out), xw, _wp(out), False)
-        wp.launch(K.normalize, (M, self.P), args, **launch)
+            stamp = _wp(torch.zeros(M, dtype=torch.int64, device=dev))
+            for kernel, dim, args in self._tree(_wp(x), self.none64, n_env, L,
+                                                L.scratch(B, self.P, dev), stamp, B, 1):
+                wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream_for(dev))
+        self.normalize(x, out, None, None, stream_for(dev))
         return out
 
 
@@ -735,7 +715,9 @@ class GroupedRunningStats(SavesState, nn.Module):
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Write this rank's data since the last pack (and resets since) into ``out``
         (float64 ``[exchange_size()]``): one Warp launch."""
-        self._eng().pack(out)
+        e = self._eng()
+        args = [e.P, e.live, e.sent, e.a["reset_unsent"], out]
+        e.run(("pack",), K.exchange_pack, e.G, args, stream_for(self.device))
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Merge every rank's packed row (float64 ``[W, exchange_size()]``) into the
@@ -743,7 +725,10 @@ class GroupedRunningStats(SavesState, nn.Module):
         one Warp launch."""
         if rows.stride(-1) != 1:
             rows = rows.contiguous()
-        self._eng().apply(rows)
+        e, (W, stride) = self._eng(), (rows.shape[0], rows.stride(0))
+        args = [rows, stride, W, e.P, e.live, e.synced, e.sent, e.a["reset_unsent"],
+                e.a["reset_pending"], e.eps, e.wtab]
+        e.run(("apply", W, stride), K.exchange_apply, e.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
