@@ -49,6 +49,17 @@ class Stats:
     m2: F64
 
 
+@wp.struct
+class Parts:
+    """Moments of ``K`` chunks (or, at the top, groups) of ``P`` features: ``n [K]``,
+    ``bad [K]`` (int64: stamped rows left out), ``mean [K * P]``, ``m2 [K * P]``."""
+
+    n: F64
+    bad: I64
+    mean: F64
+    m2: F64
+
+
 @wp.func
 def updating(ctl: F64, mode: int) -> bool:
     """Whether a call with ``mode`` updates the statistics under the settings ``ctl``."""
@@ -154,10 +165,7 @@ def partial(
     stamp: I64,
     count: F64,
     n_old_out: F64,
-    part_n_out: F64,
-    part_bad_out: I64,
-    part_mean_out: F64,
-    part_m2_out: F64,
+    part_out: Parts,
 ):
     """Launch over (B, K, P): moments of feature ``f`` over the unstamped rows of chunk
     ``c`` in slice ``b`` of the data (``x32`` if it is not empty, else ``x64``: one kernel,
@@ -196,30 +204,14 @@ def partial(
         mean = shift + sd / n
         m2 = wp.max(sq - sd * (sd / n), wp.float64(0.0))
     s = b * grp.shape[0] + c
-    part_mean_out[s * P + f] = mean
-    part_m2_out[s * P + f] = m2
+    part_out.mean[s * P + f] = mean
+    part_out.m2[s * P + f] = m2
     if f == 0:
-        part_n_out[s] = n
-        part_bad_out[s] = bad
+        part_out.n[s] = n
+        part_out.bad[s] = bad
         g = int(grp[c])
         if b == 0 and c == int(first[g]):
             n_old_out[g] = count[g]
-
-
-@wp.func
-def fold(B: int, K: int, c0: int, c1: int, f: int, P: int, part_n: F64, part_bad: I64,
-         part_mean: F64, part_m2: F64) -> wp.vec4d:
-    """``(count, mean, M2, stamped rows)`` of items ``c0 .. c1 - 1`` of every slice ``b``
-    (item ``b * K + c``), merged in slice, then item order."""
-    acc = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
-    bad = wp.float64(0.0)
-    for b in range(B):
-        for c in range(c0, c1):
-            s = b * K + c
-            acc = chan(acc[0], acc[1], acc[2], part_n[s], part_mean[s * P + f],
-                       part_m2[s * P + f])
-            bad += wp.float64(part_bad[s])
-    return wp.vec4d(acc[0], acc[1], acc[2], bad)
 
 
 @wp.kernel
@@ -228,28 +220,22 @@ def combine(
     B: int,
     K: int,
     bounds: I32,
-    part_n: F64,
-    part_bad: I64,
-    part_mean: F64,
-    part_m2: F64,
+    part: Parts,
     n_old: F64,
     ctl: F64,
     mode: int,
     eps: wp.float64,
-    n_out: F64,
-    bad_out: I64,
-    mean_out: F64,
-    m2_out: F64,
+    out: Parts,
     tick: I64,
     tab: TAB,
 ):
     """Launch over (K', P): item ``c`` of the next level folds items ``bounds[c] ..
-    bounds[c + 1] - 1`` of this one (of every slice: ``B`` slices of ``K`` items) into the
-    ``*_out`` arrays. At the top (``tick`` not empty) item ``c`` is group ``c``: the fold is
-    merged into its statistics (``n_old``, ``mean_out``, ``m2_out``; the count into
-    ``n_out``), the stamped rows are added to ``nonfinite`` (``bad_out``), the tables are
-    rewritten and ``tick`` advances; a group without envs, or whose rows were all stamped,
-    keeps its statistics. Below the top ``n_old``, ``tick`` and ``tab`` are empty."""
+    bounds[c + 1] - 1`` of this one (of every slice: ``B`` slices of ``K`` items; in slice,
+    then item order) into ``out``. At the top (``tick`` not empty) item ``c`` is group
+    ``c`` and ``out`` its statistics (``n_old``: its count before; ``bad``: ``nonfinite``):
+    the fold is merged in, the stamped rows added, the tables rewritten and ``tick``
+    advances; a group without envs, or whose rows were all stamped, keeps its statistics.
+    Below the top ``n_old``, ``tick`` and ``tab`` are empty."""
     c, f = wp.tid()
     if not updating(ctl, mode):
         return
@@ -260,20 +246,25 @@ def combine(
     c1 = int(bounds[c + 1])
     if c0 == c1:
         return
-    acc = fold(B, K, c0, c1, f, P, part_n, part_bad, part_mean, part_m2)
-    bad = wp.int64(acc[3])
+    new = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
+    bad = wp.int64(0)
+    for b in range(B):
+        for j in range(c0, c1):
+            s = b * K + j
+            new = chan(new[0], new[1], new[2], part.n[s], part.mean[s * P + f],
+                       part.m2[s * P + f])
+            bad += part.bad[s]
     i = c * P + f
-    new = wp.vec3d(acc[0], acc[1], acc[2])
     if top:
-        new = chan(n_old[c], mean_out[i], m2_out[i], acc[0], acc[1], acc[2])
+        new = chan(n_old[c], out.mean[i], out.m2[i], new[0], new[1], new[2])
         write_table(i, new[0], new[1], new[2], eps, tab)
-    mean_out[i] = new[1]
-    m2_out[i] = new[2]
+    out.mean[i] = new[1]
+    out.m2[i] = new[2]
     if f == 0:
-        n_out[c] = new[0]
+        out.n[c] = new[0]
         if top:
-            bad += bad_out[c]
-        bad_out[c] = bad
+            bad += out.bad[c]
+        out.bad[c] = bad
 
 
 @wp.kernel

@@ -47,6 +47,13 @@ def _wp(t: torch.Tensor) -> wp.array:
     return wp.from_torch(t.view(-1))
 
 
+def _parts(*ts: torch.Tensor) -> K.Parts:
+    """A ``kernels.stats.Parts`` over count, stamped rows, mean and M2 tensors."""
+    p = K.Parts()
+    p.n, p.bad, p.mean, p.m2 = (_wp(t) for t in ts)
+    return p
+
+
 def _ptr(t: torch.Tensor) -> wp.array:
     """A flat array over ``t``'s memory, of its dtype, from its first element to its last
     (any strides), that does not hold ``t``: for launch arguments repointed at every call
@@ -91,16 +98,15 @@ class Layout:
         while self.levels[-1].per.max(initial=0) > CHUNK:
             self.levels.append(Level(self.levels[-1].per, device))
 
-    def scratch(self, B: int, P: int, device: torch.device) -> list[list[wp.array]]:
+    def scratch(self, B: int, P: int, device: torch.device) -> list[K.Parts]:
         """Per-update float64 moments (count, stamped rows (int64), mean, M2) of every
         level's chunks (``B`` slices at level 0), as Warp arrays."""
         f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
         parts = []
         for i, lev in enumerate(self.levels):
             k = lev.K * (B if i == 0 else 1)
-            t = (torch.zeros(k, **f64), torch.zeros(k, **i64), torch.zeros(k * P, **f64),
-                 torch.zeros(k * P, **f64))
-            parts.append([_wp(a) for a in t])
+            parts.append(_parts(torch.zeros(k, **f64), torch.zeros(k, **i64),
+                                torch.zeros(k * P, **f64), torch.zeros(k * P, **f64)))
         return parts
 
 
@@ -131,11 +137,12 @@ class Engine:
         self.none64 = wp.empty(0, dtype=wp.float64, device=wdev)
         self.none_i64 = wp.empty(0, dtype=wp.int64, device=wdev)
         self.none_tab = wp.empty((0, 0), dtype=wp.float32, device=wdev)
-        self.a = {k: _wp(getattr(m, k)) for k in ("count", "mean", "m2", "nonfinite", "flags",
-                                                   "reset_unsent", "reset_pending")}
+        self.flags, self.unsent, self.pending = (
+            _wp(getattr(m, k)) for k in ("flags", "reset_unsent", "reset_pending"))
         self.live, self.synced, self.sent = (K.Stats() for _ in STATS)
         for st, p in zip((self.live, self.synced, self.sent), STATS, strict=True):
             st.count, st.mean, st.m2 = (_wp(getattr(m, p + k)) for k in ("count", "mean", "m2"))
+        self.top = _parts(m.count, m.nonfinite, m.mean, m.m2)  # the tree's top: live stats
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
@@ -169,20 +176,19 @@ class Engine:
         a float32 tensor or Warp array, or ``x64``) over layout ``L`` with scratch ``pt``
         (:meth:`Layout.scratch`) and a ``stamp`` per row: ``flag_rows`` (``x32`` data
         only), ``partial``, a ``combine`` per level above the first and one at the top."""
-        a, lv, P, flags, t = self.a, L.levels, self.P, self.a["flags"], self.tick
+        lv, P, flags, t = L.levels, self.P, self.flags, self.tick
         out = []
         if x32.shape[0]:
             out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
         out.append((K.partial, (B, lv[0].K, P), [
             x32, x64, P, n_env, L.order, lv[0].bounds, lv[0].grp, lv[0].first, flags, mode,
-            t, stamp, a["count"], self.n_old, *pt[0]]))
+            t, stamp, self.live.count, self.n_old, pt[0]]))
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
-            outs = ([a[k] for k in ("count", "nonfinite", "mean", "m2")] + [t, self.wtab] if top
-                    else [*pt[i], self.none_i64, self.none_tab])
+            outs = [self.top, t, self.wtab] if top else [pt[i], self.none_i64, self.none_tab]
             out.append((K.combine, (self.G if top else lv[i].K, P), [
-                P, B if i == 1 else 1, lv[i - 1].K, bounds, *pt[i - 1],
+                P, B if i == 1 else 1, lv[i - 1].K, bounds, pt[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps, *outs]))
         return out
 
@@ -205,7 +211,7 @@ class Engine:
         launch (all float32 contiguous ``[M, *shape]``, M: N, or rows of a learner batch)."""
         pair = x2 is not None
         x2, out2 = (x2, out2) if pair else (x, out)
-        args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.a["flags"],
+        args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.flags,
                 self.wtab]
         self.run(("normalize", pair, x.shape[0]), K.normalize, (x.shape[0], self.P), args,
                  stream)
@@ -214,24 +220,24 @@ class Engine:
         """RewardNorm's step (four launches up to 1024 envs per group): advance the returns
         with ``reward``, merge them in (``mode``), write ``out`` and clear the returns where
         ``done`` (``reward``, ``out`` float32, ``done`` bool, all contiguous ``[N]``)."""
-        n, flags = self.n, self.a["flags"]
+        n, flags = self.n, self.flags
         self.run(("returns", mode), K.returns_step, n,
                  [reward, flags, mode, self.tick, self.ret, self.stamp], stream)
         self.update(self.none32, self.ret, mode, stream, "ret")
         self.run(("scale", mode), K.scale_rewards, n,
-                  [reward, done, self.gid, flags, mode, self.wtab, out, self.ret], stream)
+                 [reward, done, self.gid, flags, mode, self.wtab, out, self.ret], stream)
 
     def reset(self, mask: torch.Tensor | None, groups: torch.Tensor | None, stream) -> None:
         """Clear the groups holding a ``mask``-ed env (bool ``[N]``) or selected by
         ``groups`` (bool ``[G]``); both None: all. One launch (RewardNorm: the returns of the
         selected envs too)."""
-        L, a = self.layout, self.a
+        L = self.layout
         um, ug = mask is not None, groups is not None
         args = [self.P, L.order, L.resets.bounds, L.resets.grp, mask if um else self.none_b,
                 groups if ug else self.none_b, self.eps, self.live, self.sent,
-                a["reset_pending"], a["reset_unsent"], self.wtab, self.ret]
+                self.pending, self.unsent, self.wtab, self.ret]
         self.run(("reset", um, ug), K.reset, [L.resets.K + self.G], args, stream,
-                  K.RESET_LANES)
+                 K.RESET_LANES)
 
     # ------------------------------------------------------------------ any batch shape
     def batch(self, x: torch.Tensor, update: bool) -> torch.Tensor:
@@ -716,7 +722,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         """Write this rank's data since the last pack (and resets since) into ``out``
         (float64 ``[exchange_size()]``): one Warp launch."""
         e = self._eng()
-        args = [e.P, e.live, e.sent, e.a["reset_unsent"], out]
+        args = [e.P, e.live, e.sent, e.unsent, out]
         e.run(("pack",), K.exchange_pack, e.G, args, stream_for(self.device))
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
@@ -726,8 +732,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         if rows.stride(-1) != 1:
             rows = rows.contiguous()
         e, (W, stride) = self._eng(), (rows.shape[0], rows.stride(0))
-        args = [rows, stride, W, e.P, e.live, e.synced, e.sent, e.a["reset_unsent"],
-                e.a["reset_pending"], e.eps, e.wtab]
+        args = [rows, stride, W, e.P, e.live, e.synced, e.sent, e.unsent,
+                e.pending, e.eps, e.wtab]
         e.run(("apply", W, stride), K.exchange_apply, e.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ checkpoints
