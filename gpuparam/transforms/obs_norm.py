@@ -133,18 +133,14 @@ class ObsNorm(GroupedRunningStats):
 
     # ------------------------------------------------------------------ any batch shape
     def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
-        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]``; merge it
-        into the statistics (``update``), then normalize it (the env path's kernels, with
-        scratch allocated per call; not the env's hot path)."""
-        name, S, G, n = type(self).__name__, self.shape, self.num_groups, self.num_envs
+        """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]`` (N is
+        known with several groups); merged in (``update``), then normalized."""
+        name, S, n, one = type(self).__name__, self.shape, self.num_envs, self.num_groups == 1
         dims = ", ".join(map(str, S))
-        want = f"(*batch, {dims})" if G == 1 else f"(*batch, {'N' if n is None else n}, {dims})"
+        want = f"(*batch, {dims})" if one else f"(*batch, {n}, {dims})"
         self._check_tensor(x, "x", torch.float32, want)
-        lead = tuple(x.shape[: x.dim() - len(S)])
-        ok = len(lead) >= 1 and tuple(x.shape[len(lead):]) == S and x.numel() > 0
-        if ok and G > 1:
-            ok = n is not None and lead[-1] == n
-        if not ok:
+        lead = x.shape[: x.dim() - len(S)]
+        if not (lead and x.shape[len(lead):] == S and x.numel() and (one or lead[-1] == n)):
             raise ValueError(f"{name}: x expected shape {want}, got {tuple(x.shape)}")
         if out is not None:
             self._check_tensor(out, "out", torch.float32, str(tuple(x.shape)))

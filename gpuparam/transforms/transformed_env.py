@@ -36,7 +36,10 @@ class TransformedEnv(SavesState):
     (float32 ``[N]``) hold normalized values, and the raw ones stay reachable under
     ``"observation_raw"``, ``"final_observation_raw"`` and ``"reward_raw"`` (only for keys a
     transform changed). Normalized values live in this wrapper's preallocated buffers and raw
-    ones in the env's: both are overwritten by the next ``reset`` or ``step``.
+    ones in the env's: both are overwritten by the next ``reset`` or ``step``. ``outputs`` is
+    the TensorDict ``step`` returns (None before the first step; the wrapped env's are
+    ``env.env.outputs``), e.g. for a stage added with ``add_stage`` after this wrapper;
+    ``transforms`` the transforms, in the order given.
 
     In ``step`` the observation statistics are updated once, from ``"final_observation"``
     (the true next states, before auto-reset), and ``"observation"`` is normalized with the
@@ -51,7 +54,8 @@ class TransformedEnv(SavesState):
     so a plain ``env.step`` normalizes too, until :meth:`close` takes them out.
 
     Every other attribute (``params``, ``randomize``, ``num_envs``, ``device``,
-    ``observation_spec`` (raw observations), ``action_spec``, ...) is the wrapped env's.
+    ``observation_spec`` (raw observations), ``action_spec``, ``capture`` (transforms
+    included), ...) is the wrapped env's.
     """
 
     def __init__(self, env, *transforms: ObsNorm | RewardNorm):
@@ -72,7 +76,7 @@ class TransformedEnv(SavesState):
         for t in transforms:
             t.to(env.device)
             t.attach(env, listen=False)  # this wrapper listens, to defer resets within step
-        self._transforms = tuple(transforms)
+        self.transforms: tuple[ObsNorm | RewardNorm, ...] = tuple(transforms)
         self._obs = tuple(t for t in transforms if isinstance(t, ObsNorm))
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
@@ -90,25 +94,13 @@ class TransformedEnv(SavesState):
         self._stop_listening = None
         if self._deferred:
             self._stop_listening = env.params.on_change(self._on_param_change)
-        self._out: TensorDict | None = None
+        self.outputs: TensorDict | None = None
         self._closed = False
         self._remove_stage = None
         if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
             self._remove_stage = env.add_stage(Stage(
                 "transforms", self._stage, warp_only=True, key=self._stage_key
             ))
-
-    @property
-    def outputs(self) -> TensorDict | None:
-        """The TensorDict ``step`` returns (this wrapper's static buffers; the wrapped
-        env's are ``env.env.outputs``), readable at any time, e.g. by a stage added with
-        ``add_stage`` after this wrapper was built. None before the first step."""
-        return self._out
-
-    @property
-    def transforms(self) -> tuple[ObsNorm | RewardNorm, ...]:
-        """The transforms, in the order given."""
-        return self._transforms
 
     def __getattr__(self, name: str):
         if name == "env" or name.startswith("__"):  # not set yet (copy, unpickling)
@@ -119,13 +111,13 @@ class TransformedEnv(SavesState):
         """The wrapped env's ``state_dict()`` and each transform's, so a checkpoint of a
         normalized run holds its statistics: ``{"env": ..., "transforms": [...]}``."""
         return {"env": self.env.state_dict(),
-                "transforms": [t.state_dict() for t in self._transforms]}
+                "transforms": [t.state_dict() for t in self.transforms]}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a :meth:`state_dict` into a ``TransformedEnv`` of the same env and
         transforms. The env's part and every transform's are validated first; a rejected
         load raises ``ValueError`` and changes nothing. Synchronizes."""
-        ts = self._transforms
+        ts = self.transforms
         if (not isinstance(state, dict) or set(state) != {"env", "transforms"}
                 or not isinstance(state["transforms"], (list, tuple))
                 or len(state["transforms"]) != len(ts)):
@@ -150,7 +142,7 @@ class TransformedEnv(SavesState):
         return device_bytes(self)
 
     def __repr__(self) -> str:
-        return f"TransformedEnv({self.env!r}, transforms={list(self._transforms)!r})"
+        return f"TransformedEnv({self.env!r}, transforms={list(self.transforms)!r})"
 
     def close(self) -> None:
         """Take the transforms out of the wrapped env: its step no longer normalizes (a
@@ -197,19 +189,15 @@ class TransformedEnv(SavesState):
         self._check_open("step")
         if self._remove_stage is not None:
             self.env.step(action)  # the transforms run as the last stage of the env's step
-            return self._out
+            return self.outputs
         self._stepping = True
         try:
             td = self.env.step(action)
         finally:
             self._stepping = False
-        out = self._out = self._transform(td, update=True)
+        out = self.outputs = self._transform(td, update=True)
         self._flush_deferred(stream_for(self.env.device))
         return out
-
-    def capture(self):
-        """Capture the env's step, transforms included (see ``VecEnv.capture``)."""
-        return self.env.capture()
 
     # ------------------------------------------------------------------ pipeline stage
     def _stage(self, ctx) -> None:
@@ -217,11 +205,11 @@ class TransformedEnv(SavesState):
         outputs into this wrapper's static buffers, then the deferred ``reset_on`` resets
         (two launches each). Warp launches on ``ctx.stream`` only, so the stage replays
         inside the step's Warp graph on CPU and CUDA."""
-        self._out = self._transform(self.env.outputs, update=True, stream=ctx.stream)
+        self.outputs = self._transform(self.env.outputs, update=True, stream=ctx.stream)
         self._flush_deferred(ctx.stream)
 
     def _stage_key(self) -> tuple:
-        return tuple(t.replay_key() for t in self._transforms)
+        return tuple(t.replay_key() for t in self.transforms)
 
     def _flush_deferred(self, stream) -> None:
         for t, _, m, clear in self._deferred:  # masks all False most steps
