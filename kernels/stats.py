@@ -41,23 +41,14 @@ BOOL = wp.array(dtype=wp.bool)
 
 @wp.struct
 class Stats:
-    """Statistics of ``G`` groups of ``P`` features: ``count [G]``, ``mean [G * P]``,
-    ``m2 [G * P]`` (float64; a module's live ones, its baseline, or as of the last pack)."""
+    """Statistics of ``K`` groups (a module's live ones, its baseline, or as of the last
+    pack) or chunks of ``P`` features: float64 ``count [K]``, ``mean [K * P]``, ``m2
+    [K * P]``, and int64 ``bad [K]``, the rows left out (NaN or inf; empty where unused)."""
 
     count: F64
     mean: F64
     m2: F64
-
-
-@wp.struct
-class Parts:
-    """Moments of ``K`` chunks (or, at the top, groups) of ``P`` features: ``n [K]``,
-    ``bad [K]`` (int64: stamped rows left out), ``mean [K * P]``, ``m2 [K * P]``."""
-
-    n: F64
     bad: I64
-    mean: F64
-    m2: F64
 
 
 @wp.func
@@ -165,7 +156,7 @@ def partial(
     stamp: I64,
     count: F64,
     n_old_out: F64,
-    part_out: Parts,
+    part_out: Stats,
 ):
     """Launch over (B, K, P): moments of feature ``f`` over the unstamped rows of chunk
     ``c`` in slice ``b`` of the data (``x32`` if it is not empty, else ``x64``: one kernel,
@@ -207,7 +198,7 @@ def partial(
     part_out.mean[s * P + f] = mean
     part_out.m2[s * P + f] = m2
     if f == 0:
-        part_out.n[s] = n
+        part_out.count[s] = n
         part_out.bad[s] = bad
         g = int(grp[c])
         if b == 0 and c == int(first[g]):
@@ -220,12 +211,12 @@ def combine(
     B: int,
     K: int,
     bounds: I32,
-    part: Parts,
+    part: Stats,
     n_old: F64,
     ctl: F64,
     mode: int,
     eps: wp.float64,
-    out: Parts,
+    out: Stats,
     tick: I64,
     tab: TAB,
 ):
@@ -251,7 +242,7 @@ def combine(
     for b in range(B):
         for j in range(c0, c1):
             s = b * K + j
-            new = chan(new[0], new[1], new[2], part.n[s], part.mean[s * P + f],
+            new = chan(new[0], new[1], new[2], part.count[s], part.mean[s * P + f],
                        part.m2[s * P + f])
             bad += part.bad[s]
     i = c * P + f
@@ -261,7 +252,7 @@ def combine(
     out.mean[i] = new[1]
     out.m2[i] = new[2]
     if f == 0:
-        out.n[c] = new[0]
+        out.count[c] = new[0]
         if top:
             bad += out.bad[c]
         out.bad[c] = bad

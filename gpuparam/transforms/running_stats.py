@@ -47,11 +47,11 @@ def _wp(t: torch.Tensor) -> wp.array:
     return wp.from_torch(t.view(-1))
 
 
-def _parts(*ts: torch.Tensor) -> K.Parts:
-    """A ``kernels.stats.Parts`` over count, stamped rows, mean and M2 tensors."""
-    p = K.Parts()
-    p.n, p.bad, p.mean, p.m2 = (_wp(t) for t in ts)
-    return p
+def _stats(*ts: torch.Tensor) -> K.Stats:
+    """A ``kernels.stats.Stats`` over count, mean, M2 and ``bad`` tensors."""
+    st = K.Stats()
+    st.count, st.mean, st.m2, st.bad = (_wp(t) for t in ts)
+    return st
 
 
 def _ptr(t: torch.Tensor) -> wp.array:
@@ -98,15 +98,15 @@ class Layout:
         while self.levels[-1].per.max(initial=0) > CHUNK:
             self.levels.append(Level(self.levels[-1].per, device))
 
-    def scratch(self, B: int, P: int, device: torch.device) -> list[K.Parts]:
+    def scratch(self, B: int, P: int, device: torch.device) -> list[K.Stats]:
         """Per-update float64 moments (count, stamped rows (int64), mean, M2) of every
         level's chunks (``B`` slices at level 0), as Warp arrays."""
         f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
         parts = []
         for i, lev in enumerate(self.levels):
             k = lev.K * (B if i == 0 else 1)
-            parts.append(_parts(torch.zeros(k, **f64), torch.zeros(k, **i64),
-                                torch.zeros(k * P, **f64), torch.zeros(k * P, **f64)))
+            parts.append(_stats(torch.zeros(k, **f64), torch.zeros(k * P, **f64),
+                                torch.zeros(k * P, **f64), torch.zeros(k, **i64)))
         return parts
 
 
@@ -139,10 +139,10 @@ class Engine:
         self.none_tab = wp.empty((0, 0), dtype=wp.float32, device=wdev)
         self.flags, self.unsent, self.pending = (
             _wp(getattr(m, k)) for k in ("flags", "reset_unsent", "reset_pending"))
-        self.live, self.synced, self.sent = (K.Stats() for _ in STATS)
-        for st, p in zip((self.live, self.synced, self.sent), STATS, strict=True):
-            st.count, st.mean, st.m2 = (_wp(getattr(m, p + k)) for k in ("count", "mean", "m2"))
-        self.top = _parts(m.count, m.nonfinite, m.mean, m.m2)  # the tree's top: live stats
+        bad = (m.nonfinite, *[torch.zeros(0, dtype=torch.int64, device=dev)] * 2)
+        self.live, self.synced, self.sent = (
+            _stats(*(getattr(m, p + k) for k in ("count", "mean", "m2")), b)
+            for p, b in zip(STATS, bad, strict=True))
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
         self.wtab = wp.from_torch(self.tab)
@@ -186,7 +186,7 @@ class Engine:
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
-            outs = [self.top, t, self.wtab] if top else [pt[i], self.none_i64, self.none_tab]
+            outs = [self.live, t, self.wtab] if top else [pt[i], self.none_i64, self.none_tab]
             out.append((K.combine, (self.G if top else lv[i].K, P), [
                 P, B if i == 1 else 1, lv[i - 1].K, bounds, pt[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps, *outs]))
