@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gpuparam._device import stream_for
-from gpuparam.transforms.running_stats import MODES, GroupedRunningStats
+from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
 class ObsNorm(GroupedRunningStats):
@@ -65,7 +65,7 @@ class ObsNorm(GroupedRunningStats):
     def _mode(self, train: bool | None) -> int:
         if train is not None and not isinstance(train, bool):
             raise ValueError(f"ObsNorm: train expected a bool or None, got {train!r}")
-        return MODES[train]
+        return {None: 2, True: 1, False: 0}[train]  # the kernels' ``mode``
 
     def forward(
         self, x: torch.Tensor, out: torch.Tensor | None = None, *, train: bool | None = None
@@ -91,7 +91,7 @@ class ObsNorm(GroupedRunningStats):
                 self._check_tensor(x, "x", torch.float32, hint=(
                     " (the env batch; pass train=True or train=False, or call normalize, "
                     "for a learner batch of another shape)"))
-            return self._forward_batch(x, out, mode == 1 and not self._frozen)
+            return self._forward_batch(x, out, mode == 1 and not self.frozen)
         out = torch.empty(x.shape, device=x.device) if out is None else out
         self.forward_pair(x, out, train=train)
         return out

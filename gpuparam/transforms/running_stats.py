@@ -3,12 +3,10 @@
 ``kernels.stats``; counts stay exact up to 2**53, and float64 whatever ``.to(dtype)`` does.
 
 A module's device state is an :class:`Engine`, built for its buffers (again whenever one is
-replaced: ``.to()``, a checkpoint load, a copy). It lists each group's envs once
-(:class:`Layout`, the only place that reads a device value on the host), owns every
-per-step buffer, so a step allocates nothing, and replays launches recorded once
-(``Replay``), repointed at the caller's tensors when their addresses change. No pass over
-the data is in float64; the float64 scratch is the partials, 16 bytes per chunk of 32 envs
-and feature (about 0.5 byte per value), plus an int64 stamp per row.
+replaced: ``.to()``, a checkpoint load, a copy): the envs by group (:class:`Layout`, the only
+host read of a device value), every per-step buffer (a step allocates nothing; the float64
+scratch is 16 bytes per chunk of 32 envs and feature, plus an int64 stamp per row) and the
+launches, recorded once and repointed at the caller's tensors (``Replay``).
 """
 
 from __future__ import annotations
@@ -35,9 +33,6 @@ __all__ = ["F64", "GroupedRunningStats"]
 
 
 F64 = torch.float64
-MODES = {None: 2, True: 1, False: 0}  # forward's ``train`` -> the kernels' ``mode``
-
-
 CHUNK = 32  # items a thread folds, at every level of the tree
 RESET_CHUNK = 1024  # envs a ``reset`` block scans (``kernels.stats.RESET_LANES`` lanes)
 STATS = ("", "synced_", "sent_")  # the live statistics, the baseline, as of the last pack
@@ -64,10 +59,9 @@ def _ptr(t: torch.Tensor) -> wp.array:
 
 
 class Level:
-    """One level of the tree: chunks of at most ``size`` items of one group, from the
-    groups' item counts. Chunk ``c`` covers items ``bounds[c] .. bounds[c + 1] - 1`` (level
-    0: positions in ``order``) of group ``grp[c]``; group ``g`` owns chunks ``first[g] ..
-    first[g + 1] - 1`` (int32 Warp arrays on the device); ``per``: chunks per group."""
+    """One level of the tree (``kernels.stats``): ``K`` chunks of at most ``size`` items of
+    one group, from the groups' item counts (``bounds``, ``grp``, ``first``: int32 Warp
+    arrays on the device; ``per``: chunks per group)."""
 
     def __init__(self, counts: np.ndarray, device: torch.device, size: int = CHUNK):
         self.per = -(-counts // size)
@@ -82,9 +76,8 @@ class Level:
 
 class Layout:
     """``n`` rows listed by group ``gid`` (long ``[n]``, or ``None``: one group) of ``G``
-    (``order``, int32 Warp array on ``device``), the tree of chunks over them (``levels``)
-    and the larger chunks ``reset`` scans (``resets``). Reads the group sizes on the host
-    (bind time only)."""
+    (``order``), the tree of chunks over them (``levels``) and the larger chunks ``reset``
+    scans (``resets``). Reads the group sizes on the host (bind time only)."""
 
     def __init__(self, gid: torch.Tensor | None, G: int, n: int, device: torch.device):
         if gid is None:
@@ -111,11 +104,8 @@ class Layout:
 
 
 class Engine:
-    """Device state of one ``GroupedRunningStats`` (bound to N envs, or not yet: N = 0).
-
-    Attributes: ``tab`` float32 ``[3, G * P]`` (center, scale, offset per group and
-    feature), ``layout`` (the envs by group), ``full_shape`` ``(N, *shape)``.
-    """
+    """Device state of one ``GroupedRunningStats`` (bound to N envs, or not yet: N = 0):
+    ``tab`` float32 ``[3, G * P]`` (center, scale, offset per group and feature)."""
 
     def __init__(self, m):
         init_warp()
@@ -200,8 +190,7 @@ class Engine:
 
     def update(self, x, x64: wp.array, mode: int, stream, kind: str = "obs") -> None:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
-        into the statistics when ``mode`` says so; rows with a NaN or inf are left out and
-        counted."""
+        into the statistics when ``mode`` says so."""
         specs = self._tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
         for i, spec in enumerate(specs):
             self.run((kind, i, mode), *spec, stream)
@@ -217,9 +206,8 @@ class Engine:
                  stream)
 
     def reward(self, reward, done, out, mode: int, stream) -> None:
-        """RewardNorm's step (four launches up to 1024 envs per group): advance the returns
-        with ``reward``, merge them in (``mode``), write ``out`` and clear the returns where
-        ``done`` (``reward``, ``out`` float32, ``done`` bool, all contiguous ``[N]``)."""
+        """RewardNorm's step (four launches up to 1024 envs per group; ``reward``, ``out``
+        float32, ``done`` bool, all contiguous ``[N]``)."""
         n, flags = self.n, self.flags
         self.run(("returns", mode), K.returns_step, n,
                  [reward, flags, mode, self.tick, self.ret, self.stamp], stream)
@@ -228,9 +216,7 @@ class Engine:
                  [reward, done, self.gid, flags, mode, self.wtab, out, self.ret], stream)
 
     def reset(self, mask: torch.Tensor | None, groups: torch.Tensor | None, stream) -> None:
-        """Clear the groups holding a ``mask``-ed env (bool ``[N]``) or selected by
-        ``groups`` (bool ``[G]``); both None: all. One launch (RewardNorm: the returns of the
-        selected envs too)."""
+        """``reset_stats`` with ``mask`` bool ``[N]`` and ``groups`` bool ``[G]``, or None."""
         L = self.layout
         um, ug = mask is not None, groups is not None
         args = [self.P, L.order, L.resets.bounds, L.resets.grp, mask if um else self.none_b,
@@ -242,9 +228,8 @@ class Engine:
     # ------------------------------------------------------------------ any batch shape
     def batch(self, x: torch.Tensor, update: bool) -> torch.Tensor:
         """Learner side: ``x`` float32 contiguous ``[M, *shape]``, rows of one group
-        (G = 1) or ``M // N`` slices of the N envs: merge it in (``update``), then return
-        it normalized (a new tensor). The same kernels as the env path, with scratch
-        allocated per call."""
+        (G = 1) or ``M // N`` slices of the N envs: merged in (``update``), then returned
+        normalized (a new tensor), with scratch allocated per call."""
         M, dev = x.shape[0], self.device
         out = torch.empty(x.shape, dtype=torch.float32, device=dev)
         if update:
@@ -273,19 +258,9 @@ def _setting(name: str, key: str, value):
         raise ValueError(f"{name}: clip must be > 0 or None (a number), got {value!r}")
     if key == "gamma" and not (_is_real(value) and 0.0 <= value <= 1.0):
         raise ValueError(f"{name}: gamma must be in [0, 1], got {value}")
-    if key in ("training", "_frozen"):
+    if key in ("training", "frozen"):
         return bool(value)
     return value if value is None else float(value)
-
-
-def check_shape(name: str, shape) -> tuple[int, ...]:
-    """The per-env shape: a tuple of ints >= 1 (``()`` for scalars). Empty (size-0) and
-    negative dimensions are rejected: a batch ``[N, 0]`` has nothing to normalize."""
-    dims = (shape,) if isinstance(shape, numbers.Integral) else shape
-    dims = tuple(dims) if isinstance(dims, Iterable) else (None,)
-    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 for d in dims):
-        raise ValueError(f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}")
-    return tuple(int(d) for d in dims)
 
 
 def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> int:
@@ -314,22 +289,6 @@ def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> 
     if lo < 0 or hi >= G:
         raise ValueError(f"{name}: group_ids expected values in [0, {G}), got [{lo}, {hi}]")
     return G
-
-
-def groups_to_mask(name: str, groups, G: int, dev: torch.device) -> torch.Tensor:
-    """``reset_stats(groups=)``: bool ``[G]`` as given, or long ``[K]`` indices as a bool
-    ``[G]`` mask on ``dev`` (their range is checked on the host, a sync)."""
-    what = f"{name}.reset_stats: groups expected"
-    if not isinstance(groups, torch.Tensor) or groups.device != dev:
-        got = getattr(groups, "device", type(groups).__name__)
-        raise ValueError(f"{what} a tensor on {dev}, got {got}")
-    if groups.dtype == torch.bool and tuple(groups.shape) == (G,):
-        return groups
-    if groups.dtype != torch.int64 or groups.dim() != 1:
-        raise ValueError(f"{what} bool [{G}] or long [K], got {groups.dtype} {groups.shape}")
-    if groups.numel() and not (0 <= int(groups.min()) and int(groups.max()) < G):  # host-ok
-        raise ValueError(f"{what} indices in [0, {G})")
-    return torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
 
 
 def _fail(name: str, key: str, expected: str, got: object) -> None:
@@ -416,13 +375,17 @@ class GroupedRunningStats(SavesState, nn.Module):
     ):
         super().__init__()
         name = type(self).__name__
-        shape = check_shape(name, shape)
-        _setting(name, "clip", clip)
+        # a tuple of ints >= 1 (``()`` for scalars): a batch ``[N, 0]`` has nothing to normalize
+        dims = (shape,) if isinstance(shape, numbers.Integral) else shape
+        dims = tuple(dims) if isinstance(dims, Iterable) else (None,)
+        if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 for d in dims):
+            raise ValueError(
+                f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}")
         if not (_is_real(eps) and 0 < eps < math.inf):
             raise ValueError(f"{name}: eps must be > 0 and finite (a number), got {eps!r}")
         if isinstance(reset_on, str):
             reset_on = (reset_on,)
-        self.shape, self.eps = shape, float(eps)
+        self.shape, self.eps = tuple(int(d) for d in dims), float(eps)
         self.reset_on: tuple[str, ...] = tuple(reset_on)
         if device is None:
             device = group_ids.device if isinstance(group_ids, torch.Tensor) else "cpu"
@@ -442,7 +405,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         self.register_buffer("group_ids", None)
         self.register_buffer("flags", torch.zeros(4, dtype=F64, device=dev), persistent=False)
         self._detach, self._engine = None, None
-        self.training, self._frozen, self.clip = self.training, False, clip  # -> flags
+        self.training, self.frozen, self.clip = self.training, False, clip  # -> flags
         if group_ids is not None:
             self._bind(group_ids.shape[0], group_ids)
         elif num_envs is not None:
@@ -538,7 +501,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         return self.var.sqrt()
 
     # ------------------------------------------------------------------ modes
-    _FLAG_SLOTS = {"training": K.TRAINING, "_frozen": K.FROZEN, "clip": K.CLIP, "gamma": K.GAMMA}
+    _FLAG_SLOTS = {"training": K.TRAINING, "frozen": K.FROZEN, "clip": K.CLIP, "gamma": K.GAMMA}
 
     def __setattr__(self, name, value):
         slot = self._FLAG_SLOTS.get(name)
@@ -555,14 +518,9 @@ class GroupedRunningStats(SavesState, nn.Module):
             # often takes the freed one's address
             self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
 
-    @property
-    def frozen(self) -> bool:
-        """True after :meth:`freeze`: ``forward`` normalizes without updating."""
-        return self._frozen
-
     def freeze(self, frozen: bool = True) -> GroupedRunningStats:
         """Stop updates (``.eval()`` also does); ``freeze(False)`` resumes. Returns self."""
-        self._frozen = bool(frozen)
+        self.frozen = bool(frozen)
         return self
 
     def unfreeze(self) -> GroupedRunningStats:
@@ -572,7 +530,7 @@ class GroupedRunningStats(SavesState, nn.Module):
     @property
     def updating(self) -> bool:
         """Whether ``forward`` updates the statistics: ``self.training and not self.frozen``."""
-        return self.training and not self._frozen
+        return self.training and not self.frozen
 
     # ------------------------------------------------------------------ engine
     def _eng(self) -> Engine:
@@ -641,11 +599,21 @@ class GroupedRunningStats(SavesState, nn.Module):
         launch over the chunks of envs and the groups (``kernels.stats.reset``; RewardNorm
         also clears the returns of the masked envs and of the envs in ``groups``).
         """
-        name = type(self).__name__
+        name, G, dev = type(self).__name__, self.num_groups, self.device
         if mask is not None:
             mask = self._bind_mask(mask, f"{name}.reset_stats: mask").contiguous()
-        if groups is not None:
-            groups = groups_to_mask(name, groups, self.num_groups, self.device).contiguous()
+        what = f"{name}.reset_stats: groups expected"
+        if groups is not None and (not isinstance(groups, torch.Tensor) or groups.device != dev):
+            got = getattr(groups, "device", type(groups).__name__)
+            raise ValueError(f"{what} a tensor on {dev}, got {got}")
+        if groups is not None and (groups.dtype != torch.bool or groups.shape != (G,)):
+            if groups.dtype != torch.int64 or groups.dim() != 1:  # long [K] indices
+                raise ValueError(
+                    f"{what} bool [{G}] or long [K], got {groups.dtype} {groups.shape}")
+            if groups.numel() and not (0 <= int(groups.min()) and int(groups.max()) < G):  # host-ok
+                raise ValueError(f"{what} indices in [0, {G})")
+            groups = torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
+        groups = groups if groups is None else groups.contiguous()
         self._eng().reset(mask, groups, stream_for(self.device) if stream is None else stream)
 
     # ------------------------------------------------------------------ params coupling
