@@ -24,35 +24,28 @@ class ObsNorm(GroupedRunningStats):
             written envs.
         device: device of every buffer (default ``group_ids.device``, else CPU).
 
-    Statistics (see ``GroupedRunningStats``): ``count`` float64 ``[G]``, ``mean`` float64
-    ``[G, *shape]``, ``std`` / ``var`` float64 ``[G, *shape]`` (population), all on the device.
+    Statistics, buffers and settings: see ``GroupedRunningStats``; ``std`` / ``var`` float64
+    ``[G, *shape]`` (population) on the device.
 
     In training mode and not frozen, ``forward`` first merges the batch into the statistics
     and then normalizes with them; so right after a reset a group is normalized with the
     statistics of the current batch. A group with count 0 (after a reset without update, in
     eval mode, or a group with no env) normalizes with mean 0 and var 1: the output is
-    ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0.
-
-    Precision: float64 statistics, batches reduced in float64 (``kernels.stats``); the
-    float32 output is ``(x - mean) * scale`` to float32 rounding, even far from 0.
+    ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0. The float32
+    output is ``(x - mean) * scale`` to float32 rounding, even far from 0.
 
     Non-finite input: an env whose sample holds a NaN or inf is left out of its group's
-    statistics for that batch and counted in ``nonfinite`` (int64 ``[G]`` on the device,
-    persistent, not cleared by ``reset_stats``); its output is NaN or inf, so the caller
-    sees it; every other env is normalized with the statistics of the finite samples.
+    statistics for that batch and counted in ``nonfinite``; its output is NaN or inf, so the
+    caller sees it; every other env is normalized with the statistics of the finite samples.
 
-    ``forward`` and ``normalize`` never synchronize with the host; on the ``[N, *shape]``
-    env batch they are Warp launches only (an update is three, the normalization one) over
-    scratch allocated once, when N is known. ``train()``/``eval()``, ``freeze()`` and
-    ``clip`` are device flags those launches read: changing them never re-records a step.
-
-    Learner side: ``forward(x, train=...)`` and ``normalize`` also take any other leading
-    batch shape, e.g. a minibatch ``[64, *shape]`` or a rollout ``[T, N, *shape]`` (with
-    several groups the last leading dimension must be N, so each row finds its env's group),
-    through the same kernels (allocating scratch per call). Such a batch is merged in only
-    when asked: ``forward(x, train=True)``, the keyword skrl's preprocessor call passes
-    (``train=False`` only normalizes); ``forward(x)`` without ``train`` takes the env batch
-    only, so a batch of the wrong size is an error, not a silent update.
+    On the ``[N, *shape]`` env batch an update is three Warp launches and the normalization
+    one, over scratch allocated once N is known. Learner side: ``forward(x, train=...)`` and
+    ``normalize`` also take any other leading batch shape, e.g. a minibatch ``[64, *shape]``
+    or a rollout ``[T, N, *shape]`` (with several groups the last leading dimension must be
+    N), through the same kernels with scratch allocated per call. Such a batch is merged in
+    only when asked, ``forward(x, train=True)`` (the keyword skrl's preprocessor passes);
+    ``forward(x)`` takes the env batch only, so a batch of the wrong size is an error, not a
+    silent update.
     """
 
     def _is_env_batch(self, x) -> bool:

@@ -31,11 +31,8 @@ class RewardNorm(GroupedRunningStats):
 
     Right after a reset a group's scale comes from the current batch (one env per group:
     var 0, so the first reward after a reset maps to ``r / sqrt(eps)`` unless clipped; use
-    ``clip``); a group with count 0 scales by ``1 / sqrt(1 + eps)``.
-
-    ``forward`` is four Warp launches and never synchronizes with the host; ``gamma``,
-    ``clip``, ``train()``/``eval()`` and ``freeze()`` are device flags those launches read,
-    so changing one never re-records a captured step.
+    ``clip``); a group with count 0 scales by ``1 / sqrt(1 + eps)``. ``forward`` is four Warp
+    launches.
     """
 
     def __init__(

@@ -252,17 +252,6 @@ def _is_real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _setting(name: str, key: str, value):
-    """A validated setting: ``clip`` None or a number > 0, ``gamma`` a number in [0, 1]."""
-    if key == "clip" and not (value is None or (_is_real(value) and value > 0)):
-        raise ValueError(f"{name}: clip must be > 0 or None (a number), got {value!r}")
-    if key == "gamma" and not (_is_real(value) and 0.0 <= value <= 1.0):
-        raise ValueError(f"{name}: gamma must be in [0, 1], got {value}")
-    if key in ("training", "frozen"):
-        return bool(value)
-    return value if value is None else float(value)
-
-
 def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> int:
     """Validate ``group_ids`` (long ``[N]`` on ``dev``, or ``None``) and return G.
 
@@ -345,17 +334,17 @@ _BOUND = frozenset({*(p + k for p in STATS for k in ("count", "mean", "m2")), "r
 class GroupedRunningStats(SavesState, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
-    Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean``
-    ``[G, *shape]``, ``m2`` ``[G, *shape]``; the shared baseline as of the last applied
-    :meth:`sync` (``synced_count``, ``synced_mean``, ``synced_m2``; identical on every
-    rank); ``reset_pending`` bool ``[G]`` (groups reset on this rank, not yet dropped from
-    the baseline); ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or
-    inf; per rank, never reset);
-    ``group_ids`` long ``[N]`` (absent until N is known). Not saved (per rank, for
-    overlapped syncs): ``sent_count`` / ``sent_mean`` / ``sent_m2`` (the statistics as of the
-    last exchange pack) and ``reset_unsent`` bool ``[G]``; ``flags`` float64 ``[4]``: the
-    settings the kernels read (training, frozen, clip or 0, gamma), written by their
-    setters. Subclasses add ``forward``.
+    Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean`` and
+    ``m2`` ``[G, *shape]``; the shared baseline as of the last applied :meth:`sync`
+    (``synced_count``, ``synced_mean``, ``synced_m2``; identical on every rank);
+    ``reset_pending`` bool ``[G]`` (groups reset on this rank, not yet dropped from the
+    baseline); ``nonfinite`` int64 ``[G]`` (samples left out because they held NaN or inf;
+    per rank, never reset); ``group_ids`` long ``[N]`` (absent until N is known). Not saved
+    (per rank, for overlapped syncs): ``sent_count`` / ``sent_mean`` / ``sent_m2`` (as of the
+    last exchange pack) and ``reset_unsent`` bool ``[G]``; ``flags`` float64 ``[4]``:
+    ``training``, ``frozen`` (True after :meth:`freeze`), ``clip`` (or 0) and ``gamma``,
+    written by their setters and read by the kernels, so changing one never re-records a
+    captured step. Subclasses add ``forward``, which never synchronizes with the host.
 
     ``N`` is taken from ``group_ids``, else ``num_envs``, else the first batch, mask or
     :meth:`attach` that shows it.
@@ -505,8 +494,15 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     def __setattr__(self, name, value):
         slot = self._FLAG_SLOTS.get(name)
-        if slot is not None:  # validated, then a host -> device store (outside any replay)
-            value = _setting(type(self).__name__, name, value)
+        cls = type(self).__name__  # a setting is validated, then stored on the device:
+        if name == "clip" and not (value is None or (_is_real(value) and value > 0)):
+            raise ValueError(f"{cls}: clip must be > 0 or None (a number), got {value!r}")
+        if name == "gamma" and not (_is_real(value) and 0.0 <= value <= 1.0):
+            raise ValueError(f"{cls}: gamma must be in [0, 1], got {value}")
+        if name in ("training", "frozen"):  # (outside any replay)
+            value = bool(value)
+        elif slot is not None and value is not None:
+            value = float(value)
         super().__setattr__(name, value)
         flags = self.__dict__.get("_buffers", {}).get("flags")
         if slot is not None and flags is not None:
@@ -534,9 +530,8 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     # ------------------------------------------------------------------ engine
     def _eng(self) -> Engine:
-        """The device state (:class:`Engine`; built, which fills the tables, if there is
-        none). Dropped whenever a bound tensor may have been replaced: buffer assignment,
-        ``.to()`` and friends, checkpoint loading, copies."""
+        """The device state (:class:`Engine`), built if there is none: it is dropped when a
+        bound tensor may have been replaced (assignment, ``.to()``, loading, copies)."""
         e = self.__dict__.get("_engine")
         if e is None:
             e = self._engine = Engine(self)
@@ -566,9 +561,7 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     def replay_key(self) -> tuple:
         """What a recorded (captured) call depends on that is not a device value: which
-        buffers are bound (``engine_generation``: a new engine after ``.to()``, a checkpoint
-        load, a replaced buffer). Training, frozen, clip and gamma are device flags the
-        kernels read, so toggling them keeps the key (``gp.TransformedEnv``)."""
+        buffers are bound (``engine_generation``); the settings are device flags."""
         return (self.engine_generation,)
 
     def frozen_copy(self) -> GroupedRunningStats:
