@@ -400,15 +400,12 @@ def clear_mask(mask: BOOL):
 
 
 # ---------------------------------------------------------------------------- exchange
-# ``sync`` between ranks, with the live statistics, the shared baseline (identical on every
-# rank) and the live statistics as of the last pack. A rank's row holds per group
-# ``R = 2 P + 2`` float64 values: the count, means and M2 of the data since the last pack,
-# and a reset flag.
-# ``unsent`` / ``pending`` are bool per group: a reset since the last pack / not yet applied
-# to the baseline. One thread per group (a sync runs every few steps, not every step): it
-# must read a group's counts before it rewrites them. Ranks' rows are folded in rank order
-# with the one merge, ``chan``, so every rank runs the same float operations on the same
-# values: the same bits.
+# ``sync`` between ranks. A rank's row holds per group ``R = 2 P + 2`` float64 values: the
+# count, means and M2 of the data since the last pack, and a reset flag. ``unsent`` /
+# ``pending``: bool per group, a reset since the last pack / not yet applied to the
+# baseline. One thread per group (a sync runs every few steps): it reads a group's counts
+# before it rewrites them; rows are folded in rank order with ``chan``: the same bits on
+# every rank.
 
 
 @wp.kernel

@@ -122,10 +122,8 @@ class Engine:
         self.tab = torch.zeros(3, G * P, dtype=torch.float32, device=dev)
         self.n_old = _wp(torch.zeros(G, dtype=F64, device=dev))
         self.tick = _wp(torch.ones(1, dtype=torch.int64, device=dev))
-        self.none_b = wp.empty(0, dtype=wp.bool, device=wdev)  # unused arguments
-        self.none32 = wp.empty(0, dtype=wp.float32, device=wdev)
-        self.none64 = wp.empty(0, dtype=wp.float64, device=wdev)
-        self.none_i64 = wp.empty(0, dtype=wp.int64, device=wdev)
+        self.none_b, self.none32, self.none64, self.none_i64 = (  # unused arguments
+            wp.empty(0, dtype=d, device=wdev) for d in (wp.bool, wp.float32, wp.float64, wp.int64))
         self.none_tab = wp.empty((0, 0), dtype=wp.float32, device=wdev)
         self.flags, self.unsent, self.pending = (
             _wp(getattr(m, k)) for k in ("flags", "reset_unsent", "reset_pending"))
@@ -253,11 +251,8 @@ def _is_real(v) -> bool:
 
 
 def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> int:
-    """Validate ``group_ids`` (long ``[N]`` on ``dev``, or ``None``) and return G.
-
-    Reads the id range on the host: construction and checkpoint loading only.
-    Raises ``ValueError`` naming ``name`` and what was expected.
-    """
+    """Validate ``group_ids`` (long ``[N]`` on ``dev``, or ``None``) and return G; reads the
+    id range on the host (construction and checkpoint loading only)."""
     if num_groups is not None and (isinstance(num_groups, bool) or int(num_groups) < 1):
         raise ValueError(f"{name}: num_groups must be an int >= 1, got {num_groups}")
     if num_envs is not None and int(num_envs) < 1:
@@ -311,7 +306,7 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
         want_dtype = ref.dtype if ref is not None else torch.float64
         if not isinstance(t, torch.Tensor):
             _fail(name, key, f"a {want_dtype} tensor {want_shape}", type(t).__name__)
-        if t.dtype != want_dtype or tuple(t.shape) != want_shape:
+        if t.dtype != want_dtype or t.shape != want_shape:
             _fail(name, key, f"a {want_dtype} tensor {want_shape}",
                   f"a {t.dtype} tensor {tuple(t.shape)}")
         base = key.removeprefix("synced_")
@@ -656,17 +651,15 @@ class GroupedRunningStats(SavesState, nn.Module):
 
         Each rank's statistics are the shared baseline (``synced_*``, identical on all
         ranks) plus its own data since the last sync. Sync gathers these deltas from every
-        rank in one collective, merges them exactly (Chan et al.), the same way on every
-        rank, into the baseline, and makes the result the new baseline and the current
-        statistics, so repeated syncs never double count. A group reset on any rank since
-        the last sync drops its baseline on all ranks. All ranks must call it with the same
-        G and shape (it is collective). Without an initialized process group it acts as a
-        world of one. Device ops only (no host sync): call it between steps, or let
-        ``env.sync_every(k, norm)`` do it (which packs this module with the schedule's other
-        targets into one collective and, by default, overlaps it with the next steps:
-        ``gp.SyncSchedule``). An overlapped exchange still in flight is applied first.
-        ``RewardNorm`` syncs its return statistics the same way (its per-env returns stay
-        per rank).
+        rank in one collective and merges them exactly (Chan et al.), the same way on every
+        rank, into the baseline, which becomes the current statistics too: repeated syncs
+        never double count. A group reset on any rank since the last sync drops its baseline
+        on all ranks. Collective: all ranks call it with the same G and shape; without an
+        initialized process group, a world of one. Device ops only: call it between steps,
+        or let ``env.sync_every(k, norm)`` pack it with the schedule's other targets into one
+        collective, by default overlapped with the next steps (``gp.SyncSchedule``); an
+        exchange still in flight is applied first. ``RewardNorm``'s per-env returns stay
+        per rank.
         """
         exchange([self], group)
 
