@@ -113,12 +113,11 @@ class Engine:
         self.device, self.G, self.P, self.n, self.full_shape = dev, G, P, n, (n, *m.shape)
         self.eps = wp.float64(m.eps)
         gid, wdev = m.group_ids, wp_device(dev)
-        self.layout = Layout(None if gid is None or G == 1 else gid, G, n, dev)
+        self.layout = Layout(None if G == 1 else gid, G, n, dev)
         self.parts = self.layout.scratch(1, P, dev)
         self.stamp = _wp(torch.zeros(max(n, 1), dtype=torch.int64, device=dev))  # 0: never
-        gid = gid if gid is not None else torch.zeros(1, dtype=torch.int64, device=dev)
-        self.gid = _wp(gid)
-        self.n_mod = n if m.group_ids is not None else 1  # row r: group gid[r % n_mod]
+        gid = torch.zeros(1, dtype=torch.int64, device=dev) if gid is None else gid
+        self.gid, self.n_mod = _wp(gid), gid.shape[0]  # row r: group gid[r % n_mod]
         self.tab = torch.zeros(3, G * P, dtype=torch.float32, device=dev)
         self.n_old = _wp(torch.zeros(G, dtype=F64, device=dev))
         self.tick = _wp(torch.ones(1, dtype=torch.int64, device=dev))

@@ -244,24 +244,18 @@ class TransformedEnv(SavesState):
         if self._obs and keys:
             # statistics from the true next states (the first key), the same statistics
             # for both keys: per transform one update and one normalization of both
-            x = entries[keys[0]]
-            x2 = entries[keys[1]] if len(keys) == 2 else None
-            out = self._buf(keys[0], x)
-            out2 = None if x2 is None else self._buf(keys[1], x2)
             for k in keys:
-                entries[k + "_raw"] = entries[k]
+                entries[k + "_raw"], entries[k] = entries[k], self._buf(k, entries[k])
+            x, x2 = ([entries[k + "_raw"] for k in keys] + [None])[:2]
+            out, out2 = ([entries[k] for k in keys] + [None])[:2]
             for t in self._obs:
                 t.forward_pair(x, out, x2, out2, train=None if update else False,
                                stream=stream)
                 x, x2 = out, out2
-            entries[keys[0]] = out
-            if x2 is not None:
-                entries[keys[1]] = out2
         if self._rew and update:
-            raw = entries["reward_raw"] = entries["reward"]
-            out = self._buf("reward", raw)
+            x = entries["reward_raw"] = entries["reward"]
+            out = entries["reward"] = self._buf("reward", x)
             for t in self._rew:
-                t(raw, entries["done"], out, stream=stream)
-                raw = out
-            entries["reward"] = out
+                t(x, entries["done"], out, stream=stream)
+                x = out
         return TensorDict(entries, batch_size=td.batch_size, device=td.device)
