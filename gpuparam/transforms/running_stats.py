@@ -185,12 +185,12 @@ class Engine:
         return (type(t) is torch.Tensor and t.dtype == dtype and t.shape == self.full_shape
                 and t.device == self.device and t.is_contiguous())
 
-    def update(self, x, x64: wp.array, mode: int, stream, kind: str = "obs") -> None:
+    def update(self, x, x64: wp.array, mode: int, stream) -> None:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
         into the statistics when ``mode`` says so."""
         specs = self._tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
         for i, spec in enumerate(specs):
-            self.run((kind, i, mode), *spec, stream)
+            self.run(("update", i, mode), *spec, stream)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
         """``out = normalize(x)`` and, unless ``x2`` is None, ``out2 = normalize(x2)``: one
@@ -208,7 +208,7 @@ class Engine:
         n, flags = self.n, self.flags
         self.run(("returns", mode), K.returns_step, n,
                  [reward, flags, mode, self.tick, self.ret, self.stamp], stream)
-        self.update(self.none32, self.ret, mode, stream, "ret")
+        self.update(self.none32, self.ret, mode, stream)
         self.run(("scale", mode), K.scale_rewards, n,
                  [reward, done, self.gid, flags, mode, self.wtab, out, self.ret], stream)
 
@@ -551,6 +551,7 @@ class GroupedRunningStats(SavesState, nn.Module):
     def __getstate__(self):
         state = dict(super().__getstate__())
         state["_engine"] = None  # recorded launches point at this instance's buffers
+        state["_detach"] = None  # a copy listens to no env
         return state
 
     def replay_key(self) -> tuple:
@@ -560,12 +561,7 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     def frozen_copy(self) -> GroupedRunningStats:
         """A frozen deep copy (same device, detached from any env's ``on_change``)."""
-        detach, self._detach = self._detach, None  # the copy listens to no env
-        try:
-            c = copy.deepcopy(self)
-        finally:
-            self._detach = detach
-        return c.freeze()
+        return copy.deepcopy(self).freeze()
 
     # ------------------------------------------------------------------ masked reset
     def reset_stats(
