@@ -320,11 +320,6 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
             _fail(name, key, "whole numbers", "a fraction")
 
 
-# buffers an engine binds: replacing one drops the engine
-_BOUND = frozenset({*(p + k for p in STATS for k in ("count", "mean", "m2")), "reset_unsent",
-                    "reset_pending", "nonfinite", "flags", "group_ids", "returns"})
-
-
 class GroupedRunningStats(SavesState, nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
@@ -366,10 +361,8 @@ class GroupedRunningStats(SavesState, nn.Module):
                 f"{name}: shape expected an int or a tuple of ints >= 1, got {shape!r}")
         if not (_is_real(eps) and 0 < eps < math.inf):
             raise ValueError(f"{name}: eps must be > 0 and finite (a number), got {eps!r}")
-        if isinstance(reset_on, str):
-            reset_on = (reset_on,)
         self.shape, self.eps = tuple(int(d) for d in dims), float(eps)
-        self.reset_on: tuple[str, ...] = tuple(reset_on)
+        self.reset_on = (reset_on,) if isinstance(reset_on, str) else tuple(reset_on)
         if device is None:
             device = group_ids.device if isinstance(group_ids, torch.Tensor) else "cpu"
         dev = torch.empty(0, device=device).device  # canonical form, e.g. cuda -> cuda:0
@@ -501,9 +494,10 @@ class GroupedRunningStats(SavesState, nn.Module):
         flags = self.__dict__.get("_buffers", {}).get("flags")
         if slot is not None and flags is not None:
             flags[slot] = float(value or 0.0)
-        if name in _BOUND:  # the engine's launches point at the replaced tensor
+        bound = name in self.__dict__.get("_buffers", ())  # the engine binds every buffer
+        if bound:  # its launches point at the replaced tensor
             self.__dict__["_engine"] = None
-        if name in _BOUND or name == "_engine":
+        if bound or name == "_engine":
             # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
             # often takes the freed one's address
             self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
