@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from gpuparam._device import stream_for
+from gpuparam.kernels import stats as K
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -80,7 +81,13 @@ class RewardNorm(GroupedRunningStats):
         """
         e, (reward, done, out) = self._env_batch("reward done out", reward, done, out)
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
-        e.reward(reward, done, out, 2, stream_for(self.device) if stream is None else stream)
+        stream = stream_for(self.device) if stream is None else stream
+        # four launches up to 1024 envs per group: the returns, their update, the scaling
+        e.run(("returns",), K.returns_step, e.n, [reward, e.flags, 2, e.tick, e.ret, e.stamp],
+              stream)
+        e.update(e.none32, e.ret, 2, stream)
+        e.run(("scale",), K.scale_rewards, e.n,
+              [reward, done, e.gid, e.flags, 2, e.tab, out, e.ret], stream)
         return out
 
     def reset_returns(self, mask: torch.Tensor | None = None) -> None:

@@ -118,7 +118,6 @@ class Engine:
         self.stamp = _wp(torch.zeros(max(n, 1), dtype=torch.int64, device=dev))  # 0: never
         gid = torch.zeros(1, dtype=torch.int64, device=dev) if gid is None else gid
         self.gid, self.n_mod = _wp(gid), gid.shape[0]  # row r: group gid[r % n_mod]
-        self.tab = torch.zeros(3, G * P, dtype=torch.float32, device=dev)
         self.n_old = _wp(torch.zeros(G, dtype=F64, device=dev))
         self.tick = _wp(torch.ones(1, dtype=torch.int64, device=dev))
         self.none_b, self.none32, self.none64, self.none_i64 = (  # unused arguments
@@ -132,11 +131,11 @@ class Engine:
             for p, b in zip(STATS, bad, strict=True))
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
-        self.wtab = wp.from_torch(self.tab)
+        self.tab = wp.from_torch(torch.zeros(3, G * P, dtype=torch.float32, device=dev))
         self._cmds: dict[tuple, Replay] = {}
         self._rows: tuple[int, Layout | None] = (0, None)  # batch's one-group layout, M rows
         # the tables from the statistics (loaded, moved or copied ones too)
-        wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.wtab],
+        wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.tab],
                   device=wdev, stream=stream_for(dev))
 
     def run(self, key: tuple, kernel, dim, args: list, stream, block_dim: int = 0) -> None:
@@ -173,7 +172,7 @@ class Engine:
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
-            outs = [self.live, t, self.wtab] if top else [pt[i], self.none_i64, self.none_tab]
+            outs = [self.live, t, self.tab] if top else [pt[i], self.none_i64, self.none_tab]
             out.append((K.combine, (self.G if top else lv[i].K, P), [
                 P, B if i == 1 else 1, lv[i - 1].K, bounds, pt[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps, *outs]))
@@ -198,29 +197,9 @@ class Engine:
         pair = x2 is not None
         x2, out2 = (x2, out2) if pair else (x, out)
         args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.flags,
-                self.wtab]
+                self.tab]
         self.run(("normalize", pair, x.shape[0]), K.normalize, (x.shape[0], self.P), args,
                  stream)
-
-    def reward(self, reward, done, out, mode: int, stream) -> None:
-        """RewardNorm's step (four launches up to 1024 envs per group; ``reward``, ``out``
-        float32, ``done`` bool, all contiguous ``[N]``)."""
-        n, flags = self.n, self.flags
-        self.run(("returns", mode), K.returns_step, n,
-                 [reward, flags, mode, self.tick, self.ret, self.stamp], stream)
-        self.update(self.none32, self.ret, mode, stream)
-        self.run(("scale", mode), K.scale_rewards, n,
-                 [reward, done, self.gid, flags, mode, self.wtab, out, self.ret], stream)
-
-    def reset(self, mask: torch.Tensor | None, groups: torch.Tensor | None, stream) -> None:
-        """``reset_stats`` with ``mask`` bool ``[N]`` and ``groups`` bool ``[G]``, or None."""
-        L = self.layout
-        um, ug = mask is not None, groups is not None
-        args = [self.P, L.order, L.resets.bounds, L.resets.grp, mask if um else self.none_b,
-                groups if ug else self.none_b, self.eps, self.live, self.sent,
-                self.pending, self.unsent, self.wtab, self.ret]
-        self.run(("reset", um, ug), K.reset, [L.resets.K + self.G], args, stream,
-                 K.RESET_LANES)
 
     # ------------------------------------------------------------------ any batch shape
     def batch(self, x: torch.Tensor, update: bool) -> torch.Tensor:
@@ -591,7 +570,13 @@ class GroupedRunningStats(SavesState, nn.Module):
                 raise ValueError(f"{what} indices in [0, {G})")
             groups = torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
         groups = groups if groups is None else groups.contiguous()
-        self._eng().reset(mask, groups, stream_for(self.device) if stream is None else stream)
+        e, um, ug = self._eng(), mask is not None, groups is not None
+        L = e.layout
+        args = [e.P, L.order, L.resets.bounds, L.resets.grp, mask if um else e.none_b,
+                groups if ug else e.none_b, e.eps, e.live, e.sent, e.pending, e.unsent, e.tab,
+                e.ret]
+        e.run(("reset", um, ug), K.reset, [L.resets.K + e.G], args,
+              stream_for(self.device) if stream is None else stream, K.RESET_LANES)
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
@@ -625,12 +610,9 @@ class GroupedRunningStats(SavesState, nn.Module):
             raise ValueError(f"{name}: env.num_envs={env.num_envs} != num_envs={self.num_envs}")
 
     def on_param_change(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """``env.params.on_change`` callback: ``reset_stats(mask)`` if a name is in reset_on.
-
-        Args:
-            names: the parameter names written.
-            mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
-        """
+        """``env.params.on_change`` callback: ``reset_stats(mask)`` (``mask`` bool
+        ``[num_envs]`` on the device, or ``None``: all envs) if one of the parameter
+        ``names`` written is in ``reset_on``."""
         if any(n in self.reset_on for n in names):
             self.reset_stats(mask)
 
@@ -676,7 +658,7 @@ class GroupedRunningStats(SavesState, nn.Module):
             rows = rows.contiguous()
         e, (W, stride) = self._eng(), (rows.shape[0], rows.stride(0))
         args = [rows, stride, W, e.P, e.live, e.synced, e.sent, e.unsent,
-                e.pending, e.eps, e.wtab]
+                e.pending, e.eps, e.tab]
         e.run(("apply", W, stride), K.exchange_apply, e.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ checkpoints
