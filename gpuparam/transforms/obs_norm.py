@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+import warp as wp
 
-from gpuparam._device import stream_for
-from gpuparam.transforms.running_stats import GroupedRunningStats
+from gpuparam._device import stream_for, wp_device
+from gpuparam.transforms.running_stats import GroupedRunningStats, Layout
 
 
 class ObsNorm(GroupedRunningStats):
@@ -140,5 +141,19 @@ class ObsNorm(GroupedRunningStats):
             if out.shape != x.shape:
                 raise ValueError(f"{name}: out expected shape {tuple(x.shape)} (that of x), "
                                  f"got {tuple(out.shape)}")
-        y = self._eng().batch(x.detach().reshape(-1, *self.shape).contiguous(), update)
+        e, xs, dev = self._eng(), x.detach().reshape(-1, *S).contiguous(), self.device
+        M, stream = xs.shape[0], stream_for(dev)
+        y = torch.empty(xs.shape, dtype=torch.float32, device=dev)
+        if update:  # the env path's kernels, with scratch allocated per call
+            # rows of one group: a layout of M rows, kept while M is (building one copies
+            # its arrays to the device, a host sync on CUDA)
+            if one and e.rows[0] != M:
+                e.rows = (M, Layout(None, 1, M, dev))
+            L = e.rows[1] if one else e.layout
+            B, n_env = (1, M) if one else (M // n, n)
+            stamp = wp.from_torch(torch.zeros(M, dtype=torch.int64, device=dev))
+            for kernel, dim, args in e.tree(wp.from_torch(xs.view(-1)), e.none64, n_env, L,
+                                            L.scratch(B, e.P, dev), stamp, B, 1):
+                wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream)
+        e.normalize(xs, y, None, None, stream)
         return y.view(x.shape) if out is None else out.copy_(y.view(x.shape))

@@ -133,7 +133,7 @@ class Engine:
         self.ret = self.none64 if ret is None else _wp(ret)
         self.tab = wp.from_torch(torch.zeros(3, G * P, dtype=torch.float32, device=dev))
         self._cmds: dict[tuple, Replay] = {}
-        self._rows: tuple[int, Layout | None] = (0, None)  # batch's one-group layout, M rows
+        self.rows: tuple[int, Layout | None] = (0, None)  # a learner batch's: M, its layout
         # the tables from the statistics (loaded, moved or copied ones too)
         wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.tab],
                   device=wdev, stream=stream_for(dev))
@@ -156,7 +156,7 @@ class Engine:
         c.set_tensors(tuple(args[i] for i in slots))
         c.launch(stream)
 
-    def _tree(self, x32, x64: wp.array, n_env: int, L: Layout, pt: list, stamp: wp.array,
+    def tree(self, x32, x64: wp.array, n_env: int, L: Layout, pt: list, stamp: wp.array,
               B: int, mode: int) -> list[tuple]:
         """``(kernel, dim, args)`` of the update from ``B`` slices of ``n_env`` rows (``x32``,
         a float32 tensor or Warp array, or ``x64``) over layout ``L`` with scratch ``pt``
@@ -187,7 +187,7 @@ class Engine:
     def update(self, x, x64: wp.array, mode: int, stream) -> None:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
         into the statistics when ``mode`` says so."""
-        specs = self._tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
+        specs = self.tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
         for i, spec in enumerate(specs):
             self.run(("update", i, mode), *spec, stream)
 
@@ -200,28 +200,6 @@ class Engine:
                 self.tab]
         self.run(("normalize", pair, x.shape[0]), K.normalize, (x.shape[0], self.P), args,
                  stream)
-
-    # ------------------------------------------------------------------ any batch shape
-    def batch(self, x: torch.Tensor, update: bool) -> torch.Tensor:
-        """Learner side: ``x`` float32 contiguous ``[M, *shape]``, rows of one group
-        (G = 1) or ``M // N`` slices of the N envs: merged in (``update``), then returned
-        normalized (a new tensor), with scratch allocated per call."""
-        M, dev = x.shape[0], self.device
-        out = torch.empty(x.shape, dtype=torch.float32, device=dev)
-        if update:
-            # rows of one group: a layout of M rows, kept while M is (building one copies
-            # its arrays to the device, a host sync on CUDA)
-            one = self.G == 1
-            if one and self._rows[0] != M:
-                self._rows = (M, Layout(None, 1, M, dev))
-            L = self._rows[1] if one else self.layout
-            B, n_env = (1, M) if one else (M // self.n, self.n)
-            stamp = _wp(torch.zeros(M, dtype=torch.int64, device=dev))
-            for kernel, dim, args in self._tree(_wp(x), self.none64, n_env, L,
-                                                L.scratch(B, self.P, dev), stamp, B, 1):
-                wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream_for(dev))
-        self.normalize(x, out, None, None, stream_for(dev))
-        return out
 
 
 def _is_real(v) -> bool:

@@ -102,11 +102,11 @@ def test_learner_norm_without_env_after_reset_is_finite():
 def test_one_group_minibatch_layout_built_once_per_size(monkeypatch):
     """The one-group learner path copies its chunk layout to the device (a host sync on
     CUDA) only when the minibatch size changes, not per call."""
-    from gpuparam.transforms import running_stats
+    from gpuparam.transforms import obs_norm
 
     norm, built = _filled(), []
-    real = running_stats.Layout
-    monkeypatch.setattr(running_stats, "Layout", lambda *a: built.append(a[2]) or real(*a))
+    real = obs_norm.Layout
+    monkeypatch.setattr(obs_norm, "Layout", lambda *a: built.append(a[2]) or real(*a))
     for m in (64, 64, 64, 32, 32):
         norm(torch.randn(m, 3), train=True)
     assert built == [64, 32]
