@@ -51,10 +51,8 @@ class ObsNorm(GroupedRunningStats):
 
     def _is_env_batch(self, x) -> bool:
         """Whether ``x`` is (or may become, while N is unknown) the ``[N, *shape]`` batch."""
-        if not isinstance(x, torch.Tensor) or tuple(x.shape[1:]) != self.shape:
-            return False
-        n = self.num_envs
-        return x.dim() == 1 + len(self.shape) and x.shape[0] == (x.shape[0] if n is None else n)
+        return (isinstance(x, torch.Tensor) and x.dim() == 1 + len(self.shape)
+                and x.shape[1:] == self.shape and self.num_envs in (None, x.shape[0]))
 
     def _mode(self, train: bool | None) -> int:
         if train is not None and not isinstance(train, bool):

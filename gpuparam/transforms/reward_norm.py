@@ -96,12 +96,11 @@ class RewardNorm(GroupedRunningStats):
         Args:
             mask: bool tensor ``[num_envs]`` on the module's device, or ``None`` for all.
         """
-        if mask is None:
-            if self.num_envs is not None:
-                self.returns.zero_()
-            return
-        mask = self._bind_mask(mask, "RewardNorm: mask")  # may register returns (binds N)
-        self.returns.masked_fill_(mask, 0.0)
+        if mask is not None:
+            mask = self._bind_mask(mask, "RewardNorm: mask")  # may register returns (binds N)
+            self.returns.masked_fill_(mask, 0.0)
+        elif self.num_envs is not None:
+            self.returns.zero_()
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, " + super().extra_repr()

@@ -91,9 +91,8 @@ class TransformedEnv(SavesState):
                 d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
                 clear = record(K.clear_mask, d.shape[0], [wp.from_torch(d)], d.device)
                 self._deferred.append((t, t.reset_on, d, clear))
-        self._stop_listening = None
-        if self._deferred:
-            self._stop_listening = env.params.on_change(self._on_param_change)
+        self._stop_listening = (env.params.on_change(self._on_param_change) if self._deferred
+                                else None)
         self.outputs: TensorDict | None = None
         self._closed = False
         self._remove_stage = None
