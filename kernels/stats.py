@@ -103,12 +103,9 @@ def unmerge(
 def write_table(i: int, n: wp.float64, mean: wp.float64, m2: wp.float64, eps: wp.float64,
                 tab: TAB):
     """Table entry ``i`` from the statistics ``(n, mean, m2)``."""
-    mu = wp.float64(0.0)
-    var = wp.float64(1.0)
-    if n > wp.float64(0.0):
-        mu = mean
-        var = m2 / n
-    s = wp.float64(1.0) / wp.sqrt(var + eps)
+    some = n > wp.float64(0.0)
+    mu = wp.where(some, mean, wp.float64(0.0))
+    s = wp.float64(1.0) / wp.sqrt(wp.where(some, m2 / n, wp.float64(1.0)) + eps)
     c = wp.float32(mu)
     tab[0, i] = c
     tab[1, i] = wp.float32(s)
@@ -118,10 +115,7 @@ def write_table(i: int, n: wp.float64, mean: wp.float64, m2: wp.float64, eps: wp
 @wp.func
 def clipped(y: wp.float32, clip: wp.float32) -> wp.float32:
     """``y`` clamped to ``[-clip, clip]``; ``clip`` 0: unchanged."""
-    out = y
-    if clip > wp.float32(0.0):
-        out = wp.clamp(y, -clip, clip)
-    return out
+    return wp.where(clip > wp.float32(0.0), wp.clamp(y, -clip, clip), y)
 
 
 @wp.kernel
@@ -189,14 +183,11 @@ def partial(
             sd += d
             sq += d * d
             n += wp.float64(1.0)
-    mean = wp.float64(0.0)
-    m2 = wp.float64(0.0)
-    if n > wp.float64(0.0):
-        mean = shift + sd / n
-        m2 = wp.max(sq - sd * (sd / n), wp.float64(0.0))
+    some = n > wp.float64(0.0)
     s = b * grp.shape[0] + c
-    part_out.mean[s * P + f] = mean
-    part_out.m2[s * P + f] = m2
+    part_out.mean[s * P + f] = wp.where(some, shift + sd / n, wp.float64(0.0))
+    part_out.m2[s * P + f] = wp.where(some, wp.max(sq - sd * (sd / n), wp.float64(0.0)),
+                                      wp.float64(0.0))
     if f == 0:
         part_out.count[s] = n
         part_out.bad[s] = bad
