@@ -200,10 +200,8 @@ class TransformedEnv(SavesState):
 
     # ------------------------------------------------------------------ pipeline stage
     def _stage(self, ctx) -> None:
-        """The transforms as a stage of the env's step: statistics from this step's
-        outputs into this wrapper's static buffers, then the deferred ``reset_on`` resets
-        (two launches each). Warp launches on ``ctx.stream`` only, so the stage replays
-        inside the step's Warp graph on CPU and CUDA."""
+        """The transforms as the last stage of the env's step, then the deferred ``reset_on``
+        resets: Warp launches on ``ctx.stream`` only (replayed in the step's graph)."""
         self.outputs = self._transform(self.env.outputs, update=True, stream=ctx.stream)
         self._flush_deferred(ctx.stream)
 
