@@ -448,13 +448,12 @@ class GroupedRunningStats(SavesState, nn.Module):
         elif slot is not None and value is not None:
             value = float(value)
         super().__setattr__(name, value)
-        flags = self.__dict__.get("_buffers", {}).get("flags")
-        if slot is not None and flags is not None:
-            flags[slot] = float(value or 0.0)
-        bound = name in self.__dict__.get("_buffers", ())  # the engine binds every buffer
-        if bound:  # its launches point at the replaced tensor
+        bufs = self.__dict__.get("_buffers", {})
+        if slot is not None and bufs.get("flags") is not None:
+            bufs["flags"][slot] = float(value or 0.0)
+        if name in bufs:  # the engine binds every buffer: its launches point at this one
             self.__dict__["_engine"] = None
-        if bound or name == "_engine":
+        if name in bufs or name == "_engine":
             # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
             # often takes the freed one's address
             self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
