@@ -25,10 +25,7 @@ def require(module: str, extra: str, integration: str) -> ModuleType:
 
 
 def held(env) -> contextlib.AbstractContextManager:
-    """``env.hold()`` (a gpuparam env, or a wrapper forwarding it): an adapter's call holds
-    the env from its first write to its last read of the env's buffers, so another call
-    made meanwhile (another thread's) raises instead of overwriting what this one returns.
-    A no-op context for an env without ``hold``."""
+    """``env.hold()`` (see the package docstring); a no-op context for an env without it."""
     hold = getattr(env, "hold", None)
     return hold() if callable(hold) else contextlib.nullcontext()
 
@@ -68,8 +65,7 @@ def env_seed(seed: int | None) -> int | None:
 
 
 class Adapter:
-    """Base of the adapters: the wrapped env is the instance attribute ``gp_env`` (set in
-    ``__dict__``, outside any ``nn.Module`` bookkeeping); ``params`` and a repr."""
+    """Base of the adapters: ``params`` and a repr of the instance attribute ``gp_env``."""
 
     @property
     def params(self):

@@ -21,9 +21,8 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
     """A ``gymnasium.vector.VectorEnv`` over a gpuparam env.
 
     Args:
-        env: a gpuparam env (``gp.make(...)`` or a gpuparam ``TransformedEnv``). Its
-            ``params``, ``randomize`` and other public attributes are reachable on this
-            wrapper (``envs.params.set(...)``), and the env itself as ``envs.gp_env``.
+        env: a gpuparam env or ``gp.TransformedEnv``; its public attributes (``params``,
+            ``randomize``, ...) are reachable on this wrapper.
         autoreset_mode: ``AutoresetMode.SAME_STEP`` (default; or ``"same_step"``) or
             ``AutoresetMode.NEXT_STEP`` (``"next_step"``), see below. Gymnasium's
             ``NormalizeObservation`` / ``TransformObservation`` need ``NEXT_STEP``.
@@ -36,11 +35,11 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             as envpool / IsaacGym-style loops read; leave it off under Gymnasium's
             ``RecordEpisodeStatistics``, which writes that key itself.
 
-    Outputs (torch tensors on the env's device, or NumPy arrays with ``numpy=True``):
-    observations float32 ``[N, *obs_shape]``, rewards float32 ``[N]``, terminations and
-    truncations bool ``[N]``. They are fresh copies, safe to keep. The spaces describe
-    shapes, dtypes and the nominal bounds (parameters such as Pendulum's ``max_speed`` can
-    move observations past them); ``space.contains`` expects NumPy arrays.
+    Outputs (fresh copies: torch tensors on the env's device, or NumPy arrays): observations
+    float32 ``[N, *obs_shape]``, rewards float32 ``[N]``, terminations and truncations bool
+    ``[N]``. The spaces give shapes, dtypes and the nominal bounds (parameters such as
+    Pendulum's ``max_speed`` can move observations past them); ``space.contains`` expects
+    NumPy arrays.
 
     ``step(actions)``: a torch tensor on the device, or a NumPy array / list (copied there),
     of shape ``[N, *action_shape]``: integers for ``Discrete`` actions (``action_space`` is
@@ -57,18 +56,16 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
 
     ``NEXT_STEP`` (Gymnasium's default): a step that ends an episode returns the observation
     it reached; at the next step that env ignores its action and returns the first
-    observation of a new episode with reward 0 and both flags False. The core env resets
-    finished envs inside its step, so here every step also runs one masked ``reset`` for the
-    envs that finished at the previous step (the step the core ran for them is discarded).
-    Cost: one reset launch per step, and reset-time randomization draws twice for each new
-    episode (the draw that counts is the second one); observations of the discarded step
-    still enter a ``gp.ObsNorm``'s statistics inside a ``TransformedEnv``.
+    observation of a new episode with reward 0 and both flags False. Every step runs one
+    masked ``reset`` for the envs that finished at the previous step (the step the core ran
+    for them is discarded): reset-time randomization draws twice for each new episode (the
+    second draw counts), and a ``gp.ObsNorm`` inside a ``TransformedEnv`` still sees the
+    observations of the discarded step.
 
-    ``reset(seed=None, options=None)``: ``seed`` (any int >= 0, taken modulo 2^31) reseeds
-    and resets every env; ``options={"reset_mask": mask}`` (bool ``[N]``, NumPy or torch)
-    resets only masked envs (the others keep their observation). A seed is global even with
-    a mask (unlike Gymnasium's per-sub-env seeds): every env's draws restart from that seed,
-    see ``VecEnv.reset``. Returns ``(obs, {})``.
+    ``reset(seed=None, options=None)``: ``seed`` reseeds and resets every env;
+    ``options={"reset_mask": mask}`` (bool ``[N]``, NumPy or torch) resets only masked envs
+    (the others keep their observation); a seed is global even with a mask. Returns ``(obs,
+    {})``.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -143,22 +140,20 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             td = self.gp_env.step(actions)
             return self._step_next(td) if self._next_step else self._step_same(td)
 
+    def _episode(self, td, done) -> dict[str, Any]:
+        """``{"episode": {"r": return, "l": length}, "_episode": done}`` of ``td``."""
+        return {"episode": {"r": self._out(td["episode_return"]),
+                            "l": self._out(td["episode_length"])}, "_episode": done}
+
     def _step_same(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         done = self._out(td["done"])
-        info: dict[str, Any] = {
-            "final_obs": self._out(td["final_observation"]),
-            "_final_obs": done,
-            "final_info": {
-                "episode": {"r": self._out(td["episode_return"]),
-                            "l": self._out(td["episode_length"])},
-                "_episode": done,
-            },
-            "_final_info": done,
-        }
+        info: dict[str, Any] = {"final_obs": self._out(td["final_observation"]),
+                                "_final_obs": done, "final_info": self._episode(td, done),
+                                "_final_info": done}
         if self._episode_info:
-            info["episode"], info["_episode"] = info["final_info"]["episode"], done
-        return (self._out(td["observation"]), self._out(td["reward"]),
-                self._out(td["terminated"]), self._out(td["truncated"]), info)
+            info.update(info["final_info"])
+        out = (td[k] for k in ("observation", "reward", "terminated", "truncated"))
+        return (*map(self._out, out), info)
 
     def _step_next(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         prev = self._autoreset
@@ -167,9 +162,7 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         reward = td["reward"] * keep
         terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
         done = terminated | truncated
-        info: dict[str, Any] = {"episode": {"r": self._out(td["episode_return"]),
-                                            "l": self._out(td["episode_length"])},
-                                "_episode": self._out(done)} if self._episode_info else {}
+        info = self._episode(td, self._out(done)) if self._episode_info else {}
         fresh = self.gp_env.reset(prev)["observation"]
         obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
         self._autoreset = done

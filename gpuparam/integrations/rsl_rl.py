@@ -80,7 +80,7 @@ class RslRlVecEnv(Adapter, VecEnv):
     Args:
         env: ``gp.make(...)`` or a ``gp.TransformedEnv`` (then the policy sees normalized
             observations and rewards, and the episode statistics stay raw). It is reset here;
-            reachable as ``env`` or ``gp_env``, its ``params`` as ``params``.
+            reachable as ``env`` or ``gp_env``.
         privileged: parameter names for the critic's ``"privileged"`` observation group,
             float32 ``[N, P]`` (``P`` the summed sizes): each env's effective values mapped
             from their spec range ``[low, high]`` to ``[-1, 1]``. Or a mapping ``{name:
@@ -130,20 +130,15 @@ class RslRlVecEnv(Adapter, VecEnv):
     number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
     computed without a host sync. The latest entry stays readable as ``last_log``.
 
-    Buffers: outputs are double-buffered (alternate steps write alternate preallocated
-    sets), so a step's outputs stay intact through the next step (rsl_rl acts on step t's
-    observations and stores them after step t + 1); ``clone()`` what you keep longer. The
-    core env's own buffers are never handed out.
+    Buffers: alternate steps write alternate preallocated output sets, so a step's outputs
+    stay intact through the next step (rsl_rl acts on step t's observations and stores them
+    after step t + 1); ``clone()`` what you keep longer.
 
     Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter adds stages to the
     env's captured step (the output copy, and for Discrete(2) the action mapping), armed
-    only while this adapter steps: stepping the env directly leaves this adapter's buffers
-    alone; ``close()`` removes them. Any other wrapper is stepped through its own ``step``
-    and its outputs copied with torch ops.
-
-    Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
-    lock of this adapter's) before writing anything, so a call made while another call on
-    the env runs (another thread's, or a hook's) raises ``RuntimeError``, changing nothing.
+    only while this adapter steps; ``close()`` removes them. Any other wrapper is stepped
+    through its own ``step`` and its outputs copied with torch ops; a lock of this adapter's
+    then stands in for ``env.hold()``.
     """
 
     def __init__(

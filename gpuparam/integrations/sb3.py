@@ -31,8 +31,7 @@ class SB3VecEnv(Adapter, VecEnv):
     """Stable-Baselines3's ``VecEnv`` over a gpuparam env or ``gp.TransformedEnv``.
 
     Args:
-        env: the gpuparam env; reachable as ``venv.gp_env``, its ``params`` as
-            ``venv.params``.
+        env: the gpuparam env.
 
     NumPy in and out (SB3's API): every step copies observations, rewards and flags to the
     host and builds one info dict per env. ``step`` returns ``(obs float32 [N,
@@ -60,8 +59,7 @@ class SB3VecEnv(Adapter, VecEnv):
       ``env_method("get_<param>", indices=...)`` reads; any other method of the gpuparam env
       is called once for all envs (``indices`` must be ``None``) and its result repeated.
 
-    Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (gpuparam keys every env's draws
-    by seed and env index, so the one seed covers all envs; SB3's ``s + i`` per env is not
+    Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (SB3's ``s + i`` per env is not
     used). Works under ``VecNormalize``, ``VecMonitor`` and the other ``VecEnvWrapper``.
     """
 
@@ -128,9 +126,6 @@ class SB3VecEnv(Adapter, VecEnv):
         return [None] * self.num_envs
 
     # ------------------------------------------------------------------ attributes
-    def _ids(self, indices) -> list[int]:
-        return list(self._get_indices(indices))
-
     def _check_all(self, what: str, indices) -> None:
         if indices is not None:
             raise ValueError(f"SB3VecEnv.{what}: per-env indices only apply to parameters "
@@ -140,10 +135,10 @@ class SB3VecEnv(Adapter, VecEnv):
         """A parameter's per-env values, or the gpuparam env's attribute once per index."""
         if attr_name in self.params.names:
             values = self.params[attr_name].to("cpu", copy=True).numpy()
-            return [values[i] for i in self._ids(indices)]
+            return [values[i] for i in self._get_indices(indices)]
         # render_mode: asked by VecEnv.__init__; nothing renders
         value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
-        return [value for _ in self._ids(indices)]
+        return [value for _ in self._get_indices(indices)]
 
     _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
 
@@ -155,7 +150,7 @@ class SB3VecEnv(Adapter, VecEnv):
         if attr_name in self.params.names:
             if isinstance(value, np.ndarray):
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
-            ids = None if indices is None else self._ids(indices)
+            ids = None if indices is None else list(self._get_indices(indices))
             self.params.set(attr_name, value, env_ids=ids)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
@@ -182,11 +177,11 @@ class SB3VecEnv(Adapter, VecEnv):
                 raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
                                  f"value, got args={method_args!r} kwargs={method_kwargs!r}")
             self.set_attr(name, method_args[0], indices)
-            return [None for _ in self._ids(indices)]
+            return [None for _ in self._get_indices(indices)]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
 
     def env_is_wrapped(self, wrapper_class, indices: Iterable[int] | int | None = None) -> list:
         """No Gymnasium wrappers inside: ``[False]`` per index."""
-        return [False for _ in self._ids(indices)]
+        return [False for _ in self._get_indices(indices)]

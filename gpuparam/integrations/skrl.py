@@ -48,19 +48,16 @@ class SkrlWrapper(Adapter, Wrapper):
     ``step(actions)``: float ``[N, *action_shape]`` or ``[N, prod(action_shape)]``
     (``Box``) or integer ``[N, 1]`` / ``[N]`` (``Discrete``, what skrl's categorical models
     give) on the env's device; another shape raises ``ValueError`` (dtypes and devices are
-    checked by the env). Returns ``(obs, reward, terminated, truncated, info)``: float32
-    ``[N, *obs_shape]`` (after the env's same-step auto-reset, as skrl's vectorized trainers
-    expect), float32 ``[N, 1]``, bool ``[N, 1]``, bool ``[N, 1]``, and ``info`` with
-    ``"final_observation"`` float32 ``[N, *obs_shape]``: the observations the step reached
-    (before the auto-reset; equal to ``obs`` where no episode ended), what
-    ``FinalObservation`` bootstraps from. Every output is a fresh tensor (skrl adds into the
-    reward in place and keeps the observations).
+    checked by the env). Returns fresh tensors ``(obs, reward, terminated, truncated,
+    info)``: float32 ``[N, *obs_shape]`` (after the env's same-step auto-reset, as skrl's
+    vectorized trainers expect), float32 ``[N, 1]``, bool ``[N, 1]``, bool ``[N, 1]``, and
+    ``info`` with ``"final_observation"`` float32 ``[N, *obs_shape]``: the observations the
+    step reached (before the auto-reset), what ``FinalObservation`` bootstraps from.
 
-    ``reset()`` resets every env the first time and returns ``(obs, {})``. Later calls
-    return (a fresh copy of) the last step's observations without resetting (the envs reset
-    themselves at episode ends), as skrl's own wrappers of vectorized envs do: skrl's
-    trainers call ``reset()`` again after done steps of single-env runs and at every
-    ``train()`` or ``eval()``. ``gp_env.reset()`` resets for real.
+    ``reset()`` resets every env the first time and returns ``(obs, {})``; later calls
+    return (a copy of) the last step's observations without resetting, as skrl's own
+    wrappers of vectorized envs do (skrl's trainers call ``reset()`` at every ``train()`` or
+    ``eval()``). ``gp_env.reset()`` resets for real.
     """
 
     def __init__(self, env):

@@ -23,13 +23,12 @@ __all__ = ["ObsNormTransform", "TorchRLEnv"]
 _DONE_KEYS = ("done", "terminated", "truncated")
 
 class TorchRLEnv(Adapter, EnvBase):
-    """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
-    ``TransformedEnv``), stepping all N envs at once on the env's device.
+    """A TorchRL ``EnvBase`` over a gpuparam env, batch ``[N]`` on the env's device.
 
     Args:
-        env: the gpuparam env. Its ``params``, ``randomize``, ``transforms``, ``num_envs`` and
-            every other public attribute not defined by ``EnvBase`` are reachable on this
-            wrapper (``wrapper.params.set(...)``), and as ``wrapper.gp_env``.
+        env: the gpuparam env or ``gp.TransformedEnv``; its public attributes not defined by
+            ``EnvBase`` (``params``, ``randomize``, ``transforms``, ...) are reachable on
+            this wrapper.
         action_encoding: for discrete envs, ``"categorical"`` (default: ``Categorical(n)``
             int64 ``[N]``) or ``"one_hot"`` (``OneHot(n)`` int64 ``[N, n]``, what TorchRL's
             ``GymWrapper`` gives, so policies written for it run unchanged; integer or bool
@@ -45,35 +44,29 @@ class TorchRLEnv(Adapter, EnvBase):
         ``"observation"``: ``Unbounded`` float32 ``[N, *obs_shape]`` (parameters and
         normalization can move observations outside the env's nominal box).
         ``"action"``: ``Categorical(n)`` int64 ``[N]`` for discrete envs, ``Bounded`` float32
-        ``[N, *act_shape]`` for continuous ones. Actions are validated by the env itself, so
-        a wrong shape, dtype or device raises the core env's ``ValueError``.
+        ``[N, *act_shape]`` for continuous ones; a wrong shape, dtype or device raises the
+        core env's ``ValueError``.
         ``"reward"``: float32 ``[N, 1]``; ``"done"``, ``"terminated"``, ``"truncated"``: bool
         ``[N, 1]``.
         ``"episode_return"`` float32 ``[N, 1]`` and ``"episode_length"`` int32 ``[N, 1]``
         (observation-spec entries): return (raw, before any ``gp.RewardNorm``) and length of
         the episode that ended at this step, valid where ``done`` (0 after a reset).
         ``"reward_raw"`` float32 ``[N, 1]``, only when ``env`` is a ``gp.TransformedEnv``
-        holding a ``gp.RewardNorm``: the reward before normalization (``"reward"`` is the
-        normalized one), a second entry of ``reward_spec`` (so ``env.reward_keys`` lists both
-        and ``env.reward_key`` is ambiguous), e.g. for ``RewardSum(in_keys=["reward_raw"],
-        out_keys=["raw_return"])``.
+        holding a ``gp.RewardNorm``: the reward before normalization, a second entry of
+        ``reward_spec`` (so ``env.reward_key`` is ambiguous), e.g. for
+        ``RewardSum(in_keys=["reward_raw"], out_keys=["raw_return"])``.
 
     Reset: without ``"_reset"`` every env is reset. ``"_reset"``: bool ``[N, 1]`` or ``[N]`` on
-    the device; anything else raises ``ValueError``. A gpuparam env resets finished episodes
-    inside ``step``, while TorchRL expects ``("next", "observation")`` to be the state the step
-    reached and a later ``reset`` with ``"_reset"`` to start the new episodes. This wrapper
-    bridges the two as TorchRL's own ``VecGymEnvTransform`` does, without NaN placeholders:
-    ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
-    ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the reset
-    observations the env's ``"observation"`` buffer still holds (no physics runs again), and
-    runs the env's masked reset only for the other masked envs. Step and reset the gpuparam
-    env through this wrapper only (a direct ``gp_env.step`` in between would be missed). A
-    plain ``step`` loop that never calls ``reset`` continues the new episodes from their
-    reset state, as every auto-resetting vector env does; TorchRL's rollouts and collectors
-    call ``reset`` through ``step_and_maybe_reset`` and see exact data.
-
-    Every returned tensor is a fresh copy: the env's static buffers are overwritten by the next
-    step, TorchRL keeps what it is given.
+    the device; anything else raises ``ValueError``. As TorchRL's ``VecGymEnvTransform``
+    (without NaN placeholders), ``step`` returns the state it reached (the env's
+    ``"final_observation"``) as ``("next", "observation")``, and a ``reset`` with
+    ``"_reset"`` returns, for envs that finished at the last step, the first observations
+    the env's own auto-reset drew (no physics runs again) and runs the env's masked reset
+    for the other masked envs. Step and reset the gpuparam env through this wrapper only (a
+    direct ``gp_env.step`` in between would be missed). A ``step`` loop that never calls
+    ``reset`` continues the new episodes from their reset state; TorchRL's rollouts and
+    collectors (``step_and_maybe_reset``) see exact data. Every returned tensor is a fresh
+    copy.
     """
 
     def __init__(self, env, *, action_encoding: str = "categorical"):
@@ -83,11 +76,40 @@ class TorchRLEnv(Adapter, EnvBase):
         n, dev = int(env.num_envs), torch.device(env.device)
         super().__init__(device=dev, batch_size=torch.Size([n]))
         self.__dict__["gp_env"] = env
-        self._one_hot = action_encoding == "one_hot" and isinstance(env.action_spec,
-                                                                     DiscreteSpec)
-        self._raw_reward = isinstance(env, GpTransformedEnv) and any(
+        obs, act = env.observation_spec, env.action_spec
+        self._one_hot = action_encoding == "one_hot" and isinstance(act, DiscreteSpec)
+        raw_reward = isinstance(env, GpTransformedEnv) and any(
             isinstance(t, RewardNorm) for t in env.transforms)
-        self._make_specs(env, n, dev)
+        # what a step returns besides "observation": [N, 1] views of the env's outputs
+        self._keys = ("reward", "episode_return", "episode_length",
+                      *(("reward_raw",) if raw_reward else ()), *_DONE_KEYS)
+        self.observation_spec = Composite(
+            observation=Unbounded(shape=(n, *obs.shape), dtype=torch.float32, device=dev),
+            episode_return=Unbounded(shape=(n, 1), dtype=torch.float32, device=dev),
+            episode_length=Unbounded(shape=(n, 1), dtype=torch.int32, device=dev),
+            shape=(n,),
+            device=dev,
+        )
+        if self._one_hot:
+            self.action_spec = OneHot(act.n, shape=(n, act.n), dtype=torch.int64, device=dev)
+        elif isinstance(act, DiscreteSpec):
+            self.action_spec = Categorical(act.n, shape=(n,), dtype=act.dtype, device=dev)
+        else:
+            shape = (n, *act.shape)
+            low, high = (torch.as_tensor(v, dtype=act.dtype).expand(shape).to(dev)
+                         for v in (act.low, act.high))
+            self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
+        reward = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
+        if raw_reward:  # a second reward key, so that RewardSum accepts it
+            self.reward_spec = Composite(reward=reward, reward_raw=reward.clone(), shape=(n,),
+                                         device=dev)
+        else:
+            self.reward_spec = reward
+        self.done_spec = Composite(
+            {k: Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev) for k in _DONE_KEYS},
+            shape=(n,),
+            device=dev,
+        )
         self._bs, self._dev = torch.Size([n]), dev
         # envs whose episode ended at the last step and whose new episode is already started
         # (valid after a reset; refreshed from the env's done mask at the reset that follows
@@ -105,37 +127,6 @@ class TorchRLEnv(Adapter, EnvBase):
             if env is None or name.startswith("_"):
                 raise
         return getattr(env, name)
-
-    def _make_specs(self, env, n: int, dev: torch.device) -> None:
-        obs = env.observation_spec
-        self.observation_spec = Composite(
-            observation=Unbounded(shape=(n, *obs.shape), dtype=torch.float32, device=dev),
-            episode_return=Unbounded(shape=(n, 1), dtype=torch.float32, device=dev),
-            episode_length=Unbounded(shape=(n, 1), dtype=torch.int32, device=dev),
-            shape=(n,),
-            device=dev,
-        )
-        act = env.action_spec
-        if self._one_hot:
-            self.action_spec = OneHot(act.n, shape=(n, act.n), dtype=torch.int64, device=dev)
-        elif isinstance(act, DiscreteSpec):
-            self.action_spec = Categorical(act.n, shape=(n,), dtype=act.dtype, device=dev)
-        else:
-            shape = (n, *act.shape)
-            low, high = (torch.as_tensor(v, dtype=act.dtype).expand(shape).to(dev)
-                         for v in (act.low, act.high))
-            self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
-        reward = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
-        if self._raw_reward:  # a second reward key, so that RewardSum accepts it
-            self.reward_spec = Composite(reward=reward, reward_raw=reward.clone(), shape=(n,),
-                                         device=dev)
-        else:
-            self.reward_spec = reward
-        self.done_spec = Composite(
-            {k: Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev) for k in _DONE_KEYS},
-            shape=(n,),
-            device=dev,
-        )
 
     # ------------------------------------------------------------------ stepping
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -166,24 +157,16 @@ class TorchRLEnv(Adapter, EnvBase):
             action = self._one_hot_index(action)
         with held(self.gp_env):  # until the env's buffers are read
             td = self.gp_env.step(action)
-            # views of the env's output TensorDict, built once per object
-            views = self._views if self._views[0] is td else self._bind(td)
+            if self._views[0] is not td:  # a new output TensorDict (a bare env keeps one)
+                views = [("observation", td["final_observation"])]
+                views += [(k, td[k].unsqueeze(-1)) for k in self._keys]  # TorchRL's shapes
+                # a plain attribute (no nn.Module bookkeeping: a gp.TransformedEnv rebinds
+                # every step): (td, ((key, view), ...), done)
+                self.__dict__["_views"] = (td, tuple(views), td["done"])
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
-            out = {key: src.clone() for key, src in views[1]}
+            out = {key: src.clone() for key, src in self._views[1]}
             self._stepped[0] = True  # the done mask is read at the next reset
         return TensorDict(out, batch_size=self._bs, device=self._dev, non_blocking=False)
-
-    def _bind(self, td: TensorDictBase) -> tuple:
-        """``(td, ((key, view), ...), done)``: views of the env's output
-        buffers in TorchRL's shapes (``[N, 1]`` for scalars), cached while the env returns
-        the same TensorDict object (a bare gpuparam env always does)."""
-        keys = ["reward", "episode_return", "episode_length"]
-        keys += ["reward_raw"] if self._raw_reward else []
-        views = [("observation", td["final_observation"])]
-        views += [(k, td[k].unsqueeze(-1)) for k in (*keys, *_DONE_KEYS)]
-        # a plain attribute (no nn.Module bookkeeping: a gp.TransformedEnv rebinds every step)
-        self.__dict__["_views"] = out = (td, tuple(views), td["done"])
-        return out
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
@@ -242,23 +225,21 @@ class ObsNormTransform(Transform):
     """A TorchRL ``Transform`` that normalizes observations with a ``gp.ObsNorm``.
 
     Args:
-        norm: the ``ObsNorm`` (per-group statistics, ``reset_stats(mask)``); it becomes a
-            submodule, so ``state_dict`` and ``.to(device)`` reach it.
+        norm: the ``ObsNorm`` (per-group statistics, ``reset_stats(mask)``); a submodule, so
+            ``state_dict`` and ``.to(device)`` reach it.
         in_keys: observation keys to normalize (default ``["observation"]``); every key is
             a float32 tensor ``[N, *norm.shape]`` on the norm's device.
         out_keys: where the results go (default: in place of ``in_keys``).
 
-    On ``step`` the statistics are updated with the next observations (the true next states:
-    ``TorchRLEnv`` returns pre-reset observations) and then normalize them; on ``reset``
-    observations are normalized without an update; ``forward`` (outside an env, e.g. on
-    stored data) only normalizes. When the base env is a ``TorchRLEnv`` the norm is attached
-    to its parameters: a write to a ``norm.reset_on`` parameter resets the written envs'
-    groups, and writes made during a step (reset-time randomization) take effect after that
-    step's update, as in gpuparam's own ``TransformedEnv``.
+    ``step`` merges the next observations (the true next states: ``TorchRLEnv`` returns
+    pre-reset observations) into the statistics, then normalizes them; ``reset`` and
+    ``forward`` (e.g. on stored data) only normalize. Over a ``TorchRLEnv`` the norm is
+    attached to its parameters: a write to a ``norm.reset_on`` parameter resets the written
+    envs' groups; writes made during a step (reset-time randomization) take effect after
+    that step's update, as in gpuparam's own ``TransformedEnv``.
 
-    TorchRL puts every transform it receives in eval mode; this one does not pass ``train()``
-    / ``eval()`` on to the norm, so updates follow the norm's own mode (``norm.freeze()`` or
-    ``norm.eval()`` stop them).
+    TorchRL puts every transform in eval mode; this one keeps ``train()`` / ``eval()`` from
+    the norm, so updates follow the norm's own mode (``norm.freeze()`` or ``norm.eval()``).
     """
 
     def __init__(
@@ -281,12 +262,8 @@ class ObsNormTransform(Transform):
         return self
 
     def reset_stats(self, mask: torch.Tensor | None = None, *, groups=None) -> None:
-        """Reset the statistics of the groups of the masked envs (see ``ObsNorm.reset_stats``).
-
-        Args:
-            mask: bool tensor ``[N]`` on the norm's device, or ``None``.
-            groups: bool ``[G]`` or long ``[K]`` tensor of groups, or ``None``.
-        """
+        """``norm.reset_stats(mask, groups=groups)``: ``mask`` bool ``[N]`` on the norm's
+        device, ``groups`` bool ``[G]`` or long ``[K]``; either may be ``None``."""
         self.norm.reset_stats(mask, groups=groups)
 
     def _attach(self) -> None:
