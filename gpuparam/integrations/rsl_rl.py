@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -118,18 +118,6 @@ class RslRlVecEnv(Adapter, VecEnv):
     outputs n floats and the env takes their ``argmax`` (the first on ties). The actions
     rsl_rl stores stay the floats it sampled.
 
-    ``step(actions)``: float ``[N, num_actions]`` on the device (any floating dtype; taken
-    detached, so no autograd graph reaches the env; another dtype, shape or device raises
-    ``ValueError`` before anything is written). Returns ``(obs, rewards, dones, extras)``:
-    ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32 ``[N, *obs_shape]`` (after
-    auto-reset) and ``"privileged"`` / ``"critic"`` if configured; ``rewards`` float32
-    ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
-    ``"time_outs"`` bool ``[N]`` (truncated and not terminated: rsl_rl bootstraps those)
-    and, every ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length":
-    ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
-    number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
-    computed without a host sync. The latest entry stays readable as ``last_log``.
-
     Buffers: alternate steps write alternate preallocated output sets, so a step's outputs
     stay intact through the next step (rsl_rl acts on step t's observations and stores them
     after step t + 1); ``clone()`` what you keep longer.
@@ -177,12 +165,8 @@ class RslRlVecEnv(Adapter, VecEnv):
             torch.Size(act.shape).numel())
         self._shapes = ((n, self.num_actions),)  # the actions taken
         clip = bool(clip_actions) and not discrete
-        # over a gpuparam env, actions go straight into its action buffer and this adapter's
-        # stages join its step (added below): the output copy into set k (last) and for
-        # Discrete(2) the action mapping (first), run only when armed by `step` (the flag
-        # k + 1, cleared by the output stage), so a plain `env.step` leaves this adapter's
-        # buffers alone. Any other wrapper's step may do its own work in Python: torch ops
-        # map actions into our buffer and copy what it returns.
+        # over a gpuparam env, actions go straight into its action buffer and our stages
+        # join its step (see the class docstring); over another wrapper, torch ops map them
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
         a = base.context.action if self._staged else torch.zeros(view, dtype=act.dtype,
@@ -324,26 +308,33 @@ class RslRlVecEnv(Adapter, VecEnv):
             self._k = k
         return obs, {}
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> contextlib.AbstractContextManager:
         """This call's hold on the env, taken before anything is written: over a gpuparam
         env its ``hold()``, else this adapter's own lock."""
         if self._staged:
-            with base_env(self.env).hold():
-                yield
-        elif not self._lock.acquire(blocking=False):
+            return base_env(self.env).hold()
+        if not self._lock.acquire(blocking=False):
             raise RuntimeError(f"{self!r}: step/reset called while another call on this "
                                "adapter is running (two threads, or a hook calling step): "
                                "serialize the calls")
-        else:
-            try:
-                yield
-            finally:
-                self._lock.release()
+        held = contextlib.ExitStack()  # releases the lock when the call's block ends
+        held.callback(self._lock.release)
+        return held
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
-        see the class docstring for what comes back."""
+        """Step every env; returns ``(obs, rewards, dones, extras)``.
+
+        ``actions``: float ``[N, num_actions]`` on the device (any floating dtype; taken
+        detached, so no autograd graph reaches the env; another dtype, shape or device
+        raises ``ValueError`` before anything is written). ``obs``: a TensorDict batch
+        ``[N]`` with ``"policy"`` float32 ``[N, *obs_shape]`` (after auto-reset) and
+        ``"privileged"`` / ``"critic"`` if configured; ``rewards`` float32 ``[N]``; ``dones``
+        int64 ``[N]`` (``terminated | truncated``); ``extras`` with ``"time_outs"`` bool
+        ``[N]`` (truncated and not terminated: rsl_rl bootstraps those) and, every
+        ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length": ...,
+        "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
+        number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
+        computed without a host sync. The latest entry stays readable as ``last_log``."""
         self._check_open("step")
         check_tensor("RslRlVecEnv: actions", actions, "a floating-point", torch.is_floating_point,
                      self._shapes, self.device)

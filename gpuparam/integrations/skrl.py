@@ -42,22 +42,7 @@ class SkrlWrapper(Adapter, Wrapper):
         env: the gpuparam env; its public attributes (``params``, ``randomize``, ...) are
             reachable on the wrapper (skrl's ``Wrapper.__getattr__``).
 
-    Spaces (single-env, Gymnasium): ``observation_space`` a ``Box`` of the observation shape,
-    ``action_space`` a ``Box`` or ``Discrete``; ``state_space`` ``None``.
-
-    ``step(actions)``: float ``[N, *action_shape]`` or ``[N, prod(action_shape)]``
-    (``Box``) or integer ``[N, 1]`` / ``[N]`` (``Discrete``, what skrl's categorical models
-    give) on the env's device; another shape raises ``ValueError`` (dtypes and devices are
-    checked by the env). Returns fresh tensors ``(obs, reward, terminated, truncated,
-    info)``: float32 ``[N, *obs_shape]`` (after the env's same-step auto-reset, as skrl's
-    vectorized trainers expect), float32 ``[N, 1]``, bool ``[N, 1]``, bool ``[N, 1]``, and
-    ``info`` with ``"final_observation"`` float32 ``[N, *obs_shape]``: the observations the
-    step reached (before the auto-reset), what ``FinalObservation`` bootstraps from.
-
-    ``reset()`` resets every env the first time and returns ``(obs, {})``; later calls
-    return (a copy of) the last step's observations without resetting, as skrl's own
-    wrappers of vectorized envs do (skrl's trainers call ``reset()`` at every ``train()`` or
-    ``eval()``). ``gp_env.reset()`` resets for real.
+    Spaces are single-env Gymnasium ones; ``state_space`` is ``None``.
     """
 
     def __init__(self, env):
@@ -79,17 +64,20 @@ class SkrlWrapper(Adapter, Wrapper):
 
     @property
     def observation_space(self) -> gym.Space:
-        """Single-env observation space (``Box``)."""
+        """``Box`` of the observation shape."""
         return self._observation_space
 
     @property
     def action_space(self) -> gym.Space:
-        """Single-env action space (``Box`` or ``Discrete``)."""
+        """``Box`` of the action shape, or ``Discrete(n)``."""
         return self._action_space
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every env the first time, later return the last observations (see the
-        class docstring); returns ``(obs float32 [N, *obs_shape], {})``."""
+        """Reset every env the first time; returns ``(obs float32 [N, *obs_shape], {})``.
+
+        Later calls return (a copy of) the last step's observations without resetting, as
+        skrl's own wrappers of vectorized envs do (skrl's trainers call ``reset()`` at every
+        ``train()`` or ``eval()``). ``gp_env.reset()`` resets for real."""
         with held(self.gp_env):  # until the env's buffers are read
             if not self._started:
                 self._last_obs.copy_(self.gp_env.reset()["observation"])
@@ -99,7 +87,16 @@ class SkrlWrapper(Adapter, Wrapper):
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step every env; see the class docstring."""
+        """Step every env; returns fresh tensors ``(obs, reward, terminated, truncated, info)``.
+
+        ``actions``: float ``[N, *action_shape]`` or ``[N, prod(action_shape)]`` (``Box``) or
+        integer ``[N, 1]`` / ``[N]`` (``Discrete``, what skrl's categorical models give) on
+        the env's device; another shape raises ``ValueError`` (dtypes and devices are checked
+        by the env). Returns float32 ``[N, *obs_shape]`` (after the env's same-step
+        auto-reset, as skrl's vectorized trainers expect), float32 ``[N, 1]``, bool ``[N,
+        1]``, bool ``[N, 1]``, and ``info`` with ``"final_observation"`` float32 ``[N,
+        *obs_shape]``: the observations the step reached (before the auto-reset), what
+        ``FinalObservation`` bootstraps from."""
         if isinstance(actions, torch.Tensor):
             shape = self._shapes.get(tuple(actions.shape))
             if shape is None:
