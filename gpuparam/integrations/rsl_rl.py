@@ -52,26 +52,37 @@ class RslRlEnvCfg:
         return asdict(self)
 
 
-def _range(name: str, given, spec: tuple[float, float], size: int):
-    """(low, high) float64 ``[size]`` for one privileged parameter; validates ``given``."""
-    if given is None:
-        return tuple(torch.full((size,), float(v), dtype=torch.float64) for v in spec)
-    what = f"RslRlVecEnv: privileged[{name!r}]"
-    if not isinstance(given, (tuple, list)) or len(given) != 2:
-        raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
-    try:
-        low, high = (torch.as_tensor(v, dtype=torch.float64).flatten() for v in given)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise ValueError(f"{what}: low and high must be numbers or sequences of numbers; "
-                         f"{e}") from None
-    for v in (low, high):
-        if v.numel() not in (1, size):
-            raise ValueError(f"{what}: low/high expected a scalar or {size} values (one per "
-                             f"component), got {v.numel()}")
-    low, high = low.expand(size), high.expand(size)
-    if not (torch.isfinite(low).all() and torch.isfinite(high).all() and (high > low).all()):
-        raise ValueError(f"{what}: expected finite low < high, got {given!r}")
-    return low, high
+def _privileged_map(params, names: tuple[str, ...], ranges: dict) -> tuple:
+    """``(cols, scale, offset)``: the rows of ``names`` in the ``[C, N]`` parameter tables and
+    float64 ``[P]`` factors mapping each row's range (from ``ranges``, validated, else the
+    spec's) to ``[-1, 1]``."""
+    cols, lows, highs = [], [], []
+    for name in names:
+        a, size = params.columns(name)
+        cols += range(a, a + size)
+        spec, given = params.spec[name], ranges.get(name)
+        what = f"RslRlVecEnv: privileged[{name!r}]"
+        if given is not None and (not isinstance(given, (tuple, list)) or len(given) != 2):
+            raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
+        try:
+            low, high = (torch.as_tensor(v, dtype=torch.float64).flatten()
+                         for v in ((spec.low, spec.high) if given is None else given))
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{what}: low and high must be numbers or sequences of numbers; "
+                             f"{e}") from None
+        for v in (low, high):
+            if v.numel() not in (1, size):
+                raise ValueError(f"{what}: low/high expected a scalar or {size} values (one "
+                                 f"per component), got {v.numel()}")
+        low, high = low.expand(size), high.expand(size)
+        if given is not None and not (
+                torch.isfinite(low).all() and torch.isfinite(high).all() and (high > low).all()):
+            raise ValueError(f"{what}: expected finite low < high, got {given!r}")
+        lows.append(low)
+        highs.append(high)
+    low, width = torch.cat(lows), torch.cat(highs) - torch.cat(lows)
+    scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)  # 0: a fixed spec range
+    return cols, scale, torch.where(width > 0, -1.0 - low * scale, 0.0)
 
 
 class RslRlVecEnv(Adapter, VecEnv):
@@ -192,13 +203,19 @@ class RslRlVecEnv(Adapter, VecEnv):
             max_episode_length=self.max_episode_length, privileged=privileged,
             discrete_actions=int(act.n) if discrete else None, clip_actions=clip,
         )
-        self._privileged_setup(privileged, ranges)
+        # the "privileged" group: (rows of the tables, scale, offset, a [P, N] buffer)
+        self._priv = None
+        if privileged:
+            cols, scale, offset = _privileged_map(env.params, privileged, ranges)
+            self._priv = (torch.tensor(cols, dtype=torch.int64, device=dev),
+                          scale.to(**f32)[:, None], offset.to(**f32)[:, None],
+                          torch.zeros(len(cols), n, **f32))
         # the env's own critic observation (e.g. Go1's "privileged_observation"): the
         # "critic" group, over a gpuparam env (copied by the output stage)
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
         groups = {"policy": tuple(env.observation_spec.shape)}
-        if self._priv_cols is not None:
-            groups["privileged"] = (self._priv_cols.numel(),)
+        if self._priv is not None:
+            groups["privileged"] = (self._priv[0].numel(),)
         if critic is not None:
             groups["critic"] = critic.shape[1:]
         # two output sets, written by alternate steps: (obs, rewards, dones, time_outs)
@@ -252,33 +269,12 @@ class RslRlVecEnv(Adapter, VecEnv):
         wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
                   stream=ctx.stream)
 
-    # ------------------------------------------------------------------ privileged group
-    def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
-        self._priv_cols = None
-        if not names:
-            return
-        params, dev = self.env.params, self.device
-        cols, bounds = [], []
-        for name in names:
-            a, size = params.columns(name)  # rows of the [C, N] tables
-            spec = params.spec[name]
-            bounds.append(_range(name, ranges.get(name), (spec.low, spec.high), size))
-            cols += range(a, a + size)
-        low, high = (torch.cat(b) for b in zip(*bounds, strict=True))  # float64 [P]
-        width = high - low
-        scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
-        offset = torch.where(width > 0, -1.0 - low * scale, 0.0)
-        self._priv_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
-        self._priv_scale = scale.to(dev, torch.float32)[:, None]
-        self._priv_offset = offset.to(dev, torch.float32)[:, None]
-        self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
-
     def _write_privileged(self, obs: TensorDict) -> None:
-        if self._priv_cols is None:
+        if self._priv is None:
             return
-        rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
-        torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
-        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=obs["privileged"].T)
+        cols, scale, offset, rows = self._priv  # rows [P, N]; the group [N, P], through .T
+        torch.index_select(self.env.params.effective_table, 0, cols, out=rows)
+        torch.addcmul(offset, rows, scale, out=obs["privileged"].T)
 
     # ------------------------------------------------------------------ rsl_rl contract
     @property

@@ -104,18 +104,17 @@ class SB3VecEnv(Adapter, VecEnv):
             self._actions = None
             host = {k: td[k].to("cpu", copy=True).numpy() for k in (
                 "observation", "reward", "done", "terminated", "truncated")}
+            infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
             ended = np.flatnonzero(host["done"])
             if ended.size:
                 final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
                     "final_observation", "episode_return", "episode_length"))
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        if ended.size:
-            timeout = host["truncated"] & ~host["terminated"]
-            t = round(time.perf_counter() - self._t0, 6)
-            for i in ended.tolist():
-                infos[i] = {"terminal_observation": final[i],
-                            "TimeLimit.truncated": bool(timeout[i]),
-                            "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
+                timeout = host["truncated"] & ~host["terminated"]
+                t = round(time.perf_counter() - self._t0, 6)
+                for i in ended.tolist():
+                    infos[i] = {"terminal_observation": final[i],
+                                "TimeLimit.truncated": bool(timeout[i]),
+                                "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
         return host["observation"], host["reward"], host["done"], infos
 
     def close(self) -> None:

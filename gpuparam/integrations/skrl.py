@@ -188,12 +188,10 @@ class ObsNormPreprocessor(nn.Module):
     ):
         super().__init__()
         if norm is None:
-            if isinstance(size, gym.Space):
-                size = size.shape
+            size = size.shape if isinstance(size, gym.Space) else size
             if size is None:
                 raise ValueError("ObsNormPreprocessor: expected size or norm, got neither")
-            device = skrl_config.torch.parse_device(device)
-            norm = ObsNorm(size, clip=clip, device=device)
+            norm = ObsNorm(size, clip=clip, device=skrl_config.torch.parse_device(device))
         elif not isinstance(norm, ObsNorm):
             raise TypeError(
                 f"ObsNormPreprocessor: expected a gp.ObsNorm, got {type(norm).__name__}"
