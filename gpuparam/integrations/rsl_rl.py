@@ -228,6 +228,7 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
         self._removers: list = []
+        self._closed = False
         if self._staged:
             self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
             self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
@@ -252,9 +253,8 @@ class RslRlVecEnv(Adapter, VecEnv):
 
     def _output_stage(self, ctx: StepContext) -> None:
         td = self.env.outputs  # this step's (after any transforms), read at capture
-        obs = td["observation"]
         n = self.num_envs
-        src = [to_wp(obs.reshape(n, -1))]
+        src = [to_wp(td["observation"].reshape(n, -1))]
         src += [to_wp(td[k]) for k in ("reward", "done", "truncated", "terminated")]
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
             self._launch(ctx, kactions.write_outputs, [
@@ -292,8 +292,7 @@ class RslRlVecEnv(Adapter, VecEnv):
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
-        self._check_open("reset")
-        with self._guard():
+        with self._guard("reset"):
             td = self.env.reset()
             k = self._k ^ 1
             obs = self._sets[k][0]
@@ -304,9 +303,12 @@ class RslRlVecEnv(Adapter, VecEnv):
             self._k = k
         return obs, {}
 
-    def _guard(self) -> contextlib.AbstractContextManager:
+    def _guard(self, what: str | None = None) -> contextlib.AbstractContextManager:
         """This call's hold on the env, taken before anything is written: over a gpuparam
-        env its ``hold()``, else this adapter's own lock."""
+        env its ``hold()``, else this adapter's own lock. A call named ``what`` (``step``,
+        ``reset``) raises after ``close()``."""
+        if what is not None and self._closed:
+            raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")
         if self._staged:
             return base_env(self.env).hold()
         if not self._lock.acquire(blocking=False):
@@ -331,10 +333,9 @@ class RslRlVecEnv(Adapter, VecEnv):
         "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
         number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
         computed without a host sync. The latest entry stays readable as ``last_log``."""
-        self._check_open("step")
-        check_tensor("RslRlVecEnv: actions", actions, "a floating-point", torch.is_floating_point,
-                     self._shapes, self.device)
-        with self._guard():
+        with self._guard("step"):  # raises after close(), before the actions are checked
+            check_tensor("RslRlVecEnv: actions", actions, "a floating-point",
+                         torch.is_floating_point, self._shapes, self.device)
             return self._step(actions.detach())  # no autograd graph reaches the env
 
     def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
@@ -394,7 +395,3 @@ class RslRlVecEnv(Adapter, VecEnv):
                 remove()
             self._removers = []
             self._closed = True
-
-    def _check_open(self, what: str) -> None:
-        if self.__dict__.get("_closed", False):
-            raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")

@@ -113,11 +113,9 @@ class SkrlWrapper(Adapter, Wrapper):
 
     def state(self) -> None:
         """No separate state: ``None``."""
-        return None
 
     def render(self, *args, **kwargs) -> None:
         """Nothing to render."""
-        return None
 
     def close(self) -> None:
         """Nothing to release."""
