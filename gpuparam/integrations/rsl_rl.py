@@ -210,8 +210,7 @@ class RslRlVecEnv(Adapter, VecEnv):
             self._priv = (torch.tensor(cols, dtype=torch.int64, device=dev),
                           scale.to(**f32)[:, None], offset.to(**f32)[:, None],
                           torch.zeros(len(cols), n, **f32))
-        # the env's own critic observation (e.g. Go1's "privileged_observation"): the
-        # "critic" group, over a gpuparam env (copied by the output stage)
+        # the env's own critic observation (e.g. Go1's): the "critic" group, staged only
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
         groups = {"policy": tuple(env.observation_spec.shape)}
         if self._priv is not None:
@@ -242,7 +241,6 @@ class RslRlVecEnv(Adapter, VecEnv):
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
-    # ------------------------------------------------------------------ step stages
     def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
         wp.launch(kernel, self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
 
@@ -276,7 +274,6 @@ class RslRlVecEnv(Adapter, VecEnv):
         torch.index_select(self.env.params.effective_table, 0, cols, out=rows)
         torch.addcmul(offset, rows, scale, out=obs["privileged"].T)
 
-    # ------------------------------------------------------------------ rsl_rl contract
     @property
     def episode_length_buf(self) -> torch.Tensor:
         """int32 ``[N]`` on the device: the env's current episode step counters."""

@@ -44,20 +44,8 @@ class SB3VecEnv(Adapter, VecEnv):
     Actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or
     torch.
 
-    Parameters through SB3's attribute API (``indices``: an int, a list of ints or ``None``
-    for all envs):
-
-    - ``set_attr(name, value, indices)`` with a parameter name writes ``value`` to those
-      envs (``params.set(name, value, env_ids=indices)``). Otherwise (``indices`` must then
-      be ``None``) ``name`` is one of the env's settings, validated as the env validates
-      them and in effect from the next step: ``"max_episode_steps"`` (an int in ``[1,
-      2**31 - 1]``), ``"episode_length"`` or ``"validate_actions"`` (a bool). Any other
-      name (``num_envs``, ...) raises ``ValueError``: nothing else of the env may change.
-    - ``get_attr(name, indices)``: a parameter's per-env values (one NumPy value per index),
-      else the gpuparam env's attribute repeated once per index.
-    - ``env_method("set_<param>", value, indices=...)`` writes like ``set_attr``;
-      ``env_method("get_<param>", indices=...)`` reads; any other method of the gpuparam env
-      is called once for all envs (``indices`` must be ``None``) and its result repeated.
+    Parameters through SB3's attribute API: ``set_attr``, ``get_attr``, ``env_method``
+    (``indices``: an int, a list of ints or ``None`` for all envs).
 
     Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (SB3's ``s + i`` per env is not
     used). Works under ``VecNormalize``, ``VecMonitor`` and the other ``VecEnvWrapper``.
@@ -71,7 +59,6 @@ class SB3VecEnv(Adapter, VecEnv):
         self._actions: torch.Tensor | None = None
         self._t0 = time.perf_counter()
 
-    # ------------------------------------------------------------------ stepping
     def reset(self) -> np.ndarray:
         """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call); returns
         the observations, float32 ``[N, *obs_shape]``."""
@@ -124,14 +111,14 @@ class SB3VecEnv(Adapter, VecEnv):
         """No rendering: ``[None] * N``."""
         return [None] * self.num_envs
 
-    # ------------------------------------------------------------------ attributes
     def _check_all(self, what: str, indices) -> None:
         if indices is not None:
             raise ValueError(f"SB3VecEnv.{what}: per-env indices only apply to parameters "
                              f"({', '.join(self.params.names)}), got indices={indices!r}")
 
     def get_attr(self, attr_name: str, indices: Iterable[int] | int | None = None) -> list[Any]:
-        """A parameter's per-env values, or the gpuparam env's attribute once per index."""
+        """A parameter's per-env values (one NumPy value per index), else the gpuparam env's
+        attribute repeated once per index."""
         if attr_name in self.params.names:
             values = self.params[attr_name].to("cpu", copy=True).numpy()
             return [values[i] for i in self._get_indices(indices)]
@@ -144,8 +131,12 @@ class SB3VecEnv(Adapter, VecEnv):
     def set_attr(
         self, attr_name: str, value: Any, indices: Iterable[int] | int | None = None
     ) -> None:
-        """Write a parameter for the indexed envs, or one of the env's settings (see the
-        class docstring); anything else raises ``ValueError``, changing nothing."""
+        """With a parameter name, write ``value`` to the indexed envs (``params.set(name,
+        value, env_ids=indices)``). Otherwise (``indices`` must then be ``None``) one of the
+        env's settings, validated as the env validates them and in effect from the next
+        step: ``"max_episode_steps"`` (an int in ``[1, 2**31 - 1]``), ``"episode_length"``
+        or ``"validate_actions"`` (a bool). Any other name (``num_envs``, ...) raises
+        ``ValueError``, changing nothing: nothing else of the env may change."""
         if attr_name in self.params.names:
             if isinstance(value, np.ndarray):
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -167,7 +158,9 @@ class SB3VecEnv(Adapter, VecEnv):
         self, method_name: str, *method_args, indices: Iterable[int] | int | None = None,
         **method_kwargs,
     ) -> list[Any]:
-        """``set_<param>`` / ``get_<param>``, or a method of the gpuparam env (see the class)."""
+        """``"set_<param>"`` (one value) writes like ``set_attr``; ``"get_<param>"`` reads;
+        any other method of the gpuparam env is called once for all envs (``indices`` must
+        be ``None``) and its result repeated."""
         prefix, name = method_name[:4], method_name[4:]
         if prefix == "get_" and name in self.params.names:
             return self.get_attr(name, indices)

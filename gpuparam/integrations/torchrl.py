@@ -111,14 +111,12 @@ class TorchRLEnv(Adapter, EnvBase):
             device=dev,
         )
         self._bs, self._dev = torch.Size([n]), dev
-        # envs whose episode ended at the last step and whose new episode is already started
-        # (valid after a reset; refreshed from the env's done mask at the reset that follows
-        # a step, flagged by _stepped)
+        # envs whose new episode the env's auto-reset started at the last step (valid after
+        # a reset; refreshed from the done mask at the reset after a step, see _stepped)
         self._autoreset = torch.zeros(n, dtype=torch.bool, device=dev)
         self._stepped = [False]
         self._views: tuple = (None,)
 
-    # ------------------------------------------------------------------ wrapping
     def __getattr__(self, name: str):
         try:
             return super().__getattr__(name)
@@ -128,7 +126,6 @@ class TorchRLEnv(Adapter, EnvBase):
                 raise
         return getattr(env, name)
 
-    # ------------------------------------------------------------------ stepping
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it. The common
         case (batch ``[N]``, no ``"_step"`` or ``"next"`` entry, ``run_type_checks`` off)
@@ -160,8 +157,7 @@ class TorchRLEnv(Adapter, EnvBase):
             if self._views[0] is not td:  # a new output TensorDict (a bare env keeps one)
                 views = [("observation", td["final_observation"])]
                 views += [(k, td[k].unsqueeze(-1)) for k in self._keys]  # TorchRL's shapes
-                # a plain attribute (no nn.Module bookkeeping: a gp.TransformedEnv rebinds
-                # every step): (td, ((key, view), ...), done)
+                # (td, ((key, view), ...), done), no nn.Module bookkeeping (rebound per step)
                 self.__dict__["_views"] = (td, tuple(views), td["done"])
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
             out = {key: src.clone() for key, src in self._views[1]}
