@@ -139,17 +139,14 @@ class TorchRLEnv(Adapter, EnvBase):
             or self.run_type_checks
         ):
             return super().step(tensordict)
-        tensordict.set("next", self._step_all(tensordict.get("action")))
-        return tensordict
+        return tensordict.set("next", self._step(tensordict))
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         partial = tensordict.get("_step", None)
         if partial is not None and not bool(partial.all()):  # host-ok: "_step" is rare
             raise ValueError("TorchRLEnv: partial steps ('_step') are not supported; all "
                              "envs step together")
-        return self._step_all(tensordict.get("action"))
-
-    def _step_all(self, action) -> TensorDictBase:
+        action = tensordict.get("action")
         if self._one_hot:
             action = self._one_hot_index(action)
         with held(self.gp_env):  # until the env's buffers are read
@@ -197,14 +194,13 @@ class TorchRLEnv(Adapter, EnvBase):
         if action.dtype == torch.bool:
             action = action.to(torch.uint8)
         one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
-        if self.run_type_checks or getattr(self.gp_env, "validate_actions", False):
-            bad = ~one_hot
-            if bool(bad.any()):  # host-ok: validate_actions / run_type_checks synchronize
-                rows = torch.nonzero(bad).flatten()[:4].tolist()  # host-ok: raising
-                raise ValueError(
-                    f"TorchRLEnv: one-hot action expected exactly one 1 and {k - 1} zeros "
-                    f"per env, got rows {[action[i].tolist() for i in rows]} for envs {rows}"
-                )
+        check = self.run_type_checks or getattr(self.gp_env, "validate_actions", False)
+        if check and not bool(one_hot.all()):  # host-ok: validate_actions / run_type_checks
+            rows = torch.nonzero(~one_hot).flatten()[:4].tolist()  # host-ok: raising
+            raise ValueError(
+                f"TorchRLEnv: one-hot action expected exactly one 1 and {k - 1} zeros "
+                f"per env, got rows {[action[i].tolist() for i in rows]} for envs {rows}"
+            )
         return torch.where(one_hot, action.argmax(-1), k)
 
     def _set_seed(self, seed: int | None) -> None:
