@@ -241,8 +241,8 @@ class RslRlVecEnv(Adapter, VecEnv):
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
-    def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
-        wp.launch(kernel, self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
+    def _launch(self, ctx: StepContext, kernel, inputs: list, dim: int | None = None) -> None:
+        wp.launch(kernel, dim or self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
 
     def _action_stage(self, ctx: StepContext) -> None:
         self._launch(ctx, kactions.pick_positive, [
@@ -264,8 +264,7 @@ class RslRlVecEnv(Adapter, VecEnv):
                     to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
                     to_wp(s[0]["critic"].reshape(n, -1)),
                 ])
-        wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
-                  stream=ctx.stream)
+        self._launch(ctx, kactions.disarm, [to_wp(self._flag)], 1)
 
     def _write_privileged(self, obs: TensorDict) -> None:
         if self._priv is None:
@@ -333,31 +332,28 @@ class RslRlVecEnv(Adapter, VecEnv):
         with self._guard("step"):  # raises after close(), before the actions are checked
             check_tensor("RslRlVecEnv: actions", actions, "a floating-point",
                          torch.is_floating_point, self._shapes, self.device)
-            return self._step(actions.detach())  # no autograd graph reaches the env
-
-    def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        self._map(actions)
-        k = self._k ^ 1
-        obs, rewards, dones, time_outs = self._sets[k]
-        if self._staged:
-            self._flag.fill_(k + 1)  # the output stage writes set k during the step
-        try:
-            td = self.env.step(self._action)
-        except BaseException:  # a step that failed midway leaves nothing armed
+            self._map(actions.detach())  # no autograd graph reaches the env
+            k = self._k ^ 1
+            obs, rewards, dones, time_outs = self._sets[k]
             if self._staged:
-                self._flag.fill_(0)
-            raise
-        self._k = k
-        if not self._staged:
-            for dst, key in ((obs["policy"], "observation"), (rewards, "reward"),
-                             (dones, "done")):
-                dst.copy_(td[key])
-            torch.gt(td["truncated"], td["terminated"], out=time_outs)  # and not terminated
-        self._write_privileged(obs)
-        extras = {"time_outs": time_outs}
-        if self._episode_stats is not None and (log := self._stats(td)) is not None:
-            extras["log"] = log
-        return obs, rewards, dones, extras
+                self._flag.fill_(k + 1)  # the output stage writes set k during the step
+            try:
+                td = self.env.step(self._action)
+            except BaseException:  # a step that failed midway leaves nothing armed
+                if self._staged:
+                    self._flag.fill_(0)
+                raise
+            self._k = k
+            if not self._staged:
+                for dst, key in ((obs["policy"], "observation"), (rewards, "reward"),
+                                 (dones, "done")):
+                    dst.copy_(td[key])
+                torch.gt(td["truncated"], td["terminated"], out=time_outs)  # and not terminated
+            self._write_privileged(obs)
+            extras = {"time_outs": time_outs}
+            if self._episode_stats is not None and (log := self._stats(td)) is not None:
+                extras["log"] = log
+            return obs, rewards, dones, extras
 
     def _stats(self, td) -> dict[str, torch.Tensor] | None:
         """Accumulate this step's finished episodes ("sums"); every ``log_interval`` steps,

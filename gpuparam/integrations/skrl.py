@@ -169,11 +169,7 @@ class ObsNormPreprocessor(nn.Module):
             ``RunningStandardScaler`` (``cuda:0`` when CUDA is available), where skrl's
             agents keep the observations they pass.
 
-    skrl calls ``preprocessor(x)`` when acting (normalize only) and ``preprocessor(x,
-    train=True)`` on the first epoch's minibatches (merge them in, then normalize), with
-    ``x`` float32 ``[B, *shape]`` of any B. ``inverse=True`` is not supported (observations
-    are never mapped back). The norm is a submodule, so skrl's checkpoints hold its
-    statistics; ``reset_stats(mask)`` is the norm's.
+    The norm is a submodule, so skrl's checkpoints hold its statistics.
     """
 
     def __init__(
@@ -204,8 +200,10 @@ class ObsNormPreprocessor(nn.Module):
         self, x: torch.Tensor | None, *, train: bool = False, inverse: bool = False,
         no_grad: bool = True,
     ) -> torch.Tensor | None:
-        """Normalize ``x`` (float32 ``[B, *shape]`` on the norm's device; ``None`` passes
-        through), merging it into the statistics first when ``train``."""
+        """Normalize ``x`` (float32 ``[B, *shape]``, any B, on the norm's device; ``None``
+        passes through), merging it into the statistics first when ``train``: skrl calls
+        ``preprocessor(x)`` when acting and ``preprocessor(x, train=True)`` on the first
+        epoch's minibatches. ``inverse=True`` is not supported (raises ``ValueError``)."""
         if x is None:
             return None
         if inverse:

@@ -209,9 +209,6 @@ class TorchRLEnv(Adapter, EnvBase):
             self._autoreset.zero_()
             self._stepped[0] = False
 
-    def __repr__(self) -> str:
-        return f"TorchRLEnv({self.gp_env!r}, batch_size={self.batch_size}, device={self.device})"
-
 
 class ObsNormTransform(Transform):
     """A TorchRL ``Transform`` that normalizes observations with a ``gp.ObsNorm``.
