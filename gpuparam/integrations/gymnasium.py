@@ -42,8 +42,6 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
     NumPy arrays.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
-
     def __init__(
         self,
         env,
@@ -69,8 +67,7 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        # NEXT_STEP: the observations last returned, in a buffer of this wrapper's (the
-        # caller gets copies: editing them changes nothing here)
+        # NEXT_STEP: the observations last returned (the caller got copies of them)
         self._last_obs = torch.zeros(self.num_envs, *env.observation_spec.shape,
                                      dtype=torch.float32, device=self.device)
 

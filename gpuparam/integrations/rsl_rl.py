@@ -80,7 +80,8 @@ def _privileged_map(params, names: tuple[str, ...], ranges: dict) -> tuple:
             raise ValueError(f"{what}: expected finite low < high, got {given!r}")
         lows.append(low)
         highs.append(high)
-    low, width = torch.cat(lows), torch.cat(highs) - torch.cat(lows)
+    low = torch.cat(lows)
+    width = torch.cat(highs) - low
     scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)  # 0: a fixed spec range
     return cols, scale, torch.where(width > 0, -1.0 - low * scale, 0.0)
 
@@ -120,9 +121,7 @@ class RslRlVecEnv(Adapter, VecEnv):
     Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``;
     for a Discrete(n) env 1 if n == 2, else n); ``max_episode_length``
     (``env.max_episode_steps``); ``device``; ``cfg`` (an ``RslRlEnvCfg``);
-    ``episode_length_buf``: int32 ``[N]`` on the device, the env's own ``env.episode_length``
-    (reading gives that tensor, assigning writes it, as
-    ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
+    ``episode_length_buf``.
 
     Discrete envs (rsl_rl's policies are Gaussian): with two actions the policy outputs one
     float per env and the env takes action 1 where it is > 0, else 0; with n > 2 actions it
@@ -275,7 +274,9 @@ class RslRlVecEnv(Adapter, VecEnv):
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """int32 ``[N]`` on the device: the env's current episode step counters."""
+        """int32 ``[N]`` on the device: the env's own ``env.episode_length`` (reading gives
+        that tensor, assigning writes it, as ``OnPolicyRunner.learn(init_at_random_ep_len=
+        True)`` does)."""
         return self.env.episode_length
 
     @episode_length_buf.setter

@@ -41,8 +41,6 @@ class SB3VecEnv(Adapter, VecEnv):
     ``"episode"``: ``{"r": return (raw, before any ``gp.RewardNorm``), "l": length, "t":
     seconds since this adapter was built}`` (what SB3's ``Monitor`` writes, so
     ``ep_info_buffer`` and the ``rollout/ep_rew_mean`` log work); the other envs get ``{}``.
-    Actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or
-    torch.
 
     Parameters through SB3's attribute API: ``set_attr``, ``get_attr``, ``env_method``
     (``indices``: an int, a list of ints or ``None`` for all envs).
@@ -71,7 +69,8 @@ class SB3VecEnv(Adapter, VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray | torch.Tensor) -> None:
-        """Load actions (integers ``[N]`` or floats ``[N, *action_shape]``)."""
+        """Load actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box),
+        NumPy or torch."""
         a = torch.as_tensor(actions, device=self.device)
         if self._discrete:
             if a.dim() == 2 and a.shape[1] == 1:

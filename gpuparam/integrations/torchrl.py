@@ -26,9 +26,8 @@ class TorchRLEnv(Adapter, EnvBase):
     """A TorchRL ``EnvBase`` over a gpuparam env, batch ``[N]`` on the env's device.
 
     Args:
-        env: the gpuparam env or ``gp.TransformedEnv``; its public attributes not defined by
-            ``EnvBase`` (``params``, ``randomize``, ``transforms``, ...) are reachable on
-            this wrapper.
+        env: the gpuparam env; its public attributes that ``EnvBase`` lacks (``params``,
+            ``randomize``, ``transforms``, ...) are reachable on this wrapper.
         action_encoding: for discrete envs, ``"categorical"`` (default: ``Categorical(n)``
             int64 ``[N]``) or ``"one_hot"`` (``OneHot(n)`` int64 ``[N, n]``, what TorchRL's
             ``GymWrapper`` gives, so policies written for it run unchanged; integer or bool
