@@ -47,9 +47,8 @@ def gym_spaces(env) -> tuple:
 
 def check_tensor(what: str, x, kind: str, ok, shapes: tuple, device) -> None:
     """Raise ``ValueError`` ("``{what} expected {kind} tensor {shape} on {device}, got ...``",
-    naming the first mismatch) unless ``x`` is a tensor of one of ``shapes`` that ``ok(x)``
-    accepts (its dtype), on ``device``. Host metadata only: no sync; the message is built
-    only on failure."""
+    naming the first mismatch) unless ``x`` is a tensor of one of ``shapes`` whose dtype
+    ``ok(x)`` accepts, on ``device``. Host metadata only (no sync)."""
     got = (type(x).__name__ if not isinstance(x, torch.Tensor)
            else f"shape {tuple(x.shape)}" if tuple(x.shape) not in shapes
            else f"dtype {x.dtype}" if not ok(x)

@@ -126,14 +126,13 @@ class FinalObservation:
     PPO): pass``, then build ``Agent`` as the agent it extends.
 
     skrl's ``time_limit_bootstrap`` adds ``discount * V(next_observations) * truncated`` to
-    the reward, and a vectorized env returns the observations after its auto-reset, so a
-    plain agent bootstraps a truncated episode from the *next* episode's first state. This
-    mixin's ``record_transition`` passes ``infos["final_observation"]`` (from
-    ``SkrlWrapper``: the observations the step reached) to the agent as
-    ``next_observations`` (what it bootstraps from, and what off-policy agents store),
-    while the trainer goes on acting on the reset ones. Where ``infos`` has no
-    ``"final_observation"`` it changes nothing. One agent per env batch (skrl's
-    ``num_simultaneous_agents == 1``): another batch size raises ``ValueError``.
+    the reward; a vectorized env's next observations are post-reset, so a plain agent
+    bootstraps from the *next* episode's first state. This mixin's ``record_transition``
+    passes ``infos["final_observation"]`` (``SkrlWrapper``'s pre-reset observations) as
+    ``next_observations`` (what the agent bootstraps from and off-policy agents store); the
+    trainer still acts on the reset ones. Without that key it changes nothing. One agent
+    per env batch (``num_simultaneous_agents == 1``): another batch size raises
+    ``ValueError``.
     """
 
     def record_transition(self, **kwargs) -> None:
