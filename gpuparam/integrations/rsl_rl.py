@@ -1,11 +1,5 @@
-"""rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv``.
-
-Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)::
-
-    env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=4096), privileged=("m", "l"))
-    runner = OnPolicyRunner(env, train_cfg, device=str(env.device))
-    runner.learn(num_learning_iterations=300)
-"""
+"""rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv`` (tested training
+examples: ``docs/training.md``, ``examples/rsl_rl_train.py``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv``.
-
-Three lines to train::
-
-    env = SB3VecEnv(gp.make("CartPole-v1", num_envs=16))
-    model = PPO("MlpPolicy", VecNormalize(env), n_steps=128)
-    model.learn(total_timesteps=100_000)
-"""
+"""Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv`` (a tested training
+example: ``docs/training.md``)."""
 
 from __future__ import annotations
 

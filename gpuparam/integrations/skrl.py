@@ -1,17 +1,5 @@
-"""skrl (2.x, torch) over a gpuparam env: ``wrap`` / ``SkrlWrapper`` and ``ObsNormPreprocessor``.
-
-Three lines to train::
-
-    env = wrap(gp.make("Pendulum-v1", num_envs=1024))
-    agent = PPO(models=models, memory=RandomMemory(memory_size=16, num_envs=env.num_envs),
-                observation_space=env.observation_space, action_space=env.action_space,
-                device=env.device, cfg={"observation_preprocessor": ObsNormPreprocessor,
-                "observation_preprocessor_kwargs": {"size": env.observation_space}})
-    SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 10_000}).train()
-
-With ``cfg={"time_limit_bootstrap": True}``, build the agent from ``FinalObservation``
-(``class Agent(FinalObservation, PPO): pass``) for a correct bootstrap (see that class).
-"""
+"""skrl (2.x, torch) over a gpuparam env: ``wrap`` / ``SkrlWrapper``, ``ObsNormPreprocessor``
+and the agent mixin ``FinalObservation`` (a tested training example: ``docs/training.md``)."""
 
 from __future__ import annotations
 
