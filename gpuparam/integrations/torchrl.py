@@ -224,10 +224,8 @@ class ObsNormTransform(Transform):
     ``forward`` (e.g. on stored data) only normalize. Over a ``TorchRLEnv`` the norm is
     attached to its parameters: a write to a ``norm.reset_on`` parameter resets the written
     envs' groups; writes made during a step (reset-time randomization) take effect after
-    that step's update, as in gpuparam's own ``TransformedEnv``.
-
-    TorchRL puts every transform in eval mode; this one keeps ``train()`` / ``eval()`` from
-    the norm, so updates follow the norm's own mode (``norm.freeze()`` or ``norm.eval()``).
+    that step's update, as in gpuparam's own ``TransformedEnv``. Updates follow the norm's
+    own mode (``norm.freeze()`` or ``norm.eval()``), see ``train``.
     """
 
     def __init__(
@@ -245,7 +243,8 @@ class ObsNormTransform(Transform):
         self._deferred: torch.Tensor | None = None  # envs whose reset_on params changed in step
 
     def train(self, mode: bool = True) -> ObsNormTransform:
-        """Set this module's mode only; the norm keeps its own (see the class docstring)."""
+        """Set this module's mode only: TorchRL puts every transform in eval mode, and the
+        norm keeps its own."""
         self.training = mode
         return self
 
