@@ -9,6 +9,14 @@
   (``pip install "gpuparam[skrl]"``).
 - ``gpuparam.integrations.sb3``: ``SB3VecEnv`` (``pip install "gpuparam[sb3]"``).
 
+What every adapter shares: it wraps a gpuparam env (``gp.make(...)``) or a
+``gp.TransformedEnv`` of one, kept as ``adapter.gp_env`` (its ``ParamTable`` as
+``adapter.params``), and steps all N envs at once. Each ``step`` / ``reset`` holds the env
+(``env.hold()``) from its first write to its last read of the env's buffers, so a call made
+meanwhile (another thread's, or a hook's) raises ``RuntimeError``, changing nothing. A seed
+is any int >= 0, taken modulo 2**31; one seed covers every env (gpuparam keys each env's
+draws by seed and env index).
+
 Nothing is imported here, so ``import gpuparam`` never needs an extra.
 """
 

@@ -25,10 +25,7 @@ def require(module: str, extra: str, integration: str) -> ModuleType:
 
 
 def held(env) -> contextlib.AbstractContextManager:
-    """``env.hold()`` (a gpuparam env, or a wrapper forwarding it): an adapter's call holds
-    the env from its first write to its last read of the env's buffers, so another call
-    made meanwhile (another thread's) raises instead of overwriting what this one returns.
-    A no-op context for an env without ``hold``."""
+    """``env.hold()`` (see the package docstring); a no-op context for an env without it."""
     hold = getattr(env, "hold", None)
     return hold() if callable(hold) else contextlib.nullcontext()
 
@@ -50,9 +47,8 @@ def gym_spaces(env) -> tuple:
 
 def check_tensor(what: str, x, kind: str, ok, shapes: tuple, device) -> None:
     """Raise ``ValueError`` ("``{what} expected {kind} tensor {shape} on {device}, got ...``",
-    naming the first mismatch) unless ``x`` is a tensor of one of ``shapes`` that ``ok(x)``
-    accepts (its dtype), on ``device``. Host metadata only: no sync; the message is built
-    only on failure."""
+    naming the first mismatch) unless ``x`` is a tensor of one of ``shapes`` whose dtype
+    ``ok(x)`` accepts, on ``device``. Host metadata only (no sync)."""
     got = (type(x).__name__ if not isinstance(x, torch.Tensor)
            else f"shape {tuple(x.shape)}" if tuple(x.shape) not in shapes
            else f"dtype {x.dtype}" if not ok(x)
@@ -68,8 +64,7 @@ def env_seed(seed: int | None) -> int | None:
 
 
 class Adapter:
-    """Base of the adapters: the wrapped env is the instance attribute ``gp_env`` (set in
-    ``__dict__``, outside any ``nn.Module`` bookkeeping); ``params`` and a repr."""
+    """Base of the adapters: ``params`` and a repr of the instance attribute ``gp_env``."""
 
     @property
     def params(self):

@@ -21,11 +21,10 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
     """A ``gymnasium.vector.VectorEnv`` over a gpuparam env.
 
     Args:
-        env: a gpuparam env (``gp.make(...)`` or a gpuparam ``TransformedEnv``). Its
-            ``params``, ``randomize`` and other public attributes are reachable on this
-            wrapper (``envs.params.set(...)``), and the env itself as ``envs.gp_env``.
+        env: a gpuparam env or ``gp.TransformedEnv``; its public attributes (``params``,
+            ``randomize``, ...) are reachable on this wrapper.
         autoreset_mode: ``AutoresetMode.SAME_STEP`` (default; or ``"same_step"``) or
-            ``AutoresetMode.NEXT_STEP`` (``"next_step"``), see below. Gymnasium's
+            ``AutoresetMode.NEXT_STEP`` (``"next_step"``), see ``step``. Gymnasium's
             ``NormalizeObservation`` / ``TransformObservation`` need ``NEXT_STEP``.
         numpy: return NumPy arrays (outputs and info arrays) instead of torch tensors on
             the env's device, as Gymnasium's vector wrappers (``RecordEpisodeStatistics``,
@@ -36,42 +35,12 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             as envpool / IsaacGym-style loops read; leave it off under Gymnasium's
             ``RecordEpisodeStatistics``, which writes that key itself.
 
-    Outputs (torch tensors on the env's device, or NumPy arrays with ``numpy=True``):
-    observations float32 ``[N, *obs_shape]``, rewards float32 ``[N]``, terminations and
-    truncations bool ``[N]``. They are fresh copies, safe to keep. The spaces describe
-    shapes, dtypes and the nominal bounds (parameters such as Pendulum's ``max_speed`` can
-    move observations past them); ``space.contains`` expects NumPy arrays.
-
-    ``step(actions)``: a torch tensor on the device, or a NumPy array / list (copied there),
-    of shape ``[N, *action_shape]``: integers for ``Discrete`` actions (``action_space`` is
-    ``MultiDiscrete``), floats for ``Box`` actions. Wrong shapes, dtypes or devices raise the
-    core env's ``ValueError``.
-
-    ``SAME_STEP``: an env whose episode ends at a step is reset inside that step, so the
-    returned observation is the new episode's first one. The info dict of every step holds
-    (always, to avoid a host sync; valid where the mask is True): ``"final_obs"`` float32
-    ``[N, *obs_shape]``, the observation the step reached, with ``"_final_obs"`` bool ``[N]``
-    (``terminated | truncated``), and ``"final_info"``: ``{"episode": {"r": float32 [N],
-    "l": int32 [N]}, "_episode": bool [N]}``, return and length of the episode that ended,
-    with ``"_final_info"`` bool ``[N]``.
-
-    ``NEXT_STEP`` (Gymnasium's default): a step that ends an episode returns the observation
-    it reached; at the next step that env ignores its action and returns the first
-    observation of a new episode with reward 0 and both flags False. The core env resets
-    finished envs inside its step, so here every step also runs one masked ``reset`` for the
-    envs that finished at the previous step (the step the core ran for them is discarded).
-    Cost: one reset launch per step, and reset-time randomization draws twice for each new
-    episode (the draw that counts is the second one); observations of the discarded step
-    still enter a ``gp.ObsNorm``'s statistics inside a ``TransformedEnv``.
-
-    ``reset(seed=None, options=None)``: ``seed`` (any int >= 0, taken modulo 2^31) reseeds
-    and resets every env; ``options={"reset_mask": mask}`` (bool ``[N]``, NumPy or torch)
-    resets only masked envs (the others keep their observation). A seed is global even with
-    a mask (unlike Gymnasium's per-sub-env seeds): every env's draws restart from that seed,
-    see ``VecEnv.reset``. Returns ``(obs, {})``.
+    Outputs (fresh copies: torch tensors on the env's device, or NumPy arrays): observations
+    float32 ``[N, *obs_shape]``, rewards float32 ``[N]``, terminations and truncations bool
+    ``[N]``. The spaces give shapes, dtypes and the nominal bounds (parameters such as
+    Pendulum's ``max_speed`` can move observations past them); ``space.contains`` expects
+    NumPy arrays.
     """
-
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(
         self,
@@ -98,8 +67,7 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: envs whose episode ended at the last step (their new one starts now)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        # NEXT_STEP: the observations last returned, in a buffer of this wrapper's (the
-        # caller gets copies: editing them changes nothing here)
+        # NEXT_STEP: the observations last returned (the caller got copies of them)
         self._last_obs = torch.zeros(self.num_envs, *env.observation_spec.shape,
                                      dtype=torch.float32, device=self.device)
 
@@ -116,8 +84,11 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor | np.ndarray, dict[str, Any]]:
-        """Reset every env, or the envs of ``options["reset_mask"]``; returns ``(obs float32
-        [N, *obs_shape], {})``. See the class docstring."""
+        """Reset every env; returns ``(obs float32 [N, *obs_shape], {})``.
+
+        ``seed`` reseeds and resets every env; ``options={"reset_mask": mask}`` (bool
+        ``[N]``, NumPy or torch) resets only masked envs (the others keep their observation);
+        a seed is global even with a mask."""
         super().reset(seed=seed)
         mask = (options or {}).get("reset_mask")
         if isinstance(mask, np.ndarray):
@@ -135,44 +106,57 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             return self._out(obs), {}
 
     def step(self, actions: torch.Tensor | np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """Step every env; returns ``(obs, reward, terminated, truncated, info)``, see the class
-        docstring for shapes, modes and the info dict."""
+        """Step every env; returns ``(obs, reward, terminated, truncated, info)``.
+
+        ``actions``: a torch tensor on the device, or a NumPy array / list (copied there), of
+        shape ``[N, *action_shape]``: integers for ``Discrete`` actions (``action_space`` is
+        ``MultiDiscrete``), floats for ``Box`` actions. Wrong shapes, dtypes or devices raise
+        the core env's ``ValueError``.
+
+        ``SAME_STEP``: an env whose episode ends at a step is reset inside that step, so the
+        returned observation is the new episode's first one. The info dict of every step
+        holds (always, to avoid a host sync; valid where the mask is True): ``"final_obs"``
+        float32 ``[N, *obs_shape]``, the observation the step reached, with ``"_final_obs"``
+        bool ``[N]`` (``terminated | truncated``), and ``"final_info"``: ``{"episode": {"r":
+        float32 [N], "l": int32 [N]}, "_episode": bool [N]}``, return and length of the
+        episode that ended, with ``"_final_info"`` bool ``[N]``.
+
+        ``NEXT_STEP`` (Gymnasium's default): a step that ends an episode returns the
+        observation it reached; at the next step that env ignores its action and returns
+        the first observation of a new episode with reward 0 and both flags False. Every
+        step runs one masked ``reset`` for the envs that finished at the previous step (the
+        step the core ran for them is discarded): reset-time randomization draws twice for
+        each new episode (the second draw counts), and a ``gp.ObsNorm`` inside a
+        ``TransformedEnv`` still sees the observations of the discarded step.
+        """
         if isinstance(actions, (np.ndarray, list, tuple)):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
         with held(self.gp_env):  # until the env's buffers are read
             td = self.gp_env.step(actions)
-            return self._step_next(td) if self._next_step else self._step_same(td)
+            if not self._next_step:
+                done = self._out(td["done"])
+                info: dict[str, Any] = {"final_obs": self._out(td["final_observation"]),
+                                        "_final_obs": done, "final_info": self._episode(td, done),
+                                        "_final_info": done}
+                if self._episode_info:
+                    info.update(info["final_info"])
+                out = (td[k] for k in ("observation", "reward", "terminated", "truncated"))
+                return (*map(self._out, out), info)
+            prev = self._autoreset
+            keep = ~prev
+            final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
+            reward = td["reward"] * keep
+            terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
+            done = terminated | truncated
+            info = self._episode(td, self._out(done)) if self._episode_info else {}
+            fresh = self.gp_env.reset(prev)["observation"]
+            obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
+            self._autoreset = done
+            self._last_obs.copy_(obs)
+            out = (obs, reward, terminated, truncated)  # fresh tensors
+            return (*(map(self._out, out) if self._numpy else out), info)
 
-    def _step_same(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        done = self._out(td["done"])
-        info: dict[str, Any] = {
-            "final_obs": self._out(td["final_observation"]),
-            "_final_obs": done,
-            "final_info": {
-                "episode": {"r": self._out(td["episode_return"]),
-                            "l": self._out(td["episode_length"])},
-                "_episode": done,
-            },
-            "_final_info": done,
-        }
-        if self._episode_info:
-            info["episode"], info["_episode"] = info["final_info"]["episode"], done
-        return (self._out(td["observation"]), self._out(td["reward"]),
-                self._out(td["terminated"]), self._out(td["truncated"]), info)
-
-    def _step_next(self, td) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        prev = self._autoreset
-        keep = ~prev
-        final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
-        reward = td["reward"] * keep
-        terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
-        done = terminated | truncated
-        info: dict[str, Any] = {"episode": {"r": self._out(td["episode_return"]),
-                                            "l": self._out(td["episode_length"])},
-                                "_episode": self._out(done)} if self._episode_info else {}
-        fresh = self.gp_env.reset(prev)["observation"]
-        obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
-        self._autoreset = done
-        self._last_obs.copy_(obs)
-        out = (obs, reward, terminated, truncated)  # fresh tensors
-        return (*(map(self._out, out) if self._numpy else out), info)
+    def _episode(self, td, done) -> dict[str, Any]:
+        """``{"episode": {"r": return, "l": length}, "_episode": done}`` of ``td``."""
+        return {"episode": {"r": self._out(td["episode_return"]),
+                            "l": self._out(td["episode_length"])}, "_episode": done}

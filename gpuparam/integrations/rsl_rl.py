@@ -1,17 +1,11 @@
-"""rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv``.
-
-Three lines to train (see ``examples/rsl_rl_train.py`` for a full configuration)::
-
-    env = RslRlVecEnv(gp.make("Pendulum-v1", num_envs=4096), privileged=("m", "l"))
-    runner = OnPolicyRunner(env, train_cfg, device=str(env.device))
-    runner.learn(num_learning_iterations=300)
-"""
+"""rsl_rl (rsl-rl-lib 5.x) ``VecEnv`` over a gpuparam env: ``RslRlVecEnv`` (tested training
+examples: ``docs/training.md``, ``examples/rsl_rl_train.py``)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -52,26 +46,38 @@ class RslRlEnvCfg:
         return asdict(self)
 
 
-def _range(name: str, given, spec: tuple[float, float], size: int):
-    """(low, high) float64 ``[size]`` for one privileged parameter; validates ``given``."""
-    if given is None:
-        return tuple(torch.full((size,), float(v), dtype=torch.float64) for v in spec)
-    what = f"RslRlVecEnv: privileged[{name!r}]"
-    if not isinstance(given, (tuple, list)) or len(given) != 2:
-        raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
-    try:
-        low, high = (torch.as_tensor(v, dtype=torch.float64).flatten() for v in given)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise ValueError(f"{what}: low and high must be numbers or sequences of numbers; "
-                         f"{e}") from None
-    for v in (low, high):
-        if v.numel() not in (1, size):
-            raise ValueError(f"{what}: low/high expected a scalar or {size} values (one per "
-                             f"component), got {v.numel()}")
-    low, high = low.expand(size), high.expand(size)
-    if not (torch.isfinite(low).all() and torch.isfinite(high).all() and (high > low).all()):
-        raise ValueError(f"{what}: expected finite low < high, got {given!r}")
-    return low, high
+def _privileged_map(params, names: tuple[str, ...], ranges: dict) -> tuple:
+    """``(cols, scale, offset)``: the rows of ``names`` in the ``[C, N]`` parameter tables and
+    float64 ``[P]`` factors mapping each row's range (from ``ranges``, validated, else the
+    spec's) to ``[-1, 1]``."""
+    cols, lows, highs = [], [], []
+    for name in names:
+        a, size = params.columns(name)
+        cols += range(a, a + size)
+        spec, given = params.spec[name], ranges.get(name)
+        what = f"RslRlVecEnv: privileged[{name!r}]"
+        if given is not None and (not isinstance(given, (tuple, list)) or len(given) != 2):
+            raise ValueError(f"{what}: expected a (low, high) pair or None, got {given!r}")
+        try:
+            low, high = (torch.as_tensor(v, dtype=torch.float64).flatten()
+                         for v in ((spec.low, spec.high) if given is None else given))
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{what}: low and high must be numbers or sequences of numbers; "
+                             f"{e}") from None
+        for v in (low, high):
+            if v.numel() not in (1, size):
+                raise ValueError(f"{what}: low/high expected a scalar or {size} values (one "
+                                 f"per component), got {v.numel()}")
+        low, high = low.expand(size), high.expand(size)
+        if given is not None and not (
+                torch.isfinite(low).all() and torch.isfinite(high).all() and (high > low).all()):
+            raise ValueError(f"{what}: expected finite low < high, got {given!r}")
+        lows.append(low)
+        highs.append(high)
+    low = torch.cat(lows)
+    width = torch.cat(highs) - low
+    scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)  # 0: a fixed spec range
+    return cols, scale, torch.where(width > 0, -1.0 - low * scale, 0.0)
 
 
 class RslRlVecEnv(Adapter, VecEnv):
@@ -80,7 +86,7 @@ class RslRlVecEnv(Adapter, VecEnv):
     Args:
         env: ``gp.make(...)`` or a ``gp.TransformedEnv`` (then the policy sees normalized
             observations and rewards, and the episode statistics stay raw). It is reset here;
-            reachable as ``env`` or ``gp_env``, its ``params`` as ``params``.
+            reachable as ``env`` or ``gp_env``.
         privileged: parameter names for the critic's ``"privileged"`` observation group,
             float32 ``[N, P]`` (``P`` the summed sizes): each env's effective values mapped
             from their spec range ``[low, high]`` to ``[-1, 1]``. Or a mapping ``{name:
@@ -109,41 +115,22 @@ class RslRlVecEnv(Adapter, VecEnv):
     Attributes (the rsl_rl contract): ``num_envs``; ``num_actions`` (``prod(action shape)``;
     for a Discrete(n) env 1 if n == 2, else n); ``max_episode_length``
     (``env.max_episode_steps``); ``device``; ``cfg`` (an ``RslRlEnvCfg``);
-    ``episode_length_buf``: int32 ``[N]`` on the device, the env's own ``env.episode_length``
-    (reading gives that tensor, assigning writes it, as
-    ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does).
+    ``episode_length_buf``.
 
     Discrete envs (rsl_rl's policies are Gaussian): with two actions the policy outputs one
     float per env and the env takes action 1 where it is > 0, else 0; with n > 2 actions it
     outputs n floats and the env takes their ``argmax`` (the first on ties). The actions
     rsl_rl stores stay the floats it sampled.
 
-    ``step(actions)``: float ``[N, num_actions]`` on the device (any floating dtype; taken
-    detached, so no autograd graph reaches the env; another dtype, shape or device raises
-    ``ValueError`` before anything is written). Returns ``(obs, rewards, dones, extras)``:
-    ``obs`` a TensorDict batch ``[N]`` with ``"policy"`` float32 ``[N, *obs_shape]`` (after
-    auto-reset) and ``"privileged"`` / ``"critic"`` if configured; ``rewards`` float32
-    ``[N]``; ``dones`` int64 ``[N]`` (``terminated | truncated``); ``extras`` with
-    ``"time_outs"`` bool ``[N]`` (truncated and not terminated: rsl_rl bootstraps those)
-    and, every ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length":
-    ..., "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
-    number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
-    computed without a host sync. The latest entry stays readable as ``last_log``.
-
-    Buffers: outputs are double-buffered (alternate steps write alternate preallocated
-    sets), so a step's outputs stay intact through the next step (rsl_rl acts on step t's
-    observations and stores them after step t + 1); ``clone()`` what you keep longer. The
-    core env's own buffers are never handed out.
+    Buffers: alternate steps write alternate preallocated output sets, so a step's outputs
+    stay intact through the next step (rsl_rl acts on step t's observations and stores them
+    after step t + 1); ``clone()`` what you keep longer.
 
     Over a gpuparam env or a ``gp.TransformedEnv`` of one, the adapter adds stages to the
     env's captured step (the output copy, and for Discrete(2) the action mapping), armed
-    only while this adapter steps: stepping the env directly leaves this adapter's buffers
-    alone; ``close()`` removes them. Any other wrapper is stepped through its own ``step``
-    and its outputs copied with torch ops.
-
-    Threads: ``step`` and ``reset`` hold the env (``env.hold()``; over another wrapper, a
-    lock of this adapter's) before writing anything, so a call made while another call on
-    the env runs (another thread's, or a hook's) raises ``RuntimeError``, changing nothing.
+    only while this adapter steps; ``close()`` removes them. Any other wrapper is stepped
+    through its own ``step`` and its outputs copied with torch ops; a lock of this adapter's
+    then stands in for ``env.hold()``.
     """
 
     def __init__(
@@ -182,12 +169,8 @@ class RslRlVecEnv(Adapter, VecEnv):
             torch.Size(act.shape).numel())
         self._shapes = ((n, self.num_actions),)  # the actions taken
         clip = bool(clip_actions) and not discrete
-        # over a gpuparam env, actions go straight into its action buffer and this adapter's
-        # stages join its step (added below): the output copy into set k (last) and for
-        # Discrete(2) the action mapping (first), run only when armed by `step` (the flag
-        # k + 1, cleared by the output stage), so a plain `env.step` leaves this adapter's
-        # buffers alone. Any other wrapper's step may do its own work in Python: torch ops
-        # map actions into our buffer and copy what it returns.
+        # over a gpuparam env, actions go straight into its action buffer and our stages
+        # join its step (see the class docstring); over another wrapper, torch ops map them
         base = base_env(env)
         self._staged = isinstance(base, VecEnvBase)
         a = base.context.action if self._staged else torch.zeros(view, dtype=act.dtype,
@@ -213,13 +196,18 @@ class RslRlVecEnv(Adapter, VecEnv):
             max_episode_length=self.max_episode_length, privileged=privileged,
             discrete_actions=int(act.n) if discrete else None, clip_actions=clip,
         )
-        self._privileged_setup(privileged, ranges)
-        # the env's own critic observation (e.g. Go1's "privileged_observation"): the
-        # "critic" group, over a gpuparam env (copied by the output stage)
+        # the "privileged" group: (rows of the tables, scale, offset, a [P, N] buffer)
+        self._priv = None
+        if privileged:
+            cols, scale, offset = _privileged_map(env.params, privileged, ranges)
+            self._priv = (torch.tensor(cols, dtype=torch.int64, device=dev),
+                          scale.to(**f32)[:, None], offset.to(**f32)[:, None],
+                          torch.zeros(len(cols), n, **f32))
+        # the env's own critic observation (e.g. Go1's): the "critic" group, staged only
         critic = base.context.outputs.get(CRITIC_KEY) if self._staged else None
         groups = {"policy": tuple(env.observation_spec.shape)}
-        if self._priv_cols is not None:
-            groups["privileged"] = (self._priv_cols.numel(),)
+        if self._priv is not None:
+            groups["privileged"] = (self._priv[0].numel(),)
         if critic is not None:
             groups["critic"] = critic.shape[1:]
         # two output sets, written by alternate steps: (obs, rewards, dones, time_outs)
@@ -232,6 +220,7 @@ class RslRlVecEnv(Adapter, VecEnv):
         self._k = 1  # the set last written: reset() below writes set 0
         self._lock = threading.Lock()  # the guard of a wrapper that is not a gpuparam env
         self._removers: list = []
+        self._closed = False
         if self._staged:
             self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
             self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
@@ -245,9 +234,8 @@ class RslRlVecEnv(Adapter, VecEnv):
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
-    # ------------------------------------------------------------------ step stages
-    def _launch(self, ctx: StepContext, kernel, inputs: list) -> None:
-        wp.launch(kernel, self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
+    def _launch(self, ctx: StepContext, kernel, inputs: list, dim: int | None = None) -> None:
+        wp.launch(kernel, dim or self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
 
     def _action_stage(self, ctx: StepContext) -> None:
         self._launch(ctx, kactions.pick_positive, [
@@ -256,9 +244,8 @@ class RslRlVecEnv(Adapter, VecEnv):
 
     def _output_stage(self, ctx: StepContext) -> None:
         td = self.env.outputs  # this step's (after any transforms), read at capture
-        obs = td["observation"]
         n = self.num_envs
-        src = [to_wp(obs.reshape(n, -1))]
+        src = [to_wp(td["observation"].reshape(n, -1))]
         src += [to_wp(td[k]) for k in ("reward", "done", "truncated", "terminated")]
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
             self._launch(ctx, kactions.write_outputs, [
@@ -270,41 +257,20 @@ class RslRlVecEnv(Adapter, VecEnv):
                     to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
                     to_wp(s[0]["critic"].reshape(n, -1)),
                 ])
-        wp.launch(kactions.disarm, 1, [to_wp(self._flag)], device=ctx.wp_device,
-                  stream=ctx.stream)
-
-    # ------------------------------------------------------------------ privileged group
-    def _privileged_setup(self, names: tuple[str, ...], ranges: dict) -> None:
-        self._priv_cols = None
-        if not names:
-            return
-        params, dev = self.env.params, self.device
-        cols, bounds = [], []
-        for name in names:
-            a, size = params.columns(name)  # rows of the [C, N] tables
-            spec = params.spec[name]
-            bounds.append(_range(name, ranges.get(name), (spec.low, spec.high), size))
-            cols += range(a, a + size)
-        low, high = (torch.cat(b) for b in zip(*bounds, strict=True))  # float64 [P]
-        width = high - low
-        scale = torch.where(width > 0, 2.0 / width.clamp(min=1e-30), 0.0)
-        offset = torch.where(width > 0, -1.0 - low * scale, 0.0)
-        self._priv_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
-        self._priv_scale = scale.to(dev, torch.float32)[:, None]
-        self._priv_offset = offset.to(dev, torch.float32)[:, None]
-        self._priv_rows = torch.zeros(len(cols), self.num_envs, dtype=torch.float32, device=dev)
+        self._launch(ctx, kactions.disarm, [to_wp(self._flag)], 1)
 
     def _write_privileged(self, obs: TensorDict) -> None:
-        if self._priv_cols is None:
+        if self._priv is None:
             return
-        rows = self._priv_rows  # [P, N]; the group is [N, P]: written through its .T
-        torch.index_select(self.env.params.effective_table, 0, self._priv_cols, out=rows)
-        torch.addcmul(self._priv_offset, rows, self._priv_scale, out=obs["privileged"].T)
+        cols, scale, offset, rows = self._priv  # rows [P, N]; the group [N, P], through .T
+        torch.index_select(self.env.params.effective_table, 0, cols, out=rows)
+        torch.addcmul(offset, rows, scale, out=obs["privileged"].T)
 
-    # ------------------------------------------------------------------ rsl_rl contract
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """int32 ``[N]`` on the device: the env's current episode step counters."""
+        """int32 ``[N]`` on the device: the env's own ``env.episode_length`` (reading gives
+        that tensor, assigning writes it, as ``OnPolicyRunner.learn(init_at_random_ep_len=
+        True)`` does)."""
         return self.env.episode_length
 
     @episode_length_buf.setter
@@ -317,8 +283,7 @@ class RslRlVecEnv(Adapter, VecEnv):
 
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
-        self._check_open("reset")
-        with self._guard():
+        with self._guard("reset"):
             td = self.env.reset()
             k = self._k ^ 1
             obs = self._sets[k][0]
@@ -329,55 +294,61 @@ class RslRlVecEnv(Adapter, VecEnv):
             self._k = k
         return obs, {}
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self, what: str | None = None) -> contextlib.AbstractContextManager:
         """This call's hold on the env, taken before anything is written: over a gpuparam
-        env its ``hold()``, else this adapter's own lock."""
+        env its ``hold()``, else this adapter's own lock. A call named ``what`` (``step``,
+        ``reset``) raises after ``close()``."""
+        if what is not None and self._closed:
+            raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")
         if self._staged:
-            with base_env(self.env).hold():
-                yield
-        elif not self._lock.acquire(blocking=False):
+            return base_env(self.env).hold()
+        if not self._lock.acquire(blocking=False):
             raise RuntimeError(f"{self!r}: step/reset called while another call on this "
                                "adapter is running (two threads, or a hook calling step): "
                                "serialize the calls")
-        else:
-            try:
-                yield
-            finally:
-                self._lock.release()
+        held = contextlib.ExitStack()  # releases the lock when the call's block ends
+        held.callback(self._lock.release)
+        return held
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Step every env with ``actions`` float ``[N, num_actions]`` on the device (detached);
-        see the class docstring for what comes back."""
-        self._check_open("step")
-        check_tensor("RslRlVecEnv: actions", actions, "a floating-point", torch.is_floating_point,
-                     self._shapes, self.device)
-        with self._guard():
-            return self._step(actions.detach())  # no autograd graph reaches the env
+        """Step every env; returns ``(obs, rewards, dones, extras)``.
 
-    def _step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        self._map(actions)
-        k = self._k ^ 1
-        obs, rewards, dones, time_outs = self._sets[k]
-        if self._staged:
-            self._flag.fill_(k + 1)  # the output stage writes set k during the step
-        try:
-            td = self.env.step(self._action)
-        except BaseException:  # a step that failed midway leaves nothing armed
+        ``actions``: float ``[N, num_actions]`` on the device (any floating dtype; taken
+        detached, so no autograd graph reaches the env; another dtype, shape or device
+        raises ``ValueError`` before anything is written). ``obs``: a TensorDict batch
+        ``[N]`` with ``"policy"`` float32 ``[N, *obs_shape]`` (after auto-reset) and
+        ``"privileged"`` / ``"critic"`` if configured; ``rewards`` float32 ``[N]``; ``dones``
+        int64 ``[N]`` (``terminated | truncated``); ``extras`` with ``"time_outs"`` bool
+        ``[N]`` (truncated and not terminated: rsl_rl bootstraps those) and, every
+        ``log_interval`` steps, ``"log"``: ``{"Episode/return": ..., "Episode/length": ...,
+        "Episode/count": ...}``, 0-dim device tensors (mean raw return and length, and the
+        number of episodes they cover, as ``episode_stats`` says; NaN when there is none),
+        computed without a host sync. The latest entry stays readable as ``last_log``."""
+        with self._guard("step"):  # raises after close(), before the actions are checked
+            check_tensor("RslRlVecEnv: actions", actions, "a floating-point",
+                         torch.is_floating_point, self._shapes, self.device)
+            self._map(actions.detach())  # no autograd graph reaches the env
+            k = self._k ^ 1
+            obs, rewards, dones, time_outs = self._sets[k]
             if self._staged:
-                self._flag.fill_(0)
-            raise
-        self._k = k
-        if not self._staged:
-            for dst, key in ((obs["policy"], "observation"), (rewards, "reward"),
-                             (dones, "done")):
-                dst.copy_(td[key])
-            torch.gt(td["truncated"], td["terminated"], out=time_outs)  # and not terminated
-        self._write_privileged(obs)
-        extras = {"time_outs": time_outs}
-        if self._episode_stats is not None and (log := self._stats(td)) is not None:
-            extras["log"] = log
-        return obs, rewards, dones, extras
+                self._flag.fill_(k + 1)  # the output stage writes set k during the step
+            try:
+                td = self.env.step(self._action)
+            except BaseException:  # a step that failed midway leaves nothing armed
+                if self._staged:
+                    self._flag.fill_(0)
+                raise
+            self._k = k
+            if not self._staged:
+                for dst, key in ((obs["policy"], "observation"), (rewards, "reward"),
+                                 (dones, "done")):
+                    dst.copy_(td[key])
+                torch.gt(td["truncated"], td["terminated"], out=time_outs)  # and not terminated
+            self._write_privileged(obs)
+            extras = {"time_outs": time_outs}
+            if self._episode_stats is not None and (log := self._stats(td)) is not None:
+                extras["log"] = log
+            return obs, rewards, dones, extras
 
     def _stats(self, td) -> dict[str, torch.Tensor] | None:
         """Accumulate this step's finished episodes ("sums"); every ``log_interval`` steps,
@@ -412,7 +383,3 @@ class RslRlVecEnv(Adapter, VecEnv):
                 remove()
             self._removers = []
             self._closed = True
-
-    def _check_open(self, what: str) -> None:
-        if self.__dict__.get("_closed", False):
-            raise RuntimeError(f"RslRlVecEnv.{what}: called after close()")

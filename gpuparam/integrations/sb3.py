@@ -1,11 +1,5 @@
-"""Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv``.
-
-Three lines to train::
-
-    env = SB3VecEnv(gp.make("CartPole-v1", num_envs=16))
-    model = PPO("MlpPolicy", VecNormalize(env), n_steps=128)
-    model.learn(total_timesteps=100_000)
-"""
+"""Stable-Baselines3 ``VecEnv`` over a gpuparam env: ``SB3VecEnv`` (a tested training
+example: ``docs/training.md``)."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ class SB3VecEnv(Adapter, VecEnv):
     """Stable-Baselines3's ``VecEnv`` over a gpuparam env or ``gp.TransformedEnv``.
 
     Args:
-        env: the gpuparam env; reachable as ``venv.gp_env``, its ``params`` as
-            ``venv.params``.
+        env: the gpuparam env.
 
     NumPy in and out (SB3's API): every step copies observations, rewards and flags to the
     host and builds one info dict per env. ``step`` returns ``(obs float32 [N,
@@ -42,26 +35,11 @@ class SB3VecEnv(Adapter, VecEnv):
     ``"episode"``: ``{"r": return (raw, before any ``gp.RewardNorm``), "l": length, "t":
     seconds since this adapter was built}`` (what SB3's ``Monitor`` writes, so
     ``ep_info_buffer`` and the ``rollout/ep_rew_mean`` log work); the other envs get ``{}``.
-    Actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box), NumPy or
-    torch.
 
-    Parameters through SB3's attribute API (``indices``: an int, a list of ints or ``None``
-    for all envs):
+    Parameters through SB3's attribute API: ``set_attr``, ``get_attr``, ``env_method``
+    (``indices``: an int, a list of ints or ``None`` for all envs).
 
-    - ``set_attr(name, value, indices)`` with a parameter name writes ``value`` to those
-      envs (``params.set(name, value, env_ids=indices)``). Otherwise (``indices`` must then
-      be ``None``) ``name`` is one of the env's settings, validated as the env validates
-      them and in effect from the next step: ``"max_episode_steps"`` (an int in ``[1,
-      2**31 - 1]``), ``"episode_length"`` or ``"validate_actions"`` (a bool). Any other
-      name (``num_envs``, ...) raises ``ValueError``: nothing else of the env may change.
-    - ``get_attr(name, indices)``: a parameter's per-env values (one NumPy value per index),
-      else the gpuparam env's attribute repeated once per index.
-    - ``env_method("set_<param>", value, indices=...)`` writes like ``set_attr``;
-      ``env_method("get_<param>", indices=...)`` reads; any other method of the gpuparam env
-      is called once for all envs (``indices`` must be ``None``) and its result repeated.
-
-    Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (gpuparam keys every env's draws
-    by seed and env index, so the one seed covers all envs; SB3's ``s + i`` per env is not
+    Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (SB3's ``s + i`` per env is not
     used). Works under ``VecNormalize``, ``VecMonitor`` and the other ``VecEnvWrapper``.
     """
 
@@ -73,7 +51,6 @@ class SB3VecEnv(Adapter, VecEnv):
         self._actions: torch.Tensor | None = None
         self._t0 = time.perf_counter()
 
-    # ------------------------------------------------------------------ stepping
     def reset(self) -> np.ndarray:
         """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call); returns
         the observations, float32 ``[N, *obs_shape]``."""
@@ -86,7 +63,8 @@ class SB3VecEnv(Adapter, VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray | torch.Tensor) -> None:
-        """Load actions (integers ``[N]`` or floats ``[N, *action_shape]``)."""
+        """Load actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box),
+        NumPy or torch."""
         a = torch.as_tensor(actions, device=self.device)
         if self._discrete:
             if a.dim() == 2 and a.shape[1] == 1:
@@ -106,18 +84,17 @@ class SB3VecEnv(Adapter, VecEnv):
             self._actions = None
             host = {k: td[k].to("cpu", copy=True).numpy() for k in (
                 "observation", "reward", "done", "terminated", "truncated")}
+            infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
             ended = np.flatnonzero(host["done"])
             if ended.size:
                 final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
                     "final_observation", "episode_return", "episode_length"))
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        if ended.size:
-            timeout = host["truncated"] & ~host["terminated"]
-            t = round(time.perf_counter() - self._t0, 6)
-            for i in ended.tolist():
-                infos[i] = {"terminal_observation": final[i],
-                            "TimeLimit.truncated": bool(timeout[i]),
-                            "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
+                timeout = host["truncated"] & ~host["terminated"]
+                t = round(time.perf_counter() - self._t0, 6)
+                for i in ended.tolist():
+                    infos[i] = {"terminal_observation": final[i],
+                                "TimeLimit.truncated": bool(timeout[i]),
+                                "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
         return host["observation"], host["reward"], host["done"], infos
 
     def close(self) -> None:
@@ -127,35 +104,36 @@ class SB3VecEnv(Adapter, VecEnv):
         """No rendering: ``[None] * N``."""
         return [None] * self.num_envs
 
-    # ------------------------------------------------------------------ attributes
-    def _ids(self, indices) -> list[int]:
-        return list(self._get_indices(indices))
-
     def _check_all(self, what: str, indices) -> None:
         if indices is not None:
             raise ValueError(f"SB3VecEnv.{what}: per-env indices only apply to parameters "
                              f"({', '.join(self.params.names)}), got indices={indices!r}")
 
     def get_attr(self, attr_name: str, indices: Iterable[int] | int | None = None) -> list[Any]:
-        """A parameter's per-env values, or the gpuparam env's attribute once per index."""
+        """A parameter's per-env values (one NumPy value per index), else the gpuparam env's
+        attribute repeated once per index."""
         if attr_name in self.params.names:
             values = self.params[attr_name].to("cpu", copy=True).numpy()
-            return [values[i] for i in self._ids(indices)]
+            return [values[i] for i in self._get_indices(indices)]
         # render_mode: asked by VecEnv.__init__; nothing renders
         value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
-        return [value for _ in self._ids(indices)]
+        return [value for _ in self._get_indices(indices)]
 
     _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
 
     def set_attr(
         self, attr_name: str, value: Any, indices: Iterable[int] | int | None = None
     ) -> None:
-        """Write a parameter for the indexed envs, or one of the env's settings (see the
-        class docstring); anything else raises ``ValueError``, changing nothing."""
+        """With a parameter name, write ``value`` to the indexed envs (``params.set(name,
+        value, env_ids=indices)``). Otherwise (``indices`` must then be ``None``) one of the
+        env's settings, validated as the env validates them and in effect from the next
+        step: ``"max_episode_steps"`` (an int in ``[1, 2**31 - 1]``), ``"episode_length"``
+        or ``"validate_actions"`` (a bool). Any other name (``num_envs``, ...) raises
+        ``ValueError``, changing nothing: nothing else of the env may change."""
         if attr_name in self.params.names:
             if isinstance(value, np.ndarray):
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
-            ids = None if indices is None else self._ids(indices)
+            ids = None if indices is None else list(self._get_indices(indices))
             self.params.set(attr_name, value, env_ids=ids)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
@@ -173,7 +151,9 @@ class SB3VecEnv(Adapter, VecEnv):
         self, method_name: str, *method_args, indices: Iterable[int] | int | None = None,
         **method_kwargs,
     ) -> list[Any]:
-        """``set_<param>`` / ``get_<param>``, or a method of the gpuparam env (see the class)."""
+        """``"set_<param>"`` (one value) writes like ``set_attr``; ``"get_<param>"`` reads;
+        any other method of the gpuparam env is called once for all envs (``indices`` must
+        be ``None``) and its result repeated."""
         prefix, name = method_name[:4], method_name[4:]
         if prefix == "get_" and name in self.params.names:
             return self.get_attr(name, indices)
@@ -182,11 +162,11 @@ class SB3VecEnv(Adapter, VecEnv):
                 raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
                                  f"value, got args={method_args!r} kwargs={method_kwargs!r}")
             self.set_attr(name, method_args[0], indices)
-            return [None for _ in self._ids(indices)]
+            return [None for _ in self._get_indices(indices)]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
 
     def env_is_wrapped(self, wrapper_class, indices: Iterable[int] | int | None = None) -> list:
         """No Gymnasium wrappers inside: ``[False]`` per index."""
-        return [False for _ in self._ids(indices)]
+        return [False for _ in self._get_indices(indices)]

@@ -1,17 +1,5 @@
-"""skrl (2.x, torch) over a gpuparam env: ``wrap`` / ``SkrlWrapper`` and ``ObsNormPreprocessor``.
-
-Three lines to train::
-
-    env = wrap(gp.make("Pendulum-v1", num_envs=1024))
-    agent = PPO(models=models, memory=RandomMemory(memory_size=16, num_envs=env.num_envs),
-                observation_space=env.observation_space, action_space=env.action_space,
-                device=env.device, cfg={"observation_preprocessor": ObsNormPreprocessor,
-                "observation_preprocessor_kwargs": {"size": env.observation_space}})
-    SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 10_000}).train()
-
-With ``cfg={"time_limit_bootstrap": True}``, build the agent from ``FinalObservation``
-(``class Agent(FinalObservation, PPO): pass``) for a correct bootstrap (see that class).
-"""
+"""skrl (2.x, torch) over a gpuparam env: ``wrap`` / ``SkrlWrapper``, ``ObsNormPreprocessor``
+and the agent mixin ``FinalObservation`` (a tested training example: ``docs/training.md``)."""
 
 from __future__ import annotations
 
@@ -42,25 +30,7 @@ class SkrlWrapper(Adapter, Wrapper):
         env: the gpuparam env; its public attributes (``params``, ``randomize``, ...) are
             reachable on the wrapper (skrl's ``Wrapper.__getattr__``).
 
-    Spaces (single-env, Gymnasium): ``observation_space`` a ``Box`` of the observation shape,
-    ``action_space`` a ``Box`` or ``Discrete``; ``state_space`` ``None``.
-
-    ``step(actions)``: float ``[N, *action_shape]`` or ``[N, prod(action_shape)]``
-    (``Box``) or integer ``[N, 1]`` / ``[N]`` (``Discrete``, what skrl's categorical models
-    give) on the env's device; another shape raises ``ValueError`` (dtypes and devices are
-    checked by the env). Returns ``(obs, reward, terminated, truncated, info)``: float32
-    ``[N, *obs_shape]`` (after the env's same-step auto-reset, as skrl's vectorized trainers
-    expect), float32 ``[N, 1]``, bool ``[N, 1]``, bool ``[N, 1]``, and ``info`` with
-    ``"final_observation"`` float32 ``[N, *obs_shape]``: the observations the step reached
-    (before the auto-reset; equal to ``obs`` where no episode ended), what
-    ``FinalObservation`` bootstraps from. Every output is a fresh tensor (skrl adds into the
-    reward in place and keeps the observations).
-
-    ``reset()`` resets every env the first time and returns ``(obs, {})``. Later calls
-    return (a fresh copy of) the last step's observations without resetting (the envs reset
-    themselves at episode ends), as skrl's own wrappers of vectorized envs do: skrl's
-    trainers call ``reset()`` again after done steps of single-env runs and at every
-    ``train()`` or ``eval()``. ``gp_env.reset()`` resets for real.
+    Spaces are single-env Gymnasium ones; ``state_space`` is ``None``.
     """
 
     def __init__(self, env):
@@ -68,8 +38,8 @@ class SkrlWrapper(Adapter, Wrapper):
         self.gp_env = env
         n = int(env.num_envs)
         self._observation_space, self._action_space = gym_spaces(env)
-        # the action shapes taken, each to the shape the env takes: [N, *action_shape] and
-        # [N, prod(action_shape)] (for Discrete: [N] and [N, 1])
+        # the action shapes taken ([N, prod(action_shape)] and [N, *action_shape]), each
+        # to the one the env takes
         act = env.action_spec
         view, flat = (n, *act.shape), (n, int(np.prod(act.shape, dtype=np.int64)))
         self._shapes = dict.fromkeys([flat, view], view)
@@ -82,17 +52,20 @@ class SkrlWrapper(Adapter, Wrapper):
 
     @property
     def observation_space(self) -> gym.Space:
-        """Single-env observation space (``Box``)."""
+        """``Box`` of the observation shape."""
         return self._observation_space
 
     @property
     def action_space(self) -> gym.Space:
-        """Single-env action space (``Box`` or ``Discrete``)."""
+        """``Box`` of the action shape, or ``Discrete(n)``."""
         return self._action_space
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every env the first time, later return the last observations (see the
-        class docstring); returns ``(obs float32 [N, *obs_shape], {})``."""
+        """Reset every env the first time; returns ``(obs float32 [N, *obs_shape], {})``.
+
+        Later calls return (a copy of) the last step's observations without resetting, as
+        skrl's own wrappers of vectorized envs do (skrl's trainers call ``reset()`` at every
+        ``train()`` or ``eval()``). ``gp_env.reset()`` resets for real."""
         with held(self.gp_env):  # until the env's buffers are read
             if not self._started:
                 self._last_obs.copy_(self.gp_env.reset()["observation"])
@@ -102,7 +75,16 @@ class SkrlWrapper(Adapter, Wrapper):
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step every env; see the class docstring."""
+        """Step every env; returns fresh tensors ``(obs, reward, terminated, truncated, info)``.
+
+        ``actions``: float ``[N, *action_shape]`` or ``[N, prod(action_shape)]`` (``Box``) or
+        integer ``[N, 1]`` / ``[N]`` (``Discrete``, what skrl's categorical models give) on
+        the env's device; another shape raises ``ValueError`` (dtypes and devices are checked
+        by the env). Returns float32 ``[N, *obs_shape]`` (after the env's same-step
+        auto-reset, as skrl's vectorized trainers expect), float32 ``[N, 1]``, bool ``[N,
+        1]``, bool ``[N, 1]``, and ``info`` with ``"final_observation"`` float32 ``[N,
+        *obs_shape]``: the observations the step reached (before the auto-reset), what
+        ``FinalObservation`` bootstraps from."""
         if isinstance(actions, torch.Tensor):
             shape = self._shapes.get(tuple(actions.shape))
             if shape is None:
@@ -119,11 +101,9 @@ class SkrlWrapper(Adapter, Wrapper):
 
     def state(self) -> None:
         """No separate state: ``None``."""
-        return None
 
     def render(self, *args, **kwargs) -> None:
         """Nothing to render."""
-        return None
 
     def close(self) -> None:
         """Nothing to release."""
@@ -134,14 +114,13 @@ class FinalObservation:
     PPO): pass``, then build ``Agent`` as the agent it extends.
 
     skrl's ``time_limit_bootstrap`` adds ``discount * V(next_observations) * truncated`` to
-    the reward, and a vectorized env returns the observations after its auto-reset, so a
-    plain agent bootstraps a truncated episode from the *next* episode's first state. This
-    mixin's ``record_transition`` passes ``infos["final_observation"]`` (from
-    ``SkrlWrapper``: the observations the step reached) to the agent as
-    ``next_observations`` (what it bootstraps from, and what off-policy agents store),
-    while the trainer goes on acting on the reset ones. Where ``infos`` has no
-    ``"final_observation"`` it changes nothing. One agent per env batch (skrl's
-    ``num_simultaneous_agents == 1``): another batch size raises ``ValueError``.
+    the reward; a vectorized env's next observations are post-reset, so a plain agent
+    bootstraps from the *next* episode's first state. This mixin's ``record_transition``
+    passes ``infos["final_observation"]`` (``SkrlWrapper``'s pre-reset observations) as
+    ``next_observations`` (what the agent bootstraps from and off-policy agents store); the
+    trainer still acts on the reset ones. Without that key it changes nothing. One agent
+    per env batch (``num_simultaneous_agents == 1``): another batch size raises
+    ``ValueError``.
     """
 
     def record_transition(self, **kwargs) -> None:
@@ -177,11 +156,7 @@ class ObsNormPreprocessor(nn.Module):
             ``RunningStandardScaler`` (``cuda:0`` when CUDA is available), where skrl's
             agents keep the observations they pass.
 
-    skrl calls ``preprocessor(x)`` when acting (normalize only) and ``preprocessor(x,
-    train=True)`` on the first epoch's minibatches (merge them in, then normalize), with
-    ``x`` float32 ``[B, *shape]`` of any B. ``inverse=True`` is not supported (observations
-    are never mapped back). The norm is a submodule, so skrl's checkpoints hold its
-    statistics; ``reset_stats(mask)`` is the norm's.
+    The norm is a submodule, so skrl's checkpoints hold its statistics.
     """
 
     def __init__(
@@ -194,12 +169,10 @@ class ObsNormPreprocessor(nn.Module):
     ):
         super().__init__()
         if norm is None:
-            if isinstance(size, gym.Space):
-                size = size.shape
+            size = size.shape if isinstance(size, gym.Space) else size
             if size is None:
                 raise ValueError("ObsNormPreprocessor: expected size or norm, got neither")
-            device = skrl_config.torch.parse_device(device)
-            norm = ObsNorm(size, clip=clip, device=device)
+            norm = ObsNorm(size, clip=clip, device=skrl_config.torch.parse_device(device))
         elif not isinstance(norm, ObsNorm):
             raise TypeError(
                 f"ObsNormPreprocessor: expected a gp.ObsNorm, got {type(norm).__name__}"
@@ -214,8 +187,10 @@ class ObsNormPreprocessor(nn.Module):
         self, x: torch.Tensor | None, *, train: bool = False, inverse: bool = False,
         no_grad: bool = True,
     ) -> torch.Tensor | None:
-        """Normalize ``x`` (float32 ``[B, *shape]`` on the norm's device; ``None`` passes
-        through), merging it into the statistics first when ``train``."""
+        """Normalize ``x`` (float32 ``[B, *shape]``, any B, on the norm's device; ``None``
+        passes through), merging it into the statistics first when ``train``: skrl calls
+        ``preprocessor(x)`` when acting and ``preprocessor(x, train=True)`` on the first
+        epoch's minibatches. ``inverse=True`` is not supported (raises ``ValueError``)."""
         if x is None:
             return None
         if inverse:

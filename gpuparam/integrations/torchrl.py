@@ -23,13 +23,11 @@ __all__ = ["ObsNormTransform", "TorchRLEnv"]
 _DONE_KEYS = ("done", "terminated", "truncated")
 
 class TorchRLEnv(Adapter, EnvBase):
-    """A TorchRL ``EnvBase`` over a gpuparam env (``gp.make(...)`` or a gpuparam
-    ``TransformedEnv``), stepping all N envs at once on the env's device.
+    """A TorchRL ``EnvBase`` over a gpuparam env, batch ``[N]`` on the env's device.
 
     Args:
-        env: the gpuparam env. Its ``params``, ``randomize``, ``transforms``, ``num_envs`` and
-            every other public attribute not defined by ``EnvBase`` are reachable on this
-            wrapper (``wrapper.params.set(...)``), and as ``wrapper.gp_env``.
+        env: the gpuparam env; its public attributes that ``EnvBase`` lacks (``params``,
+            ``randomize``, ``transforms``, ...) are reachable on this wrapper.
         action_encoding: for discrete envs, ``"categorical"`` (default: ``Categorical(n)``
             int64 ``[N]``) or ``"one_hot"`` (``OneHot(n)`` int64 ``[N, n]``, what TorchRL's
             ``GymWrapper`` gives, so policies written for it run unchanged; integer or bool
@@ -45,35 +43,29 @@ class TorchRLEnv(Adapter, EnvBase):
         ``"observation"``: ``Unbounded`` float32 ``[N, *obs_shape]`` (parameters and
         normalization can move observations outside the env's nominal box).
         ``"action"``: ``Categorical(n)`` int64 ``[N]`` for discrete envs, ``Bounded`` float32
-        ``[N, *act_shape]`` for continuous ones. Actions are validated by the env itself, so
-        a wrong shape, dtype or device raises the core env's ``ValueError``.
+        ``[N, *act_shape]`` for continuous ones; a wrong shape, dtype or device raises the
+        core env's ``ValueError``.
         ``"reward"``: float32 ``[N, 1]``; ``"done"``, ``"terminated"``, ``"truncated"``: bool
         ``[N, 1]``.
         ``"episode_return"`` float32 ``[N, 1]`` and ``"episode_length"`` int32 ``[N, 1]``
         (observation-spec entries): return (raw, before any ``gp.RewardNorm``) and length of
         the episode that ended at this step, valid where ``done`` (0 after a reset).
         ``"reward_raw"`` float32 ``[N, 1]``, only when ``env`` is a ``gp.TransformedEnv``
-        holding a ``gp.RewardNorm``: the reward before normalization (``"reward"`` is the
-        normalized one), a second entry of ``reward_spec`` (so ``env.reward_keys`` lists both
-        and ``env.reward_key`` is ambiguous), e.g. for ``RewardSum(in_keys=["reward_raw"],
-        out_keys=["raw_return"])``.
+        holding a ``gp.RewardNorm``: the reward before normalization, a second entry of
+        ``reward_spec`` (so ``env.reward_key`` is ambiguous), e.g. for
+        ``RewardSum(in_keys=["reward_raw"], out_keys=["raw_return"])``.
 
     Reset: without ``"_reset"`` every env is reset. ``"_reset"``: bool ``[N, 1]`` or ``[N]`` on
-    the device; anything else raises ``ValueError``. A gpuparam env resets finished episodes
-    inside ``step``, while TorchRL expects ``("next", "observation")`` to be the state the step
-    reached and a later ``reset`` with ``"_reset"`` to start the new episodes. This wrapper
-    bridges the two as TorchRL's own ``VecGymEnvTransform`` does, without NaN placeholders:
-    ``step`` returns the env's ``"final_observation"`` (pre-reset) as ``"observation"``;
-    ``reset`` with ``"_reset"`` returns, for envs that finished at the last step, the reset
-    observations the env's ``"observation"`` buffer still holds (no physics runs again), and
-    runs the env's masked reset only for the other masked envs. Step and reset the gpuparam
-    env through this wrapper only (a direct ``gp_env.step`` in between would be missed). A
-    plain ``step`` loop that never calls ``reset`` continues the new episodes from their
-    reset state, as every auto-resetting vector env does; TorchRL's rollouts and collectors
-    call ``reset`` through ``step_and_maybe_reset`` and see exact data.
-
-    Every returned tensor is a fresh copy: the env's static buffers are overwritten by the next
-    step, TorchRL keeps what it is given.
+    the device; anything else raises ``ValueError``. As TorchRL's ``VecGymEnvTransform``
+    (without NaN placeholders), ``step`` returns the state it reached (the env's
+    ``"final_observation"``) as ``("next", "observation")``, and a ``reset`` with
+    ``"_reset"`` returns, for envs that finished at the last step, the first observations
+    the env's own auto-reset drew (no physics runs again) and runs the env's masked reset
+    for the other masked envs. Step and reset the gpuparam env through this wrapper only (a
+    direct ``gp_env.step`` in between would be missed). A ``step`` loop that never calls
+    ``reset`` continues the new episodes from their reset state; TorchRL's rollouts and
+    collectors (``step_and_maybe_reset``) see exact data. Every returned tensor is a fresh
+    copy.
     """
 
     def __init__(self, env, *, action_encoding: str = "categorical"):
@@ -83,31 +75,13 @@ class TorchRLEnv(Adapter, EnvBase):
         n, dev = int(env.num_envs), torch.device(env.device)
         super().__init__(device=dev, batch_size=torch.Size([n]))
         self.__dict__["gp_env"] = env
-        self._one_hot = action_encoding == "one_hot" and isinstance(env.action_spec,
-                                                                     DiscreteSpec)
-        self._raw_reward = isinstance(env, GpTransformedEnv) and any(
+        obs, act = env.observation_spec, env.action_spec
+        self._one_hot = action_encoding == "one_hot" and isinstance(act, DiscreteSpec)
+        raw_reward = isinstance(env, GpTransformedEnv) and any(
             isinstance(t, RewardNorm) for t in env.transforms)
-        self._make_specs(env, n, dev)
-        self._bs, self._dev = torch.Size([n]), dev
-        # envs whose episode ended at the last step and whose new episode is already started
-        # (valid after a reset; refreshed from the env's done mask at the reset that follows
-        # a step, flagged by _stepped)
-        self._autoreset = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._stepped = [False]
-        self._views: tuple = (None,)
-
-    # ------------------------------------------------------------------ wrapping
-    def __getattr__(self, name: str):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            env = self.__dict__.get("gp_env")
-            if env is None or name.startswith("_"):
-                raise
-        return getattr(env, name)
-
-    def _make_specs(self, env, n: int, dev: torch.device) -> None:
-        obs = env.observation_spec
+        # what a step returns besides "observation": [N, 1] views of the env's outputs
+        self._keys = ("reward", "episode_return", "episode_length",
+                      *(("reward_raw",) if raw_reward else ()), *_DONE_KEYS)
         self.observation_spec = Composite(
             observation=Unbounded(shape=(n, *obs.shape), dtype=torch.float32, device=dev),
             episode_return=Unbounded(shape=(n, 1), dtype=torch.float32, device=dev),
@@ -115,7 +89,6 @@ class TorchRLEnv(Adapter, EnvBase):
             shape=(n,),
             device=dev,
         )
-        act = env.action_spec
         if self._one_hot:
             self.action_spec = OneHot(act.n, shape=(n, act.n), dtype=torch.int64, device=dev)
         elif isinstance(act, DiscreteSpec):
@@ -126,7 +99,7 @@ class TorchRLEnv(Adapter, EnvBase):
                          for v in (act.low, act.high))
             self.action_spec = Bounded(low, high, shape=shape, dtype=act.dtype, device=dev)
         reward = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
-        if self._raw_reward:  # a second reward key, so that RewardSum accepts it
+        if raw_reward:  # a second reward key, so that RewardSum accepts it
             self.reward_spec = Composite(reward=reward, reward_raw=reward.clone(), shape=(n,),
                                          device=dev)
         else:
@@ -136,8 +109,22 @@ class TorchRLEnv(Adapter, EnvBase):
             shape=(n,),
             device=dev,
         )
+        self._bs, self._dev = torch.Size([n]), dev
+        # envs whose new episode the env's auto-reset started at the last step (valid after
+        # a reset; refreshed from the done mask at the reset after a step, see _stepped)
+        self._autoreset = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._stepped = [False]
+        self._views: tuple = (None,)
 
-    # ------------------------------------------------------------------ stepping
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            env = self.__dict__.get("gp_env")
+            if env is None or name.startswith("_"):
+                raise
+        return getattr(env, name)
+
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """``EnvBase.step``: writes ``"next"`` into ``tensordict`` and returns it. The common
         case (batch ``[N]``, no ``"_step"`` or ``"next"`` entry, ``run_type_checks`` off)
@@ -151,39 +138,27 @@ class TorchRLEnv(Adapter, EnvBase):
             or self.run_type_checks
         ):
             return super().step(tensordict)
-        tensordict.set("next", self._step_all(tensordict.get("action")))
-        return tensordict
+        return tensordict.set("next", self._step(tensordict))
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         partial = tensordict.get("_step", None)
         if partial is not None and not bool(partial.all()):  # host-ok: "_step" is rare
             raise ValueError("TorchRLEnv: partial steps ('_step') are not supported; all "
                              "envs step together")
-        return self._step_all(tensordict.get("action"))
-
-    def _step_all(self, action) -> TensorDictBase:
+        action = tensordict.get("action")
         if self._one_hot:
             action = self._one_hot_index(action)
         with held(self.gp_env):  # until the env's buffers are read
             td = self.gp_env.step(action)
-            # views of the env's output TensorDict, built once per object
-            views = self._views if self._views[0] is td else self._bind(td)
+            if self._views[0] is not td:  # a new output TensorDict (a bare env keeps one)
+                views = [("observation", td["final_observation"])]
+                views += [(k, td[k].unsqueeze(-1)) for k in self._keys]  # TorchRL's shapes
+                # (td, ((key, view), ...), done), no nn.Module bookkeeping (rebound per step)
+                self.__dict__["_views"] = (td, tuple(views), td["done"])
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
-            out = {key: src.clone() for key, src in views[1]}
+            out = {key: src.clone() for key, src in self._views[1]}
             self._stepped[0] = True  # the done mask is read at the next reset
         return TensorDict(out, batch_size=self._bs, device=self._dev, non_blocking=False)
-
-    def _bind(self, td: TensorDictBase) -> tuple:
-        """``(td, ((key, view), ...), done)``: views of the env's output
-        buffers in TorchRL's shapes (``[N, 1]`` for scalars), cached while the env returns
-        the same TensorDict object (a bare gpuparam env always does)."""
-        keys = ["reward", "episode_return", "episode_length"]
-        keys += ["reward_raw"] if self._raw_reward else []
-        views = [("observation", td["final_observation"])]
-        views += [(k, td[k].unsqueeze(-1)) for k in (*keys, *_DONE_KEYS)]
-        # a plain attribute (no nn.Module bookkeeping: a gp.TransformedEnv rebinds every step)
-        self.__dict__["_views"] = out = (td, tuple(views), td["done"])
-        return out
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
@@ -218,14 +193,13 @@ class TorchRLEnv(Adapter, EnvBase):
         if action.dtype == torch.bool:
             action = action.to(torch.uint8)
         one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
-        if self.run_type_checks or getattr(self.gp_env, "validate_actions", False):
-            bad = ~one_hot
-            if bool(bad.any()):  # host-ok: validate_actions / run_type_checks synchronize
-                rows = torch.nonzero(bad).flatten()[:4].tolist()  # host-ok: raising
-                raise ValueError(
-                    f"TorchRLEnv: one-hot action expected exactly one 1 and {k - 1} zeros "
-                    f"per env, got rows {[action[i].tolist() for i in rows]} for envs {rows}"
-                )
+        check = self.run_type_checks or getattr(self.gp_env, "validate_actions", False)
+        if check and not bool(one_hot.all()):  # host-ok: validate_actions / run_type_checks
+            rows = torch.nonzero(~one_hot).flatten()[:4].tolist()  # host-ok: raising
+            raise ValueError(
+                f"TorchRLEnv: one-hot action expected exactly one 1 and {k - 1} zeros "
+                f"per env, got rows {[action[i].tolist() for i in rows]} for envs {rows}"
+            )
         return torch.where(one_hot, action.argmax(-1), k)
 
     def _set_seed(self, seed: int | None) -> None:
@@ -234,31 +208,24 @@ class TorchRLEnv(Adapter, EnvBase):
             self._autoreset.zero_()
             self._stepped[0] = False
 
-    def __repr__(self) -> str:
-        return f"TorchRLEnv({self.gp_env!r}, batch_size={self.batch_size}, device={self.device})"
-
 
 class ObsNormTransform(Transform):
     """A TorchRL ``Transform`` that normalizes observations with a ``gp.ObsNorm``.
 
     Args:
-        norm: the ``ObsNorm`` (per-group statistics, ``reset_stats(mask)``); it becomes a
-            submodule, so ``state_dict`` and ``.to(device)`` reach it.
+        norm: the ``ObsNorm`` (per-group statistics, ``reset_stats(mask)``); a submodule, so
+            ``state_dict`` and ``.to(device)`` reach it.
         in_keys: observation keys to normalize (default ``["observation"]``); every key is
             a float32 tensor ``[N, *norm.shape]`` on the norm's device.
         out_keys: where the results go (default: in place of ``in_keys``).
 
-    On ``step`` the statistics are updated with the next observations (the true next states:
-    ``TorchRLEnv`` returns pre-reset observations) and then normalize them; on ``reset``
-    observations are normalized without an update; ``forward`` (outside an env, e.g. on
-    stored data) only normalizes. When the base env is a ``TorchRLEnv`` the norm is attached
-    to its parameters: a write to a ``norm.reset_on`` parameter resets the written envs'
-    groups, and writes made during a step (reset-time randomization) take effect after that
-    step's update, as in gpuparam's own ``TransformedEnv``.
-
-    TorchRL puts every transform it receives in eval mode; this one does not pass ``train()``
-    / ``eval()`` on to the norm, so updates follow the norm's own mode (``norm.freeze()`` or
-    ``norm.eval()`` stop them).
+    ``step`` merges the next observations (the true next states: ``TorchRLEnv`` returns
+    pre-reset observations) into the statistics, then normalizes them; ``reset`` and
+    ``forward`` (e.g. on stored data) only normalize. Over a ``TorchRLEnv`` the norm is
+    attached to its parameters: a write to a ``norm.reset_on`` parameter resets the written
+    envs' groups; writes made during a step (reset-time randomization) take effect after
+    that step's update, as in gpuparam's own ``TransformedEnv``. Updates follow the norm's
+    own mode (``norm.freeze()`` or ``norm.eval()``), see ``train``.
     """
 
     def __init__(
@@ -276,17 +243,14 @@ class ObsNormTransform(Transform):
         self._deferred: torch.Tensor | None = None  # envs whose reset_on params changed in step
 
     def train(self, mode: bool = True) -> ObsNormTransform:
-        """Set this module's mode only; the norm keeps its own (see the class docstring)."""
+        """Set this module's mode only: TorchRL puts every transform in eval mode, and the
+        norm keeps its own."""
         self.training = mode
         return self
 
     def reset_stats(self, mask: torch.Tensor | None = None, *, groups=None) -> None:
-        """Reset the statistics of the groups of the masked envs (see ``ObsNorm.reset_stats``).
-
-        Args:
-            mask: bool tensor ``[N]`` on the norm's device, or ``None``.
-            groups: bool ``[G]`` or long ``[K]`` tensor of groups, or ``None``.
-        """
+        """``norm.reset_stats(mask, groups=groups)``: ``mask`` bool ``[N]`` on the norm's
+        device, ``groups`` bool ``[G]`` or long ``[K]``; either may be ``None``."""
         self.norm.reset_stats(mask, groups=groups)
 
     def _attach(self) -> None:
