@@ -54,12 +54,10 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
     elif isinstance(template, bool) or template is None or isinstance(template, str):
         if type(saved) is not type(template) or (isinstance(template, str) and saved != template):
             _fail(path, repr(template), _describe(saved))
-    elif isinstance(template, numbers.Integral):
-        if isinstance(saved, bool) or not isinstance(saved, numbers.Integral):
-            _fail(path, "an int", _describe(saved))
-    elif isinstance(template, numbers.Real):
-        if isinstance(saved, bool) or not isinstance(saved, numbers.Real):
-            _fail(path, "a number", _describe(saved))
+    elif isinstance(template, numbers.Real):  # an int template wants an int
+        kind = numbers.Integral if isinstance(template, numbers.Integral) else numbers.Real
+        if isinstance(saved, bool) or not isinstance(saved, kind):
+            _fail(path, "an int" if kind is numbers.Integral else "a number", _describe(saved))
 
 
 def check_finite(t: torch.Tensor, path: str) -> None:

@@ -77,9 +77,6 @@ def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
     return wp.from_torch(t, dtype=dtype)
 
 
-_streams: dict[tuple[int, int], object] = {}
-
-
 def stream_for(device: torch.device):
     """The Warp stream that wraps torch's current stream on ``device`` (None on CPU):
     Warp work launched on it is ordered with the torch ops around it."""
@@ -88,16 +85,13 @@ def stream_for(device: torch.device):
     return wp_stream(torch.cuda.current_stream(device))
 
 
+@functools.cache  # torch streams hash and compare by CUDA handle and device
 def wp_stream(torch_stream):
     """The one ``wp.Stream`` wrapping ``torch_stream`` (a ``torch.cuda.Stream``), created
-    at the first call and kept for the process's life: a dropped ``wp.Stream`` of an
-    external handle unregisters the CUDA stream from Warp (and any capture state attached
-    to it), and creating one costs a CUDA event."""
-    key = (torch_stream.device.index, torch_stream.cuda_stream)
-    s = _streams.get(key)
-    if s is None:
-        s = _streams[key] = (wp.stream_from_torch(torch_stream), torch_stream)
-    return s[0]
+    at the first call and kept (with the torch stream) for the process's life: a dropped
+    ``wp.Stream`` of an external handle unregisters the CUDA stream from Warp (and any
+    capture state attached to it), and creating one costs a CUDA event."""
+    return wp.stream_from_torch(torch_stream)
 
 
 def host_array(values, dtype, device: torch.device) -> wp.array:
