@@ -196,7 +196,6 @@ class EnvCheckpoint:
             check_max_episode_steps(state["max_episode_steps"])
         except ValueError as e:
             raise ValueError(f"load_state_dict: {e}") from None
-        # the values of randomization and curricula (check_randomization, check_curriculum)
         env.randomization.check_state(state["randomization"])
         for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.check_state(s)

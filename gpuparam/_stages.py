@@ -3,6 +3,7 @@ object every ``VecEnv`` owns; the order of the stages is in ``docs/pipeline.md``
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -71,17 +72,12 @@ class EnvStages:
 
     def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
         """Consecutive hooks of one kind share a stage."""
-        env = self._env
-
-        def stage(kind: str, fns: tuple[Hook, ...]) -> Stage:
-            def run(ctx: StepContext) -> None:
-                for f in fns:
-                    f(env, env.hook_outputs)
-
-            return Stage(name, run, kind)
-
-        return [stage(kind, tuple(fn for fn, _ in run))
+        return [Stage(name, functools.partial(self._run_hooks, tuple(fn for fn, _ in run)), kind)
                 for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
+
+    def _run_hooks(self, fns: tuple[Hook, ...], ctx: StepContext) -> None:
+        for f in fns:
+            f(self._env, self._env.hook_outputs)
 
     # ------------------------------------------------------------------ stage bodies
     def _physics(self, ctx: StepContext) -> None:

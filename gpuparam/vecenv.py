@@ -190,9 +190,7 @@ class VecEnv(SavesState):
             episode_count=zeros(n), running_return=zeros(n, dtype=f32),
             max_episode_steps=zeros(1), clock=zeros(1, dtype=torch.int64),  # (limit: set next)
         )
-        # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
-        # from them for good (later steps would hand back the caller's tensor): it raises,
-        # and writes go in place (``td[key].copy_(x)``, ``td[key] *= 0.1``)
+        # locked: ``td[key] = x`` would detach the key from the env's buffer for good
         def locked(tensors: dict) -> TensorDict:
             return TensorDict(tensors, batch_size=[n], device=dev).lock_()
 
