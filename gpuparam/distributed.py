@@ -104,10 +104,8 @@ class _Exchange:
             send = torch.empty(total, dtype=torch.float64,
                                device=self.targets[0].exchange_device())
             recv = send.new_empty(world * total) if world > 1 else send
-            rows, off, self.views = recv.view(world, total), 0, []
-            for n in sizes:
-                self.views.append((send[off : off + n], rows[:, off : off + n]))
-                off += n
+            rows = recv.view(world, total).split(sizes, dim=1)
+            self.views = list(zip(send.split(sizes), rows, strict=True))
             self.send, self.recv, self.layout = send, recv, (sizes, world)
         parts = []
         for t, (out, rows) in zip(self.targets, self.views, strict=True):
