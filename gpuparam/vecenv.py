@@ -143,10 +143,9 @@ class VecEnv(SavesState):
         if self.task is not None:
             self.task.bind(binding, self.backend)
         self.randomization = Randomization(self)
-        key = lambda: self.params.listener_key  # noqa: E731
-        self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
-        self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
-                                       key=key)
+        self.pipeline, self.reset_pipeline = (
+            Pipeline(self.context, build, capture=capture, key=lambda: self.params.listener_key)
+            for build in (self._stages.step_stages, self._stages.reset_stages))
         self.randomization.on_rebuild(self._stages.changed)
         self._checkpoint = EnvCheckpoint(self)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
