@@ -1,5 +1,4 @@
-"""The stage lists of an env's step and reset pipelines, and what users add to them (an
-object every ``VecEnv`` owns; the order of the stages is in ``docs/pipeline.md``)."""
+"""The stage lists of an env's pipelines (their order: ``docs/pipeline.md``)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,9 @@ Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 
 class EnvStages:
-    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds
-    what users add to them: hooks, curricula and stages, each list in the order added.
-    Every change drops the env's captures."""
+    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (an object
+    every ``VecEnv`` owns) and holds what users add to them: hooks, curricula and stages,
+    each list in the order added. Every change drops the env's captures."""
 
     def __init__(self, env: Any):
         self._env = env  # hooks are called with it; stages read its public parts

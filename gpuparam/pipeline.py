@@ -236,10 +236,8 @@ class Pipeline:
             current.wait_stream(stream)  # also when a stage raised
 
     def _current_keys(self) -> tuple:
-        keys = [s.key() for s in self.stages if s.key is not None]
-        if self.key is not None:
-            keys.append(self.key())
-        return tuple(keys)
+        keys = tuple(s.key() for s in self.stages if s.key is not None)
+        return keys if self.key is None else (*keys, self.key())
 
     def _run(self) -> None:
         """Replay the captured segments and run the others eagerly; at the first call after
