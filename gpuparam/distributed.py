@@ -1,7 +1,8 @@
 """Sharding one run over ``torch.distributed`` ranks (``torchrun``): global env ids and a
 step-count schedule of collective syncs (the guide: ``docs/distributed.md``). A sync packs
 every target into one flat float64 buffer, carries it in one ``all_gather`` between steps
-and merges it the same way on every rank.
+and merges it the same way on every rank. Ranks must register the same targets in the same
+order; mismatched ranks all raise the same ``ValueError``, with nothing packed.
 """
 
 from __future__ import annotations
