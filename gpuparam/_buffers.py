@@ -16,20 +16,19 @@ def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:
     if id(obj) in seen or depth > _MAX_DEPTH:
         return
     seen.add(id(obj))
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, torch.Tensor):  # (empty ranges are dropped by device_bytes)
         st = obj.untyped_storage()
-        if st.nbytes():
-            out.append((str(obj.device), st.data_ptr(), st.data_ptr() + st.nbytes(), path))
+        out.append((str(obj.device), st.data_ptr(), st.data_ptr() + st.nbytes(), path))
         return
     if isinstance(obj, wp.array):
         if obj.ptr:
             out.append((str(obj.device), int(obj.ptr), int(obj.ptr) + int(obj.capacity), path))
         return
     if isinstance(obj, TensorDictBase):
-        children = [(path, v) for v in obj.values(include_nested=True, leaves_only=True)]
+        obj = list(obj.values(include_nested=True, leaves_only=True))
     elif isinstance(obj, dict):
-        children = [(path, v) for v in obj.values()]
-    elif isinstance(obj, (list, tuple, set, frozenset)):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
         children = [(path, v) for v in obj]
     elif isinstance(obj, nn.Module) or type(obj).__module__.startswith("gpuparam"):
         # an attribute of the object it starts from names what is under it

@@ -54,12 +54,10 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
     elif isinstance(template, bool) or template is None or isinstance(template, str):
         if type(saved) is not type(template) or (isinstance(template, str) and saved != template):
             _fail(path, repr(template), _describe(saved))
-    elif isinstance(template, numbers.Integral):
-        if isinstance(saved, bool) or not isinstance(saved, numbers.Integral):
-            _fail(path, "an int", _describe(saved))
-    elif isinstance(template, numbers.Real):
-        if isinstance(saved, bool) or not isinstance(saved, numbers.Real):
-            _fail(path, "a number", _describe(saved))
+    elif isinstance(template, numbers.Real):  # an int template wants an int
+        kind = numbers.Integral if isinstance(template, numbers.Integral) else numbers.Real
+        if isinstance(saved, bool) or not isinstance(saved, kind):
+            _fail(path, "an int" if kind is numbers.Integral else "a number", _describe(saved))
 
 
 def check_finite(t: torch.Tensor, path: str) -> None:
@@ -85,9 +83,9 @@ def check_param_tables(state: Mapping, params, path: str = "params") -> None:
             c0, size = params.columns(name)
             rows = t[c0 : c0 + size]
             # the bounds as the float32 tables hold them (1e-4 is 9.9999997e-05 there)
-            low = torch.tensor(spec.low, dtype=t.dtype)
-            high = torch.tensor(spec.high, dtype=t.dtype)
-            if bool((rows < low.to(t.device)).any() | (rows > high.to(t.device)).any()):
+            low, high = (torch.tensor(b, dtype=t.dtype, device=t.device)
+                         for b in (spec.low, spec.high))
+            if bool(((rows < low) | (rows > high)).any()):
                 lo, hi = rows.min().item(), rows.max().item()  # host-ok: error path
                 _fail(f"{path}.{key} of {name!r}", f"values in [{spec.low}, {spec.high}]",
                       f"[{lo}, {hi}]")
@@ -198,7 +196,6 @@ class EnvCheckpoint:
             check_max_episode_steps(state["max_episode_steps"])
         except ValueError as e:
             raise ValueError(f"load_state_dict: {e}") from None
-        # the values of randomization and curricula (check_randomization, check_curriculum)
         env.randomization.check_state(state["randomization"])
         for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.check_state(s)

@@ -13,10 +13,8 @@ import warp as wp
 # Warp prints a banner at init; a library should not. Users can set it back before use.
 wp.config.log_level = max(wp.config.log_level, 30)  # warnings and errors only
 
-# What Warp's native library prints (C ``fprintf`` to stderr, whatever ``wp.config.log_level``
-# says: no Warp setting reaches it) on a machine without an NVIDIA driver. It means "CPU only",
-# which is what such a machine is for here; a request for ``device="cuda"`` still raises a
-# ValueError saying no CUDA device is available.
+# What Warp's native library prints to stderr (C ``fprintf``: no Warp setting reaches it) on
+# a machine without an NVIDIA driver, i.e. "CPU only" (``device="cuda"`` still raises there).
 NO_DRIVER_LINE = (
     b"Warp CUDA warning: Could not find or load the NVIDIA CUDA driver. "
     b"GPU execution will not be available."
@@ -25,12 +23,9 @@ NO_DRIVER_LINE = (
 
 @functools.cache
 def init_warp() -> None:
-    """Initialize Warp once, quietly: no banner (``wp.config.log_level``) and no line
-    saying that this machine has no NVIDIA driver. ``wp.init()`` runs with the process's
-    stderr (file descriptor 2) sent to a temporary file, then written back without the one
-    line ``NO_DRIVER_LINE``: every other line Warp prints while initializing reaches stderr
-    unchanged, in order. Where file descriptor 2 cannot be duplicated (no stderr at all),
-    ``wp.init()`` runs as it is."""
+    """Initialize Warp once, without ``NO_DRIVER_LINE``: ``wp.init()`` runs with file
+    descriptor 2 sent to a temporary file, written back to stderr without that one line
+    (every other line unchanged, in order); plainly where fd 2 cannot be duplicated."""
     try:
         saved = os.dup(2)
     except OSError:
@@ -82,9 +77,6 @@ def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
     return wp.from_torch(t, dtype=dtype)
 
 
-_streams: dict[tuple[int, int], object] = {}
-
-
 def stream_for(device: torch.device):
     """The Warp stream that wraps torch's current stream on ``device`` (None on CPU):
     Warp work launched on it is ordered with the torch ops around it."""
@@ -93,16 +85,13 @@ def stream_for(device: torch.device):
     return wp_stream(torch.cuda.current_stream(device))
 
 
+@functools.cache  # torch streams hash and compare by CUDA handle and device
 def wp_stream(torch_stream):
     """The one ``wp.Stream`` wrapping ``torch_stream`` (a ``torch.cuda.Stream``), created
-    at the first call and kept for the process's life: a dropped ``wp.Stream`` of an
-    external handle unregisters the CUDA stream from Warp (and any capture state attached
-    to it), and creating one costs a CUDA event."""
-    key = (torch_stream.device.index, torch_stream.cuda_stream)
-    s = _streams.get(key)
-    if s is None:
-        s = _streams[key] = (wp.stream_from_torch(torch_stream), torch_stream)
-    return s[0]
+    at the first call and kept (with the torch stream) for the process's life: a dropped
+    ``wp.Stream`` of an external handle unregisters the CUDA stream from Warp (and any
+    capture state attached to it), and creating one costs a CUDA event."""
+    return wp.stream_from_torch(torch_stream)
 
 
 def host_array(values, dtype, device: torch.device) -> wp.array:
@@ -125,25 +114,14 @@ def settle(device: torch.device) -> None:
 
 def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False):
     """``wp.launch`` on torch's current stream; ``record=True`` returns a reusable command."""
-    return wp.launch(
-        kernel,
-        dim=dim,
-        inputs=inputs,
-        device=wp_device(device),
-        stream=stream_for(device),
-        record_cmd=record,
-    )
+    return wp.launch(kernel, dim=dim, inputs=inputs, device=wp_device(device),
+                     stream=stream_for(device), record_cmd=record)
 
 
 class Replay:
-    """A launch recorded once with fixed arguments (``wp.launch(record_cmd=True)``),
-    replayed by ``launch(stream)`` or ``()``, through Warp's public ``wp.Launch`` API.
-
-    ``rebindable`` declares array arguments that ``set_tensors`` repoints at other
-    tensors (``Launch.set_param_at_index``) when their data pointers change. ``inputs``:
-    the arguments it was recorded with (read by the benchmark's accounting of the bytes a
-    step's launches take).
-    """
+    """A launch recorded once (``wp.launch(record_cmd=True)``: ``cmd``, a ``wp.Launch``),
+    replayed by ``launch(stream)`` or ``()``; ``inputs``: the arguments it was recorded with
+    (read by the benchmark's accounting of a step's argument bytes)."""
 
     def __init__(self, cmd, device: torch.device, inputs: list | None = None):
         self.cmd, self._device = cmd, device
@@ -152,10 +130,9 @@ class Replay:
         self._ptrs: tuple[int, ...] = ()
 
     def rebindable(self, *slots: tuple[int, object]) -> Replay:
-        """Declare ``(argument index, wrap)`` pairs: ``wrap(tensor)`` makes the
-        ``wp.array`` that argument takes. Returns ``self``."""
-        self._slots = slots
-        self._ptrs = ()
+        """Declare ``(argument index, wrap)`` pairs that ``set_tensors`` repoints:
+        ``wrap(tensor)`` makes the ``wp.array`` that argument takes. Returns ``self``."""
+        self._slots, self._ptrs = slots, ()
         return self
 
     def set_tensors(self, tensors: tuple[torch.Tensor, ...]) -> None:

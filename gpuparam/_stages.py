@@ -1,8 +1,8 @@
-"""The stage lists of an env's step and reset pipelines, and what users add to them (an
-object every ``VecEnv`` owns; the order of the stages is in ``docs/pipeline.md``)."""
+"""The stage lists of an env's pipelines (their order: ``docs/pipeline.md``)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -21,9 +21,9 @@ Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 
 class EnvStages:
-    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds
-    what users add to them: hooks, curricula and stages, each list in the order added.
-    Every change drops the env's captures."""
+    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (an object
+    every ``VecEnv`` owns) and holds what users add to them: hooks, curricula and stages,
+    each list in the order added. Every change drops the env's captures."""
 
     def __init__(self, env: Any):
         self._env = env  # hooks are called with it; stages read its public parts
@@ -71,17 +71,12 @@ class EnvStages:
 
     def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
         """Consecutive hooks of one kind share a stage."""
-        env = self._env
-
-        def stage(kind: str, fns: tuple[Hook, ...]) -> Stage:
-            def run(ctx: StepContext) -> None:
-                for f in fns:
-                    f(env, env.hook_outputs)
-
-            return Stage(name, run, kind)
-
-        return [stage(kind, tuple(fn for fn, _ in run))
+        return [Stage(name, functools.partial(self._run_hooks, tuple(fn for fn, _ in run)), kind)
                 for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
+
+    def _run_hooks(self, fns: tuple[Hook, ...], ctx: StepContext) -> None:
+        for f in fns:
+            f(self._env, self._env.hook_outputs)
 
     # ------------------------------------------------------------------ stage bodies
     def _physics(self, ctx: StepContext) -> None:

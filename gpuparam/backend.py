@@ -153,15 +153,11 @@ class KernelBackend(Backend):
         self._reset_tail = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), s, obs,
         ]
-        self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
 
     def step(self, ctx: StepContext) -> None:
         wp.launch(self.step_kernel, ctx.num_envs, self._step_args, device=ctx.wp_device,
                   stream=ctx.stream)
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        m = self._masks.get(id(mask))
-        if m is None:  # the tensor is kept with its view (a Warp view does not keep it)
-            m = self._masks[id(mask)] = (mask, wp.from_torch(mask))
-        wp.launch(self.reset_kernel, ctx.num_envs, [m[1], *self._reset_tail],
+        wp.launch(self.reset_kernel, ctx.num_envs, [wp.from_torch(mask), *self._reset_tail],
                   device=ctx.wp_device, stream=ctx.stream)

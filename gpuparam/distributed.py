@@ -1,10 +1,8 @@
 """Sharding one run over ``torch.distributed`` ranks (``torchrun``): global env ids and a
-step-count schedule of collective syncs (the guide: ``docs/distributed.md``).
-
-A sync packs every target into one flat float64 buffer, carries it in one ``all_gather``
-between steps and merges it the same way on every rank. Ranks must register the same
-targets in the same order: the first exchange of a set of targets gathers a header first,
-so mismatched ranks all raise the same ``ValueError`` with nothing packed.
+step-count schedule of collective syncs (the guide: ``docs/distributed.md``). A sync packs
+every target into one flat float64 buffer, carries it in one ``all_gather`` between steps
+and merges it the same way on every rank. Ranks must register the same targets in the same
+order; mismatched ranks all raise the same ``ValueError``, with nothing packed.
 """
 
 from __future__ import annotations
@@ -107,10 +105,8 @@ class _Exchange:
             send = torch.empty(total, dtype=torch.float64,
                                device=self.targets[0].exchange_device())
             recv = send.new_empty(world * total) if world > 1 else send
-            rows, off, self.views = recv.view(world, total), 0, []
-            for n in sizes:
-                self.views.append((send[off : off + n], rows[:, off : off + n]))
-                off += n
+            rows = recv.view(world, total).split(sizes, dim=1)
+            self.views = list(zip(send.split(sizes), rows, strict=True))
             self.send, self.recv, self.layout = send, recv, (sizes, world)
         parts = []
         for t, (out, rows) in zip(self.targets, self.views, strict=True):
@@ -141,20 +137,14 @@ class _Exchange:
 _IN_FLIGHT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def settle(target: object) -> None:
-    """Wait for and apply an overlapped exchange still in flight that carries ``target``
-    (collective in effect: every rank must call it at the same point). Targets' ``sync()``
-    call it first, so a sync by hand never overtakes a scheduled one."""
-    ex = _IN_FLIGHT.get(target)
-    if ex is not None:
-        ex.finish()
-
-
 def exchange(targets: Sequence[Exchangeable], group: dist.ProcessGroup | None = None) -> None:
-    """Sync ``targets`` now, in one blocking collective (after settling any in flight);
-    without an initialized process group, a world of one."""
+    """Sync ``targets`` now, in one blocking collective (targets' ``sync()`` call it), after
+    applying any overlapped exchange still in flight that carries one of them, so a sync by
+    hand never overtakes a scheduled one; without an initialized process group, a world
+    of one."""
     for t in targets:
-        settle(t)
+        if t in _IN_FLIGHT:
+            _IN_FLIGHT[t].finish()
     ex = _Exchange(targets, group)
     ex.start()
     ex.finish()
@@ -246,12 +236,11 @@ class SyncSchedule:
         self.steps += 1
         if self.steps % self.every == 0:
             t0 = time.perf_counter()
-            ex = self._exchange
-            if ex is not None:
-                self.wait_seconds += ex.finish()  # the exchange in flight, if any
-                ex.start()
+            if self._exchange is not None:
+                self.settle()  # the exchange in flight, if any
+                self._exchange.start()
                 if not self.overlap:
-                    self.wait_seconds += ex.finish()
+                    self.settle()
             for t in self._others:
                 t.sync(self.group)
             self.syncs += 1

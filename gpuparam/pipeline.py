@@ -11,6 +11,7 @@ list changes (``invalidate``) and host-side settings a stage declares through it
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -176,8 +177,7 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        # the plan is the same; torch segments are captured by torch on CUDA and run
-        # eagerly on CPU (torch has no CPU graphs), as issue 22 specifies
+        # the same plan; torch has no CPU graphs, so torch segments run eagerly on CPU
         self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
     # ------------------------------------------------------------------ structure
@@ -189,11 +189,8 @@ class Pipeline:
             for s in stages:
                 if not isinstance(s, Stage):
                     raise TypeError(f"Pipeline: expected Stage objects, got {type(s).__name__}")
-            self._segments = plan(stages)
-            self._stages = stages
-            # what the list was built for (e.g. whether every parameter listener is
-            # Warp-only): a change before the capture must rebuild it too
-            self._keys = self._current_keys()
+            self._segments, self._stages = plan(stages), stages
+            self._keys = self._current_keys()  # what the list was built for: see __call__
         return self._stages
 
     @property
@@ -224,7 +221,7 @@ class Pipeline:
         """Run one step's stages (replayed when captured). One call at a time: the env
         calling it guards that (``VecEnv.step`` and ``reset`` refuse a concurrent call)."""
         if self._stages is not None and self._keys != self._current_keys():
-            self.invalidate()  # built or captured for other settings
+            self.invalidate()  # built or captured for other settings (e.g. listener kinds)
         self.stages  # noqa: B018
         if not self._cuda:
             self._run()
@@ -239,10 +236,8 @@ class Pipeline:
             current.wait_stream(stream)  # also when a stage raised
 
     def _current_keys(self) -> tuple:
-        keys = [s.key() for s in self.stages if s.key is not None]
-        if self.key is not None:
-            keys.append(self.key())
-        return tuple(keys)
+        keys = tuple(s.key() for s in self.stages if s.key is not None)
+        return keys if self.key is None else (*keys, self.key())
 
     def _run(self) -> None:
         """Replay the captured segments and run the others eagerly; at the first call after
@@ -254,12 +249,10 @@ class Pipeline:
             self._calls += 1
             capture = self._calls > self.warmup
         if capture:
-            # a new pool per capture: tensors a dropped capture allocated may still be
-            # alive, and torch refuses to capture into a pool that has live users from
-            # another capture
+            # a new pool per capture (torch refuses a pool with live users of another
+            # capture), and the settings it is made for (a change during it, e.g. a
+            # listener a hook adds, drops it at the next call)
             self._keep, self._pool = [], None
-            # the settings the segments are captured with: a change while they are captured
-            # (e.g. a listener added by a hook of this step) drops the capture at the next call
             keys = self._current_keys()
         segments, error = self._segments, None
         graphs = self._graphs or [None] * len(segments)
@@ -295,25 +288,19 @@ class Pipeline:
         return error
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
-        ctx = self.ctx
-        if kind == "warp":
-            with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream) as c:
-                for s in stages:
-                    s.run(ctx)
-            self._keep.append(c)
-            return c.graph
-        # torch on CUDA: one graph per segment, all in one memory pool (their scratch
-        # allocations stay private to the pipeline's graphs, valid at every replay)
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        # thread_local (Warp's own default): CUDA calls from other threads (another env,
-        # a data loader, NCCL's watchdog) do not invalidate this capture
-        with torch.cuda.graph(graph, pool=self._pool, stream=ctx.torch_stream,
-                              capture_error_mode="thread_local"):
-            with wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
-                                  external=True) as c:
-                for s in stages:
-                    s.run(ctx)
+        """A Warp graph of a ``"warp"`` segment; for a ``"torch"`` one (CUDA) a torch graph
+        (Warp's launches captured into it), all in one memory pool (their scratch stays
+        private to the pipeline's graphs) with ``thread_local`` errors (Warp's default: CUDA
+        calls from other threads, e.g. NCCL's watchdog, do not invalidate the capture)."""
+        ctx, graph, outer = self.ctx, None, contextlib.nullcontext()
+        if kind == "torch":
+            self._pool = self._pool or torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            outer = torch.cuda.graph(graph, pool=self._pool, stream=ctx.torch_stream,
+                                     capture_error_mode="thread_local")
+        with outer, wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
+                                     external=graph is not None) as c:
+            for s in stages:
+                s.run(ctx)
         self._keep.append(c)
-        return graph
+        return c.graph if graph is None else graph

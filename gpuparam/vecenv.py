@@ -45,6 +45,9 @@ class VecEnv(SavesState):
     Every buffer is allocated once, here. ``step`` and ``reset`` return a locked
     ``TensorDict`` (batch ``[num_envs]``) over those buffers: its tensors are overwritten by
     the next call, so ``clone()`` what you keep; write in place (``td[key].copy_(x)``).
+    ``env.outputs`` is the TensorDict ``step`` returns, readable at any time (e.g. by a
+    stage added with ``add_stage``); ``env.hook_outputs`` the one hooks receive (the
+    outputs and ``"action"``).
 
     Args:
         num_envs: N, the number of envs in this process.
@@ -113,7 +116,7 @@ class VecEnv(SavesState):
         self.env_offset = env_offset
         self.device = resolve_device(device)
         limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
-        limit = check_max_episode_steps(limit)
+        check_max_episode_steps(limit)
         _check_seed(seed)
         if cuda_graph is not None:
             capture = bool(cuda_graph)
@@ -127,7 +130,6 @@ class VecEnv(SavesState):
         self.context = self._make_context()
         self.max_episode_steps = limit
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self._seed_value = seed
         self.stepping = False  # True while step() runs its pipeline
         self._stages = EnvStages(self)
         self._syncs: list[SyncSchedule] = []
@@ -141,10 +143,9 @@ class VecEnv(SavesState):
         if self.task is not None:
             self.task.bind(binding, self.backend)
         self.randomization = Randomization(self)
-        key = lambda: self.params.listener_key  # noqa: E731
-        self.pipeline = Pipeline(self.context, self._stages.step_stages, capture=capture, key=key)
-        self.reset_pipeline = Pipeline(self.context, self._stages.reset_stages, capture=capture,
-                                       key=key)
+        self.pipeline, self.reset_pipeline = (
+            Pipeline(self.context, build, capture=capture, key=lambda: self.params.listener_key)
+            for build in (self._stages.step_stages, self._stages.reset_stages))
         self.randomization.on_rebuild(self._stages.changed)
         self._checkpoint = EnvCheckpoint(self)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
@@ -188,16 +189,14 @@ class VecEnv(SavesState):
             episode_count=zeros(n), running_return=zeros(n, dtype=f32),
             max_episode_steps=zeros(1), clock=zeros(1, dtype=torch.int64),  # (limit: set next)
         )
-        # locked: these hold the env's own buffers, so ``td[key] = x`` would detach the key
-        # from them for good (later steps would hand back the caller's tensor): it raises,
-        # and writes go in place (``td[key].copy_(x)``, ``td[key] *= 0.1``)
+        # locked: ``td[key] = x`` would detach the key from the env's buffer for good
         def locked(tensors: dict) -> TensorDict:
             return TensorDict(tensors, batch_size=[n], device=dev).lock_()
 
         at_reset = ["observation", *(k for k, s in extra.items() if s.reset)]
-        self._td = locked(outputs)
+        self.outputs = locked(outputs)
         self._reset_td = locked({k: outputs[k] for k in at_reset})
-        self._hook_td = locked({**outputs, "action": ctx.action})
+        self.hook_outputs = locked({**outputs, "action": ctx.action})
         return ctx
 
     def output_specs(self) -> dict[str, OutputSpec]:
@@ -249,28 +248,23 @@ class VecEnv(SavesState):
 
     @episode_length.setter
     def episode_length(self, value: torch.Tensor | int) -> None:
+        if not isinstance(value, torch.Tensor):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
+            value = torch.tensor(value, device=self.device)
+        if tuple(value.shape) not in ((), (self.num_envs,)):
+            raise ValueError(f"episode_length: expected shape () or ({self.num_envs},), "
+                             f"got {tuple(value.shape)}")
+        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+            raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
+        if value.device != self.device:
+            raise ValueError(f"episode_length: expected device {self.device}, got {value.device}")
         limit = self.max_episode_steps
-        want = f"steps in [0, {limit}) (max_episode_steps {limit})"
-        if isinstance(value, torch.Tensor):
-            if tuple(value.shape) not in ((), (self.num_envs,)):
-                raise ValueError(
-                    f"episode_length: expected shape () or ({self.num_envs},), "
-                    f"got {tuple(value.shape)}"
-                )
-            if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
-                raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
-            if value.device != self.device:
-                raise ValueError(
-                    f"episode_length: expected device {self.device}, got {value.device}"
-                )
-            if value.numel() and bool(((value < 0) | (value >= limit)).any()):  # host-ok: setter
-                lo, hi = int(value.min()), int(value.max())  # host-ok: error path
-                raise ValueError(f"episode_length: expected {want}, got values in [{lo}, {hi}]")
-        elif not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
-        elif not 0 <= value < limit:
-            raise ValueError(f"episode_length: expected {want}, got {value}")
-        self.context.step_count.copy_(torch.as_tensor(value, device=self.device))
+        if bool(((value < 0) | (value >= limit)).any()):  # host-ok: setter
+            lo, hi = int(value.min()), int(value.max())  # host-ok: error path
+            raise ValueError(f"episode_length: expected steps in [0, {limit}) "
+                             f"(max_episode_steps {limit}), got values in [{lo}, {hi}]")
+        self.context.step_count.copy_(value)
 
     @property
     def max_episode_steps(self) -> int:
@@ -292,8 +286,8 @@ class VecEnv(SavesState):
         return self._seed_value
 
     def restore_seed(self, seed: int) -> None:
-        """Set the seed as a checkpoint holds it, without reseeding (the counters are
-        restored with it); ``reset(seed=...)`` is the way to reseed."""
+        """Set the seed as a checkpoint holds it, without reseeding (``reset(seed=...)``
+        reseeds)."""
         self._seed_value = seed
         self.context.seed.fill_(seed)
 
@@ -354,7 +348,7 @@ class VecEnv(SavesState):
                 self.stepping = False
         for s in self._syncs:  # host-launched collectives, outside the captured step
             s.step()
-        return self._td
+        return self.outputs
 
     @contextlib.contextmanager
     def _exclusive(self, hold: bool = False):
@@ -381,21 +375,12 @@ class VecEnv(SavesState):
     def hold(self) -> contextlib.AbstractContextManager:
         """Hold this env for the calling thread over a block: ``with env.hold(): ...``.
 
-        Inside the block this thread's ``step`` and ``reset`` calls run as usual, while any
-        other call (another thread's, or a hook's inside a running step) raises the
-        ``RuntimeError`` of concurrent use. Entering raises that error, before the block
-        runs, when a call on the env is running or another thread holds it. For adapters
-        that write the env's buffers (action, flags of their stages) before a step: a
-        refused call then changes nothing. Re-entrant: the holding thread may hold it again
-        between its calls (e.g. call an adapter that holds it inside its own block), not
-        from inside one of its steps (a hook)."""
+        Inside the block this thread's ``step`` and ``reset`` calls run as usual; any other
+        call (another thread's, or a hook's inside a running step), and entering while a
+        call runs or another thread holds the env, raise the ``RuntimeError`` of concurrent
+        use, before anything changes (for adapters that write the env's buffers before a
+        step). Re-entrant between the holder's calls, not from inside its steps (hooks)."""
         return self._exclusive(hold=True)
-
-    @property
-    def outputs(self) -> TensorDict:
-        """The TensorDict ``step`` returns (batch ``[num_envs]``, the env's own buffers,
-        see ``step``), readable at any time, e.g. by a stage added with ``add_stage``."""
-        return self._td
 
     def capture(self) -> Pipeline:
         """Capture the step at the next call (kept for code written for ``cuda_graph``):
@@ -434,12 +419,6 @@ class VecEnv(SavesState):
         locked, so assigning a key raises. ``kind`` as in :meth:`before_step`. Returns a
         function removing the hook."""
         return self._stages.add_hook(self._stages.after, fn, kind)
-
-    @property
-    def hook_outputs(self) -> TensorDict:
-        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
-        and ``"action"``, the env's own buffers."""
-        return self._hook_td
 
     @property
     def curricula(self) -> tuple:
