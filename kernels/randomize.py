@@ -1,16 +1,10 @@
 """Randomization terms on the device: one launch per trigger class, one thread per env.
 
-Each term of a class is a ``TermRow`` (a ``wp.struct``: what to draw, where to write it,
-its trigger, and its per-env state arrays); a class is an array of rows. The thread of env
-``e`` walks the rows in order (a later term on the same parameter overwrites an earlier
-one). A term that fires for ``e`` draws the 32 bits ``draw_bits(term_key(seed, env_offset
-+ e, STREAM_TERM0 + uid), counter)`` (``kernels.rng``: keyed by the global env id and the
-env's event counter, which it then advances), turns them into a value (Uniform, LogUniform,
-Gaussian; a Choice picks with them), writes ``op(nominal, value)`` clamped to
-the parameter's valid range into the effective table and counts clamped draws. Component
-``j`` of a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j``
-times); an ``Every``/``Interval`` clock takes the bits after the value's (a Choice: after
-the pick's).
+A class is an array of ``TermRow``; the thread of env ``e`` walks it in order (a later term
+on the same parameter overwrites an earlier one). A term that fires for ``e`` draws the 32
+bits ``draw_bits(term_key(seed, env_offset + e, STREAM_TERM0 + uid), counter)`` (keyed by
+the global env id and the env's event counter, which it then advances); component ``j`` of
+a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j`` times).
 """
 
 from __future__ import annotations

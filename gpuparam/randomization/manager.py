@@ -3,11 +3,9 @@
 Terms are grouped by trigger class: ``"startup"`` (applied once, when added), the reset
 class (``"reset"``, ``OnReset``) and the step class (``"step"``, ``Every``, ``Interval``).
 Each class with terms is an array of ``kernels.randomize.TermRow`` and one recorded launch
-of ``kernels.randomize.randomize`` (the step class before the physics, the reset class
-after the curricula, gated by the ``done`` or reset mask); a class without terms launches
-nothing. Rows are rebuilt when the set of terms changes, never per step, around per-term
-device state kept for the term's life, so the views handed out stay valid. Structural
-changes raise ``RuntimeError`` during a step (see ``_between_steps``).
+(the step class before the physics, the reset class after the curricula); a class without
+terms launches nothing. Rows are rebuilt when the set of terms changes, never per step,
+around per-term device state kept for the term's life, so the views handed out stay valid.
 """
 
 from __future__ import annotations
@@ -251,9 +249,6 @@ class Randomization:
         effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
 
-    def _row_array(self, bounds: list[Bound]) -> wp.array:
-        return host_array([b.row() for b in bounds], K.TermRow, self._dev)
-
     def _inputs(self, rows: wp.array, gate: torch.Tensor | None, changed) -> list:
         """``K.randomize``'s arguments (``gate`` None: every env)."""
         env, p = self._env, self._env.params
@@ -273,7 +268,8 @@ class Randomization:
             bounds = [b for b in self._bounds if b.term.trigger_class == cls]
             if not bounds:
                 continue
-            rows, changed = self._row_array(bounds), self._changed[cls]
+            rows = host_array([b.row() for b in bounds], K.TermRow, self._dev)
+            changed = self._changed[cls]
             names = tuple(dict.fromkeys(b.term.param for b in bounds))
             # without masks and timed triggers, every gated env is written
             track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
@@ -287,8 +283,8 @@ class Randomization:
 
     def _apply_startup(self, new: list[Bound]) -> None:
         changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
-        launch(K.randomize, self._n, self._inputs(self._row_array(new), None, changed),
-               self._dev)
+        rows = host_array([b.row() for b in new], K.TermRow, self._dev)
+        launch(K.randomize, self._n, self._inputs(rows, None, changed), self._dev)
         settle(self._dev)  # the temporary rows are read before they are freed
         self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), changed)
 
