@@ -55,8 +55,6 @@ class TermRow:
     size: int  # components
     uid: int  # random stream STREAM_TERM0 + uid
     linear: int  # 1: a schedule's ranges are interpolated between breakpoints, 0: held
-    has_mask: int
-    has_pe: int
     low: float  # the parameter's valid range: every result is clamped into it
     high: float
     period_lo: float  # EVERY: k; INTERVAL: interval range; MIN_STEPS: the minimum
@@ -65,8 +63,8 @@ class TermRow:
     #   (low, high or mean, std); CHOICE: the values [nch * size]
     cdf: wp.array(dtype=float)  # CHOICE: cumulative probabilities [nch] (the last one 2)
     steps: wp.array(dtype=wp.int64)  # schedule breakpoints [nbp] (global steps; [0]: none)
-    mask: wp.array(dtype=wp.bool)  # [N], read when has_mask
-    pe: wp.array2d(dtype=float)  # [2 * size, N] per-env (a, b) per component, when has_pe
+    mask: wp.array(dtype=wp.bool)  # [N], or empty (None): all envs
+    pe: wp.array2d(dtype=float)  # [2 * size, N] per-env (a, b) per component, or empty
     counter: wp.array(dtype=wp.int32)  # [N] events drawn per env
     clock: wp.array(dtype=wp.float64)  # [N] time left (EVERY, INTERVAL); last draw (MIN_STEPS)
     clamped: wp.array(dtype=wp.int64)  # [1] draws clamped so far
@@ -82,7 +80,7 @@ def due(
     A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a timed trigger
     first gets its first value, drawn from event counter -1 (never used by a draw):
     ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval."""
-    if row.has_mask != 0:
+    if row.mask.shape[0] > 0:
         if not row.mask[env]:
             return False
     if row.trigger == MIN_STEPS:
@@ -144,7 +142,7 @@ def draw(
         else:
             a = float(0.0)
             b = float(0.0)
-            if row.has_pe != 0:
+            if row.pe.shape[0] > 0:
                 a = row.pe[2 * j, env]
                 b = row.pe[2 * j + 1, env]
             else:

@@ -67,7 +67,7 @@ class Bound:
     def row(self) -> K.TermRow:
         """``base`` with the term's current uid, mask and per-env ranges."""
         r = self.base
-        r.uid, r.has_mask, r.has_pe = self.uid, int(self.mask is not None), int(self.pe is not None)
+        r.uid = self.uid
         r.mask = None if self.mask is None else to_wp(self.mask)
         r.pe = None if self.pe is None else to_wp(self.pe)
         return r
@@ -187,11 +187,9 @@ def check_result(term: Term, params, mask, values: torch.Tensor) -> None:
         if nom.shape[0] == 0:
             return
         n_lo, n_hi = nom.min(0).values.cpu(), nom.max(0).values.cpu()  # host-ok: binding only
-        if term.op == "add":
-            r_lo, r_hi = n_lo + lo, n_hi + hi
-        else:
-            corners = torch.stack([n_lo * lo, n_lo * hi, n_hi * lo, n_hi * hi])
-            r_lo, r_hi = corners.min(0).values, corners.max(0).values
+        f = torch.add if term.op == "add" else torch.mul
+        corners = torch.stack([f(n_lo, lo), f(n_lo, hi), f(n_hi, lo), f(n_hi, hi)])
+        r_lo, r_hi = corners.min(0).values, corners.max(0).values
     bad = (r_lo < spec.low - _tol(spec.low)) | (r_hi > spec.high + _tol(spec.high))
     if bool(bad.any()):
         j = int(bad.nonzero()[0])  # host-ok: error path

@@ -182,8 +182,7 @@ class Randomization:
             if b.nch or b.steps.numel() > 1:
                 raise ValueError(f"{term}: per-env ranges need a term without schedule, "
                                  "not Choice")
-            if b.pe is not None:
-                raise ValueError(f"{term}: already has per-env ranges (another curriculum?)")
+            self.check_free(term, owner)
             if (not isinstance(per_env, torch.Tensor) or tuple(per_env.shape) != want
                     or per_env.dtype != torch.float32 or per_env.device != self._dev
                     or per_env.stride(1) != 1):
