@@ -1,7 +1,5 @@
-"""Automatic domain randomization (ADR): the global range of a reset term widened while the
-episodes drawn near its bounds keep a high metric (OpenAI's ADR, with "episodes drawn near a
-bound" standing in for boundary sampling). A ``Curriculum`` runs it (``Curriculum(...,
-adr=[gp.ADR(...)])``) for the envs whose episode just ended.
+"""Automatic domain randomization (OpenAI's ADR, with "episodes drawn near a bound" standing
+in for boundary sampling), run by a ``Curriculum`` (``Curriculum(..., adr=[gp.ADR(...)])``).
 """
 
 from __future__ import annotations

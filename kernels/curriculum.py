@@ -12,7 +12,6 @@ import warp as wp
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.randomize import OP_ADD, OP_SCALE
 
-# no floating-point contraction: ADR's decisions are the same on CPU and GPU
 wp.set_module_options({"fuse_fp": False})
 
 ADR_SCALE = wp.constant(1024.0)

@@ -72,14 +72,13 @@ class TermRow:
 
 @wp.func
 def due(
-    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), seed: int,
-    genv: int,
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
 ) -> bool:
-    """Whether ``row`` fires for ``env`` (global id ``genv``: in its mask, its trigger due);
-    advances the clocks of the timed triggers that do not fire and stamps ``MIN_STEPS``'s.
-    A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a timed trigger
-    first gets its first value, drawn from event counter -1 (never used by a draw):
-    ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval."""
+    """Whether ``row`` fires for ``env`` (in its mask, its trigger due; ``key``: the env's
+    draw key); advances the clocks of the timed triggers that do not fire and stamps
+    ``MIN_STEPS``'s. A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a
+    timed trigger first gets its first value, drawn from event counter -1 (never used by a
+    draw): ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` an interval."""
     if row.mask.shape[0] > 0:
         if not row.mask[env]:
             return False
@@ -90,7 +89,7 @@ def due(
         row.clock[env] = now
     elif row.trigger != PLAIN:
         if row.clock[env] < wp.float64(0.0):
-            u = uniform(draw_bits(int(term_key(seed, genv, STREAM_TERM0 + row.uid)), -1))
+            u = uniform(draw_bits(key, -1))
             plo = row.period_lo
             if row.trigger == EVERY:
                 row.clock[env] = wp.float64(wp.floor(u * plo) + 1.0)  # phase in [0, k), +1
@@ -201,12 +200,12 @@ def randomize(
         g = gstep[0]
         for t in range(rows.shape[0]):
             row = rows[t]
-            if due(row, env, g, effective, s, env_offset + env):
+            key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
+            if due(row, env, g, effective, key):
                 changed = True
                 c = row.counter[env]
                 row.counter[env] = c + 1
-                key = term_key(s, env_offset + env, STREAM_TERM0 + row.uid)
-                h = draw(row, env, draw_bits(int(key), c), g, nominal, effective)
+                h = draw(row, env, draw_bits(key, c), g, nominal, effective)
                 if row.trigger == EVERY or row.trigger == INTERVAL:
                     row.clock[env] = wp.float64(
                         row.period_lo + (row.period_hi - row.period_lo) * uniform(h)
