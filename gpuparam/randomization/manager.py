@@ -32,7 +32,7 @@ class Randomization:
     def __init__(self, env):
         self._env = env
         self._n, self._dev = env.num_envs, env.device
-        self._bounds: list[Bound] = []  # in the order added (= uid order): launch order
+        self._bounds: dict[Term, Bound] = {}  # in the order added (= uid order): launch order
         self._next_uid = 0
         self._gstep = env.context.clock  # the env's global step (its clock stage ticks it)
         self._clamped_removed = torch.zeros((), dtype=torch.int64, device=self._dev)
@@ -48,7 +48,7 @@ class Randomization:
     @property
     def terms(self) -> tuple[Term, ...]:
         """The terms, in the order they were added."""
-        return tuple(b.term for b in self._bounds)
+        return tuple(self._bounds)
 
     def add(self, *terms: Term) -> Callable[[], None]:
         """Bind and add ``terms``; returns a function removing them again.
@@ -64,16 +64,16 @@ class Randomization:
         for i, t in enumerate(terms):
             if not isinstance(t, Term):
                 raise ValueError(f"randomize: expected gp.Uniform/..., got {type(t).__name__}")
-            if self._find(t) is not None or any(t is u for u in terms[:i]):
+            if t in self._bounds or any(t is u for u in terms[:i]):
                 raise ValueError(f"{t}: this term is already added to this env")
         new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
         self._next_uid += len(new)
-        self._bounds += new
+        self._bounds.update((b.term, b) for b in new)
         self._rebuild()
         startup = [b for b in new if b.term.trigger_class == "startup"]
         if startup:
             self._apply_startup(startup)
-        return lambda: self.remove(*[t for t in terms if self._find(t) is not None])
+        return lambda: self.remove(*[t for t in terms if t in self._bounds])
 
     def remove(self, *terms: Term, restore: bool = True) -> None:
         """Remove ``terms``. With ``restore`` (default) their parameters' effective values go
@@ -87,7 +87,7 @@ class Randomization:
                 raise ValueError(f"{b.term}: used by {b.owner}; remove that first")
         for b in bounds:
             self._clamped_removed += b.clamped[0]
-            self._bounds.remove(b)
+            del self._bounds[b.term]
             if restore:
                 self._restore(b)
         self._rebuild()
@@ -127,11 +127,11 @@ class Randomization:
     def clamped(self) -> torch.Tensor:
         """int64 scalar tensor on the device: draws clamped to their parameter's valid
         range so far, over all terms (removed ones included). Reading it does not sync."""
-        return sum((b.clamped[0] for b in self._bounds), self._clamped_removed.clone())
+        return sum((b.clamped[0] for b in self._bounds.values()), self._clamped_removed.clone())
 
     def clamped_by_term(self) -> dict[Term, torch.Tensor]:
         """``{term: int64 scalar tensor}`` of clamped draws per current term."""
-        return {b.term: b.clamped[0] for b in self._bounds}
+        return {t: b.clamped[0] for t, b in self._bounds.items()}
 
     @property
     def global_step(self) -> torch.Tensor:
@@ -174,7 +174,7 @@ class Randomization:
         draws from ``per_env[2j, e]``, ``per_env[2j + 1, e]``. ``owner=None`` frees the term
         (its own range again); a term no longer added is skipped. Attaching or detaching
         per-env ranges raises ``RuntimeError`` during a step."""
-        b = self._find(term)
+        b = self._bounds.get(term)
         if b is None:
             return
         if per_env is not None:  # checked before anything is written
@@ -218,19 +218,15 @@ class Randomization:
     def reseed(self) -> None:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): counters
         from 0, fresh clocks (the draws' keys follow the seed)."""
-        for b in self._bounds:
+        for b in self._bounds.values():
             b.counter.zero_()
             b.clock.fill_(K.RESTARTED)
 
     # ------------------------------------------------------------------ internals
-    def _find(self, term: Term) -> Bound | None:
-        return next((b for b in self._bounds if b.term is term), None)
-
     def _get(self, term: Term) -> Bound:
-        b = self._find(term)
-        if b is None:
+        if term not in self._bounds:
             raise KeyError(f"{term}: not added to this env")
-        return b
+        return self._bounds[term]
 
     def _between_steps(self, what: str) -> None:
         if self._env.stepping:
@@ -264,7 +260,7 @@ class Randomization:
         self._cmds = {}
         for cls, gates in (("step", {"step": None}),
                            ("reset", {"done": ctx.done, "reset": ctx.reset_mask})):
-            bounds = [b for b in self._bounds if b.term.trigger_class == cls]
+            bounds = [b for b in self._bounds.values() if b.term.trigger_class == cls]
             if not bounds:
                 continue
             rows = host_array([b.row() for b in bounds], K.TermRow, self._dev)
@@ -300,7 +296,7 @@ class Randomization:
         Synchronizes."""
         terms = [{"uid": b.uid, "name": repr(b.term),
                   **{k: None if t is None else t.clone() for k, t in self._saved(b).items()}}
-                 for b in self._bounds]
+                 for b in self._bounds.values()]
         return {
             "terms": terms,
             "global_step": int(self._gstep.item()),  # host-ok: checkpointing
@@ -313,10 +309,10 @@ class Randomization:
         order: add them first). Checks everything before writing."""
         self.check_state(state)
         uids = [int(s["uid"]) for s in state["terms"]]
-        moved = uids != [b.uid for b in self._bounds]  # the uids key the draws: new rows
+        moved = uids != [b.uid for b in self._bounds.values()]  # the uids key the draws: new rows
         if moved:
             self._between_steps("load_state_dict")
-        for b, s, uid in zip(self._bounds, state["terms"], uids, strict=True):
+        for b, s, uid in zip(self._bounds.values(), state["terms"], uids, strict=True):
             b.uid = uid
             for key, t in self._saved(b).items():
                 if t is not None:
@@ -331,10 +327,10 @@ class Randomization:
         """Raise ``ValueError`` unless ``state`` fits this env's terms."""
         where = "randomization.load_state_dict"
         saved = list(state.get("terms", ()))
-        names = [repr(b.term) for b in self._bounds]
+        names = [repr(t) for t in self._bounds]
         if [s["name"] for s in saved] != names:
             raise ValueError(f"{where}: expected terms {names}, got {[s['name'] for s in saved]}")
-        for i, (b, s) in enumerate(zip(self._bounds, saved, strict=True)):
+        for i, (b, s) in enumerate(zip(self._bounds.values(), saved, strict=True)):
             check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
             for key, want in self._saved(b).items():
                 exp, got = _describe(want), _describe(s.get(key))

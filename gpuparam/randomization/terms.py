@@ -203,6 +203,9 @@ class Term:
             raise ValueError(f"{self}: give the range ({names}) or a schedule")
         if range_ is not None and schedule is not None:
             raise ValueError(f"{self}: give the range or a schedule, not both")
+        if not self.dist:
+            raise NotImplementedError(f"{self}: Term is the base class; use gp.Uniform, "
+                                      "gp.LogUniform, gp.Gaussian or gp.Choice")
         for r in [range_] if schedule is None else schedule.breakpoints()[1]:
             self.check_range(r)
 
@@ -240,15 +243,8 @@ class Term:
                 f"{self}: {self.range_names[0]} has {len(a)} components, "
                 f"{self.range_names[1]} {len(b)}"
             )
-        n = max(len(a), len(b))
-        self._check_values(a * (n // len(a)), b * (n // len(b)))
-
-    def _check_values(self, a: list[float], b: list[float]) -> None:
-        if not self.dist:
-            raise NotImplementedError(f"{self}: Term is the base class; use gp.Uniform, "
-                                      "gp.LogUniform, gp.Gaussian or gp.Choice")
-        where = f"{self}: parameter {self.param!r}"
-        for x, y in zip(a, b, strict=True):
+        n, where = max(len(a), len(b)), f"{self}: parameter {self.param!r}"
+        for x, y in zip(a * (n // len(a)), b * (n // len(b)), strict=True):
             if self.dist == "gaussian" and y < 0:
                 raise ValueError(f"{where}: std {y} < 0")
             if self.dist == "loguniform" and (x <= 0 or y <= 0):
