@@ -24,16 +24,10 @@ OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 @dataclass(eq=False)
 class Bound:
     """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
-    views of the device state below, built once) and that state (``N``: num_envs), kept
-    for the term's life (tables are rebuilt around it, never copied).
-
-    ``values`` float32: the term's ranges ``[nbp, size, 2]`` flattened, or for ``Choice``
-    the values ``[nch, size]`` then the cumulative probabilities ``[nch]``. ``steps`` int64
-    ``[nbp]``: the schedule's breakpoints (``[0]`` without one). ``counter`` int32 ``[N]``,
-    ``clock`` float64 ``[N]``, ``clamped`` int64 ``[1]``; ``mask`` bool ``[N]`` or None (all
-    envs); ``pe`` float32 ``[2 * size, N]`` per-env ranges (rows a/b per component, storage
-    of the curriculum that attached them) or None.
-    """
+    views of the tensors below, built once) and those tensors, kept for the term's life
+    (tables are rebuilt around them, never copied); each is the like-named array of
+    ``TermRow`` (``mask``, ``pe``: None for none), except ``values``: the ranges, or for a
+    ``Choice`` its values then its cumulative probabilities (``TermRow.cdf``)."""
 
     term: Term
     uid: int
