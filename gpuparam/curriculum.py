@@ -103,7 +103,7 @@ def _adr_slots(a: ADR, env) -> list[K.AdrSlot]:
         if not delta[j] > 0:
             raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
         s = K.AdrSlot()
-        s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, OP[t.op]
+        s.ranges, s.col, s.op = to_wp(ranges[0, j]), col + j, OP[t.op]
         s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
         s.thr_high = a.threshold_high
         s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
