@@ -257,10 +257,7 @@ class Curriculum:
                              "(ADR moves the global range, which per-env ranges replace)")
         rtab = []
         for term, value in self.ranges.items():
-            rz.check_free(term, self)
-            if term.dist == "choice" or term.schedule is not None:
-                raise ValueError(f"{self}: {term}: per-level ranges need a term without "
-                                 "schedule, not Choice")
+            rz.check_free(term, self, per_env=True)
             tab = _range_table(value, L, term, p.columns(term.param)[1])
             check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))

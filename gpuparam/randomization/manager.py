@@ -157,15 +157,19 @@ class Randomization:
         (rows ``2j``, ``2j + 1``: component ``j``'s low and high, or mean and std), or None."""
         return self._get(term).pe
 
-    def check_free(self, term: Term, owner: object) -> None:
+    def check_free(self, term: Term, owner: object, per_env: bool = False) -> None:
         """Raise ``ValueError`` unless ``term`` (added) can be pinned by ``owner``: not
-        pinned by another owner, without per-env ranges."""
+        pinned by another owner, without per-env ranges; with ``per_env``, able to take
+        them (no schedule, not ``Choice``)."""
         b = self._get(term)
         if b.owner is not None and b.owner is not owner:
             raise ValueError(f"{owner}: {term} is already used by {b.owner}; a term can belong "
                              "to one curriculum")
         if b.pe is not None:
             raise ValueError(f"{owner}: {term} already has per-env ranges")
+        if per_env and (b.nch or b.steps.numel() > 1):
+            raise ValueError(f"{owner}: {term}: per-env ranges need a term without schedule, "
+                             "not Choice")
 
     def pin(self, term: Term, owner: object, per_env: torch.Tensor | None = None) -> None:
         """Mark ``term`` as used by ``owner`` (a curriculum: removing the term raises). With
@@ -179,10 +183,7 @@ class Randomization:
             return
         if per_env is not None:  # checked before anything is written
             want = (2 * b.size, self._n)
-            if b.nch or b.steps.numel() > 1:
-                raise ValueError(f"{term}: per-env ranges need a term without schedule, "
-                                 "not Choice")
-            self.check_free(term, owner)
+            self.check_free(term, owner, per_env=True)
             if (not isinstance(per_env, torch.Tensor) or tuple(per_env.shape) != want
                     or per_env.dtype != torch.float32 or per_env.device != self._dev
                     or per_env.stride(1) != 1):
