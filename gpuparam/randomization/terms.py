@@ -206,7 +206,7 @@ class Term:
         if not self.dist:
             raise NotImplementedError(f"{self}: Term is the base class; use gp.Uniform, "
                                       "gp.LogUniform, gp.Gaussian or gp.Choice")
-        for r in [range_] if schedule is None else schedule.breakpoints()[1]:
+        for r in self.ranges():
             self.check_range(r)
 
     # ------------------------------------------------------------------ description
@@ -216,6 +216,12 @@ class Term:
         if isinstance(self.on, (Every, Interval)) or self.on == "step":
             return "step"
         return "startup" if self.on == "startup" else "reset"
+
+    def ranges(self) -> list[Range]:
+        """The term's ranges: one, or one per schedule breakpoint."""
+        if self.schedule is None:
+            return [self.range]
+        return self.schedule.breakpoints()[1]
 
     def _default_name(self) -> str:
         args = [repr(self.param), *self._range_reprs()]
