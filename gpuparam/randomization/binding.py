@@ -30,8 +30,6 @@ class Bound:
     ``Choice`` its values then its cumulative probabilities (``TermRow.cdf``)."""
 
     term: Term
-    uid: int
-    size: int
     nch: int
     base: K.TermRow
     values: torch.Tensor
@@ -47,21 +45,20 @@ class Bound:
         """Device view ``[nbp, size, 2]`` of the term's ranges (writable)."""
         if self.nch:
             raise ValueError(f"{self.term}: a Choice has values, not ranges")
-        return self.values.view(-1, self.size, 2)
+        return self.values.view(-1, self.base.size, 2)
 
     def check(self, env, mask: torch.Tensor | None) -> None:
         """``check_result`` of the term's draws (its Choice values, or the ranges of every
         schedule breakpoint) for the envs of ``mask``."""
         if self.nch:
-            vals = self.values[: self.nch * self.size].view(self.nch, self.size)
+            vals = self.values[: self.nch * self.base.size].view(self.nch, self.base.size)
         else:
             vals = self.ranges()
         check_result(self.term, env.params, mask, vals.cpu())  # host-ok: setup
 
     def row(self) -> K.TermRow:
-        """``base`` with the term's current uid, mask and per-env ranges."""
+        """``base`` with the term's current mask and per-env ranges."""
         r = self.base
-        r.uid = self.uid
         r.mask = None if self.mask is None else to_wp(self.mask)
         r.pe = None if self.pe is None else to_wp(self.pe)
         return r
@@ -92,11 +89,11 @@ def bind(term: Term, env, uid: int) -> Bound:
             linear = kind == "linear"
         values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
     r = K.TermRow()
-    r.dist, r.op, r.col, r.size = DIST[term.dist], OP[term.op], col, size
+    r.dist, r.op, r.col, r.size, r.uid = DIST[term.dist], OP[term.op], col, size, uid
     r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
     r.low, r.high, r.linear = spec.low, spec.high, int(linear)
     b = Bound(
-        term=term, uid=uid, size=size, nch=nch, base=r, values=values.to(dev, torch.float32),
+        term=term, nch=nch, base=r, values=values.to(dev, torch.float32),
         steps=torch.tensor(steps, dtype=torch.int64, device=dev), mask=mask,
         counter=torch.zeros(n, dtype=torch.int32, device=dev),
         clock=torch.full((n,), K.RESTARTED, dtype=torch.float64, device=dev),

@@ -182,7 +182,7 @@ class Randomization:
         if b is None:
             return
         if per_env is not None:  # checked before anything is written
-            want = (2 * b.size, self._n)
+            want = (2 * b.base.size, self._n)
             self.check_free(term, owner, per_env=True)
             if (not isinstance(per_env, torch.Tensor) or tuple(per_env.shape) != want
                     or per_env.dtype != torch.float32 or per_env.device != self._dev
@@ -240,7 +240,7 @@ class Randomization:
 
     def _restore(self, b: Bound) -> None:
         p = self._env.params
-        rows = slice(b.base.col, b.base.col + b.size)
+        rows = slice(b.base.col, b.base.col + b.base.size)
         nominal, effective = p.nominal_table[rows], p.effective_table[rows]  # views
         effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
@@ -295,7 +295,7 @@ class Randomization:
         """Per term (in order): uid, name, counters, clocks, clamped count, current ranges
         (``vals``), mask, per-env ranges; plus the global step and the next uid.
         Synchronizes."""
-        terms = [{"uid": b.uid, "name": repr(b.term),
+        terms = [{"uid": b.base.uid, "name": repr(b.term),
                   **{k: None if t is None else t.clone() for k, t in self._saved(b).items()}}
                  for b in self._bounds.values()]
         return {
@@ -310,11 +310,11 @@ class Randomization:
         order: add them first). Checks everything before writing."""
         self.check_state(state)
         uids = [int(s["uid"]) for s in state["terms"]]
-        moved = uids != [b.uid for b in self._bounds.values()]  # the uids key the draws: new rows
+        moved = uids != [b.base.uid for b in self._bounds.values()]  # uids key the draws: new rows
         if moved:
             self._between_steps("load_state_dict")
         for b, s, uid in zip(self._bounds.values(), state["terms"], uids, strict=True):
-            b.uid = uid
+            b.base.uid = uid
             for key, t in self._saved(b).items():
                 if t is not None:
                     t.copy_(s[key])
