@@ -4,112 +4,30 @@ At every step, for the envs whose episode just ended (the ``done`` mask, nothing
 recorded launch compares a device metric with the thresholds, moves the level and writes
 the level's values (nominal and effective) and per-env ranges. It runs after the env kernel
 and before reset-time randomization, so a new level's ranges apply to the very next
-episode. Optional automatic domain randomization (``ADR``: OpenAI's, with "episodes drawn
-near a bound" standing in for boundary sampling) runs at the same point.
+episode. Optional ADR (``gpuparam.adr``) runs at the same point.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum, check_like
 from gpuparam._device import host_array, launch, record, stream_for, to_wp
+from gpuparam.adr import ADR, adr_slots
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
-from gpuparam.randomization.binding import (
-    OP,
-    check_result,
-    per_component,
-    range_tensor,
-    select_envs,
-)
-from gpuparam.randomization.terms import Term, Uniform, check_int
+from gpuparam.randomization.binding import check_result, range_tensor, select_envs
+from gpuparam.randomization.terms import Term, check_int
 
 __all__ = ["ADR", "Curriculum", "Metric"]
 
 Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
 # checkpoint entries absent in checkpoints of older versions (loaded as zeros)
 _OPTIONAL = ("level_counts", "adr_local_sums", "adr_local_counts")
-
-
-@dataclass
-class ADR:
-    """Automatic domain randomization of a ``Uniform`` reset term's range.
-
-    Each episode end adds the metric to a bound's statistics when the value the episode
-    ran with lies within ``edge`` times the range's width of that bound. Once a bound has
-    ``samples`` episodes: mean metric ``>= threshold_high`` moves it outwards by ``delta``
-    (never past ``limits``), ``< threshold_low`` moves it inwards (never past the other
-    bound); then its statistics restart. An episode whose metric is NaN or infinite is not
-    counted; a metric beyond ``+-2**21`` counts as ``+-2**21``. The range is global (shared
-    by all envs) and lives in the term's device range (``env.randomization.ranges(term)``),
-    so it is saved by ``env.state_dict()``.
-
-    Args:
-        term: a ``gp.Uniform`` term with ``on="reset"``, added to the env, no schedule, no
-            mask.
-        delta: step per decision (scalar or per component), > 0.
-        limits: ``(lowest low, highest high)``, scalars or per component; must contain the
-            term's current range.
-        threshold_high: widen at or above this mean metric.
-        threshold_low: narrow below this mean metric (default: never narrow).
-        samples: episodes per decision, >= 1.
-        edge: fraction of the width counted as "at the bound", in [0, 0.5].
-    """
-
-    term: Term
-    delta: float | Sequence[float]
-    limits: tuple[float | Sequence[float], float | Sequence[float]]
-    threshold_high: float
-    threshold_low: float | None = None
-    samples: int = 64
-    edge: float = 0.1
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.term, Uniform) or self.term.on != "reset" or self.term.schedule:
-            raise ValueError(f"ADR: needs a gp.Uniform term with on='reset' and no schedule, "
-                             f"got {self.term!r}")
-        check_int(self.samples, 1, f"ADR({self.term}): samples")
-        if not 0.0 <= self.edge <= 0.5:
-            raise ValueError(f"ADR({self.term}): edge must be in [0, 0.5], got {self.edge}")
-        lo = -math.inf if self.threshold_low is None else self.threshold_low
-        if not (math.isfinite(self.threshold_high) and lo < self.threshold_high):
-            raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
-
-
-def _adr_slots(a: ADR, env) -> list[K.AdrSlot]:
-    """The checked ``kernels.curriculum.AdrSlot`` (one per component) of ``a`` on ``env``."""
-    rz, t = env.randomization, a.term
-    if rz.mask(t) is not None:
-        raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
-                         "never draw from the range its statistics would move)")
-    col, size = env.params.columns(t.param)
-    ranges = rz.ranges(t)
-    rng = ranges[0].cpu()  # host-ok: binding only, [size, 2]
-    lim_lo = per_component(a.limits[0], size, t, "limits low")
-    lim_hi = per_component(a.limits[1], size, t, "limits high")
-    delta = per_component(a.delta, size, t, "delta")
-    check_result(t, env.params, None, torch.tensor([lim_lo, lim_hi]).T)
-    slots = []
-    for j in range(size):
-        if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
-            raise ValueError(f"ADR({t}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
-                             f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
-        if not delta[j] > 0:
-            raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
-        s = K.AdrSlot()
-        s.ranges, s.col, s.op = to_wp(ranges[0, j]), col + j, OP[t.op]
-        s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
-        s.thr_high = a.threshold_high
-        s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
-        s.lim_low, s.lim_high = lim_lo[j], lim_hi[j]
-        slots.append(s)
-    return slots
 
 
 class Curriculum:
@@ -264,7 +182,7 @@ class Curriculum:
         src, buf = _metric_source(self.metric, env, self)
         for a in self.adr:
             rz.check_free(a.term, self)
-        slots = [s for a in self.adr for s in _adr_slots(a, env)]  # one per ADR component
+        slots = [s for a in self.adr for s in adr_slots(a, env)]  # one per ADR component
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
