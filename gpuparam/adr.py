@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuparam._device import host_array, record, to_wp
+from gpuparam._device import to_wp
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import OP, check_result, per_component
 from gpuparam.randomization.terms import Term, Uniform, check_int
+
+__all__ = ["ADR", "adr_slots"]
 
 
 @dataclass
@@ -63,8 +65,8 @@ class ADR:
             raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
 
 
-def _slots(a: ADR, env) -> list[K.AdrSlot]:
-    """The checked slots (one per component) of ``a`` on ``env``."""
+def adr_slots(a: ADR, env) -> list[K.AdrSlot]:
+    """The checked ``kernels.curriculum.AdrSlot`` (one per component) of ``a`` on ``env``."""
     rz, t = env.randomization, a.term
     if rz.mask(t) is not None:
         raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
@@ -84,83 +86,10 @@ def _slots(a: ADR, env) -> list[K.AdrSlot]:
         if not delta[j] > 0:
             raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
         s = K.AdrSlot()
-        s.ranges, s.k, s.col, s.op = to_wp(ranges.view(-1)), 2 * j, col + j, OP[t.op]
+        s.ranges, s.col, s.op = to_wp(ranges[0, j]), col + j, OP[t.op]
         s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
         s.thr_high = a.threshold_high
         s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
         s.lim_low, s.lim_high = lim_lo[j], lim_hi[j]
         slots.append(s)
     return slots
-
-
-class AdrGroup:
-    """The ADR specs of one curriculum bound to an env: one ``kernels.curriculum.AdrSlot``
-    per term component (``A`` in all), their statistics and recorded launches.
-
-    Statistics (device): ``sums`` int64 ``[2A]`` and ``counts`` int32 ``[2A]`` (metric sums
-    in fixed point and episodes, per bound) decided on; with ``synced``, ``local_sums`` and
-    ``local_counts`` collected since the last ``pack``, and ``in_flight`` int64 ``[4A]``
-    packed but not yet applied (counted as local in ``state_dict``).
-    """
-
-    def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
-                 synced: bool):
-        for a in specs:
-            env.randomization.check_free(a.term, owner)
-        slots = [s for a in specs for s in _slots(a, env)]  # everything checked here
-        n, dev, p = env.num_envs, env.device, env.params
-        self.synced = synced
-        na2 = 2 * len(slots)
-        z64, z32 = dict(dtype=torch.int64, device=dev), dict(dtype=torch.int32, device=dev)
-        self.sums, self.counts = torch.zeros(na2, **z64), torch.zeros(na2, **z32)
-        self.local_sums, self.local_counts = torch.zeros(na2, **z64), torch.zeros(na2, **z32)
-        self.in_flight = torch.zeros(2 * na2, **z64)
-        self._collect = self._decide = None
-        if slots:
-            arr = host_array(slots, K.AdrSlot, dev)
-            sums, counts = ((self.local_sums, self.local_counts) if synced
-                            else (self.sums, self.counts))
-            self._collect = record(K.adr_collect, n, [
-                to_wp(env.context.done), to_wp(metric), arr, to_wp(p.nominal_table),
-                to_wp(p.effective_table), to_wp(sums), to_wp(counts),
-            ], dev)
-            self._decide = record(K.adr_update, len(slots), [
-                arr, to_wp(self.sums), to_wp(self.counts)], dev)
-
-    @property
-    def size(self) -> int:
-        """``2A``: the statistics per kind (sums, counts)."""
-        return self.sums.numel()
-
-    def step(self, stream) -> None:
-        """Collect the done envs' statistics; unless ``synced``, decide."""
-        if self._collect is not None:
-            self._collect.launch(stream)
-            if not self.synced:
-                self._decide.launch(stream)
-
-    def pack(self, out: torch.Tensor) -> None:
-        """Move the local statistics into ``out`` (int64 ``[2 * size]``: sums, counts)."""
-        na2 = self.size
-        out[:na2].copy_(self.local_sums)
-        out[na2:].copy_(self.local_counts)
-        self.in_flight += out
-        self.local_sums.zero_()
-        self.local_counts.zero_()
-
-    def apply(self, total: torch.Tensor, stream) -> None:
-        """Add every rank's statistics (int64 ``[2 * size]``) to the shared ones and decide."""
-        if self._collect is not None:
-            na2 = self.size
-            self.sums += total[:na2]
-            self.counts += total[na2:].to(torch.int32)
-            self.in_flight.zero_()
-            self._decide.launch(stream)
-
-    def saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
-        """Checkpointed statistics: ``{key: (buffer, required)}`` (the local ones are
-        absent in checkpoints of older versions). Statistics packed into an exchange
-        still in flight (``in_flight``) are saved as local ones: not yet sent."""
-        return {"adr_sums": (self.sums, True), "adr_counts": (self.counts, True),
-                "adr_local_sums": (self.local_sums, False),
-                "adr_local_counts": (self.local_counts, False)}

@@ -1,14 +1,10 @@
 """Curricula: per-env difficulty levels on the device, moved by a metric at episode end.
 
-A level maps to parameter values and/or randomization ranges: a table with one entry per
-level, or an (easy, hard) pair interpolated linearly over the levels. At every step, for
-the envs whose episode just ended (the ``done`` mask, nothing else), one recorded launch
-compares a device metric with the thresholds, moves the level and writes the level's
-values (nominal and effective) and per-env ranges. It runs after the env kernel and before
-reset-time randomization, so a new level's ranges apply to the very next episode. Optional
-automatic domain randomization (``gpuparam.adr.ADR``) widens a range bound while episodes
-drawn near it keep a high metric. In sharded runs levels are per env (no merging); ADR's
-global ranges are merged by ``Curriculum.sync``.
+At every step, for the envs whose episode just ended (the ``done`` mask, nothing else), one
+recorded launch compares a device metric with the thresholds, moves the level and writes
+the level's values (nominal and effective) and per-env ranges. It runs after the env kernel
+and before reset-time randomization, so a new level's ranges apply to the very next
+episode. Optional ADR (``gpuparam.adr``) runs at the same point.
 """
 
 from __future__ import annotations
@@ -20,8 +16,8 @@ import torch
 import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum, check_like
-from gpuparam._device import launch, record, stream_for, to_wp
-from gpuparam.adr import ADR, AdrGroup
+from gpuparam._device import host_array, launch, record, stream_for, to_wp
+from gpuparam.adr import ADR, adr_slots
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import check_result, range_tensor, select_envs
@@ -30,6 +26,8 @@ from gpuparam.randomization.terms import Term, check_int
 __all__ = ["ADR", "Curriculum", "Metric"]
 
 Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
+# checkpoint entries absent in checkpoints of older versions (loaded as zeros)
+_OPTIONAL = ("level_counts", "adr_local_sums", "adr_local_counts")
 
 
 class Curriculum:
@@ -177,28 +175,49 @@ class Curriculum:
                              "(ADR moves the global range, which per-env ranges replace)")
         rtab = []
         for term, value in self.ranges.items():
-            rz.check_free(term, self)
-            if term.dist == "choice" or term.schedule is not None:
-                raise ValueError(f"{self}: {term}: per-level ranges need a term without "
-                                 "schedule, not Choice")
+            rz.check_free(term, self, per_env=True)
             tab = _range_table(value, L, term, p.columns(term.param)[1])
             check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
-        adr = AdrGroup(self.adr, env, self, buf, self.synced)
+        for a in self.adr:
+            rz.check_free(a.term, self)
+        slots = [s for a in self.adr for s in adr_slots(a, env)]  # one per ADR component
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
         self._changed = torch.zeros(n, dtype=torch.bool, device=dev)  # envs the update wrote
-        self._src, self._metric_buf, self._adr = src, buf, adr
+        self._src, self._metric_buf = src, buf
         self._names = tuple(self.params)
-        f32 = dict(dtype=torch.float32, device=dev)
+        f32, i64 = dict(dtype=torch.float32, device=dev), dict(dtype=torch.int64, device=dev)
         self._pcol = torch.tensor(pcol, dtype=torch.int32, device=dev)
         self._pval = (torch.cat(ptab, 1) if ptab else torch.zeros(L, 0)).to(**f32)
         self._rval = (torch.cat(rtab, 1) if rtab else torch.zeros(L, 0)).to(**f32)
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
-        self._level_counts = torch.zeros(L, dtype=torch.int64, device=dev)
-        self._ones = torch.ones(n, dtype=torch.int64, device=dev)
+        self._level_counts = torch.zeros(L, **i64)
+        self._ones = torch.ones(n, **i64)
+        # ADR statistics per bound (metric sums in fixed point, episodes): those decided on;
+        # with sync, the local ones collected since the last pack, and those packed but not
+        # yet applied (``_in_flight``: saved as local ones)
+        na2 = 2 * len(slots)
+        self._adr_sums, self._adr_local_sums = torch.zeros(na2, **i64), torch.zeros(na2, **i64)
+        self._adr_counts, self._adr_local_counts = (
+            torch.zeros(na2, dtype=torch.int32, device=dev) for _ in range(2))
+        self._in_flight = torch.zeros(2 * na2, **i64)
+        self._state = {"levels": self._levels, "level_counts": self._level_counts,
+                       "adr_sums": self._adr_sums, "adr_counts": self._adr_counts,
+                       "adr_local_sums": self._adr_local_sums,
+                       "adr_local_counts": self._adr_local_counts}
+        self._collect = self._decide = None
+        if slots:
+            arr = host_array(slots, K.AdrSlot, dev)
+            sums, counts = ((self._adr_local_sums, self._adr_local_counts) if self.synced
+                            else (self._adr_sums, self._adr_counts))
+            self._collect = record(K.adr_collect, n, [
+                to_wp(env.context.done), to_wp(buf), arr, to_wp(p.nominal_table),
+                to_wp(p.effective_table), to_wp(sums), to_wp(counts)], dev)
+            self._decide = record(K.adr_update, len(slots), [
+                arr, to_wp(self._adr_sums), to_wp(self._adr_counts)], dev)
         sizes = [2 * p.columns(term.param)[1] for term in self.ranges]
         for term, rows in zip(self.ranges, self._pe.split(sizes), strict=True):
             rz.pin(term, self, rows)
@@ -245,7 +264,10 @@ class Curriculum:
         self._cmd.launch(ctx.stream)
         if self._names:  # the envs whose level moved, not every done env
             self._env.params.notify(self._names, self._changed)
-        self._adr.step(ctx.stream)
+        if self._collect is not None:
+            self._collect.launch(ctx.stream)
+            if not self.synced:
+                self._decide.launch(ctx.stream)
 
     # ------------------------------------------------------------------ distributed
     @property
@@ -258,17 +280,13 @@ class Curriculum:
 
     def sync(self, group: dist.ProcessGroup | None = None) -> None:
         """Merge over ``torch.distributed`` ranks (collective: every rank calls it between
-        the same steps): the histogram of levels (``global_level_counts``) and, with
-        ``sync=True``, the ADR statistics collected since the last sync, which are then
-        added to the shared ones and decided on (``ADR``) identically on every rank.
-        Without an initialized process group, a world of one. Device ops and one
-        all-gather of ``4 * ADR components + num_levels`` int64 values (exact integer sums);
-        no host sync. ``env.sync_every(k, cur)`` packs it with the schedule's other targets
-        into one collective, overlapped with the next steps by default
-        (``gp.SyncSchedule``); an exchange of it still in flight is applied first.
-
-        Raises ``ValueError`` for a curriculum with ADR built with ``sync=False`` (its
-        ranges are decided per rank at every step and would differ between ranks)."""
+        the same steps; without an initialized process group, a world of one): the level
+        histogram (``global_level_counts``) and, with ``sync=True``, the ADR statistics
+        collected since the last sync, decided on identically on every rank. One
+        all-gather of ``4 * ADR components + num_levels`` int64 values; no host sync.
+        ``env.sync_every(k, cur)`` packs it with the schedule's other targets into one
+        collective (``gp.SyncSchedule``); an exchange of it still in flight is applied
+        first. ``ValueError`` with ADR built with ``sync=False`` (see ``check_syncable``)."""
         self._require_env()
         self.check_syncable()
         exchange([self], group)
@@ -291,24 +309,32 @@ class Curriculum:
     def exchange_size(self) -> int:
         """Values per rank (int64 bits in a float64 row): ADR sums and counts, levels."""
         self._require_env()
-        return 2 * self._adr.size + self.num_levels
+        return self._in_flight.numel() + self.num_levels
 
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Move the ADR statistics collected since the last pack and this rank's level
         histogram into ``out`` (float64 ``[exchange_size()]``, holding int64 bits)."""
         self._require_env()
         self.check_syncable()
-        na4, pack = 2 * self._adr.size, out.view(torch.int64)
-        self._adr.pack(pack[:na4])  # kept in flight for state_dict until applied
+        pack, na2, na4 = out.view(torch.int64), self._adr_sums.numel(), self._in_flight.numel()
+        pack[:na2].copy_(self._adr_local_sums)
+        pack[na2:na4].copy_(self._adr_local_counts)
+        self._in_flight += pack[:na4]
+        self._adr_local_sums.zero_()
+        self._adr_local_counts.zero_()
         pack[na4:].zero_().index_add_(0, self._levels.long(), self._ones)
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Sum every rank's row (int64: exact), set ``global_level_counts`` and, with ADR,
         add the sums to the shared statistics and decide."""
         total = rows.view(torch.int64).sum(0)
-        na4 = 2 * self._adr.size
+        na2, na4 = self._adr_sums.numel(), self._in_flight.numel()
         self._level_counts.copy_(total[na4:])
-        self._adr.apply(total[:na4], stream_for(self._env.device))
+        if self._decide is not None:
+            self._adr_sums += total[:na2]
+            self._adr_counts += total[na2:na4].to(torch.int32)
+            self._in_flight.zero_()
+            self._decide.launch(stream_for(self._env.device))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -316,24 +342,18 @@ class Curriculum:
         values, per-env ranges and ADR ranges are saved by the env's parameters and
         randomization)."""
         self._require_env()
-        state = {k: buf.clone() for k, (buf, _) in self._saved().items()}
-        na2, flight = self._adr.size, self._adr.in_flight
-        state["adr_local_sums"] += flight[:na2]
-        state["adr_local_counts"] += flight[na2:].to(torch.int32)
+        state = {k: buf.clone() for k, buf in self._state.items()}
+        na2 = self._adr_sums.numel()
+        state["adr_local_sums"] += self._in_flight[:na2]
+        state["adr_local_counts"] += self._in_flight[na2:].to(torch.int32)
         return {"num_levels": self.num_levels, **state}
-
-    def _saved(self) -> dict[str, tuple[torch.Tensor, bool]]:
-        """Checkpointed buffers: ``{key: (buffer, required)}`` (``level_counts`` and ADR's
-        local statistics are absent in checkpoints of older versions: zeros)."""
-        return {"levels": (self._levels, True), "level_counts": (self._level_counts, False),
-                **self._adr.saved()}
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()`` (checked first)."""
         self.check_state(state)
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
-        self._adr.in_flight.zero_()
-        for key, (buf, _) in self._saved().items():
+        self._in_flight.zero_()
+        for key, buf in self._state.items():
             if state.get(key) is not None:  # None: absent (check_state lets it pass)
                 buf.copy_(state[key])
             else:
@@ -343,8 +363,8 @@ class Curriculum:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
         self._require_env()
         check_like(state.get("num_levels"), self.num_levels, f"{self}.num_levels")
-        for key, (buf, required) in self._saved().items():
-            if required or state.get(key) is not None:
+        for key, buf in self._state.items():
+            if key not in _OPTIONAL or state.get(key) is not None:
                 check_like(state.get(key), buf, f"{self}.{key}")
         check_curriculum(state, self.num_levels, f"{self}")
 

@@ -12,7 +12,6 @@ import warp as wp
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.randomize import OP_ADD, OP_SCALE
 
-# no floating-point contraction: ADR's decisions are the same on CPU and GPU
 wp.set_module_options({"fuse_fp": False})
 
 ADR_SCALE = wp.constant(1024.0)
@@ -67,8 +66,7 @@ def update_levels(
 class AdrSlot:
     """One component of an ADR term: where its range lives and how it moves."""
 
-    ranges: wp.array(dtype=float)  # the term's ranges (low, high per component)
-    k: int  # index of the component's low bound in ``ranges`` (high: k + 1)
+    ranges: wp.array(dtype=float)  # [2]: the component's (low, high) in the term's ranges
     col: int  # the parameter column of the component
     op: int  # the term's op (kernels.randomize OP_*)
     edge: float  # fraction of the width counted as "at a bound"
@@ -113,8 +111,8 @@ def adr_collect(
             x = x - nominal[s.col, env]
         elif s.op == OP_SCALE:
             x = x / nominal[s.col, env]
-        lo = s.ranges[s.k]
-        hi = s.ranges[s.k + 1]
+        lo = s.ranges[0]
+        hi = s.ranges[1]
         w = (hi - lo) * s.edge + 1.0e-5 * wp.max(wp.max(wp.abs(lo), wp.abs(hi)), 1.0e-6)
         if x <= lo + w:
             wp.atomic_add(sums_out, 2 * a, mq)
@@ -140,8 +138,7 @@ def adr_update(
         c = counts[i]
         if c >= s.samples:
             mean = float(sums[i]) / (ADR_SCALE * float(c))
-            k = s.k + side
-            v = s.ranges[k]
+            v = s.ranges[side]
             if mean >= s.thr_high:
                 if side == 0:
                     v = wp.max(v - s.delta, s.lim_low)
@@ -149,9 +146,9 @@ def adr_update(
                     v = wp.min(v + s.delta, s.lim_high)
             elif mean < s.thr_low:
                 if side == 0:
-                    v = wp.min(v + s.delta, s.ranges[k + 1])
+                    v = wp.min(v + s.delta, s.ranges[1])
                 else:
-                    v = wp.max(v - s.delta, s.ranges[k - 1])
-            s.ranges[k] = v
+                    v = wp.max(v - s.delta, s.ranges[0])
+            s.ranges[side] = v
             sums[i] = wp.int64(0)
             counts[i] = 0

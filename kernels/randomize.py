@@ -1,16 +1,10 @@
 """Randomization terms on the device: one launch per trigger class, one thread per env.
 
-Each term of a class is a ``TermRow`` (a ``wp.struct``: what to draw, where to write it,
-its trigger, and its per-env state arrays); a class is an array of rows. The thread of env
-``e`` walks the rows in order (a later term on the same parameter overwrites an earlier
-one). A term that fires for ``e`` draws the 32 bits ``draw_bits(term_key(seed, env_offset
-+ e, STREAM_TERM0 + uid), counter)`` (``kernels.rng``: keyed by the global env id and the
-env's event counter, which it then advances), turns them into a value (Uniform, LogUniform,
-Gaussian; a Choice picks with them), writes ``op(nominal, value)`` clamped to
-the parameter's valid range into the effective table and counts clamped draws. Component
-``j`` of a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j``
-times); an ``Every``/``Interval`` clock takes the bits after the value's (a Choice: after
-the pick's).
+A class is an array of ``TermRow``; the thread of env ``e`` walks it in order (a later term
+on the same parameter overwrites an earlier one). A term that fires for ``e`` draws the 32
+bits ``draw_bits(term_key(seed, env_offset + e, STREAM_TERM0 + uid), counter)`` (keyed by
+the global env id and the env's event counter, which it then advances); component ``j`` of
+a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j`` times).
 """
 
 from __future__ import annotations
@@ -61,8 +55,6 @@ class TermRow:
     size: int  # components
     uid: int  # random stream STREAM_TERM0 + uid
     linear: int  # 1: a schedule's ranges are interpolated between breakpoints, 0: held
-    has_mask: int
-    has_pe: int
     low: float  # the parameter's valid range: every result is clamped into it
     high: float
     period_lo: float  # EVERY: k; INTERVAL: interval range; MIN_STEPS: the minimum
@@ -71,8 +63,8 @@ class TermRow:
     #   (low, high or mean, std); CHOICE: the values [nch * size]
     cdf: wp.array(dtype=float)  # CHOICE: cumulative probabilities [nch] (the last one 2)
     steps: wp.array(dtype=wp.int64)  # schedule breakpoints [nbp] (global steps; [0]: none)
-    mask: wp.array(dtype=wp.bool)  # [N], read when has_mask
-    pe: wp.array2d(dtype=float)  # [2 * size, N] per-env (a, b) per component, when has_pe
+    mask: wp.array(dtype=wp.bool)  # [N], or empty (None): all envs
+    pe: wp.array2d(dtype=float)  # [2 * size, N] per-env (a, b) per component, or empty
     counter: wp.array(dtype=wp.int32)  # [N] events drawn per env
     clock: wp.array(dtype=wp.float64)  # [N] time left (EVERY, INTERVAL); last draw (MIN_STEPS)
     clamped: wp.array(dtype=wp.int64)  # [1] draws clamped so far
@@ -80,15 +72,14 @@ class TermRow:
 
 @wp.func
 def due(
-    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), seed: int,
-    genv: int,
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
 ) -> bool:
-    """Whether ``row`` fires for ``env`` (global id ``genv``: in its mask, its trigger due);
-    advances the clocks of the timed triggers that do not fire and stamps ``MIN_STEPS``'s.
-    A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a timed trigger
-    first gets its first value, drawn from event counter -1 (never used by a draw):
-    ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` a first interval."""
-    if row.has_mask != 0:
+    """Whether ``row`` fires for ``env`` (in its mask, its trigger due; ``key``: the env's
+    draw key); advances the clocks of the timed triggers that do not fire and stamps
+    ``MIN_STEPS``'s. A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a
+    timed trigger first gets its first value, drawn from event counter -1 (never used by a
+    draw): ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` an interval."""
+    if row.mask.shape[0] > 0:
         if not row.mask[env]:
             return False
     if row.trigger == MIN_STEPS:
@@ -98,7 +89,7 @@ def due(
         row.clock[env] = now
     elif row.trigger != PLAIN:
         if row.clock[env] < wp.float64(0.0):
-            u = uniform(draw_bits(int(term_key(seed, genv, STREAM_TERM0 + row.uid)), -1))
+            u = uniform(draw_bits(key, -1))
             plo = row.period_lo
             if row.trigger == EVERY:
                 row.clock[env] = wp.float64(wp.floor(u * plo) + 1.0)  # phase in [0, k), +1
@@ -150,7 +141,7 @@ def draw(
         else:
             a = float(0.0)
             b = float(0.0)
-            if row.has_pe != 0:
+            if row.pe.shape[0] > 0:
                 a = row.pe[2 * j, env]
                 b = row.pe[2 * j + 1, env]
             else:
@@ -209,12 +200,12 @@ def randomize(
         g = gstep[0]
         for t in range(rows.shape[0]):
             row = rows[t]
-            if due(row, env, g, effective, s, env_offset + env):
+            key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
+            if due(row, env, g, effective, key):
                 changed = True
                 c = row.counter[env]
                 row.counter[env] = c + 1
-                key = term_key(s, env_offset + env, STREAM_TERM0 + row.uid)
-                h = draw(row, env, draw_bits(int(key), c), g, nominal, effective)
+                h = draw(row, env, draw_bits(key, c), g, nominal, effective)
                 if row.trigger == EVERY or row.trigger == INTERVAL:
                     row.clock[env] = wp.float64(
                         row.period_lo + (row.period_hi - row.period_lo) * uniform(h)

@@ -24,20 +24,12 @@ OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 @dataclass(eq=False)
 class Bound:
     """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
-    views of the device state below, built once) and that state (``N``: num_envs), kept
-    for the term's life (tables are rebuilt around it, never copied).
-
-    ``values`` float32: the term's ranges ``[nbp, size, 2]`` flattened, or for ``Choice``
-    the values ``[nch, size]`` then the cumulative probabilities ``[nch]``. ``steps`` int64
-    ``[nbp]``: the schedule's breakpoints (``[0]`` without one). ``counter`` int32 ``[N]``,
-    ``clock`` float64 ``[N]``, ``clamped`` int64 ``[1]``; ``mask`` bool ``[N]`` or None (all
-    envs); ``pe`` float32 ``[2 * size, N]`` per-env ranges (rows a/b per component, storage
-    of the curriculum that attached them) or None.
-    """
+    views of the tensors below, built once) and those tensors, kept for the term's life
+    (tables are rebuilt around them, never copied); each is the like-named array of
+    ``TermRow`` (``mask``, ``pe``: None for none), except ``values``: the ranges, or for a
+    ``Choice`` its values then its cumulative probabilities (``TermRow.cdf``)."""
 
     term: Term
-    uid: int
-    size: int
     nch: int
     base: K.TermRow
     values: torch.Tensor
@@ -53,21 +45,20 @@ class Bound:
         """Device view ``[nbp, size, 2]`` of the term's ranges (writable)."""
         if self.nch:
             raise ValueError(f"{self.term}: a Choice has values, not ranges")
-        return self.values.view(-1, self.size, 2)
+        return self.values.view(-1, self.base.size, 2)
 
     def check(self, env, mask: torch.Tensor | None) -> None:
         """``check_result`` of the term's draws (its Choice values, or the ranges of every
         schedule breakpoint) for the envs of ``mask``."""
         if self.nch:
-            vals = self.values[: self.nch * self.size].view(self.nch, self.size)
+            vals = self.values[: self.nch * self.base.size].view(self.nch, self.base.size)
         else:
             vals = self.ranges()
         check_result(self.term, env.params, mask, vals.cpu())  # host-ok: setup
 
     def row(self) -> K.TermRow:
-        """``base`` with the term's current uid, mask and per-env ranges."""
+        """``base`` with the term's current mask and per-env ranges."""
         r = self.base
-        r.uid, r.has_mask, r.has_pe = self.uid, int(self.mask is not None), int(self.pe is not None)
         r.mask = None if self.mask is None else to_wp(self.mask)
         r.pe = None if self.pe is None else to_wp(self.pe)
         return r
@@ -98,11 +89,11 @@ def bind(term: Term, env, uid: int) -> Bound:
             linear = kind == "linear"
         values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
     r = K.TermRow()
-    r.dist, r.op, r.col, r.size = DIST[term.dist], OP[term.op], col, size
+    r.dist, r.op, r.col, r.size, r.uid = DIST[term.dist], OP[term.op], col, size, uid
     r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
     r.low, r.high, r.linear = spec.low, spec.high, int(linear)
     b = Bound(
-        term=term, uid=uid, size=size, nch=nch, base=r, values=values.to(dev, torch.float32),
+        term=term, nch=nch, base=r, values=values.to(dev, torch.float32),
         steps=torch.tensor(steps, dtype=torch.int64, device=dev), mask=mask,
         counter=torch.zeros(n, dtype=torch.int32, device=dev),
         clock=torch.full((n,), K.RESTARTED, dtype=torch.float64, device=dev),
@@ -187,11 +178,9 @@ def check_result(term: Term, params, mask, values: torch.Tensor) -> None:
         if nom.shape[0] == 0:
             return
         n_lo, n_hi = nom.min(0).values.cpu(), nom.max(0).values.cpu()  # host-ok: binding only
-        if term.op == "add":
-            r_lo, r_hi = n_lo + lo, n_hi + hi
-        else:
-            corners = torch.stack([n_lo * lo, n_lo * hi, n_hi * lo, n_hi * hi])
-            r_lo, r_hi = corners.min(0).values, corners.max(0).values
+        f = torch.add if term.op == "add" else torch.mul
+        corners = torch.stack([f(n_lo, lo), f(n_lo, hi), f(n_hi, lo), f(n_hi, hi)])
+        r_lo, r_hi = corners.min(0).values, corners.max(0).values
     bad = (r_lo < spec.low - _tol(spec.low)) | (r_hi > spec.high + _tol(spec.high))
     if bool(bad.any()):
         j = int(bad.nonzero()[0])  # host-ok: error path

@@ -3,11 +3,9 @@
 Terms are grouped by trigger class: ``"startup"`` (applied once, when added), the reset
 class (``"reset"``, ``OnReset``) and the step class (``"step"``, ``Every``, ``Interval``).
 Each class with terms is an array of ``kernels.randomize.TermRow`` and one recorded launch
-of ``kernels.randomize.randomize`` (the step class before the physics, the reset class
-after the curricula, gated by the ``done`` or reset mask); a class without terms launches
-nothing. Rows are rebuilt when the set of terms changes, never per step, around per-term
-device state kept for the term's life, so the views handed out stay valid. Structural
-changes raise ``RuntimeError`` during a step (see ``_between_steps``).
+(the step class before the physics, the reset class after the curricula); a class without
+terms launches nothing. Rows are rebuilt when the set of terms changes, never per step,
+around per-term device state kept for the term's life, so the views handed out stay valid.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ class Randomization:
     def __init__(self, env):
         self._env = env
         self._n, self._dev = env.num_envs, env.device
-        self._bounds: list[Bound] = []  # in the order added (= uid order): launch order
+        self._bounds: dict[Term, Bound] = {}  # in the order added (= uid order): launch order
         self._next_uid = 0
         self._gstep = env.context.clock  # the env's global step (its clock stage ticks it)
         self._clamped_removed = torch.zeros((), dtype=torch.int64, device=self._dev)
@@ -50,7 +48,7 @@ class Randomization:
     @property
     def terms(self) -> tuple[Term, ...]:
         """The terms, in the order they were added."""
-        return tuple(b.term for b in self._bounds)
+        return tuple(self._bounds)
 
     def add(self, *terms: Term) -> Callable[[], None]:
         """Bind and add ``terms``; returns a function removing them again.
@@ -66,16 +64,16 @@ class Randomization:
         for i, t in enumerate(terms):
             if not isinstance(t, Term):
                 raise ValueError(f"randomize: expected gp.Uniform/..., got {type(t).__name__}")
-            if self._find(t) is not None or any(t is u for u in terms[:i]):
+            if t in self._bounds or any(t is u for u in terms[:i]):
                 raise ValueError(f"{t}: this term is already added to this env")
         new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
         self._next_uid += len(new)
-        self._bounds += new
+        self._bounds.update((b.term, b) for b in new)
         self._rebuild()
         startup = [b for b in new if b.term.trigger_class == "startup"]
         if startup:
             self._apply_startup(startup)
-        return lambda: self.remove(*[t for t in terms if self._find(t) is not None])
+        return lambda: self.remove(*[t for t in terms if t in self._bounds])
 
     def remove(self, *terms: Term, restore: bool = True) -> None:
         """Remove ``terms``. With ``restore`` (default) their parameters' effective values go
@@ -89,7 +87,7 @@ class Randomization:
                 raise ValueError(f"{b.term}: used by {b.owner}; remove that first")
         for b in bounds:
             self._clamped_removed += b.clamped[0]
-            self._bounds.remove(b)
+            del self._bounds[b.term]
             if restore:
                 self._restore(b)
         self._rebuild()
@@ -129,11 +127,11 @@ class Randomization:
     def clamped(self) -> torch.Tensor:
         """int64 scalar tensor on the device: draws clamped to their parameter's valid
         range so far, over all terms (removed ones included). Reading it does not sync."""
-        return sum((b.clamped[0] for b in self._bounds), self._clamped_removed.clone())
+        return sum((b.clamped[0] for b in self._bounds.values()), self._clamped_removed.clone())
 
     def clamped_by_term(self) -> dict[Term, torch.Tensor]:
         """``{term: int64 scalar tensor}`` of clamped draws per current term."""
-        return {b.term: b.clamped[0] for b in self._bounds}
+        return {t: b.clamped[0] for t, b in self._bounds.items()}
 
     @property
     def global_step(self) -> torch.Tensor:
@@ -159,15 +157,19 @@ class Randomization:
         (rows ``2j``, ``2j + 1``: component ``j``'s low and high, or mean and std), or None."""
         return self._get(term).pe
 
-    def check_free(self, term: Term, owner: object) -> None:
+    def check_free(self, term: Term, owner: object, per_env: bool = False) -> None:
         """Raise ``ValueError`` unless ``term`` (added) can be pinned by ``owner``: not
-        pinned by another owner, without per-env ranges."""
+        pinned by another owner, without per-env ranges; with ``per_env``, able to take
+        them (no schedule, not ``Choice``)."""
         b = self._get(term)
         if b.owner is not None and b.owner is not owner:
             raise ValueError(f"{owner}: {term} is already used by {b.owner}; a term can belong "
                              "to one curriculum")
         if b.pe is not None:
             raise ValueError(f"{owner}: {term} already has per-env ranges")
+        if per_env and (b.nch or b.steps.numel() > 1):
+            raise ValueError(f"{owner}: {term}: per-env ranges need a term without schedule, "
+                             "not Choice")
 
     def pin(self, term: Term, owner: object, per_env: torch.Tensor | None = None) -> None:
         """Mark ``term`` as used by ``owner`` (a curriculum: removing the term raises). With
@@ -176,16 +178,12 @@ class Randomization:
         draws from ``per_env[2j, e]``, ``per_env[2j + 1, e]``. ``owner=None`` frees the term
         (its own range again); a term no longer added is skipped. Attaching or detaching
         per-env ranges raises ``RuntimeError`` during a step."""
-        b = self._find(term)
+        b = self._bounds.get(term)
         if b is None:
             return
         if per_env is not None:  # checked before anything is written
-            want = (2 * b.size, self._n)
-            if b.nch or b.steps.numel() > 1:
-                raise ValueError(f"{term}: per-env ranges need a term without schedule, "
-                                 "not Choice")
-            if b.pe is not None:
-                raise ValueError(f"{term}: already has per-env ranges (another curriculum?)")
+            want = (2 * b.base.size, self._n)
+            self.check_free(term, owner, per_env=True)
             if (not isinstance(per_env, torch.Tensor) or tuple(per_env.shape) != want
                     or per_env.dtype != torch.float32 or per_env.device != self._dev
                     or per_env.stride(1) != 1):
@@ -221,19 +219,15 @@ class Randomization:
     def reseed(self) -> None:
         """After ``env.reset(seed=...)`` (the seed's device copy is already set): counters
         from 0, fresh clocks (the draws' keys follow the seed)."""
-        for b in self._bounds:
+        for b in self._bounds.values():
             b.counter.zero_()
             b.clock.fill_(K.RESTARTED)
 
     # ------------------------------------------------------------------ internals
-    def _find(self, term: Term) -> Bound | None:
-        return next((b for b in self._bounds if b.term is term), None)
-
     def _get(self, term: Term) -> Bound:
-        b = self._find(term)
-        if b is None:
+        if term not in self._bounds:
             raise KeyError(f"{term}: not added to this env")
-        return b
+        return self._bounds[term]
 
     def _between_steps(self, what: str) -> None:
         if self._env.stepping:
@@ -246,13 +240,10 @@ class Randomization:
 
     def _restore(self, b: Bound) -> None:
         p = self._env.params
-        rows = slice(b.base.col, b.base.col + b.size)
+        rows = slice(b.base.col, b.base.col + b.base.size)
         nominal, effective = p.nominal_table[rows], p.effective_table[rows]  # views
         effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
-
-    def _row_array(self, bounds: list[Bound]) -> wp.array:
-        return host_array([b.row() for b in bounds], K.TermRow, self._dev)
 
     def _inputs(self, rows: wp.array, gate: torch.Tensor | None, changed) -> list:
         """``K.randomize``'s arguments (``gate`` None: every env)."""
@@ -270,10 +261,11 @@ class Randomization:
         self._cmds = {}
         for cls, gates in (("step", {"step": None}),
                            ("reset", {"done": ctx.done, "reset": ctx.reset_mask})):
-            bounds = [b for b in self._bounds if b.term.trigger_class == cls]
+            bounds = [b for b in self._bounds.values() if b.term.trigger_class == cls]
             if not bounds:
                 continue
-            rows, changed = self._row_array(bounds), self._changed[cls]
+            rows = host_array([b.row() for b in bounds], K.TermRow, self._dev)
+            changed = self._changed[cls]
             names = tuple(dict.fromkeys(b.term.param for b in bounds))
             # without masks and timed triggers, every gated env is written
             track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
@@ -287,8 +279,8 @@ class Randomization:
 
     def _apply_startup(self, new: list[Bound]) -> None:
         changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
-        launch(K.randomize, self._n, self._inputs(self._row_array(new), None, changed),
-               self._dev)
+        rows = host_array([b.row() for b in new], K.TermRow, self._dev)
+        launch(K.randomize, self._n, self._inputs(rows, None, changed), self._dev)
         settle(self._dev)  # the temporary rows are read before they are freed
         self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), changed)
 
@@ -303,9 +295,9 @@ class Randomization:
         """Per term (in order): uid, name, counters, clocks, clamped count, current ranges
         (``vals``), mask, per-env ranges; plus the global step and the next uid.
         Synchronizes."""
-        terms = [{"uid": b.uid, "name": repr(b.term),
+        terms = [{"uid": b.base.uid, "name": repr(b.term),
                   **{k: None if t is None else t.clone() for k, t in self._saved(b).items()}}
-                 for b in self._bounds]
+                 for b in self._bounds.values()]
         return {
             "terms": terms,
             "global_step": int(self._gstep.item()),  # host-ok: checkpointing
@@ -318,11 +310,11 @@ class Randomization:
         order: add them first). Checks everything before writing."""
         self.check_state(state)
         uids = [int(s["uid"]) for s in state["terms"]]
-        moved = uids != [b.uid for b in self._bounds]  # the uids key the draws: new rows
+        moved = uids != [b.base.uid for b in self._bounds.values()]  # uids key the draws: new rows
         if moved:
             self._between_steps("load_state_dict")
-        for b, s, uid in zip(self._bounds, state["terms"], uids, strict=True):
-            b.uid = uid
+        for b, s, uid in zip(self._bounds.values(), state["terms"], uids, strict=True):
+            b.base.uid = uid
             for key, t in self._saved(b).items():
                 if t is not None:
                     t.copy_(s[key])
@@ -336,10 +328,10 @@ class Randomization:
         """Raise ``ValueError`` unless ``state`` fits this env's terms."""
         where = "randomization.load_state_dict"
         saved = list(state.get("terms", ()))
-        names = [repr(b.term) for b in self._bounds]
+        names = [repr(t) for t in self._bounds]
         if [s["name"] for s in saved] != names:
             raise ValueError(f"{where}: expected terms {names}, got {[s['name'] for s in saved]}")
-        for i, (b, s) in enumerate(zip(self._bounds, saved, strict=True)):
+        for i, (b, s) in enumerate(zip(self._bounds.values(), saved, strict=True)):
             check_like(s["uid"], 0, f"randomization.terms[{i}].uid")
             for key, want in self._saved(b).items():
                 exp, got = _describe(want), _describe(s.get(key))

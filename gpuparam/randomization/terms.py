@@ -203,6 +203,9 @@ class Term:
             raise ValueError(f"{self}: give the range ({names}) or a schedule")
         if range_ is not None and schedule is not None:
             raise ValueError(f"{self}: give the range or a schedule, not both")
+        if not self.dist:
+            raise NotImplementedError(f"{self}: Term is the base class; use gp.Uniform, "
+                                      "gp.LogUniform, gp.Gaussian or gp.Choice")
         for r in self.ranges():
             self.check_range(r)
 
@@ -246,14 +249,8 @@ class Term:
                 f"{self}: {self.range_names[0]} has {len(a)} components, "
                 f"{self.range_names[1]} {len(b)}"
             )
-        self._check_values(a, b)
-
-    def _check_values(self, a: list[float], b: list[float]) -> None:
-        if not self.dist:
-            raise NotImplementedError(f"{self}: Term is the base class; use gp.Uniform, "
-                                      "gp.LogUniform, gp.Gaussian or gp.Choice")
-        where = f"{self}: parameter {self.param!r}"
-        for x, y in _zip_b(a, b):
+        n, where = max(len(a), len(b)), f"{self}: parameter {self.param!r}"
+        for x, y in zip(a * (n // len(a)), b * (n // len(b)), strict=True):
             if self.dist == "gaussian" and y < 0:
                 raise ValueError(f"{where}: std {y} < 0")
             if self.dist == "loguniform" and (x <= 0 or y <= 0):
@@ -273,7 +270,8 @@ class _LowHigh(Term):
         op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
-        super().__init__(param, _pair(low, high), op=op, on=on, mask=mask, env_ids=env_ids,
+        pair = None if low is None and high is None else (low, high)
+        super().__init__(param, pair, op=op, on=on, mask=mask, env_ids=env_ids,
                          schedule=schedule, name=name)
 
 
@@ -319,7 +317,8 @@ class Gaussian(Term):
         op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
-        super().__init__(param, _pair(mean, std), op=op, on=on, mask=mask, env_ids=env_ids,
+        pair = None if mean is None and std is None else (mean, std)
+        super().__init__(param, pair, op=op, on=on, mask=mask, env_ids=env_ids,
                          schedule=schedule, name=name)
 
 
@@ -374,12 +373,6 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _pair(a, b) -> Range | None:
-    if a is None and b is None:
-        return None
-    return (a, b)
-
-
 def _as_floats(v, what: str) -> list[float]:
     """A scalar or a sequence of finite numbers, as a list of floats."""
     items = list(v) if isinstance(v, (Sequence, torch.Tensor)) and not isinstance(v, str) else [v]
@@ -393,8 +386,3 @@ def _as_floats(v, what: str) -> list[float]:
             raise ValueError(f"{what}: expected finite numbers, got {v!r}")
         out.append(float(x))
     return out
-
-
-def _zip_b(a: list[float], b: list[float]):
-    n = max(len(a), len(b))
-    return zip(a * n if len(a) == 1 else a, b * n if len(b) == 1 else b, strict=True)
