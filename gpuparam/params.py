@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import torch
 
-from gpuparam._checkpoint import check_param_tables
+from gpuparam._checkpoint import check_like, check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, to_wp
 from gpuparam.kernels import params as kparams
@@ -20,13 +20,15 @@ ChangeCallback = Callable[[tuple[str, ...], "torch.Tensor | None"], None]
 
 
 class _Values(Mapping):
-    """Read-only mapping name -> view ``[num_envs, *shape]`` of one table."""
+    """Read-only mapping name -> view ``[num_envs, *shape]`` of one ``[C, num_envs]`` table."""
 
     def __init__(self, table: ParamTable, data: torch.Tensor):
         self._table, self._data = table, data
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self._table.column_view(self._data, name)
+        c0, size = self._table.columns(name)
+        shape = self._table.spec[name].shape
+        return self._data[c0 : c0 + size].T.view(self._table.num_envs, *shape)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._table.names)
@@ -93,7 +95,7 @@ class ParamTable:
 
     def __getitem__(self, name: str) -> torch.Tensor:
         """Effective values of ``name``: float32 view ``[num_envs, *shape]`` on the device."""
-        return self.column_view(self.effective_table, name)
+        return self.effective[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
@@ -108,12 +110,6 @@ class ParamTable:
             raise KeyError(
                 f"unknown parameter {name!r}; valid names: {', '.join(self._specs)}"
             ) from None
-
-    def column_view(self, data: torch.Tensor, name: str) -> torch.Tensor:
-        """Parameter ``name``'s rows of a table ``data`` (``nominal_table`` or
-        ``effective_table``, float32 ``[C, num_envs]``) as a view ``[num_envs, *shape]``."""
-        c0, size = self.columns(name)
-        return data[c0 : c0 + size].T.view(self.num_envs, *self._specs[name].shape)
 
     # ------------------------------------------------------------------ writing
     def set(
@@ -352,33 +348,17 @@ class ParamTable:
         ``on_change`` listeners are told of the parameters and envs whose values the load
         changed (so loading the state a normalization module already matches does not
         reset its statistics)."""
-        names = tuple(state.get("names", ()))
-        if names != self.names:
-            raise ValueError(f"load_state_dict: expected names {self.names}, got {names}")
-        for key in ("nominal", "effective"):
-            t = state.get(key)
-            if not isinstance(t, torch.Tensor) or t.shape != self.nominal_table.shape:
-                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(
-                    f"load_state_dict: {key!r} expected shape "
-                    f"{tuple(self.nominal_table.shape)}, got {got}"
-                )
-            if t.dtype != torch.float32:
-                raise ValueError(
-                    f"load_state_dict: {key!r} expected dtype torch.float32, got {t.dtype}"
-                )
+        tables = {"nominal": self.nominal_table, "effective": self.effective_table}
+        check_like(state, {"names": self.names, **tables}, "params")  # keys, shapes, dtypes
         check_param_tables(state, self)  # finite, inside each spec range
-        diff = None
-        if self._callbacks:  # listeners hear of the parameters and envs the load changes
-            nom, eff = (state[k].to(self.device) for k in ("nominal", "effective"))
-            diff = (self.nominal_table != nom) | (self.effective_table != eff)  # [C, N]
-        self.nominal_table.copy_(state["nominal"])
-        self.effective_table.copy_(state["effective"])
-        if diff is not None:
-            changed = tuple(n for n, (c0, size) in self._cols.items()
-                            if bool(diff[c0 : c0 + size].any()))  # host-ok: a load
-            if changed:
-                self.notify(changed, diff.any(0))
+        diff = torch.zeros_like(self.nominal_table, dtype=torch.bool)  # [C, N]
+        for key, t in tables.items():
+            diff |= t != state[key].to(self.device)
+            t.copy_(state[key])
+        changed = tuple(n for n, (c0, size) in self._cols.items()  # host-ok: a load
+                        if self._callbacks and bool(diff[c0 : c0 + size].any()))
+        if changed:  # listeners hear of the parameters and envs the load changed
+            self.notify(changed, diff.any(0))
 
     def __reduce_ex__(self, protocol):
         raise TypeError(
