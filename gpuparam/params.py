@@ -152,15 +152,12 @@ class ParamTable:
         check_mask(mask, self.num_envs, self.device)
         rows = self.num_envs
         if env_ids is not None:
-            env_ids = check_env_ids(
-                env_ids, self.num_envs, self.device, validate, distinct=True
-            )
+            env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate, distinct=True)
             rows = env_ids.shape[0]
         values = [self._prepare(n, v, rows, mask, validate) for n, v in items]
         if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
             mask = ids_to_mask(env_ids, self.num_envs)
-            inside = (env_ids >= 0) & (env_ids < self.num_envs)
-            slot = torch.where(inside, env_ids, self.num_envs)
+            slot = torch.where((env_ids >= 0) & (env_ids < self.num_envs), env_ids, self.num_envs)
             values = [v if isinstance(v, float) else
                       v.new_empty(self.num_envs + 1, v.shape[1]).index_copy_(0, slot, v)[:-1]
                       for v in values]
