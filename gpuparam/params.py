@@ -242,17 +242,13 @@ class ParamTable:
             raise ValueError(f"{where}: expected a float tensor, got {value.dtype}")
         if value.device != self.device:
             raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
-        try:
-            ok = torch.broadcast_shapes(value.shape, target) == torch.Size(target)
+        try:  # detached: the tables never join the caller's autograd graph
+            v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
         except RuntimeError:
-            ok = False
-        if not ok:
             raise ValueError(
                 f"{where}: expected a number or a float tensor broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
-            )
-        # detached: the tables never join the caller's autograd graph
-        v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
+            ) from None
         if validate:
             bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
             if mask is not None:

@@ -97,11 +97,8 @@ def reset(
     if not mask[i]:
         return
     r = begin_episode(i, seed[0], env_offset, episode_count)
-    s = wp.vec4(
-        wp.randf(r, -0.05, 0.05),
-        wp.randf(r, -0.05, 0.05),
-        wp.randf(r, -0.05, 0.05),
-        wp.randf(r, -0.05, 0.05),
-    )
+    s = wp.vec4()
+    for k in range(4):
+        s[k] = wp.randf(r, -0.05, 0.05)
     state[i] = s
     obs_out[i] = s
