@@ -150,21 +150,15 @@ class ParamTable:
         if mask is not None and env_ids is not None:
             raise ValueError("set: pass mask or env_ids, not both")
         check_mask(mask, self.num_envs, self.device)
-        rows = self.num_envs
-        if env_ids is not None:
+        rows, slot = self.num_envs, None
+        if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
             env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate, distinct=True)
             rows = env_ids.shape[0]
-        values = [self._prepare(n, v, rows, mask, validate) for n, v in items]
-        if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
-            mask = ids_to_mask(env_ids, self.num_envs)
             slot = torch.where((env_ids >= 0) & (env_ids < self.num_envs), env_ids, self.num_envs)
-            values = [v if isinstance(v, float) else
-                      v.new_empty(self.num_envs + 1, v.shape[1]).index_copy_(0, slot, v)[:-1]
-                      for v in values]
-        names = tuple(n for n, _ in items)
-        writes = [(*self._cols[n], self._specs[n].low, self._specs[n].high, v)
-                  for n, v in zip(names, values, strict=True)]
-        self._write(writes, mask, names, clamp=not validate)
+        writes = [self._prepare(n, v, rows, mask, validate, slot=slot) for n, v in items]
+        if env_ids is not None:
+            mask = ids_to_mask(env_ids, self.num_envs)
+        self._write(writes, mask, tuple(n for n, _ in items), clamp=not validate)
 
     def set_components(
         self, name: str, values: Mapping[int, object], mask: torch.Tensor | None = None
@@ -182,8 +176,7 @@ class ParamTable:
         Validated as ``set`` (indices; finite values inside the spec range; synchronizes
         for tensors) before anything is written; listeners hear of ``name`` for ``mask``.
         """
-        spec = self._spec(name)
-        c0, size = self._cols[name]
+        size = self._spec(name).size
         check_mask(mask, self.num_envs, self.device)
         if not isinstance(values, Mapping) or not values:
             raise ValueError(f"set_components: expected a non-empty dict of component "
@@ -192,9 +185,7 @@ class ParamTable:
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
                 raise ValueError(f"parameter {name!r}: component index expected an int in "
                                  f"[0, {size}), got {j!r}")
-        writes = [(c0 + j, 1, spec.low, spec.high,
-                   self._prepare(name, v, self.num_envs, mask, True, j))
-                  for j, v in values.items()]
+        writes = [self._prepare(name, v, self.num_envs, mask, True, j) for j, v in values.items()]
         self._write(writes, mask, (name,), clamp=False)
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
@@ -207,14 +198,16 @@ class ParamTable:
         defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
         self._write([(0, self.num_columns, 0.0, 0.0, defaults)], mask, self.names, False)
 
-    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None):
-        """A value to write, checked: a float, or a float32 tensor ``[rows, size]`` (of one
-        component, ``[rows, 1]``, when ``component`` is its index)."""
+    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None):
+        """One checked write ``(first_row, width, low, high, value)`` for ``_write``: a float,
+        or a float32 tensor ``[num_envs, width]`` (``width`` is 1 for the ``component`` of
+        that index). A tensor value has ``rows`` rows; with ``slot`` (``[rows]``) its row k
+        goes to env ``slot[k]`` (``num_envs``: dropped)."""
         spec = self._spec(name)
-        where = f"parameter {name!r}"
-        target, width = (rows, *spec.shape), spec.size
+        where, target, (c0, width) = f"parameter {name!r}", (rows, *spec.shape), self._cols[name]
         if component is not None:
-            where, target, width = f"{where} component {component}", (rows,), 1
+            where, target = f"{where} component {component}", (rows,)
+            c0, width = c0 + component, 1
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             try:
                 v = float(value)
@@ -225,7 +218,7 @@ class ParamTable:
                 ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
-            return v
+            return c0, width, spec.low, spec.high, v
         if isinstance(value, (list, tuple)):
             try:
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -259,7 +252,9 @@ class ParamTable:
                     f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
-        return v
+        if slot is not None:
+            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
+        return c0, width, spec.low, spec.high, v
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """Everything validated: for each ``(first_row, rows, low, high, value)`` one
