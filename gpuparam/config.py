@@ -23,16 +23,13 @@ _ENTRY_KEYS = {
 
 
 def randomization_from_config(config: Mapping) -> list[Term]:
-    """Terms for an IsaacGymEnvs randomization config, mapped as the table in
+    """Terms for an IsaacGymEnvs randomization config, mapped entry by entry as the table in
     ``docs/randomization.md`` ("IsaacGymEnvs configs") says: every mapping holding a
-    ``range`` (nested under groups or not) is an entry named by its key; its
-    ``distribution`` picks ``gp.Uniform``, ``gp.LogUniform`` or ``gp.Gaussian`` (a
-    ``gaussian`` range is ``[mean, std]``: IsaacGymEnvs names it var but samples with it as
-    the std); ``additive``/``scaling`` act on the nominal value (``op="add"``/``"scale"``);
-    ``schedule: linear``/``constant`` become ``gp.Linear``/``gp.Step`` from "no change" (0
-    for add, 1 for scale); ``frequency: k`` is ``gp.OnReset(min_steps=k)`` (none:
-    ``on="reset"``), ``setup_only`` is ``on="startup"``, ``on: step`` (a gpuparam
-    extension) ``on="step"``; ``num_buckets`` is ignored.
+    ``range`` (nested under groups or not) is an entry named by its key, its
+    ``distribution``, ``operation``, ``schedule``, ``frequency``, ``setup_only`` and ``on``
+    the term's class, ``op``, schedule (from "no change": 0 for add, 1 for scale) and
+    trigger. A ``gaussian`` range is ``[mean, std]`` (IsaacGymEnvs names it var but samples
+    with it as the std).
 
     Args:
         config: the ``randomization_params`` dict, or a dict holding it under that key.
