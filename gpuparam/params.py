@@ -120,18 +120,15 @@ class ParamTable:
                 (``[K, *shape]`` with ``env_ids``), on the table's device.
             mask: bool tensor ``[num_envs]`` on the device; only True envs are written.
             env_ids: long tensor ``[K]`` (or a list) of env indices; exclusive with ``mask``.
-            validate: check every written value is finite and inside the spec's range and
-                raise ``ValueError`` before writing anything. This synchronizes with the host
-                for tensor values. With ``validate=False`` nothing synchronizes (for hot loops
-                and CUDA-graph capture): values are clamped to the range on the device,
-                non-finite values leave the entry unchanged, ``env_ids`` outside
-                ``[0, num_envs)`` are dropped on the device (negative ids do not wrap) and,
-                if an id repeats, which of its values is written is unspecified.
+            validate: check every written value (finite, inside the spec's range) and the
+                ``env_ids`` (in range, distinct), and raise ``ValueError`` before writing
+                anything; this synchronizes with the host for tensor values. With
+                ``validate=False`` nothing synchronizes (for hot loops and CUDA-graph
+                capture): values are clamped to the range on the device, and the rest of
+                what it trades away is listed in ``docs/guarantees.md``.
 
-        ``on_change`` listeners are notified with the mask of exactly the envs addressed:
-        ``mask``, or the in-range ``env_ids`` (with ``validate=False``, entries left
-        unchanged because their value was not finite count as addressed). Tensor values
-        are detached (the tables never require grad).
+        ``on_change`` listeners hear of exactly the envs addressed: ``mask``, or the
+        in-range ``env_ids``. Tensor values are detached (the tables never require grad).
         """
         if isinstance(name_or_dict, Mapping):
             if value is not None:
