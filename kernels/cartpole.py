@@ -60,9 +60,7 @@ def step(
     mp = masspole[i]
     total_mass = mp + masscart[i]
     polemass_length = mp * length[i]
-    force = force_mag[i]
-    if action[i] <= wp.int64(0):
-        force = -force
+    force = wp.where(action[i] > wp.int64(0), force_mag[i], -force_mag[i])
     sintheta, costheta = sincos(theta)
     inv_total_mass = 1.0 / total_mass
     temp = (force + polemass_length * theta_dot * theta_dot * sintheta) * inv_total_mass

@@ -40,9 +40,8 @@ def draw_bits(key: int, counter: int) -> wp.uint32:
 
 @wp.func
 def rng_key(seed: int, env: int, stream: int, counter: int) -> wp.uint32:
-    """PCG state (and bits) for one (seed, env, stream, counter) key: ``draw_bits(term_key(
-    seed, env, stream), counter)`` (env resets draw their initial state from it with
-    ``wp.randf``)."""
+    """PCG state (and bits) for one (seed, env, stream, counter) key (env resets draw their
+    initial state from it with ``wp.randf``)."""
     return draw_bits(int(term_key(seed, env, stream)), counter)
 
 
