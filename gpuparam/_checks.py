@@ -52,15 +52,10 @@ def check_env_ids(
             raise ValueError(
                 f"env_ids: expected indices in [0, {num_envs}), got one beyond int64"
             ) from None
-    if env_ids.dtype == torch.bool:
-        raise ValueError(
-            "env_ids: expected an integer tensor, got dtype torch.bool (a bool selection "
-            "is a mask: pass mask=)"
-        )
     if env_ids.dtype not in (torch.int64, torch.int32):
-        raise ValueError(
-            f"env_ids: expected an integer tensor (int64 or int32), got dtype {env_ids.dtype}"
-        )
+        hint = " (a bool selection is a mask: pass mask=)" if env_ids.dtype == torch.bool else ""
+        raise ValueError(f"env_ids: expected an integer tensor (int64 or int32), got dtype "
+                         f"{env_ids.dtype}{hint}")
     if env_ids.dim() != 1:
         raise ValueError(f"env_ids: expected shape (K,), got {tuple(env_ids.shape)}")
     if env_ids.device != device:

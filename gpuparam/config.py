@@ -23,16 +23,13 @@ _ENTRY_KEYS = {
 
 
 def randomization_from_config(config: Mapping) -> list[Term]:
-    """Terms for an IsaacGymEnvs randomization config, mapped as the table in
+    """Terms for an IsaacGymEnvs randomization config, mapped entry by entry as the table in
     ``docs/randomization.md`` ("IsaacGymEnvs configs") says: every mapping holding a
-    ``range`` (nested under groups or not) is an entry named by its key; its
-    ``distribution`` picks ``gp.Uniform``, ``gp.LogUniform`` or ``gp.Gaussian`` (a
-    ``gaussian`` range is ``[mean, std]``: IsaacGymEnvs names it var but samples with it as
-    the std); ``additive``/``scaling`` act on the nominal value (``op="add"``/``"scale"``);
-    ``schedule: linear``/``constant`` become ``gp.Linear``/``gp.Step`` from "no change" (0
-    for add, 1 for scale); ``frequency: k`` is ``gp.OnReset(min_steps=k)`` (none:
-    ``on="reset"``), ``setup_only`` is ``on="startup"``, ``on: step`` (a gpuparam
-    extension) ``on="step"``; ``num_buckets`` is ignored.
+    ``range`` (nested under groups or not) is an entry named by its key, its
+    ``distribution``, ``operation``, ``schedule``, ``frequency``, ``setup_only`` and ``on``
+    the term's class, ``op``, schedule (from "no change": 0 for add, 1 for scale) and
+    trigger. A ``gaussian`` range is ``[mean, std]`` (IsaacGymEnvs names it var but samples
+    with it as the std).
 
     Args:
         config: the ``randomization_params`` dict, or a dict holding it under that key.
@@ -89,8 +86,18 @@ def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
     if not isinstance(rng, (list, tuple)) or len(rng) != 2:
         raise ValueError(f"{where}: range must be [low, high] or [mean, std], got {rng!r}")
     rng = tuple(tuple(v) if isinstance(v, list) else v for v in rng)
-    kw = dict(op=op, on=_trigger(e, frequency, where),
-              name=f"{dist.__name__}({name!r} from {'.'.join(path)})")
+    setup_only, freq = e.get("setup_only", False), e.get("frequency", frequency)
+    if not isinstance(setup_only, bool):
+        raise ValueError(
+            f"{where}: setup_only expected true or false (a YAML bool), got {setup_only!r}"
+        )
+    if setup_only or "on" in e:
+        on = "startup" if setup_only else e["on"]
+    elif freq is not None and (not isinstance(freq, int) or isinstance(freq, bool) or freq < 0):
+        raise ValueError(f"{where}: frequency must be an int >= 0, got {freq!r}")
+    else:
+        on = "reset" if freq in (None, 0, 1) else OnReset(min_steps=freq)
+    kw = dict(op=op, on=on, name=f"{dist.__name__}({name!r} from {'.'.join(path)})")
     kind = e.get("schedule")
     if kind is None:
         return dist(name, *rng, **kw)
@@ -107,21 +114,3 @@ def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
     if kind == "linear":
         return dist(name, schedule=Linear(still, rng, steps), **kw)
     return dist(name, schedule=Step([still, rng], at=[steps]), **kw)
-
-
-def _trigger(e: Mapping, frequency, where: str):
-    setup_only = e.get("setup_only", False)
-    if not isinstance(setup_only, bool):
-        raise ValueError(
-            f"{where}: setup_only expected true or false (a YAML bool), got {setup_only!r}"
-        )
-    if setup_only:
-        return "startup"
-    if "on" in e:
-        return e["on"]
-    freq = e.get("frequency", frequency)
-    if freq is not None and (not isinstance(freq, int) or isinstance(freq, bool) or freq < 0):
-        raise ValueError(f"{where}: frequency must be an int >= 0, got {freq!r}")
-    if freq is None or freq in (0, 1):
-        return "reset"
-    return OnReset(min_steps=freq)

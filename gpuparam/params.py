@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import torch
 
-from gpuparam._checkpoint import check_param_tables
+from gpuparam._checkpoint import check_like, check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import launch, to_wp
 from gpuparam.kernels import params as kparams
@@ -20,13 +20,15 @@ ChangeCallback = Callable[[tuple[str, ...], "torch.Tensor | None"], None]
 
 
 class _Values(Mapping):
-    """Read-only mapping name -> view ``[num_envs, *shape]`` of one table."""
+    """Read-only mapping name -> view ``[num_envs, *shape]`` of one ``[C, num_envs]`` table."""
 
     def __init__(self, table: ParamTable, data: torch.Tensor):
         self._table, self._data = table, data
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self._table.column_view(self._data, name)
+        c0, size = self._table.columns(name)
+        shape = self._table.spec[name].shape
+        return self._data[c0 : c0 + size].T.view(self._table.num_envs, *shape)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._table.names)
@@ -42,7 +44,8 @@ class ParamTable:
     kernel reading one parameter for all envs reads contiguous memory): ``nominal_table``
     (set by the user or a curriculum) and ``effective_table`` (what the env kernels read:
     nominal after randomization). ``table[name]`` is a view ``[num_envs, *shape]`` of the
-    effective values; ``table.nominal[name]`` the same view of the nominal values.
+    effective values; ``table.nominal[name]`` the same view of the nominal values. ``names``:
+    the parameter names in table order; ``spec``: read-only mapping name -> ``ParamSpec``.
 
     Args:
         specs: one ``ParamSpec`` per parameter.
@@ -54,6 +57,7 @@ class ParamTable:
         self._specs = {s.name: s for s in specs}
         if len(self._specs) != len(specs):
             raise ValueError(f"duplicate parameter names in {[s.name for s in specs]}")
+        self.names, self.spec = tuple(self._specs), MappingProxyType(self._specs)
         self.num_envs, self.device = num_envs, device
         starts = itertools.accumulate((s.size for s in specs), initial=0)  # one more
         self._cols = {s.name: (c0, s.size) for s, c0 in zip(specs, starts, strict=False)}
@@ -76,16 +80,6 @@ class ParamTable:
         self.reset_to_default()
 
     # ------------------------------------------------------------------ reading
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Parameter names, in table order."""
-        return tuple(self._specs)
-
-    @property
-    def spec(self) -> Mapping[str, ParamSpec]:
-        """name -> ``ParamSpec`` (default, low, high, shape, unit, doc)."""
-        return MappingProxyType(self._specs)
-
     def columns(self, name: str) -> tuple[int, int]:
         """``(first_row, size)`` of ``name`` in the ``[C, num_envs]`` tables."""
         self._spec(name)
@@ -93,7 +87,7 @@ class ParamTable:
 
     def __getitem__(self, name: str) -> torch.Tensor:
         """Effective values of ``name``: float32 view ``[num_envs, *shape]`` on the device."""
-        return self.column_view(self.effective_table, name)
+        return self.effective[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
@@ -108,12 +102,6 @@ class ParamTable:
             raise KeyError(
                 f"unknown parameter {name!r}; valid names: {', '.join(self._specs)}"
             ) from None
-
-    def column_view(self, data: torch.Tensor, name: str) -> torch.Tensor:
-        """Parameter ``name``'s rows of a table ``data`` (``nominal_table`` or
-        ``effective_table``, float32 ``[C, num_envs]``) as a view ``[num_envs, *shape]``."""
-        c0, size = self.columns(name)
-        return data[c0 : c0 + size].T.view(self.num_envs, *self._specs[name].shape)
 
     # ------------------------------------------------------------------ writing
     def set(
@@ -132,18 +120,15 @@ class ParamTable:
                 (``[K, *shape]`` with ``env_ids``), on the table's device.
             mask: bool tensor ``[num_envs]`` on the device; only True envs are written.
             env_ids: long tensor ``[K]`` (or a list) of env indices; exclusive with ``mask``.
-            validate: check every written value is finite and inside the spec's range and
-                raise ``ValueError`` before writing anything. This synchronizes with the host
-                for tensor values. With ``validate=False`` nothing synchronizes (for hot loops
-                and CUDA-graph capture): values are clamped to the range on the device,
-                non-finite values leave the entry unchanged, ``env_ids`` outside
-                ``[0, num_envs)`` are dropped on the device (negative ids do not wrap) and,
-                if an id repeats, which of its values is written is unspecified.
+            validate: check every written value (finite, inside the spec's range) and the
+                ``env_ids`` (in range, distinct), and raise ``ValueError`` before writing
+                anything; this synchronizes with the host for tensor values. With
+                ``validate=False`` nothing synchronizes (for hot loops and CUDA-graph
+                capture): values are clamped to the range on the device, and the rest of
+                what it trades away is listed in ``docs/guarantees.md``.
 
-        ``on_change`` listeners are notified with the mask of exactly the envs addressed:
-        ``mask``, or the in-range ``env_ids`` (with ``validate=False``, entries left
-        unchanged because their value was not finite count as addressed). Tensor values
-        are detached (the tables never require grad).
+        ``on_change`` listeners hear of exactly the envs addressed: ``mask``, or the
+        in-range ``env_ids``. Tensor values are detached (the tables never require grad).
         """
         if isinstance(name_or_dict, Mapping):
             if value is not None:
@@ -154,24 +139,15 @@ class ParamTable:
         if mask is not None and env_ids is not None:
             raise ValueError("set: pass mask or env_ids, not both")
         check_mask(mask, self.num_envs, self.device)
-        rows = self.num_envs
-        if env_ids is not None:
-            env_ids = check_env_ids(
-                env_ids, self.num_envs, self.device, validate, distinct=True
-            )
-            rows = env_ids.shape[0]
-        values = [self._prepare(n, v, rows, mask, validate) for n, v in items]
+        rows, slot = self.num_envs, None
         if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
+            env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate, distinct=True)
+            rows = env_ids.shape[0]
+            slot = torch.where((env_ids >= 0) & (env_ids < self.num_envs), env_ids, self.num_envs)
+        writes = [self._prepare(n, v, rows, mask, validate, slot=slot) for n, v in items]
+        if env_ids is not None:
             mask = ids_to_mask(env_ids, self.num_envs)
-            inside = (env_ids >= 0) & (env_ids < self.num_envs)
-            slot = torch.where(inside, env_ids, self.num_envs)
-            values = [v if isinstance(v, float) else
-                      v.new_empty(self.num_envs + 1, v.shape[1]).index_copy_(0, slot, v)[:-1]
-                      for v in values]
-        names = tuple(n for n, _ in items)
-        writes = [(*self._cols[n], self._specs[n].low, self._specs[n].high, v)
-                  for n, v in zip(names, values, strict=True)]
-        self._write(writes, mask, names, clamp=not validate)
+        self._write(writes, mask, tuple(n for n, _ in items), clamp=not validate)
 
     def set_components(
         self, name: str, values: Mapping[int, object], mask: torch.Tensor | None = None
@@ -189,8 +165,7 @@ class ParamTable:
         Validated as ``set`` (indices; finite values inside the spec range; synchronizes
         for tensors) before anything is written; listeners hear of ``name`` for ``mask``.
         """
-        spec = self._spec(name)
-        c0, size = self._cols[name]
+        size = self._spec(name).size
         check_mask(mask, self.num_envs, self.device)
         if not isinstance(values, Mapping) or not values:
             raise ValueError(f"set_components: expected a non-empty dict of component "
@@ -199,9 +174,7 @@ class ParamTable:
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
                 raise ValueError(f"parameter {name!r}: component index expected an int in "
                                  f"[0, {size}), got {j!r}")
-        writes = [(c0 + j, 1, spec.low, spec.high,
-                   self._prepare(name, v, self.num_envs, mask, True, j))
-                  for j, v in values.items()]
+        writes = [self._prepare(name, v, self.num_envs, mask, True, j) for j, v in values.items()]
         self._write(writes, mask, (name,), clamp=False)
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
@@ -214,14 +187,16 @@ class ParamTable:
         defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
         self._write([(0, self.num_columns, 0.0, 0.0, defaults)], mask, self.names, False)
 
-    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None):
-        """A value to write, checked: a float, or a float32 tensor ``[rows, size]`` (of one
-        component, ``[rows, 1]``, when ``component`` is its index)."""
+    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None):
+        """One checked write ``(first_row, width, low, high, value)`` for ``_write``: a float,
+        or a float32 tensor ``[num_envs, width]`` (``width`` is 1 for the ``component`` of
+        that index). A tensor value has ``rows`` rows; with ``slot`` (``[rows]``) its row k
+        goes to env ``slot[k]`` (``num_envs``: dropped)."""
         spec = self._spec(name)
-        where = f"parameter {name!r}"
-        target, width = (rows, *spec.shape), spec.size
+        where, target, (c0, width) = f"parameter {name!r}", (rows, *spec.shape), self._cols[name]
         if component is not None:
-            where, target, width = f"{where} component {component}", (rows,), 1
+            where, target = f"{where} component {component}", (rows,)
+            c0, width = c0 + component, 1
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             try:
                 v = float(value)
@@ -232,7 +207,7 @@ class ParamTable:
                 ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
-            return v
+            return c0, width, spec.low, spec.high, v
         if isinstance(value, (list, tuple)):
             try:
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -249,17 +224,13 @@ class ParamTable:
             raise ValueError(f"{where}: expected a float tensor, got {value.dtype}")
         if value.device != self.device:
             raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
-        try:
-            ok = torch.broadcast_shapes(value.shape, target) == torch.Size(target)
+        try:  # detached: the tables never join the caller's autograd graph
+            v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
         except RuntimeError:
-            ok = False
-        if not ok:
             raise ValueError(
                 f"{where}: expected a number or a float tensor broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
-            )
-        # detached: the tables never join the caller's autograd graph
-        v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
+            ) from None
         if validate:
             bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
             if mask is not None:
@@ -270,7 +241,9 @@ class ParamTable:
                     f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
-        return v
+        if slot is not None:
+            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
+        return c0, width, spec.low, spec.high, v
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """Everything validated: for each ``(first_row, rows, low, high, value)`` one
@@ -352,33 +325,17 @@ class ParamTable:
         ``on_change`` listeners are told of the parameters and envs whose values the load
         changed (so loading the state a normalization module already matches does not
         reset its statistics)."""
-        names = tuple(state.get("names", ()))
-        if names != self.names:
-            raise ValueError(f"load_state_dict: expected names {self.names}, got {names}")
-        for key in ("nominal", "effective"):
-            t = state.get(key)
-            if not isinstance(t, torch.Tensor) or t.shape != self.nominal_table.shape:
-                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(
-                    f"load_state_dict: {key!r} expected shape "
-                    f"{tuple(self.nominal_table.shape)}, got {got}"
-                )
-            if t.dtype != torch.float32:
-                raise ValueError(
-                    f"load_state_dict: {key!r} expected dtype torch.float32, got {t.dtype}"
-                )
+        tables = {"nominal": self.nominal_table, "effective": self.effective_table}
+        check_like(state, {"names": self.names, **tables}, "params")  # keys, shapes, dtypes
         check_param_tables(state, self)  # finite, inside each spec range
-        diff = None
-        if self._callbacks:  # listeners hear of the parameters and envs the load changes
-            nom, eff = (state[k].to(self.device) for k in ("nominal", "effective"))
-            diff = (self.nominal_table != nom) | (self.effective_table != eff)  # [C, N]
-        self.nominal_table.copy_(state["nominal"])
-        self.effective_table.copy_(state["effective"])
-        if diff is not None:
-            changed = tuple(n for n, (c0, size) in self._cols.items()
-                            if bool(diff[c0 : c0 + size].any()))  # host-ok: a load
-            if changed:
-                self.notify(changed, diff.any(0))
+        diff = torch.zeros_like(self.nominal_table, dtype=torch.bool)  # [C, N]
+        for key, t in tables.items():
+            diff |= t != state[key].to(self.device)
+            t.copy_(state[key])
+        changed = tuple(n for n, (c0, size) in self._cols.items()  # host-ok: a load
+                        if self._callbacks and bool(diff[c0 : c0 + size].any()))
+        if changed:  # listeners hear of the parameters and envs the load changed
+            self.notify(changed, diff.any(0))
 
     def __reduce_ex__(self, protocol):
         raise TypeError(

@@ -36,8 +36,7 @@ def count_invalid_box(
     i = thread_index(wp.tid())
     bad = int(0)
     for j in range(action.shape[1]):
-        a = action[i, j]
-        if a != a:
+        if wp.isnan(action[i, j]):
             bad = 1
     if bad != 0:
         wp.atomic_add(counter, 0, wp.int64(1))

@@ -1,8 +1,5 @@
-"""Masked writes into the parameter tables (float32 ``[C, N]``, one row per parameter
-component, as ``gpuparam.ParamTable`` lays them out): nominal and effective written
-together, one thread per env walking the parameter's components, envs outside the mask
-untouched.
-"""
+"""Masked writes into both parameter tables (float32 ``[C, N]``, one row per parameter
+component, as ``gpuparam.ParamTable`` lays them out), one thread per env."""
 
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ from gpuparam.envs.cartpole import CartPoleEnv
 from gpuparam.envs.pendulum import PendulumEnv
 from gpuparam.vecenv import VecEnv
 
-# Robots need the optional extra gpuparam[mujoco]; they are imported at their first make()
-# (importing MuJoCo Warp takes seconds, which every other user of gpuparam should not pay).
-ROBOT_NAMES = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
-               "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")
-# name -> class; None for a robot not imported yet
+# name -> class; None for a robot not imported yet. Robots need the optional extra
+# gpuparam[mujoco]; they are imported at their first make() (importing MuJoCo Warp takes
+# seconds, which every other user of gpuparam should not pay).
 _REGISTRY: dict[str, type[VecEnv] | None] = {
-    CartPoleEnv.name: CartPoleEnv, PendulumEnv.name: PendulumEnv, **dict.fromkeys(ROBOT_NAMES)
+    CartPoleEnv.name: CartPoleEnv, PendulumEnv.name: PendulumEnv,
+    **dict.fromkeys(("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
+                     "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")),
 }
 
 
@@ -64,21 +64,13 @@ def make(
     if name not in _REGISTRY:
         raise KeyError(f"unknown env {name!r}; registered: {', '.join(registered())}")
     if _REGISTRY[name] is None:
-        load_robots()
+        from gpuparam.envs.mujoco import ROBOTS  # raises the ImportError with the install line
+
+        for cls in ROBOTS:
+            _REGISTRY[cls.name] = _REGISTRY.get(cls.name) or cls  # a registered class stays
     return _REGISTRY[name](
         num_envs, device=device, seed=seed, capture=capture, env_offset=env_offset,
         cuda_graph=cuda_graph, **param_overrides,
     )
 
-
-def load_robots() -> tuple[type[VecEnv], ...]:
-    """Import the MuJoCo Warp robots and register them; returns their classes. Raises
-    ``ImportError`` naming ``pip install gpuparam[mujoco]`` without the extra."""
-    from gpuparam.envs.mujoco import ROBOTS  # raises the ImportError with the install line
-
-    for cls in ROBOTS:
-        _REGISTRY[cls.name] = _REGISTRY.get(cls.name) or cls  # a registered class stays
-    return ROBOTS
-
-__all__ = ["ROBOT_NAMES", "CartPoleEnv", "PendulumEnv", "load_robots", "make", "register",
-           "registered"]
+__all__ = ["CartPoleEnv", "PendulumEnv", "make", "register", "registered"]
