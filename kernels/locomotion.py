@@ -194,10 +194,13 @@ def ant(
         return
     nq = qpos.shape[1]
     nv = qvel.shape[1]
+    ok = wp.isfinite(qpos[i, 0]) and wp.isfinite(qpos[i, 1])  # a finite state
     for k in range(2, nq):
         obs_out[i, k - 2] = qpos[i, k]
+        ok = ok and wp.isfinite(qpos[i, k])
     for k in range(nv):
         obs_out[i, nq - 2 + k] = qvel[i, k]
+        ok = ok and wp.isfinite(qvel[i, k])
     contact = _contact_obs(cfrc_ext, i, observe, 1, force_min[i], force_max[i], obs_out,
                            nq - 2 + nv)
     if observe == 1:
@@ -209,18 +212,9 @@ def ant(
     x_vel = (p[0] - prev_xy[i, 0]) / dt
     prev_xy[i, 0] = p[0]
     prev_xy[i, 1] = p[1]
-    bad = int(0)  # a non-finite state
-    for k in range(nq):
-        if not wp.isfinite(qpos[i, k]):
-            bad = 1
-    for k in range(nv):
-        if not wp.isfinite(qvel[i, k]):
-            bad = 1
     z = qpos[i, 2]
-    healthy = bad == 0 and z_min[i] <= z and z <= z_max[i]
-    h = float(0.0)
-    if healthy:
-        h = healthy_r[i]
+    healthy = ok and z_min[i] <= z and z <= z_max[i]
+    h = wp.where(healthy, healthy_r[i], 0.0)
     reward_out[i] = (
         x_vel * forward_w[i] + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_w[i] * contact
     )
@@ -235,9 +229,9 @@ PLANAR_HOPPER = wp.constant(1)  # (2: Walker2d)
 @wp.kernel
 def planar(
     observe: int,
-    kind: int,
     mask: wp.array(dtype=wp.bool),
     dt: float,
+    kind: int,
     vel_clip: float,
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
@@ -380,9 +374,7 @@ def humanoid(
     x_vel = (now / den - before / den) / dt
     z = qpos[i, 2]
     healthy = z_min[i] < z and z < z_max[i]
-    h = float(0.0)
-    if healthy:
-        h = healthy_r[i]
+    h = wp.where(healthy, healthy_r[i], 0.0)
     contact_cost = wp.min(contact_w[i] * contact, contact_cost_max[i])
     reward_out[i] = forward_w[i] * x_vel + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_cost
     terminated_out[i] = (not healthy) and terminate[i] > 0.5

@@ -141,11 +141,6 @@ class Components:
             actuators=tuple(_actuator_name(mjm, i) for i in range(mjm.nu)),
         )
 
-    def of_param(self, name: str) -> tuple[str, ...] | None:
-        """Component names of physical parameter ``name`` (None for gravity and the task's
-        parameters, which are not per model element)."""
-        return getattr(self, PER_ELEMENT[name]) if name in PER_ELEMENT else None
-
 
 def f32(values: np.ndarray) -> tuple[float, ...]:
     """``values`` rounded to float32 (the parameter table's type), as Python floats."""
