@@ -404,7 +404,9 @@ def push(
 ):
     """Count down each env's timer; at zero add ``U(low[j], high[j])`` to
     ``qvel[first_dof + j]`` and draw the next interval in ``[k_low, k_high]`` steps. Draws
-    keyed by (seed, global env id, push stream, the env's push count)."""
+    keyed by (seed, global env id, push stream, the env's push count). Count 0 (timers and
+    counts zeroed: the first launch) pushes nothing and draws the first timer: uniform in
+    ``[1, k_high]`` for a fixed period (phase spread, ``k_low == k_high``)."""
     i = thread_index(wp.tid())
     t = timer[i] - 1
     if t > 0:
@@ -413,29 +415,13 @@ def push(
     c = count[i]
     count[i] = c % 2147483647 + 1  # 1 .. 2^31 - 1, then 1 again (no int32 overflow)
     h = rng_key(seed[0], env_offset + i, STREAM_PUSH, c)
-    for j in range(low.shape[0]):
-        dv = low[j] + (high[j] - low[j]) * uniform(h)
-        qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
-        h = next_bits(h)
-    timer[i] = draw_interval(h, k_low, k_high)
-
-
-@wp.kernel
-def push_phase(
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    k_low: int,
-    k_high: int,
-    timer_out: wp.array(dtype=wp.int32),
-    count_out: wp.array(dtype=wp.int32),
-):
-    """First timer of every env: uniform in ``[1, k_high]`` for a fixed period (phase
-    spread, ``k_low == k_high``), else in ``[k_low, k_high]``; counts restart at 1 (count 0
-    keyed this draw)."""
-    i = thread_index(wp.tid())
-    h = rng_key(seed[0], env_offset + i, STREAM_PUSH, 0)
     lo = k_low
-    if k_low == k_high:
-        lo = 1
-    timer_out[i] = draw_interval(h, lo, k_high)
-    count_out[i] = 1
+    if c == 0:
+        if k_low == k_high:
+            lo = 1
+    else:
+        for j in range(low.shape[0]):
+            dv = low[j] + (high[j] - low[j]) * uniform(h)
+            qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
+            h = next_bits(h)
+    timer[i] = draw_interval(h, lo, k_high)
