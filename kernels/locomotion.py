@@ -335,27 +335,22 @@ def humanoid(
     nq = qpos.shape[1]
     nv = qvel.shape[1]
     nb = cinert.shape[1]
-    o = int(0)
     for k in range(2, nq):
-        obs_out[i, o] = qpos[i, k]
-        o += 1
+        obs_out[i, k - 2] = qpos[i, k]
     for k in range(nv):
-        obs_out[i, o] = qvel[i, k]
-        o += 1
+        obs_out[i, nq - 2 + k] = qvel[i, k]
+    o = nq - 2 + nv  # then cinert[1:] (10 per body), cvel[1:] (6 per body)
     for b in range(1, nb):
         c = cinert[i, b]
+        v = cvel[i, b]
         for k in range(10):
-            obs_out[i, o] = c[k]
-            o += 1
-    for b in range(1, nb):
-        cv = cvel[i, b]
+            obs_out[i, o + (b - 1) * 10 + k] = c[k]
         for k in range(6):
-            obs_out[i, o] = cv[k]
-            o += 1
+            obs_out[i, o + (nb - 1) * 10 + (b - 1) * 6 + k] = v[k]
+    o += 16 * (nb - 1)
     for k in range(6, nv):
-        obs_out[i, o] = qfrc_actuator[i, k]
-        o += 1
-    contact = _contact_obs(cfrc_ext, i, observe, 0, 0.0, 0.0, obs_out, o)
+        obs_out[i, o + k - 6] = qfrc_actuator[i, k]
+    contact = _contact_obs(cfrc_ext, i, observe, 0, 0.0, 0.0, obs_out, o + nv - 6)
     if observe == 1:
         for b in range(nb):
             prev_x[i, b] = xipos[i, b][0]
@@ -381,14 +376,6 @@ def humanoid(
 
 
 # ----------------------------------------------------------------- pushes
-@wp.func
-def draw_interval(h: wp.uint32, k_low: int, k_high: int) -> int:
-    """A step count uniform in ``[k_low, k_high]`` (``1 <= k_low <= k_high < 2^31``), never
-    past ``k_high`` nor beyond int32 (float32 rounding of the product is capped)."""
-    span = k_high - k_low + 1
-    return k_low + wp.min(int(uniform(h) * float(span)), span - 1)
-
-
 @wp.kernel
 def push(
     seed: wp.array(dtype=wp.int32),
@@ -424,4 +411,5 @@ def push(
             dv = low[j] + (high[j] - low[j]) * uniform(h)
             qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
             h = next_bits(h)
-    timer[i] = draw_interval(h, lo, k_high)
+    span = k_high - lo + 1  # never past k_high nor int32 (float32 rounding capped)
+    timer[i] = lo + wp.min(int(uniform(h) * float(span)), span - 1)
