@@ -8,8 +8,6 @@ Every parameter is a table row ``[N]`` (float32, one per env); vector parameters
 
 from __future__ import annotations
 
-from typing import Any
-
 import warp as wp
 from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
@@ -28,33 +26,11 @@ vec10 = wp.types.vector(length=10, dtype=wp.float32)
 
 # ----------------------------------------------------------------- parameter copies
 @wp.kernel
-def copy_rows(rows: wp.array2d(dtype=float), col0: int, out: wp.array2d(dtype=float)):
-    """``out[i, col0 + j] = rows[j, i]`` (a vector parameter into a per-world array)."""
+def copy_rows(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
+    """``out[i, j] = rows[j, i]``: a vector parameter into a per-world model array (``out``
+    may be a strided view: a vector field's first component, a slice of bodies)."""
     i, j = wp.tid()
-    out[i, col0 + j] = rows[j, i]
-
-
-@wp.kernel
-def copy_rows_first(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=Any)):
-    """The first component of ``out[i, j]`` (a vector: a geom's sliding friction, an
-    actuator's gear) from ``rows[j, i]``."""
-    i, j = wp.tid()
-    v = out[i, j]
-    v[0] = rows[j, i]
-    out[i, j] = v
-
-
-# its two overloads made at import: one made at a launch would change the module's hash and
-# build the module again
-wp.overload(copy_rows_first, [wp.array2d(dtype=float), wp.array2d(dtype=wp.vec3)])
-wp.overload(copy_rows_first, [wp.array2d(dtype=float), wp.array2d(dtype=wp.spatial_vector)])
-
-
-@wp.kernel
-def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
-    """``out[i] = (rows[0, i], rows[1, i], rows[2, i])``."""
-    i = thread_index(wp.tid())
-    out[i] = wp.vec3(rows[0, i], rows[1, i], rows[2, i])
+    out[i, j] = rows[j, i]
 
 
 # ----------------------------------------------------------------- reset

@@ -137,7 +137,7 @@ class MjwBackend(Backend):
             self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
             self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
             self.contact_overflows = wp.zeros(1, dtype=wp.int32)
-        d, mjm = self.d, self.mjm
+        d = self.d
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
 
@@ -145,18 +145,18 @@ class MjwBackend(Backend):
             return wp.from_torch(b.param_rows(name))
 
         # parameter names that trigger it -> (kernel, launch dim, args): a copy runs when
-        # one of its names is written; body 0 (the world) has no mass parameter
+        # one of its names is written; vector fields get their first component (sliding
+        # friction, gear), body 0 (the world) has no mass parameter
         self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list]] = {
-            (name,): (kernel, (n, size), [rows(name), *col0, getattr(m, name)])
-            for name, kernel, size, col0 in (
-                ("body_mass", kloco.copy_rows, mjm.nbody - 1, [1]),
-                ("geom_friction", kloco.copy_rows_first, mjm.ngeom, []),
-                ("dof_damping", kloco.copy_rows, mjm.nv, [0]),
-                ("dof_armature", kloco.copy_rows, mjm.nv, [0]),
-                ("actuator_gear", kloco.copy_rows_first, mjm.nu, []),
+            (name,): (kloco.copy_rows, out.shape, [rows(name), out]) for name, out in (
+                ("body_mass", m.body_mass[:, 1:]),
+                ("geom_friction", m.geom_friction.view(float)[:, :, 0]),
+                ("dof_damping", m.dof_damping),
+                ("dof_armature", m.dof_armature),
+                ("actuator_gear", m.actuator_gear.view(float)[:, :, 0]),
+                ("gravity", m.opt.gravity.view(float)),
             )
         }
-        self._copies[("gravity",)] = (kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity])
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
         self._reset_args = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), m.qpos0,
