@@ -20,10 +20,6 @@ STREAM_PUSH = wp.constant(STREAM_TERM0 + (1 << 20))
 # the normal quantile's polynomials) round alike on CPU and GPU, bit for bit, as every draw.
 wp.set_module_options({"fuse_fp": False})
 
-# MuJoCo Warp's cinert element (10 floats: inertia, mass * com, mass)
-vec10 = wp.types.vector(length=10, dtype=wp.float32)
-
-
 # ----------------------------------------------------------------- parameter copies
 @wp.kernel
 def copy_rows(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
@@ -161,10 +157,9 @@ def ant(
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
 ):
-    """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: the observation into
-    both observation buffers, reward, terminated, the torso's xy for the next step.
-    ``observe`` = 1: masked envs just reset (contact forces 0, as after ``mj_resetData`` +
-    ``mj_forward``); the torso xy is ``qpos[0:2]`` (free joint)."""
+    """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: both observations,
+    reward, terminated, the torso's xy for the next step. ``observe`` = 1: the masked envs
+    just reset (contact forces 0; the torso xy is ``qpos[0:2]``, a free joint)."""
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -279,8 +274,8 @@ def humanoid(
     dt: float,
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
-    cinert: wp.array2d(dtype=vec10),
-    cvel: wp.array2d(dtype=wp.spatial_vector),
+    cinert: wp.array3d(dtype=float),
+    cvel: wp.array3d(dtype=float),
     qfrc_actuator: wp.array2d(dtype=float),
     cfrc_ext: wp.array2d(dtype=wp.spatial_vector),
     body_mass: wp.array2d(dtype=float),
@@ -317,12 +312,10 @@ def humanoid(
         obs_out[i, nq - 2 + k] = qvel[i, k]
     o = nq - 2 + nv  # then cinert[1:] (10 per body), cvel[1:] (6 per body)
     for b in range(1, nb):
-        c = cinert[i, b]
-        v = cvel[i, b]
         for k in range(10):
-            obs_out[i, o + (b - 1) * 10 + k] = c[k]
+            obs_out[i, o + (b - 1) * 10 + k] = cinert[i, b, k]
         for k in range(6):
-            obs_out[i, o + (nb - 1) * 10 + (b - 1) * 6 + k] = v[k]
+            obs_out[i, o + (nb - 1) * 10 + (b - 1) * 6 + k] = cvel[i, b, k]
     o += 16 * (nb - 1)
     for k in range(6, nv):
         obs_out[i, o + k - 6] = qfrc_actuator[i, k]

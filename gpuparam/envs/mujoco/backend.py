@@ -165,9 +165,6 @@ class MjwBackend(Backend):
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
         self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
-        # set_const sits in the capture_if body unless deterministic: then Warp's
-        # deterministic launches keep capture-sized buffers for the graph's lifetime, which
-        # a reused arena cannot hold, and it runs at every replay (on both devices)
         self.arena = None
         if b.device.type == "cuda" and not self.deterministic:  # device-ok: Warp's custom
             # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body.
@@ -238,10 +235,9 @@ class MjwBackend(Backend):
             mjw.reset_data(self.m, self.d, reset=wmask)
             self.reset_state(ctx, wmask)
             if self.forward_at_reset:
-                # all worlds, at every step: forward changes nothing a later step reads (the
-                # step recomputes every derived quantity from qpos, qvel and the warm start),
-                # and it cannot sit behind a wp.capture_if: MuJoCo Warp's forward allocates
-                # temporaries, which CUDA forbids in a conditional node's body
+                # all worlds, at every step: it changes nothing a later step reads (a step
+                # recomputes all from qpos, qvel and the warm start), and it allocates
+                # temporaries, which CUDA forbids in a wp.capture_if body
                 mjw.forward(self.m, self.d)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
@@ -270,7 +266,9 @@ class MjwBackend(Backend):
         so a replay runs it only at steps whose mask holds an env (a reset-time mass term
         costs nothing at steps without a reset). Nothing in the body allocates but
         ``set_const``, from the arena on CUDA (``tests/envs/robots/test_model_writes.py``).
-        With ``deterministic`` ``set_const`` runs after the body, at every replay."""
+        With ``deterministic`` ``set_const`` runs after the body, at every replay (on both
+        devices): Warp's deterministic launches keep capture-sized buffers for the graph's
+        lifetime, which a reused arena cannot hold."""
         copies = [c for key, c in self._copies.items() if any(n in key for n in names)]
         groups = reduce(or_, (self.set_const_groups.get(n, 0) for n in names), 0)
         if not copies and not groups:

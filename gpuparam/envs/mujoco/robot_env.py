@@ -158,12 +158,9 @@ class RobotEnv(VecEnv):
             raise KeyError(f"{name!r} is not a per-element physical parameter; expected one "
                            f"of {', '.join(PER_ELEMENT)}")
         names = getattr(self.components, PER_ELEMENT[name])
-        try:
-            return names.index(element)
-        except ValueError:
-            raise KeyError(
-                f"{name}: unknown element {element!r}; valid: {', '.join(names)}"
-            ) from None
+        if element not in names:
+            raise KeyError(f"{name}: unknown element {element!r}; valid: {', '.join(names)}")
+        return names.index(element)
 
     def set_components(self, name: str, values: Mapping[str, float | torch.Tensor],
                        mask: torch.Tensor | None = None) -> None:
