@@ -245,25 +245,22 @@ def planar(
     x_vel = (x - prev_x[i]) / dt
     prev_x[i] = x
     reward = forward_w[i] * x_vel - _ctrl_cost(action, i, ctrl_w[i])
-    sick = int(0)
+    healthy = True
     if kind != PLANAR_CHEETAH:
         z = qpos[i, 1]
         angle = qpos[i, 2]
-        if not (z_min[i] < z and z < z_max[i] and angle_min[i] < angle and angle < angle_max[i]):
-            sick = 1
+        healthy = z_min[i] < z and z < z_max[i] and angle_min[i] < angle and angle < angle_max[i]
         if kind == PLANAR_HOPPER:
             lo = state_min[i]
             hi = state_max[i]
             for k in range(2, nq):
-                if not (lo < qpos[i, k] and qpos[i, k] < hi):
-                    sick = 1
+                healthy = healthy and lo < qpos[i, k] and qpos[i, k] < hi
             for k in range(nv):
-                if not (lo < qvel[i, k] and qvel[i, k] < hi):
-                    sick = 1
-        if sick == 0:
+                healthy = healthy and lo < qvel[i, k] and qvel[i, k] < hi
+        if healthy:
             reward += healthy_r[i]
     reward_out[i] = reward
-    terminated_out[i] = sick == 1 and terminate[i] > 0.5
+    terminated_out[i] = (not healthy) and terminate[i] > 0.5
 
 
 # ----------------------------------------------------------------- Humanoid-v5
