@@ -8,8 +8,6 @@ Every parameter is a table row ``[N]`` (float32, one per env); vector parameters
 
 from __future__ import annotations
 
-from typing import Any
-
 import warp as wp
 from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
@@ -22,39 +20,13 @@ STREAM_PUSH = wp.constant(STREAM_TERM0 + (1 << 20))
 # the normal quantile's polynomials) round alike on CPU and GPU, bit for bit, as every draw.
 wp.set_module_options({"fuse_fp": False})
 
-# MuJoCo Warp's cinert element (10 floats: inertia, mass * com, mass)
-vec10 = wp.types.vector(length=10, dtype=wp.float32)
-
-
 # ----------------------------------------------------------------- parameter copies
 @wp.kernel
-def copy_rows(rows: wp.array2d(dtype=float), col0: int, out: wp.array2d(dtype=float)):
-    """``out[i, col0 + j] = rows[j, i]`` (a vector parameter into a per-world array)."""
+def copy_rows(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
+    """``out[i, j] = rows[j, i]``: a vector parameter into a per-world model array (``out``
+    may be a strided view: a vector field's first component, a slice of bodies)."""
     i, j = wp.tid()
-    out[i, col0 + j] = rows[j, i]
-
-
-@wp.kernel
-def copy_rows_first(rows: wp.array2d(dtype=float), out: wp.array2d(dtype=Any)):
-    """The first component of ``out[i, j]`` (a vector: a geom's sliding friction, an
-    actuator's gear) from ``rows[j, i]``."""
-    i, j = wp.tid()
-    v = out[i, j]
-    v[0] = rows[j, i]
-    out[i, j] = v
-
-
-# its two overloads made at import: one made at a launch would change the module's hash and
-# build the module again
-wp.overload(copy_rows_first, [wp.array2d(dtype=float), wp.array2d(dtype=wp.vec3)])
-wp.overload(copy_rows_first, [wp.array2d(dtype=float), wp.array2d(dtype=wp.spatial_vector)])
-
-
-@wp.kernel
-def copy_gravity(rows: wp.array2d(dtype=float), out: wp.array(dtype=wp.vec3)):
-    """``out[i] = (rows[0, i], rows[1, i], rows[2, i])``."""
-    i = thread_index(wp.tid())
-    out[i] = wp.vec3(rows[0, i], rows[1, i], rows[2, i])
+    out[i, j] = rows[j, i]
 
 
 # ----------------------------------------------------------------- reset
@@ -185,19 +157,21 @@ def ant(
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
 ):
-    """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: the observation into
-    both observation buffers, reward, terminated, the torso's xy for the next step.
-    ``observe`` = 1: masked envs just reset (contact forces 0, as after ``mj_resetData`` +
-    ``mj_forward``); the torso xy is ``qpos[0:2]`` (free joint)."""
+    """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: both observations,
+    reward, terminated, the torso's xy for the next step. ``observe`` = 1: the masked envs
+    just reset (contact forces 0; the torso xy is ``qpos[0:2]``, a free joint)."""
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
     nq = qpos.shape[1]
     nv = qvel.shape[1]
+    ok = wp.isfinite(qpos[i, 0]) and wp.isfinite(qpos[i, 1])  # a finite state
     for k in range(2, nq):
         obs_out[i, k - 2] = qpos[i, k]
+        ok = ok and wp.isfinite(qpos[i, k])
     for k in range(nv):
         obs_out[i, nq - 2 + k] = qvel[i, k]
+        ok = ok and wp.isfinite(qvel[i, k])
     contact = _contact_obs(cfrc_ext, i, observe, 1, force_min[i], force_max[i], obs_out,
                            nq - 2 + nv)
     if observe == 1:
@@ -209,18 +183,9 @@ def ant(
     x_vel = (p[0] - prev_xy[i, 0]) / dt
     prev_xy[i, 0] = p[0]
     prev_xy[i, 1] = p[1]
-    bad = int(0)  # a non-finite state
-    for k in range(nq):
-        if not wp.isfinite(qpos[i, k]):
-            bad = 1
-    for k in range(nv):
-        if not wp.isfinite(qvel[i, k]):
-            bad = 1
     z = qpos[i, 2]
-    healthy = bad == 0 and z_min[i] <= z and z <= z_max[i]
-    h = float(0.0)
-    if healthy:
-        h = healthy_r[i]
+    healthy = ok and z_min[i] <= z and z <= z_max[i]
+    h = wp.where(healthy, healthy_r[i], 0.0)
     reward_out[i] = (
         x_vel * forward_w[i] + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_w[i] * contact
     )
@@ -235,9 +200,9 @@ PLANAR_HOPPER = wp.constant(1)  # (2: Walker2d)
 @wp.kernel
 def planar(
     observe: int,
-    kind: int,
     mask: wp.array(dtype=wp.bool),
     dt: float,
+    kind: int,
     vel_clip: float,
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
@@ -280,25 +245,22 @@ def planar(
     x_vel = (x - prev_x[i]) / dt
     prev_x[i] = x
     reward = forward_w[i] * x_vel - _ctrl_cost(action, i, ctrl_w[i])
-    sick = int(0)
+    healthy = True
     if kind != PLANAR_CHEETAH:
         z = qpos[i, 1]
         angle = qpos[i, 2]
-        if not (z_min[i] < z and z < z_max[i] and angle_min[i] < angle and angle < angle_max[i]):
-            sick = 1
+        healthy = z_min[i] < z and z < z_max[i] and angle_min[i] < angle and angle < angle_max[i]
         if kind == PLANAR_HOPPER:
             lo = state_min[i]
             hi = state_max[i]
             for k in range(2, nq):
-                if not (lo < qpos[i, k] and qpos[i, k] < hi):
-                    sick = 1
+                healthy = healthy and lo < qpos[i, k] and qpos[i, k] < hi
             for k in range(nv):
-                if not (lo < qvel[i, k] and qvel[i, k] < hi):
-                    sick = 1
-        if sick == 0:
+                healthy = healthy and lo < qvel[i, k] and qvel[i, k] < hi
+        if healthy:
             reward += healthy_r[i]
     reward_out[i] = reward
-    terminated_out[i] = sick == 1 and terminate[i] > 0.5
+    terminated_out[i] = (not healthy) and terminate[i] > 0.5
 
 
 # ----------------------------------------------------------------- Humanoid-v5
@@ -309,8 +271,8 @@ def humanoid(
     dt: float,
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
-    cinert: wp.array2d(dtype=vec10),
-    cvel: wp.array2d(dtype=wp.spatial_vector),
+    cinert: wp.array3d(dtype=float),
+    cvel: wp.array3d(dtype=float),
     qfrc_actuator: wp.array2d(dtype=float),
     cfrc_ext: wp.array2d(dtype=wp.spatial_vector),
     body_mass: wp.array2d(dtype=float),
@@ -341,27 +303,20 @@ def humanoid(
     nq = qpos.shape[1]
     nv = qvel.shape[1]
     nb = cinert.shape[1]
-    o = int(0)
     for k in range(2, nq):
-        obs_out[i, o] = qpos[i, k]
-        o += 1
+        obs_out[i, k - 2] = qpos[i, k]
     for k in range(nv):
-        obs_out[i, o] = qvel[i, k]
-        o += 1
+        obs_out[i, nq - 2 + k] = qvel[i, k]
+    o = nq - 2 + nv  # then cinert[1:] (10 per body), cvel[1:] (6 per body)
     for b in range(1, nb):
-        c = cinert[i, b]
         for k in range(10):
-            obs_out[i, o] = c[k]
-            o += 1
-    for b in range(1, nb):
-        cv = cvel[i, b]
+            obs_out[i, o + (b - 1) * 10 + k] = cinert[i, b, k]
         for k in range(6):
-            obs_out[i, o] = cv[k]
-            o += 1
+            obs_out[i, o + (nb - 1) * 10 + (b - 1) * 6 + k] = cvel[i, b, k]
+    o += 16 * (nb - 1)
     for k in range(6, nv):
-        obs_out[i, o] = qfrc_actuator[i, k]
-        o += 1
-    contact = _contact_obs(cfrc_ext, i, observe, 0, 0.0, 0.0, obs_out, o)
+        obs_out[i, o + k - 6] = qfrc_actuator[i, k]
+    contact = _contact_obs(cfrc_ext, i, observe, 0, 0.0, 0.0, obs_out, o + nv - 6)
     if observe == 1:
         for b in range(nb):
             prev_x[i, b] = xipos[i, b][0]
@@ -380,23 +335,13 @@ def humanoid(
     x_vel = (now / den - before / den) / dt
     z = qpos[i, 2]
     healthy = z_min[i] < z and z < z_max[i]
-    h = float(0.0)
-    if healthy:
-        h = healthy_r[i]
+    h = wp.where(healthy, healthy_r[i], 0.0)
     contact_cost = wp.min(contact_w[i] * contact, contact_cost_max[i])
     reward_out[i] = forward_w[i] * x_vel + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_cost
     terminated_out[i] = (not healthy) and terminate[i] > 0.5
 
 
 # ----------------------------------------------------------------- pushes
-@wp.func
-def draw_interval(h: wp.uint32, k_low: int, k_high: int) -> int:
-    """A step count uniform in ``[k_low, k_high]`` (``1 <= k_low <= k_high < 2^31``), never
-    past ``k_high`` nor beyond int32 (float32 rounding of the product is capped)."""
-    span = k_high - k_low + 1
-    return k_low + wp.min(int(uniform(h) * float(span)), span - 1)
-
-
 @wp.kernel
 def push(
     seed: wp.array(dtype=wp.int32),
@@ -412,7 +357,9 @@ def push(
 ):
     """Count down each env's timer; at zero add ``U(low[j], high[j])`` to
     ``qvel[first_dof + j]`` and draw the next interval in ``[k_low, k_high]`` steps. Draws
-    keyed by (seed, global env id, push stream, the env's push count)."""
+    keyed by (seed, global env id, push stream, the env's push count). Count 0 (timers and
+    counts zeroed: the first launch) pushes nothing and draws the first timer: uniform in
+    ``[1, k_high]`` for a fixed period (phase spread, ``k_low == k_high``)."""
     i = thread_index(wp.tid())
     t = timer[i] - 1
     if t > 0:
@@ -421,29 +368,14 @@ def push(
     c = count[i]
     count[i] = c % 2147483647 + 1  # 1 .. 2^31 - 1, then 1 again (no int32 overflow)
     h = rng_key(seed[0], env_offset + i, STREAM_PUSH, c)
-    for j in range(low.shape[0]):
-        dv = low[j] + (high[j] - low[j]) * uniform(h)
-        qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
-        h = next_bits(h)
-    timer[i] = draw_interval(h, k_low, k_high)
-
-
-@wp.kernel
-def push_phase(
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    k_low: int,
-    k_high: int,
-    timer_out: wp.array(dtype=wp.int32),
-    count_out: wp.array(dtype=wp.int32),
-):
-    """First timer of every env: uniform in ``[1, k_high]`` for a fixed period (phase
-    spread, ``k_low == k_high``), else in ``[k_low, k_high]``; counts restart at 1 (count 0
-    keyed this draw)."""
-    i = thread_index(wp.tid())
-    h = rng_key(seed[0], env_offset + i, STREAM_PUSH, 0)
     lo = k_low
-    if k_low == k_high:
-        lo = 1
-    timer_out[i] = draw_interval(h, lo, k_high)
-    count_out[i] = 1
+    if c == 0:
+        if k_low == k_high:
+            lo = 1
+    else:
+        for j in range(low.shape[0]):
+            dv = low[j] + (high[j] - low[j]) * uniform(h)
+            qvel_out[i, first_dof + j] = qvel_out[i, first_dof + j] + dv
+            h = next_bits(h)
+    span = k_high - lo + 1  # never past k_high nor int32 (float32 rounding capped)
+    timer[i] = lo + wp.min(int(uniform(h) * float(span)), span - 1)

@@ -1,18 +1,6 @@
 """MuJoCo Warp as a gpuparam physics backend: one world per env, physical parameters
-copied from the parameter table into the model's per-world arrays when they are written
-(the policy: docs/robots.md).
-
-After every write of a physical parameter (``params.set``, randomization terms, curricula,
-``load_state_dict``) ``params_changed`` copies the written rows into the model (one kernel
-each, all worlds: unmasked worlds get their unchanged values back, bit for bit), then runs
-MuJoCo Warp's ``set_const`` (``mj_setConst``, all worlds) with the groups a mass-type write
-needs (``model.set_const_groups``), so the derived constants are consistent before the
-next step; ``restore=False`` leaves ``d``'s kinematics at qpos0 values, which the next step
-recomputes (it starts with ``forward``). In a captured step both sit behind one
-``wp.capture_if``: they run only at replays whose write hit an env. ``set_const`` allocates
-temporaries, which CUDA forbids in a conditional node's body; on CUDA they come from an
-:class:`Arena` (Warp's public custom-allocator protocol) sized at bind, so the body holds no
-graph memory node.
+copied from the parameter table into the model's per-world arrays when they are written,
+then ``set_const`` (:meth:`MjwBackend.params_changed`; the policy: docs/robots.md).
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -20,6 +8,9 @@ written in place afterwards.
 """
 
 from __future__ import annotations
+
+from functools import reduce
+from operator import or_
 
 import mujoco
 import mujoco_warp as mjw
@@ -146,7 +137,7 @@ class MjwBackend(Backend):
             self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
             self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
             self.contact_overflows = wp.zeros(1, dtype=wp.int32)
-        d, mjm = self.d, self.mjm
+        d = self.d
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
 
@@ -154,18 +145,18 @@ class MjwBackend(Backend):
             return wp.from_torch(b.param_rows(name))
 
         # parameter names that trigger it -> (kernel, launch dim, args): a copy runs when
-        # one of its names is written; body 0 (the world) has no mass parameter
+        # one of its names is written; vector fields get their first component (sliding
+        # friction, gear), body 0 (the world) has no mass parameter
         self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list]] = {
-            (name,): (kernel, (n, size), [rows(name), *col0, getattr(m, name)])
-            for name, kernel, size, col0 in (
-                ("body_mass", kloco.copy_rows, mjm.nbody - 1, [1]),
-                ("geom_friction", kloco.copy_rows_first, mjm.ngeom, []),
-                ("dof_damping", kloco.copy_rows, mjm.nv, [0]),
-                ("dof_armature", kloco.copy_rows, mjm.nv, [0]),
-                ("actuator_gear", kloco.copy_rows_first, mjm.nu, []),
+            (name,): (kloco.copy_rows, out.shape, [rows(name), out]) for name, out in (
+                ("body_mass", m.body_mass[:, 1:]),
+                ("geom_friction", m.geom_friction.view(float)[:, :, 0]),
+                ("dof_damping", m.dof_damping),
+                ("dof_armature", m.dof_armature),
+                ("actuator_gear", m.actuator_gear.view(float)[:, :, 0]),
+                ("gravity", m.opt.gravity.view(float)),
             )
         }
-        self._copies[("gravity",)] = (kloco.copy_gravity, n, [rows("gravity"), m.opt.gravity])
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
         self._reset_args = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), m.qpos0,
@@ -174,35 +165,27 @@ class MjwBackend(Backend):
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
         self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
-        # set_const sits in the capture_if body unless deterministic: then Warp's
-        # deterministic launches keep capture-sized buffers for the graph's lifetime, which
-        # a reused arena cannot hold, and it runs at every replay (on both devices)
         self.arena = None
         if b.device.type == "cuda" and not self.deterministic:  # device-ok: Warp's custom
-            # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body
-            self.arena = self._size_arena(dev)
+            # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body.
+            # Sized from one eager set_const with every group used (its allocations depend
+            # on the model's sizes only; the env's bind-time params_changed of every
+            # parameter redoes its model writes)
+            count = Counting(dev)
+            with wp.ScopedDevice(dev), wp.ScopedAllocator(dev, count):
+                mjw.set_const(self.m, self.d, groups=reduce(or_, self.set_const_groups.values()),
+                              restore=False)
+            self.arena = Arena(dev, count.nbytes)
         # the model and data were built on Warp's own stream; the steps run on torch's
-        # (see _scope): finish them first (a setup-time wait, CUDA only)
+        # (see scope): finish them first (a setup-time wait, CUDA only)
         if b.device.type == "cuda":  # device-ok: CPU launches are synchronous
             wp.synchronize_device(dev)
-
-    def _size_arena(self, dev: wp.context.Device) -> Arena:
-        """An :class:`Arena` for the temporaries of ``set_const`` with every group used
-        (FIXED | INERT0), counted from one eager call (its model writes are redone by the
-        env's bind-time ``params_changed`` of every parameter). Its allocations depend on
-        the model's sizes only, not on the data."""
-        groups = int(mjw.SetConstGroup.FIXED) | int(mjw.SetConstGroup.INERT0)
-        for g in self.set_const_groups.values():
-            groups |= g
-        count = Counting(dev)
-        with wp.ScopedDevice(dev), wp.ScopedAllocator(dev, count):
-            mjw.set_const(self.m, self.d, groups=groups, restore=False)
-        return Arena(dev, count.nbytes)
 
     def set_const(self, groups: int) -> None:
         """``mjw.set_const(m, d, groups, restore=False)``, all worlds; while a graph is
         captured on CUDA its temporaries come from :attr:`arena` (so it may sit in a
-        ``wp.capture_if`` body). Call inside the backend's stream scope."""
+        ``wp.capture_if`` body, where CUDA forbids graph memory nodes). Call inside the
+        backend's stream scope."""
         if self.arena is None or not wp.get_device(self._device).is_capturing:
             mjw.set_const(self.m, self.d, groups=groups, restore=False)
             return
@@ -252,10 +235,9 @@ class MjwBackend(Backend):
             mjw.reset_data(self.m, self.d, reset=wmask)
             self.reset_state(ctx, wmask)
             if self.forward_at_reset:
-                # all worlds, at every step: forward changes nothing a later step reads (the
-                # step recomputes every derived quantity from qpos, qvel and the warm start),
-                # and it cannot sit behind a wp.capture_if: MuJoCo Warp's forward allocates
-                # temporaries, which CUDA forbids in a conditional node's body
+                # all worlds, at every step: it changes nothing a later step reads (a step
+                # recomputes all from qpos, qvel and the warm start), and it allocates
+                # temporaries, which CUDA forbids in a wp.capture_if body
                 mjw.forward(self.m, self.d)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
@@ -274,18 +256,21 @@ class MjwBackend(Backend):
         self._copies[tuple(names)] = (kernel, dim, args)
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """Copy the written physical parameters into the model (all worlds), then
-        :meth:`set_const` if a mass-type one was written. Device work only. Eagerly this
+        """Copy the written physical parameters into the model (one kernel each, all
+        worlds: unmasked worlds get their unchanged values back, bit for bit), then
+        :meth:`set_const` with the groups of ``set_const_groups`` if a mass-type one was
+        written (``restore=False``: ``d``'s kinematics stay at qpos0 values, which the next
+        step recomputes from ``forward``). Device work only. Eagerly this
         runs unconditionally (always correct); in a captured graph it sits behind
         ``wp.capture_if`` on a device flag set from ``mask`` (bool ``[N]``; None: always),
         so a replay runs it only at steps whose mask holds an env (a reset-time mass term
         costs nothing at steps without a reset). Nothing in the body allocates but
         ``set_const``, from the arena on CUDA (``tests/envs/robots/test_model_writes.py``).
-        With ``deterministic`` ``set_const`` runs after the body, at every replay."""
+        With ``deterministic`` ``set_const`` runs after the body, at every replay (on both
+        devices): Warp's deterministic launches keep capture-sized buffers for the graph's
+        lifetime, which a reused arena cannot hold."""
         copies = [c for key, c in self._copies.items() if any(n in key for n in names)]
-        groups = 0
-        for n in names:
-            groups |= self.set_const_groups.get(n, 0)
+        groups = reduce(or_, (self.set_const_groups.get(n, 0) for n in names), 0)
         if not copies and not groups:
             return
 

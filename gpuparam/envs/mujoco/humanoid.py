@@ -47,6 +47,7 @@ class HumanoidEnv(RobotEnv):
     def make_task(self) -> LocomotionTask:
         # every task parameter but the reset noise; kept: each body's x at the last step
         return LocomotionTask(kloco.humanoid, tuple(s.name for s in self.task_specs[:-1]),
-                              lambda b: [b.d.qpos, b.d.qvel, b.d.cinert, b.d.cvel,
-                                         b.d.qfrc_actuator, b.d.cfrc_ext, b.m.body_mass,
-                                         b.d.xipos], (self.mjm.nbody,))
+                              lambda b: [b.d.qpos, b.d.qvel, b.d.cinert.view(float),
+                                         b.d.cvel.view(float), b.d.qfrc_actuator,
+                                         b.d.cfrc_ext, b.m.body_mass, b.d.xipos],
+                              (self.mjm.nbody,))

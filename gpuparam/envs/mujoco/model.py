@@ -62,13 +62,11 @@ def load_model(xml_file: str, cone: str | None = None, solver: int | None = None
 
 def _compile(spec: mujoco.MjSpec) -> mujoco.MjModel:
     """``spec.compile()``, with a ``<compiler settotalmass=...>`` (Gymnasium's
-    half_cheetah.xml has one) applied the way MuJoCo's deprecation warning for it says:
-    ``mj_setTotalmass`` and ``mj_setConst`` on the compiled model. So MuJoCo prints no
-    warning and writes no ``MUJOCO_LOG.TXT``, and the model equals ``from_xml_path``'s
-    array for array (a test checks every field): the compiler's two statistics that depend
-    on the masses are set as it sets them (``meanmass``: the mean mass of bodies 1..;
-    ``meaninertia``: the mean diagonal of the mass matrix at ``qpos0``) unless the XML
-    gives them."""
+    half_cheetah.xml has one) applied as MuJoCo's deprecation warning for it says
+    (``mj_setTotalmass``, ``mj_setConst``): no warning, no ``MUJOCO_LOG.TXT``, and the model
+    equals ``from_xml_path``'s array for array (tested), the two mass-dependent statistics
+    set as the compiler sets them unless the XML gives them (``meanmass``: the mean mass of
+    bodies 1..; ``meaninertia``: the mean diagonal of the mass matrix at ``qpos0``)."""
     total = spec.compiler.settotalmass
     if not total > 0:
         return spec.compile()
@@ -140,11 +138,6 @@ class Components:
             dofs=_dof_names(mjm),
             actuators=tuple(_actuator_name(mjm, i) for i in range(mjm.nu)),
         )
-
-    def of_param(self, name: str) -> tuple[str, ...] | None:
-        """Component names of physical parameter ``name`` (None for gravity and the task's
-        parameters, which are not per model element)."""
-        return getattr(self, PER_ELEMENT[name]) if name in PER_ELEMENT else None
 
 
 def f32(values: np.ndarray) -> tuple[float, ...]:

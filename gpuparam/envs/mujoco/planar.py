@@ -47,8 +47,8 @@ class _Planar(RobotEnv):
         clip, own = self.vel_clip, {s.name for s in self.task_specs}
         params = tuple(p if p in own or i < 2 else PLANAR_PARAMS[0]  # (the first two: a
                        for i, p in enumerate(PLANAR_PARAMS))  # KeyError if missing)
-        return LocomotionTask(kloco.planar, params, lambda b: [clip, b.d.qpos, b.d.qvel], (),
-                              prefix=(self.kind,))
+        return LocomotionTask(kloco.planar, params,
+                              lambda b: [self.kind, clip, b.d.qpos, b.d.qvel], ())
 
 
 class HalfCheetahEnv(_Planar):

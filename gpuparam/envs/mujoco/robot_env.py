@@ -24,7 +24,7 @@ class LocomotionTask(Task):
     """A task of one ``kernels.locomotion`` kernel run in two modes: after a step for every
     env (``observe`` = 0) and after a reset for the masked envs (``observe`` = 1).
 
-    The kernel's arguments: ``observe``, ``prefix``, the mask, ``dt``, ``data(backend)``
+    The kernel's arguments: ``observe``, the mask, ``dt``, ``data(backend)``
     (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
     (a name the env lacks raises ``KeyError``), the task's previous position float32
     ``[N, *prev_shape]`` (``backend.state["task_prev_position"]``, checkpointed with the
@@ -35,7 +35,6 @@ class LocomotionTask(Task):
     params: tuple[str, ...]
     data: Callable[[MjwBackend], list]
     prev_shape: tuple[int, ...]
-    prefix: tuple = ()
 
     def bind(self, b: BindContext, backend: MjwBackend) -> None:
         self.backend = backend
@@ -51,11 +50,11 @@ class LocomotionTask(Task):
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
 
     def compute(self, ctx: StepContext) -> None:
-        wp.launch(self.kernel, ctx.num_envs, [0, *self.prefix, self._all, *self._args],
+        wp.launch(self.kernel, ctx.num_envs, [0, self._all, *self._args],
                   device=ctx.wp_device, stream=ctx.stream)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        args = [1, *self.prefix, self.backend.wp_mask(mask), *self._args]
+        args = [1, self.backend.wp_mask(mask), *self._args]
         wp.launch(self.kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
 
 
@@ -155,16 +154,13 @@ class RobotEnv(VecEnv):
         """Index of model element ``element`` (e.g. ``"torso"``) among the components of
         vector parameter ``name`` (e.g. ``"body_mass"``): ``env.params[name][:, index]``.
         Raises ``KeyError`` naming the valid elements."""
-        names = self.components.of_param(name)
-        if names is None:
+        if name not in PER_ELEMENT:
             raise KeyError(f"{name!r} is not a per-element physical parameter; expected one "
                            f"of {', '.join(PER_ELEMENT)}")
-        try:
-            return names.index(element)
-        except ValueError:
-            raise KeyError(
-                f"{name}: unknown element {element!r}; valid: {', '.join(names)}"
-            ) from None
+        names = getattr(self.components, PER_ELEMENT[name])
+        if element not in names:
+            raise KeyError(f"{name}: unknown element {element!r}; valid: {', '.join(names)}")
+        return names.index(element)
 
     def set_components(self, name: str, values: Mapping[str, float | torch.Tensor],
                        mask: torch.Tensor | None = None) -> None:

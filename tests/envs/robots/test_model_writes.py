@@ -4,6 +4,7 @@ term costs nothing at steps where no env was reset."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from warp import to_torch as wp_torch
@@ -198,23 +199,15 @@ def test_arena_hands_out_aligned_slices_and_refuses_to_overflow():
     assert arena.allocate(3 * ALIGN) == base
 
 
-def test_the_vector_field_copy_needs_no_overload_made_at_run_time():
-    """``copy_rows_first`` is generic (friction vec3, gear spatial vector): an overload first
-    made at a launch changes ``kernels.locomotion``'s hash, so the module would be built
-    again (twice, at the first robot's construction: a compile each on a cold cache)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import warp as wp\n"
-        "from gpuparam.kernels import locomotion as k\n"
-        "for t in (wp.vec3, wp.spatial_vector):\n"
-        "    assert k.copy_rows_first.get_overload(\n"
-        "        [wp.array2d(dtype=float), wp.array2d(dtype=t)]) is not None, t\n"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-2000:]
-    from gpuparam.kernels import locomotion as kloco
-
-    gp.make("Hopper-v5", 1, device="cpu")  # launches both copies
-    assert len(kloco.copy_rows_first.overloads) == 2
+def test_vector_field_copies_write_only_their_first_component():
+    """Friction and gear are copied into the first component of MuJoCo Warp's vector fields
+    (through strided views): torsional/rolling friction and the gear's other components
+    keep the model's values, in every world."""
+    env = gp.make("Hopper-v5", 2, device="cpu")
+    m0 = {f: getattr(env.backend.m, f).numpy().copy() for f in ("geom_friction", "actuator_gear")}
+    env.params.set("geom_friction", 0.25)
+    env.params.set("actuator_gear", 7.0)
+    for f, v in (("geom_friction", 0.25), ("actuator_gear", 7.0)):
+        got = getattr(env.backend.m, f).numpy()
+        assert (got[..., 0] == np.float32(v)).all(), f
+        assert np.array_equal(got[..., 1:], m0[f][..., 1:]), f
