@@ -248,9 +248,13 @@ class VecEnv(SavesState):
 
     @episode_length.setter
     def episode_length(self, value: torch.Tensor | int) -> None:
+        limit = self.max_episode_steps
+        want = f"steps in [0, {limit}) (max_episode_steps {limit})"
         if not isinstance(value, torch.Tensor):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
+            if not 0 <= value < limit:  # (before torch, which cannot hold every int)
+                raise ValueError(f"episode_length: expected {want}, got {value}")
             value = torch.tensor(value, device=self.device)
         if tuple(value.shape) not in ((), (self.num_envs,)):
             raise ValueError(f"episode_length: expected shape () or ({self.num_envs},), "
@@ -259,11 +263,9 @@ class VecEnv(SavesState):
             raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
         if value.device != self.device:
             raise ValueError(f"episode_length: expected device {self.device}, got {value.device}")
-        limit = self.max_episode_steps
         if bool(((value < 0) | (value >= limit)).any()):  # host-ok: setter
             lo, hi = int(value.min()), int(value.max())  # host-ok: error path
-            raise ValueError(f"episode_length: expected steps in [0, {limit}) "
-                             f"(max_episode_steps {limit}), got values in [{lo}, {hi}]")
+            raise ValueError(f"episode_length: expected {want}, got values in [{lo}, {hi}]")
         self.context.step_count.copy_(value)
 
     @property
