@@ -28,10 +28,14 @@ N = 64  # small: the counts per env do not depend on N
 
 
 def _nbytes(args) -> int:
-    """Bytes of the distinct Warp arrays among ``args`` (a struct's arrays not counted)."""
-    seen, total = set(), 0
-    for x in args:
-        if isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
+    """Bytes of the distinct Warp arrays among ``args``, the arrays held by a Warp struct
+    argument's fields included (an array of structs counts its own bytes only)."""
+    seen, total, todo = set(), 0, list(args)
+    while todo:
+        x = todo.pop()
+        if wp.types.is_struct(x):
+            todo += [v for k, v in vars(x).items() if not k.startswith("_")]
+        elif isinstance(x, wp.array) and x.ptr is not None and x.ptr not in seen:
             seen.add(x.ptr)
             total += x.size * wp.types.type_size_in_bytes(x.dtype)
     return total
