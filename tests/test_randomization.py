@@ -318,3 +318,22 @@ def test_normal_quantiles_match_the_reference():
     y = torch.zeros(len(m))
     wp.launch(quantiles, len(m), [wp.from_torch(mirror), wp.from_torch(y)], device="cpu")
     assert torch.equal(y, -x)
+
+
+def test_normal_bits_pinned_over_every_24_bit_value():
+    """``normal`` (and the ``log_pos`` of its tail) gives the same float32 bits as the
+    reviewed kernel (669e63f, whose tail called ``log_int``) for every one of the 2^24
+    values of ``m``: a SHA-256 of all of them."""
+    import hashlib
+
+    from gpuparam.kernels.rng import normal
+
+    @wp.kernel
+    def every_m(x: wp.array(dtype=float)):
+        m = wp.tid()
+        x[m] = normal(wp.uint32(m) << wp.uint32(8))
+
+    x = wp.zeros(1 << 24, dtype=float, device="cpu")
+    wp.launch(every_m, 1 << 24, [x], device="cpu")
+    digest = hashlib.sha256(x.numpy().tobytes()).hexdigest()
+    assert digest == "1cac8d9c3e2b2a34b71f87a0639bcad87068501ffbd916a5c3ab6e431ea9d927"
