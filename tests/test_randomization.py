@@ -303,6 +303,10 @@ def test_normal_quantiles_match_the_reference():
     from gpuparam.kernels.rng import normal
     from scipy.special import ndtri
 
+    from gpuparam._device import init_warp
+
+    init_warp()  # wp.from_torch needs it (run alone, no earlier test has done it)
+
     @wp.kernel
     def quantiles(m: wp.array(dtype=wp.int32), x: wp.array(dtype=float)):
         i = wp.tid()
