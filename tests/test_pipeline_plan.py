@@ -85,7 +85,9 @@ def test_max_episode_steps_changes_take_effect_without_recapture():
     assert env.max_episode_steps == 3
 
 
-@pytest.mark.parametrize("bad", [2**31 - 1, 2**70, -5, 500, torch.full((N,), 500, dtype=torch.int32)])
+@pytest.mark.parametrize(
+    "bad", [2**31 - 1, 2**70, -5, 500, torch.full((N,), 500, dtype=torch.int32)]
+)
 def test_episode_length_out_of_range_raises_and_changes_nothing(bad):
     env = cartpole()
     env.step(ones())
