@@ -164,6 +164,11 @@ def test_removing_an_unknown_term_raises_keyerror():
     env = cartpole()
     with pytest.raises(KeyError, match="not added"):
         env.randomization.remove(gp.Uniform("length", 0.3, 1.0))
+    rz = env.randomization  # not a term (unhashable too): the same KeyError, pin skips it
+    for call in (lambda: rz.remove(["length"]), lambda: rz.ranges({}), lambda: rz.mask([])):
+        with pytest.raises(KeyError, match="not added"):
+            call()
+    rz.pin(["length"], None)
 
 
 def test_set_mask_checks_the_new_envs():

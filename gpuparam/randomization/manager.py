@@ -178,7 +178,7 @@ class Randomization:
         draws from ``per_env[2j, e]``, ``per_env[2j + 1, e]``. ``owner=None`` frees the term
         (its own range again); a term no longer added is skipped. Attaching or detaching
         per-env ranges raises ``RuntimeError`` during a step."""
-        b = self._bounds.get(term)
+        b = self._bounds.get(term) if isinstance(term, Term) else None
         if b is None:
             return
         if per_env is not None:  # checked before anything is written
@@ -225,7 +225,7 @@ class Randomization:
 
     # ------------------------------------------------------------------ internals
     def _get(self, term: Term) -> Bound:
-        if term not in self._bounds:
+        if not isinstance(term, Term) or term not in self._bounds:  # (a dict: hashable)
             raise KeyError(f"{term}: not added to this env")
         return self._bounds[term]
 
