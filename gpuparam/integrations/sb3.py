@@ -104,6 +104,11 @@ class SB3VecEnv(Adapter, VecEnv):
         """No rendering: ``[None] * N``."""
         return [None] * self.num_envs
 
+    def _ids(self, indices) -> list[int]:
+        """SB3's ``indices`` (None: every env, an int, or ints) as a list of env indices."""
+        return list(range(self.num_envs) if indices is None else
+                    [indices] if isinstance(indices, int) else indices)
+
     def _check_all(self, what: str, indices) -> None:
         if indices is not None:
             raise ValueError(f"SB3VecEnv.{what}: per-env indices only apply to parameters "
@@ -114,10 +119,10 @@ class SB3VecEnv(Adapter, VecEnv):
         attribute repeated once per index."""
         if attr_name in self.params.names:
             values = self.params[attr_name].to("cpu", copy=True).numpy()
-            return [values[i] for i in self._get_indices(indices)]
+            return [values[i] for i in self._ids(indices)]
         # render_mode: asked by VecEnv.__init__; nothing renders
         value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
-        return [value for _ in self._get_indices(indices)]
+        return [value for _ in self._ids(indices)]
 
     _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
 
@@ -133,7 +138,7 @@ class SB3VecEnv(Adapter, VecEnv):
         if attr_name in self.params.names:
             if isinstance(value, np.ndarray):
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
-            ids = None if indices is None else list(self._get_indices(indices))
+            ids = None if indices is None else self._ids(indices)
             self.params.set(attr_name, value, env_ids=ids)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
@@ -162,11 +167,11 @@ class SB3VecEnv(Adapter, VecEnv):
                 raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
                                  f"value, got args={method_args!r} kwargs={method_kwargs!r}")
             self.set_attr(name, method_args[0], indices)
-            return [None for _ in self._get_indices(indices)]
+            return [None for _ in self._ids(indices)]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
 
     def env_is_wrapped(self, wrapper_class, indices: Iterable[int] | int | None = None) -> list:
         """No Gymnasium wrappers inside: ``[False]`` per index."""
-        return [False for _ in self._get_indices(indices)]
+        return [False for _ in self._ids(indices)]

@@ -504,6 +504,10 @@ class GroupedRunningStats(SavesState, nn.Module):
         state["_detach"] = None  # a copy listens to no env
         return state
 
+    def __setstate__(self, state):
+        state.setdefault("frozen", state.pop("_frozen", False))  # pickled as ``_frozen``
+        super().__setstate__(state)
+
     def replay_key(self) -> tuple:
         """What a recorded (captured) call depends on that is not a device value: which
         buffers are bound (``engine_generation``); the settings are device flags."""

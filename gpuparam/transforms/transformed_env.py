@@ -36,10 +36,10 @@ class TransformedEnv(SavesState):
     (float32 ``[N]``) hold normalized values, and the raw ones stay reachable under
     ``"observation_raw"``, ``"final_observation_raw"`` and ``"reward_raw"`` (only for keys a
     transform changed). Normalized values live in this wrapper's preallocated buffers and raw
-    ones in the env's: both are overwritten by the next ``reset`` or ``step``. ``outputs`` is
-    the TensorDict ``step`` returns (None before the first step; the wrapped env's are
-    ``env.env.outputs``), e.g. for a stage added with ``add_stage`` after this wrapper;
-    ``transforms`` the transforms, in the order given.
+    ones in the env's: both are overwritten by the next ``reset`` or ``step``. Read-only:
+    ``outputs``, the TensorDict ``step`` returns (None before the first step; the wrapped
+    env's are ``env.env.outputs``), e.g. for a stage added with ``add_stage`` after this
+    wrapper; ``transforms``, the transforms, in the order given.
 
     In ``step`` the observation statistics are updated once, from ``"final_observation"``
     (the true next states, before auto-reset), and ``"observation"`` is normalized with the
@@ -76,7 +76,7 @@ class TransformedEnv(SavesState):
         for t in transforms:
             t.to(env.device)
             t.attach(env, listen=False)  # this wrapper listens, to defer resets within step
-        self.transforms: tuple[ObsNorm | RewardNorm, ...] = tuple(transforms)
+        self._transforms: tuple[ObsNorm | RewardNorm, ...] = tuple(transforms)
         self._obs = tuple(t for t in transforms if isinstance(t, ObsNorm))
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
@@ -93,13 +93,17 @@ class TransformedEnv(SavesState):
                 self._deferred.append((t, t.reset_on, d, clear))
         self._stop_listening = (env.params.on_change(self._on_param_change) if self._deferred
                                 else None)
-        self.outputs: TensorDict | None = None
+        self._out: TensorDict | None = None
         self._closed = False
         self._remove_stage = None
         if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
             self._remove_stage = env.add_stage(Stage(
                 "transforms", self._stage, warp_only=True, key=self._stage_key
             ))
+
+    # read-only: the stage and the checkpoint hold these transforms; step returns _out
+    transforms = property(lambda self: self._transforms)
+    outputs = property(lambda self: self._out)
 
     def __getattr__(self, name: str):
         if name == "env" or name.startswith("__"):  # not set yet (copy, unpickling)
@@ -194,7 +198,7 @@ class TransformedEnv(SavesState):
             td = self.env.step(action)
         finally:
             self._stepping = False
-        out = self.outputs = self._transform(td, update=True)
+        out = self._out = self._transform(td, update=True)
         self._flush_deferred(stream_for(self.env.device))
         return out
 
@@ -202,7 +206,7 @@ class TransformedEnv(SavesState):
     def _stage(self, ctx) -> None:
         """The transforms as the last stage of the env's step, then the deferred ``reset_on``
         resets: Warp launches on ``ctx.stream`` only (replayed in the step's graph)."""
-        self.outputs = self._transform(self.env.outputs, update=True, stream=ctx.stream)
+        self._out = self._transform(self.env.outputs, update=True, stream=ctx.stream)
         self._flush_deferred(ctx.stream)
 
     def _stage_key(self) -> tuple:

@@ -186,3 +186,20 @@ def test_set_attr_max_episode_steps_takes_effect_at_the_next_step(transformed):
         venv.step(np.full(N, 5))
     assert not venv.step(steady)[2].any()  # 1 -> 2 steps: below the limit
     assert venv.step(steady)[2].all()
+
+
+def test_indices_without_sb3_private_helper(monkeypatch):
+    """SB3's ``VecEnv._get_indices`` is private: the adapter resolves ``indices`` itself."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    venv = _venv()
+
+    def private(*_):
+        raise AssertionError("SB3VecEnv called SB3's private VecEnv._get_indices")
+
+    monkeypatch.setattr(VecEnv, "_get_indices", private, raising=False)
+    venv.set_attr("length", 0.9, indices=[1, 3])
+    assert venv.get_attr("length", indices=3) == [pytest.approx(0.9)]
+    assert venv.env_method("set_masspole", 0.2, indices=2) == [None]
+    assert venv.env_is_wrapped(object, indices=[0, 1]) == [False, False]
+    assert len(venv.get_attr("num_envs")) == N

@@ -399,3 +399,17 @@ def test_env_batch_of_another_size_is_refused_not_merged():
     norm(torch.randn(5, 4), train=True)  # a learner's minibatch, merged when asked
     assert norm.count.item() == 5
     assert norm.normalize(torch.randn(5, 4)).shape == (5, 4)
+
+
+def test_module_pickled_with_private_frozen_loads():
+    """A module pickled whole (``torch.save(norm)``) before ``frozen`` became a plain
+    attribute held ``_frozen``: it loads, frozen as it was."""
+    import pickle
+
+    m = ObsNorm((2,), num_envs=4).freeze()
+    m.__dict__["_frozen"] = m.__dict__.pop("frozen")  # the old layout
+    c = pickle.loads(pickle.dumps(m))
+    assert c.frozen is True and not c.updating and "_frozen" not in c.__dict__
+    x = torch.randn(4, 2)
+    c(x)
+    assert c.count.tolist() == [0.0]

@@ -153,6 +153,18 @@ def test_env_api_stays_reachable():
         env.no_such_attribute  # noqa: B018
 
 
+def test_transforms_and_outputs_are_read_only():
+    """The stage and the checkpoint hold the transforms given; step returns outputs: an
+    assignment would silently part them (a captured step never runs the Python stage)."""
+    env = TransformedEnv(FakeEnv(), ObsNorm(2))
+    env.step(torch.zeros(N))
+    ts, out = env.transforms, env.outputs
+    for name in ("transforms", "outputs"):
+        with pytest.raises(AttributeError):
+            setattr(env, name, ())
+    assert env.transforms is ts and env.outputs is out and out is not None
+
+
 def test_reset_on_resets_only_groups_of_changed_envs():
     obs = ObsNorm(2, group_ids=torch.arange(N), reset_on=("length",))
     rew = RewardNorm(0.9, group_ids=torch.arange(N), reset_on=("length",))
