@@ -45,9 +45,6 @@ class VecEnv(SavesState):
     Every buffer is allocated once, here. ``step`` and ``reset`` return a locked
     ``TensorDict`` (batch ``[num_envs]``) over those buffers: its tensors are overwritten by
     the next call, so ``clone()`` what you keep; write in place (``td[key].copy_(x)``).
-    ``env.outputs`` is the TensorDict ``step`` returns, readable at any time (e.g. by a
-    stage added with ``add_stage``); ``env.hook_outputs`` the one hooks receive (the
-    outputs and ``"action"``).
 
     Args:
         num_envs: N, the number of envs in this process.
@@ -194,9 +191,9 @@ class VecEnv(SavesState):
             return TensorDict(tensors, batch_size=[n], device=dev).lock_()
 
         at_reset = ["observation", *(k for k, s in extra.items() if s.reset)]
-        self.outputs = locked(outputs)
+        self._td = locked(outputs)
         self._reset_td = locked({k: outputs[k] for k in at_reset})
-        self.hook_outputs = locked({**outputs, "action": ctx.action})
+        self._hook_td = locked({**outputs, "action": ctx.action})
         return ctx
 
     def output_specs(self) -> dict[str, OutputSpec]:
@@ -350,7 +347,7 @@ class VecEnv(SavesState):
                 self.stepping = False
         for s in self._syncs:  # host-launched collectives, outside the captured step
             s.step()
-        return self.outputs
+        return self._td
 
     @contextlib.contextmanager
     def _exclusive(self, hold: bool = False):
@@ -398,6 +395,18 @@ class VecEnv(SavesState):
         function removing them. See ``env.randomization`` for the rest of the API. Refused
         from inside a step (by ``randomization.add``)."""
         return self.randomization.add(*terms)
+
+    @property
+    def outputs(self) -> TensorDict:
+        """The TensorDict ``step`` returns (batch ``[num_envs]``, the env's own buffers,
+        see ``step``), readable at any time, e.g. by a stage added with ``add_stage``."""
+        return self._td
+
+    @property
+    def hook_outputs(self) -> TensorDict:
+        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
+        and ``"action"``, the env's own buffers."""
+        return self._hook_td
 
     def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
         """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded

@@ -33,6 +33,10 @@ def test_outputs_and_dtypes():
         "done": torch.bool, "episode_return": torch.float32, "episode_length": torch.int32,
     }
     assert {k: td[k].dtype for k in td.keys()} == expected
+    assert env.outputs is td and env.hook_outputs["reward"] is td["reward"]
+    for name in ("outputs", "hook_outputs"):  # read-only: a step would return the buffers
+        with pytest.raises(AttributeError):
+            setattr(env, name, td.clone())
 
 
 def test_same_seed_same_trajectories_and_num_envs_independence():
