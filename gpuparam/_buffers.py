@@ -25,11 +25,9 @@ def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:
             out.append((str(obj.device), int(obj.ptr), int(obj.ptr) + int(obj.capacity), path))
         return
     if isinstance(obj, TensorDictBase):
-        obj = list(obj.values(include_nested=True, leaves_only=True))
-    elif isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        children = [(path, v) for v in obj]
+        children = [(path, v) for v in obj.values(include_nested=True, leaves_only=True)]
+    elif isinstance(obj, (dict, list, tuple, set, frozenset)):
+        children = [(path, v) for v in (obj.values() if isinstance(obj, dict) else obj)]
     elif isinstance(obj, nn.Module) or type(obj).__module__.startswith("gpuparam"):
         # an attribute of the object it starts from names what is under it
         children = [(path or k, v) for k, v in vars(obj).items()]  # (no __slots__ here)

@@ -80,9 +80,7 @@ def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
 def stream_for(device: torch.device):
     """The Warp stream that wraps torch's current stream on ``device`` (None on CPU):
     Warp work launched on it is ordered with the torch ops around it."""
-    if device.type != "cuda":
-        return None
-    return wp_stream(torch.cuda.current_stream(device))
+    return wp_stream(torch.cuda.current_stream(device)) if device.type == "cuda" else None
 
 
 @functools.cache  # torch streams hash and compare by CUDA handle and device

@@ -136,15 +136,13 @@ class KernelBackend(Backend):
 
     def bind(self, b: BindContext) -> None:
         n, ctx = b.num_envs, b.step
-        self.state = {
-            "state": torch.zeros(n, self.state_dtype._length_, dtype=torch.float32,
-                                 device=b.device)
-        }
+        state = torch.zeros(n, self.state_dtype._length_, dtype=torch.float32, device=b.device)
+        self.state = {"state": state}
         params = [wp.from_torch(b.param_rows(name)) for name in self.kernel_params]
         discrete = isinstance(b.action_spec, DiscreteSpec)
         action = wp.from_torch(ctx.action if discrete else ctx.action.reshape(n, -1))
         out = ctx.outputs
-        s = wp.from_torch(self.state["state"], dtype=self.state_dtype)
+        s = wp.from_torch(state, dtype=self.state_dtype)
         obs = wp.from_torch(out["observation"], dtype=self.obs_dtype)
         self._step_args = [
             *params, action, s, obs, wp.from_torch(out["final_observation"], dtype=self.obs_dtype),

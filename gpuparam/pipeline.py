@@ -177,7 +177,6 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        # the same plan; torch has no CPU graphs, so torch segments run eagerly on CPU
         self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
     # ------------------------------------------------------------------ structure
@@ -240,10 +239,8 @@ class Pipeline:
         return keys if self.key is None else (*keys, self.key())
 
     def _run(self) -> None:
-        """Replay the captured segments and run the others eagerly; at the first call after
-        ``warmup`` eager ones, capture each capturable segment and replay it at once (a
-        capture does not run the work). A stage that raises during a capture drops the
-        whole capture: its segment and the rest of the step run eagerly."""
+        """Replay the captured segments, run the others eagerly; when due, capture each
+        capturable segment and replay it at once (a capture does not run the work)."""
         capture = False
         if self._graphs is None and self.capture_enabled:
             self._calls += 1

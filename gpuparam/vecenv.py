@@ -113,7 +113,6 @@ class VecEnv(SavesState):
         self.env_offset = env_offset
         self.device = resolve_device(device)
         limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
-        check_max_episode_steps(limit)
         _check_seed(seed)
         if cuda_graph is not None:
             capture = bool(cuda_graph)
@@ -426,9 +425,8 @@ class VecEnv(SavesState):
         reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
         ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
         ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
-        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller; the TensorDict is
-        locked, so assigning a key raises. ``kind`` as in :meth:`before_step`. Returns a
-        function removing the hook."""
+        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller. ``td`` (locked) and
+        ``kind`` as in :meth:`before_step`. Returns a function removing the hook."""
         return self._stages.add_hook(self._stages.after, fn, kind)
 
     @property
