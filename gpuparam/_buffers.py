@@ -38,11 +38,8 @@ def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:
 
 
 def device_bytes(obj) -> dict:
-    """Distinct bytes of every torch tensor and Warp array reachable from ``obj`` (an env,
-    a ``TransformedEnv``), views and Warp aliases of torch memory counted once.
-
-    Returns ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute": {attr: bytes}}``.
-    """
+    """``device_bytes()`` of ``obj`` (a ``VecEnv``, a ``TransformedEnv``; their docstrings
+    say what it returns): views and Warp aliases of torch memory counted once."""
     found: list = []
     _ranges(obj, "", set(), found)
     found.sort(key=lambda r: (r[0], r[1]))

@@ -123,7 +123,6 @@ class KernelBackend(Backend):
     one thread per env, keyed with ``gpuparam.kernels.episode.begin_episode``.
 
     Args:
-        step_kernel, reset_kernel: the kernels.
         state_dtype, obs_dtype: Warp vector types of one env's state and observation.
         kernel_params: the parameters ``step_kernel`` takes, in order.
     """
