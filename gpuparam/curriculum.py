@@ -180,9 +180,7 @@ class Curriculum:
             check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
-        for a in self.adr:
-            rz.check_free(a.term, self)
-        slots = [s for a in self.adr for s in adr_slots(a, env)]  # one per ADR component
+        slots = [s for a in self.adr for s in adr_slots(a, env, self)]  # one per ADR component
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)

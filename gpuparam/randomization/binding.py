@@ -83,11 +83,10 @@ def bind(term: Term, env, uid: int) -> Bound:
         cdf[-1] = 2.0  # every draw u < 1 stops at the last choice at the latest
         values, nch = torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(term.values)
     else:
-        ranges = [term.range]
         if term.schedule is not None:
-            steps, ranges, kind = term.schedule.breakpoints()
+            steps, _, kind = term.schedule.breakpoints()
             linear = kind == "linear"
-        values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
+        values = torch.stack([range_tensor(r, size, term) for r in term.ranges()]).reshape(-1)
     r = K.TermRow()
     r.dist, r.op, r.col, r.size, r.uid = DIST[term.dist], OP[term.op], col, size, uid
     r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
