@@ -374,8 +374,7 @@ def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
 
 
 def _table(value, L: int, tail: tuple[int, ...], what: str) -> torch.Tensor:
-    """Values per level ``[L, *tail]``: a table ``[L]``/``[L, *tail]`` or an (easy, hard)
-    pair ``[2]``/``[2, *tail]`` interpolated over the levels."""
+    """Values ``[L, *tail]`` from one per level or an interpolated (easy, hard) pair."""
     try:
         t = torch.as_tensor(value, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):

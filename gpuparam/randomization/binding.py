@@ -24,9 +24,8 @@ OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 @dataclass(eq=False)
 class Bound:
     """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
-    views of the tensors below, built once) and those tensors, kept for the term's life
-    (tables are rebuilt around them, never copied); each is the like-named array of
-    ``TermRow`` (``mask``, ``pe``: None for none), except ``values``: the ranges, or for a
+    views of the tensors below, built once) and those tensors, each the like-named array of
+    ``TermRow`` (``mask``, ``pe``: None for none) except ``values``: the ranges, or for a
     ``Choice`` its values then its cumulative probabilities (``TermRow.cdf``)."""
 
     term: Term
@@ -50,10 +49,8 @@ class Bound:
     def check(self, env, mask: torch.Tensor | None) -> None:
         """``check_result`` of the term's draws (its Choice values, or the ranges of every
         schedule breakpoint) for the envs of ``mask``."""
-        if self.nch:
-            vals = self.values[: self.nch * self.base.size].view(self.nch, self.base.size)
-        else:
-            vals = self.ranges()
+        n = self.nch * self.base.size
+        vals = self.values[:n].view(self.nch, -1) if self.nch else self.ranges()
         check_result(self.term, env.params, mask, vals.cpu())  # host-ok: setup
 
     def row(self) -> K.TermRow:
