@@ -112,8 +112,7 @@ def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
         if mask is not None:
             return check_mask(mask, env.num_envs, env.device, "mask").clone()
         if env_ids is not None:
-            ids = check_env_ids(env_ids, env.num_envs, env.device)
-            return ids_to_mask(ids, env.num_envs)
+            return ids_to_mask(check_env_ids(env_ids, env.num_envs, env.device), env.num_envs)
     except ValueError as e:
         raise ValueError(f"{what}: {e}") from None
     return None
