@@ -65,9 +65,10 @@ class ADR:
             raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
 
 
-def adr_slots(a: ADR, env) -> list[K.AdrSlot]:
-    """The checked ``kernels.curriculum.AdrSlot`` (one per component) of ``a`` on ``env``."""
+def adr_slots(a: ADR, env, owner: object) -> list[K.AdrSlot]:
+    """The checked ``kernels.curriculum.AdrSlot`` per component of ``a`` for ``owner``."""
     rz, t = env.randomization, a.term
+    rz.check_free(t, owner)
     if rz.mask(t) is not None:
         raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
                          "never draw from the range its statistics would move)")

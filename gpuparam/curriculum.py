@@ -180,9 +180,7 @@ class Curriculum:
             check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
-        for a in self.adr:
-            rz.check_free(a.term, self)
-        slots = [s for a in self.adr for s in adr_slots(a, env)]  # one per ADR component
+        slots = [s for a in self.adr for s in adr_slots(a, env, self)]  # one per ADR component
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
@@ -376,8 +374,7 @@ def _lerp(t: torch.Tensor, L: int) -> torch.Tensor:
 
 
 def _table(value, L: int, tail: tuple[int, ...], what: str) -> torch.Tensor:
-    """Values per level ``[L, *tail]``: a table ``[L]``/``[L, *tail]`` or an (easy, hard)
-    pair ``[2]``/``[2, *tail]`` interpolated over the levels."""
+    """Values ``[L, *tail]`` from one per level or an interpolated (easy, hard) pair."""
     try:
         t = torch.as_tensor(value, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):

@@ -140,15 +140,11 @@ def adr_update(
             mean = float(sums[i]) / (ADR_SCALE * float(c))
             v = s.ranges[side]
             if mean >= s.thr_high:
-                if side == 0:
-                    v = wp.max(v - s.delta, s.lim_low)
-                else:
-                    v = wp.min(v + s.delta, s.lim_high)
+                v = wp.where(side == 0, wp.max(v - s.delta, s.lim_low),
+                             wp.min(v + s.delta, s.lim_high))
             elif mean < s.thr_low:
-                if side == 0:
-                    v = wp.min(v + s.delta, s.ranges[1])
-                else:
-                    v = wp.max(v - s.delta, s.ranges[0])
+                v = wp.where(side == 0, wp.min(v + s.delta, s.ranges[1]),
+                             wp.max(v - s.delta, s.ranges[0]))
             s.ranges[side] = v
             sums[i] = wp.int64(0)
             counts[i] = 0

@@ -24,9 +24,8 @@ OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 @dataclass(eq=False)
 class Bound:
     """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
-    views of the tensors below, built once) and those tensors, kept for the term's life
-    (tables are rebuilt around them, never copied); each is the like-named array of
-    ``TermRow`` (``mask``, ``pe``: None for none), except ``values``: the ranges, or for a
+    views of the tensors below, built once) and those tensors, each the like-named array of
+    ``TermRow`` (``mask``, ``pe``: None for none) except ``values``: the ranges, or for a
     ``Choice`` its values then its cumulative probabilities (``TermRow.cdf``)."""
 
     term: Term
@@ -50,10 +49,8 @@ class Bound:
     def check(self, env, mask: torch.Tensor | None) -> None:
         """``check_result`` of the term's draws (its Choice values, or the ranges of every
         schedule breakpoint) for the envs of ``mask``."""
-        if self.nch:
-            vals = self.values[: self.nch * self.base.size].view(self.nch, self.base.size)
-        else:
-            vals = self.ranges()
+        n = self.nch * self.base.size
+        vals = self.values[:n].view(self.nch, -1) if self.nch else self.ranges()
         check_result(self.term, env.params, mask, vals.cpu())  # host-ok: setup
 
     def row(self) -> K.TermRow:
@@ -83,11 +80,10 @@ def bind(term: Term, env, uid: int) -> Bound:
         cdf[-1] = 2.0  # every draw u < 1 stops at the last choice at the latest
         values, nch = torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(term.values)
     else:
-        ranges = [term.range]
         if term.schedule is not None:
-            steps, ranges, kind = term.schedule.breakpoints()
+            steps, _, kind = term.schedule.breakpoints()
             linear = kind == "linear"
-        values = torch.stack([range_tensor(r, size, term) for r in ranges]).reshape(-1)
+        values = torch.stack([range_tensor(r, size, term) for r in term.ranges()]).reshape(-1)
     r = K.TermRow()
     r.dist, r.op, r.col, r.size, r.uid = DIST[term.dist], OP[term.op], col, size, uid
     r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
@@ -116,8 +112,7 @@ def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
         if mask is not None:
             return check_mask(mask, env.num_envs, env.device, "mask").clone()
         if env_ids is not None:
-            ids = check_env_ids(env_ids, env.num_envs, env.device)
-            return ids_to_mask(ids, env.num_envs)
+            return ids_to_mask(check_env_ids(env_ids, env.num_envs, env.device), env.num_envs)
     except ValueError as e:
         raise ValueError(f"{what}: {e}") from None
     return None

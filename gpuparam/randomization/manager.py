@@ -72,7 +72,11 @@ class Randomization:
         self._rebuild()
         startup = [b for b in new if b.term.trigger_class == "startup"]
         if startup:
-            self._apply_startup(startup)
+            changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
+            rows = host_array([b.row() for b in startup], K.TermRow, self._dev)
+            launch(K.randomize, self._n, self._inputs(rows, None, changed), self._dev)
+            settle(self._dev)  # the temporary rows are read before they are freed
+            self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in startup)), changed)
         return lambda: self.remove(*[t for t in terms if t in self._bounds])
 
     def remove(self, *terms: Term, restore: bool = True) -> None:
@@ -255,8 +259,7 @@ class Randomization:
         ]
 
     def _rebuild(self) -> None:
-        """Rebuild the rows and recorded launches of the step and reset classes (a launch
-        keeps its rows alive)."""
+        """Rebuild the step and reset classes' rows and launches (a launch keeps its rows)."""
         ctx = self._env.context
         self._cmds = {}
         for cls, gates in (("step", {"step": None}),
@@ -276,13 +279,6 @@ class Randomization:
         self.reset_active = "reset" in self._cmds
         for fn in list(self._listeners):
             fn()
-
-    def _apply_startup(self, new: list[Bound]) -> None:
-        changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
-        rows = host_array([b.row() for b in new], K.TermRow, self._dev)
-        launch(K.randomize, self._n, self._inputs(rows, None, changed), self._dev)
-        settle(self._dev)  # the temporary rows are read before they are freed
-        self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in new)), changed)
 
     # ------------------------------------------------------------------ checkpoints
     @staticmethod
