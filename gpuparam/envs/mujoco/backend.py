@@ -1,6 +1,5 @@
-"""MuJoCo Warp as a gpuparam physics backend: one world per env, physical parameters
-copied from the parameter table into the model's per-world arrays when they are written,
-then ``set_const`` (:meth:`MjwBackend.params_changed`; the policy: docs/robots.md).
+"""MuJoCo Warp as a gpuparam physics backend: one world per env; parameter writes reach the
+model as :meth:`MjwBackend.params_changed` says (the policy: docs/robots.md).
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -177,9 +176,8 @@ class MjwBackend(Backend):
                               restore=False)
             self.arena = Arena(dev, count.nbytes)
         # the model and data were built on Warp's own stream; the steps run on torch's
-        # (see scope): finish them first (a setup-time wait, CUDA only)
-        if b.device.type == "cuda":  # device-ok: CPU launches are synchronous
-            wp.synchronize_device(dev)
+        # (see scope): finish them first (a setup-time wait; a no-op on CPU)
+        wp.synchronize_device(dev)
 
     def set_const(self, groups: int) -> None:
         """``mjw.set_const(m, d, groups, restore=False)``, all worlds; while a graph is

@@ -102,12 +102,10 @@ def _dof_names(mjm: mujoco.MjModel) -> tuple[str, ...]:
 
 
 def _actuator_name(mjm: mujoco.MjModel, i: int) -> str:
-    name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i)
-    if name:
-        return name
-    if int(mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT):  # Ant's are unnamed
+    joint = int(mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+    if joint and not mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i):  # Ant's
         return _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, int(mjm.actuator_trnid[i, 0]), "joint")
-    return f"actuator{i}"
+    return _name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i, "actuator")
 
 
 @dataclass(frozen=True)
