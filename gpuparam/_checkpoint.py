@@ -130,10 +130,9 @@ class EnvCheckpoint:
         self._env = env
 
     def _tensors(self) -> dict[str, torch.Tensor]:
-        env = self._env
-        ctx = env.context
+        ctx = self._env.context
         return {
-            **{k if k == "state" else f"state.{k}": v for k, v in env.backend.state.items()},
+            **{k if k == "state" else f"state.{k}": v for k, v in self._env.backend.state.items()},
             "step_count": ctx.step_count, "episode_count": ctx.episode_count,
             "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
         }
