@@ -27,8 +27,7 @@ def _describe(v: object) -> str:
 
 
 def check_like(saved: object, template: object, path: str = "state") -> None:
-    """Raise ``ValueError`` naming the first place where ``saved`` differs in structure,
-    type, shape or dtype from ``template`` (a state dict of the target)."""
+    """Raise ``ValueError`` naming the first place where ``saved`` differs from ``template``."""
     if isinstance(template, torch.Tensor):
         if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
                 or saved.shape != template.shape):

@@ -27,8 +27,7 @@ def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
     the model's value). KIN0 (tendon lengths, camera/light references, eq anchors) depends
     on none of them."""
     inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
-    muscle = int(mujoco.mjtGain.mjGAIN_MUSCLE)
-    has_muscle = bool((mjm.actuator_gaintype == muscle).any()
+    has_muscle = bool((mjm.actuator_gaintype == int(mujoco.mjtGain.mjGAIN_MUSCLE)).any()
                       or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
     groups = {"body_mass": fixed | inert0, "dof_armature": inert0}
     return groups | ({"actuator_gear": inert0} if has_muscle else {})
