@@ -82,8 +82,7 @@ def check_param_tables(state: Mapping, params, path: str = "params") -> None:
             c0, size = params.columns(name)
             rows = t[c0 : c0 + size]
             # the bounds as the float32 tables hold them (1e-4 is 9.9999997e-05 there)
-            low, high = (torch.tensor(b, dtype=t.dtype, device=t.device)
-                         for b in (spec.low, spec.high))
+            low, high = torch.tensor((spec.low, spec.high), dtype=t.dtype, device=t.device)
             if bool(((rows < low) | (rows > high)).any()):
                 lo, hi = rows.min().item(), rows.max().item()  # host-ok: error path
                 _fail(f"{path}.{key} of {name!r}", f"values in [{spec.low}, {spec.high}]",
