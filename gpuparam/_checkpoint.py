@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gpuparam._checks import check_max_episode_steps
+from gpuparam._checks import INT32_MAX
 
 
 def _fail(path: str, expected: str, got: object) -> None:
@@ -27,8 +27,7 @@ def _describe(v: object) -> str:
 
 
 def check_like(saved: object, template: object, path: str = "state") -> None:
-    """Raise ``ValueError`` naming the first place where ``saved`` differs in structure,
-    type, shape or dtype from ``template`` (a state dict of the target)."""
+    """Raise ``ValueError`` naming the first place where ``saved`` differs from ``template``."""
     if isinstance(template, torch.Tensor):
         if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
                 or saved.shape != template.shape):
@@ -83,8 +82,7 @@ def check_param_tables(state: Mapping, params, path: str = "params") -> None:
             c0, size = params.columns(name)
             rows = t[c0 : c0 + size]
             # the bounds as the float32 tables hold them (1e-4 is 9.9999997e-05 there)
-            low, high = (torch.tensor(b, dtype=t.dtype, device=t.device)
-                         for b in (spec.low, spec.high))
+            low, high = torch.tensor((spec.low, spec.high), dtype=t.dtype, device=t.device)
             if bool(((rows < low) | (rows > high)).any()):
                 lo, hi = rows.min().item(), rows.max().item()  # host-ok: error path
                 _fail(f"{path}.{key} of {name!r}", f"values in [{spec.low}, {spec.high}]",
@@ -130,10 +128,9 @@ class EnvCheckpoint:
         self._env = env
 
     def _tensors(self) -> dict[str, torch.Tensor]:
-        env = self._env
-        ctx = env.context
+        ctx = self._env.context
         return {
-            **{k if k == "state" else f"state.{k}": v for k, v in env.backend.state.items()},
+            **{k if k == "state" else f"state.{k}": v for k, v in self._env.backend.state.items()},
             "step_count": ctx.step_count, "episode_count": ctx.episode_count,
             "running_return": ctx.running_return, "action": ctx.action, **ctx.outputs,
         }
@@ -192,10 +189,9 @@ class EnvCheckpoint:
                 f"{off}..{off + n - 1} (env_offset {off}): load each rank's checkpoint on "
                 "the same rank of the same world size (resharding is not supported)"
             )
-        try:
-            check_max_episode_steps(state["max_episode_steps"])
-        except ValueError as e:
-            raise ValueError(f"load_state_dict: {e}") from None
+        if not 1 <= state["max_episode_steps"] <= INT32_MAX:
+            _fail("max_episode_steps", f"an int in [1, {INT32_MAX}] (the step counters are "
+                  "int32)", state["max_episode_steps"])
         env.randomization.check_state(state["randomization"])
         for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.check_state(s)

@@ -57,9 +57,8 @@ _LISTED = 16  # target sizes a header lists
 
 def _check_targets(targets: Sequence[Exchangeable], sizes: tuple[int, ...], group,
                    world: int) -> None:
-    """Gather a header (count, total size, a checksum of the kinds, the first sizes) from
-    every rank; raise the same ``ValueError`` on every rank unless all agree. A blocking
-    collective and a host read: once per set of targets, before anything is packed."""
+    """Raise the same ``ValueError`` on every rank unless all gather the same header (count,
+    total size, kinds checksum, first sizes); a blocking collective, once per set of targets."""
     kinds = ",".join(type(t).__name__ for t in targets).encode()
     head = [len(sizes), sum(sizes), zlib.crc32(kinds), *sizes[:_LISTED]]
     head += [-1] * (3 + _LISTED - len(head))

@@ -246,10 +246,8 @@ class ParamTable:
         return c0, width, spec.low, spec.high, v
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
-        """Everything validated: for each ``(first_row, rows, low, high, value)`` one
-        launch writes ``value`` (a float, or a float32 tensor ``[num_envs, rows]``, any
-        strides) to both tables for the envs in ``mask`` (clamped to ``[low, high]`` with
-        ``clamp``); then the listeners hear of ``names``."""
+        """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables
+        for the envs in ``mask`` (clamped with ``clamp``); then the listeners hear of ``names``."""
         if mask is None:
             self._mask_buf.fill_(True)
         else:

@@ -1,6 +1,5 @@
-"""MuJoCo Warp as a gpuparam physics backend: one world per env, physical parameters
-copied from the parameter table into the model's per-world arrays when they are written,
-then ``set_const`` (:meth:`MjwBackend.params_changed`; the policy: docs/robots.md).
+"""MuJoCo Warp as a gpuparam physics backend: one world per env; parameter writes reach the
+model as :meth:`MjwBackend.params_changed` says (the policy: docs/robots.md).
 
 Gravity is not a batchable MuJoCo Warp field: ``m.opt.gravity`` is replaced by an ``(N,)``
 vec3 array before anything is captured (kernels index it by ``worldid % shape[0]``), and only
@@ -38,13 +37,12 @@ def aligned(nbytes: int) -> int:
 
 class Arena:
     """A bump allocator over one device buffer of ``nbytes`` bytes (``uint8``), with the
-    ``allocate``/``deallocate`` methods of Warp's public ``wp.Allocator`` protocol: installed
-    with ``wp.ScopedAllocator`` while ``mjw.set_const`` is captured, its temporaries are
-    slices of this buffer (the captured graph replays them at the same addresses; each
-    capture starts again at offset 0, its temporaries being dead once it returns, in stream
-    order). ``deallocate`` does nothing. An allocation beyond ``nbytes`` raises
-    ``RuntimeError`` at capture. It holds the sum of one call's temporaries for as long as
-    the env lives (a few hundred floats per env: ``nq + 7 nv + 6 nbody`` and some)."""
+    methods of Warp's public ``wp.Allocator`` protocol: installed with ``wp.ScopedAllocator``
+    while ``mjw.set_const`` is captured, its temporaries are slices of this buffer (the
+    captured graph replays them at the same addresses; each capture starts again at offset
+    0, its temporaries being dead once it returns, in stream order); one beyond ``nbytes``
+    raises ``RuntimeError`` at capture. It holds the sum of one call's temporaries for as
+    long as the env lives (a few hundred floats per env: ``nq + 7 nv + 6 nbody`` and some)."""
 
     def __init__(self, device: wp.context.Device, nbytes: int):
         self.buffer = wp.empty(max(nbytes, 1), dtype=wp.uint8, device=device)
@@ -141,14 +139,12 @@ class MjwBackend(Backend):
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
 
-        def rows(name: str) -> wp.array:
-            return wp.from_torch(b.param_rows(name))
-
         # parameter names that trigger it -> (kernel, launch dim, args): a copy runs when
         # one of its names is written; vector fields get their first component (sliding
         # friction, gear), body 0 (the world) has no mass parameter
         self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list]] = {
-            (name,): (kloco.copy_rows, out.shape, [rows(name), out]) for name, out in (
+            (name,): (kloco.copy_rows, out.shape, [wp.from_torch(b.param_rows(name)), out])
+            for name, out in (
                 ("body_mass", m.body_mass[:, 1:]),
                 ("geom_friction", m.geom_friction.view(float)[:, :, 0]),
                 ("dof_damping", m.dof_damping),
@@ -160,7 +156,7 @@ class MjwBackend(Backend):
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
         self._reset_args = [
             wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), m.qpos0,
-            rows(self.noise_param), int(self.qvel_normal), d.qpos, d.qvel,
+            wp.from_torch(b.param_rows(self.noise_param)), int(self.qvel_normal), d.qpos, d.qvel,
         ]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
@@ -177,9 +173,8 @@ class MjwBackend(Backend):
                               restore=False)
             self.arena = Arena(dev, count.nbytes)
         # the model and data were built on Warp's own stream; the steps run on torch's
-        # (see scope): finish them first (a setup-time wait, CUDA only)
-        if b.device.type == "cuda":  # device-ok: CPU launches are synchronous
-            wp.synchronize_device(dev)
+        # (see scope): finish them first (a setup-time wait; a no-op on CPU)
+        wp.synchronize_device(dev)
 
     def set_const(self, groups: int) -> None:
         """``mjw.set_const(m, d, groups, restore=False)``, all worlds; while a graph is

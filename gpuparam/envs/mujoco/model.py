@@ -27,8 +27,7 @@ def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
     the model's value). KIN0 (tendon lengths, camera/light references, eq anchors) depends
     on none of them."""
     inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
-    muscle = int(mujoco.mjtGain.mjGAIN_MUSCLE)
-    has_muscle = bool((mjm.actuator_gaintype == muscle).any()
+    has_muscle = bool((mjm.actuator_gaintype == int(mujoco.mjtGain.mjGAIN_MUSCLE)).any()
                       or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
     groups = {"body_mass": fixed | inert0, "dof_armature": inert0}
     return groups | ({"actuator_gear": inert0} if has_muscle else {})
@@ -102,12 +101,10 @@ def _dof_names(mjm: mujoco.MjModel) -> tuple[str, ...]:
 
 
 def _actuator_name(mjm: mujoco.MjModel, i: int) -> str:
-    name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i)
-    if name:
-        return name
-    if int(mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT):  # Ant's are unnamed
+    joint = int(mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+    if joint and not mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i):  # Ant's
         return _name(mjm, mujoco.mjtObj.mjOBJ_JOINT, int(mjm.actuator_trnid[i, 0]), "joint")
-    return f"actuator{i}"
+    return _name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, i, "actuator")
 
 
 @dataclass(frozen=True)

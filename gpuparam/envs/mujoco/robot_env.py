@@ -179,7 +179,6 @@ class RobotEnv(VecEnv):
         """
         if isinstance(values, Mapping):  # (anything else: params.set_components' error)
             values = {self.component_index(name, k): v for k, v in values.items()}
-        # only the named components' rows: the others keep their (randomized) values
         self.params.set_components(name, values, mask=mask)
 
     # ------------------------------------------------------------------ state events
