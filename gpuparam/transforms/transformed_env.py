@@ -152,12 +152,10 @@ class TransformedEnv(SavesState):
         plain ``env.step`` leaves the statistics alone) and its parameter writes no longer
         reset them. The modules keep their statistics; this wrapper cannot step or reset
         after this. Closing twice does nothing."""
-        if self._remove_stage is not None:
-            self._remove_stage()
-            self._remove_stage = None
-        if self._stop_listening is not None:
-            self._stop_listening()
-            self._stop_listening = None
+        for undo in (self._remove_stage, self._stop_listening):
+            if undo is not None:
+                undo()
+        self._remove_stage = self._stop_listening = None
         self._closed = True
 
     def _check_open(self, what: str) -> None:
@@ -239,7 +237,6 @@ class TransformedEnv(SavesState):
         return buf
 
     def _transform(self, td: TensorDict, update: bool, stream=None) -> TensorDict:
-        stream = stream_for(self.env.device) if stream is None else stream
         entries = dict(td.items())
         keys = [k for k in reversed(_OBS_KEYS) if k in entries]
         if self._obs and keys:
