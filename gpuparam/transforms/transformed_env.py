@@ -173,7 +173,7 @@ class TransformedEnv(SavesState):
             TensorDict batch ``[N]`` as described in the class docstring.
         """
         self._check_open("reset")
-        td = self.env.reset(mask, **kwargs) if kwargs else self.env.reset(mask)
+        td = self.env.reset(mask, **kwargs)
         for t in self._rew:
             t.reset_returns(mask)
         return self._transform(td, update=False)
@@ -196,21 +196,20 @@ class TransformedEnv(SavesState):
             td = self.env.step(action)
         finally:
             self._stepping = False
-        out = self._out = self._transform(td, update=True)
-        self._flush_deferred(stream_for(self.env.device))
-        return out
+        self._finish_step(td, stream_for(self.env.device))
+        return self.outputs
 
     # ------------------------------------------------------------------ pipeline stage
     def _stage(self, ctx) -> None:
         """The transforms as the last stage of the env's step, then the deferred ``reset_on``
         resets: Warp launches on ``ctx.stream`` only (replayed in the step's graph)."""
-        self._out = self._transform(self.env.outputs, update=True, stream=ctx.stream)
-        self._flush_deferred(ctx.stream)
+        self._finish_step(self.env.outputs, ctx.stream)
 
     def _stage_key(self) -> tuple:
         return tuple(t.replay_key() for t in self.transforms)
 
-    def _flush_deferred(self, stream) -> None:
+    def _finish_step(self, td: TensorDict, stream) -> None:
+        self._out = self._transform(td, update=True, stream=stream)
         for t, _, m, clear in self._deferred:  # masks all False most steps
             t.reset_stats(m, stream=stream)
             clear.launch(stream)
