@@ -139,8 +139,7 @@ class ObsNorm(GroupedRunningStats):
         M, stream = xs.shape[0], stream_for(dev)
         y = torch.empty(xs.shape, dtype=torch.float32, device=dev)
         if update:  # the env path's kernels, with scratch allocated per call
-            # rows of one group: a layout of M rows, kept while M is (building one copies
-            # its arrays to the device, a host sync on CUDA)
+            # one group: a layout of M rows, kept while M is (building one syncs on CUDA)
             if one and e.rows[0] != M:
                 e.rows = (M, Layout(None, 1, M, dev))
             L = e.rows[1] if one else e.layout

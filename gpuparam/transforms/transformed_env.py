@@ -81,9 +81,7 @@ class TransformedEnv(SavesState):
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
         self._stepping = False
-        # per transform with reset_on: its names (read now), the envs whose reset_on
-        # params changed during a step (reset after the step's update) and a launch that
-        # clears them after it
+        # (transform, its reset_on names, envs to reset after the step, a launch clearing them)
         init_warp()
         self._deferred: list[tuple] = []
         for t in transforms:
