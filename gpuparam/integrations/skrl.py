@@ -38,8 +38,7 @@ class SkrlWrapper(Adapter, Wrapper):
         self.gp_env = env
         n = int(env.num_envs)
         self._observation_space, self._action_space = gym_spaces(env)
-        # the action shapes taken ([N, prod(action_shape)] and [N, *action_shape]), each
-        # to the one the env takes
+        # each action shape taken (see step) to the one the env takes
         act = env.action_spec
         view, flat = (n, *act.shape), (n, int(np.prod(act.shape, dtype=np.int64)))
         self._shapes = dict.fromkeys([flat, view], view)

@@ -49,11 +49,6 @@ class ObsNorm(GroupedRunningStats):
     silent update.
     """
 
-    def _is_env_batch(self, x) -> bool:
-        """Whether ``x`` is (or may become, while N is unknown) the ``[N, *shape]`` batch."""
-        return (isinstance(x, torch.Tensor) and x.dim() == 1 + len(self.shape)
-                and x.shape[1:] == self.shape and self.num_envs in (None, x.shape[0]))
-
     def _mode(self, train: bool | None) -> int:
         if train is not None and not isinstance(train, bool):
             raise ValueError(f"ObsNorm: train expected a bool or None, got {train!r}")
@@ -77,13 +72,14 @@ class ObsNorm(GroupedRunningStats):
         Returns:
             float32 tensor of ``x``'s shape on the device.
         """
-        mode = self._mode(train)
-        if not self._is_env_batch(x):
+        # not the [N, *shape] env batch (nor one that may become it while N is unknown)
+        if not (isinstance(x, torch.Tensor) and x.dim() == 1 + len(self.shape)
+                and x.shape[1:] == self.shape and self.num_envs in (None, x.shape[0])):
             if train is None:
                 self._check_tensor(x, "x", torch.float32, hint=(
                     " (the env batch; pass train=True or train=False, or call normalize, "
                     "for a learner batch of another shape)"))
-            return self._forward_batch(x, out, mode == 1 and not self.frozen)
+            return self._forward_batch(x, out, self._mode(train) == 1 and not self.frozen)
         out = torch.empty(x.shape, device=x.device) if out is None else out
         self.forward_pair(x, out, train=train)
         return out
@@ -143,8 +139,7 @@ class ObsNorm(GroupedRunningStats):
         M, stream = xs.shape[0], stream_for(dev)
         y = torch.empty(xs.shape, dtype=torch.float32, device=dev)
         if update:  # the env path's kernels, with scratch allocated per call
-            # rows of one group: a layout of M rows, kept while M is (building one copies
-            # its arrays to the device, a host sync on CUDA)
+            # one group: a layout of M rows, kept while M is (building one syncs on CUDA)
             if one and e.rows[0] != M:
                 e.rows = (M, Layout(None, 1, M, dev))
             L = e.rows[1] if one else e.layout

@@ -139,9 +139,8 @@ class Engine:
                   device=wdev, stream=stream_for(dev))
 
     def run(self, key: tuple, kernel, dim, args: list, stream, block_dim: int = 0) -> None:
-        """Launch ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0) with
-        ``args``, recorded under ``key`` at the first call: the torch tensors among ``args``
-        are repointed at each call (``Replay.set_tensors``), the rest stay as recorded."""
+        """Launch ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0), recorded
+        under ``key`` at the first call; the torch tensors among ``args`` are repointed."""
         slots = [i for i, v in enumerate(args) if isinstance(v, torch.Tensor)]
         c = self._cmds.get(key)
         if c is None:
@@ -158,10 +157,9 @@ class Engine:
 
     def tree(self, x32, x64: wp.array, n_env: int, L: Layout, pt: list, stamp: wp.array,
               B: int, mode: int) -> list[tuple]:
-        """``(kernel, dim, args)`` of the update from ``B`` slices of ``n_env`` rows (``x32``,
-        a float32 tensor or Warp array, or ``x64``) over layout ``L`` with scratch ``pt``
-        (:meth:`Layout.scratch`) and a ``stamp`` per row: ``flag_rows`` (``x32`` data
-        only), ``partial``, a ``combine`` per level above the first and one at the top."""
+        """``(kernel, dim, args)`` of the update (``kernels.stats``) from ``B`` slices of
+        ``n_env`` rows (``x32``, a float32 tensor or Warp array, or ``x64``) over layout ``L``
+        with scratch ``pt`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
         lv, P, flags, t = L.levels, self.P, self.flags, self.tick
         out = []
         if x32.shape[0]:
@@ -474,8 +472,7 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     # ------------------------------------------------------------------ engine
     def _eng(self) -> Engine:
-        """The device state (:class:`Engine`), built if there is none: it is dropped when a
-        bound tensor may have been replaced (assignment, ``.to()``, loading, copies)."""
+        """The :class:`Engine`, built if there is none (dropped when a bound buffer is replaced)."""
         e = self.__dict__.get("_engine")
         if e is None:
             e = self._engine = Engine(self)

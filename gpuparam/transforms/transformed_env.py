@@ -81,9 +81,7 @@ class TransformedEnv(SavesState):
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
         self._stepping = False
-        # per transform with reset_on: its names (read now), the envs whose reset_on
-        # params changed during a step (reset after the step's update) and a launch that
-        # clears them after it
+        # (transform, its reset_on names, envs to reset after the step, a launch clearing them)
         init_warp()
         self._deferred: list[tuple] = []
         for t in transforms:
@@ -152,12 +150,10 @@ class TransformedEnv(SavesState):
         plain ``env.step`` leaves the statistics alone) and its parameter writes no longer
         reset them. The modules keep their statistics; this wrapper cannot step or reset
         after this. Closing twice does nothing."""
-        if self._remove_stage is not None:
-            self._remove_stage()
-            self._remove_stage = None
-        if self._stop_listening is not None:
-            self._stop_listening()
-            self._stop_listening = None
+        for undo in (self._remove_stage, self._stop_listening):
+            if undo is not None:
+                undo()
+        self._remove_stage = self._stop_listening = None
         self._closed = True
 
     def _check_open(self, what: str) -> None:
@@ -175,7 +171,7 @@ class TransformedEnv(SavesState):
             TensorDict batch ``[N]`` as described in the class docstring.
         """
         self._check_open("reset")
-        td = self.env.reset(mask, **kwargs) if kwargs else self.env.reset(mask)
+        td = self.env.reset(mask, **kwargs)
         for t in self._rew:
             t.reset_returns(mask)
         return self._transform(td, update=False)
@@ -198,21 +194,20 @@ class TransformedEnv(SavesState):
             td = self.env.step(action)
         finally:
             self._stepping = False
-        out = self._out = self._transform(td, update=True)
-        self._flush_deferred(stream_for(self.env.device))
-        return out
+        self._finish_step(td, stream_for(self.env.device))
+        return self.outputs
 
     # ------------------------------------------------------------------ pipeline stage
     def _stage(self, ctx) -> None:
         """The transforms as the last stage of the env's step, then the deferred ``reset_on``
         resets: Warp launches on ``ctx.stream`` only (replayed in the step's graph)."""
-        self._out = self._transform(self.env.outputs, update=True, stream=ctx.stream)
-        self._flush_deferred(ctx.stream)
+        self._finish_step(self.env.outputs, ctx.stream)
 
     def _stage_key(self) -> tuple:
         return tuple(t.replay_key() for t in self.transforms)
 
-    def _flush_deferred(self, stream) -> None:
+    def _finish_step(self, td: TensorDict, stream) -> None:
+        self._out = self._transform(td, update=True, stream=stream)
         for t, _, m, clear in self._deferred:  # masks all False most steps
             t.reset_stats(m, stream=stream)
             clear.launch(stream)
@@ -239,7 +234,6 @@ class TransformedEnv(SavesState):
         return buf
 
     def _transform(self, td: TensorDict, update: bool, stream=None) -> TensorDict:
-        stream = stream_for(self.env.device) if stream is None else stream
         entries = dict(td.items())
         keys = [k for k in reversed(_OBS_KEYS) if k in entries]
         if self._obs and keys:
