@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuparam._device import to_wp
+from gpuparam._device import host_array, record, to_wp
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import OP, check_result, per_component
 from gpuparam.randomization.terms import Term, Uniform, check_int
 
-__all__ = ["ADR", "adr_slots"]
+__all__ = ["ADR", "AdrGroup", "adr_slots"]
 
 
 @dataclass
@@ -94,3 +94,64 @@ def adr_slots(a: ADR, env, owner: object) -> list[K.AdrSlot]:
         s.lim_low, s.lim_high = lim_lo[j], lim_hi[j]
         slots.append(s)
     return slots
+
+
+class AdrGroup:
+    """The ADR specs of one curriculum bound to an env: one ``kernels.curriculum.AdrSlot``
+    per term component (``A`` in all), their statistics and recorded launches.
+
+    Statistics (device): ``sums`` int64 ``[2A]`` and ``counts`` int32 ``[2A]`` (metric sums
+    in fixed point and episodes, per bound) decided on; with ``synced``, ``local_sums`` and
+    ``local_counts`` collected since the last ``pack``, and ``in_flight`` int64 ``[4A]``
+    packed but not yet applied (saved as local ones by the curriculum).
+    """
+
+    def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
+                 synced: bool):
+        slots = [s for a in specs for s in adr_slots(a, env, owner)]  # everything checked
+        n, dev, p = env.num_envs, env.device, env.params
+        self.synced, na2 = synced, 2 * len(slots)
+        i64, i32 = dict(dtype=torch.int64, device=dev), dict(dtype=torch.int32, device=dev)
+        self.sums, self.counts = torch.zeros(na2, **i64), torch.zeros(na2, **i32)
+        self.local_sums, self.local_counts = torch.zeros(na2, **i64), torch.zeros(na2, **i32)
+        self.in_flight = torch.zeros(2 * na2, **i64)
+        self._collect = self._decide = None
+        if slots:
+            arr = host_array(slots, K.AdrSlot, dev)
+            sums, counts = ((self.local_sums, self.local_counts) if synced
+                            else (self.sums, self.counts))
+            self._collect = record(K.adr_collect, n, [
+                to_wp(env.context.done), to_wp(metric), arr, to_wp(p.nominal_table),
+                to_wp(p.effective_table), to_wp(sums), to_wp(counts)], dev)
+            self._decide = record(K.adr_update, len(slots), [
+                arr, to_wp(self.sums), to_wp(self.counts)], dev)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The checkpointed statistics, by checkpoint key."""
+        return {"adr_sums": self.sums, "adr_counts": self.counts,
+                "adr_local_sums": self.local_sums, "adr_local_counts": self.local_counts}
+
+    def step(self, stream) -> None:
+        """Collect the done envs' statistics; unless ``synced``, decide."""
+        if self._collect is not None:
+            self._collect.launch(stream)
+            if not self.synced:
+                self._decide.launch(stream)
+
+    def pack(self, out: torch.Tensor) -> None:
+        """Move the local statistics into ``out`` (int64 ``[4A]``: sums, counts)."""
+        na2 = self.sums.numel()
+        out[:na2].copy_(self.local_sums)
+        out[na2:].copy_(self.local_counts)
+        self.in_flight += out
+        self.local_sums.zero_()
+        self.local_counts.zero_()
+
+    def apply(self, total: torch.Tensor, stream) -> None:
+        """Add every rank's statistics (int64 ``[4A]``) to the shared ones and decide."""
+        if self._decide is not None:
+            na2 = self.sums.numel()
+            self.sums += total[:na2]
+            self.counts += total[na2:].to(torch.int32)
+            self.in_flight.zero_()
+            self._decide.launch(stream)

@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum, check_like
-from gpuparam._device import host_array, launch, record, stream_for, to_wp
-from gpuparam.adr import ADR, adr_slots
+from gpuparam._device import launch, record, stream_for, to_wp
+from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as K
 from gpuparam.randomization.binding import check_result, range_tensor, select_envs
@@ -180,12 +180,12 @@ class Curriculum:
             check_result(term, p, rz.mask(term), tab.float())
             rtab.append(tab.reshape(L, -1))
         src, buf = _metric_source(self.metric, env, self)
-        slots = [s for a in self.adr for s in adr_slots(a, env, self)]  # one per ADR component
+        adr = AdrGroup(self.adr, env, self, buf, self.synced)
         # everything checked: commit
         self._env = env
         self._levels = torch.full((n,), self.initial_level, dtype=torch.int32, device=dev)
         self._changed = torch.zeros(n, dtype=torch.bool, device=dev)  # envs the update wrote
-        self._src, self._metric_buf = src, buf
+        self._src, self._metric_buf, self._adr = src, buf, adr
         self._names = tuple(self.params)
         f32, i64 = dict(dtype=torch.float32, device=dev), dict(dtype=torch.int64, device=dev)
         self._pcol = torch.tensor(pcol, dtype=torch.int32, device=dev)
@@ -194,28 +194,8 @@ class Curriculum:
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
         self._level_counts = torch.zeros(L, **i64)
         self._ones = torch.ones(n, **i64)
-        # ADR statistics per bound (metric sums in fixed point, episodes): those decided on;
-        # with sync, the local ones collected since the last pack, and those packed but not
-        # yet applied (``_in_flight``: saved as local ones)
-        na2 = 2 * len(slots)
-        self._adr_sums, self._adr_local_sums = torch.zeros(na2, **i64), torch.zeros(na2, **i64)
-        self._adr_counts, self._adr_local_counts = (
-            torch.zeros(na2, dtype=torch.int32, device=dev) for _ in range(2))
-        self._in_flight = torch.zeros(2 * na2, **i64)
         self._state = {"levels": self._levels, "level_counts": self._level_counts,
-                       "adr_sums": self._adr_sums, "adr_counts": self._adr_counts,
-                       "adr_local_sums": self._adr_local_sums,
-                       "adr_local_counts": self._adr_local_counts}
-        self._collect = self._decide = None
-        if slots:
-            arr = host_array(slots, K.AdrSlot, dev)
-            sums, counts = ((self._adr_local_sums, self._adr_local_counts) if self.synced
-                            else (self._adr_sums, self._adr_counts))
-            self._collect = record(K.adr_collect, n, [
-                to_wp(env.context.done), to_wp(buf), arr, to_wp(p.nominal_table),
-                to_wp(p.effective_table), to_wp(sums), to_wp(counts)], dev)
-            self._decide = record(K.adr_update, len(slots), [
-                arr, to_wp(self._adr_sums), to_wp(self._adr_counts)], dev)
+                       **adr.state()}
         sizes = [2 * p.columns(term.param)[1] for term in self.ranges]
         for term, rows in zip(self.ranges, self._pe.split(sizes), strict=True):
             rz.pin(term, self, rows)
@@ -262,10 +242,7 @@ class Curriculum:
         self._cmd.launch(ctx.stream)
         if self._names:  # the envs whose level moved, not every done env
             self._env.params.notify(self._names, self._changed)
-        if self._collect is not None:
-            self._collect.launch(ctx.stream)
-            if not self.synced:
-                self._decide.launch(ctx.stream)
+        self._adr.step(ctx.stream)
 
     # ------------------------------------------------------------------ distributed
     @property
@@ -307,32 +284,24 @@ class Curriculum:
     def exchange_size(self) -> int:
         """Values per rank (int64 bits in a float64 row): ADR sums and counts, levels."""
         self._require_env()
-        return self._in_flight.numel() + self.num_levels
+        return self._adr.in_flight.numel() + self.num_levels
 
     def exchange_pack(self, out: torch.Tensor) -> None:
         """Move the ADR statistics collected since the last pack and this rank's level
         histogram into ``out`` (float64 ``[exchange_size()]``, holding int64 bits)."""
         self._require_env()
         self.check_syncable()
-        pack, na2, na4 = out.view(torch.int64), self._adr_sums.numel(), self._in_flight.numel()
-        pack[:na2].copy_(self._adr_local_sums)
-        pack[na2:na4].copy_(self._adr_local_counts)
-        self._in_flight += pack[:na4]
-        self._adr_local_sums.zero_()
-        self._adr_local_counts.zero_()
+        pack, na4 = out.view(torch.int64), self._adr.in_flight.numel()
+        self._adr.pack(pack[:na4])  # kept in flight for state_dict until applied
         pack[na4:].zero_().index_add_(0, self._levels.long(), self._ones)
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Sum every rank's row (int64: exact), set ``global_level_counts`` and, with ADR,
         add the sums to the shared statistics and decide."""
         total = rows.view(torch.int64).sum(0)
-        na2, na4 = self._adr_sums.numel(), self._in_flight.numel()
+        na4 = self._adr.in_flight.numel()
         self._level_counts.copy_(total[na4:])
-        if self._decide is not None:
-            self._adr_sums += total[:na2]
-            self._adr_counts += total[na2:na4].to(torch.int32)
-            self._in_flight.zero_()
-            self._decide.launch(stream_for(self._env.device))
+        self._adr.apply(total[:na4], stream_for(self._env.device))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -341,16 +310,16 @@ class Curriculum:
         randomization)."""
         self._require_env()
         state = {k: buf.clone() for k, buf in self._state.items()}
-        na2 = self._adr_sums.numel()
-        state["adr_local_sums"] += self._in_flight[:na2]
-        state["adr_local_counts"] += self._in_flight[na2:].to(torch.int32)
+        na2, flight = self._adr.sums.numel(), self._adr.in_flight  # packed, not yet sent
+        state["adr_local_sums"] += flight[:na2]
+        state["adr_local_counts"] += flight[na2:].to(torch.int32)
         return {"num_levels": self.num_levels, **state}
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore a ``state_dict()`` (checked first)."""
         self.check_state(state)
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
-        self._in_flight.zero_()
+        self._adr.in_flight.zero_()
         for key, buf in self._state.items():
             if state.get(key) is not None:  # None: absent (check_state lets it pass)
                 buf.copy_(state[key])
