@@ -44,8 +44,7 @@ class ParamTable:
     kernel reading one parameter for all envs reads contiguous memory): ``nominal_table``
     (set by the user or a curriculum) and ``effective_table`` (what the env kernels read:
     nominal after randomization). ``table[name]`` is a view ``[num_envs, *shape]`` of the
-    effective values; ``table.nominal[name]`` the same view of the nominal values. ``names``:
-    the parameter names in table order; ``spec``: read-only mapping name -> ``ParamSpec``.
+    effective values; ``table.nominal[name]`` the same view of the nominal values.
 
     Args:
         specs: one ``ParamSpec`` per parameter.
@@ -57,7 +56,7 @@ class ParamTable:
         self._specs = {s.name: s for s in specs}
         if len(self._specs) != len(specs):
             raise ValueError(f"duplicate parameter names in {[s.name for s in specs]}")
-        self.names, self.spec = tuple(self._specs), MappingProxyType(self._specs)
+        self._names, self._spec_map = tuple(self._specs), MappingProxyType(self._specs)
         self.num_envs, self.device = num_envs, device
         starts = itertools.accumulate((s.size for s in specs), initial=0)  # one more
         self._cols = {s.name: (c0, s.size) for s, c0 in zip(specs, starts, strict=False)}
@@ -80,6 +79,16 @@ class ParamTable:
         self.reset_to_default()
 
     # ------------------------------------------------------------------ reading
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Parameter names, in table order (read-only)."""
+        return self._names
+
+    @property
+    def spec(self) -> Mapping[str, ParamSpec]:
+        """Read-only mapping name -> ``ParamSpec`` (default, low, high, shape, unit, doc)."""
+        return self._spec_map
+
     def columns(self, name: str) -> tuple[int, int]:
         """``(first_row, size)`` of ``name`` in the ``[C, num_envs]`` tables."""
         self._spec(name)

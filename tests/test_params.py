@@ -27,6 +27,9 @@ def test_spec_names_and_defaults(env):
     assert env.params["length"].shape == (N,)
     assert torch.all(env.params["gravity"] == 9.8)
     assert torch.all(env.params.nominal["gravity"] == 9.8)
+    for name in ("names", "spec"):  # read-only: the tables are laid out by them
+        with pytest.raises(AttributeError):
+            setattr(env.params, name, ())
 
 
 def test_masked_write_touches_only_masked_envs(env):
