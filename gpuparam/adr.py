@@ -103,7 +103,8 @@ class AdrGroup:
     Statistics (device): ``sums`` int64 ``[2A]`` and ``counts`` int32 ``[2A]`` (metric sums
     in fixed point and episodes, per bound) decided on; with ``synced``, ``local_sums`` and
     ``local_counts`` collected since the last ``pack``, and ``in_flight`` int64 ``[4A]``
-    packed but not yet applied (saved as local ones by the curriculum).
+    packed but not yet applied (checkpointed as local ones); ``saved``: the checkpointed
+    statistics by key.
     """
 
     def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
@@ -115,6 +116,8 @@ class AdrGroup:
         self.sums, self.counts = torch.zeros(na2, **i64), torch.zeros(na2, **i32)
         self.local_sums, self.local_counts = torch.zeros(na2, **i64), torch.zeros(na2, **i32)
         self.in_flight = torch.zeros(2 * na2, **i64)
+        self.saved = {"adr_sums": self.sums, "adr_counts": self.counts,  # checkpoint keys
+                      "adr_local_sums": self.local_sums, "adr_local_counts": self.local_counts}
         self._collect = self._decide = None
         if slots:
             arr = host_array(slots, K.AdrSlot, dev)
@@ -125,11 +128,6 @@ class AdrGroup:
                 to_wp(p.effective_table), to_wp(sums), to_wp(counts)], dev)
             self._decide = record(K.adr_update, len(slots), [
                 arr, to_wp(self.sums), to_wp(self.counts)], dev)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        """The checkpointed statistics, by checkpoint key."""
-        return {"adr_sums": self.sums, "adr_counts": self.counts,
-                "adr_local_sums": self.local_sums, "adr_local_counts": self.local_counts}
 
     def step(self, stream) -> None:
         """Collect the done envs' statistics; unless ``synced``, decide."""

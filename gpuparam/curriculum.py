@@ -195,7 +195,7 @@ class Curriculum:
         self._level_counts = torch.zeros(L, **i64)
         self._ones = torch.ones(n, **i64)
         self._state = {"levels": self._levels, "level_counts": self._level_counts,
-                       **adr.state()}
+                       **adr.saved}
         sizes = [2 * p.columns(term.param)[1] for term in self.ranges]
         for term, rows in zip(self.ranges, self._pe.split(sizes), strict=True):
             rz.pin(term, self, rows)
