@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gpuparam._checks import INT32_MAX
+from gpuparam._checks import check_max_episode_steps
 
 
 def _fail(path: str, expected: str, got: object) -> None:
@@ -189,9 +189,7 @@ class EnvCheckpoint:
                 f"{off}..{off + n - 1} (env_offset {off}): load each rank's checkpoint on "
                 "the same rank of the same world size (resharding is not supported)"
             )
-        if not 1 <= state["max_episode_steps"] <= INT32_MAX:
-            _fail("max_episode_steps", f"an int in [1, {INT32_MAX}] (the step counters are "
-                  "int32)", state["max_episode_steps"])
+        check_max_episode_steps(state["max_episode_steps"], "load_state_dict: ")
         env.randomization.check_state(state["randomization"])
         for cur, s in zip(env.curricula, state["curricula"], strict=True):
             cur.check_state(s)

@@ -81,14 +81,14 @@ def ids_to_mask(env_ids: torch.Tensor, num_envs: int) -> torch.Tensor:
 INT32_MAX = 2**31 - 1
 
 
-def check_max_episode_steps(value) -> int:
+def check_max_episode_steps(value, where: str = "") -> int:
     """``max_episode_steps``: an int in ``[1, 2**31 - 1]`` (the per-env step counters are
-    int32); ``bool`` is rejected."""
+    int32); ``bool`` is rejected. ``where`` prefixes the error message."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not (
         1 <= value <= INT32_MAX
     ):
         raise ValueError(
-            f"max_episode_steps: expected an int in [1, {INT32_MAX}] (the step counters are "
+            f"{where}max_episode_steps: expected an int in [1, {INT32_MAX}] (the step counters are "
             f"int32), got {value!r} ({type(value).__name__})"
         )
     return int(value)

@@ -77,7 +77,8 @@ BAD_ENV_STATES = {
     "negative counter": (
         _set(("randomization", "terms", 1, "counter"), lambda t: t - 1), r"counter"),
     "other env": (_set(("env",), "Pendulum-v1"), r"env: expected 'CartPole-v1'"),
-    "max_episode_steps of 0": (_set(("max_episode_steps",), 0), r"max_episode_steps"),
+    "max_episode_steps of 0": (_set(("max_episode_steps",), 0),
+                               r"load_state_dict: max_episode_steps: expected an int in \[1, "),
     "max_episode_steps as a float": (_set(("max_episode_steps",), 7.0), r"max_episode_steps"),
     "not a dict": (None, r"expected a dict"),
 }
