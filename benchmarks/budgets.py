@@ -1,14 +1,15 @@
 """What a GPU will pay per step, counted on any device: launches, graph segments, bytes.
 
-For three subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
-Ant-v5 with 3 step-time physical terms) one eager step in steady state is recorded: every
+For five subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
+Ant-v5 with 3 step-time physical terms; Go1 bare and with a reset-time ``body_mass`` term)
+one eager step in steady state is recorded: every
 Warp launch (``wp.launch``/``wp.launch_tiled``), split into gpuparam's own kernels and
 MuJoCo Warp's (counted as launched by an eager CPU step: its solver's loop then runs its
-iterations from the host), and the bytes of the arrays each of gpuparam's launches takes,
+iterations from the host; work behind a ``wp.capture_if`` counted when its flag is set, as a
+replay runs it), and the bytes of the arrays each of gpuparam's launches takes,
 per env (each array counted once per launch, at its full size: an upper bound of the
 traffic, since a kernel may read part of an array). A captured step replays exactly these
-launches (work behind a ``wp.capture_if`` counted as taken, as it is at every step for
-step-time terms), in the segments of ``env.pipeline.plan``: a GPU pays one graph launch
+launches, in the segments of ``env.pipeline.plan``: a GPU pays one graph launch
 per Warp segment.
 
 These counts are device-independent: they must not grow (``tests/benchmarks`` holds the
@@ -79,7 +80,9 @@ class _Recorder:
         Replay.launch, Replay.__call__ = self._replay
 
 
-def _count(step, env) -> dict:
+def _count(step, env, reset_step: bool = False) -> dict:
+    """Counts of one steady-state step; ``reset_step``: also the launches of a step at
+    which every env resets (``"launches_at_reset_step"``, ours and MuJoCo Warp's)."""
     step()  # steady state: the first steps build, warm up and capture
     step()
     with _Recorder() as rec:
@@ -87,7 +90,7 @@ def _count(step, env) -> dict:
     ours = [b for m, b in rec.launches if m.startswith("gpuparam")]
     theirs = [m for m, _ in rec.launches if not m.startswith("gpuparam")]
     plan = env.pipeline.plan
-    return {
+    out = {
         "launches": len(ours),
         "physics_launches": len(theirs),
         "graph_segments": sum(1 for kind, _ in plan if kind == "warp"),
@@ -95,6 +98,12 @@ def _count(step, env) -> dict:
         "plan": [[kind, list(names)] for kind, names in plan],
         "argument_bytes_per_env": sum(ours) / env.num_envs,
     }
+    if reset_step:
+        env.episode_length = env.max_episode_steps - 1  # every env truncates next step
+        with _Recorder() as rec:
+            step()
+        out["launches_at_reset_step"] = len(rec.launches)
+    return out
 
 
 def _eager(name: str, **kw):
@@ -126,10 +135,30 @@ def ant_physical() -> dict:
     return _count(lambda: env.step(a), env)
 
 
+def _go1(*terms) -> dict:
+    env = _eager("Go1JoystickFlatTerrain-v1")
+    if terms:
+        env.randomize(*terms)
+    a = torch.zeros(N, 12)
+    return _count(lambda: env.step(a), env, reset_step=True)
+
+
+def go1_bare() -> dict:
+    return _go1()
+
+
+def go1_reset_mass() -> dict:
+    """Go1 with a reset-time ``body_mass`` term: its model writes (copies, ``set_const``)
+    and the reset's ``forward`` run only at steps where some env resets (issue 31)."""
+    return _go1(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
+
+
 SUBJECTS = {
     "CartPole bare": cartpole_bare,
     "CartPole rand3(step)+ObsNorm+RewardNorm": cartpole_full,
     "Ant-v5 rand3(step, physical)": ant_physical,
+    "Go1 bare": go1_bare,
+    "Go1 body_mass(reset)": go1_reset_mass,
 }
 
 

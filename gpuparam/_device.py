@@ -77,6 +77,20 @@ def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
     return wp.from_torch(t, dtype=dtype)
 
 
+def capturing(device: torch.device) -> bool:
+    """True while a graph is being captured on ``device``: a Warp capture (CPU or CUDA) or
+    a torch CUDA graph capture on torch's current stream."""
+    if wp.get_device(wp_device(device)).is_capturing:
+        return True
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def torch_capturing(device: torch.device) -> bool:
+    """True while torch captures a CUDA graph on its current stream of ``device`` (a
+    ``"torch"`` segment): Warp work launched now joins that torch graph."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 def stream_for(device: torch.device):
     """The Warp stream that wraps torch's current stream on ``device`` (None on CPU):
     Warp work launched on it is ordered with the torch ops around it."""

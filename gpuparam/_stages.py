@@ -37,9 +37,11 @@ class EnvStages:
     def step_stages(self) -> list[Stage]:
         rz, listeners = self._env.randomization, self._listener_kind()
         physics = self._physics_kind()
+        commit = self._commit_stages()
         stages = [*self.first, *self._hook_stages("before_step", self.before)]
         if rz.step_active:
             stages.append(Stage("randomize_step", rz.launch_step, listeners))
+        stages += commit  # the model as written before the physics reads it
         stages.append(Stage("physics", self._physics, physics))
         stages.append(Stage("episode", self._episode, "warp"))
         stages += self._hook_stages("after_step", self.after)
@@ -48,9 +50,10 @@ class EnvStages:
         if rz.reset_active:
             stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.done),
                                 listeners))
+        stages += commit  # ... before the auto-reset reads it
         stages.append(Stage("clock", self._tick, "warp"))
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
-        return stages + self.extra
+        return stages + self.extra + (commit if self.extra else [])
 
     def reset_stages(self) -> list[Stage]:
         rz = self._env.randomization
@@ -58,8 +61,19 @@ class EnvStages:
         if rz.reset_active:
             stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
                                 self._listener_kind()))
+        stages += self._commit_stages()
         stages.append(Stage("reset", self._explicit_reset, self._physics_kind()))
         return stages
+
+    def _commit_stages(self) -> list[Stage]:
+        """A ``"model_writes"`` stage of its own (``"warp"``: its ``wp.capture_if`` never
+        sits inside a torch graph) applying the parameter writes the backend recorded while
+        the step was captured, gated on the device by their masks; none for a backend that
+        applies writes at once."""
+        backend = self._env.backend
+        if not backend.defers_writes:
+            return []
+        return [Stage("model_writes", lambda c: backend.commit_writes(c, gated=True), "warp")]
 
     def _listener_kind(self) -> str:
         return "warp" if self._env.params.listeners_warp_only else "torch"

@@ -57,10 +57,13 @@ class Backend:
         warp_only: True when every method only launches Warp kernels (so the stages that
             call them replay inside a Warp CPU graph); False if they run torch ops.
         recompute_on: parameter names whose writes call :meth:`params_changed`.
+        defers_writes: True when :meth:`params_changed` only records a write and
+            :meth:`commit_writes` applies it (the step then has ``"model_writes"`` stages).
     """
 
     warp_only: bool = True
     recompute_on: tuple[str, ...] = ()
+    defers_writes: bool = False
 
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
@@ -84,7 +87,15 @@ class Backend:
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Recompute derived model quantities after a write of ``recompute_on`` names, for
-        ``mask`` (bool ``[N]``) or all envs (``None``). Device work only."""
+        ``mask`` (bool ``[N]``) or all envs (``None``). Device work only. A backend with
+        ``defers_writes`` records the write here and applies it in :meth:`commit_writes`."""
+
+    def commit_writes(self, ctx: StepContext | None, gated: bool) -> None:
+        """Apply the writes :meth:`params_changed` recorded (``defers_writes`` backends).
+        The env calls it right after a write made outside a capture (``gated=False`` outside
+        a step: applied as written; ``gated=True`` inside one: skipped when the write's mask
+        held no env), and its ``"model_writes"`` stages call it with ``gated=True`` for the
+        writes recorded while the step was being captured. Device work only."""
 
 
 class Task:

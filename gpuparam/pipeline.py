@@ -24,6 +24,48 @@ from gpuparam._device import wp_device, wp_stream
 KINDS = ("warp", "torch", "python")
 
 
+def _tensors(x) -> list[torch.Tensor]:
+    """The tensors in ``x`` (a tensor, or lists, tuples and dicts of them), flattened."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _tensors(v)]
+    return []
+
+
+class NoTorchMemory(torch.overrides.TorchFunctionMode):
+    """Refuses torch memory inside a ``"warp"`` segment's capture: a torch call there that
+    returns a tensor on storage none of its inputs had (a temporary) raises
+    ``RuntimeError``. Such a tensor is outside any torch graph pool: on CUDA its memory goes
+    back to torch's allocator after the capture while the Warp graph still reads or writes
+    it at every replay. Views (``reshape``, indexing) and metadata (``shape``,
+    ``data_ptr``) pass. The same check on both devices, so a CPU test proves the rule."""
+
+    def __init__(self, segment: tuple[str, ...]):
+        super().__init__()
+        self.segment = segment
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))
+                  if t.layout == torch.strided and t.device.type != "meta"}
+        for t in _tensors(out):
+            if (t.layout == torch.strided and t.device.type != "meta"
+                    and t.untyped_storage().nbytes() > 0
+                    and t.untyped_storage().data_ptr() not in inputs):
+                raise RuntimeError(
+                    f"warp segment {list(self.segment)}: {getattr(func, '__name__', func)} "
+                    f"made a torch tensor {tuple(t.shape)} {t.dtype} while the segment was "
+                    "captured as a Warp graph; its memory is outside any graph pool and is "
+                    "reused after the capture. Allocate buffers at bind time, or declare "
+                    "the stage kind='torch'"
+                )
+        return out
+
+
 @dataclass(eq=False)
 class StepContext:
     """What the stages of one env batch share (all tensors on ``device``, allocated once).
@@ -177,6 +219,7 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
+        self.running = False  # True while a call runs its stages
         self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
     # ------------------------------------------------------------------ structure
@@ -222,17 +265,21 @@ class Pipeline:
         if self._stages is not None and self._keys != self._current_keys():
             self.invalidate()  # built or captured for other settings (e.g. listener kinds)
         self.stages  # noqa: B018
-        if not self._cuda:
-            self._run()
-            return
-        current = torch.cuda.current_stream(self.ctx.device)
-        stream = self.ctx.torch_stream
-        stream.wait_stream(current)
+        self.running = True
         try:
-            with torch.cuda.stream(stream):
+            if not self._cuda:
                 self._run()
+                return
+            current = torch.cuda.current_stream(self.ctx.device)
+            stream = self.ctx.torch_stream
+            stream.wait_stream(current)
+            try:
+                with torch.cuda.stream(stream):
+                    self._run()
+            finally:
+                current.wait_stream(stream)  # also when a stage raised
         finally:
-            current.wait_stream(stream)  # also when a stage raised
+            self.running = False
 
     def _current_keys(self) -> tuple:
         keys = tuple(s.key() for s in self.stages if s.key is not None)
@@ -285,7 +332,8 @@ class Pipeline:
         return error
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
-        """A Warp graph of a ``"warp"`` segment; for a ``"torch"`` one (CUDA) a torch graph
+        """A Warp graph of a ``"warp"`` segment (no torch memory may be made while it is
+        captured: :class:`NoTorchMemory`); for a ``"torch"`` one (CUDA) a torch graph
         (Warp's launches captured into it), all in one memory pool (their scratch stays
         private to the pipeline's graphs) with ``thread_local`` errors (Warp's default: CUDA
         calls from other threads, e.g. NCCL's watchdog, do not invalidate the capture)."""
@@ -295,8 +343,10 @@ class Pipeline:
             graph = torch.cuda.CUDAGraph()
             outer = torch.cuda.graph(graph, pool=self._pool, stream=ctx.torch_stream,
                                      capture_error_mode="thread_local")
+        guard = (NoTorchMemory(tuple(s.name for s in stages)) if kind == "warp"
+                 else contextlib.nullcontext())
         with outer, wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
-                                     external=graph is not None) as c:
+                                     external=graph is not None) as c, guard:
             for s in stages:
                 s.run(ctx)
         self._keep.append(c)

@@ -13,7 +13,7 @@ from tensordict import TensorDict
 from gpuparam._buffers import device_bytes
 from gpuparam._checkpoint import EnvCheckpoint
 from gpuparam._checks import check_mask, check_max_episode_steps
-from gpuparam._device import resolve_device
+from gpuparam._device import capturing, resolve_device
 from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.distributed import Syncable, SyncSchedule
@@ -557,6 +557,10 @@ class VecEnv(SavesState):
         if any(n in self._recompute for n in names):
             self.on_params_changed(names, mask)
             self.backend.params_changed(names, mask)
+            if self.backend.defers_writes and not capturing(self.device):
+                # applied now; a captured write waits for the step's "model_writes" stage
+                in_step = self.pipeline.running or self.reset_pipeline.running
+                self.backend.commit_writes(None, gated=in_step)
 
     def _load_action(self, action: torch.Tensor) -> None:
         buf = self.context.action

@@ -229,6 +229,31 @@ def test_gated_set_const_takes_its_temporaries_from_the_arena():
                               torch.as_tensor(getattr(eager.m, f).numpy()), rtol=1e-5), f
 
 
+def test_gated_forward_at_reset_takes_its_temporaries_from_the_arena():
+    """Go1's reset-time ``forward`` (and a reset-time mass term's ``set_const``) sit in
+    ``capture_if`` bodies on CUDA, their temporaries from the arena, MuJoCo Warp's own
+    conditional nodes nested inside: the capture succeeds, runs no body at steps without a
+    reset, and equals eager stepping at forced resets."""
+    pytest.importorskip("mujoco_warp")
+    n = 64
+    envs = {c: gp.make("Go1JoystickFlatTerrain-v1", n, device="cuda", seed=2, capture=c)
+            for c in (True, False)}
+    for env in envs.values():
+        env.randomize(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
+    a = torch.zeros(n, 12, device="cuda")
+    for t in range(10):
+        if t in (4, 8):
+            for env in envs.values():
+                env.episode_length = torch.where(torch.arange(n, device="cuda") % 3 == 0,
+                                                 999, 0).to(torch.int32)
+        out = {c: env.step(a) for c, env in envs.items()}
+        assert torch.allclose(out[True]["observation"], out[False]["observation"],
+                              atol=1e-5), t
+    graph = envs[True].backend
+    assert envs[True].pipeline.captured and graph.arena is not None and graph.arena.used > 0
+    assert envs[True].pipeline.captures == 1
+
+
 def test_hook_kinds_mean_the_same_on_cuda():
     """A Python hook runs at every captured CUDA step; a torch hook's work (allocating
     temporaries) replays from a torch graph in the pipeline's private pool, equal to eager

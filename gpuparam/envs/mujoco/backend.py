@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from gpuparam._device import stream_for, wp_device
+from gpuparam._device import stream_for, torch_capturing, wp_device
 from gpuparam.backend import Backend, BindContext
 from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
 from gpuparam.kernels import locomotion as kloco
@@ -105,6 +105,7 @@ class MjwBackend(Backend):
 
     recompute_on = PHYSICAL
     batched = BATCHED
+    defers_writes = True  # params_changed records, commit_writes applies (gated)
     post_constraint = True  # run rne_postconstraint after the substeps (cfrc_ext, ...)
 
     def __init__(self, mjm: mujoco.MjModel, frame_skip: int, noise_param: str,
@@ -159,34 +160,61 @@ class MjwBackend(Backend):
             wp.from_torch(b.param_rows(self.noise_param)), int(self.qvel_normal), d.qpos, d.qvel,
         ]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
-        self._written = wp.zeros(1, dtype=wp.int32, device=dev)  # a masked write hit an env
-        self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # copies run (counted)
+        # recorded writes (params_changed) until commit_writes: a device flag (a masked
+        # write hit an env) and, on the host, the copies and set_const groups to run
+        self._written = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._pending: dict[tuple[str, ...], None] = {}
+        self._pending_groups = 0
+        self._reset_any = wp.zeros(1, dtype=wp.int32, device=dev)  # a reset hit an env
+        self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # writes run (counted)
         self.arena = None
         if b.device.type == "cuda" and not self.deterministic:  # device-ok: Warp's custom
             # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body.
-            # Sized from one eager set_const with every group used (its allocations depend
-            # on the model's sizes only; the env's bind-time params_changed of every
-            # parameter redoes its model writes)
-            count = Counting(dev)
-            with wp.ScopedDevice(dev), wp.ScopedAllocator(dev, count):
-                mjw.set_const(self.m, self.d, groups=reduce(or_, self.set_const_groups.values()),
-                              restore=False)
-            self.arena = Arena(dev, count.nbytes)
+            # Sized from one eager set_const with every group used and one eager forward
+            # (their allocations depend on the model's sizes only; the env's bind-time
+            # params_changed of every parameter redoes the model writes, its first reset
+            # the forward)
+            nbytes = 0
+            calls = [lambda: mjw.set_const(self.m, self.d, restore=False,
+                                           groups=reduce(or_, self.set_const_groups.values()))]
+            if self.forward_at_reset:
+                calls.append(lambda: mjw.forward(self.m, self.d))
+            for call in calls:
+                count = Counting(dev)
+                with wp.ScopedDevice(dev), wp.ScopedAllocator(dev, count):
+                    call()
+                nbytes = max(nbytes, count.nbytes)
+            self.arena = Arena(dev, nbytes)
         # the model and data were built on Warp's own stream; the steps run on torch's
         # (see scope): finish them first (a setup-time wait; a no-op on CPU)
         wp.synchronize_device(dev)
 
-    def set_const(self, groups: int) -> None:
-        """``mjw.set_const(m, d, groups, restore=False)``, all worlds; while a graph is
-        captured on CUDA its temporaries come from :attr:`arena` (so it may sit in a
-        ``wp.capture_if`` body, where CUDA forbids graph memory nodes). Call inside the
-        backend's stream scope."""
+    def in_arena(self, call) -> None:
+        """``call()``; while a graph is captured on CUDA its temporaries come from
+        :attr:`arena` (so it may sit in a ``wp.capture_if`` body, where CUDA forbids graph
+        memory nodes). Call inside the backend's stream scope."""
         if self.arena is None or not wp.get_device(self._device).is_capturing:
-            mjw.set_const(self.m, self.d, groups=groups, restore=False)
+            call()
             return
         self.arena.used = 0
         with wp.ScopedAllocator(self._device, self.arena):
-            mjw.set_const(self.m, self.d, groups=groups, restore=False)
+            call()
+
+    def set_const(self, groups: int) -> None:
+        """``mjw.set_const(m, d, groups, restore=False)``, all worlds, temporaries as
+        :meth:`in_arena` says. Call inside the backend's stream scope."""
+        self.in_arena(lambda: mjw.set_const(self.m, self.d, groups=groups, restore=False))
+
+    def run_if(self, flag: wp.array, body) -> None:
+        """``body()`` when ``flag[0]`` (int32 ``[1]``) is not 0: ``wp.capture_if``, a
+        conditional node in a captured graph (on both devices), a read of the flag when
+        run eagerly. Inside a torch CUDA graph capture (a ``"torch"`` segment) ``body``
+        runs unconditionally: a conditional node there would end torch's capture and
+        resume it under a new id, so torch's later allocations would leave its pool."""
+        if torch_capturing(self._torch_device):
+            body()
+        else:
+            wp.capture_if(flag, on_true=body)
 
     def scope(self, ctx: StepContext | None = None):
         """Make MuJoCo Warp's launches (which take no stream argument) go to the step's
@@ -230,10 +258,17 @@ class MjwBackend(Backend):
             mjw.reset_data(self.m, self.d, reset=wmask)
             self.reset_state(ctx, wmask)
             if self.forward_at_reset:
-                # all worlds, at every step: it changes nothing a later step reads (a step
-                # recomputes all from qpos, qvel and the warm start), and it allocates
-                # temporaries, which CUDA forbids in a wp.capture_if body
-                mjw.forward(self.m, self.d)
+                # all worlds (it changes nothing a later step reads: a step recomputes all
+                # from qpos, qvel and the warm start), only at steps where ``mask`` holds an
+                # env; with deterministic at every step (its launches keep capture-sized
+                # buffers, which the arena cannot hold)
+                forward = lambda: self.in_arena(lambda: mjw.forward(self.m, self.d))  # noqa: E731
+                if self.deterministic:
+                    forward()
+                    return
+                self._reset_any.zero_()
+                wp.launch(kloco.flag_any, ctx.num_envs, [wmask, self._reset_any])
+                self.run_if(self._reset_any, forward)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
         """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
@@ -251,23 +286,40 @@ class MjwBackend(Backend):
         self._copies[tuple(names)] = (kernel, dim, args)
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """Copy the written physical parameters into the model (one kernel each, all
+        """Record a write of ``names`` for ``mask`` (bool ``[N]``; None: all envs), applied
+        by :meth:`commit_writes`: a device flag is set if ``mask`` holds an env, and the
+        copies and ``set_const`` groups of ``names`` join the pending ones. Device work
+        only."""
+        keys = [key for key in self._copies if any(n in key for n in names)]
+        groups = reduce(or_, (self.set_const_groups.get(n, 0) for n in names), 0)
+        if not keys and not groups:
+            return
+        with self.scope():
+            if mask is None:
+                self._written.fill_(1)
+            else:
+                wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
+        self._pending.update(dict.fromkeys(keys))
+        self._pending_groups |= groups
+
+    def commit_writes(self, ctx: StepContext | None, gated: bool) -> None:
+        """Copy the recorded physical parameters into the model (one kernel each, all
         worlds: unmasked worlds get their unchanged values back, bit for bit), then
         :meth:`set_const` with the groups of ``set_const_groups`` if a mass-type one was
         written (``restore=False``: ``d``'s kinematics stay at qpos0 values, which the next
-        step recomputes from ``forward``). Device work only. Eagerly this
-        runs unconditionally (always correct); in a captured graph it sits behind
-        ``wp.capture_if`` on a device flag set from ``mask`` (bool ``[N]``; None: always),
-        so a replay runs it only at steps whose mask holds an env (a reset-time mass term
-        costs nothing at steps without a reset). Nothing in the body allocates but
-        ``set_const``, from the arena on CUDA (``tests/envs/robots/test_model_writes.py``).
-        With ``deterministic`` ``set_const`` runs after the body, at every replay (on both
-        devices): Warp's deterministic launches keep capture-sized buffers for the graph's
-        lifetime, which a reused arena cannot hold."""
-        copies = [c for key, c in self._copies.items() if any(n in key for n in names)]
-        groups = reduce(or_, (self.set_const_groups.get(n, 0) for n in names), 0)
+        step recomputes from ``forward``). With ``gated`` all of it sits behind
+        :meth:`run_if` on the flag the writes set, so a reset-time mass term costs a
+        conditional node at steps without a reset, on both devices. Nothing in the body
+        allocates but ``set_const``, from the arena on CUDA
+        (``tests/envs/robots/test_model_writes.py``). With ``deterministic`` ``set_const``
+        runs after the body, whenever a write is committed (on both devices): Warp's
+        deterministic launches keep capture-sized buffers for the graph's lifetime, which a
+        reused arena cannot hold."""
+        copies = [self._copies[key] for key in self._pending]
+        groups = self._pending_groups
         if not copies and not groups:
             return
+        self._pending, self._pending_groups = {}, 0
 
         def write() -> None:
             for kernel, dim, args in copies:
@@ -276,12 +328,11 @@ class MjwBackend(Backend):
             if groups and not self.deterministic:
                 self.set_const(groups)
 
-        with self.scope():
-            if mask is None or not wp.get_device(self._device).is_capturing:
-                write()
+        with self.scope(ctx):
+            if gated:
+                self.run_if(self._written, write)
             else:
-                self._written.zero_()  # a memset: captured as the launches are
-                wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
-                wp.capture_if(self._written, on_true=write)
+                write()
+            self._written.zero_()  # a memset: captured as the launches are
             if groups and self.deterministic:
                 self.set_const(groups)

@@ -72,23 +72,27 @@ def test_step_time_term_writes_every_step():
     assert _step(env, 4) == [1, 1, 1, 1]
 
 
-def test_only_set_const_allocates_inside_a_capture_if_body():
+def test_only_arena_calls_allocate_inside_a_capture_if_body():
     """CUDA forbids allocations (graph memory nodes) inside a conditional node's body. Every
     ``wp.capture_if`` branch a captured robot step records (gated model copies and
-    ``set_const``) allocates nothing but ``set_const``'s temporaries, which on CUDA come from
-    the backend's arena (a custom allocator, ``test_gpu.py``). Checked here on the CPU by
-    recording Warp's allocating calls while a branch is being captured; ``set_const`` must
-    have been captured inside a branch (gated), never outside one."""
+    ``set_const``, the reset-time ``forward``) allocates nothing outside
+    ``backend.in_arena``, whose temporaries on CUDA come from the backend's arena (a custom
+    allocator, ``test_gpu.py``). Checked here on the CPU by recording Warp's allocating
+    calls while a branch is being captured; ``set_const`` and ``forward`` must have been
+    captured inside a branch (gated), never outside one."""
     import mujoco_warp as mjw
     import warp as wp
 
+    from gpuparam.envs.mujoco.backend import MjwBackend
+
     allocs: list[str] = []
     depth = [0]
-    in_set_const = [0]
-    where: list[str] = []
+    in_arena = [0]
+    where: dict[str, list[str]] = {"set_const": [], "forward": []}
     orig = {name: getattr(wp, name) for name in ("zeros", "empty", "full", "clone",
                                                   "zeros_like", "empty_like", "full_like")}
-    capture_if, set_const = wp.capture_if, mjw.set_const
+    capture_if, arena_call = wp.capture_if, MjwBackend.in_arena
+    calls = {name: getattr(mjw, name) for name in where}
 
     def branch(fn):
         def run(*a, **k):
@@ -103,25 +107,32 @@ def test_only_set_const_allocates_inside_a_capture_if_body():
         return capture_if(cond, on_true=on_true and branch(on_true),
                           on_false=on_false and branch(on_false), **k)
 
-    def rec_set_const(*a, **k):
-        if wp.get_device("cpu").is_capturing:
-            where.append("branch" if depth[0] else "outside")
-        in_set_const[0] += 1
+    def rec_arena(self, call):
+        in_arena[0] += 1
         try:
-            return set_const(*a, **k)
+            return arena_call(self, call)
         finally:
-            in_set_const[0] -= 1
+            in_arena[0] -= 1
+
+    def rec_call(name):
+        def f(*a, **k):
+            if wp.get_device("cpu").is_capturing:
+                where[name].append("branch" if depth[0] else "outside")
+            return calls[name](*a, **k)
+        return f
 
     def alloc(name):
         def f(*a, **k):
-            if depth[0] and not in_set_const[0]:
+            if depth[0] and not in_arena[0]:
                 allocs.append(name)
             return orig[name](*a, **k)
         return f
 
     for name in orig:
         setattr(wp, name, alloc(name))
-    wp.capture_if, mjw.set_const = rec_if, rec_set_const
+    for name in calls:
+        setattr(mjw, name, rec_call(name))
+    wp.capture_if, MjwBackend.in_arena = rec_if, rec_arena
     try:
         for make, terms in (
             (lambda: gp.make("Ant-v5", N, device="cpu", seed=1), (
@@ -143,9 +154,12 @@ def test_only_set_const_allocates_inside_a_capture_if_body():
     finally:
         for name, fn in orig.items():
             setattr(wp, name, fn)
-        wp.capture_if, mjw.set_const = capture_if, set_const
+        for name, fn in calls.items():
+            setattr(mjw, name, fn)
+        wp.capture_if, MjwBackend.in_arena = capture_if, arena_call
     assert allocs == [], f"allocations inside capture_if bodies: {allocs}"
-    assert where and set(where) == {"branch"}, where
+    for name, seen in where.items():  # Humanoid and Go1 run forward at reset
+        assert seen and set(seen) == {"branch"}, (name, seen)
 
 
 def _spoiled_subtree_mass(**kw):

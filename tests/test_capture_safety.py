@@ -1,0 +1,124 @@
+"""Capture safety by construction (issue 31): no torch memory is made while a ``"warp"``
+segment is captured (its memory would be outside every graph pool: reused after the capture
+on CUDA), and the backend's gated parameter writes, ``wp.capture_if`` bodies, sit in a
+``"warp"`` stage of their own, never inside a torch graph. The rules are checked the same
+way on the CPU as on CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import warp as wp
+
+import gpuparam as gp
+from gpuparam.pipeline import NoTorchMemory, Pipeline, Stage
+
+
+def test_a_warp_stage_making_a_torch_temporary_is_refused_at_capture():
+    env = gp.make("CartPole-v1", 8, device="cpu", seed=0)
+    made = []
+    env.add_stage(Stage("scratch", lambda c: made.append(c.running_return * 2.0), "warp"))
+    a = torch.ones(8, dtype=torch.int64)
+    env.step(a)  # eager warm-up: allowed
+    with pytest.raises(RuntimeError, match=r"scratch.*made a torch tensor \(8,\).*outside any"):
+        env.step(a)  # the capture
+    assert not env.pipeline.captured
+    # the step still completed eagerly: the stage ran again, outside the capture (the
+    # captured attempt raised before its append)
+    assert len(made) == 2
+
+
+def test_views_and_metadata_pass_inside_a_warp_capture():
+    env = gp.make("CartPole-v1", 8, device="cpu", seed=0)
+    seen = []
+
+    def stage(c):
+        view = c.action.reshape(-1)[:4]  # a view: no new memory
+        seen.append((view.shape, c.done.data_ptr(), wp.from_torch(c.done).shape))
+
+    env.add_stage(Stage("views", stage, "warp"))
+    a = torch.ones(8, dtype=torch.int64)
+    for _ in range(3):
+        env.step(a)
+    assert env.pipeline.captured and len(seen) == 2  # warm-up and capture, not replays
+
+
+def test_no_torch_memory_lets_in_place_ops_and_inputs_through():
+    x = torch.zeros(4)
+    with NoTorchMemory(("s",)):
+        x.add_(1.0)
+        y = x.view(2, 2)
+        torch.clamp(x, 0.0, 0.5, out=x)
+    assert y.shape == (2, 2) and torch.equal(x, torch.full((4,), 0.5))
+    with pytest.raises(RuntimeError, match=r"warp segment \['s'\]: .*\(4,\) torch.float32"):
+        with NoTorchMemory(("s",)):
+            x + 1.0
+
+
+def test_gated_model_writes_sit_in_a_warp_stage_of_their_own():
+    """A torch listener makes the randomization stages ``"torch"``; the backend's gated
+    writes still run in ``"model_writes"``, a ``"warp"`` stage between the writers and the
+    stages that read the model."""
+    pytest.importorskip("mujoco_warp")
+    env = gp.make("Ant-v5", 4, device="cpu", seed=1)
+    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
+                  gp.Uniform("geom_friction", 0.5, 1.5, op="scale", on="step"))
+    env.params.on_change(lambda names, mask: None, warp_only=False)
+    kinds = [(s.name, s.kind) for s in env.pipeline.stages]
+    names = [n for n, _ in kinds]
+    assert dict(kinds)["randomize_step"] == dict(kinds)["randomize_reset"] == "torch"
+    writes = [i for i, (n, k) in enumerate(kinds) if n == "model_writes"]
+    assert [kinds[i][1] for i in writes] == ["warp", "warp"]
+    assert names.index("randomize_step") < writes[0] < names.index("physics")
+    assert names.index("randomize_reset") < writes[1] < names.index("autoreset")
+
+
+@pytest.mark.parametrize("name", ["Ant-v5", "Go1JoystickFlatTerrain-v1"])
+def test_every_captured_capture_if_is_in_a_warp_segment(name):
+    """Every ``wp.capture_if`` recorded while a step is captured (gated model writes, the
+    reset's ``forward``) is recorded while a ``"warp"`` segment is captured."""
+    pytest.importorskip("mujoco_warp")
+    env = gp.make(name, 4, device="cpu", seed=1)
+    env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
+                  gp.Uniform("geom_friction", 0.5, 1.5, op="scale", on="step"))
+    segment, calls = [None], []
+    capture_segment, capture_if = Pipeline._capture_segment, wp.capture_if
+
+    def rec_segment(self, kind, stages):
+        segment[0] = kind
+        try:
+            return capture_segment(self, kind, stages)
+        finally:
+            segment[0] = None
+
+    def rec_if(*a, **k):
+        calls.append(segment[0])
+        return capture_if(*a, **k)
+
+    Pipeline._capture_segment, wp.capture_if = rec_segment, rec_if
+    try:
+        for _ in range(3):
+            env.step(torch.zeros(4, *env.action_spec.shape))
+    finally:
+        Pipeline._capture_segment, wp.capture_if = capture_segment, capture_if
+    assert env.pipeline.captured
+    captured = [k for k in calls if k is not None]
+    assert captured and set(captured) == {"warp"}, calls
+
+
+def test_gated_writes_with_a_torch_listener_equal_eager_writes():
+    pytest.importorskip("mujoco_warp")
+    envs = [gp.make("Ant-v5", 4, device="cpu", seed=3, capture=c) for c in (True, False)]
+    for env in envs:
+        env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
+        env.params.on_change(lambda names, mask: None, warp_only=False)
+    a = torch.zeros(4, 8)
+    for t in range(12):
+        if t in (3, 8):
+            for env in envs:
+                env.episode_length = torch.tensor([999, 0, 999, 0], dtype=torch.int32)
+        outs = [env.step(a)["observation"].clone() for env in envs]
+        assert torch.equal(*outs), t
+    for f in ("body_mass", "body_subtreemass", "body_invweight0"):
+        got = [torch.as_tensor(getattr(env.backend.m, f).numpy()) for env in envs]
+        assert torch.equal(*got), f
