@@ -19,20 +19,30 @@ or its rewards on a terrain grid with a height scan (``Go1Terrain-v0``). The rec
   both normalized by rsl_rl.
 
 torch runs on ``--threads`` threads (default 1): the results depend on the thread count.
-Everything is written under ``--out`` (default ``runs/go1/``): ``model.pt`` (rsl_rl
-checkpoint), ``history.json`` (per iteration: env steps, mean linear tracking reward per
-step, mean episode length, mean curriculum level, seconds) and ``curve.png``.
+Everything is written under ``--out`` (default ``runs/go1/``), at every ``--save-every``
+iterations and at the end: ``model.pt`` (rsl_rl checkpoint: actor, critic with their
+observation normalizers, optimizer), ``env.pt`` (``env.save``: the env's state with its
+randomization and curriculum), ``train.pt`` (the tracking metric's buffers and torch's
+random state), ``history.json`` (per iteration: env steps, mean linear tracking reward per
+step, mean episode length, mean curriculum level, seconds), TensorBoard logs (the same
+figures; ``tensorboard --logdir runs/go1``) and ``curve.png``. ``--resume runs/go1``
+continues a run from those files, bit for bit (the same iterations as one uninterrupted run,
+on the same device and thread count), up to ``--iterations`` in all. ``--export FILE``
+writes the policy as TorchScript: raw 48-float observation ``[B, 48]`` in (the
+normalization inside), the 12 actions in ``[-1, 1]`` out.
 
     python examples/go1_train.py                              # CPU: N=128, a few minutes
+    python examples/go1_train.py --resume runs/go1 --iterations 400   # 200 more
     python examples/go1_train.py --task Go1Terrain-v0 --num-envs 4096 --iterations 1500 \\
         --device cuda                                         # the real run is a GPU job
-    MUJOCO_GL=egl python examples/go1_train.py --play runs/go1/model.pt   # runs/go1/play.gif
+    python examples/go1_train.py --play runs/go1/model.pt     # runs/go1/play.gif
 
 ``--play`` renders a few envs of a saved policy with MuJoCo's offscreen renderer
 (``mujoco.Renderer``; the model has no visual meshes, so the collision geoms, group 3, are
-drawn). A headless machine needs an OpenGL platform: ``MUJOCO_GL=egl`` with the system
-packages ``libegl1`` and ``libgl1-mesa-dri`` (Debian/Ubuntu; Mesa renders on the CPU
-without a GPU), or ``MUJOCO_GL=osmesa`` with ``libosmesa6``.
+drawn). Without a display (no ``DISPLAY``) and without ``MUJOCO_GL`` it uses EGL
+(``MUJOCO_GL=egl``: the system packages ``libegl1`` and ``libgl1-mesa-dri`` on
+Debian/Ubuntu; Mesa renders on the CPU without a GPU); where EGL cannot start it says which
+line fixes it (``MUJOCO_GL=osmesa`` with ``libosmesa6``).
 """
 
 from __future__ import annotations
@@ -42,7 +52,11 @@ import contextlib
 import io
 import json
 import os
+import sys
 import time
+
+if "--play" in sys.argv and not os.environ.get("DISPLAY") and "MUJOCO_GL" not in os.environ:
+    os.environ["MUJOCO_GL"] = "egl"  # headless: MuJoCo reads it when first imported
 
 import torch
 from rsl_rl.runners import OnPolicyRunner  # noqa: I001 - after gpuparam, as users write it
@@ -81,6 +95,13 @@ class Tracking:
         v = (self.total[0] / self.total[1]).item()  # one host sync per iteration
         self.total.zero_()
         return v
+
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k).clone() for k in ("sum", "len", "metric", "total")}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k, v in state.items():
+            getattr(self, k).copy_(v)
 
 
 def make_env(args, num_envs: int):
@@ -144,13 +165,65 @@ def make_runner(wrapped, args) -> OnPolicyRunner:
         return OnPolicyRunner(wrapped, train_cfg(args), log_dir=None, device=str(wrapped.device))
 
 
+class Policy(torch.nn.Module):
+    """The exported policy: rsl_rl's TorchScript actor (observation normalization, MLP,
+    the distribution's mean) with the adapter's action clamp: ``[B, 48]`` raw observations
+    in, ``[B, 12]`` actions in ``[-1, 1]`` out, as the env received them."""
+
+    def __init__(self, actor: torch.nn.Module):
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(self.actor(observation), -1.0, 1.0)
+
+
+def export(runner: OnPolicyRunner, path: str) -> None:
+    """Write the actor as TorchScript (on the CPU) to ``path``."""
+    actor = runner.alg.get_policy().as_jit().to("cpu").eval()
+    torch.jit.script(Policy(actor)).save(path)
+    print(f"TorchScript policy -> {path}")
+
+
+def save(args, runner, env, tracking, history) -> None:
+    """Everything a resumed run needs, under ``--out``."""
+    runner.save(os.path.join(args.out, "model.pt"))
+    env.save(os.path.join(args.out, "env.pt"))
+    torch.save({"tracking": tracking.state_dict(), "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available()
+                else None}, os.path.join(args.out, "train.pt"))
+    with open(os.path.join(args.out, "history.json"), "w") as f:
+        json.dump({"args": vars(args), "history": history}, f, indent=1)
+
+
+def resume(args, runner, env, wrapped, tracking) -> list[dict]:
+    """Load what :func:`save` wrote in ``--resume`` (a run folder or its ``model.pt``);
+    returns the history so far."""
+    where = args.resume if os.path.isdir(args.resume) else os.path.dirname(args.resume)
+    runner.load(os.path.join(where, "model.pt"), map_location=str(env.device))
+    wrapped.load(os.path.join(where, "env.pt"))  # the env, and the adapter's observations
+    state = torch.load(os.path.join(where, "train.pt"), weights_only=False)
+    tracking.load_state_dict(state["tracking"])
+    torch.set_rng_state(state["torch_rng"])
+    if state["cuda_rng"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    with open(os.path.join(where, "history.json")) as f:
+        history = json.load(f)["history"]
+    print(f"resumed {where} at iteration {len(history)}")
+    return history
+
+
 def train(args) -> list[dict]:
+    from torch.utils.tensorboard import SummaryWriter
+
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
     env, wrapped, curriculum, tracking = make_env(args, args.num_envs)
     runner = make_runner(wrapped, args)
-    history, t0 = [], time.perf_counter()
-    for it in range(args.iterations):
+    history = resume(args, runner, env, wrapped, tracking) if args.resume else []
+    writer = SummaryWriter(log_dir=args.out)
+    t0 = time.perf_counter() - (history[-1]["seconds"] if history else 0.0)
+    for it in range(len(history), args.iterations):
         runner.learn(1, init_at_random_ep_len=it == 0)
         log = wrapped.last_log  # device tensors: read once per iteration
         row = {
@@ -162,15 +235,19 @@ def train(args) -> list[dict]:
             "seconds": time.perf_counter() - t0,
         }
         history.append(row)
+        for key in ("tracking_lin_vel", "episode_length", "level"):
+            writer.add_scalar(f"go1/{key}", row[key], row["env_steps"])
         if it % args.log_every == 0 or it == args.iterations - 1:
             print(f"iter {it:4d} | env steps {row['env_steps']:8d} | tracking "
                   f"{row['tracking_lin_vel']:.3f} | episode length {row['episode_length']:6.1f}"
                   f" | level {row['level']:.2f} | {row['seconds']:6.1f} s", flush=True)
         if (it + 1) % args.save_every == 0 or it == args.iterations - 1:
-            runner.save(os.path.join(args.out, "model.pt"))
-            with open(os.path.join(args.out, "history.json"), "w") as f:
-                json.dump({"args": vars(args), "history": history}, f, indent=1)
-    plot(history, os.path.join(args.out, "curve.png"), args)
+            save(args, runner, env, tracking, history)
+    writer.close()
+    if history:
+        plot(history, os.path.join(args.out, "curve.png"), args)
+    if args.export:
+        export(runner, args.export)
     return history
 
 
@@ -202,6 +279,20 @@ def plot(history: list[dict], path: str, args) -> None:
     plt.close(fig)
 
 
+def renderer_for(mjm, height: int, width: int):
+    """``mujoco.Renderer``, or ``SystemExit`` with the line that fixes a missing platform."""
+    import mujoco
+
+    try:
+        return mujoco.Renderer(mjm, height, width)
+    except Exception as e:
+        gl = os.environ.get("MUJOCO_GL", "glfw")
+        raise SystemExit(
+            f"--play: MuJoCo's offscreen renderer did not start with MUJOCO_GL={gl} ({e}). "
+            "Install EGL (Debian/Ubuntu: apt-get install libegl1 libgl1-mesa-dri) or run "
+            "with MUJOCO_GL=osmesa (apt-get install libosmesa6)") from e
+
+
 def play(args) -> str:
     """Run a saved policy on ``--play-envs`` envs and render them side by side to a GIF."""
     import imageio.v2 as imageio
@@ -213,7 +304,7 @@ def play(args) -> str:
     policy = runner.get_inference_policy(str(env.device))
     mjm = env.mjm
     data = mujoco.MjData(mjm)
-    renderer = mujoco.Renderer(mjm, args.height, args.width)
+    renderer = renderer_for(mjm, args.height, args.width)
     option = mujoco.MjvOption()
     option.geomgroup[3] = 1  # the collision geoms: the model has no visual meshes
     option.sitegroup[5] = 0
@@ -266,6 +357,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
+    p.add_argument("--resume", default="", help="a run folder (or its model.pt) to continue")
+    p.add_argument("--export", default="", help="write the TorchScript policy here at the end")
     p.add_argument("--play", default="", help="a saved model.pt: render it instead of training")
     p.add_argument("--play-envs", type=int, default=3)
     p.add_argument("--play-steps", type=int, default=250)

@@ -4,6 +4,7 @@ examples: ``docs/training.md``, ``examples/rsl_rl_train.py``)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -284,15 +285,28 @@ class RslRlVecEnv(Adapter, VecEnv):
     def reset(self) -> tuple[TensorDict, dict]:
         """Reset every env; returns ``(obs, {})`` with ``obs`` as in ``step``."""
         with self._guard("reset"):
-            td = self.env.reset()
-            k = self._k ^ 1
-            obs = self._sets[k][0]
-            obs["policy"].copy_(td["observation"])
-            self._write_privileged(obs)
-            if "critic" in obs.keys():
-                obs["critic"].copy_(td[CRITIC_KEY])
-            self._k = k
+            obs = self._take(self.env.reset())
         return obs, {}
+
+    def load(self, path: str | os.PathLike) -> TensorDict:
+        """Load a checkpoint of the wrapped env (``env.load(path)``, as ``env.save(path)``
+        wrote it) and take its observations as this adapter's: :meth:`get_observations`
+        then returns the restored ones (as ``step``'s, a fresh output set), so a run resumes
+        where the saved one stood. Returns them."""
+        with self._guard("load"):
+            self.env.load(path)
+            return self._take(self.env.outputs)
+
+    def _take(self, td: TensorDict) -> TensorDict:
+        """Write ``td``'s observations into the next output set and make it the current."""
+        k = self._k ^ 1
+        obs = self._sets[k][0]
+        obs["policy"].copy_(td["observation"])
+        self._write_privileged(obs)
+        if "critic" in obs.keys():
+            obs["critic"].copy_(td[CRITIC_KEY])
+        self._k = k
+        return obs
 
     def _guard(self, what: str | None = None) -> contextlib.AbstractContextManager:
         """This call's hold on the env, taken before anything is written: over a gpuparam

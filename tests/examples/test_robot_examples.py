@@ -72,14 +72,50 @@ def test_go1_train_and_play_tiny(tmp_path):
                           r"length", out, flags=re.M)) == 2
     for name in ("model.pt", "history.json", "curve.png"):
         assert (tmp_path / name).stat().st_size > 500, name
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MUJOCO_GL": os.environ.get("MUJOCO_GL",
-                                                                              "egl")}
+    # as the README writes it: no MUJOCO_GL, no display (the script picks EGL itself)
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run([sys.executable, "examples/go1_train.py", "--play",
                           str(tmp_path / "model.pt"), "--hidden", "8", "--play-envs", "2",
                           "--play-steps", "6", "--device", "cpu"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300, env=env)
-    if res.returncode != 0 and ("OpenGL" in res.stderr or "GL" in res.stderr.split("\n")[-2]):
-        pytest.skip(f"no offscreen OpenGL here (MUJOCO_GL={env['MUJOCO_GL']}): "
-                    f"{res.stderr.strip().splitlines()[-1]}")
+    if res.returncode != 0 and "offscreen renderer did not start" in res.stderr:
+        pytest.skip(f"no offscreen OpenGL here: {res.stderr.strip().splitlines()[-1]}")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "3 frames of 2 envs" in res.stdout and (tmp_path / "play.gif").stat().st_size > 1000
+
+
+def test_go1_train_resume_continues_bit_for_bit_and_exports(tmp_path):
+    """Two iterations, then ``--resume`` to four, equal four in one run: the model, the
+    optimizer and every logged figure (the env, its randomization and curriculum, the
+    tracking metric and torch's random state come back with it). ``--export`` writes a
+    TorchScript policy: raw observations ``[B, 48]`` in, actions in ``[-1, 1]`` out."""
+    pytest.importorskip("rsl_rl")
+    import json
+
+    import torch
+
+    tiny = ("--num-envs", "4", "--steps-per-env", "8", "--hidden", "8", "--device", "cpu",
+            "--save-every", "2")
+    _run("examples/go1_train.py", *tiny, "--iterations", "4", "--out", str(tmp_path / "a"),
+         "--export", str(tmp_path / "policy.pt"))
+    _run("examples/go1_train.py", *tiny, "--iterations", "2", "--out", str(tmp_path / "b"))
+    out = _run("examples/go1_train.py", *tiny, "--iterations", "4", "--out",
+               str(tmp_path / "b"), "--resume", str(tmp_path / "b"))
+    assert "resumed" in out and "at iteration 2" in out
+    runs = {}
+    for run in ("a", "b"):
+        with open(tmp_path / run / "history.json") as f:
+            rows = json.load(f)["history"]
+        runs[run] = ([{k: v for k, v in r.items() if k != "seconds"} for r in rows],
+                     torch.load(tmp_path / run / "model.pt", weights_only=False))
+    assert runs["a"][0] == runs["b"][0] and len(runs["a"][0]) == 4
+    for key in ("actor_state_dict", "critic_state_dict"):
+        a, b = runs["a"][1][key], runs["b"][1][key]
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), key
+    assert str(runs["a"][1]["optimizer_state_dict"]) == str(runs["b"][1]["optimizer_state_dict"])
+    policy = torch.jit.load(str(tmp_path / "policy.pt"))
+    obs = torch.randn(5, 48) * 3.0
+    act = policy(obs)
+    assert act.shape == (5, 12) and act.abs().max() <= 1.0 and torch.equal(act, policy(obs))
+    assert not torch.equal(act[0], act[1])

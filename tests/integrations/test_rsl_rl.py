@@ -650,3 +650,26 @@ def test_discrete2_over_another_wrapper_matches_the_staged_path():
         (oa, ra, da, ea), (ob, rb, db, eb) = staged.step(x), plain.step(x)
         assert torch.equal(oa["policy"], ob["policy"]) and torch.equal(ra, rb)
         assert torch.equal(da, db) and torch.equal(ea["time_outs"], eb["time_outs"])
+
+
+def test_load_restores_the_env_and_the_observations_the_runner_reads(tmp_path):
+    """``RslRlVecEnv.load``: the env's checkpoint and, as ``get_observations``, the restored
+    observations (the adapter's own copies were of the run before), so a resumed runner
+    acts on what the saved run would have acted on: the next steps equal."""
+    def make():
+        return RslRlVecEnv(gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0),
+                           privileged=("g", "l"))
+
+    saved, fresh = make(), make()
+    a = torch.linspace(-1.0, 1.0, N)[:, None]
+    for _ in range(5):
+        saved.step(a)
+    saved.env.save(tmp_path / "env.pt")
+    want = saved.get_observations().clone()
+    got = fresh.load(tmp_path / "env.pt")
+    assert got is fresh.get_observations()
+    for k in ("policy", "privileged"):
+        assert torch.equal(got[k], want[k]), k
+    for _ in range(3):
+        x, y = saved.step(a), fresh.step(a)
+        assert torch.equal(x[0]["policy"], y[0]["policy"]) and torch.equal(x[1], y[1])
