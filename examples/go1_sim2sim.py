@@ -1,0 +1,138 @@
+"""Sim-to-sim check of an exported Go1 policy: the same TorchScript policy, run
+deterministically on gpuparam's ``Go1JoystickFlatTerrain-v1`` (MuJoCo Warp) and on envpool's
+C++ port of the same MuJoCo Playground task (MuJoCo C), against standing still (zero
+actions: the home pose).
+
+For each env: ``--steps`` control steps (500: 10 s) from a seeded reset, velocity commands
+as the task draws them. Figures, each read from the 48-float observation in Playground's
+layout (``[0:3]`` base linear velocity in its frame, ``[45:48]`` the command):
+
+- ``tracking_error``: the mean over steps and envs of ``||command_xy - base_linvel_xy||``;
+- ``fell``: the fraction of envs whose episode terminated (the base upside down, MuJoCo
+  Playground's termination) at least once.
+
+The policy passes on an env when its tracking error is at most ``--ratio`` (0.5) times
+standing still's and at most ``--max-fell`` (10%) of its envs fell. Prints one JSON object
+and exits 1 unless it passes on every env checked::
+
+    python examples/go1_sim2sim.py                     # examples/go1_policy.pt, both envs
+    python examples/go1_sim2sim.py --envs gpuparam     # without envpool
+
+envpool (about 500 MB with its MuJoCo assets) is no dependency of gpuparam: install it in a
+separate virtual environment with gpuparam, ``pip install envpool
+envpool-assets-mujoco-large``; ``--envs gpuparam`` runs without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+TASK = "Go1JoystickFlatTerrain-v1"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def tracking(obs: np.ndarray) -> np.ndarray:
+    """``||command_xy - base_linvel_xy||`` per env, from observations ``[N, 48]``."""
+    return np.linalg.norm(obs[:, 45:47] - obs[:, 0:2], axis=1)
+
+
+def run_gpuparam(act, n: int, steps: int, seed: int, device: str) -> dict:
+    import gpuparam as gp
+
+    env = gp.make(TASK, n, device=device, seed=seed)
+    obs = env.reset()["observation"]
+    err, fell = [], torch.zeros(n, dtype=torch.bool, device=env.device)
+    for _ in range(steps):
+        td = env.step(act(obs))
+        # the observation the step reached (before an auto-reset replaced it)
+        err.append(tracking(td["final_observation"].cpu().numpy()))
+        fell |= td["terminated"]
+        obs = td["observation"]
+    return {"tracking_error": float(np.mean(err)), "fell": float(fell.float().mean())}
+
+
+def run_envpool(act, n: int, steps: int, seed: int) -> dict:
+    import envpool
+
+    env = envpool.make(TASK, env_type="gymnasium", num_envs=n, seed=seed)
+    obs, _ = env.reset()
+    obs = state(obs)
+    err, fell = [], np.zeros(n, dtype=bool)
+    for _ in range(steps):
+        a = act(torch.as_tensor(obs)).cpu().numpy().astype(np.float32)
+        nxt, _, terminated, truncated, info = env.step(a)
+        nxt = state(nxt)
+        # a step that ended an episode is left out (what envpool returns there, the
+        # reached or the next episode's first observation, depends on its auto-reset)
+        ok = ~(terminated | truncated)
+        err.append(tracking(nxt)[ok])
+        fell |= terminated
+        obs = nxt
+    return {"tracking_error": float(np.mean(np.concatenate(err))), "fell": float(fell.mean())}
+
+
+def state(obs) -> np.ndarray:
+    """envpool's policy observation ``[N, 48]`` (its observation may be a dict holding it
+    as ``"state"`` beside ``"privileged_state"``)."""
+    if isinstance(obs, dict):
+        obs = obs["state"]
+    return np.asarray(obs, dtype=np.float32)[:, :48]
+
+
+def evaluate(args) -> dict:
+    policy = torch.jit.load(args.policy, map_location="cpu").eval()
+
+    def trained(obs: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return policy(obs.float().cpu()).to(obs.device)
+
+    def still(obs: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(obs.shape[0], 12, device=obs.device)
+
+    out: dict = {"policy": args.policy, "num_envs": args.num_envs, "steps": args.steps,
+                 "seed": args.seed, "ratio_goal": args.ratio, "max_fell": args.max_fell}
+    for name in args.envs.split(","):
+        res = {}
+        for who, act in (("policy", trained), ("standing_still", still)):
+            if name == "gpuparam":
+                res[who] = run_gpuparam(act, args.num_envs, args.steps, args.seed, args.device)
+            elif name == "envpool":
+                res[who] = run_envpool(act, args.num_envs, args.steps, args.seed)
+            else:
+                raise SystemExit(f"--envs: expected gpuparam and/or envpool, got {name!r}")
+        ratio = res["policy"]["tracking_error"] / res["standing_still"]["tracking_error"]
+        res["ratio"] = ratio
+        res["passed"] = ratio <= args.ratio and res["policy"]["fell"] <= args.max_fell
+        out[name] = res
+    out["passed"] = all(out[name]["passed"] for name in args.envs.split(","))
+    return out
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--policy", default=os.path.join(HERE, "go1_policy.pt"))
+    p.add_argument("--envs", default="gpuparam,envpool")
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ratio", type=float, default=0.5,
+                   help="tracking error goal, as a fraction of standing still's")
+    p.add_argument("--max-fell", type=float, default=0.1)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, default=1)
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    args = parse()
+    torch.set_num_threads(args.threads)
+    result = evaluate(args)
+    print(json.dumps(result, indent=1))
+    sys.exit(0 if result["passed"] else 1)
