@@ -122,3 +122,56 @@ def test_gated_writes_with_a_torch_listener_equal_eager_writes():
     for f in ("body_mass", "body_subtreemass", "body_invweight0"):
         got = [torch.as_tensor(getattr(env.backend.m, f).numpy()) for env in envs]
         assert torch.equal(*got), f
+
+
+SYNCS = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Go1JoystickFlatTerrain-v1"])
+def test_replayed_steps_make_no_warp_host_sync(name):
+    """Warp-side host syncs are invisible to torch's sync debug mode: none of Warp's
+    synchronize calls, no ``wp.array.numpy()`` (a copy to the host) and no eager
+    ``wp.capture_if`` (a read of its flag) runs during replayed steps, unvalidated
+    parameter writes between them included (the robots' ungated commits)."""
+    if name.startswith("Go1"):
+        pytest.importorskip("mujoco_warp")
+    env = gp.make(name, 4, device="cpu", seed=0)
+    if name.startswith("Go1"):
+        env.randomize(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"),
+                      gp.Uniform("kp", 30.0, 40.0, on="step"))
+        write = ("kd", 0.6)
+    else:
+        env.randomize(gp.Uniform("length", 0.3, 1.0, on="reset"))
+        write = ("force_mag", 9.0)
+    target = gp.TransformedEnv(env, gp.ObsNorm(env.observation_spec.shape), gp.RewardNorm())
+    a = torch.zeros(4, *env.action_spec.shape, dtype=env.context.action.dtype)
+    mask = torch.tensor([True, False, True, False])
+    for _ in range(3):  # warm-ups and capture
+        target.step(a)
+    assert env.pipeline.captured
+    calls = []
+    saved = {n: getattr(wp, n) for n in (*SYNCS, "capture_if")}
+    numpy = wp.array.numpy
+
+    def spy(n):
+        def f(*args, **kw):
+            calls.append(n)
+            return saved[n](*args, **kw)
+        return f
+
+    def spy_numpy(self):
+        calls.append("numpy")
+        return numpy(self)
+
+    for n in saved:
+        setattr(wp, n, spy(n))
+    wp.array.numpy = spy_numpy
+    try:
+        for _ in range(4):
+            target.step(a)
+            env.params.set(*write, mask=mask, validate=False)
+    finally:
+        for n, f in saved.items():
+            setattr(wp, n, f)
+        wp.array.numpy = numpy
+    assert calls == [], calls

@@ -122,6 +122,32 @@ def test_no_memory_growth_over_10k_graph_steps():
     assert torch.cuda.memory_allocated() == before
 
 
+def test_no_warp_memory_growth_over_captured_robot_steps():
+    """Warp's own memory pool (invisible to torch's counters) does not grow over captured
+    robot steps with reset-time model writes and forced resets."""
+    pytest.importorskip("mujoco_warp")
+    import warp as wp
+
+    env = gp.make("Go1JoystickFlatTerrain-v1", 256, device="cuda", seed=0)
+    env.randomize(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
+    a = torch.zeros(256, 12, device="cuda")
+    for _ in range(5):
+        env.step(a)
+    torch.cuda.synchronize()
+    dev = wp.get_device("cuda:0")
+    before = wp.get_mempool_used_mem_current(dev) if wp.is_mempool_enabled(dev) else None
+    before_torch = torch.cuda.memory_allocated()
+    for t in range(300):
+        if t % 50 == 0:
+            env.episode_length = env.max_episode_steps - 1  # everyone resets next step
+        env.step(a)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before_torch
+    if before is not None:
+        assert wp.get_mempool_used_mem_current(dev) == before
+    assert env.pipeline.captures == 1
+
+
 def test_masked_write_is_one_kernel_without_sync():
     env = gp.make("CartPole-v1", num_envs=1 << 20, device="cuda")
     mask = torch.rand(1 << 20, device="cuda") < 0.5
