@@ -204,3 +204,42 @@ def test_hold_is_reentrant_for_its_thread_between_its_calls_only():
     with env.hold(), pytest.raises(RuntimeError, match="another call on this env is running"):
         env.step(a)
     assert env._holder is None and not env._busy.locked()
+
+
+def test_a_save_or_state_dict_from_inside_a_step_or_another_thread_is_refused(tmp_path):
+    # issue 33 (5): a save from an after_step hook wrote a half-done step (the global step
+    # of schedules one behind), which continued differently from the run it was taken from
+    env = _cartpole()
+    env.randomize(gp.Uniform("length", 0.3, 1.0, on=gp.Every(3)))
+    errors = []
+
+    def save(e, td):
+        for call in (lambda: e.save(tmp_path / "in_step.pt"), e.state_dict):
+            try:
+                call()
+            except RuntimeError as err:
+                errors.append(str(err))
+
+    remove = env.after_step(save)
+    env.step(torch.zeros(N, dtype=torch.long))
+    remove()
+    assert len(errors) == 2 and all("save): called during a step" in m for m in errors)
+    assert not (tmp_path / "in_step.pt").exists()
+
+    def other_thread(e, td):  # another thread saves while this one steps
+        t = threading.Thread(target=save, args=(e, td))
+        t.start()
+        t.join()
+
+    remove = env.after_step(other_thread)
+    env.step(torch.zeros(N, dtype=torch.long))
+    remove()
+    assert len(errors) == 4 and all("during a step" in m for m in errors[2:])
+    assert not (tmp_path / "in_step.pt").exists()
+    env.save(tmp_path / "between.pt")  # between steps: saves, and continues as the run does
+    twin = _cartpole()
+    twin.randomize(gp.Uniform("length", 0.3, 1.0, on=gp.Every(3)))
+    twin.load(tmp_path / "between.pt")
+    for act in _acts(7):
+        assert torch.equal(env.step(act)["observation"], twin.step(act)["observation"])
+        assert torch.equal(env.params["length"], twin.params["length"])
