@@ -336,16 +336,23 @@ class VecEnv(SavesState):
             bool ``[N]``, ``"episode_return"`` float32 ``[N]`` and ``"episode_length"``
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
+
+        A hook or stage that raises (``KeyboardInterrupt`` too) does not stop the step: it
+        runs to its end (counters, clock, auto-reset, syncs), then raises that error; its
+        outputs are in ``env.outputs``. A refused action raises before anything runs.
         """
         with self._exclusive():
             self._load_action(action)
-            self.stepping = True
+            runs, self.stepping = self.pipeline.runs, True
             try:
                 self.pipeline()
             finally:
                 self.stepping = False
-        for s in self._syncs:  # host-launched collectives, outside the captured step
-            s.step()
+                # host-launched collectives, outside the captured step; counted for every
+                # step that ran to its end, also one a stage raised in (gp.Stage)
+                if self.pipeline.runs != runs:
+                    for s in self._syncs:
+                        s.step()
         return self._td
 
     @contextlib.contextmanager
