@@ -10,7 +10,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, base_env, env_seed, gym_spaces, held, require
+from gpuparam.integrations._extras import (
+    Adapter,
+    after_failed_step,
+    base_env,
+    env_seed,
+    gym_spaces,
+    held,
+    require,
+)
 
 require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
 
@@ -51,6 +59,8 @@ class SB3VecEnv(Adapter, VecEnv):
         super().__init__(int(env.num_envs), *gym_spaces(env))
         self._actions: torch.Tensor | None = None
         self._t0 = time.perf_counter()
+        # (env index, "episode" info) of episodes that ended at a step that raised
+        self._late: list[tuple[int, dict[str, float]]] = []
 
     def reset(self) -> np.ndarray:
         """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call); returns
@@ -83,26 +93,48 @@ class SB3VecEnv(Adapter, VecEnv):
         self._actions = a
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """Step with the loaded actions; see the class docstring."""
+        """Step with the loaded actions; see the class docstring.
+
+        A step that raises after running to its end (a raising hook: the env completes the
+        step, ``gp.Stage``) loses its outputs, but not its episodes: the ``"episode"`` info
+        of each episode it ended comes with the next step's infos (SB3 logs the
+        ``"episode"`` of every info), without a done flag for that step."""
         if self._actions is None:
             raise RuntimeError("SB3VecEnv.step_wait: call step_async(actions) first")
         with held(self.gp_env):  # until the env's buffers are read
-            td = self.gp_env.step(self._actions)
+            with after_failed_step(self.gp_env, self._keep_episodes):
+                td = self.gp_env.step(self._actions)
             self._actions = None
             host = {k: td[k].to("cpu", copy=True).numpy() for k in (
                 "observation", "reward", "done", "terminated", "truncated")}
             infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
             ended = np.flatnonzero(host["done"])
             if ended.size:
-                final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
-                    "final_observation", "episode_return", "episode_length"))
+                final = td["final_observation"].to("cpu", copy=True).numpy()
                 timeout = host["truncated"] & ~host["terminated"]
-                t = round(time.perf_counter() - self._t0, 6)
-                for i in ended.tolist():
+                for i, episode in self._episodes(td, ended):
                     infos[i] = {"terminal_observation": final[i],
-                                "TimeLimit.truncated": bool(timeout[i]),
-                                "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
+                                "TimeLimit.truncated": bool(timeout[i]), "episode": episode}
+        late, self._late = self._late, []
+        for i, episode in late:  # SB3 logs the "episode" of every info, done or not
+            if "episode" in infos[i]:
+                self._late.append((i, episode))  # this env ended again: at the next step
+            else:
+                infos[i]["episode"] = episode
         return host["observation"], host["reward"], host["done"], infos
+
+    def _episodes(self, td, ended: np.ndarray) -> list[tuple[int, dict[str, float]]]:
+        """``(i, {"r": return, "l": length, "t": seconds})`` of the ``ended`` envs."""
+        ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
+            "episode_return", "episode_length"))
+        t = round(time.perf_counter() - self._t0, 6)
+        return [(i, {"r": float(ret[i]), "l": int(length[i]), "t": t}) for i in ended.tolist()]
+
+    def _keep_episodes(self, td) -> None:
+        """A step that raised (it ran to its end, see ``step_wait``): keep the ``"episode"``
+        infos of the episodes it ended for the next step's infos."""
+        ended = np.flatnonzero(td["done"].to("cpu", copy=True).numpy())
+        self._late += self._episodes(td, ended)
 
     def close(self) -> None:
         """Nothing to release (no worker processes)."""

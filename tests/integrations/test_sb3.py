@@ -246,3 +246,37 @@ def test_step_with_a_tensor_without_data_is_a_clear_error():
                                              rf"a dense torch tensor, got .*{what}"):
             venv.step(bad)
     assert venv.step(np.zeros(N, dtype=np.int64))[0].shape == (N, 4)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_episodes_ended_at_a_step_that_raised_reach_the_next_infos(error):
+    # issue 33 (16): a hook raising at a truncation step lost those episodes for SB3
+    def make():
+        return SB3VecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0,
+                                 max_episode_steps=5))
+
+    venv, twin = make(), make()
+    calls = {"n": 0}
+
+    def hook(env, td):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise error("hook")
+
+    venv.gp_env.after_step(hook)
+    venv.reset(), twin.reset()
+    act = np.array([0, 1] * (N // 2))
+    for _ in range(4):
+        venv.step(act), twin.step(act)
+    with pytest.raises(error, match="hook"):
+        venv.step(act)
+    _, _, dones_ref, infos_ref = twin.step(act)
+    assert dones_ref.all()  # every episode ended (truncated) at the step that raised
+    obs, _, dones, infos = venv.step(act)
+    obs_ref, _, _, infos_ref_next = twin.step(act)
+    assert not dones.any() and np.array_equal(obs, obs_ref)
+    for i in range(N):
+        assert set(infos[i]) == {"episode"} and infos_ref_next[i] == {}
+        got, want = infos[i]["episode"], infos_ref[i]["episode"]
+        assert (got["r"], got["l"]) == (want["r"], want["l"]) == (5.0, 5)
+    assert all(info == {} for info in venv.step(act)[3])  # delivered once
