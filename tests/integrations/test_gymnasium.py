@@ -347,3 +347,21 @@ def test_next_step_returns_the_ends_of_a_step_that_raised_at_the_next_step(numpy
     for _ in range(2):
         assert not np.asarray(envs.step(a)[3]).any()
     assert np.asarray(envs.step(a)[3]).all()  # a full new episode of 3 steps
+
+
+def test_next_step_reset_after_a_step_that_raised_drops_its_ends():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=2)
+    envs = GymnasiumVectorEnv(base, autoreset_mode="next_step")
+    remove = base.after_step(lambda env, td: 1 / 0)
+    envs.reset(seed=0)
+    a = torch.ones(N, 1)
+    for _ in range(2):  # the second ends every episode
+        with pytest.raises(ZeroDivisionError):
+            envs.step(a)
+    remove()
+    mask = torch.arange(N) < N // 2
+    obs, _ = envs.reset(options={"reset_mask": mask})  # the others' ends are still due
+    out = envs.step(a)
+    assert torch.equal(out[3], ~mask) and not out[2].any()
+    envs.reset()  # a full reset drops them all
+    assert not envs.step(a)[3].any()

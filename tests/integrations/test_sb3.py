@@ -280,3 +280,6 @@ def test_episodes_ended_at_a_step_that_raised_reach_the_next_infos(error):
         got, want = infos[i]["episode"], infos_ref[i]["episode"]
         assert (got["r"], got["l"]) == (want["r"], want["l"]) == (5.0, 5)
     assert all(info == {} for info in venv.step(act)[3])  # delivered once
+    with pytest.raises(ValueError, match="action"):  # refused before running: nothing kept
+        venv.step(np.full(N, 0.5))
+    assert all(info == {} for info in venv.step(act)[3])
