@@ -156,6 +156,10 @@ class Pipeline:
             ``key``: a change drops the capture).
         capture: capture after ``warmup`` eager calls (default True); False runs eagerly.
         warmup: eager calls before capturing.
+
+    ``captures`` counts the captures made, ``runs`` the calls that ran every stage (also
+    those that then raised a stage's error: a caller compares it before and after a call
+    that raised to know whether the step happened).
     """
 
     def __init__(
@@ -180,7 +184,7 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        self.runs = 0  # calls that ran every stage (also those that raised after: see Stage)
+        self.runs = 0
         self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
     # ------------------------------------------------------------------ structure
