@@ -14,7 +14,7 @@ from tensordict import TensorDict
 from gpuparam._device import to_wp
 from gpuparam.kernels import actions as kactions
 from gpuparam.kernels import episode as kepisode
-from gpuparam.pipeline import KINDS, Stage, StepContext
+from gpuparam.pipeline import KINDS, Stage, StepContext, first_error
 from gpuparam.spec import DiscreteSpec
 
 Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
@@ -89,8 +89,16 @@ class EnvStages:
                 for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
 
     def _run_hooks(self, fns: tuple[Hook, ...], ctx: StepContext) -> None:
+        # a raising hook does not skip the next ones of its stage, as a raising stage does
+        # not skip the next stages (gp.Stage)
+        error = None
         for f in fns:
-            f(self._env, self._env.hook_outputs)
+            try:
+                f(self._env, self._env.hook_outputs)
+            except BaseException as e:
+                error = first_error(error, e)
+        if error is not None:
+            raise error
 
     # ------------------------------------------------------------------ stage bodies
     def _physics(self, ctx: StepContext) -> None:

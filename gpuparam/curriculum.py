@@ -45,7 +45,8 @@ class Curriculum:
             then draws from its env's level's range.
         metric: ``"episode_return"`` (default) or another key of the step's TensorDict,
             a tensor ``[num_envs]`` on the device (read at every step: update it in place),
-            or ``fn(env) -> tensor [num_envs]`` called at every step. Only its values at
+            or ``fn(env) -> tensor [num_envs]`` (dense, real, on the env's device: else that
+            step, completed, raises ``ValueError``) called at every step. Only its values at
             done envs matter; bool and int metrics are cast to float.
         promote: a done env whose metric is ``>= promote`` moves one level up.
         demote: ``<= demote`` moves one level down (``demote < promote``).
@@ -234,10 +235,13 @@ class Curriculum:
         """Stage of the env's step (``ctx``: its ``StepContext``): metric, levels and
         values, ADR, for the done envs; no host sync."""
         if self._src is not None:
-            m = self._src()
-            if not isinstance(m, torch.Tensor) or m.shape != self._metric_buf.shape:
+            m, buf = self._src(), self._metric_buf
+            if not isinstance(m, torch.Tensor) or m.shape != buf.shape:
                 raise ValueError(f"{self}: metric must give a tensor [{self._env.num_envs}], "
                                  f"got {getattr(m, 'shape', type(m).__name__)}")
+            if m.device != buf.device or m.layout != torch.strided or m.is_complex():
+                raise ValueError(f"{self}: metric must give a dense real tensor on "
+                                 f"{buf.device}, got a {m.layout} {m.dtype} tensor on {m.device}")
             self._metric_buf.copy_(m)
         self._cmd.launch(ctx.stream)
         if self._names:  # the envs whose level moved, not every done env

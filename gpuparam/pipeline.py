@@ -134,10 +134,13 @@ class Stage:
             identities, sizes); a change drops the capture.
         warp_only: older name of ``kind``: True is ``"warp"``, False ``"torch"``.
 
-    A stage that raises does not stop the step: the later stages still run (bookkeeping,
-    curricula, auto-reset), so no done env is left un-reset, and the first error is raised
-    when the step is complete; also when the stage raises while its segment is being
-    captured (the step then runs eagerly and the capture is retried after ``warmup`` calls).
+    A stage that raises (any ``BaseException``: ``KeyboardInterrupt`` and ``SystemExit``
+    too) does not stop the step: the later stages still run (bookkeeping, curricula, clock,
+    auto-reset), so no done env is left un-reset and no counter falls behind, and the first
+    error is raised when the step is complete (an interrupt, which is not an ``Exception``,
+    before the ordinary errors of the same step); also when the stage raises while its
+    segment is being captured (the step then runs eagerly and the capture is retried after
+    ``warmup`` calls).
     """
 
     def __init__(
@@ -195,6 +198,10 @@ class Pipeline:
             ``key``: a change drops the capture).
         capture: capture after ``warmup`` eager calls (default True); False runs eagerly.
         warmup: eager calls before capturing.
+
+    ``captures`` counts the captures made, ``runs`` the calls that ran every stage (also
+    those that then raised a stage's error: a caller compares it before and after a call
+    that raised to know whether the step happened).
     """
 
     def __init__(
@@ -220,6 +227,7 @@ class Pipeline:
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
         self.running = False  # True while a call runs its stages
+        self.runs = 0
         self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
     # ------------------------------------------------------------------ structure
@@ -304,11 +312,12 @@ class Pipeline:
             if capture and (kind == "warp" or (kind == "torch" and self._cuda)):
                 try:
                     graphs[i] = self._capture_segment(kind, stages)
-                except Exception as e:
-                    error = error or e
+                except BaseException as e:  # (as in _eager)
+                    error = first_error(error, e)
                     for _, rest in segments[i:]:
                         error = self._eager(rest, error)
                     self._calls = 0  # warm up and try again later
+                    self.runs += 1
                     raise error from None
             if graphs[i] is None:
                 error = self._eager(stages, error)
@@ -319,6 +328,7 @@ class Pipeline:
         if capture:
             self._graphs, self._keys = graphs, keys
             self.captures += 1
+        self.runs += 1
         if error is not None:
             raise error
 
@@ -327,8 +337,8 @@ class Pipeline:
         for s in stages:
             try:
                 s.run(ctx)
-            except Exception as e:  # the step completes, then the first error is raised
-                error = error or e
+            except BaseException as e:  # the step completes, then the first error is raised
+                error = first_error(error, e)
         return error
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
@@ -351,3 +361,12 @@ class Pipeline:
                 s.run(ctx)
         self._keep.append(c)
         return c.graph if graph is None else graph
+
+
+def first_error(error: BaseException | None, e: BaseException) -> BaseException:
+    """The error a step raises once complete: the first, except that an interrupt
+    (``KeyboardInterrupt``, ``SystemExit``: not an ``Exception``) outranks ordinary errors
+    raised before it, so that Ctrl-C still stops the caller."""
+    if error is None or (isinstance(error, Exception) and not isinstance(e, Exception)):
+        return e
+    return error

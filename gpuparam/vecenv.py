@@ -336,16 +336,23 @@ class VecEnv(SavesState):
             bool ``[N]``, ``"episode_return"`` float32 ``[N]`` and ``"episode_length"``
             int32 ``[N]`` of the episode that ended at this step, valid where ``done``
             (elsewhere they hold the env's previous finished episode, 0 before the first).
+
+        A hook or stage that raises (``KeyboardInterrupt`` too) does not stop the step: it
+        runs to its end (counters, clock, auto-reset, syncs), then raises that error; its
+        outputs are in ``env.outputs``. A refused action raises before anything runs.
         """
         with self._exclusive():
             self._load_action(action)
-            self.stepping = True
+            runs, self.stepping = self.pipeline.runs, True
             try:
                 self.pipeline()
             finally:
                 self.stepping = False
-        for s in self._syncs:  # host-launched collectives, outside the captured step
-            s.step()
+                # host-launched collectives, outside the captured step; counted for every
+                # step that ran to its end, also one a stage raised in (gp.Stage)
+                if self.pipeline.runs != runs:
+                    for s in self._syncs:
+                        s.step()
         return self._td
 
     @contextlib.contextmanager
@@ -512,8 +519,20 @@ class VecEnv(SavesState):
         ``gpuparam._checkpoint`` says): seed, parameters (nominal and effective), the env's
         state, counters and output buffers, randomization and curricula. Tensors are
         clones; synchronizes. In a sharded run each rank saves its own envs; normalization
-        statistics are saved by their modules."""
-        return self._checkpoint.state_dict()
+        statistics are saved by their modules.
+
+        Refused (``RuntimeError``) from inside a step (a hook or stage: the step is half
+        done, e.g. the global step of schedules not yet advanced, so the state would not
+        continue as the run does) and while another thread's call on the env runs, as
+        ``load_state_dict`` is; ``save(path)`` goes through here."""
+        if self.stepping:
+            raise RuntimeError(
+                "state_dict (or save): called during a step (from a hook or stage inside it, "
+                "or another thread): a half-done step would not continue as the run does "
+                "(counters and schedules advance at its end); save between steps"
+            )
+        with self._exclusive():
+            return self._checkpoint.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same

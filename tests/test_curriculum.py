@@ -118,6 +118,25 @@ def test_metric_callable_and_buffer_key():
     assert (env.params["max_torque"] == 2.0).all() and (env.params["max_speed"] == 9.0).all()
 
 
+@pytest.mark.parametrize("bad", [
+    lambda n: torch.ones(n, device="meta"), lambda n: torch.ones(n).to_sparse(),
+    lambda n: torch.ones(n, dtype=torch.complex64)])
+def test_a_metric_without_real_dense_data_is_a_clear_error(bad):
+    # issue 33 (11): a metric returning a meta tensor raised NotImplementedError from copy_
+    env, twin = pendulum(max_episode_steps=3), pendulum(max_episode_steps=3)
+    env.add_curriculum(gp.Curriculum(3, params={"max_torque": (1.0, 3.0)},
+                                     metric=lambda e: bad(e.num_envs), promote=0.5))
+    twin.add_curriculum(gp.Curriculum(3, params={"max_torque": (1.0, 3.0)},
+                                      metric=torch.zeros(N), promote=0.5))
+    for a in actions(env, 4):
+        with pytest.raises(ValueError, match=r"metric must give a dense real tensor on cpu, "
+                                             r"got a torch\.\w+ torch\.\w+ tensor on \w+"):
+            env.step(a)
+        td = twin.step(a)  # the step completed all the same
+        assert torch.equal(env.outputs["observation"], td["observation"])
+        assert torch.equal(env.episode_length, twin.episode_length)
+
+
 def test_adr_widens_while_performance_at_the_bounds_stays_high():
     env = pendulum(max_episode_steps=2)
     term = gp.Uniform("l", 1.0, 1.0, on="reset")

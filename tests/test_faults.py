@@ -204,3 +204,87 @@ def test_hold_is_reentrant_for_its_thread_between_its_calls_only():
     with env.hold(), pytest.raises(RuntimeError, match="another call on this env is running"):
         env.step(a)
     assert env._holder is None and not env._busy.locked()
+
+
+def test_a_save_or_state_dict_from_inside_a_step_or_another_thread_is_refused(tmp_path):
+    # issue 33 (5): a save from an after_step hook wrote a half-done step (the global step
+    # of schedules one behind), which continued differently from the run it was taken from
+    env = _cartpole()
+    env.randomize(gp.Uniform("length", 0.3, 1.0, on=gp.Every(3)))
+    errors = []
+
+    def save(e, td):
+        for call in (lambda: e.save(tmp_path / "in_step.pt"), e.state_dict):
+            try:
+                call()
+            except RuntimeError as err:
+                errors.append(str(err))
+
+    remove = env.after_step(save)
+    env.step(torch.zeros(N, dtype=torch.long))
+    remove()
+    assert len(errors) == 2 and all("save): called during a step" in m for m in errors)
+    assert not (tmp_path / "in_step.pt").exists()
+
+    def other_thread(e, td):  # another thread saves while this one steps
+        t = threading.Thread(target=save, args=(e, td))
+        t.start()
+        t.join()
+
+    remove = env.after_step(other_thread)
+    env.step(torch.zeros(N, dtype=torch.long))
+    remove()
+    assert len(errors) == 4 and all("during a step" in m for m in errors[2:])
+    assert not (tmp_path / "in_step.pt").exists()
+    env.save(tmp_path / "between.pt")  # between steps: saves, and continues as the run does
+    twin = _cartpole()
+    twin.randomize(gp.Uniform("length", 0.3, 1.0, on=gp.Every(3)))
+    twin.load(tmp_path / "between.pt")
+    for act in _acts(7):
+        assert torch.equal(env.step(act)["observation"], twin.step(act)["observation"])
+        assert torch.equal(env.params["length"], twin.params["length"])
+
+
+@pytest.mark.parametrize("capture", [True, False])
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_in_a_hook_still_completes_the_step(capture, interrupt):
+    # issue 33 (16): a KeyboardInterrupt (not an Exception) left the step half done: the
+    # clock (randomization's global step) one behind for the rest of the run, done envs
+    # not reset, sync schedules one step short
+    def build():
+        env = _cartpole(capture=capture)
+        env.randomize(gp.Uniform("length", 0.3, 1.0, on=gp.Every(3)))
+        norm = gp.ObsNorm(4)
+        env.sync_every(2, norm)  # a world of one
+        return env
+
+    a, b = build(), build()
+    calls = {"n": 0}
+
+    def flaky(env, td):
+        calls["n"] += 1
+        if calls["n"] in (5, 9):
+            raise ValueError("first")  # an ordinary error of the same step ...
+
+    def interrupting(env, td):
+        if calls["n"] in (5, 9, 10):
+            raise interrupt()  # ... is outranked by the interrupt
+
+    a.after_step(flaky)
+    a.after_step(interrupting)
+    b.after_step(lambda env, td: None)
+    raised = 0
+    for t, act in enumerate(_acts(40)):
+        try:
+            ta = a.step(act)
+        except interrupt:
+            raised += 1
+            ta = a.outputs
+        tb = b.step(act)
+        for k in ("observation", "done", "truncated", "episode_length", "reward"):
+            assert torch.equal(ta[k], tb[k]), (t, k)
+        assert torch.equal(a.params["length"], b.params["length"]), t
+        assert torch.equal(a.randomization.global_step, b.randomization.global_step), t
+    assert raised == 3
+    assert a.sync_schedules[0].steps == b.sync_schedules[0].steps == 40
+    assert a.pipeline.runs == b.pipeline.runs

@@ -82,3 +82,20 @@ def base_env(env):
     while isinstance(env, TransformedEnv):
         env = env.env
     return env
+
+
+@contextlib.contextmanager
+def after_failed_step(env, keep):
+    """Around ``env.step(...)``: when the step raises after running to its end (a raising hook
+    or stage does not stop the step: ``gp.Stage``), call ``keep(env.outputs)`` (the step's
+    outputs, TensorDict batch ``[N]``) before the error propagates, so that an adapter's
+    bookkeeping follows the step the env took. A step refused before running (a bad action)
+    calls nothing."""
+    pipeline = getattr(base_env(env), "pipeline", None)
+    runs = getattr(pipeline, "runs", None)
+    try:
+        yield
+    except BaseException:
+        if runs is not None and pipeline.runs != runs:
+            keep(env.outputs)
+        raise

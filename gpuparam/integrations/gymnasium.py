@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, env_seed, gym_spaces, held, require
+from gpuparam.integrations._extras import (
+    Adapter,
+    after_failed_step,
+    env_seed,
+    gym_spaces,
+    held,
+    require,
+)
 
 require("gymnasium", "gymnasium", "gpuparam.integrations.gymnasium")
 
@@ -70,6 +77,10 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         # NEXT_STEP: the observations last returned (the caller got copies of them)
         self._last_obs = torch.zeros(self.num_envs, *env.observation_spec.shape,
                                      dtype=torch.float32, device=self.device)
+        # NEXT_STEP: what a step that raised would have returned for the envs it ended
+        # (mask, observation, reward, terminated, truncated, return, length), returned at
+        # the next step; None while no such step is pending (kept on failure only)
+        self._late: tuple[torch.Tensor, ...] | None = None
 
     def __getattr__(self, name: str):
         env = self.__dict__.get("gp_env")
@@ -97,10 +108,14 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             obs = self.gp_env.reset(mask, seed=env_seed(seed))["observation"]
             if mask is None:
                 self._autoreset.zero_()
+                self._late = None  # a step that raised: its episode ends are dropped too
             else:
                 # NEXT_STEP: envs outside the mask whose episode ended keep the (final)
                 # observation last returned, as Gymnasium's; their new episode starts next step
                 pending = self._autoreset & ~mask
+                if self._late is not None:  # (as do envs whose end is still to be returned)
+                    pending |= self._late[0] & ~mask
+                    self._late = (self._late[0] & ~mask, *self._late[1:])
                 obs = torch.where(pending.view(-1, *[1] * (obs.dim() - 1)), self._last_obs, obs)
                 self._autoreset &= ~mask
             return self._out(obs), {}
@@ -127,12 +142,20 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
         step runs one masked ``reset`` for the envs that finished at the previous step (the
         step the core ran for them is discarded): reset-time randomization draws twice for
         each new episode (the second draw counts), and a ``gp.ObsNorm`` inside a
-        ``TransformedEnv`` still sees the observations of the discarded step.
+        ``TransformedEnv`` still sees the observations of the discarded step. A step that
+        raises after running to its end (a raising hook: the env completes the step,
+        ``gp.Stage``) loses nothing: the next step returns, for the envs it ended, what it
+        would have returned (final observation, reward, flags, episode info) instead of
+        their own results, and they start anew at the step after. In ``SAME_STEP`` mode
+        the envs such a step ended have started their new episodes and no later step
+        reports those ends: read them from ``gp_env.outputs`` (``"done"``,
+        ``"final_observation"``, ``"episode_return"``, ...) before the next step.
         """
         if isinstance(actions, (np.ndarray, list, tuple)):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
         with held(self.gp_env):  # until the env's buffers are read
-            td = self.gp_env.step(actions)
+            with after_failed_step(self.gp_env, self._keep_late):
+                td = self.gp_env.step(actions)
             if not self._next_step:
                 done = self._out(td["done"])
                 info: dict[str, Any] = {"final_obs": self._out(td["final_observation"]),
@@ -147,14 +170,40 @@ class GymnasiumVectorEnv(Adapter, VectorEnv):
             final = td["final_observation"].clone()  # the next reset rewrites the env's buffers
             reward = td["reward"] * keep
             terminated, truncated = td["terminated"] & keep, td["truncated"] & keep
+            ep = {k: td[k] for k in ("episode_return", "episode_length")}
+            if self._late is not None:  # a step raised: return what it ended now (this step
+                late, self._late = self._late, None  # of those envs is discarded)
+                row = late[0].view(-1, *[1] * (final.dim() - 1))
+                final = torch.where(row, late[1], final)
+                reward, terminated, truncated, ep["episode_return"], ep["episode_length"] = (
+                    torch.where(late[0], x, y) for x, y in zip(
+                        late[2:], (reward, terminated, truncated, *ep.values()), strict=True))
             done = terminated | truncated
-            info = self._episode(td, self._out(done)) if self._episode_info else {}
+            info = self._episode(ep, self._out(done)) if self._episode_info else {}
             fresh = self.gp_env.reset(prev)["observation"]
             obs = torch.where(prev.view(-1, *[1] * (final.dim() - 1)), fresh, final)
             self._autoreset = done
             self._last_obs.copy_(obs)
             out = (obs, reward, terminated, truncated)  # fresh tensors
             return (*(map(self._out, out) if self._numpy else out), info)
+
+    def _keep_late(self, td) -> None:
+        """NEXT_STEP: a step that raised (it ran to its end, see ``step``): keep what it
+        would have returned for the envs it ended (not those it started anew) for the next
+        step, which returns it instead of its own results for them; they start their new
+        episode at the step after, as usual. Earlier ends not yet returned are kept."""
+        if not self._next_step:
+            return
+        ended = td["done"] & ~self._autoreset
+        new = (ended, td["final_observation"], td["reward"], td["terminated"], td["truncated"],
+               td["episode_return"], td["episode_length"])
+        if self._late is None:
+            self._late = tuple(t.clone() for t in new)
+            return
+        old = self._late[0]
+        self._late = (old | ended, *(
+            torch.where(old.view(-1, *[1] * (x.dim() - 1)), x, y)
+            for x, y in zip(self._late[1:], new[1:], strict=True)))
 
     def _episode(self, td, done) -> dict[str, Any]:
         """``{"episode": {"r": return, "l": length}, "_episode": done}`` of ``td``."""

@@ -10,7 +10,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpuparam.integrations._extras import Adapter, base_env, env_seed, gym_spaces, held, require
+from gpuparam.integrations._extras import (
+    Adapter,
+    after_failed_step,
+    base_env,
+    env_seed,
+    gym_spaces,
+    held,
+    require,
+)
 
 require("stable_baselines3", "sb3", "gpuparam.integrations.sb3")
 
@@ -37,7 +45,8 @@ class SB3VecEnv(Adapter, VecEnv):
     ``ep_info_buffer`` and the ``rollout/ep_rew_mean`` log work); the other envs get ``{}``.
 
     Parameters through SB3's attribute API: ``set_attr``, ``get_attr``, ``env_method``
-    (``indices``: an int, a list of ints or ``None`` for all envs).
+    (``indices``: an int, a list of ints or ``None`` for all envs; negative ones count from
+    the end, as in SB3's ``DummyVecEnv``; others outside ``[-N, N)`` raise ``ValueError``).
 
     Seeding: ``seed(s)`` then ``reset()`` reseeds with ``s`` (SB3's ``s + i`` per env is not
     used). Works under ``VecNormalize``, ``VecMonitor`` and the other ``VecEnvWrapper``.
@@ -50,6 +59,8 @@ class SB3VecEnv(Adapter, VecEnv):
         super().__init__(int(env.num_envs), *gym_spaces(env))
         self._actions: torch.Tensor | None = None
         self._t0 = time.perf_counter()
+        # (env index, "episode" info) of episodes that ended at a step that raised
+        self._late: list[tuple[int, dict[str, float]]] = []
 
     def reset(self) -> np.ndarray:
         """Reset every env (reseeding with the seed of a preceding ``seed(s)`` call); returns
@@ -64,7 +75,13 @@ class SB3VecEnv(Adapter, VecEnv):
 
     def step_async(self, actions: np.ndarray | torch.Tensor) -> None:
         """Load actions: integers ``[N]`` (Discrete) or floats ``[N, *action_shape]`` (Box),
-        NumPy or torch."""
+        NumPy or torch (a torch tensor without data, on the meta device or sparse, raises
+        ``ValueError``)."""
+        if isinstance(actions, torch.Tensor) and (
+            actions.device.type == "meta" or actions.layout != torch.strided
+        ):
+            raise ValueError(f"SB3VecEnv.step_async: actions expected a NumPy array or a dense "
+                             f"torch tensor, got a {actions.layout} tensor on {actions.device}")
         a = torch.as_tensor(actions, device=self.device)
         if self._discrete:
             if a.dim() == 2 and a.shape[1] == 1:
@@ -76,26 +93,48 @@ class SB3VecEnv(Adapter, VecEnv):
         self._actions = a
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """Step with the loaded actions; see the class docstring."""
+        """Step with the loaded actions; see the class docstring.
+
+        A step that raises after running to its end (a raising hook: the env completes the
+        step, ``gp.Stage``) loses its outputs, but not its episodes: the ``"episode"`` info
+        of each episode it ended comes with the next step's infos (SB3 logs the
+        ``"episode"`` of every info), without a done flag for that step."""
         if self._actions is None:
             raise RuntimeError("SB3VecEnv.step_wait: call step_async(actions) first")
         with held(self.gp_env):  # until the env's buffers are read
-            td = self.gp_env.step(self._actions)
+            with after_failed_step(self.gp_env, self._keep_episodes):
+                td = self.gp_env.step(self._actions)
             self._actions = None
             host = {k: td[k].to("cpu", copy=True).numpy() for k in (
                 "observation", "reward", "done", "terminated", "truncated")}
             infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
             ended = np.flatnonzero(host["done"])
             if ended.size:
-                final, ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
-                    "final_observation", "episode_return", "episode_length"))
+                final = td["final_observation"].to("cpu", copy=True).numpy()
                 timeout = host["truncated"] & ~host["terminated"]
-                t = round(time.perf_counter() - self._t0, 6)
-                for i in ended.tolist():
+                for i, episode in self._episodes(td, ended):
                     infos[i] = {"terminal_observation": final[i],
-                                "TimeLimit.truncated": bool(timeout[i]),
-                                "episode": {"r": float(ret[i]), "l": int(length[i]), "t": t}}
+                                "TimeLimit.truncated": bool(timeout[i]), "episode": episode}
+        late, self._late = self._late, []
+        for i, episode in late:  # SB3 logs the "episode" of every info, done or not
+            if "episode" in infos[i]:
+                self._late.append((i, episode))  # this env ended again: at the next step
+            else:
+                infos[i]["episode"] = episode
         return host["observation"], host["reward"], host["done"], infos
+
+    def _episodes(self, td, ended: np.ndarray) -> list[tuple[int, dict[str, float]]]:
+        """``(i, {"r": return, "l": length, "t": seconds})`` of the ``ended`` envs."""
+        ret, length = (td[k].to("cpu", copy=True).numpy() for k in (
+            "episode_return", "episode_length"))
+        t = round(time.perf_counter() - self._t0, 6)
+        return [(i, {"r": float(ret[i]), "l": int(length[i]), "t": t}) for i in ended.tolist()]
+
+    def _keep_episodes(self, td) -> None:
+        """A step that raised (it ran to its end, see ``step_wait``): keep the ``"episode"``
+        infos of the episodes it ended for the next step's infos."""
+        ended = np.flatnonzero(td["done"].to("cpu", copy=True).numpy())
+        self._late += self._episodes(td, ended)
 
     def close(self) -> None:
         """Nothing to release (no worker processes)."""
@@ -104,10 +143,28 @@ class SB3VecEnv(Adapter, VecEnv):
         """No rendering: ``[None] * N``."""
         return [None] * self.num_envs
 
-    def _ids(self, indices) -> list[int]:
-        """SB3's ``indices`` (None: every env, an int, or ints) as a list of env indices."""
-        return list(range(self.num_envs) if indices is None else
-                    [indices] if isinstance(indices, int) else indices)
+    def _ids(self, indices, what: str) -> list[int]:
+        """SB3's ``indices`` (None: every env, an int, or ints) as env indices in ``[0, N)``:
+        negative ones count from the end, as SB3's ``DummyVecEnv`` (a list) indexes its
+        envs; anything else raises ``ValueError`` naming ``what`` asked."""
+        n = self.num_envs
+        if indices is None:
+            return list(range(n))
+        items = [indices] if isinstance(indices, (int, np.integer)) else indices
+        want = f"ints in [-{n}, {n}) (negative ones count from the end)"
+        try:
+            items = list(items)
+        except TypeError:
+            raise ValueError(f"SB3VecEnv.{what}: indices expected None, an int or {want}, "
+                             f"got {type(indices).__name__}") from None
+        for i in items:
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+                raise ValueError(f"SB3VecEnv.{what}: indices expected {want}, got {i!r} in "
+                                 f"{indices!r}")
+            if not -n <= i < n:
+                raise ValueError(f"SB3VecEnv.{what}: indices expected {want} (num_envs {n}), "
+                                 f"got {int(i)}")
+        return [int(i) % n for i in items]
 
     def _check_all(self, what: str, indices) -> None:
         if indices is not None:
@@ -119,10 +176,11 @@ class SB3VecEnv(Adapter, VecEnv):
         attribute repeated once per index."""
         if attr_name in self.params.names:
             values = self.params[attr_name].to("cpu", copy=True).numpy()
-            return [values[i] for i in self._ids(indices)]
+            return [values[i] for i in self._ids(indices, f"get_attr({attr_name!r})")]
         # render_mode: asked by VecEnv.__init__; nothing renders
+        ids = self._ids(indices, f"get_attr({attr_name!r})")
         value = None if attr_name == "render_mode" else getattr(self.gp_env, attr_name)
-        return [value for _ in self._ids(indices)]
+        return [value for _ in ids]
 
     _SETTINGS = ("max_episode_steps", "episode_length", "validate_actions")
 
@@ -138,7 +196,7 @@ class SB3VecEnv(Adapter, VecEnv):
         if attr_name in self.params.names:
             if isinstance(value, np.ndarray):
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
-            ids = None if indices is None else self._ids(indices)
+            ids = None if indices is None else self._ids(indices, f"set_attr({attr_name!r})")
             self.params.set(attr_name, value, env_ids=ids)
             return
         self._check_all(f"set_attr({attr_name!r})", indices)
@@ -161,17 +219,18 @@ class SB3VecEnv(Adapter, VecEnv):
         be ``None``) and its result repeated."""
         prefix, name = method_name[:4], method_name[4:]
         if prefix == "get_" and name in self.params.names:
-            return self.get_attr(name, indices)
+            return self.get_attr(name, self._ids(indices, f"env_method({method_name!r})"))
         if prefix == "set_" and name in self.params.names:
             if len(method_args) != 1 or method_kwargs:
                 raise ValueError(f"SB3VecEnv.env_method({method_name!r}): expected one "
                                  f"value, got args={method_args!r} kwargs={method_kwargs!r}")
-            self.set_attr(name, method_args[0], indices)
-            return [None for _ in self._ids(indices)]
+            ids = self._ids(indices, f"env_method({method_name!r})")
+            self.set_attr(name, method_args[0], None if indices is None else ids)
+            return [None for _ in ids]
         self._check_all(f"env_method({method_name!r})", indices)
         result = getattr(self.gp_env, method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
 
     def env_is_wrapped(self, wrapper_class, indices: Iterable[int] | int | None = None) -> list:
         """No Gymnasium wrappers inside: ``[False]`` per index."""
-        return [False for _ in self._ids(indices)]
+        return [False for _ in self._ids(indices, "env_is_wrapped")]

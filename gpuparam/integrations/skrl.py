@@ -31,6 +31,11 @@ class SkrlWrapper(Adapter, Wrapper):
             reachable on the wrapper (skrl's ``Wrapper.__getattr__``).
 
     Spaces are single-env Gymnasium ones; ``state_space`` is ``None``.
+
+    Truncated episodes: build the agent with :class:`FinalObservation` (``class
+    Agent(FinalObservation, PPO)``). A plain skrl agent bootstraps a truncated episode from
+    the next episode's first observation (skrl reads one observation tensor for both, see
+    :class:`FinalObservation`), which no wrapper can change.
     """
 
     def __init__(self, env):
@@ -120,7 +125,23 @@ class FinalObservation:
     trainer still acts on the reset ones. Without that key it changes nothing. One agent
     per env batch (``num_simultaneous_agents == 1``): another batch size raises
     ``ValueError``.
+
+    It also turns on the agent's ``cfg.time_limit_bootstrap`` (skrl's default is off) where
+    the agent has it (PPO, A2C, RPO, TRPO, AMP): off, skrl does not end a truncated episode
+    at all, and its advantages run on into the next episode's first value, which is the
+    post-reset bootstrap this mixin exists to avoid. Off-policy agents (SAC, TD3, ...)
+    store ``next_observations`` and take the final ones as they are.
+
+    Without this mixin a skrl agent cannot get the final observation from any env wrapper:
+    skrl's trainers hand the same tensor to ``record_transition`` as ``next_observations``
+    and to the next ``act`` as ``observations``, with no call to the env in between.
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        cfg = getattr(self, "cfg", None)
+        if getattr(cfg, "time_limit_bootstrap", None) is False:
+            cfg.time_limit_bootstrap = True
 
     def record_transition(self, **kwargs) -> None:
         infos = kwargs.get("infos")

@@ -30,9 +30,11 @@ class TorchRLEnv(Adapter, EnvBase):
             ``randomize``, ``transforms``, ...) are reachable on this wrapper.
         action_encoding: for discrete envs, ``"categorical"`` (default: ``Categorical(n)``
             int64 ``[N]``) or ``"one_hot"`` (``OneHot(n)`` int64 ``[N, n]``, what TorchRL's
-            ``GymWrapper`` gives, so policies written for it run unchanged; integer or bool
-            rows, another dtype, shape or device raises ``ValueError``). A row that is not
-            one-hot (all zeros, several ones, entries other than 0 and 1) is an action
+            ``GymWrapper`` gives, so policies written for it run unchanged; integer, bool or
+            floating-point rows (``OneHotCategorical`` samples float32 ones), exactly 0 or 1
+            per entry; a complex dtype, another shape or device raises ``ValueError``). A row
+            that is not one-hot (all zeros, several ones, entries other than 0 and 1, NaN) is
+            an action
             outside the space: with the env's ``validate_actions`` (or TorchRL's
             ``run_type_checks``) it raises ``ValueError`` (a host check); else it is
             counted on the device in ``env.invalid_actions`` as the env's action ``n``
@@ -188,10 +190,12 @@ class TorchRLEnv(Adapter, EnvBase):
         """The index of each row's 1; ``k`` (outside the action space) for a row that is
         not one-hot (see ``action_encoding``)."""
         n, k = self.batch_size[0], self.action_spec.shape[-1]
-        check_tensor("TorchRLEnv: one-hot action", action, "a 0/1 integer or bool",
-                     lambda t: not (t.is_floating_point() or t.is_complex()), ((n, k),), self._dev)
+        check_tensor("TorchRLEnv: one-hot action", action, "a 0/1 integer, bool or float",
+                     lambda t: not t.is_complex(), ((n, k),), self._dev)
         if action.dtype == torch.bool:
             action = action.to(torch.uint8)
+        # exact comparisons: a float row is one-hot when its entries are exactly 0 and 1 (NaN
+        # is neither); its sum is then exact too
         one_hot = (action.sum(-1) == 1) & ((action == 0) | (action == 1)).all(-1)
         check = self.run_type_checks or getattr(self.gp_env, "validate_actions", False)
         if check and not bool(one_hot.all()):  # host-ok: validate_actions / run_type_checks

@@ -306,3 +306,62 @@ def test_next_step_observations_the_caller_edits_are_not_handed_back(numpy):
     torch.as_tensor(again)[:] = -99.0
     after, *_ = envs.step(torch.zeros(n, 1))  # the pending envs start their new episode
     assert not (torch.as_tensor(after) == -99.0).any()
+
+
+@pytest.mark.parametrize("numpy", [False, True])
+def test_next_step_returns_the_ends_of_a_step_that_raised_at_the_next_step(numpy):
+    # issue 33 (16): a hook raising at a truncation step lost those episodes in NEXT_STEP
+    # mode (the env had started new ones; the caller never saw the ends)
+    def make():
+        base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=3)
+        return GymnasiumVectorEnv(base, autoreset_mode="next_step", numpy=numpy,
+                                  episode_info=True)
+
+    envs, twin = make(), make()
+    calls = {"n": 0}
+
+    def hook(env, td):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+
+    envs.gp_env.after_step(hook)
+    envs.reset(seed=0), twin.reset(seed=0)
+    a = torch.ones(N, 1)
+    for _ in range(2):
+        envs.step(a), twin.step(a)
+    with pytest.raises(KeyboardInterrupt):
+        envs.step(a)
+    want = twin.step(a)  # what the step that raised would have returned
+    assert want[3].all()
+    got = envs.step(a)  # returned one step late
+    for x, y in zip(got[:4], want[:4], strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert np.array_equal(got[4]["episode"]["l"], want[4]["episode"]["l"])
+    assert np.array_equal(got[4]["episode"]["r"], want[4]["episode"]["r"])
+    assert np.asarray(got[4]["_episode"]).all()
+    obs, rew, term, trunc, _ = envs.step(a)  # then the new episode starts, as usual
+    assert not (np.asarray(term) | np.asarray(trunc)).any() and not np.asarray(rew).any()
+    th, thdot = envs.gp_env.state[:, 0], envs.gp_env.state[:, 1]
+    torch.testing.assert_close(torch.as_tensor(obs), torch.stack([th.cos(), th.sin(), thdot], 1))
+    for _ in range(2):
+        assert not np.asarray(envs.step(a)[3]).any()
+    assert np.asarray(envs.step(a)[3]).all()  # a full new episode of 3 steps
+
+
+def test_next_step_reset_after_a_step_that_raised_drops_its_ends():
+    base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=2)
+    envs = GymnasiumVectorEnv(base, autoreset_mode="next_step")
+    remove = base.after_step(lambda env, td: 1 / 0)
+    envs.reset(seed=0)
+    a = torch.ones(N, 1)
+    for _ in range(2):  # the second ends every episode
+        with pytest.raises(ZeroDivisionError):
+            envs.step(a)
+    remove()
+    mask = torch.arange(N) < N // 2
+    obs, _ = envs.reset(options={"reset_mask": mask})  # the others' ends are still due
+    out = envs.step(a)
+    assert torch.equal(out[3], ~mask) and not out[2].any()
+    envs.reset()  # a full reset drops them all
+    assert not envs.step(a)[3].any()

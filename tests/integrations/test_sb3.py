@@ -203,3 +203,83 @@ def test_indices_without_sb3_private_helper(monkeypatch):
     assert venv.env_method("set_masspole", 0.2, indices=2) == [None]
     assert venv.env_is_wrapped(object, indices=[0, 1]) == [False, False]
     assert len(venv.get_attr("num_envs")) == N
+
+
+def test_indices_follow_dummy_vec_env_for_every_attribute_call():
+    # issue 33 (8, 11): get_attr wrapped indices=[-1] to the last env while set_attr raised;
+    # [99] was a bare IndexError. One rule, DummyVecEnv's (a list): -k counts from the end
+    import gymnasium
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    venv = _venv()
+    dummy = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * N)
+    for idx in ([-1], -1, [0, -N], [np.int64(-2)]):
+        assert len(dummy.get_attr("spec", idx)) == len(venv.get_attr("length", idx))
+    venv.set_attr("length", 0.9, indices=[-1])
+    venv.env_method("set_masspole", 0.2, indices=-2)
+    assert venv.get_attr("length", indices=[-1, N - 1]) == [pytest.approx(0.9)] * 2
+    assert venv.env_method("get_masspole", indices=[N - 2, -2]) == [pytest.approx(0.2)] * 2
+    assert venv.get_attr("length", indices=[0])[0] == pytest.approx(0.5)
+    assert venv.env_is_wrapped(object, indices=[-1]) == [False]
+    with pytest.raises(IndexError):
+        dummy.get_attr("spec", [N])
+    nominal = venv.params.nominal_table.clone()
+    for call in (lambda i: venv.get_attr("length", i), lambda i: venv.set_attr("length", 0.7, i),
+                 lambda i: venv.env_method("set_length", 0.7, indices=i),
+                 lambda i: venv.env_method("get_length", indices=i),
+                 lambda i: venv.env_is_wrapped(object, i), lambda i: venv.get_attr("seed", i)):
+        for bad, got in (([99], "got 99"), (-N - 1, f"got {-N - 1}"), ([True], "got True"),
+                         ([0.5], "got 0.5"), (1.5, "got float")):
+            with pytest.raises(ValueError, match=rf"indices expected .*ints in \[-{N}, {N}\)"
+                                                 rf".*{got}"):
+                call(bad)
+    assert torch.equal(venv.params.nominal_table, nominal)  # refused calls changed nothing
+
+
+def test_step_with_a_tensor_without_data_is_a_clear_error():
+    # issue 33 (11): a meta tensor raised NotImplementedError from torch.as_tensor
+    venv = _venv()
+    venv.reset()
+    for bad, what in ((torch.zeros(N, dtype=torch.long, device="meta"), "on meta"),
+                      (torch.zeros(N, dtype=torch.long).to_sparse(), "sparse_coo")):
+        with pytest.raises(ValueError, match=rf"step_async: actions expected a NumPy array or "
+                                             rf"a dense torch tensor, got .*{what}"):
+            venv.step(bad)
+    assert venv.step(np.zeros(N, dtype=np.int64))[0].shape == (N, 4)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_episodes_ended_at_a_step_that_raised_reach_the_next_infos(error):
+    # issue 33 (16): a hook raising at a truncation step lost those episodes for SB3
+    def make():
+        return SB3VecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0,
+                                 max_episode_steps=5))
+
+    venv, twin = make(), make()
+    calls = {"n": 0}
+
+    def hook(env, td):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise error("hook")
+
+    venv.gp_env.after_step(hook)
+    venv.reset(), twin.reset()
+    act = np.array([0, 1] * (N // 2))
+    for _ in range(4):
+        venv.step(act), twin.step(act)
+    with pytest.raises(error, match="hook"):
+        venv.step(act)
+    _, _, dones_ref, infos_ref = twin.step(act)
+    assert dones_ref.all()  # every episode ended (truncated) at the step that raised
+    obs, _, dones, infos = venv.step(act)
+    obs_ref, _, _, infos_ref_next = twin.step(act)
+    assert not dones.any() and np.array_equal(obs, obs_ref)
+    for i in range(N):
+        assert set(infos[i]) == {"episode"} and infos_ref_next[i] == {}
+        got, want = infos[i]["episode"], infos_ref[i]["episode"]
+        assert (got["r"], got["l"]) == (want["r"], want["l"]) == (5.0, 5)
+    assert all(info == {} for info in venv.step(act)[3])  # delivered once
+    with pytest.raises(ValueError, match="action"):  # refused before running: nothing kept
+        venv.step(np.full(N, 0.5))
+    assert all(info == {} for info in venv.step(act)[3])

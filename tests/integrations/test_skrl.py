@@ -251,21 +251,28 @@ class FinalPPO(FinalObservation, PPO):
     pass
 
 
-@pytest.mark.parametrize("final", [True, False])
-def test_time_limit_bootstrap_through_skrls_ppo_and_trainer(final):
+@pytest.mark.parametrize(("final", "flag"), [(True, True), (False, True), (True, None),
+                                             (True, False)])
+def test_time_limit_bootstrap_through_skrls_ppo_and_trainer(final, flag):
     # issue 24 (12): skrl's PPO bootstraps truncated episodes from V(next_observations);
     # the env returns post-reset observations, so a plain agent bootstraps from the next
-    # episode's first state; FinalObservation hands it the state the step reached
+    # episode's first state; FinalObservation hands it the state the step reached.
+    # issue 33 (10): with skrl's default time_limit_bootstrap=False the mixin did nothing
+    # (skrl then chains a truncated episode's advantage into the next episode's first
+    # value): the mixin turns time-limit bootstrapping on
     base = gp.make("Pendulum-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=3)
     env = wrap(base)
     dev = env.device
     models = {"policy": Policy(env.observation_space, env.action_space, dev),
               "value": LinearValue(env.observation_space, env.action_space, dev)}
     cls = FinalPPO if final else PPO
+    cfg = {"rollouts": ROLLOUTS, "experiment": {"write_interval": 0, "checkpoint_interval": 0}}
+    if flag is not None:
+        cfg["time_limit_bootstrap"] = flag
     agent = cls(models=models, memory=RandomMemory(memory_size=ROLLOUTS, num_envs=N, device=dev),
                 observation_space=env.observation_space, action_space=env.action_space,
-                device=dev, cfg={"rollouts": ROLLOUTS, "time_limit_bootstrap": True,
-                                 "experiment": {"write_interval": 0, "checkpoint_interval": 0}})
+                device=dev, cfg=cfg)
+    assert agent.cfg.time_limit_bootstrap is True
     seen, step = [], env.step
 
     def spy(actions):

@@ -346,8 +346,8 @@ def test_one_hot_actions_like_gym_wrapper():
         want = ref.step(td["action"].argmax(-1))
         torch.testing.assert_close(out["next", "observation"], want["final_observation"])
         td = out["next"]
-    with pytest.raises(ValueError, match=r"one-hot action expected a 0/1 integer or bool "
-                       r"tensor \(16, 2\) on cpu, got shape \(16,\)"):
+    with pytest.raises(ValueError, match=r"one-hot action expected a 0/1 integer, bool or "
+                       r"float tensor \(16, 2\) on cpu, got shape \(16,\)"):
         env.step(env.reset().set("action", torch.zeros(N, dtype=torch.int64)))
     with pytest.raises(ValueError, match="action_encoding expected 'categorical' or 'one_hot'"):
         TorchRLEnv(_cartpole(), action_encoding="onehot")
@@ -486,9 +486,10 @@ def test_one_hot_actions_that_are_not_one_hot():
     # issue 24 (13): all-zero, multi-hot, float and 2-valued rows were taken (argmax)
     env = TorchRLEnv(_cartpole(), action_encoding="one_hot")
     td = env.reset()
-    with pytest.raises(ValueError, match=r"one-hot action expected a 0/1 integer or bool "
-                                         r"tensor \(16, 2\) on cpu, got dtype torch.float32"):
-        env.step(td.set("action", torch.tensor([[0.3, 0.7]] * N)))
+    with pytest.raises(ValueError, match=r"one-hot action expected a 0/1 integer, bool or "
+                                         r"float tensor \(16, 2\) on cpu, got dtype "
+                                         r"torch.complex64"):
+        env.step(td.set("action", torch.tensor([[0, 1]] * N, dtype=torch.complex64)))
     # bool rows are one-hot rows too
     out = env.step(td.set("action", torch.tensor([[False, True]] * N)))
     assert torch.equal(env.gp_env.context.action, torch.ones(N, dtype=torch.int64))
@@ -507,3 +508,36 @@ def test_one_hot_actions_that_are_not_one_hot():
                                          r"\[0, -1\]\] for envs \[0, 1, 2, 3\]"):
         strict.step(td.set("action", bad))
     strict.step(td.set("action", torch.tensor([[1, 0]] * N)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_float_one_hot_actions_as_one_hot_categorical_samples_them(dtype):
+    # issue 33 (9): OneHotCategorical samples float32 rows, which TorchRL's GymWrapper takes;
+    # TorchRLEnv refused them, so a TorchRL PPO script on CartPole crashed
+    env = TorchRLEnv(_cartpole(), action_encoding="one_hot")
+    ref = TorchRLEnv(_cartpole(), action_encoding="one_hot")
+    dist = torch.distributions.OneHotCategorical(logits=torch.zeros(N, 2))
+    td, td_ref = env.reset(), ref.reset()
+    for _ in range(6):
+        a = dist.sample()
+        assert a.dtype == torch.float32
+        out = env.step(td.set("action", a.to(dtype)))
+        want = ref.step(td_ref.set("action", a.to(torch.int64)))
+        assert torch.equal(out["next", "observation"], want["next", "observation"])
+        td, td_ref = out["next"], want["next"]
+    assert int(env.gp_env.invalid_actions) == 0
+    # rows of other values (not exactly 0 and 1, NaN) are actions outside the space: counted
+    bad = torch.tensor([[0.3, 0.7], [0.5, 0.5], [float("nan"), 1.0], [1.0, 1.0]]
+                       + [[1.0, 0.0]] * (N - 4), dtype=dtype)
+    env.step(td.set("action", bad))
+    assert int(env.gp_env.invalid_actions) == 4
+    assert torch.equal(env.gp_env.context.action[4:], torch.zeros(N - 4, dtype=torch.int64))
+    # or, with validate_actions, refused with nothing stepped
+    strict = TorchRLEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", validate_actions=True),
+                        action_encoding="one_hot")
+    td = strict.reset()
+    with pytest.raises(ValueError, match=r"one-hot action expected exactly one 1 and 1 zeros "
+                                         r"per env, got rows \[\[0.3"):
+        strict.step(td.set("action", bad))
+    strict.step(td.set("action", torch.tensor([[0.0, 1.0]] * N, dtype=dtype)))
+    assert torch.equal(strict.gp_env.context.action, torch.ones(N, dtype=torch.int64))
