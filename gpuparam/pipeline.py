@@ -201,7 +201,8 @@ class Pipeline:
 
     ``captures`` counts the captures made, ``runs`` the calls that ran every stage (also
     those that then raised a stage's error: a caller compares it before and after a call
-    that raised to know whether the step happened).
+    that raised to know whether the step happened); ``running`` is True while a call runs
+    its stages (a parameter write then is part of the step: the robots gate it).
     """
 
     def __init__(
