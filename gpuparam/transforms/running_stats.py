@@ -569,7 +569,9 @@ class GroupedRunningStats(SavesState, nn.Module):
         if listen and self.reset_on:
             # a gpuparam env's captured step records the reset launch into this engine's
             # buffers, which a new engine (.to(), a load) frees: keyed by the engine
-            key = {"key": self.replay_key} if isinstance(env.params, ParamTable) else {}
+            # not told of checkpoint loads: statistics and env state load in either order
+            key = ({"key": self.replay_key, "loads": False} if isinstance(env.params, ParamTable)
+                   else {})
             remove = env.params.on_change(self.on_param_change, **key)
             self._detach = remove if callable(remove) else None
         return self
