@@ -345,9 +345,10 @@ class ParamTable:
         check_like(state, {"names": self.names, **tables}, "params")  # keys, shapes, dtypes
         check_param_tables(state, self)  # finite, inside each spec range
         diff = torch.zeros_like(self.nominal_table, dtype=torch.bool)  # [C, N]
-        for key, t in tables.items():
-            diff |= t != state[key].to(self.device)
-            t.copy_(state[key])
+        with torch.no_grad():  # a saved table requiring grad must not attach ours
+            for key, t in tables.items():
+                diff |= t != state[key].to(self.device)
+                t.copy_(state[key])
         changed = tuple(n for n, (c0, size) in self._cols.items()  # host-ok: a load
                         if self._callbacks and bool(diff[c0 : c0 + size].any()))
         if changed:  # listeners hear of the parameters and envs the load changed

@@ -7,6 +7,7 @@ import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
+from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, record, stream_for
 from gpuparam.files import SavesState
@@ -125,8 +126,8 @@ class TransformedEnv(SavesState):
         if (not isinstance(state, dict) or set(state) != {"env", "transforms"}
                 or not isinstance(state["transforms"], (list, tuple))
                 or len(state["transforms"]) != len(ts)):
-            got = (f"a dict with keys {sorted(map(str, state))}" if isinstance(state, dict)
-                   else type(state).__name__)
+            got = state_kind(state) or (f"a dict with keys {sorted(map(str, state))[:12]}"
+                                        if isinstance(state, dict) else type(state).__name__)
             raise ValueError(
                 f"TransformedEnv.load_state_dict: expected {{'env': ..., 'transforms': [{len(ts)} "
                 f"state dicts]}} from TransformedEnv.state_dict(), got {got}"
