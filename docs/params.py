@@ -41,8 +41,10 @@ API = (
      "masked envs"),
     ("`columns(name)`", "`(first_row, size)` of the parameter in the float32 tables "
      "`[C, num_envs]` kernels read"),
-    ("`on_change(callback)`", "`callback(names, mask)` after every write, by `set`, "
-     "randomization or curricula; returns a remover"),
+    ("`on_change(callback, loads=True)`", "`callback(names, mask)` after every write, by "
+     "`set`, randomization or curricula, and by `load_state_dict` for the parameters and "
+     "envs it changed (not with `loads=False`, as normalization's `reset_on` registers: a "
+     "load restores); returns a remover"),
     ("`state_dict()`, `load_state_dict(state)`", "the tables; a load is checked first "
      "(see [checkpoints.md](checkpoints.md))"),
 )

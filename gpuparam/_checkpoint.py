@@ -2,8 +2,12 @@
 
 The saved dict is first compared with a template (the target's own ``state_dict()``): the
 same keys, list lengths, strings and tuples (env name, parameter and term names), ints,
-tensor shapes and dtypes (any device); then the values, as ``docs/checkpoints.md`` lists
-them (the physical state and output buffers may hold NaN). Host code: it synchronizes.
+tensor shapes and dtypes (any device, but dense tensors holding data: not sparse, not on
+the meta device, so that every copy of the load succeeds once the checks have); then the
+values, as ``docs/checkpoints.md`` lists them (the physical state and output buffers may
+hold NaN), and the settings that define the env's model (``VecEnv.model_config``). Loads
+copy under ``torch.no_grad()``: a saved tensor that requires grad does not make the
+target's buffers join its graph. Host code: it synchronizes.
 """
 
 from __future__ import annotations
@@ -21,9 +25,47 @@ def _fail(path: str, expected: str, got: object) -> None:
 
 
 def _describe(v: object) -> str:
+    """``v`` in a few words: a dict by its keys, a long value cut (an error message must
+    not hold a whole state dict)."""
     if isinstance(v, torch.Tensor):
         return f"a {v.dtype} tensor {tuple(v.shape)}"
-    return f"{v!r} ({type(v).__name__})"
+    kind = state_kind(v)
+    if kind is not None:
+        return kind
+    if isinstance(v, Mapping):
+        keys = sorted(map(str, v))
+        return f"a dict with keys {keys[:12]}{' ...' if len(keys) > 12 else ''}"
+    text = repr(v)
+    return f"{text if len(text) <= 120 else text[:120] + ' ...'} ({type(v).__name__})"
+
+
+def state_kind(state: object) -> str | None:
+    """What a state dict holds, with the call that loads it, or None for anything else:
+    an env's ``state_dict()``, a ``TransformedEnv``'s or a normalization module's (a file of
+    one kind given to the load of another is named, not dumped, in the error)."""
+    if not isinstance(state, Mapping):
+        return None
+    if set(state) == {"env", "transforms"} and isinstance(state["env"], Mapping):
+        ts = state["transforms"]
+        n = f"{len(ts)} transform{'' if len(ts) == 1 else 's'}" if isinstance(
+            ts, (list, tuple)) else "its transforms"
+        return (f"a TransformedEnv's state (the state of a {_env_name(state['env'])} env and "
+                f"the statistics of {n}; load it with TransformedEnv(env, "
+                "*transforms).load / load_state_dict, or its 'env' entry alone with "
+                "env.load_state_dict(state['env']))")
+    if isinstance(state.get("env"), str) and "tensors" in state:
+        return (f"the state of a {_env_name(state)} env (env.state_dict(); load it with "
+                "env.load / env.load_state_dict, tenv.env.load_state_dict under a "
+                "TransformedEnv)")
+    if {"count", "mean", "m2"} <= set(state):
+        return ("the statistics of a normalization module (load them with ObsNorm / "
+                "RewardNorm.load / load_state_dict)")
+    return None
+
+
+def _env_name(state: Mapping) -> str:
+    name = state.get("env")
+    return repr(name) if isinstance(name, str) else "gpuparam"
 
 
 def check_like(saved: object, template: object, path: str = "state") -> None:
@@ -32,6 +74,7 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
         if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
                 or saved.shape != template.shape):
             _fail(path, f"a {template.dtype} tensor {tuple(template.shape)}", _describe(saved))
+        check_tensor_data(saved, path)
     elif isinstance(template, Mapping):
         if not isinstance(saved, Mapping):
             _fail(path, "a dict", _describe(saved))
@@ -57,6 +100,15 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
         kind = numbers.Integral if isinstance(template, numbers.Integral) else numbers.Real
         if isinstance(saved, bool) or not isinstance(saved, kind):
             _fail(path, "an int" if kind is numbers.Integral else "a number", _describe(saved))
+
+
+def check_tensor_data(t: torch.Tensor, path: str) -> None:
+    """``t`` holds data a load can copy: a dense (strided) tensor, not on the meta device
+    (any other device: the copy moves it)."""
+    if t.layout != torch.strided:
+        _fail(path, "a dense (strided) tensor", f"a {t.layout} tensor")
+    if t.device.type == "meta":
+        _fail(path, "a tensor holding data", "a tensor on the meta device (no data)")
 
 
 def check_finite(t: torch.Tensor, path: str) -> None:
@@ -121,6 +173,35 @@ def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") 
     check_nonneg(state["adr_counts"], f"{path}.adr_counts")
 
 
+def _plain(v: object) -> object:
+    """``v`` with lists as tuples (a saved tuple may come back as a list), or None unless
+    ``v`` is made of strings, numbers, bools, None, lists and tuples."""
+    if isinstance(v, (list, tuple)):
+        items = tuple(_plain(x) for x in v)
+        return (None if any(x is None and y is not None for x, y in zip(items, v, strict=True))
+                     else items)
+    return v if v is None or isinstance(v, (str, numbers.Real)) else None
+
+
+def check_config(saved: Mapping, config: Mapping, path: str = "config") -> None:
+    """The settings that define the env's model (``VecEnv.model_config``) equal the saved
+    ones; a setting the checkpoint does not hold (an older one) is not compared."""
+    unknown = sorted(str(k) for k in saved if k not in config)
+    if unknown:
+        _fail(path, f"settings among {sorted(config)}", f"unknown settings {unknown}")
+    for key, want in config.items():
+        if key not in saved:
+            continue
+        got, want = _plain(saved[key]), _plain(want)
+        if got is None and saved[key] is not None:
+            _fail(f"{path}.{key}", repr(want), _describe(saved[key]))
+        if got != want:
+            raise ValueError(
+                f"load_state_dict: {path}.{key}: expected {want!r} (this env's {key}, a "
+                f"setting that defines its model), got {got!r} (the checkpoint's env was "
+                f"built with it); build the env with {key}={got!r} to load this checkpoint")
+
+
 class EnvCheckpoint:
     """``state_dict`` / ``load_state_dict`` of one env (an object every ``VecEnv`` owns)."""
 
@@ -137,7 +218,7 @@ class EnvCheckpoint:
 
     def state_dict(self) -> dict[str, object]:
         env = self._env
-        return {
+        state = {
             "env": env.name,
             "num_envs": env.num_envs,
             "env_offset": env.env_offset,
@@ -150,6 +231,10 @@ class EnvCheckpoint:
             "randomization": env.randomization.state_dict(),
             "curricula": [c.state_dict() for c in env.curricula],
         }
+        config = env.model_config()
+        if config:  # an env without such settings saves none (its checkpoints as before)
+            state["config"] = dict(config)
+        return state
 
     def check(self, state: object) -> dict:
         """Every check of :meth:`load_state_dict`, writing nothing; raises ``ValueError``
@@ -158,11 +243,19 @@ class EnvCheckpoint:
         env = self._env
         if not isinstance(state, Mapping):
             _fail("state", "a dict from env.state_dict()", _describe(state))
+        if "tensors" not in state and state_kind(state) is not None:  # another kind of file
+            _fail("state", f"the state of a {env.name!r} env (env.state_dict(), env.save)",
+                  state_kind(state))
         state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
         template = self.state_dict()
         for key in ("env", "num_envs"):
             if key in state and state[key] != template[key]:
-                _fail(key, repr(template[key]), repr(state[key]))
+                _fail(key, repr(template[key]), _describe(state[key]))
+        if "config" in template:  # older checkpoints hold none, or fewer settings
+            saved = state.get("config", {})
+            if isinstance(saved, Mapping):
+                check_config(saved, template["config"])
+                state["config"] = {**template["config"], **saved}
         if isinstance(state.get("curricula"), (list, tuple)):
             if len(state["curricula"]) != len(template["curricula"]):
                 _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
@@ -198,11 +291,12 @@ class EnvCheckpoint:
     def load_state_dict(self, state: dict) -> None:
         env = self._env
         state = self.check(state)
-        env.restore_seed(int(state["seed"]))
-        env.max_episode_steps = int(state["max_episode_steps"])
-        env.params.load_state_dict(state["params"])
-        for k, t in self._tensors().items():
-            t.copy_(state["tensors"][k])
-        env.randomization.load_state_dict(state["randomization"])
-        for cur, s in zip(env.curricula, state["curricula"], strict=True):
-            cur.load_state_dict(s)
+        with torch.no_grad():  # a saved tensor requiring grad must not attach the buffers
+            env.restore_seed(int(state["seed"]))
+            env.max_episode_steps = int(state["max_episode_steps"])
+            env.params.load_state_dict(state["params"])
+            for k, t in self._tensors().items():
+                t.copy_(state["tensors"][k])
+            env.randomization.load_state_dict(state["randomization"])
+            for cur, s in zip(env.curricula, state["curricula"], strict=True):
+                cur.load_state_dict(s)

@@ -242,7 +242,7 @@ class Curriculum:
             if m.device != buf.device or m.layout != torch.strided or m.is_complex():
                 raise ValueError(f"{self}: metric must give a dense real tensor on "
                                  f"{buf.device}, got a {m.layout} {m.dtype} tensor on {m.device}")
-            self._metric_buf.copy_(m)
+            self._metric_buf.copy_(m.detach())  # the buffer never joins the metric's graph
         self._cmd.launch(ctx.stream)
         if self._names:  # the envs whose level moved, not every done env
             self._env.params.notify(self._names, self._changed)
@@ -324,11 +324,12 @@ class Curriculum:
         self.check_state(state)
         self.exchange_epoch += 1  # an exchange in flight is not applied to this state
         self._adr.in_flight.zero_()
-        for key, buf in self._state.items():
-            if state.get(key) is not None:  # None: absent (check_state lets it pass)
-                buf.copy_(state[key])
-            else:
-                buf.zero_()
+        with torch.no_grad():  # a saved tensor requiring grad must not attach ours
+            for key, buf in self._state.items():
+                if state.get(key) is not None:  # None: absent (check_state lets it pass)
+                    buf.copy_(state[key])
+                else:
+                    buf.zero_()
 
     def check_state(self, state: Mapping[str, object]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
@@ -387,7 +388,7 @@ def _metric_source(metric: Metric, env, cur) -> tuple[Callable | None, torch.Ten
         if metric.shape != (n,) or metric.device != dev:
             raise ValueError(f"{cur}: metric tensor must be [{n}] on {dev}, got "
                              f"{tuple(metric.shape)} on {metric.device}")
-        t = metric
+        t = metric.detach()  # the same memory, read by the kernels outside any graph
     else:
         return (lambda: metric(env)), buf
     if t.dtype == torch.float32:

@@ -71,8 +71,9 @@ class ParamTable:
         self._mask_buf = torch.ones(num_envs, dtype=torch.bool, device=device)
         self._wp_mask = to_wp(self._mask_buf)
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
-        # (callback, warp_only, key or None), in registration order
-        self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None]] = []
+        # (callback, warp_only, key or None, told of loads), in registration order
+        self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None,
+                                    bool]] = []
         self._listeners_changed = 0  # bumped when a callback is added or removed
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
@@ -273,7 +274,8 @@ class ParamTable:
 
     # ------------------------------------------------------------------ change hooks
     def on_change(self, callback: ChangeCallback, warp_only: bool = False,
-                  key: Callable[[], object] | None = None) -> Callable[[], None]:
+                  key: Callable[[], object] | None = None,
+                  loads: bool = True) -> Callable[[], None]:
         """Call ``callback(names, mask)`` after every write.
 
         ``names`` is a tuple of the parameter names written; ``mask`` a bool tensor
@@ -287,11 +289,14 @@ class ParamTable:
         Warp CPU graph; otherwise the stages that write run eagerly on CPU). ``key``:
         optional ``key()`` of host-side state the recorded work depends on (e.g. which
         buffers it launches into): a change drops the env's captured steps.
+        ``loads=False``: not told of ``load_state_dict`` (a restore, not a write: what
+        normalization modules' ``reset_on`` registers, so loading statistics and the env's
+        state gives the same result in either order).
         Returns a function that removes the callback.
         """
         if key is not None and not callable(key):
             raise TypeError(f"on_change: key expected a callable or None, got {key!r}")
-        entry = (callback, bool(warp_only), key)
+        entry = (callback, bool(warp_only), key, bool(loads))
         self._callbacks.append(entry)
         self._listeners_changed += 1
 
@@ -305,17 +310,20 @@ class ParamTable:
     def listener_key(self) -> tuple:
         """Changes when a callback is added or removed, or a callback's ``key()`` changes
         (captured steps compare it)."""
-        return (self._listeners_changed, *(k() for _, _, k in self._callbacks if k is not None))
+        return (self._listeners_changed, *(k() for _, _, k, _ in self._callbacks if k is not None))
 
     @property
     def listeners_warp_only(self) -> bool:
         """True when every ``on_change`` callback was registered with ``warp_only=True``."""
-        return all(w for _, w, _ in self._callbacks)
+        return all(w for _, w, _, _ in self._callbacks)
 
-    def notify(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """Tell every ``on_change`` callback that ``names`` changed for ``mask``."""
-        for cb, _, _ in self._callbacks:
-            cb(names, mask)
+    def notify(self, names: tuple[str, ...], mask: torch.Tensor | None,
+               load: bool = False) -> None:
+        """Tell every ``on_change`` callback that ``names`` changed for ``mask`` (``load``:
+        by ``load_state_dict``, told only to callbacks registered with ``loads=True``)."""
+        for cb, _, _, loads in self._callbacks:
+            if loads or not load:
+                cb(names, mask)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -330,19 +338,21 @@ class ParamTable:
         """Restore a ``state_dict()``; checks names, shapes, dtypes and values (finite,
         inside each spec range) before writing anything: a rejected load changes nothing.
         ``on_change`` listeners are told of the parameters and envs whose values the load
-        changed (so loading the state a normalization module already matches does not
-        reset its statistics)."""
+        changed, except those registered with ``loads=False`` (normalization modules'
+        ``reset_on``: a load never resets statistics, so the statistics saved with the
+        state may be loaded before or after it)."""
         tables = {"nominal": self.nominal_table, "effective": self.effective_table}
         check_like(state, {"names": self.names, **tables}, "params")  # keys, shapes, dtypes
         check_param_tables(state, self)  # finite, inside each spec range
         diff = torch.zeros_like(self.nominal_table, dtype=torch.bool)  # [C, N]
-        for key, t in tables.items():
-            diff |= t != state[key].to(self.device)
-            t.copy_(state[key])
+        with torch.no_grad():  # a saved table requiring grad must not attach ours
+            for key, t in tables.items():
+                diff |= t != state[key].to(self.device)
+                t.copy_(state[key])
         changed = tuple(n for n, (c0, size) in self._cols.items()  # host-ok: a load
                         if self._callbacks and bool(diff[c0 : c0 + size].any()))
         if changed:  # listeners hear of the parameters and envs the load changed
-            self.notify(changed, diff.any(0))
+            self.notify(changed, diff.any(0), load=True)
 
     def __reduce_ex__(self, protocol):
         raise TypeError(

@@ -203,6 +203,15 @@ class VecEnv(SavesState):
         the buffers are allocated (the spaces exist by then)."""
         return {}
 
+    def model_config(self) -> dict[str, object]:
+        """The construction settings that define this env's model beyond its parameters
+        (e.g. a robot's contact bodies, a terrain's seed): ``{name: value}``, values
+        strings, numbers, bools or tuples of them; default none. Saved in checkpoints
+        (``"config"``, only when there are some): loading one into an env built with
+        another value raises ``ValueError`` naming the setting, the saved value and this
+        env's; a checkpoint without a setting (an older one) loads."""
+        return {}
+
     def make_backend(self) -> Backend:
         """The env's physics. Default: a ``KernelBackend`` of the class's ``step_kernel``
         and ``reset_kernel``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -81,6 +82,19 @@ BAD_ENV_STATES = {
                                r"load_state_dict: max_episode_steps: expected an int in \[1, "),
     "max_episode_steps as a float": (_set(("max_episode_steps",), 7.0), r"max_episode_steps"),
     "not a dict": (None, r"expected a dict"),
+    # issue 33 (3): tensors a copy cannot read were found only while writing (the seed and
+    # four fields already written)
+    "state on the meta device": (_set(("tensors", "state"), lambda t: t.to("meta")),
+                                 r"tensors\.state: expected a tensor holding data"),
+    "sparse observation": (_set(("tensors", "observation"), lambda t: t.to_sparse()),
+                           r"tensors\.observation: expected a dense \(strided\) tensor"),
+    "sparse parameter table": (_set(("params", "effective"), lambda t: t.to_sparse()),
+                               r"params\.effective: expected a dense"),
+    "randomization counter on the meta device": (
+        _set(("randomization", "terms", 1, "counter"), lambda t: t.to("meta")),
+        r"counter: expected a tensor holding data"),
+    "sparse curriculum levels": (_set(("curricula", 0, "levels"), lambda t: t.to_sparse()),
+                                 r"levels: expected a dense"),
 }
 
 
@@ -178,6 +192,10 @@ BAD_STATS = {
     "float32 count": ("count", lambda t: t.float(), "'count' expected a torch.float64"),
     "missing m2": ("m2", None, "missing \\['m2'\\]"),
     "group ids out of range": ("group_ids", lambda t: t + 5, "group_ids expected values"),
+    # issue 33 (3): torch's loader met these while copying, after other buffers were written
+    "group ids on the meta device": ("group_ids", lambda t: t.to("meta"),
+                                     "'group_ids' expected a dense tensor holding data"),
+    "sparse m2": ("m2", lambda t: t.to_sparse(), "'m2' expected a dense tensor holding data"),
 }
 
 
@@ -251,3 +269,124 @@ def test_a_limit_set_at_run_time_is_saved_and_restored():
     other = stepped(seed=0)
     other.load_state_dict(older)  # a checkpoint from before: the limit it was built with
     assert other.max_episode_steps == 500
+
+
+# ---------------------------------------------------------------- issue 33 (3): direct loads
+@pytest.mark.parametrize("part", ["params", "randomization", "curriculum"])
+@pytest.mark.parametrize("how", ["meta", "sparse"])
+def test_every_load_refuses_tensors_it_cannot_copy_before_writing(part, how):
+    env, cur = build(0)
+    source, _ = build(5)
+    for _ in range(3):
+        source.step(torch.ones(N, dtype=torch.int64))
+    owner = {"params": env.params, "randomization": env.randomization, "curriculum": cur}[part]
+    state = {"params": source.params, "randomization": source.randomization,
+             "curriculum": source.curricula[0]}[part].state_dict()
+    edit = (lambda t: t.to("meta")) if how == "meta" else (lambda t: t.to_sparse())
+    if part == "randomization":  # the last tensor of the last term: the others come first
+        state["terms"][-1]["clamped"] = edit(state["terms"][-1]["clamped"])
+    elif part == "params":
+        state["effective"] = edit(state["effective"])
+    else:
+        state["levels"] = edit(state["levels"])
+    before = env.state_dict()
+    with pytest.raises(ValueError, match="expected a (dense|tensor holding data)"):
+        owner.load_state_dict(state)
+    assert_same_state(before, env.state_dict())
+
+
+# ---------------------------------------------------------------- issue 33 (4): autograd
+def test_loaded_tensors_that_require_grad_leave_every_buffer_out_of_the_graph():
+    source = stepped(seed=5)
+    state = source.state_dict()
+    w = torch.ones((), requires_grad=True)
+    state["tensors"]["reward"] = state["tensors"]["reward"] * w
+    state["tensors"]["state"] = state["tensors"]["state"] * w
+    state["params"]["nominal"] = state["params"]["nominal"] * w
+    state["randomization"]["terms"][0]["vals"] = state["randomization"]["terms"][0]["vals"] * w
+    target = stepped(seed=0)
+    target.load_state_dict(state)
+    td = target.step(torch.ones(N, dtype=torch.int64))
+    assert not any(v.requires_grad for v in td.values())
+    loaded = target.state_dict()
+    for t in (target.params.nominal_table, target.params.effective_table, target.state,
+              target.context.outputs["reward"], loaded["randomization"]["terms"][0]["vals"]):
+        assert not t.requires_grad and t.grad_fn is None
+    # and the load itself is what an untracked one gives
+    plain = source.state_dict()
+    other = stepped(seed=0)
+    other.load_state_dict(plain)
+    assert_same_state(other.step(torch.ones(N, dtype=torch.int64)).to_dict(), td.to_dict())
+
+
+# ---------------------------------------------------------------- issue 33 (12): other files
+def test_a_state_of_another_kind_is_named_not_dumped():
+    env = stepped(seed=0)
+    tenv = gp.TransformedEnv(stepped(seed=1), gp.ObsNorm((4,)))
+    before = env.state_dict()
+    with pytest.raises(ValueError) as err:
+        env.load_state_dict(tenv.state_dict())  # the message held the whole state: 50 KB
+    msg = str(err.value)
+    assert len(msg) < 500 and "\n" not in msg, msg
+    assert "got a TransformedEnv's state" in msg and "TransformedEnv(env, *transforms).load" in msg
+    with pytest.raises(ValueError, match=r"got the statistics of a normalization module"):
+        env.load_state_dict(dict(tenv.transforms[0].state_dict()))
+    assert_same_state(before, env.state_dict())
+    with pytest.raises(ValueError, match=r"got the state of a 'CartPole-v1' env \(env\."):
+        tenv.load_state_dict(env.state_dict())  # the converse
+    with pytest.raises(ValueError, match=r"got the state of a 'CartPole-v1' env") as err:
+        tenv.transforms[0].load_state_dict(env.state_dict())
+    assert len(str(err.value)) < 500
+    wide = {k: list(range(10_000)) for k in ("a", "b")}  # any other big value is cut
+    with pytest.raises(ValueError) as err:
+        env.load_state_dict({**before, "env": wide})
+    assert len(str(err.value)) < 500
+
+
+# ---------------------------------------------------------------- issue 33 (15): model settings
+def test_reward_statistics_of_another_gamma_are_refused():
+    saved = gp.RewardNorm(0.9, num_envs=4)
+    saved(torch.ones(4), torch.zeros(4, dtype=torch.bool))
+    state = saved.state_dict()
+    assert float(state["gamma"]) == 0.9
+    target = gp.RewardNorm(0.99, num_envs=4)
+    before = copy.deepcopy(dict(target.state_dict()))
+    with pytest.raises(ValueError, match=r"'gamma' expected 0\.99 .*got 0\.9 .*gamma=0\.9"):
+        target.load_state_dict(state)
+    assert_same_state(before, dict(target.state_dict()))
+    same = gp.RewardNorm(0.9, num_envs=4)
+    same.load_state_dict(state)
+    assert_same_state(dict(state), dict(same.state_dict()))
+    older = {k: v for k, v in state.items() if k != "gamma"}  # saved before gamma was
+    target.load_state_dict(older)
+    assert torch.equal(target.count, saved.count) and target.gamma == 0.99
+
+
+GO1 = "Go1JoystickFlatTerrain-v1"
+
+
+@pytest.mark.parametrize("name, kw, other, setting", [
+    (GO1, {}, {"penalized_contacts": ("FR_thigh",)}, "penalized_contacts"),
+    (GO1, {}, {"terminating_contacts": ("trunk",)}, "terminating_contacts"),
+    ("Go1Terrain-v0", {"terrain_rows": 2, "terrain_cols": 2}, {"terrain_seed": 5},
+     "terrain_seed"),
+])
+def test_a_checkpoint_of_another_model_is_refused_naming_the_setting(name, kw, other, setting):
+    source = gp.make(name, 2, device="cpu", **kw)
+    state = source.state_dict()
+    target = gp.make(name, 2, device="cpu", **kw, **other)
+    before = target.state_dict()
+    want = getattr(target, setting)
+    with pytest.raises(ValueError, match=(
+            rf"config\.{setting}: expected {re.escape(repr(want))} .*got "
+            rf"{re.escape(repr(state['config'][setting]))} .*build the env with {setting}=")):
+        target.load_state_dict(state)
+    assert_same_state(before, target.state_dict())
+    older = {k: v for k, v in state.items() if k != "config"}  # saved before configs were
+    gp.make(name, 2, device="cpu", **kw).load_state_dict(older)
+    target.load_state_dict(older)  # nothing to compare: loads, as it did
+
+
+def test_envs_without_model_settings_save_no_config():
+    # their checkpoints stay as they were (committed and generated old-format states)
+    assert "config" not in stepped(seed=0).state_dict()

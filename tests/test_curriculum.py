@@ -388,3 +388,22 @@ def test_checkpoints_without_the_optional_entries_load_with_zeros():
         cur.load_state_dict(old)
         assert torch.equal(cur.levels, state["levels"])
         assert int(cur.state_dict()["level_counts"].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("kind", ["callable", "float64 tensor", "float32 tensor"])
+def test_a_metric_that_requires_grad_leaves_the_metric_buffer_out_of_the_graph(kind):
+    # issue 33 (4): the buffer the kernels read took the metric's grad_fn
+    env = pendulum(max_episode_steps=3)
+    w = torch.ones((), requires_grad=True)
+    if kind == "callable":
+        metric = lambda e: torch.ones(e.num_envs) * w  # noqa: E731
+    else:
+        metric = (torch.ones(N) * w).to(torch.float64 if "64" in kind else torch.float32)
+    cur = gp.Curriculum(3, params={"max_torque": (1.0, 3.0)}, metric=metric, promote=0.5)
+    env.add_curriculum(cur)
+    for a in actions(env, 3):
+        env.step(a)
+    assert (cur.levels == 1).all()  # the metric was read
+    buf = cur._metric_buf
+    assert buf.grad_fn is None and not buf.requires_grad
+    assert not env.params.effective_table.requires_grad

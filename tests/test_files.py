@@ -212,3 +212,71 @@ def test_a_transformed_env_refuses_a_bad_transform_state_and_changes_nothing():
     assert torch.equal(env.state_dict()["tensors"]["state"], env_before["tensors"]["state"])
     with pytest.raises(ValueError, match="TransformedEnv.load_state_dict: expected"):
         t.load_state_dict(env_before)
+
+
+# ---------------------------------------------------------------- issue 33 (13): killed saves
+KILLED_SAVE = """
+import os, signal, sys
+import torch
+from gpuparam import files
+
+def killed(src, dst):  # the temporary is written and fsync-ed: the process dies here
+    os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = killed
+files.save_state({"x": torch.zeros(1000)}, sys.argv[1])
+"""
+
+
+def _temporaries(folder, name: str) -> list[str]:
+    return sorted(f for f in os.listdir(folder) if f.startswith(f".{name}.")
+                  and f.endswith(".tmp"))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL and flock are POSIX")
+def test_a_temporary_left_by_a_killed_save_is_removed_by_the_next_save(saved, tmp_path):
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+
+    env, path = saved
+    old = path.read_bytes()
+    done = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(path)], timeout=300)
+    assert done.returncode == -signal.SIGKILL
+    stale = _temporaries(tmp_path, path.name)
+    assert len(stale) == 1 and (tmp_path / stale[0]).stat().st_size > 4000  # it was written
+    assert path.read_bytes() == old  # the old file stands
+    # a save of another target leaves it; a running save's temporary (locked) is kept
+    env.save(tmp_path / "other.ckpt")
+    assert _temporaries(tmp_path, path.name) == stale
+    running = tmp_path / f".{path.name}.1.0123abcd.tmp"  # another process's, still saving
+    with open(running, "wb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        env.save(path)  # the next save of this target: the stale one goes
+        assert _temporaries(tmp_path, path.name) == [running.name]
+    env.save(path)  # released (its save would be over): removed too
+    assert _temporaries(tmp_path, path.name) == []
+    assert files.remove_stale_temporaries(path) == []
+    pendulum(2, 1).load(path)
+
+
+# ---------------------------------------------------------------- issue 33 (14): symlinks
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name != "posix", reason="POSIX links")
+def test_a_save_onto_a_symlink_writes_through_it(saved, tmp_path):
+    env, path = saved
+    (tmp_path / "runs").mkdir()
+    link = tmp_path / "runs" / "latest.ckpt"
+    link.symlink_to(os.path.join("..", path.name))  # relative, as `ln -s` makes them
+    env.step(torch.zeros(N, 1))
+    env.save(link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("..", path.name)
+    assert path.read_bytes() == link.read_bytes()
+    assert _left(tmp_path / "runs") == ["latest.ckpt"]  # nothing beside the link
+    other = pendulum(1, 3)
+    other.load(path)
+    assert_same_state(other.state_dict(), env.state_dict())
+    dangling = tmp_path / "next.ckpt"
+    dangling.symlink_to(tmp_path / "runs" / "made.ckpt")
+    env.save(dangling)  # creates the file it points to
+    assert dangling.is_symlink() and (tmp_path / "runs" / "made.ckpt").is_file()

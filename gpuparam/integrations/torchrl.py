@@ -271,7 +271,8 @@ class ObsNormTransform(Transform):
             if self.norm.reset_on:
                 n = base.batch_size[0]
                 self._deferred = torch.zeros(n, dtype=torch.bool, device=base.device)
-                base.params.on_change(self._on_param_change)
+                # not told of checkpoint loads: statistics and env load in either order
+                base.params.on_change(self._on_param_change, loads=False)
         elif self.norm.reset_on:
             raise ValueError("ObsNormTransform: reset_on needs a TorchRLEnv as base env, "
                              f"got {type(base).__name__}")

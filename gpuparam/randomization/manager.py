@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 import warp as wp
 
-from gpuparam._checkpoint import check_like, check_randomization
+from gpuparam._checkpoint import check_like, check_randomization, check_tensor_data
 from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization.binding import Bound, bind, select_envs
@@ -309,14 +309,15 @@ class Randomization:
         moved = uids != [b.base.uid for b in self._bounds.values()]  # uids key the draws: new rows
         if moved:
             self._between_steps("load_state_dict")
-        for b, s, uid in zip(self._bounds.values(), state["terms"], uids, strict=True):
-            b.base.uid = uid
-            for key, t in self._saved(b).items():
-                if t is not None:
-                    t.copy_(s[key])
-        self._next_uid = int(state["next_uid"])
-        self._gstep.fill_(int(state["global_step"]))
-        self._clamped_removed.copy_(state["clamped_removed"])
+        with torch.no_grad():  # a saved tensor requiring grad must not attach ours
+            for b, s, uid in zip(self._bounds.values(), state["terms"], uids, strict=True):
+                b.base.uid = uid
+                for key, t in self._saved(b).items():
+                    if t is not None:
+                        t.copy_(s[key])
+            self._next_uid = int(state["next_uid"])
+            self._gstep.fill_(int(state["global_step"]))
+            self._clamped_removed.copy_(state["clamped_removed"])
         if moved:
             self._rebuild()
 
@@ -333,6 +334,8 @@ class Randomization:
                 exp, got = _describe(want), _describe(s.get(key))
                 if exp != got:  # a tensor of another dtype or shape, or None for one
                     raise ValueError(f"{where}: {b.term}: {key!r} expected {exp}, got {got}")
+                if want is not None:  # dense, holding data: its copy cannot fail midway
+                    check_tensor_data(s[key], f"randomization.terms[{i}].{key}")
         top = {"global_step": 0, "next_uid": 0, "clamped_removed": self._clamped_removed}
         check_like({k: state.get(k) for k in top}, top, "randomization")
         check_randomization(state, "randomization")

@@ -26,6 +26,10 @@ class RewardNorm(GroupedRunningStats):
         group_ids, num_groups, num_envs, clip, eps, reset_on, device: as in ``ObsNorm``
             (statistics have shape ``[G]``).
 
+    ``state_dict()`` holds ``gamma`` (a float64 scalar tensor): loading statistics saved
+    with another ``gamma`` raises ``ValueError`` naming both values (files saved without
+    it load).
+
     Non-finite input: while updating, a return that is NaN or inf (after a NaN or inf
     reward) is left out of the statistics, counted in ``nonfinite`` (int64 ``[G]``) and
     cleared to 0, as at an episode end; that env's scaled reward is NaN or inf.
@@ -61,6 +65,7 @@ class RewardNorm(GroupedRunningStats):
         self.gamma = gamma  # validated; a device flag the kernels read
 
     per_env_buffers = ("returns",)
+    saved_settings = ("gamma",)  # the statistics are of returns discounted by it
 
     def forward(
         self, reward: torch.Tensor, done: torch.Tensor, out: torch.Tensor | None = None, *,

@@ -22,6 +22,7 @@ import torch.distributed as dist
 import warp as wp
 from torch import nn
 
+from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
 from gpuparam._device import Replay, init_warp, record, stream_for, wp_device
 from gpuparam.distributed import exchange
@@ -241,12 +242,21 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
     own = {k: v for k, v in m.state_dict(keep_vars=True).items() if "." not in k}
     expected = set(own) | {"group_ids", *m.per_env_buffers}
     keys = {k[len(prefix):] for k in state if k.startswith(prefix) and "." not in k[len(prefix):]}
+    settings = m.saved_settings
     if strict:
-        missing = sorted(k for k in own if k not in keys)
+        # (settings may be missing: files saved before they were saved)
+        missing = sorted(k for k in own if k not in keys and k not in settings)
         unexpected = sorted(keys - expected)
         if missing or unexpected:
+            # a file of another kind (an env's) is named; a module's lists the keys
+            kind = None if prefix or "count" in state else state_kind(state)
             _fail(name, "keys", f"{sorted(expected)}",
-                  f"missing {missing}, unexpected {unexpected}")
+                  kind or f"missing {missing}, unexpected {unexpected}")
+    for key in keys & expected:  # dense tensors holding data: their copies cannot fail
+        t = state[prefix + key]
+        if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.device.type == "meta"):
+            _fail(name, key, "a dense tensor holding data",
+                  f"a {t.layout} tensor on {t.device}")
     gid = state.get(prefix + "group_ids")
     n = m.num_envs
     if gid is not None:
@@ -263,6 +273,11 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
         if t.dtype != want_dtype or t.shape != want_shape:
             _fail(name, key, f"a {want_dtype} tensor {want_shape}",
                   f"a {t.dtype} tensor {tuple(t.shape)}")
+        if key in settings and float(t) != float(getattr(m, key)):  # host-ok: a load
+            raise ValueError(
+                f"{name}.load_state_dict: {key!r} expected {getattr(m, key)!r} (this "
+                f"module's {key}, a setting that defines its statistics), got {float(t)!r} "
+                f"(the saved module's); build it with {key}={float(t)!r} to load them")
         base = key.removeprefix("synced_")
         if base not in ("count", "mean", "m2", "nonfinite") or t.numel() == 0:
             continue
@@ -569,7 +584,9 @@ class GroupedRunningStats(SavesState, nn.Module):
         if listen and self.reset_on:
             # a gpuparam env's captured step records the reset launch into this engine's
             # buffers, which a new engine (.to(), a load) frees: keyed by the engine
-            key = {"key": self.replay_key} if isinstance(env.params, ParamTable) else {}
+            # not told of checkpoint loads: statistics and env state load in either order
+            key = ({"key": self.replay_key, "loads": False} if isinstance(env.params, ParamTable)
+                   else {})
             remove = env.params.on_change(self.on_param_change, **key)
             self._detach = remove if callable(remove) else None
         return self
@@ -641,11 +658,22 @@ class GroupedRunningStats(SavesState, nn.Module):
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
+    # settings that define the statistics, saved as float64 scalars beside the buffers and
+    # compared on load (absent in older files: not compared)
+    saved_settings: tuple[str, ...] = ()
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for key in self.saved_settings:
+            destination[prefix + key] = torch.tensor(float(getattr(self, key)), dtype=F64,
+                                                     device=self.device)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, validated whole first: keys (with ``strict``),
-        shapes, dtypes, group ids and values (counts whole and >= 0, statistics finite, M2
-        >= 0). A rejected load raises ``ValueError`` and changes nothing. Synchronizes."""
+        shapes, dtypes, dense tensors holding data, group ids, values (counts whole and >=
+        0, statistics finite, M2 >= 0) and ``saved_settings`` (equal to this module's; a
+        state without them loads). A rejected load raises ``ValueError`` and changes
+        nothing; tensors requiring grad are copied outside any graph. Synchronizes."""
         check_stats_state(self, state_dict, "", strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
@@ -662,6 +690,10 @@ class GroupedRunningStats(SavesState, nn.Module):
         if gid is not None:
             self._bind(gid.shape[0])
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
+        unexpected = args[1] if len(args) > 1 else None  # torch's unexpected_keys list
+        for key in self.saved_settings:  # not buffers: checked, nothing to copy
+            if isinstance(unexpected, list) and prefix + key in unexpected:
+                unexpected.remove(prefix + key)
         # resend everything not in the loaded baseline; an exchange in flight is not applied
         self.reset_unsent.copy_(self.reset_pending)
         keep = ~self.reset_pending

@@ -7,10 +7,12 @@ import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes
+from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, record, stream_for
 from gpuparam.files import SavesState
 from gpuparam.kernels import stats as K
+from gpuparam.params import ParamTable
 from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
 from gpuparam.transforms.reward_norm import RewardNorm
@@ -89,8 +91,10 @@ class TransformedEnv(SavesState):
                 d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
                 clear = record(K.clear_mask, d.shape[0], [wp.from_torch(d)], d.device)
                 self._deferred.append((t, t.reset_on, d, clear))
-        self._stop_listening = (env.params.on_change(self._on_param_change) if self._deferred
-                                else None)
+        # not told of checkpoint loads (a restore): statistics and env load in either order
+        loads = {"loads": False} if isinstance(env.params, ParamTable) else {}
+        self._stop_listening = (env.params.on_change(self._on_param_change, **loads)
+                                if self._deferred else None)
         self._out: TensorDict | None = None
         self._closed = False
         self._remove_stage = None
@@ -122,8 +126,8 @@ class TransformedEnv(SavesState):
         if (not isinstance(state, dict) or set(state) != {"env", "transforms"}
                 or not isinstance(state["transforms"], (list, tuple))
                 or len(state["transforms"]) != len(ts)):
-            got = (f"a dict with keys {sorted(map(str, state))}" if isinstance(state, dict)
-                   else type(state).__name__)
+            got = state_kind(state) or (f"a dict with keys {sorted(map(str, state))[:12]}"
+                                        if isinstance(state, dict) else type(state).__name__)
             raise ValueError(
                 f"TransformedEnv.load_state_dict: expected {{'env': ..., 'transforms': [{len(ts)} "
                 f"state dicts]}} from TransformedEnv.state_dict(), got {got}"
@@ -131,7 +135,7 @@ class TransformedEnv(SavesState):
         self.env.check_state_dict(state["env"])
         for t, s in zip(ts, state["transforms"], strict=True):
             t.check_state_dict(s)
-        self.env.load_state_dict(state["env"])  # (may reset statistics: loaded after)
+        self.env.load_state_dict(state["env"])  # (a load resets no statistics)
         for t, s in zip(ts, state["transforms"], strict=True):
             t.load_state_dict(s)
 

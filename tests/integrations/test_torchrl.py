@@ -541,3 +541,32 @@ def test_float_one_hot_actions_as_one_hot_categorical_samples_them(dtype):
         strict.step(td.set("action", bad))
     strict.step(td.set("action", torch.tensor([[0.0, 1.0]] * N, dtype=dtype)))
     assert torch.equal(strict.gp_env.context.action, torch.ones(N, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("order", ["transform first", "env first"])
+def test_obsnorm_transform_and_env_load_in_either_order(order):
+    # issue 33 (2): loading the transform's statistics and then the env (whose lengths
+    # differ from the fresh env's) wiped them (counts [11, 11, 5, ...] -> 0)
+    def build():
+        base = _cartpole(max_episode_steps=8)  # every env draws a new length at step 8
+        base.randomize(gp.Uniform("length", 0.4, 0.9, on="reset"))
+        norm = ObsNorm(4, group_ids=torch.arange(N), num_groups=N, reset_on=("length",))
+        t = ObsNormTransform(norm)
+        env = TransformedEnv(TorchRLEnv(base), t)
+        return base, norm, t, env
+
+    base, norm, t, env = build()
+    td = env.reset()
+    for _ in range(12):
+        td = env.step_mdp(env.rand_step(td))
+    assert (norm.count > 0).all()
+    env_state, norm_state = base.state_dict(), t.state_dict()
+    base2, norm2, t2, env2 = build()
+    env2.reset()  # attaches the transform's listener
+    assert not torch.equal(base2.params["length"], base.params["length"])
+    if order == "env first":
+        base2.load_state_dict(env_state)
+    t2.load_state_dict(norm_state)
+    if order == "transform first":
+        base2.load_state_dict(env_state)
+    assert torch.equal(norm2.count, norm.count) and torch.equal(norm2.mean, norm.mean)

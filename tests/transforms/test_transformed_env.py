@@ -331,3 +331,48 @@ def test_reset_on_is_read_when_the_wrapper_is_built():
         t.step(a)
     assert float(late.count.sum()) == 3 * N  # never reset by the late reset_on
     assert float(watched.count.sum()) == 0  # reset after each step's update
+
+
+@pytest.mark.parametrize("how", ["attach", "TransformedEnv"])
+@pytest.mark.parametrize("order", ["statistics first", "env first"])
+def test_loading_statistics_and_env_in_either_order_keeps_the_statistics(how, order):
+    # issue 33 (2): a load is a restore, not a write: loading the statistics, then the env
+    # whose lengths differ from the fresh env's, reset every changed env's group (counts
+    # [11, 11, 5, ...] -> 0); the other order kept them
+    import gpuparam as gp
+
+    def build():
+        # every env ends an episode, drawing a new length, at steps 8 and 16
+        env = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=0, max_episode_steps=8)
+        env.randomize(gp.Uniform("length", 0.4, 0.9, on="reset"))
+        obs = ObsNorm((4,), group_ids=torch.arange(N), reset_on=("length",))
+        rew = RewardNorm(0.9, group_ids=torch.arange(N), reset_on=("length",))
+        if how == "attach":
+            obs.attach(env)
+            rew.attach(env)
+            return env, (obs, rew), env.step
+        return env, (obs, rew), TransformedEnv(env, obs, rew).step
+
+    env, norms, step = build()
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        a = torch.randint(0, 2, (N,), generator=g)
+        step(a)
+        if how == "attach":  # (a TransformedEnv updates them itself)
+            norms[0](env.outputs["final_observation"])
+            norms[1](env.outputs["reward"], env.outputs["done"])
+    assert (norms[0].count > 0).all()
+    saved_env, saved = env.state_dict(), [dict(n.state_dict()) for n in norms]
+    target, loaded, _ = build()
+    assert not torch.equal(target.params["length"], env.params["length"])  # a load changes it
+    if order == "env first":
+        target.load_state_dict(saved_env)
+    for n, s in zip(loaded, saved, strict=True):
+        n.load_state_dict(s)
+    if order == "statistics first":
+        target.load_state_dict(saved_env)
+    for n, s in zip(loaded, saved, strict=True):
+        assert torch.equal(n.count, s["count"]) and torch.equal(n.mean, s["mean"])
+    target.params.set("length", 0.8, mask=torch.arange(N) == 2)  # writes still reset
+    for n in loaded:
+        assert float(n.count[2]) == 0 and (n.count[torch.arange(N) != 2] > 0).all()

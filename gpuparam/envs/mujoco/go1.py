@@ -365,6 +365,13 @@ class Go1Env(RobotEnv):
         """The terrain grid (None: Playground's scene)."""
         return None
 
+    def model_config(self) -> dict[str, object]:
+        """``RobotEnv``'s, ``max_action_delay``, ``penalized_contacts`` and
+        ``terminating_contacts`` (the bodies the model's contacts were built for)."""
+        return {**super().model_config(), "max_action_delay": self.max_action_delay,
+                "penalized_contacts": tuple(self.penalized_contacts),
+                "terminating_contacts": tuple(self.terminating_contacts)}
+
     def make_model(self, cone: str | None) -> mujoco.MjModel:
         return go1_model(self.grid if self.grid is not None else self.terrain,
                          self.penalized_contacts, self.terminating_contacts)
@@ -447,9 +454,19 @@ class Go1TerrainEnv(Go1Env):
                                            "tile_size", "terrain_seed") if k in kwargs}
         self.height_scan = bool(kwargs.pop("height_scan", True))
         extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
+        self.terrain_seed = opts.get("terrain_seed", seed)  # the grid's seed, as built
         return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
                                 tile_size=opts.get("tile_size", 8.0),
-                                seed=opts.get("terrain_seed", seed), **extra)
+                                seed=self.terrain_seed, **extra)
+
+    def model_config(self) -> dict[str, object]:
+        """``Go1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types
+        (``terrain_types``, one per column), ``tile_size``, ``terrain_seed`` (as built: the
+        env's seed by default), ``height_scan``."""
+        g = self.grid
+        return {**super().model_config(), "terrain_rows": len(g.difficulty),
+                "terrain_types": tuple(g.types), "tile_size": float(g.tile_size),
+                "terrain_seed": int(self.terrain_seed), "height_scan": bool(self.height_scan)}
 
     @property
     def terrain_metric(self) -> torch.Tensor:

@@ -111,6 +111,11 @@ class RobotEnv(VecEnv):
     def obs_size(self) -> int:
         raise NotImplementedError
 
+    def model_config(self) -> dict[str, object]:
+        """``cone``: the compiled model's friction cone (``"pyramidal"`` or ``"elliptic"``)."""
+        elliptic = self.mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+        return {**super().model_config(), "cone": "elliptic" if elliptic else "pyramidal"}
+
     def make_model(self, cone: str | None) -> mujoco.MjModel:
         """The compiled model (default: ``xml_file`` with ``cone`` and ``solver``)."""
         return load_model(self.xml_file, cone, self.solver)
