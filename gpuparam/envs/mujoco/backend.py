@@ -28,6 +28,16 @@ PHYSICAL = (*PER_ELEMENT, "gravity")
 BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
            "actuator_acc0")
 ALIGN = 256  # bytes: each temporary starts on a 256-byte boundary, as CUDA's allocators do
+_O = mjw.OverflowType
+# MuJoCo Warp's overflow bits (its per-world bitmask ``d.overflow``) that mean something did
+# not fit a fixed buffer and was dropped, counted in ``env.overflows``: constraint rows,
+# Jacobian non-zeros and active dofs (the solver's per-world buffers), then every other drop
+# (broadphase pairs and contacts of the shared contact buffer, CCD contacts, heightfield
+# contacts, EPA's horizon, contact and tactile sensor matches; a bit a later MuJoCo Warp adds
+# lands here too). Solver iteration limits (ITERATIONS, LS_ITERATIONS) drop nothing: not
+# counted (the legged recipe uses 1 iteration by design).
+CONSTRAINT_DROPS = int(_O.NEFC | _O.NJMAX_NNZ | _O.NVMAX)
+CONTACT_DROPS = int(_O.ALL) & ~(CONSTRAINT_DROPS | int(_O.ITERATIONS | _O.LS_ITERATIONS))
 
 
 def aligned(nbytes: int) -> int:
@@ -87,9 +97,10 @@ class MjwBackend(Backend):
             ``U(-scale, scale)``.
         forward_at_reset: run ``mjw.forward`` after a reset (all worlds; the task reads
             ``mj_forward`` quantities of the new state, as Humanoid's observation does).
-        njmax, nconmax, deterministic: as ``RobotEnv``'s; the steps at which what did not
-            fit was dropped are counted in ``constraint_overflows`` int32 ``[N]`` and
-            ``contact_overflows`` int32 ``[1]``.
+        njmax, nconmax, deterministic: as ``RobotEnv``'s; the env steps at which MuJoCo
+            Warp dropped what did not fit are counted in ``constraint_overflows`` int32
+            ``[N]`` (per world: :data:`CONSTRAINT_DROPS`) and ``contact_overflows`` int32
+            ``[1]`` (some world: :data:`CONTACT_DROPS`).
 
     Attributes (beyond ``Backend``'s):
         m, d: the ``mjw.Model`` and ``mjw.Data`` (world axis first).
@@ -130,11 +141,12 @@ class MjwBackend(Backend):
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
             if self.deterministic:
                 m.opt.deterministic = int(mjw.DeterminismType.ALL)
-            # dropped constraint rows are counted per world below (env.overflows): no print
-            m.opt.warn_overflow = int(m.opt.warn_overflow) & ~int(mjw.OverflowType.NEFC)
+            # every drop is counted per step below (env.overflows): no print
+            m.opt.warn_overflow = int(m.opt.warn_overflow) & ~(CONSTRAINT_DROPS | CONTACT_DROPS)
             self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
             self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
             self.contact_overflows = wp.zeros(1, dtype=wp.int32)
+            self._contact_seen = wp.zeros(1, dtype=wp.int32)  # a world saw a contact drop
         d = self.d
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
@@ -209,12 +221,15 @@ class MjwBackend(Backend):
         with self.scope(ctx):
             self.write_ctrl(ctx)
             d = self.d
+            self._contact_seen.zero_()  # a memset: captured as the launches are
             for _ in range(self.frame_skip):
                 mjw.step(self.m, d)
-                wp.launch(kloco.count_overflows, ctx.num_envs, [
-                    d.nefc, d.njmax, d.nacon, d.naconmax, self.constraint_overflows,
-                    self.contact_overflows,
-                ])
+            # d.overflow holds the bits of every substep (MuJoCo Warp ORs them in; the
+            # kernel clears them): one count per env step, whatever frame_skip is
+            wp.launch(kloco.count_overflows, ctx.num_envs, [
+                d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS, d.overflow, self._contact_seen,
+                self.constraint_overflows, self.contact_overflows,
+            ])
             if self.post_constraint:
                 mjw.rne_postconstraint(self.m, d)
 

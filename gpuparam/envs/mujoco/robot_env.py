@@ -135,11 +135,16 @@ class RobotEnv(VecEnv):
 
     @property
     def overflows(self) -> dict[str, torch.Tensor]:
-        """Steps at which MuJoCo Warp dropped what did not fit its buffers, counted on the
-        device since the env was built (read without a sync; ``.any()`` to check):
-        ``"constraints"`` int32 ``[num_envs]`` per world, ``"contacts"`` int32 ``[1]`` (the
-        contact buffer is shared by all worlds). Non-zero: results are wrong for those
-        steps; rebuild with a larger ``njmax`` / ``nconmax``."""
+        """Env steps (not physics substeps) at which MuJoCo Warp dropped what did not fit
+        its buffers, counted on the device since the env was built (read without a sync;
+        ``.any()`` to check), from its overflow bitmask ``d.overflow``:
+        ``"constraints"`` int32 ``[num_envs]``, per world: constraint rows beyond ``njmax``
+        (or the Jacobian's non-zeros, active dofs); ``"contacts"`` int32 ``[1]``: steps at
+        which some world lost contacts (collision pairs beyond the shared buffer in the
+        broadphase, contacts beyond it in the narrowphase, CCD, heightfield, EPA or
+        contact-sensor drops; the buffer of ``nconmax * num_envs`` is shared by all
+        worlds). Solver iteration limits are not counted (nothing is dropped). Non-zero:
+        results are wrong for those steps; rebuild with a larger ``njmax`` / ``nconmax``."""
         b = self.backend
         return {"constraints": wp.to_torch(b.constraint_overflows),
                 "contacts": wp.to_torch(b.contact_overflows)}
