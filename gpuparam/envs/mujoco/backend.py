@@ -39,6 +39,33 @@ _O = mjw.OverflowType
 CONSTRAINT_DROPS = int(_O.NEFC | _O.NJMAX_NNZ | _O.NVMAX)
 CONTACT_DROPS = int(_O.ALL) & ~(CONSTRAINT_DROPS | int(_O.ITERATIONS | _O.LS_ITERATIONS))
 
+# MuJoCo Warp's sizes are int32 (kernel arguments, array dimensions); a dimension is padded
+# up to a tile of 16 rows
+SIZE_LIMIT = 2**31 - 16
+
+
+def check_sizes(njmax: object, nconmax: object, num_envs: object = None,
+                nv: int | None = None) -> None:
+    """Refuse buffer sizes MuJoCo Warp cannot take, with a ``ValueError`` naming the
+    argument, before anything is built: ``njmax`` and ``nconmax`` are ``None`` or ints in
+    ``[1, SIZE_LIMIT]``; given ``num_envs``, the shared contact buffer ``nconmax *
+    num_envs`` and given the model's ``nv``, the constraint Jacobian's ``njmax * nv``
+    entries per world must not exceed ``SIZE_LIMIT`` either."""
+    for what, v in (("njmax", njmax), ("nconmax", nconmax)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)
+                              or not 1 <= v <= SIZE_LIMIT):
+            raise ValueError(f"{what}: expected an int in [1, {SIZE_LIMIT}] or None (MuJoCo "
+                             f"Warp's sizes are int32), got {v!r}")
+    if (nconmax is not None and isinstance(num_envs, int) and num_envs > 0
+            and nconmax * num_envs > SIZE_LIMIT):
+        raise ValueError(f"nconmax: expected at most {SIZE_LIMIT // num_envs} with num_envs="
+                         f"{num_envs} (the shared contact buffer, nconmax * num_envs, is "
+                         f"int32-sized), got {nconmax}")
+    if njmax is not None and nv is not None and njmax * max(nv, 1) > SIZE_LIMIT:
+        raise ValueError(f"njmax: expected at most {SIZE_LIMIT // max(nv, 1)} for a model of "
+                         f"{nv} dofs (the constraint Jacobian, njmax * nv per world, is "
+                         f"int32-sized), got {njmax}")
+
 
 def aligned(nbytes: int) -> int:
     """``nbytes`` rounded up to a multiple of :data:`ALIGN`."""
@@ -123,9 +150,7 @@ class MjwBackend(Backend):
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False):
         super().__init__()
-        for what, v in (("njmax", njmax), ("nconmax", nconmax)):
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ValueError(f"{what}: expected an int >= 1 or None, got {v!r}")
+        check_sizes(njmax, nconmax, nv=mjm.nv)
         self.njmax, self.nconmax, self.deterministic = njmax, nconmax, bool(deterministic)
         self.mjm, self.frame_skip = mjm, frame_skip
         self.noise_param, self.qvel_normal = noise_param, qvel_normal

@@ -11,7 +11,7 @@ import torch
 import warp as wp
 
 from gpuparam.backend import BindContext, Task
-from gpuparam.envs.mujoco.backend import MjwBackend
+from gpuparam.envs.mujoco.backend import MjwBackend, check_sizes
 from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.model import PER_ELEMENT, Components, load_model, physical_specs
 from gpuparam.pipeline import StepContext
@@ -98,8 +98,10 @@ class RobotEnv(VecEnv):
                  env_offset: int = 0, cuda_graph: bool | None = None, cone: str | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, **param_overrides: object):
+        check_sizes(njmax, nconmax, num_envs)
         self._sizes = dict(njmax=njmax, nconmax=nconmax, deterministic=deterministic)
         self.mjm = self.make_model(cone)
+        check_sizes(njmax, nconmax, num_envs, self.mjm.nv)  # before anything on the device
         self.components = Components.of(self.mjm)
         self.param_specs = self.make_param_specs()
         self.observation_spec = BoxSpec(shape=(self.obs_size(),), low=-math.inf, high=math.inf)

@@ -35,10 +35,19 @@ def test_larger_buffers_drop_nothing():
     assert int(env.overflows["constraints"].sum()) == 0
 
 
-@pytest.mark.parametrize("bad", [0, -3, 1.5, True])
+@pytest.mark.parametrize("bad", [0, -3, 1.5, True, 2**31])
 def test_bad_buffer_sizes_are_refused(bad):
-    with pytest.raises(ValueError, match="njmax: expected an int >= 1"):
+    with pytest.raises(ValueError, match=r"njmax: expected an int in \[1, 2147483632\] or None "
+                                         r"\(MuJoCo Warp's sizes are int32\), got"):
         gp.make("Ant-v5", N, device="cpu", njmax=bad)
+
+
+def test_sizes_beyond_int32_with_the_model_or_num_envs_are_refused():
+    with pytest.raises(ValueError, match=r"njmax: expected at most 153391688 for a model of 14 "
+                                         r"dofs \(the constraint Jacobian"):
+        gp.make("Ant-v5", N, device="cpu", njmax=2**30)
+    with pytest.raises(ValueError, match="nconmax: expected at most 536870908 with num_envs=4"):
+        gp.make("Ant-v5", N, device="cpu", nconmax=2**30)
 
 
 # ------------------------------------------------------------------ every drop, once per step
