@@ -177,6 +177,8 @@ def go1_model(terrain: str | TerrainGrid, penalized: Sequence[str] = (),
     each gets a floor-contact sensor ``<body>_<k>_floor_found``. ``cone``: ``None`` (the
     model's pyramidal friction cone, Playground's), ``"pyramidal"`` or ``"elliptic"``."""
     mj_cone = check_cone(cone)
+    penalized = check_contact_bodies("penalized", penalized)
+    terminating = check_contact_bodies("terminating", terminating)
     grid = isinstance(terrain, TerrainGrid)
     spec = go1_spec("flat" if grid else terrain)
     if mj_cone is not None:
