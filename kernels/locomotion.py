@@ -39,21 +39,32 @@ def flag_any(mask: wp.array(dtype=wp.bool), flag_out: wp.array(dtype=wp.int32)):
 
 @wp.kernel
 def count_overflows(
-    nefc: wp.array(dtype=int),
-    njmax: int,
-    nacon: wp.array(dtype=int),
-    naconmax: int,
+    # Data in:
+    overflow_in: wp.array(dtype=int),
+    # In:
+    constraint_bits: int,
+    contact_bits: int,
+    # Data out:
+    overflow_out: wp.array(dtype=int),
+    # Out:
+    contact_seen: wp.array(dtype=wp.int32),
     constraint_overflows: wp.array(dtype=wp.int32),
     contact_overflows: wp.array(dtype=wp.int32),
 ):
-    """Count a step at which world ``tid``'s constraint rows exceeded ``njmax`` (MuJoCo
-    Warp counts the rows it wanted, keeps ``njmax``), and (thread 0) one at which the
-    contacts of all worlds exceeded the shared ``naconmax``."""
+    """After an env step's substeps: count the step for world ``tid`` if MuJoCo Warp's
+    overflow bitmask (``d.overflow``, OR-ed over the substeps) holds one of
+    ``constraint_bits``, and once (the first world to see one, elected through
+    ``contact_seen``, zeroed before the substeps) if any world's holds one of
+    ``contact_bits``; then clear the bitmask (``overflow_in`` and ``overflow_out`` are the
+    same array), so that the next step counts only its own drops."""
     w = wp.tid()
-    if nefc[w] > njmax:
+    bits = overflow_in[w]
+    if (bits & constraint_bits) != 0:
         constraint_overflows[w] = constraint_overflows[w] + 1
-    if w == 0 and nacon[0] > naconmax:
-        contact_overflows[0] = contact_overflows[0] + 1
+    if (bits & contact_bits) != 0:
+        if wp.atomic_add(contact_seen, 0, 1) == 0:
+            contact_overflows[0] = contact_overflows[0] + 1
+    overflow_out[w] = 0
 
 
 @wp.kernel

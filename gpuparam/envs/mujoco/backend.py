@@ -28,6 +28,43 @@ PHYSICAL = (*PER_ELEMENT, "gravity")
 BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
            "actuator_acc0")
 ALIGN = 256  # bytes: each temporary starts on a 256-byte boundary, as CUDA's allocators do
+_O = mjw.OverflowType
+# MuJoCo Warp's overflow bits (its per-world bitmask ``d.overflow``) that mean something did
+# not fit a fixed buffer and was dropped, counted in ``env.overflows``: constraint rows,
+# Jacobian non-zeros and active dofs (the solver's per-world buffers), then every other drop
+# (broadphase pairs and contacts of the shared contact buffer, CCD contacts, heightfield
+# contacts, EPA's horizon, contact and tactile sensor matches; a bit a later MuJoCo Warp adds
+# lands here too). Solver iteration limits (ITERATIONS, LS_ITERATIONS) drop nothing: not
+# counted (the legged recipe uses 1 iteration by design).
+CONSTRAINT_DROPS = int(_O.NEFC | _O.NJMAX_NNZ | _O.NVMAX)
+CONTACT_DROPS = int(_O.ALL) & ~(CONSTRAINT_DROPS | int(_O.ITERATIONS | _O.LS_ITERATIONS))
+
+# MuJoCo Warp's sizes are int32 (kernel arguments, array dimensions); a dimension is padded
+# up to a tile of 16 rows
+SIZE_LIMIT = 2**31 - 16
+
+
+def check_sizes(njmax: object, nconmax: object, num_envs: object = None,
+                nv: int | None = None) -> None:
+    """Refuse buffer sizes MuJoCo Warp cannot take, with a ``ValueError`` naming the
+    argument, before anything is built: ``njmax`` and ``nconmax`` are ``None`` or ints in
+    ``[1, SIZE_LIMIT]``; given ``num_envs``, the shared contact buffer ``nconmax *
+    num_envs`` and given the model's ``nv``, the constraint Jacobian's ``njmax * nv``
+    entries per world must not exceed ``SIZE_LIMIT`` either."""
+    for what, v in (("njmax", njmax), ("nconmax", nconmax)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)
+                              or not 1 <= v <= SIZE_LIMIT):
+            raise ValueError(f"{what}: expected an int in [1, {SIZE_LIMIT}] or None (MuJoCo "
+                             f"Warp's sizes are int32), got {v!r}")
+    if (nconmax is not None and isinstance(num_envs, int) and num_envs > 0
+            and nconmax * num_envs > SIZE_LIMIT):
+        raise ValueError(f"nconmax: expected at most {SIZE_LIMIT // num_envs} with num_envs="
+                         f"{num_envs} (the shared contact buffer, nconmax * num_envs, is "
+                         f"int32-sized), got {nconmax}")
+    if njmax is not None and nv is not None and njmax * max(nv, 1) > SIZE_LIMIT:
+        raise ValueError(f"njmax: expected at most {SIZE_LIMIT // max(nv, 1)} for a model of "
+                         f"{nv} dofs (the constraint Jacobian, njmax * nv per world, is "
+                         f"int32-sized), got {njmax}")
 
 
 def aligned(nbytes: int) -> int:
@@ -87,9 +124,10 @@ class MjwBackend(Backend):
             ``U(-scale, scale)``.
         forward_at_reset: run ``mjw.forward`` after a reset (all worlds; the task reads
             ``mj_forward`` quantities of the new state, as Humanoid's observation does).
-        njmax, nconmax, deterministic: as ``RobotEnv``'s; the steps at which what did not
-            fit was dropped are counted in ``constraint_overflows`` int32 ``[N]`` and
-            ``contact_overflows`` int32 ``[1]``.
+        njmax, nconmax, deterministic: as ``RobotEnv``'s; the env steps at which MuJoCo
+            Warp dropped what did not fit are counted in ``constraint_overflows`` int32
+            ``[N]`` (per world: :data:`CONSTRAINT_DROPS`) and ``contact_overflows`` int32
+            ``[1]`` (some world: :data:`CONTACT_DROPS`).
 
     Attributes (beyond ``Backend``'s):
         m, d: the ``mjw.Model`` and ``mjw.Data`` (world axis first).
@@ -113,9 +151,7 @@ class MjwBackend(Backend):
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False):
         super().__init__()
-        for what, v in (("njmax", njmax), ("nconmax", nconmax)):
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ValueError(f"{what}: expected an int >= 1 or None, got {v!r}")
+        check_sizes(njmax, nconmax, nv=mjm.nv)
         self.njmax, self.nconmax, self.deterministic = njmax, nconmax, bool(deterministic)
         self.mjm, self.frame_skip = mjm, frame_skip
         self.noise_param, self.qvel_normal = noise_param, qvel_normal
@@ -131,11 +167,12 @@ class MjwBackend(Backend):
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
             if self.deterministic:
                 m.opt.deterministic = int(mjw.DeterminismType.ALL)
-            # dropped constraint rows are counted per world below (env.overflows): no print
-            m.opt.warn_overflow = int(m.opt.warn_overflow) & ~int(mjw.OverflowType.NEFC)
+            # every drop is counted per step below (env.overflows): no print
+            m.opt.warn_overflow = int(m.opt.warn_overflow) & ~(CONSTRAINT_DROPS | CONTACT_DROPS)
             self.d = mjw.make_data(self.mjm, nworld=n, njmax=self.njmax, nconmax=self.nconmax)
             self.constraint_overflows = wp.zeros(n, dtype=wp.int32)
             self.contact_overflows = wp.zeros(1, dtype=wp.int32)
+            self._contact_seen = wp.zeros(1, dtype=wp.int32)  # a world saw a contact drop
         d = self.d
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
@@ -237,12 +274,15 @@ class MjwBackend(Backend):
         with self.scope(ctx):
             self.write_ctrl(ctx)
             d = self.d
+            self._contact_seen.zero_()  # a memset: captured as the launches are
             for _ in range(self.frame_skip):
                 mjw.step(self.m, d)
-                wp.launch(kloco.count_overflows, ctx.num_envs, [
-                    d.nefc, d.njmax, d.nacon, d.naconmax, self.constraint_overflows,
-                    self.contact_overflows,
-                ])
+            # d.overflow holds the bits of every substep (MuJoCo Warp ORs them in; the
+            # kernel clears them): one count per env step, whatever frame_skip is
+            wp.launch(kloco.count_overflows, ctx.num_envs, [
+                d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS, d.overflow, self._contact_seen,
+                self.constraint_overflows, self.contact_overflows,
+            ])
             if self.post_constraint:
                 mjw.rne_postconstraint(self.m, d)
 

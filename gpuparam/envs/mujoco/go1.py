@@ -36,6 +36,7 @@ collide with the ground (see ``Go1TerrainEnv``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import mujoco
 import numpy as np
@@ -44,8 +45,10 @@ import warp as wp
 
 from gpuparam._device import wp_device
 from gpuparam.backend import BindContext, Task
+from gpuparam.envs.mujoco.backend import check_sizes
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
 from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs
+from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.terrain import (
     TerrainGrid,
@@ -145,15 +148,41 @@ def _collision_geoms(spec: mujoco.MjSpec, body: str) -> list:
     return [g for g in b.geoms if g.group == 3 and g.name not in FEET]
 
 
+@cache
+def go1_bodies() -> tuple[str, ...]:
+    """The bodies of the Go1 model, in its order (the world excluded)."""
+    return tuple(b.name for b in go1_spec("flat").bodies[1:])
+
+
+def check_contact_bodies(what: str, bodies: object) -> tuple[str, ...]:
+    """``bodies`` (a list or tuple of Go1 body names) as a tuple, or a ``ValueError``
+    naming the argument ``what``, the valid names and what was got (a lone str included)."""
+    if not isinstance(bodies, (list, tuple)):
+        hint = f" (one body: ({bodies!r},))" if isinstance(bodies, str) else ""
+        raise ValueError(f"{what}: expected a list or tuple of Go1 body names, got "
+                         f"{type(bodies).__name__} {bodies!r}{hint}")
+    bad = [b for b in bodies if not isinstance(b, str) or b not in go1_bodies()]
+    if bad:
+        raise ValueError(f"{what}: expected Go1 body names ({', '.join(go1_bodies())}), got "
+                         f"{type(bad[0]).__name__} {bad[0]!r}")
+    return tuple(bodies)
+
+
 def go1_model(terrain: str | TerrainGrid, penalized: Sequence[str] = (),
-              terminating: Sequence[str] = ()) -> mujoco.MjModel:
+              terminating: Sequence[str] = (), cone: str | None = None) -> mujoco.MjModel:
     """The Go1 scene: ``"flat"``, ``"rough"`` (Playground's), or a generated terrain grid
     replacing the flat floor (a heightfield geom named ``"floor"``, so the foot contact
     sensors keep working). For each body in ``penalized`` and ``terminating`` its collision
     geoms are made to collide with the floor (only the feet do in Playground's model) and
-    each gets a floor-contact sensor ``<body>_<k>_floor_found``."""
+    each gets a floor-contact sensor ``<body>_<k>_floor_found``. ``cone``: ``None`` (the
+    model's pyramidal friction cone, Playground's), ``"pyramidal"`` or ``"elliptic"``."""
+    mj_cone = check_cone(cone)
+    penalized = check_contact_bodies("penalized", penalized)
+    terminating = check_contact_bodies("terminating", terminating)
     grid = isinstance(terrain, TerrainGrid)
     spec = go1_spec("flat" if grid else terrain)
+    if mj_cone is not None:
+        spec.option.cone = mj_cone
     if grid:
         add_terrain_hfield(spec, terrain, replace="floor")
     for body in dict.fromkeys((*penalized, *terminating)):
@@ -308,12 +337,16 @@ class Go1Env(RobotEnv):
     """MuJoCo Playground's ``Go1JoystickFlatTerrain`` on MuJoCo Warp (see the module
     docstring for the task).
 
-    Args (beyond ``RobotEnv``'s; ``cone`` is not taken: the model's pyramidal cone):
+    Args (beyond ``RobotEnv``'s):
+        cone: the friction cone, ``None`` (the model's pyramidal one, Playground's),
+            ``"pyramidal"`` or ``"elliptic"`` (MuJoCo's; the same default sizes fit: an
+            elliptic contact takes fewer constraint rows).
         max_action_delay: K, the largest ``action_delay`` (ring buffer of K + 1 actions).
-        penalized_contacts: bodies (e.g. ``"FR_thigh"``) whose collision geoms are made to
-            touch the ground; the ``undesired_contacts`` term counts those touching it.
-        terminating_contacts: bodies (e.g. ``"trunk"``) whose touching the ground ends the
-            episode (when ``terminate_on_contact`` is 1).
+        penalized_contacts: a list or tuple of bodies (e.g. ``("FR_thigh",)``) whose
+            collision geoms are made to touch the ground; the ``undesired_contacts`` term
+            counts those touching it.
+        terminating_contacts: a list or tuple of bodies (e.g. ``("trunk",)``) whose
+            touching the ground ends the episode (when ``terminate_on_contact`` is 1).
         njmax, nconmax: MuJoCo Warp's buffers per world, default Playground's (flat: 40
             rows, 4 contacts; rough: 76 and 16, every heightfield contact kept; terrain
             grid: 200 and 64); ``env.overflows`` counts steps that dropped some.
@@ -341,24 +374,28 @@ class Go1Env(RobotEnv):
                  max_action_delay: int = 4, penalized_contacts: Sequence[str] | None = None,
                  terminating_contacts: Sequence[str] | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
-                 deterministic: bool = False, **kwargs):
+                 deterministic: bool = False, cone: str | None = None, **kwargs):
+        # every argument of the model is checked before anything (the terrain) is built
         if (not isinstance(max_action_delay, int) or isinstance(max_action_delay, bool)
                 or not 0 <= max_action_delay <= 1000):
             raise ValueError(f"max_action_delay: expected an int in [0, 1000], got "
                              f"{max_action_delay!r}")
+        check_cone(cone)
+        check_sizes(njmax, nconmax, num_envs)
         self.max_action_delay = max_action_delay
-        self.penalized_contacts = tuple(self.default_penalized if penalized_contacts is None
-                                        else penalized_contacts)
-        self.terminating_contacts = tuple(self.default_terminating
-                                          if terminating_contacts is None
-                                          else terminating_contacts)
+        self.penalized_contacts = check_contact_bodies(
+            "penalized_contacts",
+            self.default_penalized if penalized_contacts is None else penalized_contacts)
+        self.terminating_contacts = check_contact_bodies(
+            "terminating_contacts",
+            self.default_terminating if terminating_contacts is None else terminating_contacts)
         self.grid = self.make_grid(seed, kwargs)
         rows, kind = SIZES["grid" if self.grid is not None else self.terrain]
         njmax = rows if njmax is None else njmax
         nconmax = kind if nconmax is None else nconmax
         super().__init__(num_envs, device=device, seed=seed,
                          max_episode_steps=max_episode_steps, capture=capture,
-                         env_offset=env_offset, cuda_graph=cuda_graph, njmax=njmax,
+                         env_offset=env_offset, cuda_graph=cuda_graph, cone=cone, njmax=njmax,
                          nconmax=nconmax, deterministic=deterministic, **kwargs)
 
     def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid | None:
@@ -374,7 +411,7 @@ class Go1Env(RobotEnv):
 
     def make_model(self, cone: str | None) -> mujoco.MjModel:
         return go1_model(self.grid if self.grid is not None else self.terrain,
-                         self.penalized_contacts, self.terminating_contacts)
+                         self.penalized_contacts, self.terminating_contacts, cone)
 
     def make_param_specs(self) -> tuple[ParamSpec, ...]:
         rows = 1 if self.grid is None else len(self.grid.difficulty)
@@ -439,8 +476,11 @@ class Go1TerrainEnv(Go1Env):
     :meth:`terrain_curriculum`.
 
     Args (beyond ``Go1Env``'s): ``terrain_rows`` (10), ``terrain_cols`` (one per type),
-    ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed``; ``height_scan`` (True; False:
-    blind, the observations without the scan, 48 and 123 values).
+    ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed`` (an int32 as ``seed``, its
+    default; a negative one is taken modulo 2**32, as NumPy's generator takes only seeds
+    >= 0); ``height_scan`` (True; False: blind, the observations without the scan, 48 and
+    123 values). Each is checked (``generate_terrain``'s rules, named as here) before the
+    terrain is generated.
     """
 
     name = "Go1Terrain-v0"
@@ -453,11 +493,21 @@ class Go1TerrainEnv(Go1Env):
         opts = {k: kwargs.pop(k) for k in ("terrain_rows", "terrain_cols", "terrain_types",
                                            "tile_size", "terrain_seed") if k in kwargs}
         self.height_scan = bool(kwargs.pop("height_scan", True))
+        tseed = opts.get("terrain_seed", seed)
+        if (not isinstance(tseed, int) or isinstance(tseed, bool)
+                or not -(2**31) <= tseed < 2**31):
+            what = "terrain_seed" if "terrain_seed" in opts else "seed"
+            raise ValueError(f"{what}: expected an int32 value, got {tseed!r}")
         extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
-        self.terrain_seed = opts.get("terrain_seed", seed)  # the grid's seed, as built
-        return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
-                                tile_size=opts.get("tile_size", 8.0),
-                                seed=self.terrain_seed, **extra)
+        self.terrain_seed = tseed  # the grid's seed, as built
+        try:
+            return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
+                                    tile_size=opts.get("tile_size", 8.0), seed=tseed % 2**32,
+                                    **extra)
+        except ValueError as e:  # generate_terrain's argument names -> this env's
+            name, _, rest = str(e).partition(":")
+            names = {"rows": "terrain_rows", "cols": "terrain_cols", "types": "terrain_types"}
+            raise ValueError(f"{names.get(name, name)}:{rest}") from None
 
     def model_config(self) -> dict[str, object]:
         """``Go1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types

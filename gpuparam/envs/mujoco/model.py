@@ -48,15 +48,24 @@ def load_model(xml_file: str, cone: str | None = None, solver: int | None = None
             ``"pyramidal"`` or ``"elliptic"`` sets it.
         solver: a ``mujoco.mjtSolver`` to use instead of the XML's, or ``None``.
     """
+    cone = check_cone(cone)
     path = xml_file if os.path.isabs(xml_file) else asset_path(xml_file)
     mjm = _compile(mujoco.MjSpec.from_file(path))
     if cone is not None:
-        if cone not in CONES:
-            raise ValueError(f"cone: expected one of {tuple(CONES)} or None, got {cone!r}")
-        mjm.opt.cone = CONES[cone]
+        mjm.opt.cone = cone
     if solver is not None:
         mjm.opt.solver = solver
     return mjm
+
+
+def check_cone(cone: str | None) -> mujoco.mjtCone | None:
+    """The ``mujoco.mjtCone`` of ``cone`` (``"pyramidal"`` or ``"elliptic"``; ``None``
+    stays ``None``: the XML's), or a ``ValueError`` naming the valid ones."""
+    if cone is None:
+        return None
+    if not isinstance(cone, str) or cone not in CONES:
+        raise ValueError(f"cone: expected one of {tuple(CONES)} or None, got {cone!r}")
+    return CONES[cone]
 
 
 def _compile(spec: mujoco.MjSpec) -> mujoco.MjModel:

@@ -11,7 +11,7 @@ import torch
 import warp as wp
 
 from gpuparam.backend import BindContext, Task
-from gpuparam.envs.mujoco.backend import MjwBackend
+from gpuparam.envs.mujoco.backend import MjwBackend, check_sizes
 from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.model import PER_ELEMENT, Components, load_model, physical_specs
 from gpuparam.pipeline import StepContext
@@ -98,8 +98,10 @@ class RobotEnv(VecEnv):
                  env_offset: int = 0, cuda_graph: bool | None = None, cone: str | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, **param_overrides: object):
+        check_sizes(njmax, nconmax, num_envs)
         self._sizes = dict(njmax=njmax, nconmax=nconmax, deterministic=deterministic)
         self.mjm = self.make_model(cone)
+        check_sizes(njmax, nconmax, num_envs, self.mjm.nv)  # before anything on the device
         self.components = Components.of(self.mjm)
         self.param_specs = self.make_param_specs()
         self.observation_spec = BoxSpec(shape=(self.obs_size(),), low=-math.inf, high=math.inf)
@@ -140,11 +142,16 @@ class RobotEnv(VecEnv):
 
     @property
     def overflows(self) -> dict[str, torch.Tensor]:
-        """Steps at which MuJoCo Warp dropped what did not fit its buffers, counted on the
-        device since the env was built (read without a sync; ``.any()`` to check):
-        ``"constraints"`` int32 ``[num_envs]`` per world, ``"contacts"`` int32 ``[1]`` (the
-        contact buffer is shared by all worlds). Non-zero: results are wrong for those
-        steps; rebuild with a larger ``njmax`` / ``nconmax``."""
+        """Env steps (not physics substeps) at which MuJoCo Warp dropped what did not fit
+        its buffers, counted on the device since the env was built (read without a sync;
+        ``.any()`` to check), from its overflow bitmask ``d.overflow``:
+        ``"constraints"`` int32 ``[num_envs]``, per world: constraint rows beyond ``njmax``
+        (or the Jacobian's non-zeros, active dofs); ``"contacts"`` int32 ``[1]``: steps at
+        which some world lost contacts (collision pairs beyond the shared buffer in the
+        broadphase, contacts beyond it in the narrowphase, CCD, heightfield, EPA or
+        contact-sensor drops; the buffer of ``nconmax * num_envs`` is shared by all
+        worlds). Solver iteration limits are not counted (nothing is dropped). Non-zero:
+        results are wrong for those steps; rebuild with a larger ``njmax`` / ``nconmax``."""
         b = self.backend
         return {"constraints": wp.to_torch(b.constraint_overflows),
                 "contacts": wp.to_torch(b.contact_overflows)}

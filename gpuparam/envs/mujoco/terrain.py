@@ -33,6 +33,8 @@ is at ``x = (i + 0.5) * tile_size``, ``y = (j + 0.5) * tile_size``.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,8 +98,17 @@ class TerrainGrid:
         return ((ncol - 1) * self.horizontal_scale, (nrow - 1) * self.horizontal_scale)
 
 
+def _finite(value: object, name: str) -> float:
+    """``value`` as a float if it is a finite real number, else a clear error."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return float(value)
+
+
 def _samples(value: float, h: float, name: str, even: bool = False) -> int:
     """``value / h`` as an exact integer (even if asked), or a clear error."""
+    value = _finite(value, name)
     k = value / h
     n = int(round(k))
     if value < 0 or abs(k - n) > 1e-6 or (even and (n == 0 or n % 2)):
@@ -154,7 +165,7 @@ def generate_terrain(rows: int = 10, cols: int | None = None, *,
         horizontal_scale: metres between height samples.
         border: width of the flat border, a multiple of ``horizontal_scale``.
         platform_size: side of the flat square around each tile's centre, in (0, tile_size].
-        seed: the generator's seed.
+        seed: the generator's seed, an int >= 0.
     """
     types = tuple(types)
     bad = [t for t in types if t not in TERRAIN_TYPES]
@@ -165,11 +176,13 @@ def generate_terrain(rows: int = 10, cols: int | None = None, *,
     for name, v in (("rows", rows), ("cols", cols)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-    if not horizontal_scale > 0:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
+    if not _finite(horizontal_scale, "horizontal_scale") > 0:
         raise ValueError(f"horizontal_scale: expected a positive number, got {horizontal_scale}")
     n = _samples(tile_size, horizontal_scale, "tile_size", even=True)
     b = _samples(border, horizontal_scale, "border")
-    if not 0 < platform_size <= tile_size:
+    if not 0 < _finite(platform_size, "platform_size") <= tile_size:
         raise ValueError(f"platform_size: expected a value in (0, tile_size={tile_size}], "
                          f"got {platform_size}")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -266,8 +267,8 @@ def test_command_and_noise_curriculum_over_their_parameters():
 def test_bad_input_names_what_was_expected():
     with pytest.raises(ValueError, match="max_action_delay: expected an int in"):
         gp.make(FLAT, 1, device="cpu", max_action_delay=-1)
-    with pytest.raises(ValueError, match="contact body: expected a body of the Go1 model, "
-                                         "got 'tail'"):
+    with pytest.raises(ValueError, match=r"penalized_contacts: expected Go1 body names "
+                                         r"\(trunk, FR_hip, .*\), got str 'tail'"):
         gp.make(FLAT, 1, device="cpu", penalized_contacts=("tail",))
     with pytest.raises(KeyError, match="unknown parameter 'terrain_rows'"):
         gp.make(FLAT, 1, device="cpu", terrain_rows=3)  # a Go1Terrain-v0 option
@@ -290,6 +291,70 @@ def test_bad_input_names_what_was_expected():
         env.params.set("action_delay", 5.0)  # max_action_delay 4
     with pytest.raises(ValueError, match="command_nonzero_prob.*outside its range"):
         env.params.set("command_nonzero_prob", [0.5, 1.5, 0.5])
+
+
+@pytest.mark.parametrize("name, kw, message", [
+    (FLAT, dict(penalized_contacts="FR_thigh"), r"penalized_contacts: expected a list or "
+     r"tuple of Go1 body names, got str 'FR_thigh' \(one body: \('FR_thigh',\)\)"),
+    (FLAT, dict(terminating_contacts=(3,)), r"terminating_contacts: expected Go1 body names "
+     r"\(trunk, .*\), got int 3"),
+    (FLAT, dict(terminating_contacts={"trunk"}), "terminating_contacts: expected a list or "
+     "tuple of Go1 body names, got set"),
+    (FLAT, dict(njmax=2**31), r"njmax: expected an int in \[1, 2147483632\] or None "
+     r"\(MuJoCo Warp's sizes are int32\), got 2147483648"),
+    (FLAT, dict(nconmax=2**30), r"nconmax: expected at most 536870908 with num_envs=4 "
+     r"\(the shared contact buffer"),
+    (FLAT, dict(cone="ellipse"), r"cone: expected one of \('pyramidal', 'elliptic'\) or None, "
+     r"got 'ellipse'"),
+    ("Go1Terrain-v0", dict(tile_size=math.nan), "tile_size: expected a finite number, got nan"),
+    ("Go1Terrain-v0", dict(terrain_seed=2**31), "terrain_seed: expected an int32 value, got "
+     "2147483648"),
+    ("Go1Terrain-v0", dict(terrain_rows=0), "terrain_rows: expected an integer >= 1, got 0"),
+])
+def test_bad_model_arguments_are_refused_by_name_before_anything_is_built(
+        monkeypatch, name, kw, message):
+    import gpuparam.envs.mujoco.go1 as go1
+
+    def built(*a, **k):
+        raise AssertionError("the model was built before the arguments were checked")
+
+    monkeypatch.setattr(go1, "go1_model", built)
+    with pytest.raises(ValueError, match=message):
+        gp.make(name, N, device="cpu", **kw)
+
+
+def test_a_negative_terrain_seed_is_taken_modulo_2_32(monkeypatch):
+    import gpuparam.envs.mujoco.go1 as go1
+
+    seeds = []
+
+    def record(*a, seed, **k):
+        seeds.append(seed)
+        raise RuntimeError("recorded")  # nothing more to build
+
+    monkeypatch.setattr(go1, "generate_terrain", record)
+    for kw in (dict(terrain_seed=-1), dict(seed=-2), dict(seed=5)):
+        with pytest.raises(RuntimeError, match="recorded"):
+            gp.make("Go1Terrain-v0", 1, device="cpu", **kw)
+    assert seeds == [2**32 - 1, 2**32 - 2, 5]
+
+
+def test_the_elliptic_cone_is_taken():
+    from gpuparam.envs.mujoco.go1 import go1_model
+
+    assert go1_model("flat", cone="pyramidal").opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL
+    runs = {}
+    for cone in (None, "elliptic"):
+        env = gp.make(FLAT, N, device="cpu", seed=0, cone=cone)
+        for _ in range(12):
+            td = env.step(torch.zeros(N, 12))
+        runs[cone] = env.state["qpos"].clone()
+        assert not bool(td["terminated"].any()) and not bool(env.overflows["contacts"].any())
+        assert bool(torch.isfinite(td["observation"]).all())
+    assert env.mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    assert env.backend.m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC  # the device model's
+    assert bool((runs["elliptic"][:, 2] > 0.2).all())  # standing
+    assert not torch.equal(runs["elliptic"], runs[None])  # the friction cone is another
 
 
 def test_kicks_are_half_sine_impulses_on_the_kicked_envs_only():

@@ -204,6 +204,12 @@ def test_bad_input_names_what_was_expected():
         tr.generate_terrain(**(KW | {"tile_size": 4.05}))
     with pytest.raises(ValueError, match="border: expected a non-negative whole multiple"):
         tr.generate_terrain(**(KW | {"border": -0.1}))
+    for name, bad in (("tile_size", float("nan")), ("tile_size", float("inf")),
+                      ("border", "5"), ("platform_size", float("nan"))):
+        with pytest.raises(ValueError, match=f"{name}: expected a finite number, got"):
+            tr.generate_terrain(**(KW | {name: bad}))
+    with pytest.raises(ValueError, match="seed: expected an int >= 0, got -1"):
+        tr.generate_terrain(seed=-1, **KW)
     with pytest.raises(ValueError, match=r"platform_size: expected a value in \(0, tile_size"):
         tr.generate_terrain(**(KW | {"platform_size": 5.0}))
     t = tr.generate_terrain(rows=1, types=("flat",), **KW)
