@@ -124,10 +124,11 @@ def settle(device: torch.device) -> None:
         torch.cuda.current_stream(device).synchronize()
 
 
-def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False):
+def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False,
+           outputs: list = ()):
     """``wp.launch`` on torch's current stream; ``record=True`` returns a reusable command."""
-    return wp.launch(kernel, dim=dim, inputs=inputs, device=wp_device(device),
-                     stream=stream_for(device), record_cmd=record)
+    return wp.launch(kernel, dim=dim, inputs=inputs, outputs=list(outputs),
+                     device=wp_device(device), stream=stream_for(device), record_cmd=record)
 
 
 class Replay:
@@ -165,6 +166,8 @@ class Replay:
         self.cmd.launch(stream_for(self._device))
 
 
-def record(kernel, dim, inputs: list, device: torch.device) -> Replay:
-    """Record ``kernel`` over ``dim`` with ``inputs`` once, for cheap replays."""
-    return Replay(launch(kernel, dim, inputs, device, record=True), device, inputs)
+def record(kernel, dim, inputs: list, device: torch.device, outputs: list = ()) -> Replay:
+    """Record ``kernel`` over ``dim`` with ``inputs`` and ``outputs`` once, for cheap
+    replays (argument indices count the inputs, then the outputs)."""
+    return Replay(launch(kernel, dim, inputs, device, record=True, outputs=outputs), device,
+                  [*inputs, *outputs])

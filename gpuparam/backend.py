@@ -128,7 +128,10 @@ class KernelBackend(Backend):
     ``step_kernel(*params, action, state, obs_out, final_obs_out, reward_out,
     terminated_out)``: physics and task in one pass. Each parameter is a float array
     ``[N]`` (scalar parameter) or ``[size, N]`` (vector parameter, one row per component);
-    the action an int64 array ``[N]`` (discrete) or a float array ``[N, A]``.
+    the action an int64 array ``[N]`` (discrete) or a float array ``[N, A]``. With
+    ``params_type`` (a ``wp.struct`` with one field per name of ``kernel_params``, named
+    as the parameter) the parameters travel as one argument of that type instead:
+    ``step_kernel(params, action, state, ...)``.
 
     ``reset_kernel(mask, seed, env_offset, episode_count, state, obs_out)``: masked reset,
     one thread per env, keyed with ``gpuparam.kernels.episode.begin_episode``.
@@ -136,36 +139,47 @@ class KernelBackend(Backend):
     Args:
         state_dtype, obs_dtype: Warp vector types of one env's state and observation.
         kernel_params: the parameters ``step_kernel`` takes, in order.
+        params_type: the struct bundling them, or None (one argument each).
     """
 
-    def __init__(self, step_kernel, reset_kernel, state_dtype, obs_dtype, kernel_params):
+    def __init__(self, step_kernel, reset_kernel, state_dtype, obs_dtype, kernel_params,
+                 params_type=None):
         super().__init__()
         self.step_kernel, self.reset_kernel = step_kernel, reset_kernel
         self.state_dtype, self.obs_dtype = state_dtype, obs_dtype
         self.kernel_params = tuple(kernel_params)
+        self.params_type = params_type
 
     def bind(self, b: BindContext) -> None:
         n, ctx = b.num_envs, b.step
         state = torch.zeros(n, self.state_dtype._length_, dtype=torch.float32, device=b.device)
         self.state = {"state": state}
+        # views of buffers allocated once (the parameter table, the step context, the
+        # state above): bound here, never rebound
         params = [wp.from_torch(b.param_rows(name)) for name in self.kernel_params]
+        if self.params_type is not None:
+            view = self.params_type()
+            for name, rows in zip(self.kernel_params, params, strict=True):
+                setattr(view, name, rows)
+            params = [view]
         discrete = isinstance(b.action_spec, DiscreteSpec)
         action = wp.from_torch(ctx.action if discrete else ctx.action.reshape(n, -1))
         out = ctx.outputs
         s = wp.from_torch(state, dtype=self.state_dtype)
         obs = wp.from_torch(out["observation"], dtype=self.obs_dtype)
-        self._step_args = [
-            *params, action, s, obs, wp.from_torch(out["final_observation"], dtype=self.obs_dtype),
+        self._step_inputs = [*params, action]
+        self._step_outputs = [
+            s, obs, wp.from_torch(out["final_observation"], dtype=self.obs_dtype),
             wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
         ]
-        self._reset_tail = [
-            wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), s, obs,
-        ]
+        self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
+        self._reset_outputs = [wp.from_torch(ctx.episode_count), s, obs]
 
     def step(self, ctx: StepContext) -> None:
-        wp.launch(self.step_kernel, ctx.num_envs, self._step_args, device=ctx.wp_device,
-                  stream=ctx.stream)
+        wp.launch(self.step_kernel, dim=ctx.num_envs, inputs=self._step_inputs,
+                  outputs=self._step_outputs, device=ctx.wp_device, stream=ctx.stream)
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        wp.launch(self.reset_kernel, ctx.num_envs, [wp.from_torch(mask), *self._reset_tail],
+        wp.launch(self.reset_kernel, dim=ctx.num_envs,
+                  inputs=[wp.from_torch(mask), *self._reset_keys], outputs=self._reset_outputs,
                   device=ctx.wp_device, stream=ctx.stream)

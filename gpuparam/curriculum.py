@@ -140,7 +140,8 @@ class Curriculum:
             raise ValueError(f"{self}.set_level: levels must be in [0, {L}), got {level!r}")
         gate = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else mask
         self._levels.copy_(torch.where(gate, level, self._levels))
-        launch(K.update_levels, n, self._level_inputs(gate, force=1), dev)
+        launch(K.update_levels, n, self._level_inputs(gate, force=1), dev,
+               outputs=self._level_outputs)
         if self._names:
             env.params.notify(self._names, mask)
 
@@ -202,7 +203,14 @@ class Curriculum:
             rz.pin(term, self, rows)
         for a in self.adr:
             rz.pin(a.term, self)
-        self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev)
+        # views of buffers allocated once (above, the parameter table): bound once
+        table = K.Levels()
+        table.pcol, table.pval, table.rval = to_wp(self._pcol), to_wp(self._pval), to_wp(self._rval)
+        self._level_table = table
+        self._level_outputs = [to_wp(self._levels), to_wp(self._changed),
+                               to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(self._pe)]
+        self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev,
+                           outputs=self._level_outputs)
         self.set_level(self.initial_level)
 
     def unbind(self) -> None:
@@ -217,13 +225,8 @@ class Curriculum:
         return self._env
 
     def _level_inputs(self, gate: torch.Tensor, force: int) -> list:
-        p = self._env.params
-        return [
-            to_wp(gate), force, to_wp(self._metric_buf), self.promote, self.demote,
-            to_wp(self._pcol), to_wp(self._pval), to_wp(self._rval), to_wp(self._levels),
-            to_wp(self._changed), to_wp(p.nominal_table), to_wp(p.effective_table),
-            to_wp(self._pe),
-        ]
+        return [self._level_table, self.promote, self.demote, force, to_wp(gate),
+                to_wp(self._metric_buf)]
 
     @property
     def warp_only(self) -> bool:

@@ -33,27 +33,37 @@ def sincos(x: float):
     return wp.sin(x), wp.cos(x)
 
 
+@wp.struct
+class Params:
+    """The parameter rows ``[N]`` the step reads (``CartPoleEnv.param_specs``' names)."""
+
+    gravity: wp.array(dtype=float)
+    masscart: wp.array(dtype=float)
+    masspole: wp.array(dtype=float)
+    length: wp.array(dtype=float)
+    force_mag: wp.array(dtype=float)
+    tau: wp.array(dtype=float)
+    x_threshold: wp.array(dtype=float)
+    theta_threshold_radians: wp.array(dtype=float)
+
+
 @wp.kernel
 def step(
-    # params [N]
-    gravity: wp.array(dtype=float),
-    masscart: wp.array(dtype=float),
-    masspole: wp.array(dtype=float),
-    length: wp.array(dtype=float),
-    force_mag: wp.array(dtype=float),
-    tau: wp.array(dtype=float),
-    x_threshold: wp.array(dtype=float),
-    theta_threshold_radians: wp.array(dtype=float),
-    # inputs
+    # Model:
+    params: Params,
+    # Data in:
     action: wp.array(dtype=wp.int64),
-    # state in/out
+    # Data out (``state``: read, then written):
     state: wp.array(dtype=wp.vec4),
-    # outputs
     obs_out: wp.array(dtype=wp.vec4),
     final_obs_out: wp.array(dtype=wp.vec4),
     reward_out: wp.array(dtype=float),
     terminated_out: wp.array(dtype=wp.bool),
 ):
+    # the parameter view's fields under the names the math below reads (views: no copies)
+    gravity, masscart, masspole = params.gravity, params.masscart, params.masspole
+    length, force_mag, tau = params.length, params.force_mag, params.tau
+    x_threshold, theta_threshold_radians = params.x_threshold, params.theta_threshold_radians
     i = thread_index(wp.tid())
     s = state[i]
     x, x_dot, theta, theta_dot = s[0], s[1], s[2], s[3]

@@ -18,16 +18,27 @@ ADR_SCALE = wp.constant(1024.0)
 ADR_METRIC_MAX = wp.constant(2097152.0)  # 2**21: |metric * ADR_SCALE| <= 2**31
 
 
+@wp.struct
+class Levels:
+    """A curriculum's levels: the parameter columns ``pcol [P]`` its values go to, the
+    values ``pval [L, P]`` and per-env ranges ``rval [L, 2Q]`` of each level."""
+
+    pcol: wp.array(dtype=wp.int32)
+    pval: wp.array2d(dtype=float)
+    rval: wp.array2d(dtype=float)
+
+
 @wp.kernel
 def update_levels(
-    gate: wp.array(dtype=wp.bool),
-    force: int,
-    metric: wp.array(dtype=float),
+    # Model:
+    table: Levels,
     promote: float,
     demote: float,
-    pcol: wp.array(dtype=wp.int32),
-    pval: wp.array2d(dtype=float),
-    rval: wp.array2d(dtype=float),
+    # Data in:
+    force: int,
+    gate: wp.array(dtype=wp.bool),
+    metric: wp.array(dtype=float),
+    # Data out (``levels``: read, then written):
     levels: wp.array(dtype=wp.int32),
     changed_out: wp.array(dtype=wp.bool),
     nominal_out: wp.array2d(dtype=float),
@@ -40,6 +51,7 @@ def update_levels(
     values (``pval[level, p]`` into table column ``pcol[p]``, nominal and effective) and
     per-env ranges (row ``rval[level]`` ``[2Q]`` into ``pe_out [2Q, N]``).
     ``changed_out[env]``: whether this launch wrote the env (what listeners are told)."""
+    pcol, pval, rval = table.pcol, table.pval, table.rval
     env = thread_index(wp.tid())
     changed_out[env] = False
     if not gate[env]:

@@ -8,6 +8,18 @@ from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.rng import STREAM_RESET, rng_key
 
 
+@wp.struct
+class StepKeys:
+    """What keys an env's draws (``kernels.rng``), bound once per env: the run's seed int32
+    ``[1]``, the global id of env 0, the episodes begun and the steps of the current
+    episode, int32 ``[N]`` each (the step context's buffers)."""
+
+    seed: wp.array(dtype=wp.int32)
+    env_offset: int
+    episode_count: wp.array(dtype=wp.int32)
+    step_count: wp.array(dtype=wp.int32)
+
+
 @wp.kernel
 def end_step(
     max_episode_steps: wp.array(dtype=wp.int32),

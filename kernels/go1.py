@@ -16,6 +16,7 @@ Playground does.
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.episode import StepKeys
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.legged import (
     RESET_STEP,
@@ -162,47 +163,76 @@ def _reset_task(i: int, h: wp.uint32, dt: float, qpos: wp.array2d(dtype=float),
     st.metric[i] = 0.0
 
 
+@wp.struct
+class Go1Model:
+    """Constants of the model: seconds per env step; per actuated joint (``[nu]``) the
+    default pose, the joint range (low, high) and the pose reward's weight."""
+
+    dt: float
+    default_pose: wp.array(dtype=float)
+    joint_low: wp.array(dtype=float)
+    joint_high: wp.array(dtype=float)
+    pose_weight: wp.array(dtype=float)
+
+
+@wp.struct
+class Go1Params:
+    """The parameter rows the task reads (views of the effective table): the reward
+    scales ``[17, N]``, the ``noise`` block ``[7, N]`` (rows ``N_*``), the ``consts`` block
+    ``[8, N]`` (rows ``C_*``), ``command_range`` and ``command_nonzero_prob`` ``[3, N]``."""
+
+    scales: wp.array2d(dtype=float)
+    noise: wp.array2d(dtype=float)
+    consts: wp.array2d(dtype=float)
+    cmd_range: wp.array2d(dtype=float)
+    cmd_nonzero: wp.array2d(dtype=float)
+
+
+@wp.struct
+class Go1Data:
+    """What the task reads of MuJoCo Warp's data (``[N, ...]``), and the kick state
+    ``[N, 4]`` (``kernels.legged.pre_step``)."""
+
+    qpos: wp.array2d(dtype=float)
+    qvel: wp.array2d(dtype=float)
+    sensordata: wp.array2d(dtype=float)
+    site_xpos: wp.array2d(dtype=wp.vec3)
+    site_xmat: wp.array2d(dtype=wp.mat33)
+    actuator_force: wp.array2d(dtype=float)
+    xfrc_applied: wp.array2d(dtype=wp.spatial_vector)
+    kick_i: wp.array2d(dtype=wp.int32)
+
+
+@wp.struct
+class Go1Outputs:
+    """The step's outputs: observation ``[N, 48 + P]`` (its copy as the final
+    observation), privileged observation ``[N, 123 + P]``, scaled reward terms ``[N, 17]``,
+    reward and terminated ``[N]``."""
+
+    obs: wp.array2d(dtype=float)
+    final_obs: wp.array2d(dtype=float)
+    priv: wp.array2d(dtype=float)
+    terms: wp.array2d(dtype=float)
+    reward: wp.array(dtype=float)
+    terminated: wp.array(dtype=wp.bool)
+
+
 @wp.kernel
 def go1(
-    observe: int,
-    mask: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    episode_count: wp.array(dtype=wp.int32),
-    step_count: wp.array(dtype=wp.int32),
-    dt: float,
-    # MuJoCo Warp data
-    qpos: wp.array2d(dtype=float),
-    qvel: wp.array2d(dtype=float),
-    sensordata: wp.array2d(dtype=float),
-    site_xpos: wp.array2d(dtype=wp.vec3),
-    site_xmat: wp.array2d(dtype=wp.mat33),
-    actuator_force: wp.array2d(dtype=float),
-    xfrc_applied: wp.array2d(dtype=wp.spatial_vector),
-    kick_i: wp.array2d(dtype=wp.int32),
+    # Model:
+    model: Go1Model,
     sn: Sensors,
     tr: Terrain,
-    # constants of the model
-    default_pose: wp.array(dtype=float),
-    joint_low: wp.array(dtype=float),
-    joint_high: wp.array(dtype=float),
-    pose_weight: wp.array(dtype=float),
-    # parameter rows
-    scales: wp.array2d(dtype=float),
-    noise: wp.array2d(dtype=float),
-    consts: wp.array2d(dtype=float),
-    cmd_range: wp.array2d(dtype=float),
-    cmd_nonzero: wp.array2d(dtype=float),
-    # action, state
+    params: Go1Params,
+    # Data in:
+    observe: int,
+    mask: wp.array(dtype=wp.bool),
+    keys: StepKeys,
+    data: Go1Data,
     action: wp.array2d(dtype=float),
-    st: TaskState,
-    # out
-    obs_out: wp.array2d(dtype=float),
-    final_obs_out: wp.array2d(dtype=float),
-    priv_out: wp.array2d(dtype=float),
-    terms_out: wp.array2d(dtype=float),
-    reward_out: wp.array(dtype=float),
-    terminated_out: wp.array(dtype=wp.bool),
+    # Data out:
+    task_out: TaskState,
+    out: Go1Outputs,
 ):
     """``observe`` = 0: after a step, every env: the whole step of the task (module
     docstring). ``observe`` = 1: after a reset (the base reset, whose episode index the
@@ -220,6 +250,20 @@ def go1(
     the base (3), kicking (1); then the noise-free scan. ``terms_out`` ``[N, 17]``: each
     term times its scale (before the sum, ``dt`` and the clip); ``reward = clip(sum * dt, 0,
     1e4)``."""
+    # the bundles' fields under the names the math below reads (views: no copies)
+    dt = model.dt
+    default_pose, joint_low, joint_high = model.default_pose, model.joint_low, model.joint_high
+    pose_weight = model.pose_weight
+    scales, noise, consts = params.scales, params.noise, params.consts
+    cmd_range, cmd_nonzero = params.cmd_range, params.cmd_nonzero
+    seed, env_offset = keys.seed, keys.env_offset
+    episode_count, step_count = keys.episode_count, keys.step_count
+    qpos, qvel, sensordata = data.qpos, data.qvel, data.sensordata
+    site_xpos, site_xmat = data.site_xpos, data.site_xmat
+    actuator_force, xfrc_applied, kick_i = data.actuator_force, data.xfrc_applied, data.kick_i
+    st = task_out
+    obs_out, final_obs_out, priv_out = out.obs, out.final_obs, out.priv
+    terms_out, reward_out, terminated_out = out.terms, out.reward, out.terminated
     i = thread_index(wp.tid())
     if observe != 0 and not mask[i]:
         return

@@ -19,7 +19,7 @@ The heightfield is read from MuJoCo Warp's model fields (``hfield_size [nhfield]
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.episode import begin_episode
+from gpuparam.kernels.episode import StepKeys, begin_episode
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.rng import STREAM_TERM0, log_pos, next_bits, rng_key, uniform, uniform_in
 
@@ -218,29 +218,40 @@ def _kick(i: int, h: wp.uint32, dt: float, mass: float, kick_i: wp.array2d(dtype
     return force
 
 
+@wp.struct
+class LeggedState:
+    """The legged backend's state, ``[N, ...]``: the action ring buffer ``history [N, K +
+    1, nu]`` and its slot ``head [N]``, the kick's counters ``kick_i [N, 4]`` and shape
+    ``kick_f [N, 4]`` (:func:`_kick`)."""
+
+    history: wp.array3d(dtype=float)
+    head: wp.array(dtype=wp.int32)
+    kick_i: wp.array2d(dtype=wp.int32)
+    kick_f: wp.array2d(dtype=float)
+
+
+@wp.struct
+class ActionParams:
+    """The parameter rows ``[N]`` :func:`pre_step` reads."""
+
+    action_scale: wp.array(dtype=float)
+    action_delay: wp.array(dtype=float)
+    kick_enable: wp.array(dtype=float)
+
+
 @wp.kernel
 def pre_step(
-    # keys
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    episode_count: wp.array(dtype=wp.int32),
-    step_count: wp.array(dtype=wp.int32),
-    # actions
-    action: wp.array2d(dtype=float),
-    default_pose: wp.array(dtype=float),
-    action_scale: wp.array(dtype=float),
-    action_delay: wp.array(dtype=float),
-    # kicks
-    kick_enable: wp.array(dtype=float),
-    kick_body: int,
+    # Model:
     dt: float,
+    kick_body: int,
+    default_pose: wp.array(dtype=float),
     body_subtreemass: wp.array2d(dtype=float),
-    # state
-    history: wp.array3d(dtype=float),
-    head: wp.array(dtype=wp.int32),
-    kick_i: wp.array2d(dtype=wp.int32),
-    kick_f: wp.array2d(dtype=float),
-    # out
+    params: ActionParams,
+    # Data in:
+    keys: StepKeys,
+    action: wp.array2d(dtype=float),
+    # Data out:
+    state_out: LeggedState,
     ctrl_out: wp.array2d(dtype=float),
     xfrc_out: wp.array2d(dtype=wp.spatial_vector),
 ):
@@ -251,6 +262,13 @@ def pre_step(
     steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
     Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
     ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
+    # the bundles' fields under the names the math below reads (views: no copies)
+    seed, env_offset = keys.seed, keys.env_offset
+    episode_count, step_count = keys.episode_count, keys.step_count
+    action_scale, action_delay = params.action_scale, params.action_delay
+    kick_enable = params.kick_enable
+    history, head = state_out.history, state_out.head
+    kick_i, kick_f = state_out.kick_i, state_out.kick_f
     i = thread_index(wp.tid())
     K1 = history.shape[1]
     hd = (head[i] + 1) % K1
@@ -283,33 +301,36 @@ def _quat_mul(a: wp.vec4, b: wp.vec4) -> wp.vec4:
     )
 
 
+@wp.struct
+class SpawnParams:
+    """The parameter rows :func:`reset_base` reads: ``terrain_level``, the reset ranges
+    (``[N]``) and the kick's ranges (``[2, N]``: low, high)."""
+
+    level: wp.array(dtype=float)
+    xy_range: wp.array(dtype=float)
+    yaw_range: wp.array(dtype=float)
+    vel_range: wp.array(dtype=float)
+    kick_wait: wp.array2d(dtype=float)
+    kick_duration: wp.array2d(dtype=float)
+    kick_velocity: wp.array2d(dtype=float)
+
+
 @wp.kernel
 def reset_base(
-    mask: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    episode_count: wp.array(dtype=wp.int32),
+    # Model:
+    dt: float,
     home_qpos: wp.array(dtype=float),
     home_ctrl: wp.array(dtype=float),
-    # spawn
     origins: wp.array2d(dtype=wp.vec3),
-    level: wp.array(dtype=float),
-    xy_range: wp.array(dtype=float),
-    yaw_range: wp.array(dtype=float),
-    vel_range: wp.array(dtype=float),
-    # kicks
-    dt: float,
-    kick_wait: wp.array2d(dtype=float),
-    kick_duration: wp.array2d(dtype=float),
-    kick_velocity: wp.array2d(dtype=float),
-    # out
+    params: SpawnParams,
+    # Data in:
+    mask: wp.array(dtype=wp.bool),
+    keys: StepKeys,
+    # Data out:
     qpos_out: wp.array2d(dtype=float),
     qvel_out: wp.array2d(dtype=float),
     ctrl_out: wp.array2d(dtype=float),
-    history_out: wp.array3d(dtype=float),
-    head_out: wp.array(dtype=wp.int32),
-    kick_i_out: wp.array2d(dtype=wp.int32),
-    kick_f_out: wp.array2d(dtype=float),
+    state_out: LeggedState,
 ):
     """MuJoCo Playground's Go1 reset for a free-joint base, masked envs: ``qpos = home``
     moved to the env's origin (terrain row ``round(level)`` clamped to the rows of
@@ -321,6 +342,13 @@ def reset_base(
     ``round(U(wait) / dt)`` steps, the duration ``U(duration)`` seconds and
     ``round(duration / dt)`` steps, the velocity magnitude ``U(velocity)``. ``kick_*``: rows
     ``[2, N]`` (low, high). Draw order: x, y, yaw, 6 velocities, wait, duration, velocity."""
+    # the bundles' fields under the names the math below reads (views: no copies)
+    seed, env_offset, episode_count = keys.seed, keys.env_offset, keys.episode_count
+    level, xy_range, yaw_range = params.level, params.xy_range, params.yaw_range
+    vel_range, kick_wait = params.vel_range, params.kick_wait
+    kick_duration, kick_velocity = params.kick_duration, params.kick_velocity
+    history_out, head_out = state_out.history, state_out.head
+    kick_i_out, kick_f_out = state_out.kick_i, state_out.kick_f
     i = thread_index(wp.tid())
     if not mask[i]:
         return

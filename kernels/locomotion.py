@@ -68,20 +68,23 @@ def count_overflows(
 
 
 @wp.kernel
-def count_write(count: wp.array(dtype=wp.int32)):
+def count_write(count_out: wp.array(dtype=wp.int32)):
     """Count one write of parameters into the model (one thread)."""
-    count[0] = count[0] + 1
+    count_out[0] = count_out[0] + 1
 
 
 @wp.kernel
 def reset_state(
-    mask: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    env_offset: int,
-    episode_count: wp.array(dtype=wp.int32),
+    # Model:
     qpos0: wp.array2d(dtype=float),
     noise_scale: wp.array(dtype=float),
     qvel_normal: int,
+    # Data in:
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    # Data out (``episode_count``: counted up):
+    episode_count: wp.array(dtype=wp.int32),
     qpos_out: wp.array2d(dtype=float),
     qvel_out: wp.array2d(dtype=float),
 ):
@@ -141,36 +144,62 @@ def _contact_obs(cfrc_ext: wp.array2d(dtype=wp.spatial_vector), i: int, observe:
     return contact
 
 
+@wp.struct
+class TaskOutputs:
+    """A locomotion task's outputs: observation and final observation ``[N, obs]``,
+    reward and terminated ``[N]``."""
+
+    obs: wp.array2d(dtype=float)
+    final_obs: wp.array2d(dtype=float)
+    reward: wp.array(dtype=float)
+    terminated: wp.array(dtype=wp.bool)
+
+
 # ----------------------------------------------------------------- Ant-v5
+@wp.struct
+class AntParams:
+    """The parameter rows ``[N]`` :func:`ant` reads (``AntEnv.task_specs``, in order)."""
+
+    forward_w: wp.array(dtype=float)
+    ctrl_w: wp.array(dtype=float)
+    contact_w: wp.array(dtype=float)
+    healthy_r: wp.array(dtype=float)
+    terminate: wp.array(dtype=float)
+    z_min: wp.array(dtype=float)
+    z_max: wp.array(dtype=float)
+    force_min: wp.array(dtype=float)
+    force_max: wp.array(dtype=float)
+
+
 @wp.kernel
 def ant(
-    observe: int,
-    mask: wp.array(dtype=wp.bool),
+    # Model:
     dt: float,
     main_body: int,
+    params: AntParams,
+    # Data in:
+    observe: int,
+    mask: wp.array(dtype=wp.bool),
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
     xpos: wp.array2d(dtype=wp.vec3),
     cfrc_ext: wp.array2d(dtype=wp.spatial_vector),
     action: wp.array2d(dtype=float),
-    forward_w: wp.array(dtype=float),
-    ctrl_w: wp.array(dtype=float),
-    contact_w: wp.array(dtype=float),
-    healthy_r: wp.array(dtype=float),
-    terminate: wp.array(dtype=float),
-    z_min: wp.array(dtype=float),
-    z_max: wp.array(dtype=float),
-    force_min: wp.array(dtype=float),
-    force_max: wp.array(dtype=float),
-    prev_xy: wp.array2d(dtype=float),
-    obs_out: wp.array2d(dtype=float),
-    final_obs_out: wp.array2d(dtype=float),
-    reward_out: wp.array(dtype=float),
-    terminated_out: wp.array(dtype=wp.bool),
+    # Data out:
+    prev_xy_out: wp.array2d(dtype=float),
+    outputs: TaskOutputs,
 ):
     """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: both observations,
     reward, terminated, the torso's xy for the next step. ``observe`` = 1: the masked envs
     just reset (contact forces 0; the torso xy is ``qpos[0:2]``, a free joint)."""
+    # the bundles' fields under the names the math below reads (views: no copies)
+    forward_w, ctrl_w, contact_w = params.forward_w, params.ctrl_w, params.contact_w
+    healthy_r, terminate = params.healthy_r, params.terminate
+    z_min, z_max = params.z_min, params.z_max
+    force_min, force_max = params.force_min, params.force_max
+    prev_xy = prev_xy_out  # the torso's xy at the last step (read, then written)
+    obs_out, final_obs_out = outputs.obs, outputs.final_obs
+    reward_out, terminated_out = outputs.reward, outputs.terminated
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -208,37 +237,54 @@ PLANAR_CHEETAH = wp.constant(0)
 PLANAR_HOPPER = wp.constant(1)  # (2: Walker2d)
 
 
+@wp.struct
+class PlanarParams:
+    """The parameter rows ``[N]`` :func:`planar` reads (a kind's missing health rows: any
+    row, never read)."""
+
+    forward_w: wp.array(dtype=float)
+    ctrl_w: wp.array(dtype=float)
+    healthy_r: wp.array(dtype=float)
+    terminate: wp.array(dtype=float)
+    z_min: wp.array(dtype=float)
+    z_max: wp.array(dtype=float)
+    angle_min: wp.array(dtype=float)
+    angle_max: wp.array(dtype=float)
+    state_min: wp.array(dtype=float)
+    state_max: wp.array(dtype=float)
+
+
 @wp.kernel
 def planar(
-    observe: int,
-    mask: wp.array(dtype=wp.bool),
+    # Model:
     dt: float,
     kind: int,
     vel_clip: float,
+    params: PlanarParams,
+    # Data in:
+    observe: int,
+    mask: wp.array(dtype=wp.bool),
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
     action: wp.array2d(dtype=float),
-    forward_w: wp.array(dtype=float),
-    ctrl_w: wp.array(dtype=float),
-    healthy_r: wp.array(dtype=float),
-    terminate: wp.array(dtype=float),
-    z_min: wp.array(dtype=float),
-    z_max: wp.array(dtype=float),
-    angle_min: wp.array(dtype=float),
-    angle_max: wp.array(dtype=float),
-    state_min: wp.array(dtype=float),
-    state_max: wp.array(dtype=float),
-    prev_x: wp.array(dtype=float),
-    obs_out: wp.array2d(dtype=float),
-    final_obs_out: wp.array2d(dtype=float),
-    reward_out: wp.array(dtype=float),
-    terminated_out: wp.array(dtype=wp.bool),
+    # Data out:
+    prev_x_out: wp.array(dtype=float),
+    outputs: TaskOutputs,
 ):
     """HalfCheetah-v5 (``kind`` 0), Hopper-v5 (1), Walker2d-v5 (2) (``planar.py``): observation
     ``qpos[1:], clip(qvel, -vel_clip, vel_clip)`` (``vel_clip`` inf: no clip). Health
     (strict inequalities, as Gymnasium; none for HalfCheetah): Hopper ``state_min <
     qpos[2:], qvel < state_max``, z = qpos[1] and angle = qpos[2] in range; Walker2d z and
     angle. ``observe`` as in :func:`ant`."""
+    # the bundles' fields under the names the math below reads (views: no copies)
+    forward_w, ctrl_w = params.forward_w, params.ctrl_w
+    healthy_r, terminate = params.healthy_r, params.terminate
+    z_min, z_max = params.z_min, params.z_max
+    angle_min, angle_max = params.angle_min, params.angle_max
+    state_min, state_max = params.state_min, params.state_max
+    prev_x = prev_x_out  # the root's x at the last step (read, then written)
+    obs_out, final_obs_out = outputs.obs, outputs.final_obs
+    reward_out, terminated_out = outputs.reward, outputs.terminated
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return
@@ -275,39 +321,64 @@ def planar(
 
 
 # ----------------------------------------------------------------- Humanoid-v5
+@wp.struct
+class HumanoidParams:
+    """The parameter rows ``[N]`` :func:`humanoid` reads (``HumanoidEnv.task_specs``)."""
+
+    forward_w: wp.array(dtype=float)
+    ctrl_w: wp.array(dtype=float)
+    contact_w: wp.array(dtype=float)
+    contact_cost_max: wp.array(dtype=float)
+    healthy_r: wp.array(dtype=float)
+    terminate: wp.array(dtype=float)
+    z_min: wp.array(dtype=float)
+    z_max: wp.array(dtype=float)
+
+
+@wp.struct
+class HumanoidData:
+    """What :func:`humanoid` reads of MuJoCo Warp's data ``[N, ...]`` (``cinert``, ``cvel``
+    viewed as float ``[N, nbody, 10]`` and ``[N, nbody, 6]``)."""
+
+    qpos: wp.array2d(dtype=float)
+    qvel: wp.array2d(dtype=float)
+    cinert: wp.array3d(dtype=float)
+    cvel: wp.array3d(dtype=float)
+    qfrc_actuator: wp.array2d(dtype=float)
+    cfrc_ext: wp.array2d(dtype=wp.spatial_vector)
+    xipos: wp.array2d(dtype=wp.vec3)
+
+
 @wp.kernel
 def humanoid(
+    # Model:
+    dt: float,
+    body_mass: wp.array2d(dtype=float),
+    params: HumanoidParams,
+    # Data in:
     observe: int,
     mask: wp.array(dtype=wp.bool),
-    dt: float,
-    qpos: wp.array2d(dtype=float),
-    qvel: wp.array2d(dtype=float),
-    cinert: wp.array3d(dtype=float),
-    cvel: wp.array3d(dtype=float),
-    qfrc_actuator: wp.array2d(dtype=float),
-    cfrc_ext: wp.array2d(dtype=wp.spatial_vector),
-    body_mass: wp.array2d(dtype=float),
-    xipos: wp.array2d(dtype=wp.vec3),
+    data: HumanoidData,
     action: wp.array2d(dtype=float),
-    forward_w: wp.array(dtype=float),
-    ctrl_w: wp.array(dtype=float),
-    contact_w: wp.array(dtype=float),
-    contact_cost_max: wp.array(dtype=float),
-    healthy_r: wp.array(dtype=float),
-    terminate: wp.array(dtype=float),
-    z_min: wp.array(dtype=float),
-    z_max: wp.array(dtype=float),
-    prev_x: wp.array2d(dtype=float),
-    obs_out: wp.array2d(dtype=float),
-    final_obs_out: wp.array2d(dtype=float),
-    reward_out: wp.array(dtype=float),
-    terminated_out: wp.array(dtype=wp.bool),
+    # Data out:
+    prev_x_out: wp.array2d(dtype=float),
+    outputs: TaskOutputs,
 ):
     """Humanoid-v5 (``HumanoidEnv``). ``observe`` as in :func:`ant`; ``observe`` = 1 needs
     ``mj_forward``'s quantities (the backend runs forward at reset). ``prev_x`` ``[N,
     nbody]`` keeps each body's ``xipos`` x of the last step: the mass center before a step
     is weighed with the masses in force now, as Gymnasium's (a mass written between two
     steps adds no false velocity)."""
+    # the bundles' fields under the names the math below reads (views: no copies)
+    forward_w, ctrl_w = params.forward_w, params.ctrl_w
+    contact_w, contact_cost_max = params.contact_w, params.contact_cost_max
+    healthy_r, terminate = params.healthy_r, params.terminate
+    z_min, z_max = params.z_min, params.z_max
+    qpos, qvel, cinert, cvel = data.qpos, data.qvel, data.cinert, data.cvel
+    qfrc_actuator, cfrc_ext, xipos = data.qfrc_actuator, data.cfrc_ext, data.xipos
+    prev_x = prev_x_out  # each body's x at the last step (read, then written)
+    obs_out, final_obs_out = outputs.obs, outputs.final_obs
+    reward_out, terminated_out = outputs.reward, outputs.terminated
     i = thread_index(wp.tid())
     if observe == 1 and not mask[i]:
         return

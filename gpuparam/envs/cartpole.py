@@ -6,6 +6,7 @@ import math
 
 import warp as wp
 
+from gpuparam.backend import KernelBackend
 from gpuparam.kernels import cartpole
 from gpuparam.spec import BoxSpec, DiscreteSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
@@ -47,4 +48,12 @@ class CartPoleEnv(VecEnv):
     time_step_param = "tau"
     step_kernel = cartpole.step
     reset_kernel = cartpole.reset
+
+    def make_backend(self) -> KernelBackend:
+        # this step kernel takes its parameters as one view (``kernels.cartpole.Params``);
+        # a subclass's own kernel, as VecEnv's default passes them
+        names = self.kernel_params or tuple(s.name for s in self.param_specs)
+        view = cartpole.Params if self.step_kernel is cartpole.step else None
+        return KernelBackend(self.step_kernel, self.reset_kernel, self.state_dtype,
+                             self.obs_dtype, names, params_type=view)
 

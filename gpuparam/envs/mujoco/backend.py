@@ -20,6 +20,7 @@ import warp as wp
 from gpuparam._device import stream_for, torch_capturing, wp_device
 from gpuparam.backend import Backend, BindContext
 from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
+from gpuparam.kernels import episode as kepisode
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
 
@@ -42,6 +43,16 @@ CONTACT_DROPS = int(_O.ALL) & ~(CONSTRAINT_DROPS | int(_O.ITERATIONS | _O.LS_ITE
 # MuJoCo Warp's sizes are int32 (kernel arguments, array dimensions); a dimension is padded
 # up to a tile of 16 rows
 SIZE_LIMIT = 2**31 - 16
+
+
+def step_keys(ctx: StepContext) -> kepisode.StepKeys:
+    """The keys of the envs' draws as one kernel argument: views of the step context's
+    ``seed``, ``episode_count`` and ``step_count`` (buffers allocated once, so bound once)."""
+    keys = kepisode.StepKeys()
+    keys.seed, keys.env_offset = wp.from_torch(ctx.seed), ctx.env_offset
+    keys.episode_count = wp.from_torch(ctx.episode_count)
+    keys.step_count = wp.from_torch(ctx.step_count)
+    return keys
 
 
 def check_sizes(njmax: object, nconmax: object, num_envs: object = None,
@@ -177,11 +188,11 @@ class MjwBackend(Backend):
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
 
-        # parameter names that trigger it -> (kernel, launch dim, args): a copy runs when
+        # parameter names that trigger it -> (kernel, launch dim, inputs, outputs): a copy runs when
         # one of its names is written; vector fields get their first component (sliding
         # friction, gear), body 0 (the world) has no mass parameter
-        self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list]] = {
-            (name,): (kloco.copy_rows, out.shape, [wp.from_torch(b.param_rows(name)), out])
+        self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list, list]] = {
+            (name,): (kloco.copy_rows, out.shape, [wp.from_torch(b.param_rows(name))], [out])
             for name, out in (
                 ("body_mass", m.body_mass[:, 1:]),
                 ("geom_friction", m.geom_friction.view(float)[:, :, 0]),
@@ -192,10 +203,10 @@ class MjwBackend(Backend):
             )
         }
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
-        self._reset_args = [
-            wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count), m.qpos0,
-            wp.from_torch(b.param_rows(self.noise_param)), int(self.qvel_normal), d.qpos, d.qvel,
-        ]
+        self._reset_model = [m.qpos0, wp.from_torch(b.param_rows(self.noise_param)),
+                             int(self.qvel_normal)]
+        self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
+        self._reset_outputs = [wp.from_torch(ctx.episode_count), d.qpos, d.qvel]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
         # recorded writes (params_changed) until commit_writes: a device flag (a masked
         # write hit an env) and, on the host, the copies and set_const groups to run
@@ -279,10 +290,10 @@ class MjwBackend(Backend):
                 mjw.step(self.m, d)
             # d.overflow holds the bits of every substep (MuJoCo Warp ORs them in; the
             # kernel clears them): one count per env step, whatever frame_skip is
-            wp.launch(kloco.count_overflows, ctx.num_envs, [
-                d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS, d.overflow, self._contact_seen,
-                self.constraint_overflows, self.contact_overflows,
-            ])
+            wp.launch(kloco.count_overflows, dim=ctx.num_envs,
+                      inputs=[d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS],
+                      outputs=[d.overflow, self._contact_seen, self.constraint_overflows,
+                               self.contact_overflows])
             if self.post_constraint:
                 mjw.rne_postconstraint(self.m, d)
 
@@ -307,23 +318,26 @@ class MjwBackend(Backend):
                     forward()
                     return
                 self._reset_any.zero_()
-                wp.launch(kloco.flag_any, ctx.num_envs, [wmask, self._reset_any])
+                wp.launch(kloco.flag_any, dim=ctx.num_envs, inputs=[wmask],
+                          outputs=[self._reset_any])
                 self.run_if(self._reset_any, forward)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
         """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
         reset noise here; a subclass draws its own (keyed by ``begin_episode``)."""
-        wp.launch(kloco.reset_state, ctx.num_envs, [wmask, *self._reset_args])
+        wp.launch(kloco.reset_state, dim=ctx.num_envs,
+                  inputs=[*self._reset_model, wmask, *self._reset_keys],
+                  outputs=self._reset_outputs)
 
-    def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, args: list,
-                 replace: str | None = None) -> None:
+    def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, inputs: list,
+                 outputs: list, replace: str | None = None) -> None:
         """Register a copy of parameter rows into model fields, launched (all worlds) after
         every write of one of ``names`` (``set_const`` follows per ``set_const_groups``).
         ``replace``: drop the copy registered for that name first (e.g. a damping copy that
         also adds a PD gain). Call from ``bind``."""
         if replace is not None:
             del self._copies[(replace,)]
-        self._copies[tuple(names)] = (kernel, dim, args)
+        self._copies[tuple(names)] = (kernel, dim, inputs, outputs)
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Record a write of ``names`` for ``mask`` (bool ``[N]``; None: all envs), applied
@@ -338,7 +352,8 @@ class MjwBackend(Backend):
             if mask is None:
                 self._written.fill_(1)
             else:
-                wp.launch(kloco.flag_any, mask.shape[0], [self.wp_mask(mask), self._written])
+                wp.launch(kloco.flag_any, dim=mask.shape[0], inputs=[self.wp_mask(mask)],
+                          outputs=[self._written])
         self._pending.update(dict.fromkeys(keys))
         self._pending_groups |= groups
 
@@ -362,9 +377,9 @@ class MjwBackend(Backend):
         self._pending, self._pending_groups = {}, 0
 
         def write() -> None:
-            for kernel, dim, args in copies:
-                wp.launch(kernel, dim, args)
-            wp.launch(kloco.count_write, 1, [self.model_writes])
+            for kernel, dim, inputs, outputs in copies:
+                wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs)
+            wp.launch(kloco.count_write, dim=1, outputs=[self.model_writes])
             if groups and not self.deterministic:
                 self.set_const(groups)
 

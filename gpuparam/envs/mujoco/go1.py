@@ -45,7 +45,7 @@ import warp as wp
 
 from gpuparam._device import wp_device
 from gpuparam.backend import BindContext, Task
-from gpuparam.envs.mujoco.backend import check_sizes
+from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
 from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs
 from gpuparam.envs.mujoco.model import check_cone
@@ -269,32 +269,39 @@ class Go1Task(Task):
                                    m.hfield_nrow, m.hfield_ncol, m.hfield_adr, m.hfield_data,
                                    m.geom_pos, hid, gid, tr.heights]
             jnt = mjm.actuator_trnid[:, 0]
-            model_consts = [
-                wp.array(backend.default_pose, dtype=float),
-                wp.array(mjm.jnt_range[jnt, 0].astype(np.float32), dtype=float),
-                wp.array(mjm.jnt_range[jnt, 1].astype(np.float32), dtype=float),
-                wp.array(np.array(DEFAULT_POSE_WEIGHT, np.float32)[: mjm.nu], dtype=float),
-            ]
-        out = ctx.outputs
-        keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
-        d = backend.d
-        consts = _block(b, ("tracking_sigma", "max_foot_height", "soft_joint_limit_factor",
-                            "command_keep_prob", "command_resample_time",
-                            "height_scan_offset", "height_scan_scale",
-                            "terminate_on_contact"))
-        self._args = [
-            *keys, wp.from_torch(ctx.step_count), backend.dt, d.qpos, d.qvel, d.sensordata,
-            d.site_xpos, d.site_xmat, d.actuator_force, d.xfrc_applied,
-            wp.from_torch(backend.state["kick_steps"]), sn, tr, *model_consts,
-            _block(b, [f"reward_{t}" for t in REWARD_TERMS]),
-            _block(b, [name for name, _, _ in NOISE]),
-            consts, wp.from_torch(b.param_rows("command_range")),
-            wp.from_torch(b.param_rows("command_nonzero_prob")),
-            wp.from_torch(ctx.action.reshape(n, -1)), ts,
-            wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
-            wp.from_torch(out["privileged_observation"]), wp.from_torch(out["reward_terms"]),
-            wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
-        ]
+            model = kgo1.Go1Model()
+            model.dt = backend.dt
+            model.default_pose = wp.array(backend.default_pose, dtype=float)
+            model.joint_low = wp.array(mjm.jnt_range[jnt, 0].astype(np.float32), dtype=float)
+            model.joint_high = wp.array(mjm.jnt_range[jnt, 1].astype(np.float32), dtype=float)
+            model.pose_weight = wp.array(np.array(DEFAULT_POSE_WEIGHT, np.float32)[: mjm.nu],
+                                         dtype=float)
+        # every array below is a view of a buffer allocated once (MuJoCo Warp's data, the
+        # step context, the parameter table, the task state): bound here, never rebound
+        params = kgo1.Go1Params()
+        params.scales = _block(b, [f"reward_{t}" for t in REWARD_TERMS])
+        params.noise = _block(b, [name for name, _, _ in NOISE])
+        params.consts = _block(b, ("tracking_sigma", "max_foot_height",
+                                   "soft_joint_limit_factor", "command_keep_prob",
+                                   "command_resample_time", "height_scan_offset",
+                                   "height_scan_scale", "terminate_on_contact"))
+        params.cmd_range = wp.from_torch(b.param_rows("command_range"))
+        params.cmd_nonzero = wp.from_torch(b.param_rows("command_nonzero_prob"))
+        d, data = backend.d, kgo1.Go1Data()
+        data.qpos, data.qvel, data.sensordata = d.qpos, d.qvel, d.sensordata
+        data.site_xpos, data.site_xmat = d.site_xpos, d.site_xmat
+        data.actuator_force, data.xfrc_applied = d.actuator_force, d.xfrc_applied
+        data.kick_i = wp.from_torch(backend.state["kick_steps"])
+        out, outputs = ctx.outputs, kgo1.Go1Outputs()
+        outputs.obs = wp.from_torch(out["observation"])
+        outputs.final_obs = wp.from_torch(out["final_observation"])
+        outputs.priv = wp.from_torch(out["privileged_observation"])
+        outputs.terms = wp.from_torch(out["reward_terms"])
+        outputs.reward = wp.from_torch(out["reward"])
+        outputs.terminated = wp.from_torch(out["terminated"])
+        self._model, self._inputs = [model, sn, tr, params], [
+            step_keys(ctx), data, wp.from_torch(ctx.action.reshape(n, -1))]
+        self._outputs = [ts, outputs]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
 
     def _sensors_of(self, body: str) -> list[str]:
@@ -310,22 +317,25 @@ class Go1Task(Task):
         if self.points is None:
             return
         n = ctx.num_envs
-        wp.launch(kleg.base_pose, n, [self.backend.d.qpos, *self._scan_args[:2]],
+        base = self._scan_args[:2]  # position and yaw: base_pose's outputs, the scan's inputs
+        wp.launch(kleg.base_pose, dim=n, inputs=[self.backend.d.qpos], outputs=base,
                   device=ctx.wp_device, stream=ctx.stream)
-        wp.launch(kleg.height_scan, (n, len(self.points)), self._scan_args,
-                  device=ctx.wp_device, stream=ctx.stream)
+        wp.launch(kleg.height_scan, dim=(n, len(self.points)), inputs=self._scan_args[:-1],
+                  outputs=self._scan_args[-1:], device=ctx.wp_device, stream=ctx.stream)
 
     def compute(self, ctx: StepContext) -> None:
         self._scan(ctx)
-        wp.launch(kgo1.go1, ctx.num_envs, [0, self._all, *self._args], device=ctx.wp_device,
-                  stream=ctx.stream)
+        self._launch(ctx, 0, self._all)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor, mode: int = 1) -> None:
         """After a reset: the task state's reset, the observation and privileged
         observation of the masked envs (``mode`` 2: the observations only)."""
         self._scan(ctx)
-        wp.launch(kgo1.go1, ctx.num_envs, [mode, self.backend.wp_mask(mask), *self._args],
-                  device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, mode, self.backend.wp_mask(mask))
+
+    def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
+        wp.launch(kgo1.go1, dim=ctx.num_envs, inputs=[*self._model, observe, mask, *self._inputs],
+                  outputs=self._outputs, device=ctx.wp_device, stream=ctx.stream)
 
     def observe_only(self, ctx: StepContext, mask: torch.Tensor) -> None:
         """The observation and privileged observation of the masked envs from their

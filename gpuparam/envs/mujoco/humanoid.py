@@ -46,8 +46,18 @@ class HumanoidEnv(RobotEnv):
 
     def make_task(self) -> LocomotionTask:
         # every task parameter but the reset noise; kept: each body's x at the last step
-        return LocomotionTask(kloco.humanoid, tuple(s.name for s in self.task_specs[:-1]),
-                              lambda b: [b.d.qpos, b.d.qvel, b.d.cinert.view(float),
-                                         b.d.cvel.view(float), b.d.qfrc_actuator,
-                                         b.d.cfrc_ext, b.m.body_mass, b.d.xipos],
-                              (self.mjm.nbody,))
+        fields = ("forward_w", "ctrl_w", "contact_w", "contact_cost_max", "healthy_r",
+                  "terminate", "z_min", "z_max")
+        names = tuple(s.name for s in self.task_specs[:-1])
+        return LocomotionTask(kloco.humanoid, kloco.HumanoidParams,
+                              dict(zip(fields, names, strict=True)),
+                              lambda b: [b.m.body_mass], lambda b: [_data(b)], (self.mjm.nbody,))
+
+
+def _data(b) -> kloco.HumanoidData:
+    """The data ``kernels.locomotion.humanoid`` reads (views of MuJoCo Warp's, bound once)."""
+    data = kloco.HumanoidData()
+    data.qpos, data.qvel = b.d.qpos, b.d.qvel
+    data.cinert, data.cvel = b.d.cinert.view(float), b.d.cvel.view(float)
+    data.qfrc_actuator, data.cfrc_ext, data.xipos = b.d.qfrc_actuator, b.d.cfrc_ext, b.d.xipos
+    return data

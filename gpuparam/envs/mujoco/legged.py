@@ -37,7 +37,7 @@ import torch
 import warp as wp
 
 from gpuparam.backend import BindContext
-from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend
+from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend, step_keys
 from gpuparam.envs.mujoco.model import f32, physical_specs
 from gpuparam.kernels import legged as kleg
 from gpuparam.pipeline import StepContext
@@ -187,11 +187,14 @@ class LeggedBackend(MjwBackend):
         m.opt.warn_overflow = int(m.opt.warn_overflow) & ~quiet
         shapes = {"action_history": (self.max_action_delay + 1, mjm.nu), "action_head": (),
                   "kick_steps": (4,), "kick_shape": (4,)}
-        state = []  # Warp views, in the kernels' order: history, head, kick_i, kick_f
+        state = kleg.LeggedState()
         for k, shape in shapes.items():
             dtype = torch.float32 if k in ("action_history", "kick_shape") else torch.int32
             self.state[k] = torch.zeros(n, *shape, dtype=dtype, device=dev)
-            state.append(wp.from_torch(self.state[k]))
+        state.history = wp.from_torch(self.state["action_history"])
+        state.head = wp.from_torch(self.state["action_head"])
+        state.kick_i = wp.from_torch(self.state["kick_steps"])
+        state.kick_f = wp.from_torch(self.state["kick_shape"])
 
         def rows(name: str) -> wp.array:
             return wp.from_torch(b.param_rows(name))
@@ -202,28 +205,36 @@ class LeggedBackend(MjwBackend):
                 (self.default_pose, self.home_qpos, self.home_ctrl, self.dof_actuator))
             origins = wp.array(self.origins, dtype=wp.vec3)
         self.add_copy((*PD, "dof_damping"), kleg.copy_pd, (n, mjm.nv),
-                      [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator,
-                       m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
+                      [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator],
+                      [m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
                        m.dof_damping], replace="dof_damping")
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
-                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32)), m.body_ipos])
+                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32))], [m.body_ipos])
+        # every array below is a view of a buffer allocated once (MuJoCo Warp's model and
+        # data, the step context, the parameter table, the state above): bound once
         ctx, d = b.step, self.d
-        keys = [wp.from_torch(ctx.seed), ctx.env_offset, wp.from_torch(ctx.episode_count)]
-        self._pre_args = [
-            *keys, wp.from_torch(ctx.step_count), self._action, default_pose,
-            rows("action_scale"), rows("action_delay"), rows("kick_enable"), self.base, self.dt,
-            m.body_subtreemass, *state, d.ctrl, d.xfrc_applied,
-        ]
-        self._base_reset_args = [
-            *keys, home_qpos, home_ctrl, origins, rows("terrain_level"),
-            rows("reset_xy_range"), rows("reset_yaw_range"), rows("reset_velocity_range"),
-            self.dt, rows("kick_wait"), rows("kick_duration"), rows("kick_velocity"),
-            d.qpos, d.qvel, d.ctrl, *state,
-        ]
+        keys = step_keys(ctx)
+        action = kleg.ActionParams()
+        action.action_scale, action.action_delay = rows("action_scale"), rows("action_delay")
+        action.kick_enable = rows("kick_enable")
+        self._pre_step = (
+            [self.dt, self.base, default_pose, m.body_subtreemass, action, keys, self._action],
+            [state, d.ctrl, d.xfrc_applied],
+        )
+        spawn = kleg.SpawnParams()
+        spawn.level, spawn.xy_range = rows("terrain_level"), rows("reset_xy_range")
+        spawn.yaw_range, spawn.vel_range = rows("reset_yaw_range"), rows("reset_velocity_range")
+        spawn.kick_wait, spawn.kick_duration = rows("kick_wait"), rows("kick_duration")
+        spawn.kick_velocity = rows("kick_velocity")
+        self._reset_model = [self.dt, home_qpos, home_ctrl, origins, spawn]
+        self._reset_keys, self._reset_outputs = keys, [d.qpos, d.qvel, d.ctrl, state]
 
     def write_ctrl(self, ctx: StepContext) -> None:
-        wp.launch(kleg.pre_step, ctx.num_envs, self._pre_args)
+        inputs, outputs = self._pre_step
+        wp.launch(kleg.pre_step, dim=ctx.num_envs, inputs=inputs, outputs=outputs)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
-        wp.launch(kleg.reset_base, ctx.num_envs, [wmask, *self._base_reset_args])
+        wp.launch(kleg.reset_base, dim=ctx.num_envs,
+                  inputs=[*self._reset_model, wmask, self._reset_keys],
+                  outputs=self._reset_outputs)

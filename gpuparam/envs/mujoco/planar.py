@@ -47,8 +47,11 @@ class _Planar(RobotEnv):
         clip, own = self.vel_clip, {s.name for s in self.task_specs}
         params = tuple(p if p in own or i < 2 else PLANAR_PARAMS[0]  # (the first two: a
                        for i, p in enumerate(PLANAR_PARAMS))  # KeyError if missing)
-        return LocomotionTask(kloco.planar, params,
-                              lambda b: [self.kind, clip, b.d.qpos, b.d.qvel], ())
+        fields = ("forward_w", "ctrl_w", "healthy_r", "terminate", "z_min", "z_max",
+                  "angle_min", "angle_max", "state_min", "state_max")
+        return LocomotionTask(kloco.planar, kloco.PlanarParams,
+                              dict(zip(fields, params, strict=True)),
+                              lambda b: [self.kind, clip], lambda b: [b.d.qpos, b.d.qvel], ())
 
 
 class HalfCheetahEnv(_Planar):

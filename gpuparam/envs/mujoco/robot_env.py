@@ -14,6 +14,7 @@ from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import MjwBackend, check_sizes
 from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.model import PER_ELEMENT, Components, load_model, physical_specs
+from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, ParamSpec
 from gpuparam.vecenv import VecEnv
@@ -24,15 +25,19 @@ class LocomotionTask(Task):
     """A task of one ``kernels.locomotion`` kernel run in two modes: after a step for every
     env (``observe`` = 0) and after a reset for the masked envs (``observe`` = 1).
 
-    The kernel's arguments: ``observe``, the mask, ``dt``, ``data(backend)``
-    (model/data arrays), the action, the rows ``[N]`` of the scalar parameters ``params``
-    (a name the env lacks raises ``KeyError``), the task's previous position float32
-    ``[N, *prev_shape]`` (``backend.state["task_prev_position"]``, checkpointed with the
-    env), then the outputs.
+    The kernel's arguments, as MuJoCo Warp orders them: the model (``dt``, then
+    ``model(backend)``, then the parameter view: a ``params_type`` struct whose fields
+    view the rows ``[N]`` of the scalar parameters ``params`` names, field -> parameter; a
+    name the env lacks raises ``KeyError``), the data in (``observe``, the mask,
+    ``data(backend)``, the action), then the outputs (the task's previous position float32
+    ``[N, *prev_shape]``, ``backend.state["task_prev_position"]``, checkpointed with the
+    env; a ``kernels.locomotion.TaskOutputs``).
     """
 
     kernel: wp.Kernel
-    params: tuple[str, ...]
+    params_type: type
+    params: Mapping[str, str]
+    model: Callable[[MjwBackend], list]
     data: Callable[[MjwBackend], list]
     prev_shape: tuple[int, ...]
 
@@ -41,21 +46,31 @@ class LocomotionTask(Task):
         n, out = b.num_envs, b.step.outputs
         prev = torch.zeros(n, *self.prev_shape, dtype=torch.float32, device=b.device)
         backend.state["task_prev_position"] = prev
-        self._args = [
-            backend.dt, *self.data(backend), wp.from_torch(b.step.action),
-            *(wp.from_torch(b.param_rows(p)) for p in self.params), wp.from_torch(prev),
-            wp.from_torch(out["observation"]), wp.from_torch(out["final_observation"]),
-            wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
-        ]
+        # views of buffers allocated once (parameter table, model and data, step context):
+        # bound here, never rebound
+        params = self.params_type()
+        for field, name in self.params.items():
+            setattr(params, field, wp.from_torch(b.param_rows(name)))
+        outputs = kloco.TaskOutputs()
+        outputs.obs = wp.from_torch(out["observation"])
+        outputs.final_obs = wp.from_torch(out["final_observation"])
+        outputs.reward = wp.from_torch(out["reward"])
+        outputs.terminated = wp.from_torch(out["terminated"])
+        self._model = [backend.dt, *self.model(backend), params]
+        self._data = [*self.data(backend), wp.from_torch(b.step.action)]
+        self._outputs = [wp.from_torch(prev), outputs]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
 
     def compute(self, ctx: StepContext) -> None:
-        wp.launch(self.kernel, ctx.num_envs, [0, self._all, *self._args],
-                  device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, 0, self._all)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        args = [1, self.backend.wp_mask(mask), *self._args]
-        wp.launch(self.kernel, ctx.num_envs, args, device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, 1, self.backend.wp_mask(mask))
+
+    def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
+        wp.launch(self.kernel, dim=ctx.num_envs,
+                  inputs=[*self._model, observe, mask, *self._data], outputs=self._outputs,
+                  device=ctx.wp_device, stream=ctx.stream)
 
 
 class RobotEnv(VecEnv):
