@@ -32,6 +32,8 @@ class EnvStages:
         self.curricula: list = []
         self.first: list[Stage] = []
         self.extra: list[Stage] = []
+        self._bound_ctx: StepContext | None = None  # the context _launches views
+        self._launches: dict[str, tuple[Any, list, list]] = {}
 
     # ------------------------------------------------------------------ lists
     def step_stages(self) -> list[Stage]:
@@ -101,30 +103,50 @@ class EnvStages:
             raise error
 
     # ------------------------------------------------------------------ stage bodies
+    def _bound(self, ctx: StepContext) -> dict[str, tuple[Any, list, list]]:
+        """The launches of the stage bodies below, ``name -> (kernel, inputs, outputs)``,
+        bound once per context: its buffers (and the env's ``invalid_actions``) are
+        allocated once, so their Warp views never change and no step makes new ones."""
+        if self._bound_ctx is ctx:
+            return self._launches
+        env, out = self._env, ctx.outputs
+        if isinstance(env.action_spec, DiscreteSpec):  # count the invalid actions
+            invalid = (kactions.count_invalid_discrete,
+                       [to_wp(ctx.action.reshape(-1)), env.action_spec.n])
+        else:
+            invalid = (kactions.count_invalid_box, [to_wp(ctx.action.reshape(ctx.num_envs, -1))])
+        self._launches = {
+            "invalid_actions": (*invalid, [to_wp(env.invalid_actions)]),
+            "end_step": (kepisode.end_step, [
+                to_wp(ctx.max_episode_steps), to_wp(out["reward"]), to_wp(out["terminated"]),
+            ], [
+                to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
+                to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
+            ]),
+            "tick": (kepisode.tick, [], [to_wp(ctx.clock)]),
+            "clear_counters": (kepisode.clear_counters, [to_wp(ctx.reset_mask)],
+                               [to_wp(ctx.step_count), to_wp(ctx.running_return)]),
+        }
+        self._bound_ctx = ctx
+        return self._launches
+
+    def _launch(self, ctx: StepContext, name: str, dim: int | None = None) -> None:
+        kernel, inputs, outputs = self._bound(ctx)[name]
+        wp.launch(kernel, dim=ctx.num_envs if dim is None else dim, inputs=inputs,
+                  outputs=outputs, device=ctx.wp_device, stream=ctx.stream)
+
     def _physics(self, ctx: StepContext) -> None:
         env = self._env
-        if isinstance(env.action_spec, DiscreteSpec):  # count the invalid actions
-            args = [to_wp(ctx.action.reshape(-1)), env.action_spec.n]
-            kernel = kactions.count_invalid_discrete
-        else:
-            args = [to_wp(ctx.action.reshape(ctx.num_envs, -1))]
-            kernel = kactions.count_invalid_box
-        wp.launch(kernel, ctx.num_envs, [*args, to_wp(env.invalid_actions)],
-                  device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, "invalid_actions")
         env.backend.step(ctx)
         if env.task is not None:
             env.task.compute(ctx)
 
     def _episode(self, ctx: StepContext) -> None:
-        out = ctx.outputs
-        wp.launch(kepisode.end_step, ctx.num_envs, [
-            to_wp(ctx.max_episode_steps), to_wp(out["reward"]), to_wp(out["terminated"]),
-            to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
-            to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
-        ], device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, "end_step")
 
     def _tick(self, ctx: StepContext) -> None:
-        wp.launch(kepisode.tick, 1, [to_wp(ctx.clock)], device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, "tick", dim=1)
 
     def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
         self._env.backend.reset(ctx, mask)
@@ -132,9 +154,7 @@ class EnvStages:
             self._env.task.observe(ctx, mask)
 
     def _explicit_reset(self, ctx: StepContext) -> None:
-        wp.launch(kepisode.clear_counters, ctx.num_envs, [
-            to_wp(ctx.reset_mask), to_wp(ctx.step_count), to_wp(ctx.running_return),
-        ], device=ctx.wp_device, stream=ctx.stream)
+        self._launch(ctx, "clear_counters")
         self._reset_envs(ctx, ctx.reset_mask)
 
     # ------------------------------------------------------------------ registration

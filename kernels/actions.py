@@ -18,19 +18,19 @@ from gpuparam.kernels.index import thread_index
 def count_invalid_discrete(
     action: wp.array(dtype=wp.int64),
     n: wp.int64,
-    counter: wp.array(dtype=wp.int64),
+    counter_out: wp.array(dtype=wp.int64),
 ):
     """Count actions outside ``[0, n)``."""
     i = thread_index(wp.tid())
     a = action[i]
     if a < wp.int64(0) or a >= n:
-        wp.atomic_add(counter, 0, wp.int64(1))
+        wp.atomic_add(counter_out, 0, wp.int64(1))
 
 
 @wp.kernel
 def count_invalid_box(
     action: wp.array2d(dtype=float),
-    counter: wp.array(dtype=wp.int64),
+    counter_out: wp.array(dtype=wp.int64),
 ):
     """Count envs whose action has a NaN component."""
     i = thread_index(wp.tid())
@@ -39,7 +39,7 @@ def count_invalid_box(
         if wp.isnan(action[i, j]):
             bad = 1
     if bad != 0:
-        wp.atomic_add(counter, 0, wp.int64(1))
+        wp.atomic_add(counter_out, 0, wp.int64(1))
 
 
 @wp.kernel
