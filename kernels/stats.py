@@ -51,6 +51,18 @@ class Stats:
     bad: I64
 
 
+@wp.struct
+class Chunks:
+    """One level of the chunk tree (module docstring): ``order`` the items listed by group
+    (level 0; empty above), chunk ``c`` covering ``order[bounds[c]:bounds[c + 1]]`` of group
+    ``grp[c]``, group ``g`` owning chunks ``first[g]`` to ``first[g + 1] - 1``; int32."""
+
+    order: I32
+    bounds: I32
+    grp: I32
+    first: I32
+
+
 @wp.func
 def updating(ctl: F64, mode: int) -> bool:
     """Whether a call with ``mode`` updates the statistics under the settings ``ctl``."""
@@ -140,10 +152,7 @@ def partial(
     x64: F64,
     P: int,
     n_env: int,
-    order: I32,
-    bounds: I32,
-    grp: I32,
-    first: I32,
+    chunks: Chunks,
     ctl: F64,
     mode: int,
     tick: I64,
@@ -157,6 +166,7 @@ def partial(
     no overloads), reduced in float64 around the chunk's first such value, so neither
     overflow nor a far mean costs precision, at partial ``s = b * K + c``. Also keeps each
     group's count before the merge (``n_old``)."""
+    order, bounds, grp, first = chunks.order, chunks.bounds, chunks.grp, chunks.first
     b, c, f = wp.tid()
     if not updating(ctl, mode):
         return
@@ -329,9 +339,7 @@ RESET_LANES = 64  # threads of a ``reset`` block on CUDA (Warp's CPU runs 1 per 
 @wp.kernel
 def reset(
     P: int,
-    order: I32,
-    bounds: I32,
-    grp: I32,
+    chunks: Chunks,
     mask: BOOL,
     groups: BOOL,
     eps: wp.float64,
@@ -350,6 +358,7 @@ def reset(
     features. Block ``K + g`` clears group ``g`` when all or ``groups[g]`` are selected
     (groups without envs too). Writers of a value write the same value (at most one block
     per chunk of a group); other groups are not touched."""
+    order, bounds, grp = chunks.order, chunks.bounds, chunks.grp
     row, lane = wp.tid()
     nb = wp.block_dim()
     K = grp.shape[0]

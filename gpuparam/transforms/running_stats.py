@@ -62,9 +62,11 @@ def _ptr(t: torch.Tensor) -> wp.array:
 class Level:
     """One level of the tree (``kernels.stats``): ``K`` chunks of at most ``size`` items of
     one group, from the groups' item counts (``bounds``, ``grp``, ``first``: int32 Warp
-    arrays on the device; ``per``: chunks per group)."""
+    arrays on the device; ``per``: chunks per group); ``chunks``: those and ``order`` (the
+    items by group, or None above level 0) as the kernels take them."""
 
-    def __init__(self, counts: np.ndarray, device: torch.device, size: int = CHUNK):
+    def __init__(self, counts: np.ndarray, device: torch.device, size: int = CHUNK,
+                 order: wp.array | None = None):
         self.per = -(-counts // size)
         first = np.concatenate([[0], np.cumsum(self.per)])
         self.K = int(first[-1])
@@ -73,6 +75,11 @@ class Level:
         bounds = np.append(lo, counts.sum())
         self.bounds, self.grp, self.first = (
             _wp(torch.as_tensor(a.astype(np.int32)).to(device)) for a in (bounds, grp, first))
+        self.chunks = K.Chunks()
+        self.chunks.order = order if order is not None else wp.empty(
+            0, dtype=wp.int32, device=wp_device(device))
+        self.chunks.bounds, self.chunks.grp, self.chunks.first = (
+            self.bounds, self.grp, self.first)
 
 
 class Layout:
@@ -87,8 +94,8 @@ class Layout:
             order = torch.argsort(gid, stable=True)
             counts = torch.bincount(gid, minlength=G).cpu().numpy()  # host-ok: bind time
         self.order = _wp(order.to(torch.int32))
-        self.resets = Level(counts, device, RESET_CHUNK)
-        self.levels = [Level(counts, device)]
+        self.resets = Level(counts, device, RESET_CHUNK, self.order)
+        self.levels = [Level(counts, device, order=self.order)]
         while self.levels[-1].per.max(initial=0) > CHUNK:
             self.levels.append(Level(self.levels[-1].per, device))
 
@@ -166,8 +173,8 @@ class Engine:
         if x32.shape[0]:
             out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
         out.append((K.partial, (B, lv[0].K, P), [
-            x32, x64, P, n_env, L.order, lv[0].bounds, lv[0].grp, lv[0].first, flags, mode,
-            t, stamp, self.live.count, self.n_old, pt[0]]))
+            x32, x64, P, n_env, lv[0].chunks, flags, mode, t, stamp, self.live.count,
+            self.n_old, pt[0]]))
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
@@ -563,12 +570,12 @@ class GroupedRunningStats(SavesState, nn.Module):
                 raise ValueError(f"{what} indices in [0, {G})")
             groups = torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
         groups = groups if groups is None else groups.contiguous()
-        e, um, ug = self._eng(), mask is not None, groups is not None
-        L = e.layout
-        args = [e.P, L.order, L.resets.bounds, L.resets.grp, mask if um else e.none_b,
-                groups if ug else e.none_b, e.eps, e.live, e.sent, e.pending, e.unsent, e.tab,
+        e, masked, by_group = self._eng(), mask is not None, groups is not None
+        resets = e.layout.resets
+        args = [e.P, resets.chunks, mask if masked else e.none_b,
+                groups if by_group else e.none_b, e.eps, e.live, e.sent, e.pending, e.unsent, e.tab,
                 e.ret]
-        e.run(("reset", um, ug), K.reset, [L.resets.K + e.G], args,
+        e.run(("reset", masked, by_group), K.reset, [resets.K + e.G], args,
               stream_for(self.device) if stream is None else stream, K.RESET_LANES)
 
     # ------------------------------------------------------------------ params coupling
