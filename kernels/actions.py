@@ -99,6 +99,6 @@ def copy_rows_armed(
 
 
 @wp.kernel
-def disarm(flag: wp.array(dtype=wp.int32)):
+def disarm(flag_out: wp.array(dtype=wp.int32)):
     """Clear the adapter's flag: the step is over."""
-    flag[0] = 0
+    flag_out[0] = 0

@@ -394,9 +394,9 @@ def reset(
 
 
 @wp.kernel
-def clear_mask(mask: BOOL):
-    """Launch over N: ``mask[e] = False``."""
-    mask[wp.tid()] = False
+def clear_mask(mask_out: BOOL):
+    """Launch over N: ``mask_out[e] = False``."""
+    mask_out[wp.tid()] = False
 
 
 # ---------------------------------------------------------------------------- exchange

@@ -235,13 +235,15 @@ class RslRlVecEnv(Adapter, VecEnv):
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
-    def _launch(self, ctx: StepContext, kernel, inputs: list, dim: int | None = None) -> None:
-        wp.launch(kernel, dim or self.num_envs, inputs, device=ctx.wp_device, stream=ctx.stream)
+    def _launch(self, ctx: StepContext, kernel, inputs: list, outputs: list,
+                dim: int | None = None) -> None:
+        wp.launch(kernel, dim=dim or self.num_envs, inputs=inputs, outputs=outputs,
+                  device=ctx.wp_device, stream=ctx.stream)
 
     def _action_stage(self, ctx: StepContext) -> None:
-        self._launch(ctx, kactions.pick_positive, [
-            to_wp(self._flag), to_wp(self._logits.reshape(-1)), to_wp(ctx.action.reshape(-1)),
-        ])
+        self._launch(ctx, kactions.pick_positive,
+                     [to_wp(self._flag), to_wp(self._logits.reshape(-1))],
+                     [to_wp(ctx.action.reshape(-1))])
 
     def _output_stage(self, ctx: StepContext) -> None:
         td = self.env.outputs  # this step's (after any transforms), read at capture
@@ -249,16 +251,13 @@ class RslRlVecEnv(Adapter, VecEnv):
         src = [to_wp(td["observation"].reshape(n, -1))]
         src += [to_wp(td[k]) for k in ("reward", "done", "truncated", "terminated")]
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
-            self._launch(ctx, kactions.write_outputs, [
-                to_wp(self._flag), k + 1, *src,
-                to_wp(s[0]["policy"].reshape(n, -1)), *map(to_wp, s[1:]),
-            ])
+            self._launch(ctx, kactions.write_outputs, [to_wp(self._flag), k + 1, *src],
+                         [to_wp(s[0]["policy"].reshape(n, -1)), *map(to_wp, s[1:])])
             if "critic" in s[0].keys():
                 self._launch(ctx, kactions.copy_rows_armed, [
                     to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
-                    to_wp(s[0]["critic"].reshape(n, -1)),
-                ])
-        self._launch(ctx, kactions.disarm, [to_wp(self._flag)], 1)
+                ], [to_wp(s[0]["critic"].reshape(n, -1))])
+        self._launch(ctx, kactions.disarm, [], [to_wp(self._flag)], 1)
 
     def _write_privileged(self, obs: TensorDict) -> None:
         if self._priv is None:

@@ -145,8 +145,10 @@ class ObsNorm(GroupedRunningStats):
             L = e.rows[1] if one else e.layout
             B, n_env = (1, M) if one else (M // n, n)
             stamp = wp.from_torch(torch.zeros(M, dtype=torch.int64, device=dev))
-            for kernel, dim, args in e.tree(wp.from_torch(xs.view(-1)), e.none64, n_env, L,
-                                            L.scratch(B, e.P, dev), stamp, B, 1):
-                wp.launch(kernel, dim, args, device=wp_device(dev), stream=stream)
+            for kernel, dim, inputs, outputs in e.tree(wp.from_torch(xs.view(-1)), e.none64,
+                                                       n_env, L, L.scratch(B, e.P, dev), stamp,
+                                                       B, 1):
+                wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs,
+                          device=wp_device(dev), stream=stream)
         e.normalize(xs, y, None, None, stream)
         return y.view(x.shape) if out is None else out.copy_(y.view(x.shape))

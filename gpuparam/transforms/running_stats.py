@@ -143,45 +143,50 @@ class Engine:
         self._cmds: dict[tuple, Replay] = {}
         self.rows: tuple[int, Layout | None] = (0, None)  # a learner batch's: M, its layout
         # the tables from the statistics (loaded, moved or copied ones too)
-        wp.launch(K.refresh, (G, P), [P, self.eps, self.live, self.tab],
+        wp.launch(K.refresh, dim=(G, P), inputs=[P, self.eps, self.live], outputs=[self.tab],
                   device=wdev, stream=stream_for(dev))
 
-    def run(self, key: tuple, kernel, dim, args: list, stream, block_dim: int = 0) -> None:
+    def run(self, key: tuple, kernel, dim, inputs: list, stream, block_dim: int = 0,
+            outputs: list = ()) -> None:
         """Launch ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0), recorded
-        under ``key`` at the first call; the torch tensors among ``args`` are repointed."""
+        under ``key`` at the first call; the torch tensors among ``inputs`` and ``outputs``
+        are repointed."""
+        args = [*inputs, *outputs]
         slots = [i for i, v in enumerate(args) if isinstance(v, torch.Tensor)]
         c = self._cmds.get(key)
         if c is None:
             wargs = [_ptr(v) if i in slots else v for i, v in enumerate(args)]
+            w_in, w_out = wargs[:len(inputs)], wargs[len(inputs):]
             if block_dim:
-                c = Replay(wp.launch_tiled(kernel, dim=dim, inputs=wargs, block_dim=block_dim,
-                                           device=wp_device(self.device), record_cmd=True),
+                c = Replay(wp.launch_tiled(kernel, dim=dim, inputs=w_in, outputs=w_out,
+                                           block_dim=block_dim, device=wp_device(self.device),
+                                           record_cmd=True),
                            self.device, wargs)
             else:
-                c = record(kernel, dim, wargs, self.device)
+                c = record(kernel, dim, w_in, self.device, outputs=w_out)
             c = self._cmds[key] = c.rebindable(*((i, _ptr) for i in slots))
         c.set_tensors(tuple(args[i] for i in slots))
         c.launch(stream)
 
     def tree(self, x32, x64: wp.array, n_env: int, L: Layout, pt: list, stamp: wp.array,
               B: int, mode: int) -> list[tuple]:
-        """``(kernel, dim, args)`` of the update (``kernels.stats``) from ``B`` slices of
+        """``(kernel, dim, inputs, outputs)`` of the update (``kernels.stats``) from ``B`` slices of
         ``n_env`` rows (``x32``, a float32 tensor or Warp array, or ``x64``) over layout ``L``
         with scratch ``pt`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
         lv, P, flags, t = L.levels, self.P, self.flags, self.tick
         out = []
         if x32.shape[0]:
-            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t, stamp]))
+            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t], [stamp]))
         out.append((K.partial, (B, lv[0].K, P), [
             x32, x64, P, n_env, lv[0].chunks, flags, mode, t, stamp, self.live.count,
-            self.n_old, pt[0]]))
+        ], [self.n_old, pt[0]]))
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
             outs = [self.live, t, self.tab] if top else [pt[i], self.none_i64, self.none_tab]
             out.append((K.combine, (self.G if top else lv[i].K, P), [
                 P, B if i == 1 else 1, lv[i - 1].K, bounds, pt[i - 1],
-                self.n_old if top else self.none64, flags, mode, self.eps, *outs]))
+                self.n_old if top else self.none64, flags, mode, self.eps], outs))
         return out
 
     # ------------------------------------------------------------------ env batches
@@ -194,8 +199,8 @@ class Engine:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
         into the statistics when ``mode`` says so."""
         specs = self.tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
-        for i, spec in enumerate(specs):
-            self.run(("update", i, mode), *spec, stream)
+        for i, (kernel, dim, inputs, outputs) in enumerate(specs):
+            self.run(("update", i, mode), kernel, dim, inputs, stream, outputs=outputs)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
         """``out = normalize(x)`` and, unless ``x2`` is None, ``out2 = normalize(x2)``: one

@@ -89,7 +89,8 @@ class TransformedEnv(SavesState):
         for t in transforms:
             if t.reset_on:
                 d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
-                clear = record(K.clear_mask, d.shape[0], [wp.from_torch(d)], d.device)
+                clear = record(K.clear_mask, d.shape[0], [], d.device,
+                               outputs=[wp.from_torch(d)])
                 self._deferred.append((t, t.reset_on, d, clear))
         # not told of checkpoint loads (a restore): statistics and env load in either order
         loads = {"loads": False} if isinstance(env.params, ParamTable) else {}

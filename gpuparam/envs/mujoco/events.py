@@ -97,15 +97,17 @@ class Push:
         ranges = torch.tensor(self.velocity, dtype=torch.float32, device=dev)
         lo, hi = self._keep = ranges.T.contiguous()  # float32 [k] each
         ctx = env.context
-        args = [wp.from_torch(ctx.seed), ctx.env_offset, self.first_dof, wp.from_torch(lo),
-                wp.from_torch(hi), k_lo, k_hi, wp.from_torch(self.timer),
-                wp.from_torch(self.count), env.backend.d.qvel]
+        inputs = [wp.from_torch(ctx.seed), ctx.env_offset, self.first_dof, wp.from_torch(lo),
+                  wp.from_torch(hi), k_lo, k_hi]
+        outputs = [wp.from_torch(self.timer), wp.from_torch(self.count), env.backend.d.qvel]
         # count 0: draws the first timers (no push), on torch's current stream after the
         # zeros above (the step's stream waits on it)
-        wp.launch(kloco.push, n, args, device=ctx.wp_device, stream=stream_for(dev))
+        wp.launch(kloco.push, dim=n, inputs=inputs, outputs=outputs, device=ctx.wp_device,
+                  stream=stream_for(dev))
 
         def run(c: StepContext) -> None:
-            wp.launch(kloco.push, c.num_envs, args, device=c.wp_device, stream=c.stream)
+            wp.launch(kloco.push, dim=c.num_envs, inputs=inputs, outputs=outputs,
+                      device=c.wp_device, stream=c.stream)
 
         return Stage("push", run, warp_only=True)
 
