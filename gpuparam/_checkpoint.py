@@ -165,10 +165,11 @@ def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") 
     """Levels inside ``[0, num_levels)``, ADR sums finite and counts non-negative."""
     if state["num_levels"] != num_levels:
         _fail(f"{path}.num_levels", str(num_levels), state["num_levels"])
-    lv = state["levels"]
-    if lv.numel() and (bool((lv < 0).any()) or bool((lv >= num_levels).any())):  # host-ok
+    levels = state["levels"]
+    if levels.numel() and (bool((levels < 0).any())  # host-ok: checkpoint loading
+                           or bool((levels >= num_levels).any())):  # host-ok
         _fail(f"{path}.levels", f"levels in [0, {num_levels})",
-              f"[{lv.min().item()}, {lv.max().item()}]")  # host-ok: error path
+              f"[{levels.min().item()}, {levels.max().item()}]")  # host-ok: error path
     check_finite(state["adr_sums"], f"{path}.adr_sums")
     check_nonneg(state["adr_counts"], f"{path}.adr_counts")
 

@@ -37,20 +37,20 @@ class EnvStages:
 
     # ------------------------------------------------------------------ lists
     def step_stages(self) -> list[Stage]:
-        rz, listeners = self._env.randomization, self._listener_kind()
+        randomization, listeners = self._env.randomization, self._listener_kind()
         physics = self._physics_kind()
         commit = self._commit_stages()
         stages = [*self.first, *self._hook_stages("before_step", self.before)]
-        if rz.step_active:
-            stages.append(Stage("randomize_step", rz.launch_step, listeners))
+        if randomization.step_active:
+            stages.append(Stage("randomize_step", randomization.launch_step, listeners))
         stages += commit  # the model as written before the physics reads it
         stages.append(Stage("physics", self._physics, physics))
         stages.append(Stage("episode", self._episode, "warp"))
         stages += self._hook_stages("after_step", self.after)
         for cur in self.curricula:  # a callable metric runs Python
             stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
-        if rz.reset_active:
-            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.done),
+        if randomization.reset_active:
+            stages.append(Stage("randomize_reset", lambda c: randomization.launch_reset(c, c.done),
                                 listeners))
         stages += commit  # ... before the auto-reset reads it
         stages.append(Stage("clock", self._tick, "warp"))
@@ -58,10 +58,11 @@ class EnvStages:
         return stages + self.extra + (commit if self.extra else [])
 
     def reset_stages(self) -> list[Stage]:
-        rz = self._env.randomization
+        randomization = self._env.randomization
         stages = []
-        if rz.reset_active:
-            stages.append(Stage("randomize_reset", lambda c: rz.launch_reset(c, c.reset_mask),
+        if randomization.reset_active:
+            stages.append(Stage("randomize_reset",
+                                lambda c: randomization.launch_reset(c, c.reset_mask),
                                 self._listener_kind()))
         stages += self._commit_stages()
         stages.append(Stage("reset", self._explicit_reset, self._physics_kind()))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from gpuparam._device import host_array, record, to_wp
-from gpuparam.kernels import curriculum as K
+from gpuparam.kernels import curriculum as kcurriculum
 from gpuparam.randomization.binding import OP, check_result, per_component
 from gpuparam.randomization.terms import Term, Uniform, check_int
 
@@ -65,15 +65,15 @@ class ADR:
             raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
 
 
-def adr_slots(a: ADR, env, owner: object) -> list[K.AdrSlot]:
+def adr_slots(a: ADR, env, owner: object) -> list[kcurriculum.AdrSlot]:
     """The checked ``kernels.curriculum.AdrSlot`` per component of ``a`` for ``owner``."""
-    rz, t = env.randomization, a.term
-    rz.check_free(t, owner)
-    if rz.mask(t) is not None:
+    randomization, t = env.randomization, a.term
+    randomization.check_free(t, owner)
+    if randomization.mask(t) is not None:
         raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
                          "never draw from the range its statistics would move)")
     col, size = env.params.columns(t.param)
-    ranges = rz.ranges(t)
+    ranges = randomization.ranges(t)
     rng = ranges[0].cpu()  # host-ok: binding only, [size, 2]
     lim_lo = per_component(a.limits[0], size, t, "limits low")
     lim_hi = per_component(a.limits[1], size, t, "limits high")
@@ -86,7 +86,7 @@ def adr_slots(a: ADR, env, owner: object) -> list[K.AdrSlot]:
                              f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
         if not delta[j] > 0:
             raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
-        s = K.AdrSlot()
+        s = kcurriculum.AdrSlot()
         s.ranges, s.col, s.op = to_wp(ranges[0, j]), col + j, OP[t.op]
         s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
         s.thr_high = a.threshold_high
@@ -120,13 +120,13 @@ class AdrGroup:
                       "adr_local_sums": self.local_sums, "adr_local_counts": self.local_counts}
         self._collect = self._decide = None
         if slots:
-            arr = host_array(slots, K.AdrSlot, dev)
+            arr = host_array(slots, kcurriculum.AdrSlot, dev)
             sums, counts = ((self.local_sums, self.local_counts) if synced
                             else (self.sums, self.counts))
-            self._collect = record(K.adr_collect, n, [
+            self._collect = record(kcurriculum.adr_collect, n, [
                 to_wp(env.context.done), to_wp(metric), arr, to_wp(p.nominal_table),
                 to_wp(p.effective_table), to_wp(sums), to_wp(counts)], dev)
-            self._decide = record(K.adr_update, len(slots), [
+            self._decide = record(kcurriculum.adr_update, len(slots), [
                 arr, to_wp(self.sums), to_wp(self.counts)], dev)
 
     def step(self, stream) -> None:

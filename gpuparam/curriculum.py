@@ -19,7 +19,7 @@ from gpuparam._checkpoint import check_curriculum, check_like
 from gpuparam._device import launch, record, stream_for, to_wp
 from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
-from gpuparam.kernels import curriculum as K
+from gpuparam.kernels import curriculum as kcurriculum
 from gpuparam.randomization.binding import check_result, range_tensor, select_envs
 from gpuparam.randomization.terms import Term, check_int
 
@@ -118,7 +118,7 @@ class Curriculum:
             mask: bool tensor ``[num_envs]`` on the device; or ``env_ids`` (long ``[K]``).
         """
         env = self._require_env()
-        n, dev, L = env.num_envs, env.device, self.num_levels
+        n, dev, num_levels = env.num_envs, env.device, self.num_levels
         mask = select_envs(f"{self}.set_level", env, mask, env_ids)
         if isinstance(level, torch.Tensor):
             if (
@@ -131,16 +131,17 @@ class Curriculum:
             level = level.detach().to(torch.int32)
         elif not isinstance(level, int) or isinstance(level, bool):
             raise ValueError(
-                f"{self}.set_level: expected an int in [0, {L}) or an int tensor [{n}], "
+                f"{self}.set_level: expected an int in [0, {num_levels}) or an int tensor [{n}], "
                 f"got {level!r} ({type(level).__name__})"
             )
         else:
             lo = hi = level
-        if not 0 <= lo <= hi < L:
-            raise ValueError(f"{self}.set_level: levels must be in [0, {L}), got {level!r}")
+        if not 0 <= lo <= hi < num_levels:
+            raise ValueError(f"{self}.set_level: levels must be in [0, {num_levels}), "
+                             f"got {level!r}")
         gate = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else mask
         self._levels.copy_(torch.where(gate, level, self._levels))
-        launch(K.update_levels, n, self._level_inputs(gate, force=1), dev,
+        launch(kcurriculum.update_levels, n, self._level_inputs(gate, force=1), dev,
                outputs=self._level_outputs)
         if self._names:
             env.params.notify(self._names, mask)
@@ -153,8 +154,8 @@ class Curriculum:
             raise ValueError(f"{self}: already added to an env")
         if env.stepping:
             raise RuntimeError(f"{self}: added during a step; add it between steps")
-        n, dev, L = env.num_envs, env.device, self.num_levels
-        p, rz = env.params, env.randomization
+        n, dev, num_levels = env.num_envs, env.device, self.num_levels
+        p, randomization = env.params, env.randomization
         pcol, ptab = [], []
         for name, value in self.params.items():
             if name not in p:
@@ -162,7 +163,7 @@ class Curriculum:
                                f"{', '.join(p.names)}")
             spec = p.spec[name]
             col, size = p.columns(name)
-            tab = _table(value, L, (size,), f"{self}: parameter {name!r}")
+            tab = _table(value, num_levels, (size,), f"{self}: parameter {name!r}")
             bad = (tab < spec.low) | (tab > spec.high)
             if bool(bad.any()):
                 lvl = int(bad.any(1).nonzero()[0])  # host-ok: construction, error path
@@ -177,10 +178,10 @@ class Curriculum:
                              "(ADR moves the global range, which per-env ranges replace)")
         rtab = []
         for term, value in self.ranges.items():
-            rz.check_free(term, self, per_env=True)
-            tab = _range_table(value, L, term, p.columns(term.param)[1])
-            check_result(term, p, rz.mask(term), tab.float())
-            rtab.append(tab.reshape(L, -1))
+            randomization.check_free(term, self, per_env=True)
+            tab = _range_table(value, num_levels, term, p.columns(term.param)[1])
+            check_result(term, p, randomization.mask(term), tab.float())
+            rtab.append(tab.reshape(num_levels, -1))
         src, buf = _metric_source(self.metric, env, self)
         adr = AdrGroup(self.adr, env, self, buf, self.synced)
         # everything checked: commit
@@ -191,25 +192,26 @@ class Curriculum:
         self._names = tuple(self.params)
         f32, i64 = dict(dtype=torch.float32, device=dev), dict(dtype=torch.int64, device=dev)
         self._pcol = torch.tensor(pcol, dtype=torch.int32, device=dev)
-        self._pval = (torch.cat(ptab, 1) if ptab else torch.zeros(L, 0)).to(**f32)
-        self._rval = (torch.cat(rtab, 1) if rtab else torch.zeros(L, 0)).to(**f32)
+        self._pval = (torch.cat(ptab, 1) if ptab else torch.zeros(num_levels, 0)).to(**f32)
+        self._rval = (torch.cat(rtab, 1) if rtab else torch.zeros(num_levels, 0)).to(**f32)
         self._pe = torch.zeros(self._rval.shape[1], n, **f32)  # per-env ranges [2Q, N]
-        self._level_counts = torch.zeros(L, **i64)
+        self._level_counts = torch.zeros(num_levels, **i64)
         self._ones = torch.ones(n, **i64)
         self._state = {"levels": self._levels, "level_counts": self._level_counts,
                        **adr.saved}
         sizes = [2 * p.columns(term.param)[1] for term in self.ranges]
         for term, rows in zip(self.ranges, self._pe.split(sizes), strict=True):
-            rz.pin(term, self, rows)
+            randomization.pin(term, self, rows)
         for a in self.adr:
-            rz.pin(a.term, self)
+            randomization.pin(a.term, self)
         # views of buffers allocated once (above, the parameter table): bound once
-        table = K.Levels()
+        table = kcurriculum.Levels()
         table.pcol, table.pval, table.rval = to_wp(self._pcol), to_wp(self._pval), to_wp(self._rval)
         self._level_table = table
         self._level_outputs = [to_wp(self._levels), to_wp(self._changed),
                                to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(self._pe)]
-        self._cmd = record(K.update_levels, n, self._level_inputs(env.context.done, 0), dev,
+        self._cmd = record(kcurriculum.update_levels, n,
+                           self._level_inputs(env.context.done, 0), dev,
                            outputs=self._level_outputs)
         self.set_level(self.initial_level)
 

@@ -102,9 +102,9 @@ def height_scan(
     yaw = base_yaw[env]
     c = wp.cos(yaw)
     s = wp.sin(yaw)
-    pt = points[p]
-    x = pos[0] + c * pt[0] - s * pt[1]
-    y = pos[1] + s * pt[0] + c * pt[1]
+    point = points[p]
+    x = pos[0] + c * point[0] - s * point[1]
+    y = pos[1] + s * point[0] + c * point[1]
     origin = geom_pos[env % geom_pos.shape[0], geom_id]
     heights_out[env, p] = hfield_height(hfield_size[hfield_id], hfield_nrow[hfield_id],
                                         hfield_ncol[hfield_id], hfield_adr[hfield_id],

@@ -142,11 +142,12 @@ class ObsNorm(GroupedRunningStats):
             # one group: a layout of M rows, kept while M is (building one syncs on CUDA)
             if one and e.rows[0] != M:
                 e.rows = (M, Layout(None, 1, M, dev))
-            L = e.rows[1] if one else e.layout
+            layout = e.rows[1] if one else e.layout
             B, n_env = (1, M) if one else (M // n, n)
             stamp = wp.from_torch(torch.zeros(M, dtype=torch.int64, device=dev))
             for kernel, dim, inputs, outputs in e.tree(wp.from_torch(xs.view(-1)), e.none64,
-                                                       n_env, L, L.scratch(B, e.P, dev), stamp,
+                                                       n_env, layout,
+                                                       layout.scratch(B, e.P, dev), stamp,
                                                        B, 1):
                 wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs,
                           device=wp_device(dev), stream=stream)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from gpuparam._device import stream_for
-from gpuparam.kernels import stats as K
+from gpuparam.kernels import stats as kstats
 from gpuparam.transforms.running_stats import GroupedRunningStats
 
 
@@ -88,11 +88,11 @@ class RewardNorm(GroupedRunningStats):
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
         stream = stream_for(self.device) if stream is None else stream
         # four launches up to 1024 envs per group: the returns, their update, the scaling
-        e.run(("returns",), K.returns_step, e.n, [reward, e.flags, 2, e.tick], stream,
+        e.run(("returns",), kstats.returns_step, e.n, [reward, e.flags, 2, e.tick], stream,
               outputs=[e.ret, e.stamp])
         e.update(e.none32, e.ret, 2, stream)
-        e.run(("scale",), K.scale_rewards, e.n, [reward, done, e.gid, e.flags, 2, e.tab], stream,
-              outputs=[out, e.ret])
+        e.run(("scale",), kstats.scale_rewards, e.n,
+              [reward, done, e.gid, e.flags, 2, e.tab], stream, outputs=[out, e.ret])
         return out
 
     def reset_returns(self, mask: torch.Tensor | None = None) -> None:

@@ -27,7 +27,7 @@ from gpuparam._checks import check_mask
 from gpuparam._device import Replay, init_warp, record, stream_for, wp_device
 from gpuparam.distributed import exchange
 from gpuparam.files import SavesState
-from gpuparam.kernels import stats as K
+from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
 
 __all__ = ["F64", "GroupedRunningStats"]
@@ -43,9 +43,9 @@ def _wp(t: torch.Tensor) -> wp.array:
     return wp.from_torch(t.view(-1))
 
 
-def _stats(*ts: torch.Tensor) -> K.Stats:
+def _stats(*ts: torch.Tensor) -> kstats.Stats:
     """A ``kernels.stats.Stats`` over count, mean, M2 and ``bad`` tensors."""
-    st = K.Stats()
+    st = kstats.Stats()
     st.count, st.mean, st.m2, st.bad = (_wp(t) for t in ts)
     return st
 
@@ -75,7 +75,7 @@ class Level:
         bounds = np.append(lo, counts.sum())
         self.bounds, self.grp, self.first = (
             _wp(torch.as_tensor(a.astype(np.int32)).to(device)) for a in (bounds, grp, first))
-        self.chunks = K.Chunks()
+        self.chunks = kstats.Chunks()
         self.chunks.order = order if order is not None else wp.empty(
             0, dtype=wp.int32, device=wp_device(device))
         self.chunks.bounds, self.chunks.grp, self.chunks.first = (
@@ -99,7 +99,7 @@ class Layout:
         while self.levels[-1].per.max(initial=0) > CHUNK:
             self.levels.append(Level(self.levels[-1].per, device))
 
-    def scratch(self, B: int, P: int, device: torch.device) -> list[K.Stats]:
+    def scratch(self, B: int, P: int, device: torch.device) -> list[kstats.Stats]:
         """Per-update float64 moments (count, stamped rows (int64), mean, M2) of every
         level's chunks (``B`` slices at level 0), as Warp arrays."""
         f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
@@ -143,7 +143,7 @@ class Engine:
         self._cmds: dict[tuple, Replay] = {}
         self.rows: tuple[int, Layout | None] = (0, None)  # a learner batch's: M, its layout
         # the tables from the statistics (loaded, moved or copied ones too)
-        wp.launch(K.refresh, dim=(G, P), inputs=[P, self.eps, self.live], outputs=[self.tab],
+        wp.launch(kstats.refresh, dim=(G, P), inputs=[P, self.eps, self.live], outputs=[self.tab],
                   device=wdev, stream=stream_for(dev))
 
     def run(self, key: tuple, kernel, dim, inputs: list, stream, block_dim: int = 0,
@@ -168,24 +168,24 @@ class Engine:
         c.set_tensors(tuple(args[i] for i in slots))
         c.launch(stream)
 
-    def tree(self, x32, x64: wp.array, n_env: int, L: Layout, pt: list, stamp: wp.array,
-              B: int, mode: int) -> list[tuple]:
+    def tree(self, x32, x64: wp.array, n_env: int, layout: Layout, parts: list,
+             stamp: wp.array, B: int, mode: int) -> list[tuple]:
         """``(kernel, dim, inputs, outputs)`` of the update (``kernels.stats``) from ``B`` slices of
-        ``n_env`` rows (``x32``, a float32 tensor or Warp array, or ``x64``) over layout ``L``
-        with scratch ``pt`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
-        lv, P, flags, t = L.levels, self.P, self.flags, self.tick
+        ``n_env`` rows (``x32``, a float32 tensor or Warp array, or ``x64``) over ``layout``
+        with scratch ``parts`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
+        levels, P, flags, tick = layout.levels, self.P, self.flags, self.tick
         out = []
         if x32.shape[0]:
-            out.append((K.flag_rows, (B * n_env, P), [x32, P, flags, mode, t], [stamp]))
-        out.append((K.partial, (B, lv[0].K, P), [
-            x32, x64, P, n_env, lv[0].chunks, flags, mode, t, stamp, self.live.count,
-        ], [self.n_old, pt[0]]))
-        for i in range(1, len(lv) + 1):  # the levels above the first, then the top
-            top = i == len(lv)
-            bounds = lv[-1].first if top else lv[i].bounds
-            outs = [self.live, t, self.tab] if top else [pt[i], self.none_i64, self.none_tab]
-            out.append((K.combine, (self.G if top else lv[i].K, P), [
-                P, B if i == 1 else 1, lv[i - 1].K, bounds, pt[i - 1],
+            out.append((kstats.flag_rows, (B * n_env, P), [x32, P, flags, mode, tick], [stamp]))
+        out.append((kstats.partial, (B, levels[0].K, P), [
+            x32, x64, P, n_env, levels[0].chunks, flags, mode, tick, stamp, self.live.count,
+        ], [self.n_old, parts[0]]))
+        for i in range(1, len(levels) + 1):  # the levels above the first, then the top
+            top = i == len(levels)
+            bounds = levels[-1].first if top else levels[i].bounds
+            outs = [self.live, tick, self.tab] if top else [parts[i], self.none_i64, self.none_tab]
+            out.append((kstats.combine, (self.G if top else levels[i].K, P), [
+                P, B if i == 1 else 1, levels[i - 1].K, bounds, parts[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps], outs))
         return out
 
@@ -209,7 +209,7 @@ class Engine:
         x2, out2 = (x2, out2) if pair else (x, out)
         args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.flags,
                 self.tab]
-        self.run(("normalize", pair, x.shape[0]), K.normalize, (x.shape[0], self.P), args,
+        self.run(("normalize", pair, x.shape[0]), kstats.normalize, (x.shape[0], self.P), args,
                  stream)
 
 
@@ -459,7 +459,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         return self.var.sqrt()
 
     # ------------------------------------------------------------------ modes
-    _FLAG_SLOTS = {"training": K.TRAINING, "frozen": K.FROZEN, "clip": K.CLIP, "gamma": K.GAMMA}
+    _FLAG_SLOTS = {"training": kstats.TRAINING, "frozen": kstats.FROZEN, "clip": kstats.CLIP,
+                   "gamma": kstats.GAMMA}
 
     def __setattr__(self, name, value):
         slot = self._FLAG_SLOTS.get(name)
@@ -580,8 +581,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         args = [e.P, resets.chunks, mask if masked else e.none_b,
                 groups if by_group else e.none_b, e.eps, e.live, e.sent, e.pending, e.unsent, e.tab,
                 e.ret]
-        e.run(("reset", masked, by_group), K.reset, [resets.K + e.G], args,
-              stream_for(self.device) if stream is None else stream, K.RESET_LANES)
+        e.run(("reset", masked, by_group), kstats.reset, [resets.K + e.G], args,
+              stream_for(self.device) if stream is None else stream, kstats.RESET_LANES)
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
@@ -655,7 +656,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         (float64 ``[exchange_size()]``): one Warp launch."""
         e = self._eng()
         args = [e.P, e.live, e.sent, e.unsent, out]
-        e.run(("pack",), K.exchange_pack, e.G, args, stream_for(self.device))
+        e.run(("pack",), kstats.exchange_pack, e.G, args, stream_for(self.device))
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Merge every rank's packed row (float64 ``[W, exchange_size()]``) into the
@@ -666,7 +667,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         e, (W, stride) = self._eng(), (rows.shape[0], rows.stride(0))
         args = [rows, stride, W, e.P, e.live, e.synced, e.sent, e.unsent,
                 e.pending, e.eps, e.tab]
-        e.run(("apply", W, stride), K.exchange_apply, e.G, args, stream_for(self.device))
+        e.run(("apply", W, stride), kstats.exchange_apply, e.G, args, stream_for(self.device))
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known

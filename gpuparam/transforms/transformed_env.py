@@ -11,7 +11,7 @@ from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, record, stream_for
 from gpuparam.files import SavesState
-from gpuparam.kernels import stats as K
+from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Stage
 from gpuparam.transforms.obs_norm import ObsNorm
@@ -89,7 +89,7 @@ class TransformedEnv(SavesState):
         for t in transforms:
             if t.reset_on:
                 d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
-                clear = record(K.clear_mask, d.shape[0], [], d.device,
+                clear = record(kstats.clear_mask, d.shape[0], [], d.device,
                                outputs=[wp.from_torch(d)])
                 self._deferred.append((t, t.reset_on, d, clear))
         # not told of checkpoint loads (a restore): statistics and env load in either order
