@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 import gpuparam as gp
 
@@ -84,3 +85,77 @@ def test_bad_action_shape_is_rejected():
     env = _make()
     with pytest.raises(ValueError, match=r"action: expected shape \(16, 2\), got \(16,\)"):
         env.step(torch.zeros(16))
+
+
+# ------------------------------------------------------------------ a parameter view struct
+@wp.struct
+class _ShiftParams:
+    shift: wp.array(dtype=float)
+    scale: wp.array2d(dtype=float)
+
+
+@wp.kernel
+def _shift_step(
+    params: _ShiftParams,
+    action: wp.array2d(dtype=float),
+    state: wp.array(dtype=wp.vec2),
+    obs_out: wp.array(dtype=wp.vec2),
+    final_obs_out: wp.array(dtype=wp.vec2),
+    reward_out: wp.array(dtype=float),
+    terminated_out: wp.array(dtype=wp.bool),
+):
+    i = wp.tid()
+    s = wp.vec2(params.shift[i] * params.scale[0, i], params.shift[i] * params.scale[1, i])
+    state[i] = s
+    obs_out[i] = s
+    final_obs_out[i] = s
+    reward_out[i] = action[i, 0]
+    terminated_out[i] = False
+
+
+@wp.kernel
+def _shift_reset(
+    mask: wp.array(dtype=wp.bool),
+    seed: wp.array(dtype=wp.int32),
+    env_offset: int,
+    episode_count: wp.array(dtype=wp.int32),
+    state: wp.array(dtype=wp.vec2),
+    obs_out: wp.array(dtype=wp.vec2),
+):
+    i = wp.tid()
+    if mask[i]:
+        episode_count[i] = episode_count[i] + 1
+        state[i] = wp.vec2(0.0)
+        obs_out[i] = wp.vec2(0.0)
+
+
+class _ShiftEnv(gp.VecEnv):
+    name = "Shift-test"
+    param_specs = (
+        gp.ParamSpec("unused", 0.0, -1.0, 1.0),
+        gp.ParamSpec("scale", (1.0, 2.0), -10.0, 10.0, shape=(2,)),
+        gp.ParamSpec("shift", 1.0, -10.0, 10.0),
+    )
+    observation_spec = gp.BoxSpec(shape=(2,), low=-100.0, high=100.0)
+    action_spec = gp.BoxSpec(shape=(1,), low=-1.0, high=1.0)
+    max_episode_steps = 10
+    step_kernel, reset_kernel = _shift_step, _shift_reset
+    state_dtype = obs_dtype = wp.vec2
+    kernel_params = ("shift", "scale")
+
+    def make_backend(self) -> gp.KernelBackend:
+        return gp.KernelBackend(self.step_kernel, self.reset_kernel, self.state_dtype,
+                                self.obs_dtype, self.kernel_params, params_type=_ShiftParams)
+
+
+def test_kernel_backend_passes_parameters_as_one_struct_that_sees_every_write():
+    """``params_type``: fields filled by parameter name (not position), bound once at
+    bind time as views of the table, so a masked write after binding reaches the kernel."""
+    env = _ShiftEnv(4, device="cpu", seed=0)
+    env.reset()
+    mask = torch.tensor([True, False, True, False])
+    env.params.set("shift", 3.0, mask=mask)
+    env.params.set("scale", torch.tensor([[1.0, -1.0]] * 4))
+    obs = env.step(torch.zeros(4, 1))["observation"]
+    shift = torch.where(mask, 3.0, 1.0)
+    assert torch.equal(obs, torch.stack([shift, -shift], 1))
