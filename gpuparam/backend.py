@@ -174,12 +174,16 @@ class KernelBackend(Backend):
         ]
         self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
         self._reset_outputs = [wp.from_torch(ctx.episode_count), s, obs]
+        # the masks the stages reset with (static buffers): their views bound here too
+        self._masks = ((ctx.done, wp.from_torch(ctx.done)),
+                       (ctx.reset_mask, wp.from_torch(ctx.reset_mask)))
 
     def step(self, ctx: StepContext) -> None:
         wp.launch(self.step_kernel, dim=ctx.num_envs, inputs=self._step_inputs,
                   outputs=self._step_outputs, device=ctx.wp_device, stream=ctx.stream)
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        wp.launch(self.reset_kernel, dim=ctx.num_envs,
-                  inputs=[wp.from_torch(mask), *self._reset_keys], outputs=self._reset_outputs,
-                  device=ctx.wp_device, stream=ctx.stream)
+        bound = [view for t, view in self._masks if t is mask]
+        wmask = bound[0] if bound else wp.from_torch(mask)  # another mask: a view of it
+        wp.launch(self.reset_kernel, dim=ctx.num_envs, inputs=[wmask, *self._reset_keys],
+                  outputs=self._reset_outputs, device=ctx.wp_device, stream=ctx.stream)

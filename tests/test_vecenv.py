@@ -142,3 +142,32 @@ def test_captured_cpu_step_equals_eager(name):
     assert torch.equal(_rollout(captured, 60), _rollout(eager, 60))
     assert captured.pipeline.captured and not eager.pipeline.captured
     assert captured.pipeline.names == ("physics", "episode", "clock", "autoreset")
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "Ant-v5"])
+def test_eager_steps_and_resets_make_no_warp_views(name, monkeypatch):
+    """Issue 34: the step's launches are bound once (the context's buffers never change):
+    steady-state eager steps, auto-resets and explicit resets wrap no tensor in a new Warp
+    array (``wp.from_torch``)."""
+    if name == "Ant-v5":
+        pytest.importorskip("mujoco_warp")
+    import warp as wp
+
+    env = gp.make(name, 8, device="cpu", seed=0, capture=False)
+    a = torch.zeros(8, dtype=torch.int64) if name.startswith("Cart") else torch.zeros(
+        8, *env.action_spec.shape)
+    mask = torch.arange(8) < 3
+    env.reset()
+    env.step(a)
+    env.reset(mask)
+    env.episode_length = env.max_episode_steps - 1  # every env truncates at the next step
+    env.step(a)  # the first calls bind
+    calls = []
+    real = wp.from_torch
+    monkeypatch.setattr(wp, "from_torch", lambda *x, **k: calls.append(1) or real(*x, **k))
+    env.step(a)
+    env.reset(mask)
+    env.episode_length = env.max_episode_steps - 1
+    td = env.step(a)
+    assert bool(td["truncated"].all())  # the auto-reset ran
+    assert calls == []
