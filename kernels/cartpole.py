@@ -93,9 +93,11 @@ def step(
 
 @wp.kernel
 def reset(
+    # Data in:
     mask: wp.array(dtype=wp.bool),
     seed: wp.array(dtype=wp.int32),
     env_offset: int,
+    # Data out (``episode_count``: counted up):
     episode_count: wp.array(dtype=wp.int32),
     state: wp.array(dtype=wp.vec4),
     obs_out: wp.array(dtype=wp.vec4),

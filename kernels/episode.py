@@ -22,9 +22,11 @@ class StepKeys:
 
 @wp.kernel
 def end_step(
+    # Data in:
     max_episode_steps: wp.array(dtype=wp.int32),
     reward: wp.array(dtype=float),
     terminated: wp.array(dtype=wp.bool),
+    # Data out (``step_count``, ``running_return``: read, then written):
     step_count: wp.array(dtype=wp.int32),
     running_return: wp.array(dtype=float),
     truncated_out: wp.array(dtype=wp.bool),
@@ -54,7 +56,9 @@ def end_step(
 
 @wp.kernel
 def clear_counters(
+    # Data in:
     mask: wp.array(dtype=wp.bool),
+    # Data out:
     step_count: wp.array(dtype=wp.int32),
     running_return: wp.array(dtype=float),
 ):

@@ -426,6 +426,7 @@ def humanoid(
 # ----------------------------------------------------------------- pushes
 @wp.kernel
 def push(
+    # In:
     seed: wp.array(dtype=wp.int32),
     env_offset: int,
     first_dof: int,
@@ -433,6 +434,7 @@ def push(
     high: wp.array(dtype=float),
     k_low: int,
     k_high: int,
+    # Out (``timer``, ``count``: read, then written):
     timer: wp.array(dtype=wp.int32),
     count: wp.array(dtype=wp.int32),
     qvel_out: wp.array2d(dtype=float),

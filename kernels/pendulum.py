@@ -42,18 +42,17 @@ def angle_normalize(x: float) -> float:
 
 @wp.kernel
 def step(
-    # params [N]
+    # Model (parameter rows [N]):
     g: wp.array(dtype=float),
     m: wp.array(dtype=float),
     l: wp.array(dtype=float),  # noqa: E741 (the reference's name)
     dt: wp.array(dtype=float),
     max_speed: wp.array(dtype=float),
     max_torque: wp.array(dtype=float),
-    # inputs [N, 1]
+    # Data in (action [N, 1]):
     action: wp.array2d(dtype=float),
-    # state in/out
+    # Data out (``state``: read, then written):
     state: wp.array(dtype=wp.vec2),
-    # outputs
     obs_out: wp.array(dtype=wp.vec3),
     final_obs_out: wp.array(dtype=wp.vec3),
     reward_out: wp.array(dtype=float),
@@ -80,9 +79,11 @@ def step(
 
 @wp.kernel
 def reset(
+    # Data in:
     mask: wp.array(dtype=wp.bool),
     seed: wp.array(dtype=wp.int32),
     env_offset: int,
+    # Data out (``episode_count``: counted up):
     episode_count: wp.array(dtype=wp.int32),
     state: wp.array(dtype=wp.vec2),
     obs_out: wp.array(dtype=wp.vec3),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import warp as wp
-from gpuparam.kernels import stats as kstats
+from gpuparam.kernels import stats as K
 from torch.profiler import ProfilerActivity, profile
 
 from gpuparam._device import record
@@ -92,13 +92,13 @@ def test_replayed_launch_equals_warp_launch():
         count = torch.tensor([3.0, 0.0]).double()
         mean, m2 = torch.arange(6.0).double(), torch.ones(6).double()
         tab = torch.zeros(3, 6)
-        live = kstats.Stats()
+        live = K.Stats()
         live.count, live.mean, live.m2 = (wp.from_torch(t) for t in (count, mean, m2))
         args = [3, wp.float64(1e-8), live, wp.from_torch(tab)]
         if recorded:
-            record(kstats.refresh, (2, 3), args, torch.device("cpu"))()
+            record(K.refresh, (2, 3), args, torch.device("cpu"))()
         else:
-            wp.launch(kstats.refresh, (2, 3), args, device="cpu")
+            wp.launch(K.refresh, (2, 3), args, device="cpu")
         return tab
 
     a, b = run(True), run(False)
@@ -109,8 +109,8 @@ def test_chan_merge_keeps_counts_beyond_2_24_and_matches_concatenation():
     @wp.kernel
     def merge2(a: wp.array(dtype=wp.float64), b: wp.array(dtype=wp.float64),
                out: wp.array(dtype=wp.vec3d)):
-        out[0] = kstats.chan(a[0], a[1], a[2], b[0], b[1], b[2])
-        out[1] = kstats.unmerge(out[0][0], out[0][1], out[0][2], a[0], a[1], a[2])
+        out[0] = K.chan(a[0], a[1], a[2], b[0], b[1], b[2])
+        out[1] = K.unmerge(out[0][0], out[0][1], out[0][2], a[0], a[1], a[2])
 
     def run(a, b):
         out = wp.zeros(2, dtype=wp.vec3d, device="cpu")

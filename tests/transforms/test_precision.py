@@ -108,7 +108,7 @@ def test_fresh_tensors_every_call_reuse_the_recorded_launches():
 
 
 def test_rebound_launch_writes_where_it_points():
-    from gpuparam.kernels import stats as kstats
+    from gpuparam.kernels import stats as K
 
     from gpuparam._device import record
     from gpuparam.transforms.running_stats import _ptr
@@ -120,7 +120,7 @@ def test_rebound_launch_writes_where_it_points():
         x, out = torch.arange(n * 4.0).view(n, 4), torch.zeros(n, 4)
         first = [_ptr(dummy)] * 4 if rebound else [_ptr(x), _ptr(out), _ptr(x), _ptr(out)]
         args = [*first, 0, e.P, e.n_mod, e.gid, e.flags, e.tab]
-        cmd = record(kstats.normalize, (n, 4), args, torch.device("cpu"))
+        cmd = record(K.normalize, (n, 4), args, torch.device("cpu"))
         cmd.rebindable((0, _ptr), (1, _ptr), (2, _ptr), (3, _ptr))
         cmd.set_tensors((x, out, x, out))
         cmd()
