@@ -98,6 +98,12 @@ def test_params_page_is_current():
     assert PAGE.read_text() == render(), "docs/params.md is stale: run python -m docs.params"
 
 
+def test_params_page_covers_every_built_in_env():
+    """docs/params.md has a section for every env ``gp.make`` knows (not just some)."""
+    sections = re.findall(r"^## (\S+)$", (ROOT / "docs/params.md").read_text(), flags=re.M)
+    assert [n for n in gp.registered() if n not in sections] == [], "run python -m docs.params"
+
+
 def test_performance_sections_come_from_the_results_file():
     from benchmarks import report
 
