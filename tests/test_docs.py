@@ -175,6 +175,17 @@ def test_relative_links_resolve():
     assert bad == []
 
 
+def test_one_list_of_rendering_packages():
+    """Every page and example naming the system packages of headless rendering (EGL,
+    OSMesa) names the same ones."""
+    files = [*PAGES, *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "examples").glob("*.py")))]
+    lists = {f: sorted(set(re.findall(r"\blib(?:egl|gl|osmesa)[\w.-]*\b",
+                                      (ROOT / f).read_text())))
+             for f in files}
+    lists = {f: v for f, v in lists.items() if v}
+    assert len({tuple(v) for v in lists.values()}) <= 1, lists
+
+
 def _anchor(heading: str) -> str:
     """GitHub's anchor of a heading."""
     h = re.sub(r"[^\w\- ]", "", heading.strip().lower())
