@@ -1,4 +1,6 @@
-"""Checkpoints of an env: a state dict is checked whole before any of it is written.
+"""Checkpoints of an env (``EnvCheckpoint``, behind ``env.state_dict``,
+``load_state_dict`` and ``check_state_dict``): a state dict is checked whole before any of
+it is written.
 
 The saved dict is first compared with a template (the target's own ``state_dict()``): the
 same keys, list lengths, strings and tuples (env name, parameter and term names), ints,

@@ -1,4 +1,5 @@
-"""The stage lists of an env's pipelines (their order: ``docs/pipeline.md``)."""
+"""The stage lists of an env's pipelines (their order: ``docs/pipeline.md``) and what users
+add to them: hooks (with the TensorDict they receive), curricula and stages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""The env runtime: static device buffers, a physics backend and a captured step pipeline."""
+"""The env runtime: static device buffers, a physics backend and a captured step pipeline.
+
+The core (construction, ``step``, ``reset``, parameters, extension points) lives here; it
+composes one service per concern, each in its own module: the step buffers
+(``_buffers.step_buffers``), the stage lists, hooks and curricula (``_stages.EnvStages``),
+one call at a time (``_lock.EnvLock``), checkpoints (``_checkpoint.EnvCheckpoint``) and the
+sync schedules (``distributed.EnvSyncs``). Public methods delegate to them.
+"""
 
 from __future__ import annotations
 
