@@ -11,10 +11,10 @@
 # temporary folder first, with the wheels this Python cannot take skipped.
 #
 # Each section (benchmarks/gpu_sections.py) runs under its own `timeout`, within one global
-# deadline (GPU_CHECK_BUDGET seconds, default 540; 300 for --dry-run), in order of value
-# (GPU_CHECK_SECTIONS="robots gpu_tests" runs only those),
-# and appends one JSON line {"section", "ok", ...figures} to $OUT/results.jsonl as it ends:
-# a run killed later keeps what it measured. $OUT holds at most 8 files: results.jsonl,
+# deadline (GPU_CHECK_BUDGET seconds, default 540; 600 for --dry-run: a guard on a busy CPU),
+# in order of value (GPU_CHECK_SECTIONS="robots gpu_tests" runs only those), and appends one
+# JSON line {"section", "ok", ...figures} to $OUT/results.jsonl as it ends: a run killed
+# later keeps what it measured. $OUT holds at most 8 files: results.jsonl,
 # check.log (every section's output), go1_history.json and go1_curve.png.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 rm -f "$OUT/results.jsonl" "$OUT/check.log" "$OUT/go1_history.json" "$OUT/go1_curve.png"
 start=$(date +%s)
-budget="${GPU_CHECK_BUDGET:-$([ $dry = 1 ] && echo 300 || echo 540)}"
+budget="${GPU_CHECK_BUDGET:-$([ $dry = 1 ] && echo 600 || echo 540)}"
 deadline=$((start + budget))
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
