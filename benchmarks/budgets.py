@@ -106,6 +106,12 @@ def _count(step, env, reset_step: bool = False) -> dict:
     return out
 
 
+def count_launches(step, env) -> dict:
+    """The counts of one steady-state call of ``step()`` on ``env`` (see the module's
+    docstring): ``launches``, ``physics_launches``, ``graph_segments``, ... ."""
+    return _count(step, env)
+
+
 def _eager(name: str, **kw):
     return gp.make(name, N, device="cpu", seed=0, capture=False, **kw)
 

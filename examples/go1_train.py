@@ -256,6 +256,7 @@ def plot(history: list[dict], path: str, args) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     steps = [h["env_steps"] for h in history]
     what = "terrain level" if args.task == "Go1Terrain-v0" else "command range level"
@@ -266,6 +267,9 @@ def plot(history: list[dict], path: str, args) -> None:
         ys = [h[key] for h in history]
         ax.plot(steps, ys)
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # few labels, short: they never overlap
+        ax.xaxis.set_major_formatter(FuncFormatter(
+            lambda x, _: "0" if x == 0 else f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k"))
         ax.set_title(label, fontsize=9)
         if key == "episode_length" and len(ys) > 10:
             # the first iterations end episodes of random initial lengths

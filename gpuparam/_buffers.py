@@ -1,13 +1,58 @@
-"""Memory accounting: the device memory an env object holds, for ``device_bytes()``."""
+"""An env's device buffers: allocated once (``step_buffers``: the step context and the
+output TensorDicts over it) and accounted (``device_bytes``: the memory an env object
+holds)."""
 
 from __future__ import annotations
 
 import torch
 import warp as wp
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
+from gpuparam.pipeline import StepContext
+from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec
+
 _MAX_DEPTH = 8
+
+
+def step_buffers(
+    num_envs: int, device: torch.device, env_offset: int, observation_spec: BoxSpec,
+    action_spec: BoxSpec | DiscreteSpec, extra: dict[str, OutputSpec], owner: str,
+) -> tuple[StepContext, TensorDict, TensorDict]:
+    """Every buffer of an env's step, allocated once: ``(context, outputs, reset_outputs)``,
+    the ``StepContext`` (``max_episode_steps`` still 0: the env sets it) and the locked
+    TensorDicts (batch ``[num_envs]``) ``step`` and ``reset`` return: the standard outputs
+    and ``extra`` (``VecEnv.output_specs()``; ``owner`` names the class in its error)."""
+    n, dev = num_envs, device
+
+    def zeros(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype, device=dev)
+
+    obs, f32, b = observation_spec.shape, torch.float32, torch.bool
+    standard = [("observation", obs, f32), ("final_observation", obs, f32),
+                ("reward", (), f32), ("terminated", (), b), ("truncated", (), b),
+                ("done", (), b), ("episode_return", (), f32),
+                ("episode_length", (), torch.int32)]
+    outputs = {key: zeros(n, *shape, dtype=dtype) for key, shape, dtype in standard}
+    for key, spec in extra.items():
+        if key in outputs or not isinstance(spec, OutputSpec):
+            raise ValueError(f"{owner}.output_specs: {key!r}: expected a "
+                             f"new key and a gp.OutputSpec, got {spec!r}")
+        outputs[key] = zeros(n, *spec.shape, dtype=spec.dtype)
+    act = action_spec
+    ctx = StepContext(
+        num_envs=n, device=dev, env_offset=env_offset, seed=zeros(1),
+        action=zeros(n, *act.shape, dtype=act.dtype), outputs=outputs,
+        done=outputs["done"], reset_mask=zeros(n, dtype=b), step_count=zeros(n),
+        episode_count=zeros(n), running_return=zeros(n, dtype=f32),
+        max_episode_steps=zeros(1), clock=zeros(1, dtype=torch.int64),  # (limit: set next)
+    )
+    # locked: ``td[key] = x`` would detach the key from the env's buffer for good
+    def locked(tensors: dict) -> TensorDict:
+        return TensorDict(tensors, batch_size=[n], device=dev).lock_()
+
+    at_reset = ["observation", *(k for k, s in extra.items() if s.reset)]
+    return ctx, locked(outputs), locked({k: outputs[k] for k in at_reset})
 
 
 def _ranges(obj, path: str, seen: set[int], out: list, depth: int = 0) -> None:

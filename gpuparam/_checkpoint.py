@@ -1,4 +1,6 @@
-"""Checkpoints of an env: a state dict is checked whole before any of it is written.
+"""Checkpoints of an env (``EnvCheckpoint``, behind ``env.state_dict``,
+``load_state_dict`` and ``check_state_dict``): a state dict is checked whole before any of
+it is written.
 
 The saved dict is first compared with a template (the target's own ``state_dict()``): the
 same keys, list lengths, strings and tuples (env name, parameter and term names), ints,
@@ -13,7 +15,7 @@ target's buffers join its graph. Host code: it synchronizes.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -204,10 +206,14 @@ def check_config(saved: Mapping, config: Mapping, path: str = "config") -> None:
 
 
 class EnvCheckpoint:
-    """``state_dict`` / ``load_state_dict`` of one env (an object every ``VecEnv`` owns)."""
+    """``state_dict`` / ``load_state_dict`` / ``check_state_dict`` of one env (an object
+    every ``VecEnv`` owns). ``lock``: the env's ``EnvLock`` (a save or load is one call on
+    the env); ``check_not_stepping(what)``: raises ``RuntimeError`` from inside a step."""
 
-    def __init__(self, env):
+    def __init__(self, env, lock, check_not_stepping: Callable[[str], None]):
         self._env = env
+        self._lock = lock
+        self._check_not_stepping = check_not_stepping
 
     def _tensors(self) -> dict[str, torch.Tensor]:
         ctx = self._env.context
@@ -218,6 +224,17 @@ class EnvCheckpoint:
         }
 
     def state_dict(self) -> dict[str, object]:
+        """``env.state_dict()``: refused from inside a step, one call on the env."""
+        if self._env.stepping:
+            raise RuntimeError(
+                "state_dict (or save): called during a step (from a hook or stage inside it, "
+                "or another thread): a half-done step would not continue as the run does "
+                "(counters and schedules advance at its end); save between steps"
+            )
+        with self._lock.call():
+            return self._collect()
+
+    def _collect(self) -> dict[str, object]:
         env = self._env
         state = {
             "env": env.name,
@@ -248,7 +265,7 @@ class EnvCheckpoint:
             _fail("state", f"the state of a {env.name!r} env (env.state_dict(), env.save)",
                   state_kind(state))
         state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
-        template = self.state_dict()
+        template = self._collect()
         for key in ("env", "num_envs"):
             if key in state and state[key] != template[key]:
                 _fail(key, repr(template[key]), _describe(state[key]))
@@ -290,8 +307,14 @@ class EnvCheckpoint:
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        """``env.load_state_dict(state)``: refused from inside a step, one call on the env;
+        everything checked before anything is written."""
+        self._check_not_stepping("load_state_dict")
+        with self._lock.call():
+            self._load(self.check(state))
+
+    def _load(self, state: dict) -> None:
         env = self._env
-        state = self.check(state)
         with torch.no_grad():  # a saved tensor requiring grad must not attach the buffers
             env.restore_seed(int(state["seed"]))
             env.max_episode_steps = int(state["max_episode_steps"])

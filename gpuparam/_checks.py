@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import torch
 
+from gpuparam.spec import BoxSpec, DiscreteSpec
+
 
 def check_mask(mask: torch.Tensor | None, num_envs: int, device: torch.device, what: str = "mask"):
     """Validate a bool mask ``[num_envs]`` on ``device``; ``None`` passes through."""
@@ -92,3 +94,78 @@ def check_max_episode_steps(value, where: str = "") -> int:
             f"int32), got {value!r} ({type(value).__name__})"
         )
     return int(value)
+
+
+def check_seed(seed) -> int:
+    """A seed: an int32 value (``bool`` is rejected)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
+        raise ValueError(f"seed: expected an int32 value, got {seed!r}")
+    return seed
+
+
+def check_env_slice(num_envs, env_offset) -> None:
+    """``num_envs`` (an int >= 1) envs at global ids from ``env_offset`` (an int >= 0),
+    all below ``2**31``."""
+    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+        raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
+    if not isinstance(env_offset, int) or isinstance(env_offset, bool) or env_offset < 0:
+        raise ValueError(f"env_offset: expected an int >= 0, got {env_offset!r}")
+    if env_offset + num_envs > 2**31:
+        raise ValueError(
+            f"env_offset + num_envs: expected at most 2**31 global env ids, "
+            f"got {env_offset} + {num_envs}"
+        )
+
+
+def check_episode_length(value, limit: int, num_envs: int, device: torch.device) -> torch.Tensor:
+    """``env.episode_length = value``: a tensor ``[num_envs]`` or ``()`` of an integer dtype
+    on ``device``, or an int, all in ``[0, limit)``; returns it as a tensor. Synchronizes."""
+    want = f"steps in [0, {limit}) (max_episode_steps {limit})"
+    if not isinstance(value, torch.Tensor):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
+        if not 0 <= value < limit:  # (before torch, which cannot hold every int)
+            raise ValueError(f"episode_length: expected {want}, got {value}")
+        value = torch.tensor(value, device=device)
+    if tuple(value.shape) not in ((), (num_envs,)):
+        raise ValueError(f"episode_length: expected shape () or ({num_envs},), "
+                         f"got {tuple(value.shape)}")
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
+    if value.device != device:
+        raise ValueError(f"episode_length: expected device {device}, got {value.device}")
+    if bool(((value < 0) | (value >= limit)).any()):  # host-ok: setter
+        lo, hi = int(value.min()), int(value.max())  # host-ok: error path
+        raise ValueError(f"episode_length: expected {want}, got values in [{lo}, {hi}]")
+    return value
+
+
+def check_action(
+    action, spec: BoxSpec | DiscreteSpec, num_envs: int, device: torch.device, validate: bool
+) -> None:
+    """An action for ``env.step``: a tensor ``[num_envs, *spec.shape]`` on ``device``, an
+    integer dtype for a ``DiscreteSpec``, floating point otherwise. With
+    ``validate`` (``validate_actions=True``, which synchronizes) the values too: discrete
+    ones in ``[0, n)``, continuous ones not NaN."""
+    expected = (num_envs, *spec.shape)
+    if not isinstance(action, torch.Tensor):
+        raise ValueError(f"action: expected a tensor {expected}, got {type(action).__name__}")
+    if tuple(action.shape) != expected:
+        raise ValueError(f"action: expected shape {expected}, got {tuple(action.shape)}")
+    if action.device != device:
+        raise ValueError(f"action: expected device {device}, got {action.device}")
+    discrete = isinstance(spec, DiscreteSpec)
+    if action.dtype == torch.bool or action.is_floating_point() == discrete:
+        kind = "an integer" if discrete else "a floating-point"
+        raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
+    if validate:  # host check: synchronizes (validate_actions=True only)
+        bad = ((action < 0) | (action >= spec.n)) if discrete else torch.isnan(action)
+        what = f"outside [0, {spec.n})" if discrete else "NaN"
+        if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
+            bad_envs = torch.nonzero(bad.reshape(num_envs, -1).any(1)).flatten()  # host-ok
+            shown = bad_envs[:8].tolist()  # host-ok: validate_actions=True, raising
+            more = " ..." if len(bad_envs) > 8 else ""
+            raise ValueError(
+                f"action: expected actions in the action space, got {what} actions "
+                f"for envs {shown}{more}"
+            )

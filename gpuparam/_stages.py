@@ -1,4 +1,5 @@
-"""The stage lists of an env's pipelines (their order: ``docs/pipeline.md``)."""
+"""The stage lists of an env's pipelines (their order: ``docs/pipeline.md``) and what users
+add to them: hooks (with the TensorDict they receive), curricula and stages."""
 
 from __future__ import annotations
 
@@ -23,10 +24,16 @@ Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 class EnvStages:
     """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (an object
     every ``VecEnv`` owns) and holds what users add to them: hooks, curricula and stages,
-    each list in the order added. Every change drops the env's captures."""
+    each list in the order added. Every change drops the env's captures. ``hook_outputs``:
+    the locked TensorDict hooks receive (``env.hook_outputs``), over ``env.context``'s
+    outputs and action."""
 
     def __init__(self, env: Any):
         self._env = env  # hooks are called with it; stages read its public parts
+        ctx = env.context
+        # locked: ``td[key] = x`` would detach the key from the env's buffer for good
+        self.hook_outputs = TensorDict({**ctx.outputs, "action": ctx.action},
+                                       batch_size=[ctx.num_envs], device=ctx.device).lock_()
         self.before: list[tuple[Hook, str]] = []
         self.after: list[tuple[Hook, str]] = []
         self.curricula: list = []
@@ -97,7 +104,7 @@ class EnvStages:
         error = None
         for f in fns:
             try:
-                f(self._env, self._env.hook_outputs)
+                f(self._env, self.hook_outputs)
             except BaseException as e:
                 error = first_error(error, e)
         if error is not None:
@@ -180,6 +187,28 @@ class EnvStages:
         if kind not in KINDS:
             raise ValueError(f"hook kind: expected one of {KINDS}, got {kind!r}")
         return self.add(where, (fn, kind), "a hook")
+
+    def add_curriculum(
+        self, curriculum, synced_by: Callable[[object], object]
+    ) -> Callable[[], None]:
+        """Bind ``curriculum`` to the env and append it; returns its remover, which refuses
+        while ``synced_by(curriculum)`` (the env's sync schedule of it) is not None."""
+        self.check_not_stepping("add a curriculum")
+        curriculum.bind(self._env)
+        remove = self.add(self.curricula, curriculum, "a curriculum")
+
+        def remove_curriculum() -> None:
+            self.check_not_stepping("remove a curriculum")
+            if curriculum in self.curricula:
+                synced = synced_by(curriculum)
+                # its exchange would be applied to a curriculum bound to nothing
+                if synced is not None:
+                    raise ValueError(f"remove {curriculum}: {synced!r} syncs it; remove "
+                                     "that schedule first (the function sync_every returned)")
+                remove()
+                curriculum.unbind()
+
+        return remove_curriculum
 
     def check_not_stepping(self, what: str) -> None:
         if self._env.stepping:

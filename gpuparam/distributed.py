@@ -1,5 +1,6 @@
 """Sharding one run over ``torch.distributed`` ranks (``torchrun``): global env ids and a
-step-count schedule of collective syncs (the guide: ``docs/distributed.md``). A sync packs
+step-count schedule of collective syncs, and an env's set of such schedules (``EnvSyncs``,
+behind ``env.sync_every``; the guide: ``docs/distributed.md``). A sync packs
 every target into one flat float64 buffer, carries it in one ``all_gather`` between steps
 and merges it the same way on every rank. Ranks must register the same targets in the same
 order; mismatched ranks all raise the same ``ValueError``, with nothing packed.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import time
 import weakref
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -266,3 +267,48 @@ class SyncSchedule:
     def __repr__(self) -> str:
         names = ", ".join(type(t).__name__ for t in self.targets)
         return f"SyncSchedule(every={self.every}, targets=[{names}], overlap={self.overlap})"
+
+
+class EnvSyncs:
+    """The sync schedules of one env (an object every ``VecEnv`` owns), in the order added
+    by ``env.sync_every``; ``step()`` runs after every env step that ran to its end."""
+
+    def __init__(self) -> None:
+        self.schedules: list[SyncSchedule] = []
+
+    def add(self, every: int, targets: Sequence[Syncable], group: object = None,
+            overlap: bool = True) -> Callable[[], None]:
+        """``env.sync_every``: a new schedule; returns a function removing it (after
+        settling its exchange in flight)."""
+        for t in targets:
+            check = getattr(t, "check_syncable", None)
+            if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
+                check()  # at every step on each rank: refused now, not at the first sync
+            # one schedule per target: an exchange applied by one schedule would clear what
+            other = self.schedule_of(t)  # the other has in flight
+            if other is not None:
+                raise ValueError(f"sync_every: {type(t).__name__} is already synced by "
+                                 f"{other!r}; a target belongs to one schedule")
+        sched = SyncSchedule(every, targets, group, overlap)
+        self.schedules.append(sched)
+
+        def remove() -> None:
+            if sched in self.schedules:
+                sched.settle()
+                self.schedules.remove(sched)
+
+        return remove
+
+    def schedule_of(self, target: object) -> SyncSchedule | None:
+        """The schedule syncing ``target``, or None."""
+        return next((s for s in self.schedules if any(t is target for t in s.targets)), None)
+
+    def step(self) -> None:
+        """Count one env step in every schedule (each syncs at its ``every``-th)."""
+        for s in self.schedules:
+            s.step()
+
+    def sync(self) -> None:
+        """``env.sync_now``: settle and sync every schedule now (collective)."""
+        for s in self.schedules:
+            s.sync()

@@ -1,25 +1,39 @@
-"""The env runtime: static device buffers, a physics backend and a captured step pipeline."""
+"""The env runtime: static device buffers, a physics backend and a captured step pipeline.
+
+The core (construction, ``step``, ``reset``, parameters, extension points) lives here; it
+composes one service per concern, each in its own module: the step buffers
+(``_buffers.step_buffers``), the stage lists, hooks and curricula (``_stages.EnvStages``),
+one call at a time (``_lock.EnvLock``), checkpoints (``_checkpoint.EnvCheckpoint``) and the
+sync schedules (``distributed.EnvSyncs``). Public methods delegate to them.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable
 
 import torch
 import warp as wp
 from tensordict import TensorDict
 
-from gpuparam._buffers import device_bytes
+from gpuparam._buffers import device_bytes, step_buffers
 from gpuparam._checkpoint import EnvCheckpoint
-from gpuparam._checks import check_mask, check_max_episode_steps
+from gpuparam._checks import (
+    check_action,
+    check_env_slice,
+    check_episode_length,
+    check_mask,
+    check_max_episode_steps,
+    check_seed,
+)
 from gpuparam._device import capturing, resolve_device
+from gpuparam._lock import EnvLock
 from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
-from gpuparam.distributed import Syncable, SyncSchedule
+from gpuparam.distributed import EnvSyncs, Syncable, SyncSchedule
 from gpuparam.files import SavesState
 from gpuparam.params import ParamTable
-from gpuparam.pipeline import Pipeline, Stage, StepContext
+from gpuparam.pipeline import Pipeline, Stage
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
@@ -100,35 +114,28 @@ class VecEnv(SavesState):
         validate_actions: bool = False,
         **param_overrides: object,
     ):
-        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
-        if not isinstance(env_offset, int) or isinstance(env_offset, bool) or env_offset < 0:
-            raise ValueError(f"env_offset: expected an int >= 0, got {env_offset!r}")
-        if env_offset + num_envs > 2**31:
-            raise ValueError(
-                f"env_offset + num_envs: expected at most 2**31 global env ids, "
-                f"got {env_offset} + {num_envs}"
-            )
+        check_env_slice(num_envs, env_offset)
         self.num_envs = num_envs
         self.env_offset = env_offset
         self.device = resolve_device(device)
         limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
-        _check_seed(seed)
+        check_seed(seed)
         if cuda_graph is not None:
             capture = bool(cuda_graph)
         self.validate_actions = bool(validate_actions)
-        self._busy = threading.Lock()
-        self._holder: int | None = None  # the thread holding the env through hold()
-        self._in_call = False  # a step or reset is running
+        self._lock = EnvLock(self)  # one call at a time
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
-        self.context = self._make_context()
+        ctx, self._td, self._reset_td = step_buffers(
+            num_envs, self.device, env_offset, self.observation_spec, self.action_spec,
+            self.output_specs(), type(self).__name__)
+        self.context = ctx
         self.max_episode_steps = limit
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.stepping = False  # True while step() runs its pipeline
-        self._stages = EnvStages(self)
-        self._syncs: list[SyncSchedule] = []
+        self._stages = EnvStages(self)  # the stage lists, hooks, curricula
+        self._syncs = EnvSyncs()  # sync_every's schedules
         binding = BindContext(
             num_envs=num_envs, device=self.device, params=self.params, step=self.context,
             observation_spec=self.observation_spec, action_spec=self.action_spec,
@@ -143,7 +150,7 @@ class VecEnv(SavesState):
             Pipeline(self.context, build, capture=capture, key=lambda: self.params.listener_key)
             for build in (self._stages.step_stages, self._stages.reset_stages))
         self.randomization.on_rebuild(self._stages.changed)
-        self._checkpoint = EnvCheckpoint(self)
+        self._checkpoint = EnvCheckpoint(self, self._lock, self._stages.check_not_stepping)
         recompute = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if recompute:
             unknown = [n for n in recompute if n not in self.params]
@@ -159,42 +166,6 @@ class VecEnv(SavesState):
         self.reset(seed=seed)
 
     # ------------------------------------------------------------------ buffers
-    def _make_context(self) -> StepContext:
-        n, dev = self.num_envs, self.device
-
-        def zeros(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=dev)
-
-        obs, f32, b = self.observation_spec.shape, torch.float32, torch.bool
-        standard = [("observation", obs, f32), ("final_observation", obs, f32),
-                    ("reward", (), f32), ("terminated", (), b), ("truncated", (), b),
-                    ("done", (), b), ("episode_return", (), f32),
-                    ("episode_length", (), torch.int32)]
-        outputs = {key: zeros(n, *shape, dtype=dtype) for key, shape, dtype in standard}
-        extra = self.output_specs()
-        for key, spec in extra.items():
-            if key in outputs or not isinstance(spec, OutputSpec):
-                raise ValueError(f"{type(self).__name__}.output_specs: {key!r}: expected a "
-                                 f"new key and a gp.OutputSpec, got {spec!r}")
-            outputs[key] = zeros(n, *spec.shape, dtype=spec.dtype)
-        act = self.action_spec
-        ctx = StepContext(
-            num_envs=n, device=dev, env_offset=self.env_offset, seed=zeros(1),
-            action=zeros(n, *act.shape, dtype=act.dtype), outputs=outputs,
-            done=outputs["done"], reset_mask=zeros(n, dtype=b), step_count=zeros(n),
-            episode_count=zeros(n), running_return=zeros(n, dtype=f32),
-            max_episode_steps=zeros(1), clock=zeros(1, dtype=torch.int64),  # (limit: set next)
-        )
-        # locked: ``td[key] = x`` would detach the key from the env's buffer for good
-        def locked(tensors: dict) -> TensorDict:
-            return TensorDict(tensors, batch_size=[n], device=dev).lock_()
-
-        at_reset = ["observation", *(k for k, s in extra.items() if s.reset)]
-        self._td = locked(outputs)
-        self._reset_td = locked({k: outputs[k] for k in at_reset})
-        self._hook_td = locked({**outputs, "action": ctx.action})
-        return ctx
-
     def output_specs(self) -> dict[str, OutputSpec]:
         """Extra output tensors of this env class, ``{key: gp.OutputSpec}`` (default none),
         allocated once beside the standard outputs: in the TensorDict ``step`` returns (and
@@ -253,24 +224,7 @@ class VecEnv(SavesState):
 
     @episode_length.setter
     def episode_length(self, value: torch.Tensor | int) -> None:
-        limit = self.max_episode_steps
-        want = f"steps in [0, {limit}) (max_episode_steps {limit})"
-        if not isinstance(value, torch.Tensor):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"episode_length: expected a tensor or an int, got {value!r}")
-            if not 0 <= value < limit:  # (before torch, which cannot hold every int)
-                raise ValueError(f"episode_length: expected {want}, got {value}")
-            value = torch.tensor(value, device=self.device)
-        if tuple(value.shape) not in ((), (self.num_envs,)):
-            raise ValueError(f"episode_length: expected shape () or ({self.num_envs},), "
-                             f"got {tuple(value.shape)}")
-        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
-            raise ValueError(f"episode_length: expected an integer dtype, got {value.dtype}")
-        if value.device != self.device:
-            raise ValueError(f"episode_length: expected device {self.device}, got {value.device}")
-        if bool(((value < 0) | (value >= limit)).any()):  # host-ok: setter
-            lo, hi = int(value.min()), int(value.max())  # host-ok: error path
-            raise ValueError(f"episode_length: expected {want}, got values in [{lo}, {hi}]")
+        value = check_episode_length(value, self.max_episode_steps, self.num_envs, self.device)
         self.context.step_count.copy_(value)
 
     @property
@@ -316,11 +270,11 @@ class VecEnv(SavesState):
             extra outputs declared with ``reset=True`` (``output_specs``), e.g. Go1's
             ``"privileged_observation"``.
         """
-        with self._exclusive():
+        with self._lock.call():
             check_mask(mask, self.num_envs, self.device)
             ctx = self.context
             if seed is not None:
-                self.restore_seed(_check_seed(seed))
+                self.restore_seed(check_seed(seed))
                 ctx.episode_count.zero_()
                 self.randomization.reseed()
             if mask is None:
@@ -350,7 +304,7 @@ class VecEnv(SavesState):
         runs to its end (counters, clock, auto-reset, syncs), then raises that error; its
         outputs are in ``env.outputs``. A refused action raises before anything runs.
         """
-        with self._exclusive():
+        with self._lock.call():
             self._load_action(action)
             runs, self.stepping = self.pipeline.runs, True
             try:
@@ -360,31 +314,8 @@ class VecEnv(SavesState):
                 # host-launched collectives, outside the captured step; counted for every
                 # step that ran to its end, also one a stage raised in (gp.Stage)
                 if self.pipeline.runs != runs:
-                    for s in self._syncs:
-                        s.step()
+                    self._syncs.step()
         return self._td
-
-    @contextlib.contextmanager
-    def _exclusive(self, hold: bool = False):
-        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block); the
-        thread holding the env enters without the lock while no call of it is running."""
-        took = self._holder != threading.get_ident() or self._in_call
-        if took and not self._busy.acquire(blocking=False):
-            raise RuntimeError(
-                f"{self!r}: step/reset called while another call on this env is running "
-                "(two threads using one env, or a hook calling step): an env is not "
-                "thread-safe; give each thread its own env or serialize the calls"
-            )
-        if took and hold:
-            self._holder = threading.get_ident()
-        self._in_call = not hold
-        try:
-            yield self
-        finally:
-            self._in_call = False
-            if took:
-                self._holder = None
-                self._busy.release()
 
     def hold(self) -> contextlib.AbstractContextManager:
         """Hold this env for the calling thread over a block: ``with env.hold(): ...``.
@@ -394,7 +325,7 @@ class VecEnv(SavesState):
         call runs or another thread holds the env, raise the ``RuntimeError`` of concurrent
         use, before anything changes (for adapters that write the env's buffers before a
         step). Re-entrant between the holder's calls, not from inside its steps (hooks)."""
-        return self._exclusive(hold=True)
+        return self._lock.call(hold=True)
 
     def capture(self) -> Pipeline:
         """Capture the step at the next call (kept for code written for ``cuda_graph``):
@@ -421,7 +352,7 @@ class VecEnv(SavesState):
     def hook_outputs(self) -> TensorDict:
         """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
         and ``"action"``, the env's own buffers."""
-        return self._hook_td
+        return self._stages.hook_outputs
 
     def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
         """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
@@ -453,22 +384,7 @@ class VecEnv(SavesState):
     def add_curriculum(self, curriculum) -> Callable[[], None]:
         """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
         before reset-time randomization. Returns a function removing it."""
-        stages = self._stages
-        stages.check_not_stepping("add a curriculum")
-        curriculum.bind(self)
-        remove = stages.add(stages.curricula, curriculum, "a curriculum")
-
-        def remove_curriculum() -> None:
-            stages.check_not_stepping("remove a curriculum")
-            if curriculum in stages.curricula:
-                synced = [s for s in self._syncs if any(t is curriculum for t in s.targets)]
-                if synced:  # its exchange would be applied to a curriculum bound to nothing
-                    raise ValueError(f"remove {curriculum}: {synced[0]!r} syncs it; remove "
-                                     "that schedule first (the function sync_every returned)")
-                remove()
-                curriculum.unbind()
-
-        return remove_curriculum
+        return self._stages.add_curriculum(curriculum, self._syncs.schedule_of)
 
     def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
         """Append ``stage`` to every step, after the auto-reset (transforms use this), or
@@ -489,38 +405,20 @@ class VecEnv(SavesState):
         ``step``, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
         ``group`` and ``overlap`` do). Every rank must make the same calls. Returns a
         function removing the schedule (after settling its exchange in flight)."""
-        for t in targets:
-            check = getattr(t, "check_syncable", None)
-            if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
-                check()  # at every step on each rank: refused now, not at the first sync
-            # one schedule per target: an exchange applied by one schedule would clear what
-            for other in self._syncs:  # the other has in flight
-                if any(x is t for x in other.targets):
-                    raise ValueError(f"sync_every: {type(t).__name__} is already synced by "
-                                     f"{other!r}; a target belongs to one schedule")
-        sched = SyncSchedule(every, targets, group, overlap)
-        self._syncs.append(sched)
-
-        def remove() -> None:
-            if sched in self._syncs:
-                sched.settle()
-                self._syncs.remove(sched)
-
-        return remove
+        return self._syncs.add(every, targets, group, overlap)
 
     @property
     def sync_schedules(self) -> tuple[SyncSchedule, ...]:
         """The schedules registered by :meth:`sync_every`, in order (their ``syncs``,
         ``host_seconds`` and ``wait_seconds`` say what syncing cost)."""
-        return tuple(self._syncs)
+        return tuple(self._syncs.schedules)
 
     def sync_now(self) -> None:
         """Settle every schedule's exchange in flight and sync all their targets now
         (blocking, collective: every rank calls it). Afterwards every rank holds the same
         statistics: call it before reading or saving global statistics at the end of a
         run."""
-        for s in self._syncs:
-            s.sync()
+        self._syncs.sync()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, object]:
@@ -534,14 +432,7 @@ class VecEnv(SavesState):
         done, e.g. the global step of schedules not yet advanced, so the state would not
         continue as the run does) and while another thread's call on the env runs, as
         ``load_state_dict`` is; ``save(path)`` goes through here."""
-        if self.stepping:
-            raise RuntimeError(
-                "state_dict (or save): called during a step (from a hook or stage inside it, "
-                "or another thread): a half-done step would not continue as the run does "
-                "(counters and schedules advance at its end); save between steps"
-            )
-        with self._exclusive():
-            return self._checkpoint.state_dict()
+        return self._checkpoint.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a ``state_dict()`` of an env of the same kind and size holding the same
@@ -550,9 +441,7 @@ class VecEnv(SavesState):
         ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
         nothing changed) from inside a step and while another thread's call on the env
         runs, as ``step`` and ``reset`` are."""
-        self._stages.check_not_stepping("load_state_dict")
-        with self._exclusive():
-            self._checkpoint.load_state_dict(state)
+        self._checkpoint.load_state_dict(state)
 
     def check_state_dict(self, state: dict) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
@@ -592,43 +481,16 @@ class VecEnv(SavesState):
 
     def _load_action(self, action: torch.Tensor) -> None:
         buf = self.context.action
-        if (
+        if not (
             type(action) is torch.Tensor and action.shape == buf.shape
             and action.dtype == buf.dtype and action.device == buf.device
             and not self.validate_actions and not action.requires_grad
-        ):  # the common case, checked in one pass
-            buf.copy_(action)
-            return
-        spec = self.action_spec
-        expected = (self.num_envs, *spec.shape)
-        if not isinstance(action, torch.Tensor):
-            raise ValueError(f"action: expected a tensor {expected}, got {type(action).__name__}")
-        if tuple(action.shape) != expected:
-            raise ValueError(f"action: expected shape {expected}, got {tuple(action.shape)}")
-        if action.device != self.device:
-            raise ValueError(f"action: expected device {self.device}, got {action.device}")
-        discrete = isinstance(spec, DiscreteSpec)
-        if action.dtype == torch.bool or action.is_floating_point() == discrete:
-            kind = "an integer" if discrete else "a floating-point"
-            raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
-        if self.validate_actions:  # host check: synchronizes (validate_actions=True only)
-            bad = ((action < 0) | (action >= spec.n)) if discrete else torch.isnan(action)
-            what = f"outside [0, {spec.n})" if discrete else "NaN"
-            if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
-                bad_envs = torch.nonzero(bad.reshape(self.num_envs, -1).any(1)).flatten()  # host-ok
-                shown = bad_envs[:8].tolist()  # host-ok: validate_actions=True, raising
-                more = " ..." if len(bad_envs) > 8 else ""
-                raise ValueError(
-                    f"action: expected actions in the action space, got {what} actions "
-                    f"for envs {shown}{more}"
-                )
-        self.context.action.copy_(action.detach())
+        ):  # the common case, checked in one pass; else every check, one by one
+            check_action(action, self.action_spec, self.num_envs, self.device,
+                         self.validate_actions)
+            action = action.detach()
+        buf.copy_(action)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"
 
-
-def _check_seed(seed) -> int:
-    if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
-        raise ValueError(f"seed: expected an int32 value, got {seed!r}")
-    return seed

@@ -98,6 +98,18 @@ def test_params_page_is_current():
     assert PAGE.read_text() == render(), "docs/params.md is stale: run python -m docs.params"
 
 
+def test_params_page_covers_every_built_in_env():
+    """docs/params.md has a section for every built-in env ``gp.make`` knows."""
+    # a fresh interpreter: snippets of other pages register envs of their own in this one
+    out = subprocess.run([sys.executable, "-c", "import gpuparam as gp; print(*gp.registered())"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    built_in = out.stdout.split()
+    assert "Go1JoystickFlatTerrain-v1" in built_in, out.stdout
+    sections = re.findall(r"^## (\S+)$", (ROOT / "docs/params.md").read_text(), flags=re.M)
+    assert [n for n in built_in if n not in sections] == [], "run python -m docs.params"
+
+
 def test_performance_sections_come_from_the_results_file():
     from benchmarks import report
 
@@ -167,6 +179,17 @@ def test_relative_links_resolve():
                 if anchor not in heads:
                     bad.append(f"{page}: {target} (no such heading)")
     assert bad == []
+
+
+def test_one_list_of_rendering_packages():
+    """Every page and example naming the system packages of headless rendering (EGL,
+    OSMesa) names the same ones."""
+    files = [*PAGES, *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "examples").glob("*.py")))]
+    lists = {f: sorted(set(re.findall(r"\blib(?:egl|gl|osmesa)[\w.-]*\b",
+                                      (ROOT / f).read_text())))
+             for f in files}
+    lists = {f: v for f, v in lists.items() if v}
+    assert len({tuple(v) for v in lists.values()}) <= 1, lists
 
 
 def _anchor(heading: str) -> str:

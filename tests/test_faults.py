@@ -203,7 +203,7 @@ def test_hold_is_reentrant_for_its_thread_between_its_calls_only():
     env.before_step(hook)
     with env.hold(), pytest.raises(RuntimeError, match="another call on this env is running"):
         env.step(a)
-    assert env._holder is None and not env._busy.locked()
+    assert env._lock.holder is None and not env._lock.busy.locked()
 
 
 def test_a_save_or_state_dict_from_inside_a_step_or_another_thread_is_refused(tmp_path):

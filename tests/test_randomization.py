@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import warp as wp
 from gpuparam.kernels.rng import STREAM_TERM0, rng_key, uniform
 from randomization_helpers import N, WindyCartPole, actions, cartpole, eff
-from scipy import stats
 
 import gpuparam as gp
+
+stats = pytest.importorskip("scipy.stats")  # the distribution tests (a dev extra)
 
 KS_N = 2048
 

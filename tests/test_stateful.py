@@ -19,13 +19,21 @@ from __future__ import annotations
 import copy
 import math
 
-import hypothesis.strategies as st
+import pytest
 import torch
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from test_bad_input import assert_same_state
 
 import gpuparam as gp
+
+pytest.importorskip("hypothesis")  # a dev extra
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.stateful import (  # noqa: E402
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+)
 
 N = 8
 WRITABLE = ("gravity", "masscart", "masspole", "length", "force_mag")  # stable dynamics

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.__main__ import parse
+pytest.importorskip("tqdm")  # the CLI's progress bar (an examples extra)
+from benchmarks.__main__ import parse  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,12 +6,13 @@ same state agrees to 1e-5 (absolute and relative), 50-step trajectories to 1e-4.
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import gpuparam as gp
+
+gym = pytest.importorskip("gymnasium")  # the reference
 
 PARAMS = ("gravity", "masscart", "masspole", "length", "force_mag", "tau")
 

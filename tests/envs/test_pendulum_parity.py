@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import gpuparam as gp
+
+gym = pytest.importorskip("gymnasium")  # the reference
 
 PARAMS = ("g", "m", "l", "dt", "max_speed", "max_torque")
 

@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import threading
 
-import hypothesis.strategies as st
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import gpuparam as gp
 
+pytest.importorskip("hypothesis")
 pytest.importorskip("rsl_rl")
 pytest.importorskip("skrl")
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("torchrl")
 
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 
 from gpuparam.integrations.gymnasium import GymnasiumVectorEnv  # noqa: E402

@@ -10,15 +10,17 @@ writes neither), and the env's own outputs equal the reference's.
 
 from __future__ import annotations
 
-import hypothesis.strategies as st
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import gpuparam as gp
 
+pytest.importorskip("hypothesis")
 pytest.importorskip("rsl_rl")
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+
 from gpuparam.integrations.rsl_rl import RslRlVecEnv  # noqa: E402
 
 N = 8

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mujoco
 import numpy as np
 import pytest
 
-from gpuparam.envs.mujoco.go1_model import ASSET_DIR, FEET, go1_spec, load_go1
+mujoco = pytest.importorskip("mujoco")
+
+from gpuparam.envs.mujoco.go1_model import ASSET_DIR, FEET, go1_spec, load_go1  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HOME = np.array([0.1, 0.9, -1.8, -0.1, 0.9, -1.8, 0.1, 0.9, -1.8, -0.1, 0.9, -1.8])

@@ -10,10 +10,10 @@ import torch
 import warp as wp
 
 import gpuparam as gp
-from gpuparam.envs.mujoco.terrain import scan_points, terrain_geom
-from tests.envs.robots.test_height_scan import numpy_heights
 
 pytest.importorskip("mujoco_warp")
+from gpuparam.envs.mujoco.terrain import scan_points, terrain_geom  # noqa: E402
+from tests.envs.robots.test_height_scan import numpy_heights  # noqa: E402
 
 GRID = dict(terrain_rows=3, tile_size=4.0)  # 7 columns, one per type
 TILE = 4.0

@@ -3,15 +3,15 @@ of the same heightfield, read from MuJoCo Warp's model arrays as the kernel read
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
 import warp as wp
 from gpuparam.kernels import legged
 
-from gpuparam.envs.mujoco import terrain as tr
-
+mujoco = pytest.importorskip("mujoco")
 mjw = pytest.importorskip("mujoco_warp")
+
+from gpuparam.envs.mujoco import terrain as tr  # noqa: E402
 
 KW = {"tile_size": 4.0, "horizontal_scale": 0.1, "border": 1.0, "platform_size": 1.0}
 

@@ -4,14 +4,13 @@ bad input is rejected before anything is written."""
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
 import torch
 import warp as wp
 
 import gpuparam as gp
-from tests.envs.robots.reference import actions, gym_env
+from tests.envs.robots.reference import actions, gym_env, mujoco
 
 N = 4
 MASK = torch.tensor([False, True, False, True])

@@ -4,12 +4,13 @@ the surface MuJoCo collides with; a Go1 on it steps in MuJoCo Warp on CPU."""
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
 
-from gpuparam.envs.mujoco import terrain as tr
-from gpuparam.envs.mujoco.go1_model import go1_spec
+mujoco = pytest.importorskip("mujoco")
+
+from gpuparam.envs.mujoco import terrain as tr  # noqa: E402
+from gpuparam.envs.mujoco.go1_model import go1_spec  # noqa: E402
 
 H = 0.1  # horizontal scale
 L = 4.0  # tile size (small tiles keep the tests fast)

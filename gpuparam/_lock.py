@@ -1,0 +1,45 @@
+"""One call at a time on an env: its ``step``, ``reset`` and checkpoint loads, and
+``env.hold()`` blocks. An env is not thread-safe; a second call while one runs (another
+thread's, or a hook's calling ``step``) raises ``RuntimeError`` before anything changes.
+Host code; the check takes a non-blocking lock, never waits."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+
+class EnvLock:
+    """The lock of one env (an object every ``VecEnv`` owns). ``owner`` names the env in
+    the error (its ``repr``) and is what ``with lock.call() as x`` binds to ``x``.
+
+    ``busy``: the lock, held while a call or a ``hold()`` block runs; ``holder``: the id of
+    the thread holding the env through ``hold()``, or None; ``in_call``: a call runs."""
+
+    def __init__(self, owner: object):
+        self.owner = owner
+        self.busy = threading.Lock()
+        self.holder: int | None = None  # the thread holding the env through hold()
+        self.in_call = False  # a step or reset is running
+
+    @contextlib.contextmanager
+    def call(self, hold: bool = False):
+        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block); the
+        thread holding the env enters without the lock while no call of it is running."""
+        took = self.holder != threading.get_ident() or self.in_call
+        if took and not self.busy.acquire(blocking=False):
+            raise RuntimeError(
+                f"{self.owner!r}: step/reset called while another call on this env is running "
+                "(two threads using one env, or a hook calling step): an env is not "
+                "thread-safe; give each thread its own env or serialize the calls"
+            )
+        if took and hold:
+            self.holder = threading.get_ident()
+        self.in_call = not hold
+        try:
+            yield self.owner
+        finally:
+            self.in_call = False
+            if took:
+                self.holder = None
+                self.busy.release()
