@@ -125,9 +125,10 @@ class AdrGroup:
                             else (self.sums, self.counts))
             self._collect = record(kcurriculum.adr_collect, n, [
                 to_wp(env.context.done), to_wp(metric), arr, to_wp(p.nominal_table),
-                to_wp(p.effective_table), to_wp(sums), to_wp(counts)], dev)
-            self._decide = record(kcurriculum.adr_update, len(slots), [
-                arr, to_wp(self.sums), to_wp(self.counts)], dev)
+                to_wp(p.effective_table)], dev, outputs=[to_wp(sums), to_wp(counts)])
+            # the slots' ranges are written (widened or narrowed), the sums and counts cleared
+            self._decide = record(kcurriculum.adr_update, len(slots), [], dev,
+                                  outputs=[arr, to_wp(self.sums), to_wp(self.counts)])
 
     def step(self, stream) -> None:
         """Collect the done envs' statistics; unless ``synced``, decide."""

@@ -44,6 +44,5 @@ class AntEnv(RobotEnv):
         fields = ("forward_w", "ctrl_w", "contact_w", "healthy_r", "terminate", "z_min",
                   "z_max", "force_min", "force_max")
         names = tuple(s.name for s in self.task_specs[:-1])
-        return LocomotionTask(kloco.ant, kloco.AntParams, dict(zip(fields, names, strict=True)),
-                              lambda b: [1], lambda b: [b.d.qpos, b.d.qvel, b.d.xpos,
-                                                        b.d.cfrc_ext], (2,))
+        return LocomotionTask(kloco.ant, names, kloco.AntParams, fields, lambda b: [1],
+                              lambda b: [b.d.qpos, b.d.qvel, b.d.xpos, b.d.cfrc_ext], (2,))

@@ -49,8 +49,7 @@ class HumanoidEnv(RobotEnv):
         fields = ("forward_w", "ctrl_w", "contact_w", "contact_cost_max", "healthy_r",
                   "terminate", "z_min", "z_max")
         names = tuple(s.name for s in self.task_specs[:-1])
-        return LocomotionTask(kloco.humanoid, kloco.HumanoidParams,
-                              dict(zip(fields, names, strict=True)),
+        return LocomotionTask(kloco.humanoid, names, kloco.HumanoidParams, fields,
                               lambda b: [b.m.body_mass], lambda b: [_data(b)], (self.mjm.nbody,))
 
 

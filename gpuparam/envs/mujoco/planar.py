@@ -49,8 +49,7 @@ class _Planar(RobotEnv):
                        for i, p in enumerate(PLANAR_PARAMS))  # KeyError if missing)
         fields = ("forward_w", "ctrl_w", "healthy_r", "terminate", "z_min", "z_max",
                   "angle_min", "angle_max", "state_min", "state_max")
-        return LocomotionTask(kloco.planar, kloco.PlanarParams,
-                              dict(zip(fields, params, strict=True)),
+        return LocomotionTask(kloco.planar, params, kloco.PlanarParams, fields,
                               lambda b: [self.kind, clip], lambda b: [b.d.qpos, b.d.qvel], ())
 
 

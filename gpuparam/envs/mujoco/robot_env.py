@@ -26,17 +26,18 @@ class LocomotionTask(Task):
     env (``observe`` = 0) and after a reset for the masked envs (``observe`` = 1).
 
     The kernel's arguments, as MuJoCo Warp orders them: the model (``dt``, then
-    ``model(backend)``, then the parameter view: a ``params_type`` struct whose fields
-    view the rows ``[N]`` of the scalar parameters ``params`` names, field -> parameter; a
-    name the env lacks raises ``KeyError``), the data in (``observe``, the mask,
+    ``model(backend)``, then the parameter view: a ``params_type`` struct whose ``fields``
+    view the rows ``[N]`` of the scalar parameters ``params``, in that order; a name the
+    env lacks raises ``KeyError``), the data in (``observe``, the mask,
     ``data(backend)``, the action), then the outputs (the task's previous position float32
     ``[N, *prev_shape]``, ``backend.state["task_prev_position"]``, checkpointed with the
     env; a ``kernels.locomotion.TaskOutputs``).
     """
 
     kernel: wp.Kernel
+    params: tuple[str, ...]
     params_type: type
-    params: Mapping[str, str]
+    fields: tuple[str, ...]
     model: Callable[[MjwBackend], list]
     data: Callable[[MjwBackend], list]
     prev_shape: tuple[int, ...]
@@ -48,9 +49,10 @@ class LocomotionTask(Task):
         backend.state["task_prev_position"] = prev
         # views of buffers allocated once (parameter table, model and data, step context):
         # bound here, never rebound
+        rows = [wp.from_torch(b.param_rows(name)) for name in self.params]  # KeyError first
         params = self.params_type()
-        for field, name in self.params.items():
-            setattr(params, field, wp.from_torch(b.param_rows(name)))
+        for field, row in zip(self.fields, rows, strict=True):
+            setattr(params, field, row)
         outputs = kloco.TaskOutputs()
         outputs.obs = wp.from_torch(out["observation"])
         outputs.final_obs = wp.from_torch(out["final_observation"])
