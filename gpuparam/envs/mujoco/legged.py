@@ -228,7 +228,10 @@ class LeggedBackend(MjwBackend):
         spawn.kick_wait, spawn.kick_duration = rows("kick_wait"), rows("kick_duration")
         spawn.kick_velocity = rows("kick_velocity")
         self._reset_model = [self.dt, home_qpos, home_ctrl, origins, spawn]
-        self._reset_keys, self._reset_outputs = keys, [d.qpos, d.qvel, d.ctrl, state]
+        # the reset reads no step count: an empty array in its place (no bytes passed)
+        reset_keys = step_keys(ctx)
+        reset_keys.step_count = wp.empty(0, dtype=wp.int32, device=self._device)
+        self._reset_keys, self._reset_outputs = reset_keys, [d.qpos, d.qvel, d.ctrl, state]
 
     def write_ctrl(self, ctx: StepContext) -> None:
         inputs, outputs = self._pre_step
