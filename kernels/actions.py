@@ -57,6 +57,7 @@ def pick_positive(
 
 @wp.kernel
 def write_outputs(
+    # In:
     flag: wp.array(dtype=wp.int32),
     which: int,
     obs: wp.array2d(dtype=float),
@@ -64,6 +65,7 @@ def write_outputs(
     done: wp.array(dtype=wp.bool),
     truncated: wp.array(dtype=wp.bool),
     terminated: wp.array(dtype=wp.bool),
+    # Out (the output set):
     obs_out: wp.array2d(dtype=float),
     reward_out: wp.array(dtype=float),
     dones_out: wp.array(dtype=wp.int64),

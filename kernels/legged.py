@@ -76,11 +76,11 @@ def hfield_height(size: wp.vec4, nrow: int, ncol: int, adr: int,
 
 @wp.kernel
 def height_scan(
-    # scan
+    # Data in (the scan's base and points):
     base_pos: wp.array(dtype=wp.vec3),
     base_yaw: wp.array(dtype=float),
     points: wp.array(dtype=wp.vec2),
-    # heightfield (mujoco_warp.Model fields) and its geom
+    # Model (mujoco_warp.Model's heightfield fields) and its geom:
     hfield_size: wp.array(dtype=wp.vec4),
     hfield_nrow: wp.array(dtype=int),
     hfield_ncol: wp.array(dtype=int),
@@ -89,7 +89,7 @@ def height_scan(
     geom_pos: wp.array2d(dtype=wp.vec3),
     hfield_id: int,
     geom_id: int,
-    # out
+    # Data out:
     heights_out: wp.array2d(dtype=float),
 ):
     """World height (metres) of the terrain under each scan point, ``heights_out [N, P]``,
@@ -143,12 +143,14 @@ def exponential_steps(h: wp.uint32, mean_s: float, dt: float) -> int:
 # ----------------------------------------------------------------- PD actuators
 @wp.kernel
 def copy_pd(
+    # In (parameter rows, the dof -> actuator map):
     kp: wp.array2d(dtype=float),
     kd: wp.array2d(dtype=float),
     limit: wp.array2d(dtype=float),
     motor_strength: wp.array2d(dtype=float),
     damping: wp.array2d(dtype=float),
     dof_actuator: wp.array(dtype=int),
+    # Model out:
     gainprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
     biasprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
     forcerange_out: wp.array2d(dtype=wp.vec2),
