@@ -26,11 +26,6 @@ from gpuparam.kernels.rng import (
 # the CPU build rounds twice, and every draw must be bit-identical on CPU and GPU.
 wp.set_module_options({"fuse_fp": False})
 
-# distributions
-UNIFORM = wp.constant(0)
-LOGUNIFORM = wp.constant(1)
-GAUSSIAN = wp.constant(2)
-CHOICE = wp.constant(3)
 # operations on the nominal value
 OP_SET = wp.constant(0)
 OP_ADD = wp.constant(1)
@@ -47,7 +42,7 @@ RESTARTED = -1.0e300  # a clock after (re)start: timed triggers draw their first
 class TermRow:
     """One term: constants, then views of its device state (``N``: num_envs)."""
 
-    dist: int  # UNIFORM, LOGUNIFORM, GAUSSIAN or CHOICE
+    dist: int  # the distribution's id (gpuparam.randomization.registry)
     op: int  # OP_SET, OP_ADD or OP_SCALE
     trigger: int  # PLAIN, EVERY, INTERVAL or MIN_STEPS
     dt_col: int  # INTERVAL: column of the env's time step (clock in seconds), or -1 (steps)
@@ -106,108 +101,171 @@ def due(
 
 
 @wp.func
-def draw(
-    row: TermRow,
-    env: int,
-    h: wp.uint32,
-    gstep: wp.int64,
-    nominal: wp.array2d(dtype=float),
-    effective: wp.array2d(dtype=float),
-) -> wp.uint32:
-    """Write the draw of bits ``h`` for ``env`` (every component, clamped, counted);
-    returns the bits after the value's (a Choice: after the pick's)."""
-    size = row.size
-    # schedule: breakpoint p in effect and the fraction of the way to p + 1
-    nbp = row.steps.shape[0]
-    p = int(0)
-    frac = float(0.0)
-    while p < nbp - 1 and gstep >= row.steps[p + 1]:
-        p += 1
-    if p < nbp - 1 and row.linear != 0:
-        s0 = row.steps[p]
-        if gstep > s0:
-            frac = float(gstep - s0) / float(row.steps[p + 1] - s0)
+def uniform_draw(h: wp.uint32, low: float, high: float) -> float:
+    """``Uniform``: uniform in ``[low, high]``."""
+    return uniform_in(h, low, high)
+
+
+@wp.func
+def log_uniform_draw(h: wp.uint32, low: float, high: float) -> float:
+    """``LogUniform``: log-uniform in ``[low, high]`` (``0 < low <= high``)."""
+    return log_uniform(low, high, uniform(h))
+
+
+@wp.func
+def gaussian_draw(h: wp.uint32, mean: float, std: float) -> float:
+    """``Gaussian``: normal with ``mean`` and standard deviation ``std``."""
+    return mean + std * normal(h)
+
+
+@wp.func
+def choice_draw(
+    h: wp.uint32, j: int, size: int, values: wp.array(dtype=float), cdf: wp.array(dtype=float)
+) -> float:
+    """``Choice`` (a table distribution): component ``j`` of the value picked by the
+    event's bits ``h`` from ``values`` ``[nch * size]`` with cumulative probabilities
+    ``cdf`` ``[nch]`` (the last one 2, above any draw)."""
+    u = uniform(h)
     pick = int(0)
-    if row.dist == CHOICE:
-        u = uniform(h)
-        h = next_bits(h)
-        while pick < row.cdf.shape[0] - 1 and u >= row.cdf[pick]:
-            pick += 1
-    nclamped = int(0)
-    for j in range(size):
-        x = float(0.0)
-        if row.dist == CHOICE:
-            x = row.ranges[pick * size + j]
-        else:
-            a = float(0.0)
-            b = float(0.0)
-            if row.pe.shape[0] > 0:
-                a = row.pe[2 * j, env]
-                b = row.pe[2 * j + 1, env]
-            else:
-                k = 2 * (p * size + j)
-                a = row.ranges[k]
-                b = row.ranges[k + 1]
-                if frac > 0.0:
-                    a = a + (row.ranges[k + 2 * size] - a) * frac
-                    b = b + (row.ranges[k + 2 * size + 1] - b) * frac
-            if row.dist == GAUSSIAN:
-                x = a + b * normal(h)
-            elif row.dist == LOGUNIFORM:
-                x = log_uniform(a, b, uniform(h))
-            else:
-                x = uniform_in(h, a, b)
-            h = next_bits(h)
-        v = x  # OP_SET
-        if row.op == OP_ADD:
-            v = nominal[row.col + j, env] + x
-        elif row.op == OP_SCALE:
-            v = nominal[row.col + j, env] * x
-        vc = wp.clamp(v, row.low, row.high)
-        effective[row.col + j, env] = vc
-        nclamped += int(vc != v)
-    if nclamped > 0:
-        wp.atomic_add(row.clamped, 0, wp.int64(nclamped))
-    return h
+    while pick < cdf.shape[0] - 1 and u >= cdf[pick]:
+        pick += 1
+    return values[pick * size + j]
 
 
-@wp.kernel
-def randomize(
-    rows: wp.array(dtype=TermRow),
-    gated: int,
-    gate: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    gstep: wp.array(dtype=wp.int64),
-    env_offset: int,
-    nominal: wp.array2d(dtype=float),
-    effective: wp.array2d(dtype=float),
-    changed_out: wp.array(dtype=wp.bool),
-):
-    """One thread per env: every term of ``rows`` that fires for the env draws and writes.
+def make_randomize(ranged: tuple, tables: tuple = ()) -> wp.Kernel:
+    """The ``randomize`` kernel for a set of distributions (``TermRow.dist`` ids).
 
     Args:
-        rows: the class's terms ``[T]``, in order.
-        gated: 1: only envs where ``gate`` (bool ``[N]``) is True are considered.
-        seed: int32 ``[1]``, the env's seed; gstep: int64 ``[1]``, the global step.
-        env_offset: global id of env 0 (draws are keyed by ``env_offset + env``).
-        nominal, effective: float32 ``[C, N]`` parameter tables (``effective`` written).
-        changed_out: bool ``[N]``: whether any term wrote the env.
+        ranged: ``((id, draw), ...)``: distributions of a pair ``(a, b)`` per component
+            (``low, high`` or ``mean, std``, interpolated by schedules, per-env with
+            curricula), ``draw(h: wp.uint32, a: float, b: float) -> float`` a ``@wp.func``
+            of the component's 32 random bits ``h`` (component ``j`` gets the event's
+            ``j``-th bits).
+        tables: ``((id, draw), ...)``: distributions of a table, ``draw(h, j, size,
+            values, cdf) -> float`` with ``h`` the event's first bits for every component
+            (one pick per event: ``choice_draw``).
+
+    The dispatch on ``row.dist`` is unrolled at code generation (``wp.static``) over the
+    given draws, so the kernel is built for that set: one Warp module per set (cached on
+    disk, like every module), built without floating-point contraction as this module.
     """
-    env = thread_index(wp.tid())
-    changed = bool(False)
-    if gated == 0 or gate[env]:
-        s = seed[0]
-        g = gstep[0]
-        for t in range(rows.shape[0]):
-            row = rows[t]
-            key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
-            if due(row, env, g, effective, key):
-                changed = True
-                c = row.counter[env]
-                row.counter[env] = c + 1
-                h = draw(row, env, draw_bits(key, c), g, nominal, effective)
-                if row.trigger == EVERY or row.trigger == INTERVAL:
-                    row.clock[env] = wp.float64(
-                        row.period_lo + (row.period_hi - row.period_lo) * uniform(h)
-                    )
-    changed_out[env] = changed
+    ranged, tables = tuple(ranged), tuple(tables)
+
+    @wp.func
+    def draw(
+        row: TermRow,
+        env: int,
+        h: wp.uint32,
+        gstep: wp.int64,
+        nominal: wp.array2d(dtype=float),
+        effective: wp.array2d(dtype=float),
+    ) -> wp.uint32:
+        """Write the draw of bits ``h`` for ``env`` (every component, clamped, counted);
+        returns the bits after the value's (a table distribution: after the pick's)."""
+        size = row.size
+        # schedule: breakpoint p in effect and the fraction of the way to p + 1
+        nbp = row.steps.shape[0]
+        p = int(0)
+        frac = float(0.0)
+        while p < nbp - 1 and gstep >= row.steps[p + 1]:
+            p += 1
+        if p < nbp - 1 and row.linear != 0:
+            s0 = row.steps[p]
+            if gstep > s0:
+                frac = float(gstep - s0) / float(row.steps[p + 1] - s0)
+        table = bool(False)
+        for i in range(wp.static(len(tables))):
+            if row.dist == wp.static(tables[i][0]):
+                table = True
+        event_bits = h
+        if table:
+            h = next_bits(h)  # one pick per event
+        nclamped = int(0)
+        for j in range(size):
+            x = float(0.0)
+            if table:
+                for i in range(wp.static(len(tables))):
+                    if row.dist == wp.static(tables[i][0]):
+                        x = wp.static(tables[i][1])(event_bits, j, size, row.ranges, row.cdf)
+            else:
+                a = float(0.0)
+                b = float(0.0)
+                if row.pe.shape[0] > 0:
+                    a = row.pe[2 * j, env]
+                    b = row.pe[2 * j + 1, env]
+                else:
+                    k = 2 * (p * size + j)
+                    a = row.ranges[k]
+                    b = row.ranges[k + 1]
+                    if frac > 0.0:
+                        a = a + (row.ranges[k + 2 * size] - a) * frac
+                        b = b + (row.ranges[k + 2 * size + 1] - b) * frac
+                for i in range(wp.static(len(ranged))):
+                    if row.dist == wp.static(ranged[i][0]):
+                        x = wp.static(ranged[i][1])(h, a, b)
+                h = next_bits(h)
+            v = x  # OP_SET
+            if row.op == OP_ADD:
+                v = nominal[row.col + j, env] + x
+            elif row.op == OP_SCALE:
+                v = nominal[row.col + j, env] * x
+            vc = wp.clamp(v, row.low, row.high)
+            effective[row.col + j, env] = vc
+            nclamped += int(vc != v)
+        if nclamped > 0:
+            wp.atomic_add(row.clamped, 0, wp.int64(nclamped))
+        return h
+
+    @wp.kernel(module="unique", module_options={"fuse_fp": False}, enable_backward=False)
+    def randomize(
+        rows: wp.array(dtype=TermRow),
+        gated: int,
+        gate: wp.array(dtype=wp.bool),
+        seed: wp.array(dtype=wp.int32),
+        gstep: wp.array(dtype=wp.int64),
+        env_offset: int,
+        nominal: wp.array2d(dtype=float),
+        effective: wp.array2d(dtype=float),
+        changed_out: wp.array(dtype=wp.bool),
+    ):
+        """One thread per env: every term of ``rows`` that fires for the env draws and
+        writes.
+
+        Args:
+            rows: the class's terms ``[T]``, in order.
+            gated: 1: only envs where ``gate`` (bool ``[N]``) is True are considered.
+            seed: int32 ``[1]``, the env's seed; gstep: int64 ``[1]``, the global step.
+            env_offset: global id of env 0 (draws are keyed by ``env_offset + env``).
+            nominal: float32 ``[C, N]`` nominal parameter table.
+            effective: float32 ``[C, N]`` effective parameter table (written: an output
+                read too, by ``op`` and the ``Interval`` clock).
+            changed_out: bool ``[N]``: whether any term wrote the env.
+        """
+        env = thread_index(wp.tid())
+        changed = bool(False)
+        if gated == 0 or gate[env]:
+            s = seed[0]
+            g = gstep[0]
+            for t in range(rows.shape[0]):
+                row = rows[t]
+                key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
+                if due(row, env, g, effective, key):
+                    changed = True
+                    c = row.counter[env]
+                    row.counter[env] = c + 1
+                    h = draw(row, env, draw_bits(key, c), g, nominal, effective)
+                    if row.trigger == EVERY or row.trigger == INTERVAL:
+                        row.clock[env] = wp.float64(
+                            row.period_lo + (row.period_hi - row.period_lo) * uniform(h)
+                        )
+        changed_out[env] = changed
+
+    return randomize
+
+
+# the built-in distributions' ids (``gpuparam.randomization.registry`` assigns them in this
+# order and new ones after them)
+UNIFORM = wp.constant(0)
+LOGUNIFORM = wp.constant(1)
+GAUSSIAN = wp.constant(2)
+CHOICE = wp.constant(3)

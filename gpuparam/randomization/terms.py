@@ -14,6 +14,9 @@ from typing import Literal
 
 import torch
 
+from gpuparam.kernels import randomize as kernels_randomize
+from gpuparam.randomization import registry
+
 Number = float | int
 Bound = Number | Sequence[Number]  # a scalar, or one value per component of a vector param
 Range = tuple[Bound, Bound]  # (low, high) or (mean, std), depending on the distribution
@@ -152,16 +155,34 @@ _ARGS = """
 
 
 class Term:
-    __doc__ = """One randomized parameter (the base of ``Uniform``, ``LogUniform``,
-    ``Gaussian`` and ``Choice``; add terms to an env with ``env.randomize(*terms)``).
+    __doc__ = """One randomized parameter: the base of ``Uniform``, ``LogUniform``,
+    ``Gaussian``, ``Choice`` and of new distributions (add terms to an env with
+    ``env.randomize(*terms)``).
+
+    A distribution is a subclass that sets, in its body (then it registers itself; see
+    ``docs/randomization.md``, "Adding a distribution"):
+
+    - ``dist``: its name (an identifier, unique; configs' ``distribution``);
+    - ``draw``: its device draw, a ``@wp.func (h: wp.uint32, a: float, b: float) -> float``
+      of a component's 32 counter-based random bits ``h`` and its range ``(a, b)``;
+    - optionally ``range_names`` (default ``("low", "high")``) and ``check_pair`` (the
+      host-side check of one component's range) and ``support`` (the draws' bounds).
 
     Args:
         param: parameter name (checked when added to an env).
-        range_: ``(low, high)`` or ``(mean, std)``, or None with a ``schedule``.
+        range_: ``(a, b)``, e.g. ``(low, high)`` or ``(mean, std)``, or None with a
+            ``schedule``.
     """ + _ARGS
 
     dist: str = ""
+    draw = None  # the device draw (a @wp.func), see above
+    table: bool = False  # True: a table distribution (Choice): ``draw`` takes the table
     range_names: tuple[str, str] = ("low", "high")
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "dist" in cls.__dict__:
+            registry.register(cls)
 
     def __init__(
         self,
@@ -251,14 +272,25 @@ class Term:
             )
         n, where = max(len(a), len(b)), f"{self}: parameter {self.param!r}"
         for x, y in zip(a * (n // len(a)), b * (n // len(b)), strict=True):
-            if self.dist == "gaussian" and y < 0:
-                raise ValueError(f"{where}: std {y} < 0")
-            if self.dist == "loguniform" and (x <= 0 or y <= 0):
-                raise ValueError(
-                    f"{where}: LogUniform bounds must be positive, got low {x}, high {y}"
-                )
-            if self.dist in ("uniform", "loguniform") and x > y:
-                raise ValueError(f"{where}: low {x} > high {y}")
+            self.check_pair(x, y, where)
+
+    def check_pair(self, a: float, b: float, where: str) -> None:
+        """Raise ``ValueError`` (its message starting with ``where``) unless ``(a, b)`` is
+        a valid range of one component (the default: ``a <= b``)."""
+        if a > b:
+            raise ValueError(f"{where}: {self.range_names[0]} {a} > {self.range_names[1]} {b}")
+
+    @classmethod
+    def constant(cls, value: float) -> Range:
+        """The range whose draws are all ``value`` (configs' "no change" schedule start;
+        the default: ``(value, value)``)."""
+        return (value, value)
+
+    def support(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The bounds ``(lo, hi)`` of the draws of ranges ``(a, b)`` (float32 tensors of
+        one shape) that ``env.randomize`` checks against the parameter's valid range (the
+        default: ``(a, b)``; draws beyond it are clamped on the device and counted)."""
+        return a, b
 
 
 class _LowHigh(Term):
@@ -284,6 +316,7 @@ class Uniform(_LowHigh):
     """ + _ARGS
 
     dist = "uniform"
+    draw = kernels_randomize.uniform_draw
 
 
 class LogUniform(_LowHigh):
@@ -297,6 +330,12 @@ class LogUniform(_LowHigh):
     """ + _ARGS
 
     dist = "loguniform"
+    draw = kernels_randomize.log_uniform_draw
+
+    def check_pair(self, a: float, b: float, where: str) -> None:
+        if a <= 0 or b <= 0:
+            raise ValueError(f"{where}: LogUniform bounds must be positive, got low {a}, high {b}")
+        super().check_pair(a, b, where)
 
 
 class Gaussian(Term):
@@ -310,7 +349,20 @@ class Gaussian(Term):
     """ + _ARGS
 
     dist = "gaussian"
+    draw = kernels_randomize.gaussian_draw
     range_names = ("mean", "std")
+
+    def check_pair(self, a: float, b: float, where: str) -> None:
+        if b < 0:
+            raise ValueError(f"{where}: std {b} < 0")
+
+    def support(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean: tails are clamped and counted."""
+        return a, a
+
+    @classmethod
+    def constant(cls, value: float) -> Range:
+        return (value, 0.0)
 
     def __init__(
         self, param: str, mean: Bound | None = None, std: Bound | None = None, *,
@@ -334,6 +386,8 @@ class Choice(Term):
     """ + _ARGS
 
     dist = "choice"
+    draw = kernels_randomize.choice_draw
+    table = True
 
     def __init__(
         self, param: str, values: Sequence[Bound], probs: Sequence[float] | None = None, *,
@@ -361,12 +415,35 @@ class Choice(Term):
     def _range_reprs(self) -> list[str]:
         return [repr([v[0] if len(v) == 1 else v for v in self.values])]
 
+    def tables(self, size: int) -> tuple[torch.Tensor, int]:
+        """The device table of a parameter of ``size`` components: float32 ``[nch * size +
+        nch]``, the values then the cumulative probabilities (the last one 2: every draw
+        ``u < 1`` stops at the last value at the latest), and ``nch``."""
+        vals = torch.tensor([per_component(v, size, self, "value") for v in self.values])
+        cdf = torch.tensor(self.probs, dtype=torch.float64).cumsum(0)
+        cdf[-1] = 2.0
+        return torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(self.values)
+
 
 # ---------------------------------------------------------------------------- helpers
 def check_int(v, low: int, what: str) -> None:
     """Raise ``ValueError`` unless ``v`` is an int (not a bool) ``>= low``."""
     if not isinstance(v, int) or isinstance(v, bool) or v < low:
         raise ValueError(f"{what}: expected an int >= {low}, got {v!r}")
+
+
+def per_component(v, size: int, term: Term, what: str) -> list[float]:
+    """A scalar or one value per component, as ``size`` floats (``ValueError`` naming
+    ``what`` if the count is wrong)."""
+    vals = [float(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
+    if len(vals) == 1:
+        return vals * size
+    if len(vals) != size:
+        raise ValueError(
+            f"{term}: parameter {term.param!r} has {size} components, {what} has {len(vals)}"
+        )
+    return vals
+
 
 
 def _is_num(v) -> bool:

@@ -1,0 +1,82 @@
+"""The registry of distributions: a name and an integer id per ``Term`` class, and the
+``randomize`` kernel that dispatches on those ids.
+
+A ``Term`` subclass that sets ``dist`` in its body registers itself when it is defined
+(``Term.__init_subclass__``): its name is the one configs use
+(``gp.randomization_from_config``), its id (the next free one: the built-ins take 0-3)
+the one its ``TermRow.dist`` holds. Warp kernels cannot call Python objects, so the kernel
+is generated from the registry: ``kernel(ids)`` builds (once per set of draws, cached here
+and, compiled, on disk by Warp) a ``kernels.randomize.make_randomize`` kernel whose
+dispatch is unrolled over the registered ``draw`` functions up to the highest id in
+``ids``. Envs that use only the built-ins keep the built-ins' kernel when a new
+distribution is registered; a term of a new one builds (and the first time compiles) a
+kernel that has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import warp as wp
+
+from gpuparam.kernels import randomize as kernels_randomize
+
+_classes: list[type] = []  # id -> Term class
+_kernels: dict[tuple, wp.Kernel] = {}
+
+
+def register(cls: type) -> int:
+    """Add the ``Term`` subclass ``cls`` (its ``dist`` name, ``draw`` and ``table``) and
+    return its id. A class re-defined with the same module and qualified name (a module
+    reloaded, a notebook cell run again) replaces the earlier one under the same id;
+    another class under a taken name raises ``ValueError``."""
+    name, draw = cls.dist, cls.draw
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"{where}: dist must be a name (an identifier), got {name!r}")
+    if not isinstance(draw, wp.Function):
+        raise TypeError(f"{where}: draw must be a @wp.func (h: wp.uint32, a: float, b: float) "
+                        f"-> float, got {type(draw).__name__}")
+    for i, old in enumerate(_classes):
+        if old.dist != name:
+            continue
+        if (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"{where}: distribution name {name!r} is taken by "
+                             f"{old.__module__}.{old.__qualname__}")
+        _classes[i] = cls
+        return i
+    _classes.append(cls)
+    return len(_classes) - 1
+
+
+def dist_id(name: str) -> int:
+    """The id of the distribution named ``name`` (a term's ``dist``; ``KeyError`` if none
+    is registered under it)."""
+    for i, c in enumerate(_classes):
+        if c.dist == name:
+            return i
+    raise KeyError(f"{name!r}: not a registered distribution; registered: "
+                   f"{', '.join(c.dist for c in _classes)}")
+
+
+def distributions() -> dict[str, type]:
+    """``{name: Term class}`` of every registered distribution, in id order."""
+    return {c.dist: c for c in _classes}
+
+
+def by_name(name: str) -> type | None:
+    """The registered ``Term`` class named ``name``, or None."""
+    return distributions().get(name)
+
+
+def kernel(ids: Iterable[int]) -> wp.Kernel:
+    """The ``randomize`` kernel handling the distributions of ids ``0 .. max(ids)`` (at
+    least the built-ins: one kernel for every env that uses only those)."""
+    n = max([kernels_randomize.CHOICE + 1, *(i + 1 for i in ids)])
+    entries = tuple((i, c.draw, bool(c.table)) for i, c in enumerate(_classes[:n]))
+    k = _kernels.get(entries)
+    if k is None:
+        ranged = tuple((i, d) for i, d, table in entries if not table)
+        tables = tuple((i, d) for i, d, table in entries if table)
+        k = _kernels[entries] = kernels_randomize.make_randomize(ranged, tables)
+    return k
