@@ -1,0 +1,130 @@
+"""The registry of distributions: a new one is one class (docs/randomization.md, "Adding a
+distribution": the example is run from the page), its draws pinned bit for bit, its name
+usable in configs, its kernel compiling for CUDA; the built-ins keep their ids and kernel."""
+
+from __future__ import annotations
+
+import linecache
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import warp as wp
+from gpuparam.kernels import randomize as kernels_randomize
+
+import gpuparam as gp
+from gpuparam.randomization import registry
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "randomization.md"
+N = 4096
+
+
+def _docs_triangular() -> type:
+    """The page's ``Triangular``, defined as tests/test_docs.py runs the block (same module
+    name: defining it again replaces it under its id)."""
+    blocks = re.findall(r"^```python[ \t]*\n(.*?)^```", PAGE.read_text(), re.S | re.M)
+    code = next(b for b in blocks if "class Triangular(gp.Term)" in b)
+    filename = "<docs/randomization.md Triangular>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    ns = {"__name__": "snippets_docs_randomization_md"}
+    exec(compile(code, filename, "exec"), ns)  # noqa: S102
+    return ns["Triangular"]
+
+
+@pytest.fixture(scope="module")
+def triangular() -> type:
+    return _docs_triangular()
+
+
+def test_builtins_keep_their_ids_and_names():
+    names = list(registry.distributions())[:4]
+    assert names == ["uniform", "loguniform", "gaussian", "choice"]
+    assert [registry.dist_id(n) for n in names] == [
+        kernels_randomize.UNIFORM, kernels_randomize.LOGUNIFORM, kernels_randomize.GAUSSIAN,
+        kernels_randomize.CHOICE]
+
+
+def test_docs_distribution_registers_and_draws_the_bits_of_its_formula(triangular):
+    assert registry.distributions()["triangular"] is triangular
+    # the same seed and uid (first term; the parameter is not in the key): Uniform(0, 1)
+    # draws u itself, bit for bit
+    u_env = gp.make("CartPole-v1", num_envs=N, seed=7, device="cpu")
+    u_env.randomize(gp.Uniform("gravity", 0.0, 1.0, on="reset"))
+    u_env.reset()
+    u = u_env.params["gravity"].clone()
+    env = gp.make("CartPole-v1", num_envs=N, seed=7, device="cpu")
+    env.randomize(triangular("length", 0.3, 1.0, on="reset"))
+    env.reset()
+    x = env.params["length"]
+    # numpy float32: each operation IEEE-rounded, as the kernel's (no contraction)
+    f32, un = np.float32, u.numpy()
+    low, high, two = f32(0.3), f32(1.0), f32(2.0)
+    half = (high - low) * f32(0.5)
+    want = np.where(un < 0.5, low + half * np.sqrt(two * un),
+                    high - half * np.sqrt(two - two * un))
+    assert np.array_equal(x.numpy(), want)
+    assert 0.3 <= float(x.min()) and float(x.max()) <= 1.0
+    # triangular, not uniform: 5/9 of the mass within (high - low) / 6 of the mode
+    near = ((x - 0.65).abs() < 0.7 / 6).float().mean()
+    assert abs(float(near) - 5 / 9) < 0.03
+    assert abs(float(x.mean()) - 0.65) < 0.01
+
+
+def test_docs_distribution_checks_its_range_and_goes_in_configs(triangular):
+    with pytest.raises(ValueError, match="low 1.0 > high 0.3"):
+        triangular("length", 1.0, 0.3)
+    terms = gp.randomization_from_config({"length": {
+        "range": [0.9, 1.1], "operation": "scaling", "distribution": "triangular",
+        "schedule": "linear", "schedule_steps": 10}})
+    assert isinstance(terms[0], triangular) and terms[0].op == "scale"
+    assert terms[0].schedule.start_range == (1.0, 1.0)
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        gp.randomization_from_config({"length": {
+            "range": [0, 1], "operation": "additive", "distribution": "choice"}})
+
+
+def test_new_distribution_gets_its_own_kernel_and_the_builtins_keep_theirs(triangular):
+    tid = registry.dist_id("triangular")
+    assert tid >= 4
+    builtin = registry.kernel([kernels_randomize.UNIFORM])
+    assert registry.kernel([kernels_randomize.CHOICE]) is builtin
+    assert registry.kernel([tid]) is not builtin
+    assert registry.kernel([tid]) is registry.kernel([0, tid])
+    # redefining the class (same module and name) keeps its id
+    assert registry.dist_id(_docs_triangular().dist) == tid
+
+
+def test_new_distribution_kernel_compiles_for_sm90(triangular):
+    paths = wp.compile_aot_module(registry.kernel([registry.dist_id("triangular")]).module,
+                                  arch=90)
+    assert paths and all(p.exists() and p.stat().st_size > 0 for p in paths)
+
+
+def test_bad_distribution_classes_are_refused(triangular):
+    with pytest.raises(ValueError, match="'triangular' is taken by"):
+        type("Other", (gp.Term,), {"dist": "triangular", "draw": triangular.draw})
+    with pytest.raises(TypeError, match="draw must be a @wp.func"):
+        type("NoDraw", (gp.Term,), {"dist": "no_draw", "draw": lambda h, a, b: a})
+    with pytest.raises(ValueError, match="dist must be a name"):
+        type("BadName", (gp.Term,), {"dist": "two words", "draw": triangular.draw})
+    assert "no_draw" not in registry.distributions()
+
+
+def test_state_dict_round_trip_with_a_new_distribution(triangular):
+    def run():
+        env = gp.make("CartPole-v1", num_envs=64, seed=3, device="cpu")
+        env.randomize(triangular("length", 0.3, 1.0, on=gp.Every(3)))
+        return env
+
+    a, b = run(), run()
+    act = torch.zeros(64, dtype=torch.long)
+    for _ in range(4):
+        a.step(act)
+    b.randomization.load_state_dict(a.randomization.state_dict())
+    for _ in range(5):
+        a.step(act)
+        b.step(act)
+    assert torch.equal(a.randomization.counters(a.randomization.terms[0]),
+                       b.randomization.counters(b.randomization.terms[0]))
