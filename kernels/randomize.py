@@ -66,38 +66,78 @@ class TermRow:
 
 
 @wp.func
-def due(
+def countdown(
+    row: TermRow, env: int, effective: wp.array2d(dtype=float), first: wp.float64
+) -> bool:
+    """Whether a timed trigger (``Every``, ``Interval``) is due for ``env``: a restarted
+    clock (``RESTARTED``) first takes ``first``, then counts down by the env's time step
+    (``effective[row.dt_col]``, or 1 step); due once less than half a step is left, else
+    the clock advances."""
+    if row.clock[env] < wp.float64(0.0):
+        row.clock[env] = first
+    dt = wp.float64(1.0)
+    if row.dt_col >= 0:
+        dt = wp.float64(effective[row.dt_col, env])
+    left = row.clock[env] - dt
+    if left >= wp.float64(0.5) * dt:  # due once less than half a step is left
+        row.clock[env] = left
+        return False
+    return True
+
+
+@wp.func
+def first_bits(row: TermRow, env: int, key: int) -> float:
+    """The uniform of a timed trigger's first value (a restarted clock), drawn from event
+    counter -1 (never used by a draw); only drawn when the clock is restarted."""
+    u = float(0.0)
+    if row.clock[env] < wp.float64(0.0):
+        u = uniform(draw_bits(key, -1))
+    return u
+
+
+@wp.func
+def every_due(
     row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
 ) -> bool:
-    """Whether ``row`` fires for ``env`` (in its mask, its trigger due; ``key``: the env's
-    draw key); advances the clocks of the timed triggers that do not fire and stamps
-    ``MIN_STEPS``'s. A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a
-    timed trigger first gets its first value, drawn from event counter -1 (never used by a
-    draw): ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` an interval."""
-    if row.mask.shape[0] > 0:
-        if not row.mask[env]:
-            return False
-    if row.trigger == MIN_STEPS:
-        now = wp.float64(gstep)
-        if now - row.clock[env] < wp.float64(row.period_lo):
-            return False
-        row.clock[env] = now
-    elif row.trigger != PLAIN:
-        if row.clock[env] < wp.float64(0.0):
-            u = uniform(draw_bits(key, -1))
-            plo = row.period_lo
-            if row.trigger == EVERY:
-                row.clock[env] = wp.float64(wp.floor(u * plo) + 1.0)  # phase in [0, k), +1
-            else:
-                row.clock[env] = wp.float64(plo + (row.period_hi - plo) * u)
-        dt = wp.float64(1.0)
-        if row.dt_col >= 0:
-            dt = wp.float64(effective[row.dt_col, env])
-        left = row.clock[env] - dt
-        if left >= wp.float64(0.5) * dt:  # due once less than half a step is left
-            row.clock[env] = left
-            return False
+    """``Every(k)`` (``period_lo`` = k): first firing at a random phase in [1, k]."""
+    u = first_bits(row, env, key)
+    return countdown(row, env, effective, wp.float64(wp.floor(u * row.period_lo) + 1.0))
+
+
+@wp.func
+def interval_due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+) -> bool:
+    """``Interval(low_s, high_s)``: intervals uniform in ``[period_lo, period_hi]``."""
+    u = first_bits(row, env, key)
+    plo = row.period_lo
+    return countdown(row, env, effective, wp.float64(plo + (row.period_hi - plo) * u))
+
+
+@wp.func
+def interval_fired(row: TermRow, env: int, h: wp.uint32):
+    """After a draw of ``Every``/``Interval``: the next interval, from the bits ``h`` after
+    the value's."""
+    row.clock[env] = wp.float64(row.period_lo + (row.period_hi - row.period_lo) * uniform(h))
+
+
+@wp.func
+def min_steps_due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+) -> bool:
+    """``OnReset(min_steps)`` (``period_lo``): only if >= min_steps global steps since the
+    env's previous draw (``RESTARTED``: never drawn); stamps the step when due."""
+    now = wp.float64(gstep)
+    if now - row.clock[env] < wp.float64(row.period_lo):
+        return False
+    row.clock[env] = now
     return True
+
+
+@wp.func
+def fired_nothing(row: TermRow, env: int, h: wp.uint32):
+    """After a draw of a trigger without a clock to rewind."""
+    pass
 
 
 @wp.func
@@ -132,8 +172,9 @@ def choice_draw(
     return values[pick * size + j]
 
 
-def make_randomize(ranged: tuple, tables: tuple = ()) -> wp.Kernel:
-    """The ``randomize`` kernel for a set of distributions (``TermRow.dist`` ids).
+def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> wp.Kernel:
+    """The ``randomize`` kernel for a set of distributions (``TermRow.dist`` ids) and
+    triggers (``TermRow.trigger`` ids).
 
     Args:
         ranged: ``((id, draw), ...)``: distributions of a pair ``(a, b)`` per component
@@ -144,12 +185,38 @@ def make_randomize(ranged: tuple, tables: tuple = ()) -> wp.Kernel:
         tables: ``((id, draw), ...)``: distributions of a table, ``draw(h, j, size,
             values, cdf) -> float`` with ``h`` the event's first bits for every component
             (one pick per event: ``choice_draw``).
+        triggers: ``((id, due, fired), ...)``: triggers other than ``PLAIN`` (every env
+            the launch considers), ``due(row, env, gstep, effective, key) -> bool`` (may
+            advance ``row.clock``) and ``fired(row, env, h)`` after a draw (``h``: the
+            bits after the value's), both ``@wp.func`` (``every_due``, ...).
 
     The dispatch on ``row.dist`` is unrolled at code generation (``wp.static``) over the
     given draws, so the kernel is built for that set: one Warp module per set (cached on
     disk, like every module), built without floating-point contraction as this module.
     """
-    ranged, tables = tuple(ranged), tuple(tables)
+    ranged, tables, triggers = tuple(ranged), tuple(tables), tuple(triggers)
+
+    @wp.func
+    def due(
+        row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+    ) -> bool:
+        """Whether ``row`` fires for ``env``: in its mask, and its trigger due (``key``:
+        the env's draw key)."""
+        if row.mask.shape[0] > 0:
+            if not row.mask[env]:
+                return False
+        ok = bool(True)
+        for i in range(wp.static(len(triggers))):
+            if row.trigger == wp.static(triggers[i][0]):
+                ok = wp.static(triggers[i][1])(row, env, gstep, effective, key)
+        return ok
+
+    @wp.func
+    def fired(row: TermRow, env: int, h: wp.uint32):
+        """The trigger's bookkeeping after a draw."""
+        for i in range(wp.static(len(triggers))):
+            if row.trigger == wp.static(triggers[i][0]):
+                wp.static(triggers[i][2])(row, env, h)
 
     @wp.func
     def draw(
@@ -254,10 +321,7 @@ def make_randomize(ranged: tuple, tables: tuple = ()) -> wp.Kernel:
                     c = row.counter[env]
                     row.counter[env] = c + 1
                     h = draw(row, env, draw_bits(key, c), g, nominal, effective)
-                    if row.trigger == EVERY or row.trigger == INTERVAL:
-                        row.clock[env] = wp.float64(
-                            row.period_lo + (row.period_hi - row.period_lo) * uniform(h)
-                        )
+                    fired(row, env, h)
         changed_out[env] = changed
 
     return randomize

@@ -1,6 +1,7 @@
-"""The registry of distributions: a new one is one class (docs/randomization.md, "Adding a
-distribution": the example is run from the page), its draws pinned bit for bit, its name
-usable in configs, its kernel compiling for CUDA; the built-ins keep their ids and kernel."""
+"""The registry of distributions and triggers: a new distribution is one class
+(docs/randomization.md, "Adding a distribution": the example is run from the page), its draws
+pinned bit for bit, its name usable in configs, its kernel compiling for CUDA; the built-ins
+keep their ids and kernel. A new trigger is one class too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import warp as wp
 from gpuparam.kernels import randomize as kernels_randomize
 
 import gpuparam as gp
-from gpuparam.randomization import registry
+from gpuparam.randomization import Trigger, registry
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "randomization.md"
 N = 4096
@@ -128,3 +129,38 @@ def test_state_dict_round_trip_with_a_new_distribution(triangular):
         b.step(act)
     assert torch.equal(a.randomization.counters(a.randomization.terms[0]),
                        b.randomization.counters(b.randomization.terms[0]))
+
+
+# ----------------------------------------------------------------------------- triggers
+@wp.func
+def odd_steps_due(
+    row: kernels_randomize.TermRow, env: int, gstep: wp.int64,
+    effective: wp.array2d(dtype=float), key: int,
+) -> bool:
+    return gstep % wp.int64(2) == wp.int64(1)
+
+
+class OddSteps(Trigger):
+    """Draw at the steps whose global step is odd (a test trigger)."""
+
+    launch = "step"
+    due = odd_steps_due
+
+
+def test_builtin_triggers_keep_their_ids():
+    assert [registry.trigger_id(t) for t in (gp.Every, gp.Interval, gp.OnReset)] == [
+        kernels_randomize.EVERY, kernels_randomize.INTERVAL, kernels_randomize.MIN_STEPS]
+
+
+def test_new_trigger_is_one_class():
+    env = gp.make("CartPole-v1", num_envs=8, seed=0, device="cpu")
+    term = gp.Uniform("length", 0.3, 1.0, on=OddSteps())
+    env.randomize(term)
+    assert term.trigger_class == "step" and registry.trigger_id(OddSteps) > 3
+    act = torch.zeros(8, dtype=torch.long)
+    seen = []
+    for _ in range(6):
+        env.step(act)
+        seen.append(int(env.randomization.counters(term)[0]))
+    assert seen == [0, 1, 1, 2, 2, 3]  # steps 1-6 draw at global steps 0-5
+    assert torch.equal(env.randomization.counters(term), torch.full((8,), 3, dtype=torch.int32))

@@ -14,7 +14,7 @@ from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import to_wp
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization import registry
-from gpuparam.randomization.terms import Every, Interval, OnReset, Term, per_component
+from gpuparam.randomization.terms import Term, Trigger, per_component
 
 __all__ = ["OP", "Bound", "bind", "check_result", "per_component", "range_tensor",
            "select_envs"]
@@ -120,14 +120,9 @@ def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
 
 def _trigger(term: Term, env) -> tuple[int, int, tuple[float, float]]:
     on = term.on
-    if isinstance(on, Every):
-        return K.EVERY, -1, (float(on.k), float(on.k))
-    if isinstance(on, Interval):
-        name = getattr(env, "time_step_param", None)
-        dt_col = env.params.columns(name)[0] if name else -1
-        return K.INTERVAL, dt_col, (float(on.low_s), float(on.high_s))
-    if isinstance(on, OnReset) and on.min_steps > 0:
-        return K.MIN_STEPS, -1, (float(on.min_steps), float(on.min_steps))
+    if isinstance(on, Trigger) and not on.plain():
+        dt_col, lo, hi = on.row(env)
+        return registry.trigger_id(type(on)), dt_col, (lo, hi)
     return K.PLAIN, -1, (0.0, 0.0)
 
 

@@ -255,7 +255,8 @@ class Randomization:
         """Launch the ``randomize`` kernel of ``bounds``' distributions over ``rows``
         (``gate`` None: every env; ``record``: return it recorded instead, not run)."""
         env, p = self._env, self._env.params
-        kernel = registry.kernel(b.base.dist for b in bounds)
+        kernel = registry.kernel([b.base.dist for b in bounds],
+                                 [b.base.trigger for b in bounds])
         inputs = [
             rows, int(gate is not None), to_wp(env.context.done if gate is None else gate),
             to_wp(env.context.seed), to_wp(self._gstep), env.env_offset,

@@ -1,5 +1,5 @@
-"""The registry of distributions: a name and an integer id per ``Term`` class, and the
-``randomize`` kernel that dispatches on those ids.
+"""The registry of distributions and triggers: an integer id per ``Term`` class (and a
+name) and per ``Trigger`` class, and the ``randomize`` kernel that dispatches on those ids.
 
 A ``Term`` subclass that sets ``dist`` in its body registers itself when it is defined
 (``Term.__init_subclass__``): its name is the one configs use
@@ -10,7 +10,8 @@ and, compiled, on disk by Warp) a ``kernels.randomize.make_randomize`` kernel wh
 dispatch is unrolled over the registered ``draw`` functions up to the highest id in
 ``ids``. Envs that use only the built-ins keep the built-ins' kernel when a new
 distribution is registered; a term of a new one builds (and the first time compiles) a
-kernel that has it.
+kernel that has it. Triggers likewise: a ``Trigger`` subclass that sets ``due`` registers
+itself (ids from 1; 0 is ``PLAIN``), its ``due`` and ``fired`` unrolled in the kernel.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import warp as wp
 from gpuparam.kernels import randomize as kernels_randomize
 
 _classes: list[type] = []  # id -> Term class
+_triggers: list[type] = []  # id - 1 -> Trigger class (id 0: PLAIN, no test)
 _kernels: dict[tuple, wp.Kernel] = {}
 
 
@@ -69,14 +71,46 @@ def by_name(name: str) -> type | None:
     return distributions().get(name)
 
 
-def kernel(ids: Iterable[int]) -> wp.Kernel:
-    """The ``randomize`` kernel handling the distributions of ids ``0 .. max(ids)`` (at
-    least the built-ins: one kernel for every env that uses only those)."""
+def register_trigger(cls: type) -> int:
+    """Add the ``Trigger`` subclass ``cls`` (its ``due`` and ``fired``) and return its id
+    (``TermRow.trigger``; 1-3 are the built-ins'); re-definitions replace as ``register``."""
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    for f in ("due", "fired"):
+        if not isinstance(getattr(cls, f), wp.Function):
+            raise TypeError(f"{where}: {f} must be a @wp.func, got "
+                            f"{type(getattr(cls, f)).__name__}")
+    if cls.launch not in ("step", "reset"):
+        raise ValueError(f"{where}: launch must be 'step' or 'reset', got {cls.launch!r}")
+    for i, old in enumerate(_triggers):
+        if (old.__module__, old.__qualname__) == (cls.__module__, cls.__qualname__):
+            _triggers[i] = cls
+            return i + 1
+    _triggers.append(cls)
+    return len(_triggers)
+
+
+def trigger_id(cls: type) -> int:
+    """The id of a registered ``Trigger`` class or of its nearest registered base."""
+    for base in cls.__mro__:
+        for i, c in enumerate(_triggers):
+            if c is base:
+                return i + 1
+    raise KeyError(f"{cls.__qualname__}: not a registered trigger (a Trigger subclass "
+                   "setting due)")
+
+
+def kernel(ids: Iterable[int], trigger_ids: Iterable[int] = ()) -> wp.Kernel:
+    """The ``randomize`` kernel handling the distributions of ids ``0 .. max(ids)`` and the
+    triggers of ids up to ``max(trigger_ids)`` (at least the built-ins: one kernel for
+    every env that uses only those)."""
     n = max([kernels_randomize.CHOICE + 1, *(i + 1 for i in ids)])
+    m = max([kernels_randomize.MIN_STEPS, *trigger_ids])
     entries = tuple((i, c.draw, bool(c.table)) for i, c in enumerate(_classes[:n]))
-    k = _kernels.get(entries)
+    trig = tuple((i + 1, c.due, c.fired) for i, c in enumerate(_triggers[:m]))
+    k = _kernels.get((entries, trig))
     if k is None:
         ranged = tuple((i, d) for i, d, table in entries if not table)
         tables = tuple((i, d) for i, d, table in entries if table)
-        k = _kernels[entries] = kernels_randomize.make_randomize(ranged, tables)
+        k = kernels_randomize.make_randomize(ranged, tables, trig)
+        _kernels[(entries, trig)] = k
     return k

@@ -25,13 +25,51 @@ OPS = ("set", "add", "scale")
 
 
 # ---------------------------------------------------------------------------- triggers
+class Trigger:
+    """Base of the triggers the ``randomize`` kernel evaluates per env (``Every``,
+    ``Interval``, ``OnReset``). A subclass that sets ``due`` in its body registers itself
+    (``randomization.registry``: the next trigger id, ``TermRow.trigger``); it declares:
+
+    - ``launch``: ``"step"`` or ``"reset"``, the launch that evaluates it;
+    - ``due``: ``@wp.func (row: TermRow, env: int, gstep: wp.int64, effective:
+      wp.array2d(dtype=float), key: int) -> bool``, whether the term draws for ``env`` (it
+      may keep per-env state in ``row.clock``, float64 ``[N]``, ``RESTARTED`` at first);
+    - ``fired``: ``@wp.func (row, env, h: wp.uint32)`` run after a draw (``h``: the bits
+      after the value's; default: nothing);
+    - ``row(env)``: ``(dt_col, period_lo, period_hi)`` of its ``TermRow`` for ``env``;
+    - ``plain()``: True when it is a plain reset or step trigger (no kernel test).
+    """
+
+    launch: str = "reset"
+    due = None
+    fired = kernels_randomize.fired_nothing
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "due" in cls.__dict__:
+            registry.register_trigger(cls)
+
+    def row(self, env) -> tuple[int, float, float]:
+        return -1, 0.0, 0.0
+
+    def plain(self) -> bool:
+        return False
+
+
 @dataclass(frozen=True)
-class Every:
+class Every(Trigger):
     """Fire every ``k`` env steps, per env, with a per-env phase drawn counter-based (keyed
     like the term's draws), so envs do not all resample on the same step. Each env fires
     exactly once in every window of ``k`` consecutive steps it is in the term's mask."""
 
     k: int
+
+    launch = "step"
+    due = kernels_randomize.every_due
+    fired = kernels_randomize.interval_fired
+
+    def row(self, env) -> tuple[int, float, float]:
+        return -1, float(self.k), float(self.k)
 
     def __post_init__(self) -> None:
         # k <= 2**53: the trigger clocks count in float64, exact up to there
@@ -40,7 +78,7 @@ class Every:
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(Trigger):
     """Fire after per-env random intervals drawn uniformly from ``[low_s, high_s]`` (as
     IsaacLab's ``interval`` events). The unit is seconds, counted with the env's time-step
     parameter (``VecEnv.time_step_param``: CartPole's ``tau``, Pendulum's ``dt``, read per
@@ -51,6 +89,15 @@ class Interval:
     low_s: float
     high_s: float
 
+    launch = "step"
+    due = kernels_randomize.interval_due
+    fired = kernels_randomize.interval_fired
+
+    def row(self, env) -> tuple[int, float, float]:
+        name = getattr(env, "time_step_param", None)
+        dt_col = env.params.columns(name)[0] if name else -1
+        return dt_col, float(self.low_s), float(self.high_s)
+
     def __post_init__(self) -> None:
         lo, hi = self.low_s, self.high_s
         if not (_is_num(lo) and _is_num(hi) and 0 < lo <= hi and math.isfinite(hi)):
@@ -58,18 +105,27 @@ class Interval:
 
 
 @dataclass(frozen=True)
-class OnReset:
+class OnReset(Trigger):
     """Fire when the env resets (``on="reset"`` is ``OnReset()``). With ``min_steps > 0``
     only if at least that many env steps passed since the env's previous draw of this
     term (IsaacGymEnvs' ``frequency``, IsaacLab's ``min_step_count_between_reset``)."""
 
     min_steps: int = 0
 
+    launch = "reset"
+    due = kernels_randomize.min_steps_due
+
+    def row(self, env) -> tuple[int, float, float]:
+        return -1, float(self.min_steps), float(self.min_steps)
+
+    def plain(self) -> bool:
+        return self.min_steps == 0
+
     def __post_init__(self) -> None:
         check_int(self.min_steps, 0, "OnReset(min_steps)")
 
 
-Trigger = str | Every | Interval | OnReset
+On = str | Trigger
 TRIGGERS = ("startup", "reset", "step")
 
 
@@ -190,7 +246,7 @@ class Term:
         range_: Range | None,
         *,
         op: Op = "set",
-        on: Trigger = "reset",
+        on: On = "reset",
         mask: Mask = None,
         env_ids: EnvIds = None,
         schedule: Schedule | None = None,
@@ -205,7 +261,7 @@ class Term:
             raise ValueError(f"{self}: param must be a parameter name, got {param!r}")
         if op not in OPS:
             raise ValueError(f"{self}: op must be one of {OPS}, got {op!r}")
-        if not (on in TRIGGERS or isinstance(on, (Every, Interval, OnReset))):
+        if not (isinstance(on, Trigger) or (isinstance(on, str) and on in TRIGGERS)):
             raise ValueError(
                 f"{self}: on must be 'startup', 'reset', 'step', Every(k), Interval(lo, hi) "
                 f"or OnReset(min_steps), got {on!r}"
@@ -234,7 +290,9 @@ class Term:
     @property
     def trigger_class(self) -> str:
         """``"startup"``, ``"reset"`` or ``"step"``: which launch evaluates the term."""
-        if isinstance(self.on, (Every, Interval)) or self.on == "step":
+        if isinstance(self.on, Trigger):
+            return self.on.launch
+        if self.on == "step":
             return "step"
         return "startup" if self.on == "startup" else "reset"
 
@@ -299,7 +357,7 @@ class _LowHigh(Term):
 
     def __init__(
         self, param: str, low: Bound | None = None, high: Bound | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        op: Op = "set", on: On = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
         pair = None if low is None and high is None else (low, high)
@@ -366,7 +424,7 @@ class Gaussian(Term):
 
     def __init__(
         self, param: str, mean: Bound | None = None, std: Bound | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        op: Op = "set", on: On = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
         pair = None if mean is None and std is None else (mean, std)
@@ -391,7 +449,7 @@ class Choice(Term):
 
     def __init__(
         self, param: str, values: Sequence[Bound], probs: Sequence[float] | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        op: Op = "set", on: On = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
         if schedule is not None:
