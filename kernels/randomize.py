@@ -172,6 +172,63 @@ def choice_draw(
     return values[pick * size + j]
 
 
+@wp.func
+def schedule_point(row: TermRow, gstep: wp.int64):
+    """The schedule breakpoint ``p`` in effect at ``gstep`` and the fraction of the way to
+    ``p + 1`` (0 unless ``row.linear``)."""
+    nbp = row.steps.shape[0]
+    p = int(0)
+    frac = float(0.0)
+    while p < nbp - 1 and gstep >= row.steps[p + 1]:
+        p += 1
+    if p < nbp - 1 and row.linear != 0:
+        s0 = row.steps[p]
+        if gstep > s0:
+            frac = float(gstep - s0) / float(row.steps[p + 1] - s0)
+    return p, frac
+
+
+@wp.func
+def range_at(row: TermRow, env: int, p: int, frac: float, j: int):
+    """Component ``j``'s range ``(a, b)`` for ``env``: its per-env range, or breakpoint
+    ``p``'s moved ``frac`` of the way to the next."""
+    a = float(0.0)
+    b = float(0.0)
+    if row.pe.shape[0] > 0:
+        a = row.pe[2 * j, env]
+        b = row.pe[2 * j + 1, env]
+    else:
+        size = row.size
+        k = 2 * (p * size + j)
+        a = row.ranges[k]
+        b = row.ranges[k + 1]
+        if frac > 0.0:
+            a = a + (row.ranges[k + 2 * size] - a) * frac
+            b = b + (row.ranges[k + 2 * size + 1] - b) * frac
+    return a, b
+
+
+@wp.func
+def write(
+    row: TermRow,
+    env: int,
+    j: int,
+    x: float,
+    nominal: wp.array2d(dtype=float),
+    effective: wp.array2d(dtype=float),
+) -> int:
+    """Write ``op(nominal, x)`` of component ``j`` for ``env``, clamped to the parameter's
+    valid range; returns 1 if it was clamped, else 0."""
+    v = x  # OP_SET
+    if row.op == OP_ADD:
+        v = nominal[row.col + j, env] + x
+    elif row.op == OP_SCALE:
+        v = nominal[row.col + j, env] * x
+    vc = wp.clamp(v, row.low, row.high)
+    effective[row.col + j, env] = vc
+    return int(vc != v)
+
+
 def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> wp.Kernel:
     """The ``randomize`` kernel for a set of distributions (``TermRow.dist`` ids) and
     triggers (``TermRow.trigger`` ids).
@@ -196,93 +253,9 @@ def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> w
     """
     ranged, tables, triggers = tuple(ranged), tuple(tables), tuple(triggers)
 
-    @wp.func
-    def due(
-        row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
-    ) -> bool:
-        """Whether ``row`` fires for ``env``: in its mask, and its trigger due (``key``:
-        the env's draw key)."""
-        if row.mask.shape[0] > 0:
-            if not row.mask[env]:
-                return False
-        ok = bool(True)
-        for i in range(wp.static(len(triggers))):
-            if row.trigger == wp.static(triggers[i][0]):
-                ok = wp.static(triggers[i][1])(row, env, gstep, effective, key)
-        return ok
-
-    @wp.func
-    def fired(row: TermRow, env: int, h: wp.uint32):
-        """The trigger's bookkeeping after a draw."""
-        for i in range(wp.static(len(triggers))):
-            if row.trigger == wp.static(triggers[i][0]):
-                wp.static(triggers[i][2])(row, env, h)
-
-    @wp.func
-    def draw(
-        row: TermRow,
-        env: int,
-        h: wp.uint32,
-        gstep: wp.int64,
-        nominal: wp.array2d(dtype=float),
-        effective: wp.array2d(dtype=float),
-    ) -> wp.uint32:
-        """Write the draw of bits ``h`` for ``env`` (every component, clamped, counted);
-        returns the bits after the value's (a table distribution: after the pick's)."""
-        size = row.size
-        # schedule: breakpoint p in effect and the fraction of the way to p + 1
-        nbp = row.steps.shape[0]
-        p = int(0)
-        frac = float(0.0)
-        while p < nbp - 1 and gstep >= row.steps[p + 1]:
-            p += 1
-        if p < nbp - 1 and row.linear != 0:
-            s0 = row.steps[p]
-            if gstep > s0:
-                frac = float(gstep - s0) / float(row.steps[p + 1] - s0)
-        table = bool(False)
-        for i in range(wp.static(len(tables))):
-            if row.dist == wp.static(tables[i][0]):
-                table = True
-        event_bits = h
-        if table:
-            h = next_bits(h)  # one pick per event
-        nclamped = int(0)
-        for j in range(size):
-            x = float(0.0)
-            if table:
-                for i in range(wp.static(len(tables))):
-                    if row.dist == wp.static(tables[i][0]):
-                        x = wp.static(tables[i][1])(event_bits, j, size, row.ranges, row.cdf)
-            else:
-                a = float(0.0)
-                b = float(0.0)
-                if row.pe.shape[0] > 0:
-                    a = row.pe[2 * j, env]
-                    b = row.pe[2 * j + 1, env]
-                else:
-                    k = 2 * (p * size + j)
-                    a = row.ranges[k]
-                    b = row.ranges[k + 1]
-                    if frac > 0.0:
-                        a = a + (row.ranges[k + 2 * size] - a) * frac
-                        b = b + (row.ranges[k + 2 * size + 1] - b) * frac
-                for i in range(wp.static(len(ranged))):
-                    if row.dist == wp.static(ranged[i][0]):
-                        x = wp.static(ranged[i][1])(h, a, b)
-                h = next_bits(h)
-            v = x  # OP_SET
-            if row.op == OP_ADD:
-                v = nominal[row.col + j, env] + x
-            elif row.op == OP_SCALE:
-                v = nominal[row.col + j, env] * x
-            vc = wp.clamp(v, row.low, row.high)
-            effective[row.col + j, env] = vc
-            nclamped += int(vc != v)
-        if nclamped > 0:
-            wp.atomic_add(row.clamped, 0, wp.int64(nclamped))
-        return h
-
+    # Every wp.static sits in the kernel itself, not in nested closure functions: the
+    # kernel's module hash covers its own static values (the ids), so a kernel for another
+    # set of ids never reuses this one's cached binary.
     @wp.kernel(module="unique", module_options={"fuse_fp": False}, enable_backward=False)
     def randomize(
         rows: wp.array(dtype=TermRow),
@@ -296,7 +269,7 @@ def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> w
         changed_out: wp.array(dtype=wp.bool),
     ):
         """One thread per env: every term of ``rows`` that fires for the env draws and
-        writes.
+        writes (every component, clamped, counted).
 
         Args:
             rows: the class's terms ``[T]``, in order.
@@ -316,12 +289,51 @@ def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> w
             for t in range(rows.shape[0]):
                 row = rows[t]
                 key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
-                if due(row, env, g, effective, key):
-                    changed = True
-                    c = row.counter[env]
-                    row.counter[env] = c + 1
-                    h = draw(row, env, draw_bits(key, c), g, nominal, effective)
-                    fired(row, env, h)
+                # due: in the mask, and the trigger's test (PLAIN: none)
+                fires = bool(True)
+                if row.mask.shape[0] > 0:
+                    fires = row.mask[env]
+                if fires:
+                    for i in range(wp.static(len(triggers))):
+                        if row.trigger == wp.static(triggers[i][0]):
+                            fires = wp.static(triggers[i][1])(row, env, g, effective, key)
+                if not fires:
+                    continue
+                changed = True
+                c = row.counter[env]
+                row.counter[env] = c + 1
+                h = draw_bits(key, c)
+                size = row.size
+                p, frac = schedule_point(row, g)
+                table = bool(False)
+                for i in range(wp.static(len(tables))):
+                    if row.dist == wp.static(tables[i][0]):
+                        table = True
+                event_bits = h
+                if table:
+                    h = next_bits(h)  # one pick per event
+                nclamped = int(0)
+                for j in range(size):
+                    x = float(0.0)
+                    if table:
+                        for i in range(wp.static(len(tables))):
+                            if row.dist == wp.static(tables[i][0]):
+                                x = wp.static(tables[i][1])(
+                                    event_bits, j, size, row.ranges, row.cdf
+                                )
+                    else:
+                        a, b = range_at(row, env, p, frac, j)
+                        for i in range(wp.static(len(ranged))):
+                            if row.dist == wp.static(ranged[i][0]):
+                                x = wp.static(ranged[i][1])(h, a, b)
+                        h = next_bits(h)
+                    nclamped += write(row, env, j, x, nominal, effective)
+                if nclamped > 0:
+                    wp.atomic_add(row.clamped, 0, wp.int64(nclamped))
+                # the trigger's bookkeeping after a draw (h: the bits after the value's)
+                for i in range(wp.static(len(triggers))):
+                    if row.trigger == wp.static(triggers[i][0]):
+                        wp.static(triggers[i][2])(row, env, h)
         changed_out[env] = changed
 
     return randomize

@@ -97,6 +97,15 @@ def test_new_distribution_gets_its_own_kernel_and_the_builtins_keep_theirs(trian
     assert registry.dist_id(_docs_triangular().dist) == tid
 
 
+def test_kernels_for_other_ids_are_other_modules():
+    """The ids are in the kernel's hash: a kernel whose draw sits at another id never loads
+    the other's cached binary (static values inside nested closure functions were not
+    hashed: a draw at id 5 ran the binary built for id 4 and drew nothing)."""
+    draw = kernels_randomize.uniform_draw
+    names = {kernels_randomize.make_randomize(((i, draw),)).module.name for i in (4, 5)}
+    assert len(names) == 2
+
+
 def test_new_distribution_kernel_compiles_for_sm90(triangular):
     paths = wp.compile_aot_module(registry.kernel([registry.dist_id("triangular")]).module,
                                   arch=90)
@@ -111,6 +120,28 @@ def test_bad_distribution_classes_are_refused(triangular):
     with pytest.raises(ValueError, match="dist must be a name"):
         type("BadName", (gp.Term,), {"dist": "two words", "draw": triangular.draw})
     assert "no_draw" not in registry.distributions()
+
+
+@wp.func
+def one_argument_draw(h: wp.uint32) -> float:
+    return 0.5
+
+
+class WrongDraw(gp.Term):
+    dist = "wrong_draw_test"
+    draw = one_argument_draw
+
+
+def test_a_draw_that_does_not_build_is_refused_before_anything_changes():
+    env = gp.make("CartPole-v1", num_envs=8, seed=0, device="cpu")
+    kept = gp.Uniform("masspole", 0.1, 0.2)
+    env.randomize(kept)
+    before = env.params.effective_table.clone()
+    with pytest.raises(ValueError, match="WrongDraw.*does not build"):
+        env.randomize(gp.Uniform("length", 0.3, 1.0), WrongDraw("length", (0.3, 1.0)))
+    assert env.randomization.terms == (kept,)
+    assert torch.equal(env.params.effective_table, before)
+    env.step(torch.zeros(8, dtype=torch.long))  # the env still steps
 
 
 def test_state_dict_round_trip_with_a_new_distribution(triangular):

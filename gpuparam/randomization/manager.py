@@ -68,6 +68,10 @@ class Randomization:
             if t in self._bounds or any(t is u for u in terms[:i]):
                 raise ValueError(f"{t}: this term is already added to this env")
         new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
+        for cls in ("startup", "step", "reset"):  # a new class's draw compiles, or nothing changes
+            bounds = [b for b in (*self._bounds.values(), *new) if b.term.trigger_class == cls]
+            if bounds:
+                self._build(bounds)
         self._next_uid += len(new)
         self._bounds.update((b.term, b) for b in new)
         self._rebuild()
@@ -250,13 +254,31 @@ class Randomization:
         effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
 
+    def _build(self, bounds: list[Bound]) -> wp.Kernel:
+        """The ``randomize`` kernel of ``bounds``' distributions and triggers, compiled
+        (or loaded from Warp's cache); ``ValueError`` naming the registered classes if it
+        does not build (a draw or trigger of a wrong signature)."""
+        try:
+            kernel = registry.kernel([b.base.dist for b in bounds],
+                                     [b.base.trigger for b in bounds])
+            wp.load_module(kernel.module, device=wp_device(self._dev))
+        except Exception as e:  # Warp's codegen and compiler errors have no common type
+            names = sorted({type(b.term).__name__ for b in bounds}
+                           | {type(b.term.on).__name__ for b in bounds
+                              if not isinstance(b.term.on, str)})
+            raise ValueError(
+                f"randomize: the randomize kernel for {', '.join(names)} does not build (a "
+                f"draw must be @wp.func (h: wp.uint32, a: float, b: float) -> float): "
+                f"{type(e).__name__}: {e}"
+            ) from e
+        return kernel
+
     def _launch(self, bounds: list[Bound], rows: wp.array, gate: torch.Tensor | None,
                 changed: torch.Tensor, record: bool = False) -> Replay | None:
         """Launch the ``randomize`` kernel of ``bounds``' distributions over ``rows``
         (``gate`` None: every env; ``record``: return it recorded instead, not run)."""
         env, p = self._env, self._env.params
-        kernel = registry.kernel([b.base.dist for b in bounds],
-                                 [b.base.trigger for b in bounds])
+        kernel = registry.kernel([b.base.dist for b in bounds], [b.base.trigger for b in bounds])
         inputs = [
             rows, int(gate is not None), to_wp(env.context.done if gate is None else gate),
             to_wp(env.context.seed), to_wp(self._gstep), env.env_offset,

@@ -7,11 +7,12 @@ A ``Term`` subclass that sets ``dist`` in its body registers itself when it is d
 the one its ``TermRow.dist`` holds. Warp kernels cannot call Python objects, so the kernel
 is generated from the registry: ``kernel(ids)`` builds (once per set of draws, cached here
 and, compiled, on disk by Warp) a ``kernels.randomize.make_randomize`` kernel whose
-dispatch is unrolled over the registered ``draw`` functions up to the highest id in
-``ids``. Envs that use only the built-ins keep the built-ins' kernel when a new
-distribution is registered; a term of a new one builds (and the first time compiles) a
-kernel that has it. Triggers likewise: a ``Trigger`` subclass that sets ``due`` registers
-itself (ids from 1; 0 is ``PLAIN``), its ``due`` and ``fired`` unrolled in the kernel.
+dispatch is unrolled over the built-ins' ``draw`` functions and those of ``ids`` (the
+distributions a launch's terms use). Envs that use only the built-ins keep the
+built-ins' kernel when a new distribution is registered; a term of a new one builds (and
+the first time compiles) a kernel that has it. Triggers likewise: a ``Trigger`` subclass
+that sets ``due`` registers itself (ids from 1; 0 is ``PLAIN``), its ``due`` and
+``fired`` unrolled in the kernel.
 """
 
 from __future__ import annotations
@@ -100,13 +101,14 @@ def trigger_id(cls: type) -> int:
 
 
 def kernel(ids: Iterable[int], trigger_ids: Iterable[int] = ()) -> wp.Kernel:
-    """The ``randomize`` kernel handling the distributions of ids ``0 .. max(ids)`` and the
-    triggers of ids up to ``max(trigger_ids)`` (at least the built-ins: one kernel for
-    every env that uses only those)."""
-    n = max([kernels_randomize.CHOICE + 1, *(i + 1 for i in ids)])
-    m = max([kernels_randomize.MIN_STEPS, *trigger_ids])
-    entries = tuple((i, c.draw, bool(c.table)) for i, c in enumerate(_classes[:n]))
-    trig = tuple((i + 1, c.due, c.fired) for i, c in enumerate(_triggers[:m]))
+    """The ``randomize`` kernel handling the built-in distributions and triggers and those
+    of ``ids`` / ``trigger_ids`` (the ones a launch's terms use): one kernel for every env
+    that uses only built-ins, and a distribution that does not build breaks only the
+    launches that use it."""
+    dists = sorted(set(range(kernels_randomize.CHOICE + 1)) | set(ids))
+    trigs = sorted(set(range(1, kernels_randomize.MIN_STEPS + 1)) | set(trigger_ids) - {0})
+    entries = tuple((i, _classes[i].draw, bool(_classes[i].table)) for i in dists)
+    trig = tuple((i, _triggers[i - 1].due, _triggers[i - 1].fired) for i in trigs)
     k = _kernels.get((entries, trig))
     if k is None:
         ranged = tuple((i, d) for i, d, table in entries if not table)
