@@ -5,6 +5,10 @@ on the same parameter overwrites an earlier one). A term that fires for ``e`` dr
 bits ``draw_bits(term_key(seed, env_offset + e, STREAM_TERM0 + uid), counter)`` (keyed by
 the global env id and the env's event counter, which it then advances); component ``j`` of
 a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j`` times).
+
+The kernel is made by ``make_randomize`` for a set of distribution draws and triggers
+(``gpuparam.randomization.registry`` keeps them and assigns their ids): its dispatch on
+``TermRow.dist`` and ``TermRow.trigger`` is unrolled over them at code generation.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ wp.set_module_options({"fuse_fp": False})
 OP_SET = wp.constant(0)
 OP_ADD = wp.constant(1)
 OP_SCALE = wp.constant(2)
-# triggers evaluated in the launch
+# triggers evaluated in the launch (the built-ins' registry ids; new ones after them)
 PLAIN = wp.constant(0)  # every env the launch considers
 EVERY = wp.constant(1)  # per-env countdown of k steps, the first one a random phase
 INTERVAL = wp.constant(2)  # per-env countdown of random intervals
