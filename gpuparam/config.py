@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpuparam.randomization.terms import (
-    Gaussian,
-    Linear,
-    LogUniform,
-    OnReset,
-    Step,
-    Term,
-    Uniform,
-)
+from gpuparam.randomization import registry
+from gpuparam.randomization.terms import Linear, OnReset, Step, Term
 
-_DISTS = {"uniform": Uniform, "loguniform": LogUniform, "gaussian": Gaussian}
 _OPS = {"additive": "add", "scaling": "scale", "add": "add", "scale": "scale", "set": "set"}
 _ENTRY_KEYS = {
     "range", "distribution", "operation", "schedule", "schedule_steps", "frequency",
@@ -75,7 +67,10 @@ def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(_ENTRY_KEYS)}")
     picked = []
-    for key, table in (("distribution", _DISTS), ("operation", _OPS)):
+    # every registered distribution of a range (not Choice): the built-ins' names and
+    # those of the distributions added (their constructor takes ``(param, a, b, ...)``)
+    dists = {name: c for name, c in registry.distributions().items() if not c.table}
+    for key, table in (("distribution", dists), ("operation", _OPS)):
         if key not in e:
             raise ValueError(f"{where}: missing {key!r}")
         if e[key] not in table:
@@ -110,7 +105,7 @@ def _entry(name: str, e: Mapping, frequency, path: tuple[str, ...]) -> Term:
         raise ValueError(f"{where}: schedule must be 'linear' or 'constant', got {kind!r}")
     unit = 0.0 if op == "add" else 1.0
     # "no change": add 0, scale by 1 (a Gaussian: mean 0 or 1, std 0)
-    still = (unit, 0.0) if dist is Gaussian else (unit, unit)
+    still = dist.constant(unit)
     if kind == "linear":
         return dist(name, schedule=Linear(still, rng, steps), **kw)
     return dist(name, schedule=Step([still, rng], at=[steps]), **kw)

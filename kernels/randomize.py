@@ -5,6 +5,10 @@ on the same parameter overwrites an earlier one). A term that fires for ``e`` dr
 bits ``draw_bits(term_key(seed, env_offset + e, STREAM_TERM0 + uid), counter)`` (keyed by
 the global env id and the env's event counter, which it then advances); component ``j`` of
 a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j`` times).
+
+The kernel is made by ``make_randomize`` for a set of distribution draws and triggers
+(``gpuparam.randomization.registry`` keeps them and assigns their ids): its dispatch on
+``TermRow.dist`` and ``TermRow.trigger`` is unrolled over them at code generation.
 """
 
 from __future__ import annotations
@@ -26,16 +30,11 @@ from gpuparam.kernels.rng import (
 # the CPU build rounds twice, and every draw must be bit-identical on CPU and GPU.
 wp.set_module_options({"fuse_fp": False})
 
-# distributions
-UNIFORM = wp.constant(0)
-LOGUNIFORM = wp.constant(1)
-GAUSSIAN = wp.constant(2)
-CHOICE = wp.constant(3)
 # operations on the nominal value
 OP_SET = wp.constant(0)
 OP_ADD = wp.constant(1)
 OP_SCALE = wp.constant(2)
-# triggers evaluated in the launch
+# triggers evaluated in the launch (the built-ins' registry ids; new ones after them)
 PLAIN = wp.constant(0)  # every env the launch considers
 EVERY = wp.constant(1)  # per-env countdown of k steps, the first one a random phase
 INTERVAL = wp.constant(2)  # per-env countdown of random intervals
@@ -47,7 +46,7 @@ RESTARTED = -1.0e300  # a clock after (re)start: timed triggers draw their first
 class TermRow:
     """One term: constants, then views of its device state (``N``: num_envs)."""
 
-    dist: int  # UNIFORM, LOGUNIFORM, GAUSSIAN or CHOICE
+    dist: int  # the distribution's id (gpuparam.randomization.registry)
     op: int  # OP_SET, OP_ADD or OP_SCALE
     trigger: int  # PLAIN, EVERY, INTERVAL or MIN_STEPS
     dt_col: int  # INTERVAL: column of the env's time step (clock in seconds), or -1 (steps)
@@ -71,53 +70,116 @@ class TermRow:
 
 
 @wp.func
-def due(
-    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+def countdown(
+    row: TermRow, env: int, effective: wp.array2d(dtype=float), first: wp.float64
 ) -> bool:
-    """Whether ``row`` fires for ``env`` (in its mask, its trigger due; ``key``: the env's
-    draw key); advances the clocks of the timed triggers that do not fire and stamps
-    ``MIN_STEPS``'s. A restarted clock (``RESTARTED``: "never drawn" for ``MIN_STEPS``) of a
-    timed trigger first gets its first value, drawn from event counter -1 (never used by a
-    draw): ``EVERY`` a phase (first firing at a step in [1, k]), ``INTERVAL`` an interval."""
-    if row.mask.shape[0] > 0:
-        if not row.mask[env]:
-            return False
-    if row.trigger == MIN_STEPS:
-        now = wp.float64(gstep)
-        if now - row.clock[env] < wp.float64(row.period_lo):
-            return False
-        row.clock[env] = now
-    elif row.trigger != PLAIN:
-        if row.clock[env] < wp.float64(0.0):
-            u = uniform(draw_bits(key, -1))
-            plo = row.period_lo
-            if row.trigger == EVERY:
-                row.clock[env] = wp.float64(wp.floor(u * plo) + 1.0)  # phase in [0, k), +1
-            else:
-                row.clock[env] = wp.float64(plo + (row.period_hi - plo) * u)
-        dt = wp.float64(1.0)
-        if row.dt_col >= 0:
-            dt = wp.float64(effective[row.dt_col, env])
-        left = row.clock[env] - dt
-        if left >= wp.float64(0.5) * dt:  # due once less than half a step is left
-            row.clock[env] = left
-            return False
+    """Whether a timed trigger (``Every``, ``Interval``) is due for ``env``: a restarted
+    clock (``RESTARTED``) first takes ``first``, then counts down by the env's time step
+    (``effective[row.dt_col]``, or 1 step); due once less than half a step is left, else
+    the clock advances."""
+    if row.clock[env] < wp.float64(0.0):
+        row.clock[env] = first
+    dt = wp.float64(1.0)
+    if row.dt_col >= 0:
+        dt = wp.float64(effective[row.dt_col, env])
+    left = row.clock[env] - dt
+    if left >= wp.float64(0.5) * dt:  # due once less than half a step is left
+        row.clock[env] = left
+        return False
     return True
 
 
 @wp.func
-def draw(
-    row: TermRow,
-    env: int,
-    h: wp.uint32,
-    gstep: wp.int64,
-    nominal: wp.array2d(dtype=float),
-    effective: wp.array2d(dtype=float),
-) -> wp.uint32:
-    """Write the draw of bits ``h`` for ``env`` (every component, clamped, counted);
-    returns the bits after the value's (a Choice: after the pick's)."""
-    size = row.size
-    # schedule: breakpoint p in effect and the fraction of the way to p + 1
+def first_bits(row: TermRow, env: int, key: int) -> float:
+    """The uniform of a timed trigger's first value (a restarted clock), drawn from event
+    counter -1 (never used by a draw); only drawn when the clock is restarted."""
+    u = float(0.0)
+    if row.clock[env] < wp.float64(0.0):
+        u = uniform(draw_bits(key, -1))
+    return u
+
+
+@wp.func
+def every_due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+) -> bool:
+    """``Every(k)`` (``period_lo`` = k): first firing at a random phase in [1, k]."""
+    u = first_bits(row, env, key)
+    return countdown(row, env, effective, wp.float64(wp.floor(u * row.period_lo) + 1.0))
+
+
+@wp.func
+def interval_due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+) -> bool:
+    """``Interval(low_s, high_s)``: intervals uniform in ``[period_lo, period_hi]``."""
+    u = first_bits(row, env, key)
+    plo = row.period_lo
+    return countdown(row, env, effective, wp.float64(plo + (row.period_hi - plo) * u))
+
+
+@wp.func
+def interval_fired(row: TermRow, env: int, h: wp.uint32):
+    """After a draw of ``Every``/``Interval``: the next interval, from the bits ``h`` after
+    the value's."""
+    row.clock[env] = wp.float64(row.period_lo + (row.period_hi - row.period_lo) * uniform(h))
+
+
+@wp.func
+def min_steps_due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+) -> bool:
+    """``OnReset(min_steps)`` (``period_lo``): only if >= min_steps global steps since the
+    env's previous draw (``RESTARTED``: never drawn); stamps the step when due."""
+    now = wp.float64(gstep)
+    if now - row.clock[env] < wp.float64(row.period_lo):
+        return False
+    row.clock[env] = now
+    return True
+
+
+@wp.func
+def fired_nothing(row: TermRow, env: int, h: wp.uint32):
+    """After a draw of a trigger without a clock to rewind."""
+    pass
+
+
+@wp.func
+def uniform_draw(h: wp.uint32, low: float, high: float) -> float:
+    """``Uniform``: uniform in ``[low, high]``."""
+    return uniform_in(h, low, high)
+
+
+@wp.func
+def log_uniform_draw(h: wp.uint32, low: float, high: float) -> float:
+    """``LogUniform``: log-uniform in ``[low, high]`` (``0 < low <= high``)."""
+    return log_uniform(low, high, uniform(h))
+
+
+@wp.func
+def gaussian_draw(h: wp.uint32, mean: float, std: float) -> float:
+    """``Gaussian``: normal with ``mean`` and standard deviation ``std``."""
+    return mean + std * normal(h)
+
+
+@wp.func
+def choice_draw(
+    h: wp.uint32, j: int, size: int, values: wp.array(dtype=float), cdf: wp.array(dtype=float)
+) -> float:
+    """``Choice`` (a table distribution): component ``j`` of the value picked by the
+    event's bits ``h`` from ``values`` ``[nch * size]`` with cumulative probabilities
+    ``cdf`` ``[nch]`` (the last one 2, above any draw)."""
+    u = uniform(h)
+    pick = int(0)
+    while pick < cdf.shape[0] - 1 and u >= cdf[pick]:
+        pick += 1
+    return values[pick * size + j]
+
+
+@wp.func
+def schedule_point(row: TermRow, gstep: wp.int64):
+    """The schedule breakpoint ``p`` in effect at ``gstep`` and the fraction of the way to
+    ``p + 1`` (0 unless ``row.linear``)."""
     nbp = row.steps.shape[0]
     p = int(0)
     frac = float(0.0)
@@ -127,87 +189,163 @@ def draw(
         s0 = row.steps[p]
         if gstep > s0:
             frac = float(gstep - s0) / float(row.steps[p + 1] - s0)
-    pick = int(0)
-    if row.dist == CHOICE:
-        u = uniform(h)
-        h = next_bits(h)
-        while pick < row.cdf.shape[0] - 1 and u >= row.cdf[pick]:
-            pick += 1
-    nclamped = int(0)
-    for j in range(size):
-        x = float(0.0)
-        if row.dist == CHOICE:
-            x = row.ranges[pick * size + j]
-        else:
-            a = float(0.0)
-            b = float(0.0)
-            if row.pe.shape[0] > 0:
-                a = row.pe[2 * j, env]
-                b = row.pe[2 * j + 1, env]
-            else:
-                k = 2 * (p * size + j)
-                a = row.ranges[k]
-                b = row.ranges[k + 1]
-                if frac > 0.0:
-                    a = a + (row.ranges[k + 2 * size] - a) * frac
-                    b = b + (row.ranges[k + 2 * size + 1] - b) * frac
-            if row.dist == GAUSSIAN:
-                x = a + b * normal(h)
-            elif row.dist == LOGUNIFORM:
-                x = log_uniform(a, b, uniform(h))
-            else:
-                x = uniform_in(h, a, b)
-            h = next_bits(h)
-        v = x  # OP_SET
-        if row.op == OP_ADD:
-            v = nominal[row.col + j, env] + x
-        elif row.op == OP_SCALE:
-            v = nominal[row.col + j, env] * x
-        vc = wp.clamp(v, row.low, row.high)
-        effective[row.col + j, env] = vc
-        nclamped += int(vc != v)
-    if nclamped > 0:
-        wp.atomic_add(row.clamped, 0, wp.int64(nclamped))
-    return h
+    return p, frac
 
 
-@wp.kernel
-def randomize(
-    rows: wp.array(dtype=TermRow),
-    gated: int,
-    gate: wp.array(dtype=wp.bool),
-    seed: wp.array(dtype=wp.int32),
-    gstep: wp.array(dtype=wp.int64),
-    env_offset: int,
+@wp.func
+def range_at(row: TermRow, env: int, p: int, frac: float, j: int):
+    """Component ``j``'s range ``(a, b)`` for ``env``: its per-env range, or breakpoint
+    ``p``'s moved ``frac`` of the way to the next."""
+    a = float(0.0)
+    b = float(0.0)
+    if row.pe.shape[0] > 0:
+        a = row.pe[2 * j, env]
+        b = row.pe[2 * j + 1, env]
+    else:
+        size = row.size
+        k = 2 * (p * size + j)
+        a = row.ranges[k]
+        b = row.ranges[k + 1]
+        if frac > 0.0:
+            a = a + (row.ranges[k + 2 * size] - a) * frac
+            b = b + (row.ranges[k + 2 * size + 1] - b) * frac
+    return a, b
+
+
+@wp.func
+def write(
+    row: TermRow,
+    env: int,
+    j: int,
+    x: float,
     nominal: wp.array2d(dtype=float),
     effective: wp.array2d(dtype=float),
-    changed_out: wp.array(dtype=wp.bool),
-):
-    """One thread per env: every term of ``rows`` that fires for the env draws and writes.
+) -> int:
+    """Write ``op(nominal, x)`` of component ``j`` for ``env``, clamped to the parameter's
+    valid range; returns 1 if it was clamped, else 0."""
+    v = x  # OP_SET
+    if row.op == OP_ADD:
+        v = nominal[row.col + j, env] + x
+    elif row.op == OP_SCALE:
+        v = nominal[row.col + j, env] * x
+    vc = wp.clamp(v, row.low, row.high)
+    effective[row.col + j, env] = vc
+    return int(vc != v)
+
+
+def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> wp.Kernel:
+    """The ``randomize`` kernel for a set of distributions (``TermRow.dist`` ids) and
+    triggers (``TermRow.trigger`` ids).
 
     Args:
-        rows: the class's terms ``[T]``, in order.
-        gated: 1: only envs where ``gate`` (bool ``[N]``) is True are considered.
-        seed: int32 ``[1]``, the env's seed; gstep: int64 ``[1]``, the global step.
-        env_offset: global id of env 0 (draws are keyed by ``env_offset + env``).
-        nominal, effective: float32 ``[C, N]`` parameter tables (``effective`` written).
-        changed_out: bool ``[N]``: whether any term wrote the env.
+        ranged: ``((id, draw), ...)``: distributions of a pair ``(a, b)`` per component
+            (``low, high`` or ``mean, std``, interpolated by schedules, per-env with
+            curricula), ``draw(h: wp.uint32, a: float, b: float) -> float`` a ``@wp.func``
+            of the component's 32 random bits ``h`` (component ``j`` gets the event's
+            ``j``-th bits).
+        tables: ``((id, draw), ...)``: distributions of a table, ``draw(h, j, size,
+            values, cdf) -> float`` with ``h`` the event's first bits for every component
+            (one pick per event: ``choice_draw``).
+        triggers: ``((id, due, fired), ...)``: triggers other than ``PLAIN`` (every env
+            the launch considers), ``due(row, env, gstep, effective, key) -> bool`` (may
+            advance ``row.clock``) and ``fired(row, env, h)`` after a draw (``h``: the
+            bits after the value's), both ``@wp.func`` (``every_due``, ...).
+
+    The dispatch on ``row.dist`` is unrolled at code generation (``wp.static``) over the
+    given draws, so the kernel is built for that set: one Warp module per set (cached on
+    disk, like every module), built without floating-point contraction as this module.
     """
-    env = thread_index(wp.tid())
-    changed = bool(False)
-    if gated == 0 or gate[env]:
-        s = seed[0]
-        g = gstep[0]
-        for t in range(rows.shape[0]):
-            row = rows[t]
-            key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
-            if due(row, env, g, effective, key):
+    ranged, tables, triggers = tuple(ranged), tuple(tables), tuple(triggers)
+
+    # Every wp.static sits in the kernel itself, not in nested closure functions: the
+    # kernel's module hash covers its own static values (the ids), so a kernel for another
+    # set of ids never reuses this one's cached binary.
+    @wp.kernel(module="unique", module_options={"fuse_fp": False}, enable_backward=False)
+    def randomize(
+        rows: wp.array(dtype=TermRow),
+        gated: int,
+        gate: wp.array(dtype=wp.bool),
+        seed: wp.array(dtype=wp.int32),
+        gstep: wp.array(dtype=wp.int64),
+        env_offset: int,
+        nominal: wp.array2d(dtype=float),
+        effective: wp.array2d(dtype=float),
+        changed_out: wp.array(dtype=wp.bool),
+    ):
+        """One thread per env: every term of ``rows`` that fires for the env draws and
+        writes (every component, clamped, counted).
+
+        Args:
+            rows: the class's terms ``[T]``, in order.
+            gated: 1: only envs where ``gate`` (bool ``[N]``) is True are considered.
+            seed: int32 ``[1]``, the env's seed; gstep: int64 ``[1]``, the global step.
+            env_offset: global id of env 0 (draws are keyed by ``env_offset + env``).
+            nominal: float32 ``[C, N]`` nominal parameter table.
+            effective: float32 ``[C, N]`` effective parameter table (written: an output
+                read too, by ``op`` and the ``Interval`` clock).
+            changed_out: bool ``[N]``: whether any term wrote the env.
+        """
+        env = thread_index(wp.tid())
+        changed = bool(False)
+        if gated == 0 or gate[env]:
+            s = seed[0]
+            g = gstep[0]
+            for t in range(rows.shape[0]):
+                row = rows[t]
+                key = int(term_key(s, env_offset + env, STREAM_TERM0 + row.uid))
+                # due: in the mask, and the trigger's test (PLAIN: none)
+                fires = bool(True)
+                if row.mask.shape[0] > 0:
+                    fires = row.mask[env]
+                if fires:
+                    for i in range(wp.static(len(triggers))):
+                        if row.trigger == wp.static(triggers[i][0]):
+                            fires = wp.static(triggers[i][1])(row, env, g, effective, key)
+                if not fires:
+                    continue
                 changed = True
                 c = row.counter[env]
                 row.counter[env] = c + 1
-                h = draw(row, env, draw_bits(key, c), g, nominal, effective)
-                if row.trigger == EVERY or row.trigger == INTERVAL:
-                    row.clock[env] = wp.float64(
-                        row.period_lo + (row.period_hi - row.period_lo) * uniform(h)
-                    )
-    changed_out[env] = changed
+                h = draw_bits(key, c)
+                size = row.size
+                p, frac = schedule_point(row, g)
+                table = bool(False)
+                for i in range(wp.static(len(tables))):
+                    if row.dist == wp.static(tables[i][0]):
+                        table = True
+                event_bits = h
+                if table:
+                    h = next_bits(h)  # one pick per event
+                nclamped = int(0)
+                for j in range(size):
+                    x = float(0.0)
+                    if table:
+                        for i in range(wp.static(len(tables))):
+                            if row.dist == wp.static(tables[i][0]):
+                                x = wp.static(tables[i][1])(
+                                    event_bits, j, size, row.ranges, row.cdf
+                                )
+                    else:
+                        a, b = range_at(row, env, p, frac, j)
+                        for i in range(wp.static(len(ranged))):
+                            if row.dist == wp.static(ranged[i][0]):
+                                x = wp.static(ranged[i][1])(h, a, b)
+                        h = next_bits(h)
+                    nclamped += write(row, env, j, x, nominal, effective)
+                if nclamped > 0:
+                    wp.atomic_add(row.clamped, 0, wp.int64(nclamped))
+                # the trigger's bookkeeping after a draw (h: the bits after the value's)
+                for i in range(wp.static(len(triggers))):
+                    if row.trigger == wp.static(triggers[i][0]):
+                        wp.static(triggers[i][2])(row, env, h)
+        changed_out[env] = changed
+
+    return randomize
+
+
+# the built-in distributions' ids (``gpuparam.randomization.registry`` assigns them in this
+# order and new ones after them)
+UNIFORM = wp.constant(0)
+LOGUNIFORM = wp.constant(1)
+GAUSSIAN = wp.constant(2)
+CHOICE = wp.constant(3)

@@ -1,4 +1,8 @@
-"""Domain randomization: declarative terms executed on the device by one launch per class."""
+"""Domain randomization: declarative terms executed on the device by one launch per class.
+
+Distributions (``Term`` subclasses) and triggers (``Trigger`` subclasses) register
+themselves in ``registry``, from which the ``randomize`` kernel is generated.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from gpuparam.randomization.terms import (
     OnReset,
     Step,
     Term,
+    Trigger,
     Uniform,
 )
 
@@ -27,5 +32,6 @@ __all__ = [
     "Randomization",
     "Step",
     "Term",
+    "Trigger",
     "Uniform",
 ]

@@ -13,11 +13,12 @@ import torch
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import to_wp
 from gpuparam.kernels import randomize as K
-from gpuparam.randomization.terms import Choice, Every, Interval, OnReset, Term
+from gpuparam.randomization import registry
+from gpuparam.randomization.terms import Term, Trigger, per_component
 
-DIST = {
-    "uniform": K.UNIFORM, "loguniform": K.LOGUNIFORM, "gaussian": K.GAUSSIAN, "choice": K.CHOICE,
-}
+__all__ = ["OP", "Bound", "bind", "check_result", "per_component", "range_tensor",
+           "select_envs"]
+
 OP = {"set": K.OP_SET, "add": K.OP_ADD, "scale": K.OP_SCALE}
 
 
@@ -26,7 +27,8 @@ class Bound:
     """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
     views of the tensors below, built once) and those tensors, each the like-named array of
     ``TermRow`` (``mask``, ``pe``: None for none) except ``values``: the ranges, or for a
-    ``Choice`` its values then its cumulative probabilities (``TermRow.cdf``)."""
+    table distribution (``Choice``) its values then its cumulative probabilities
+    (``TermRow.cdf``); ``nch``: a table's number of values (0: ranges)."""
 
     term: Term
     nch: int
@@ -74,18 +76,16 @@ def bind(term: Term, env, uid: int) -> Bound:
     col, size = params.columns(term.param)
     mask = select_envs(f"{term}: parameter {term.param!r}", env, term.mask, term.env_ids)
     steps, linear, nch = [0], False, 0
-    if isinstance(term, Choice):
-        vals = torch.tensor([per_component(v, size, term, "value") for v in term.values])
-        cdf = torch.tensor(term.probs, dtype=torch.float64).cumsum(0)
-        cdf[-1] = 2.0  # every draw u < 1 stops at the last choice at the latest
-        values, nch = torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(term.values)
+    if term.table:
+        values, nch = term.tables(size)
     else:
         if term.schedule is not None:
             steps, _, kind = term.schedule.breakpoints()
             linear = kind == "linear"
         values = torch.stack([range_tensor(r, size, term) for r in term.ranges()]).reshape(-1)
     r = K.TermRow()
-    r.dist, r.op, r.col, r.size, r.uid = DIST[term.dist], OP[term.op], col, size, uid
+    r.dist, r.op, r.col, r.size = registry.dist_id(term.dist), OP[term.op], col, size
+    r.uid = uid
     r.trigger, r.dt_col, (r.period_lo, r.period_hi) = _trigger(term, env)
     r.low, r.high, r.linear = spec.low, spec.high, int(linear)
     b = Bound(
@@ -120,28 +120,10 @@ def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
 
 def _trigger(term: Term, env) -> tuple[int, int, tuple[float, float]]:
     on = term.on
-    if isinstance(on, Every):
-        return K.EVERY, -1, (float(on.k), float(on.k))
-    if isinstance(on, Interval):
-        name = getattr(env, "time_step_param", None)
-        dt_col = env.params.columns(name)[0] if name else -1
-        return K.INTERVAL, dt_col, (float(on.low_s), float(on.high_s))
-    if isinstance(on, OnReset) and on.min_steps > 0:
-        return K.MIN_STEPS, -1, (float(on.min_steps), float(on.min_steps))
+    if isinstance(on, Trigger) and not on.plain():
+        dt_col, lo, hi = on.row(env)
+        return registry.trigger_id(type(on)), dt_col, (lo, hi)
     return K.PLAIN, -1, (0.0, 0.0)
-
-
-def per_component(v, size: int, term: Term, what: str) -> list[float]:
-    """A scalar or one value per component, as ``size`` floats (``ValueError`` naming
-    ``what`` if the count is wrong)."""
-    vals = [float(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
-    if len(vals) == 1:
-        return vals * size
-    if len(vals) != size:
-        raise ValueError(
-            f"{term}: parameter {term.param!r} has {size} components, {what} has {len(vals)}"
-        )
-    return vals
 
 
 def range_tensor(r, size: int, term: Term, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -157,11 +139,12 @@ def check_result(term: Term, params, mask, values: torch.Tensor) -> None:
     """Raise ``ValueError`` when ``op(nominal, draw)`` can leave the parameter's valid
     range for the current nominal values of the envs of ``mask`` (None: all; reads them:
     synchronizes). ``values``: ranges ``[..., size, 2]`` (a Gaussian is checked at its
-    mean: its tails are clamped and counted), or a ``Choice``'s values ``[..., size]``."""
-    if term.dist == "choice":
+    mean: its tails are clamped and counted: ``term.support``), or a table's (a
+    ``Choice``'s) values ``[..., size]``."""
+    if term.table:
         lo = hi = values
     else:
-        lo, hi = values[..., 0], values[..., 0 if term.dist == "gaussian" else 1]
+        lo, hi = term.support(values[..., 0], values[..., 1])
     spec = params.spec[term.param]
     lo, hi = lo.reshape(-1, lo.shape[-1]).min(0).values, hi.reshape(-1, hi.shape[-1]).max(0).values
     if term.op == "set":

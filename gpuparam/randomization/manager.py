@@ -16,8 +16,9 @@ import torch
 import warp as wp
 
 from gpuparam._checkpoint import check_like, check_randomization, check_tensor_data
-from gpuparam._device import Replay, host_array, launch, record, settle, to_wp
+from gpuparam._device import Replay, host_array, settle, stream_for, to_wp, wp_device
 from gpuparam.kernels import randomize as K
+from gpuparam.randomization import registry
 from gpuparam.randomization.binding import Bound, bind, select_envs
 from gpuparam.randomization.terms import Term
 
@@ -67,6 +68,10 @@ class Randomization:
             if t in self._bounds or any(t is u for u in terms[:i]):
                 raise ValueError(f"{t}: this term is already added to this env")
         new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
+        for cls in ("startup", "step", "reset"):  # a new class's draw compiles, or nothing changes
+            bounds = [b for b in (*self._bounds.values(), *new) if b.term.trigger_class == cls]
+            if bounds:
+                self._build(bounds)
         self._next_uid += len(new)
         self._bounds.update((b.term, b) for b in new)
         self._rebuild()
@@ -74,7 +79,7 @@ class Randomization:
         if startup:
             changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
             rows = host_array([b.row() for b in startup], K.TermRow, self._dev)
-            launch(K.randomize, self._n, self._inputs(rows, None, changed), self._dev)
+            self._launch(startup, rows, None, changed)
             settle(self._dev)  # the temporary rows are read before they are freed
             self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in startup)), changed)
         return lambda: self.remove(*[t for t in terms if t in self._bounds])
@@ -249,14 +254,41 @@ class Randomization:
         effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
 
-    def _inputs(self, rows: wp.array, gate: torch.Tensor | None, changed) -> list:
-        """``K.randomize``'s arguments (``gate`` None: every env)."""
+    def _build(self, bounds: list[Bound]) -> wp.Kernel:
+        """The ``randomize`` kernel of ``bounds``' distributions and triggers, compiled
+        (or loaded from Warp's cache); ``ValueError`` naming the registered classes if it
+        does not build (a draw or trigger of a wrong signature)."""
+        try:
+            kernel = registry.kernel([b.base.dist for b in bounds],
+                                     [b.base.trigger for b in bounds])
+            wp.load_module(kernel.module, device=wp_device(self._dev))
+        except Exception as e:  # Warp's codegen and compiler errors have no common type
+            names = sorted({type(b.term).__name__ for b in bounds}
+                           | {type(b.term.on).__name__ for b in bounds
+                              if not isinstance(b.term.on, str)})
+            raise ValueError(
+                f"randomize: the randomize kernel for {', '.join(names)} does not build (a "
+                f"draw must be @wp.func (h: wp.uint32, a: float, b: float) -> float): "
+                f"{type(e).__name__}: {e}"
+            ) from e
+        return kernel
+
+    def _launch(self, bounds: list[Bound], rows: wp.array, gate: torch.Tensor | None,
+                changed: torch.Tensor, record: bool = False) -> Replay | None:
+        """Launch the ``randomize`` kernel of ``bounds``' distributions over ``rows``
+        (``gate`` None: every env; ``record``: return it recorded instead, not run)."""
         env, p = self._env, self._env.params
-        return [
+        kernel = registry.kernel([b.base.dist for b in bounds], [b.base.trigger for b in bounds])
+        inputs = [
             rows, int(gate is not None), to_wp(env.context.done if gate is None else gate),
             to_wp(env.context.seed), to_wp(self._gstep), env.env_offset,
-            to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(changed),
+            to_wp(p.nominal_table),
         ]
+        outputs = [to_wp(p.effective_table), to_wp(changed)]
+        cmd = wp.launch(kernel, dim=self._n, inputs=inputs, outputs=outputs,
+                        device=wp_device(self._dev), stream=stream_for(self._dev),
+                        record_cmd=record)
+        return Replay(cmd, self._dev, inputs + outputs) if record else None
 
     def _rebuild(self) -> None:
         """Rebuild the step and reset classes' rows and launches (a launch keeps its rows)."""
@@ -273,7 +305,7 @@ class Randomization:
             # without masks and timed triggers, every gated env is written
             track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
             for name, gate in gates.items():
-                cmd = record(K.randomize, self._n, self._inputs(rows, gate, changed), self._dev)
+                cmd = self._launch(bounds, rows, gate, changed, record=True)
                 self._cmds[name] = (cmd, names, changed if track else gate)
         self.step_active = "step" in self._cmds
         self.reset_active = "reset" in self._cmds

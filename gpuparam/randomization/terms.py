@@ -14,6 +14,9 @@ from typing import Literal
 
 import torch
 
+from gpuparam.kernels import randomize as kernels_randomize
+from gpuparam.randomization import registry
+
 Number = float | int
 Bound = Number | Sequence[Number]  # a scalar, or one value per component of a vector param
 Range = tuple[Bound, Bound]  # (low, high) or (mean, std), depending on the distribution
@@ -22,13 +25,51 @@ OPS = ("set", "add", "scale")
 
 
 # ---------------------------------------------------------------------------- triggers
+class Trigger:
+    """Base of the triggers the ``randomize`` kernel evaluates per env (``Every``,
+    ``Interval``, ``OnReset``). A subclass that sets ``due`` in its body registers itself
+    (``randomization.registry``: the next trigger id, ``TermRow.trigger``); it declares:
+
+    - ``launch``: ``"step"`` or ``"reset"``, the launch that evaluates it;
+    - ``due``: ``@wp.func (row: TermRow, env: int, gstep: wp.int64, effective:
+      wp.array2d(dtype=float), key: int) -> bool``, whether the term draws for ``env`` (it
+      may keep per-env state in ``row.clock``, float64 ``[N]``, ``RESTARTED`` at first);
+    - ``fired``: ``@wp.func (row, env, h: wp.uint32)`` run after a draw (``h``: the bits
+      after the value's; default: nothing);
+    - ``row(env)``: ``(dt_col, period_lo, period_hi)`` of its ``TermRow`` for ``env``;
+    - ``plain()``: True when it is a plain reset or step trigger (no kernel test).
+    """
+
+    launch: str = "reset"
+    due = None
+    fired = kernels_randomize.fired_nothing
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "due" in cls.__dict__:
+            registry.register_trigger(cls)
+
+    def row(self, env) -> tuple[int, float, float]:
+        return -1, 0.0, 0.0
+
+    def plain(self) -> bool:
+        return False
+
+
 @dataclass(frozen=True)
-class Every:
+class Every(Trigger):
     """Fire every ``k`` env steps, per env, with a per-env phase drawn counter-based (keyed
     like the term's draws), so envs do not all resample on the same step. Each env fires
     exactly once in every window of ``k`` consecutive steps it is in the term's mask."""
 
     k: int
+
+    launch = "step"
+    due = kernels_randomize.every_due
+    fired = kernels_randomize.interval_fired
+
+    def row(self, env) -> tuple[int, float, float]:
+        return -1, float(self.k), float(self.k)
 
     def __post_init__(self) -> None:
         # k <= 2**53: the trigger clocks count in float64, exact up to there
@@ -37,7 +78,7 @@ class Every:
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(Trigger):
     """Fire after per-env random intervals drawn uniformly from ``[low_s, high_s]`` (as
     IsaacLab's ``interval`` events). The unit is seconds, counted with the env's time-step
     parameter (``VecEnv.time_step_param``: CartPole's ``tau``, Pendulum's ``dt``, read per
@@ -48,6 +89,15 @@ class Interval:
     low_s: float
     high_s: float
 
+    launch = "step"
+    due = kernels_randomize.interval_due
+    fired = kernels_randomize.interval_fired
+
+    def row(self, env) -> tuple[int, float, float]:
+        name = getattr(env, "time_step_param", None)
+        dt_col = env.params.columns(name)[0] if name else -1
+        return dt_col, float(self.low_s), float(self.high_s)
+
     def __post_init__(self) -> None:
         lo, hi = self.low_s, self.high_s
         if not (_is_num(lo) and _is_num(hi) and 0 < lo <= hi and math.isfinite(hi)):
@@ -55,18 +105,27 @@ class Interval:
 
 
 @dataclass(frozen=True)
-class OnReset:
+class OnReset(Trigger):
     """Fire when the env resets (``on="reset"`` is ``OnReset()``). With ``min_steps > 0``
     only if at least that many env steps passed since the env's previous draw of this
     term (IsaacGymEnvs' ``frequency``, IsaacLab's ``min_step_count_between_reset``)."""
 
     min_steps: int = 0
 
+    launch = "reset"
+    due = kernels_randomize.min_steps_due
+
+    def row(self, env) -> tuple[int, float, float]:
+        return -1, float(self.min_steps), float(self.min_steps)
+
+    def plain(self) -> bool:
+        return self.min_steps == 0
+
     def __post_init__(self) -> None:
         check_int(self.min_steps, 0, "OnReset(min_steps)")
 
 
-Trigger = str | Every | Interval | OnReset
+On = str | Trigger
 TRIGGERS = ("startup", "reset", "step")
 
 
@@ -152,16 +211,34 @@ _ARGS = """
 
 
 class Term:
-    __doc__ = """One randomized parameter (the base of ``Uniform``, ``LogUniform``,
-    ``Gaussian`` and ``Choice``; add terms to an env with ``env.randomize(*terms)``).
+    __doc__ = """One randomized parameter: the base of ``Uniform``, ``LogUniform``,
+    ``Gaussian``, ``Choice`` and of new distributions (add terms to an env with
+    ``env.randomize(*terms)``).
+
+    A distribution is a subclass that sets, in its body (then it registers itself; see
+    ``docs/randomization.md``, "Adding a distribution"):
+
+    - ``dist``: its name (an identifier, unique; configs' ``distribution``);
+    - ``draw``: its device draw, a ``@wp.func (h: wp.uint32, a: float, b: float) -> float``
+      of a component's 32 counter-based random bits ``h`` and its range ``(a, b)``;
+    - optionally ``range_names`` (default ``("low", "high")``) and ``check_pair`` (the
+      host-side check of one component's range) and ``support`` (the draws' bounds).
 
     Args:
         param: parameter name (checked when added to an env).
-        range_: ``(low, high)`` or ``(mean, std)``, or None with a ``schedule``.
+        range_: ``(a, b)``, e.g. ``(low, high)`` or ``(mean, std)``, or None with a
+            ``schedule``.
     """ + _ARGS
 
     dist: str = ""
+    draw = None  # the device draw (a @wp.func), see above
+    table: bool = False  # True: a table distribution (Choice): ``draw`` takes the table
     range_names: tuple[str, str] = ("low", "high")
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "dist" in cls.__dict__:
+            registry.register(cls)
 
     def __init__(
         self,
@@ -169,7 +246,7 @@ class Term:
         range_: Range | None,
         *,
         op: Op = "set",
-        on: Trigger = "reset",
+        on: On = "reset",
         mask: Mask = None,
         env_ids: EnvIds = None,
         schedule: Schedule | None = None,
@@ -184,7 +261,7 @@ class Term:
             raise ValueError(f"{self}: param must be a parameter name, got {param!r}")
         if op not in OPS:
             raise ValueError(f"{self}: op must be one of {OPS}, got {op!r}")
-        if not (on in TRIGGERS or isinstance(on, (Every, Interval, OnReset))):
+        if not (isinstance(on, Trigger) or (isinstance(on, str) and on in TRIGGERS)):
             raise ValueError(
                 f"{self}: on must be 'startup', 'reset', 'step', Every(k), Interval(lo, hi) "
                 f"or OnReset(min_steps), got {on!r}"
@@ -213,7 +290,9 @@ class Term:
     @property
     def trigger_class(self) -> str:
         """``"startup"``, ``"reset"`` or ``"step"``: which launch evaluates the term."""
-        if isinstance(self.on, (Every, Interval)) or self.on == "step":
+        if isinstance(self.on, Trigger):
+            return self.on.launch
+        if self.on == "step":
             return "step"
         return "startup" if self.on == "startup" else "reset"
 
@@ -251,14 +330,25 @@ class Term:
             )
         n, where = max(len(a), len(b)), f"{self}: parameter {self.param!r}"
         for x, y in zip(a * (n // len(a)), b * (n // len(b)), strict=True):
-            if self.dist == "gaussian" and y < 0:
-                raise ValueError(f"{where}: std {y} < 0")
-            if self.dist == "loguniform" and (x <= 0 or y <= 0):
-                raise ValueError(
-                    f"{where}: LogUniform bounds must be positive, got low {x}, high {y}"
-                )
-            if self.dist in ("uniform", "loguniform") and x > y:
-                raise ValueError(f"{where}: low {x} > high {y}")
+            self.check_pair(x, y, where)
+
+    def check_pair(self, a: float, b: float, where: str) -> None:
+        """Raise ``ValueError`` (its message starting with ``where``) unless ``(a, b)`` is
+        a valid range of one component (the default: ``a <= b``)."""
+        if a > b:
+            raise ValueError(f"{where}: {self.range_names[0]} {a} > {self.range_names[1]} {b}")
+
+    @classmethod
+    def constant(cls, value: float) -> Range:
+        """The range whose draws are all ``value`` (configs' "no change" schedule start;
+        the default: ``(value, value)``)."""
+        return (value, value)
+
+    def support(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The bounds ``(lo, hi)`` of the draws of ranges ``(a, b)`` (float32 tensors of
+        one shape) that ``env.randomize`` checks against the parameter's valid range (the
+        default: ``(a, b)``; draws beyond it are clamped on the device and counted)."""
+        return a, b
 
 
 class _LowHigh(Term):
@@ -267,7 +357,7 @@ class _LowHigh(Term):
 
     def __init__(
         self, param: str, low: Bound | None = None, high: Bound | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        op: Op = "set", on: On = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
         pair = None if low is None and high is None else (low, high)
@@ -284,6 +374,7 @@ class Uniform(_LowHigh):
     """ + _ARGS
 
     dist = "uniform"
+    draw = kernels_randomize.uniform_draw
 
 
 class LogUniform(_LowHigh):
@@ -297,6 +388,12 @@ class LogUniform(_LowHigh):
     """ + _ARGS
 
     dist = "loguniform"
+    draw = kernels_randomize.log_uniform_draw
+
+    def check_pair(self, a: float, b: float, where: str) -> None:
+        if a <= 0 or b <= 0:
+            raise ValueError(f"{where}: LogUniform bounds must be positive, got low {a}, high {b}")
+        super().check_pair(a, b, where)
 
 
 class Gaussian(Term):
@@ -310,11 +407,24 @@ class Gaussian(Term):
     """ + _ARGS
 
     dist = "gaussian"
+    draw = kernels_randomize.gaussian_draw
     range_names = ("mean", "std")
+
+    def check_pair(self, a: float, b: float, where: str) -> None:
+        if b < 0:
+            raise ValueError(f"{where}: std {b} < 0")
+
+    def support(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean: tails are clamped and counted."""
+        return a, a
+
+    @classmethod
+    def constant(cls, value: float) -> Range:
+        return (value, 0.0)
 
     def __init__(
         self, param: str, mean: Bound | None = None, std: Bound | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        op: Op = "set", on: On = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
         pair = None if mean is None and std is None else (mean, std)
@@ -334,10 +444,12 @@ class Choice(Term):
     """ + _ARGS
 
     dist = "choice"
+    draw = kernels_randomize.choice_draw
+    table = True
 
     def __init__(
         self, param: str, values: Sequence[Bound], probs: Sequence[float] | None = None, *,
-        op: Op = "set", on: Trigger = "reset", mask: Mask = None, env_ids: EnvIds = None,
+        op: Op = "set", on: On = "reset", mask: Mask = None, env_ids: EnvIds = None,
         schedule: Schedule | None = None, name: str | None = None,
     ):
         if schedule is not None:
@@ -361,12 +473,35 @@ class Choice(Term):
     def _range_reprs(self) -> list[str]:
         return [repr([v[0] if len(v) == 1 else v for v in self.values])]
 
+    def tables(self, size: int) -> tuple[torch.Tensor, int]:
+        """The device table of a parameter of ``size`` components: float32 ``[nch * size +
+        nch]``, the values then the cumulative probabilities (the last one 2: every draw
+        ``u < 1`` stops at the last value at the latest), and ``nch``."""
+        vals = torch.tensor([per_component(v, size, self, "value") for v in self.values])
+        cdf = torch.tensor(self.probs, dtype=torch.float64).cumsum(0)
+        cdf[-1] = 2.0
+        return torch.cat([vals.reshape(-1), cdf.to(torch.float32)]), len(self.values)
+
 
 # ---------------------------------------------------------------------------- helpers
 def check_int(v, low: int, what: str) -> None:
     """Raise ``ValueError`` unless ``v`` is an int (not a bool) ``>= low``."""
     if not isinstance(v, int) or isinstance(v, bool) or v < low:
         raise ValueError(f"{what}: expected an int >= {low}, got {v!r}")
+
+
+def per_component(v, size: int, term: Term, what: str) -> list[float]:
+    """A scalar or one value per component, as ``size`` floats (``ValueError`` naming
+    ``what`` if the count is wrong)."""
+    vals = [float(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
+    if len(vals) == 1:
+        return vals * size
+    if len(vals) != size:
+        raise ValueError(
+            f"{term}: parameter {term.param!r} has {size} components, {what} has {len(vals)}"
+        )
+    return vals
+
 
 
 def _is_num(v) -> bool:
