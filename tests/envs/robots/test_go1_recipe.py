@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import mujoco
 import numpy as np
 import pytest
 import torch
@@ -14,6 +13,7 @@ import warp as wp
 
 import gpuparam as gp
 
+mujoco = pytest.importorskip("mujoco")
 pytest.importorskip("mujoco_warp")
 
 FLAT = "Go1JoystickFlatTerrain-v1"
