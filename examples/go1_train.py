@@ -297,8 +297,22 @@ def renderer_for(mjm, height: int, width: int):
             "with MUJOCO_GL=osmesa (apt-get install libosmesa6)") from e
 
 
+def label(tile, lines: list[str]):
+    """``tile`` (an RGB array) with ``lines`` written at its top left, on a dark band."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    img = Image.fromarray(tile)
+    draw = ImageDraw.Draw(img)
+    draw.rectangle((0, 0, img.width, 12 * len(lines) + 4), fill=(0, 0, 0))
+    for k, line in enumerate(lines):
+        draw.text((4, 2 + 12 * k), line, fill=(255, 255, 255))
+    return np.asarray(img)
+
+
 def play(args) -> str:
-    """Run a saved policy on ``--play-envs`` envs and render them side by side to a GIF."""
+    """Run a saved policy on ``--play-envs`` envs and render them side by side to a GIF,
+    each labelled with the task, the env, its velocity command and the time."""
     import imageio.v2 as imageio
     import mujoco
 
@@ -322,15 +336,20 @@ def play(args) -> str:
             if t % args.frame_every:
                 continue
             tiles = []
+            command = env.state["task_command"].cpu()
             for i in range(args.play_envs):
                 data.qpos[:] = env.state["qpos"][i].cpu().numpy()
                 mujoco.mj_forward(mjm, data)
                 camera.lookat[:] = data.qpos[:3]
                 renderer.update_scene(data, camera=camera, scene_option=option)
-                tiles.append(renderer.render())
+                vx, vy, wz = command[i].tolist()
+                tiles.append(label(renderer.render(), [
+                    f"{args.task} env {i}",
+                    f"command vx {vx:+.2f} vy {vy:+.2f} m/s, yaw {wz:+.2f} rad/s",
+                    f"t = {(t + 1) * env.dt:.2f} s"]))
             frames.append(__import__("numpy").concatenate(tiles, axis=1))
     path = os.path.join(os.path.dirname(args.play) or ".", "play.gif")
-    imageio.mimsave(path, frames, duration=args.frame_every * 0.02, loop=0)
+    imageio.mimsave(path, frames, duration=args.frame_every * env.dt, loop=0)
     print(f"{len(frames)} frames of {args.play_envs} envs -> {path}")
     return path
 
