@@ -109,7 +109,7 @@ def check_tensor_data(t: torch.Tensor, path: str) -> None:
     (any other device: the copy moves it)."""
     if t.layout != torch.strided:
         _fail(path, "a dense (strided) tensor", f"a {t.layout} tensor")
-    if t.device.type == "meta":
+    if t.is_meta:
         _fail(path, "a tensor holding data", "a tensor on the meta device (no data)")
 
 

@@ -51,9 +51,9 @@ class NoTorchMemory(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))
-                  if t.layout == torch.strided and t.device.type != "meta"}
+                  if t.layout == torch.strided and not t.is_meta}
         for t in _tensors(out):
-            if (t.layout == torch.strided and t.device.type != "meta"
+            if (t.layout == torch.strided and not t.is_meta
                     and t.untyped_storage().nbytes() > 0
                     and t.untyped_storage().data_ptr() not in inputs):
                 raise RuntimeError(

@@ -78,7 +78,7 @@ class SB3VecEnv(Adapter, VecEnv):
         NumPy or torch (a torch tensor without data, on the meta device or sparse, raises
         ``ValueError``)."""
         if isinstance(actions, torch.Tensor) and (
-            actions.device.type == "meta" or actions.layout != torch.strided
+            actions.is_meta or actions.layout != torch.strided
         ):
             raise ValueError(f"SB3VecEnv.step_async: actions expected a NumPy array or a dense "
                              f"torch tensor, got a {actions.layout} tensor on {actions.device}")

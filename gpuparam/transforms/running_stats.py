@@ -266,7 +266,7 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
                   kind or f"missing {missing}, unexpected {unexpected}")
     for key in keys & expected:  # dense tensors holding data: their copies cannot fail
         t = state[prefix + key]
-        if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.device.type == "meta"):
+        if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_meta):
             _fail(name, key, "a dense tensor holding data",
                   f"a {t.layout} tensor on {t.device}")
     gid = state.get(prefix + "group_ids")
