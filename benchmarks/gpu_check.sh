@@ -12,10 +12,11 @@
 #
 # Each section (benchmarks/gpu_sections.py) runs under its own `timeout`, within one global
 # deadline (GPU_CHECK_BUDGET seconds, default 540; 600 for --dry-run: a guard on a busy CPU),
-# in order of value (GPU_CHECK_SECTIONS="robots gpu_tests" runs only those), and appends one
-# JSON line {"section", "ok", ...figures} to $OUT/results.jsonl as it ends: a run killed
-# later keeps what it measured. $OUT holds at most 8 files: results.jsonl,
-# check.log (every section's output), go1_history.json and go1_curve.png.
+# in order of value (GPU_CHECK_SECTIONS="robots gpu_tests" runs only those, in that order;
+# GPU_CHECK_CAPS="go1_train=330 robots=120" overrides caps), and appends one JSON line
+# {"section", "ok", ...figures} to $OUT/results.jsonl as it ends: a run killed later keeps
+# what it measured. $OUT holds at most 8 files: results.jsonl, check.log (every section's
+# output), go1_history.json, go1_curve.png, go1_model.pt and go1_policy.pt.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dry=0
@@ -24,7 +25,7 @@ OUT="${OUT:-/tmp/gpu_check}"
 PY="${PYTHON:-python3}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-rm -f "$OUT/results.jsonl" "$OUT/check.log" "$OUT/go1_history.json" "$OUT/go1_curve.png"
+rm -f "$OUT/results.jsonl" "$OUT/check.log" "$OUT"/go1_*
 start=$(date +%s)
 budget="${GPU_CHECK_BUDGET:-$([ $dry = 1 ] && echo 600 || echo 540)}"
 deadline=$((start + budget))
@@ -80,11 +81,20 @@ sections=(
   "recaptures 45 60" "graph_counts 30 60" "mempool 40 40" "gpu_tests 150 90"
   "go1_train 120 90"
 )
-only=" ${GPU_CHECK_SECTIONS:-} "  # e.g. "robots gpu_tests": a rerun of some sections only
+if [ -n "${GPU_CHECK_SECTIONS:-}" ]; then  # e.g. "robots gpu_tests": these, in this order
+  chosen=()
+  for name in $GPU_CHECK_SECTIONS; do
+    found=""
+    for s in "${sections[@]}"; do [ "${s%% *}" = "$name" ] && found="$s"; done
+    [ -z "$found" ] && { echo "GPU_CHECK_SECTIONS: no section '$name'" >&2; exit 2; }
+    chosen+=("$found")
+  done
+  sections=("${chosen[@]}")
+fi
 for s in "${sections[@]}"; do
   read -r name cap_gpu cap_dry <<< "$s"
-  [ "$only" != "  " ] && [[ "$only" != *" $name "* ]] && continue
   cap=$([ $dry = 1 ] && echo "$cap_dry" || echo "$cap_gpu")
+  for c in ${GPU_CHECK_CAPS:-}; do [ "${c%%=*}" = "$name" ] && cap="${c#*=}"; done
   left=$((deadline - $(date +%s)))
   [ "$cap" -gt "$left" ] && cap=$left
   if [ "$cap" -lt 10 ]; then

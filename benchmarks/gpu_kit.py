@@ -70,6 +70,15 @@ PINS = (
     "kiwisolver==1.5.1", "pillow==13.0.0", "pyparsing==3.3.3", "python-dateutil==4.0.0",
     "tzdata==2026.6",
 )
+# Distributions the GPU image has already (.library/device/KINDS.md, read 2026-11-17):
+# ``install`` never replaces them, so the kit leaves them out (``pack --all`` keeps them).
+# Dropping these 43 MB takes the kit from three call-sized folders to two.
+ON_IMAGE = frozenset({
+    "numpy", "matplotlib", "contourpy", "cycler", "fonttools", "kiwisolver", "pillow",
+    "pyparsing", "python_dateutil", "pytest", "pluggy", "iniconfig", "pygments",
+    "pytest_timeout", "packaging", "typing_extensions", "zipp", "cloudpickle", "absl_py",
+    "etils",
+})
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64")
 UNPACKED = {"warp_lang": ("warp/examples/", "warp/tests/")}  # wheels shipped as .tar.xz
@@ -157,8 +166,11 @@ def _tree_bytes() -> int:
     return sum(f.stat().st_size for f in files if f.is_file())
 
 
-def pack(dest: Path, cache: Path, python_version: str, call_bytes: int) -> dict:
+def pack(dest: Path, cache: Path, python_version: str, call_bytes: int,
+         keep_all: bool = False) -> dict:
     wheels = _download(cache, python_version)
+    if not keep_all:
+        wheels = [w for w in wheels if _wheel_name(w.name)[0] not in ON_IMAGE]
     items = []
     for w in wheels:
         name = _wheel_name(w.name)[0]
@@ -435,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--cache", default=os.path.expanduser("~/.cache/gpuparam/gpu_kit"))
     a.add_argument("--python-version", default="3.12")
     a.add_argument("--call-mib", type=int, default=CALL_BYTES // MIB)
+    a.add_argument("--all", action="store_true",
+                   help="keep the distributions the GPU image has (ON_IMAGE) in the kit")
     s = sub.add_parser("stash", help="copy folder K's parts to the stash (there)")
     s.add_argument("k", type=int)
     s.add_argument("--kit", default=str(ROOT / ".whl"))
@@ -446,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="install every wheel this Python takes (the CPU dry run)")
     args = p.parse_args(argv)
     if args.cmd == "pack":
-        pack(Path(args.dest), Path(args.cache), args.python_version, args.call_mib * MIB)
+        pack(Path(args.dest), Path(args.cache), args.python_version, args.call_mib * MIB,
+             args.all)
         return 0
     if args.cmd == "stash":
         return stash(Path(args.kit), args.k, Path(args.stash))

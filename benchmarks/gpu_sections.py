@@ -40,8 +40,9 @@ SIZES = {
     "recapture_n": (65536, 64),
     "recapture_robot_n": (4096, 16),
     "mempool_n": (4096, 16),
-    "train": (dict(num_envs=4096, iterations=20, steps_per_env=24),
-              dict(num_envs=16, iterations=2, steps_per_env=4)),
+    # on the GPU: as many iterations as the section's budget allows (--max-seconds)
+    "train": (dict(num_envs=4096, iterations=100_000, steps_per_env=24, save_every=50),
+              dict(num_envs=16, iterations=2, steps_per_env=4, save_every=1)),
 }
 ROBOTS = ("Ant-v5", "Go1JoystickFlatTerrain-v1")
 GPU_TESTS = ("tests/test_gpu.py", "tests/transforms/test_obs_norm.py",
@@ -403,25 +404,30 @@ def gpu_tests(run: Run) -> dict:
 
 
 def go1_train(run: Run) -> dict:
-    """A short rsl_rl PPO run of examples/go1_train.py; its curve (history.json, curve.png)
-    goes to the output folder."""
+    """rsl_rl PPO on Go1 flat by examples/go1_train.py for what the section's budget allows
+    (Playground's full command ranges, 512-256-128 MLPs, the legged recipe): its curve
+    (``go1_history.json``, ``go1_curve.png``), rsl_rl checkpoint (``go1_model.pt``) and
+    exported TorchScript policy (``go1_policy.pt``) go to the output folder."""
     cfg = run.size("train")
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "examples/go1_train.py", "--device", run.device,
                "--num-envs", str(cfg["num_envs"]), "--iterations", str(cfg["iterations"]),
                "--steps-per-env", str(cfg["steps_per_env"]), "--out", tmp,
-               "--save-every", "1", "--log-every", "1"]
+               "--save-every", str(cfg["save_every"]), "--log-every", "5",
+               "--hidden", "512,256,128", "--levels", "0",
+               "--max-seconds", str(max(5.0, run.budget - 40)),
+               "--export", str(run.out / "go1_policy.pt")]
         try:
             r = subprocess.run(cmd, cwd=ROOT, timeout=max(10.0, run.budget - 10))
             rc = r.returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        for src, dst in (("history.json", "go1_history.json"), ("curve.png", "go1_curve.png"),
+                         ("model.pt", "go1_model.pt")):
+            if (Path(tmp) / src).exists():
+                shutil.copy(Path(tmp) / src, run.out / dst)
         hist = Path(tmp) / "history.json"
         history = json.loads(hist.read_text())["history"] if hist.exists() else []
-        if hist.exists():
-            shutil.copy(hist, run.out / "go1_history.json")
-        if (Path(tmp) / "curve.png").exists():
-            shutil.copy(Path(tmp) / "curve.png", run.out / "go1_curve.png")
     out = {**cfg, "returncode": rc, "iterations_done": len(history)}
     if history:
         last = history[-1]

@@ -64,6 +64,7 @@ from rsl_rl.runners import OnPolicyRunner  # noqa: I001 - after gpuparam, as use
 import gpuparam as gp
 from gpuparam.integrations.rsl_rl import RslRlVecEnv
 
+STARTED = time.perf_counter()  # --max-seconds counts from here: builds and compiles too
 HARD = (1.5, 0.8, 1.2)  # Playground's command ranges (vx, vy, yaw rate)
 EASY = tuple(a / 3 for a in HARD)
 
@@ -127,11 +128,13 @@ def make_env(args, num_envs: int):
         start = torch.randint(0, min(args.terrain_rows, 4), (num_envs,),
                               generator=torch.Generator().manual_seed(args.seed))
         curriculum.set_level(start.to(torch.int32).to(env.device))  # legged_gym: rows 0-3
-    else:
+    elif args.levels:
         curriculum = gp.Curriculum(args.levels, params={"command_range": (EASY, HARD)},
                                    metric=tracking.metric, promote=args.promote,
                                    demote=args.demote)
         env.add_curriculum(curriculum)
+    else:
+        curriculum = None  # Playground's full command ranges from the start
     env.reset()
     # actions clamped to [-1, 1] (Playground's PPO squashes them with tanh; the task itself
     # does not clip)
@@ -231,18 +234,22 @@ def train(args) -> list[dict]:
             "env_steps": (it + 1) * args.steps_per_env * args.num_envs,
             "tracking_lin_vel": tracking.take(),
             "episode_length": float(log["Episode/length"]),
-            "level": curriculum.levels.float().mean().item(),
+            "level": curriculum.levels.float().mean().item() if curriculum else 0.0,
             "seconds": time.perf_counter() - t0,
         }
+        last = (it == args.iterations - 1
+                or 0 < args.max_seconds <= time.perf_counter() - STARTED)
         history.append(row)
         for key in ("tracking_lin_vel", "episode_length", "level"):
             writer.add_scalar(f"go1/{key}", row[key], row["env_steps"])
-        if it % args.log_every == 0 or it == args.iterations - 1:
+        if it % args.log_every == 0 or last:
             print(f"iter {it:4d} | env steps {row['env_steps']:8d} | tracking "
                   f"{row['tracking_lin_vel']:.3f} | episode length {row['episode_length']:6.1f}"
                   f" | level {row['level']:.2f} | {row['seconds']:6.1f} s", flush=True)
-        if (it + 1) % args.save_every == 0 or it == args.iterations - 1:
+        if (it + 1) % args.save_every == 0 or last:
             save(args, runner, env, tracking, history)
+        if last:
+            break
     writer.close()
     if history:
         plot(history, os.path.join(args.out, "curve.png"), args)
@@ -259,7 +266,8 @@ def plot(history: list[dict], path: str, args) -> None:
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     steps = [h["env_steps"] for h in history]
-    what = "terrain level" if args.task == "Go1Terrain-v0" else "command range level"
+    what = ("terrain level" if args.task == "Go1Terrain-v0" else "command range level"
+            if args.levels else "level (none: full command ranges)")
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     for ax, key, label in zip(axes, ("tracking_lin_vel", "episode_length", "level"),
                               ("linear tracking reward per step", "episode length (steps)",
@@ -368,7 +376,13 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--init-std", type=float, default=0.5,
                    help="initial action noise (the Go1 flips over within about 30 steps "
                         "under N(0, 1) actions, 45 under N(0, 0.25))")
-    p.add_argument("--levels", type=int, default=5, help="command curriculum levels (flat)")
+    p.add_argument("--levels", type=int, default=5,
+                   help="command curriculum levels (flat); 0: Playground's full command "
+                        "ranges from the start, no curriculum")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="end the run (saved, exported) after the iteration that passes this "
+                        "many seconds since the script started (env build and Warp's compile "
+                        "included); 0: no limit")
     p.add_argument("--promote", type=float, default=0.7,
                    help="mean linear tracking reward per step of an episode to move up")
     p.add_argument("--demote", type=float, default=0.2)
