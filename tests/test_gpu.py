@@ -94,8 +94,11 @@ def test_captured_step_write_and_reset_stats_never_sync():
     tenv = gp.TransformedEnv(env, norm, gp.RewardNorm())
     actions = _actions(50, N).cuda()
     mask = torch.arange(N, device="cuda") < N // 2
-    tenv.step(actions[0])  # warm-up: loads modules and allocates scratch
-    tenv.step(actions[0])  # captures
+    # the first step binds the transforms' stage (a new plan), the second warms that plan
+    # up (loads modules, allocates scratch), the third captures it (as on the CPU:
+    # tests/transforms/test_transformed_env.py)
+    for _ in range(3):
+        tenv.step(actions[0])
     assert env.pipeline.captured
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")

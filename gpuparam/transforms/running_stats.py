@@ -82,17 +82,26 @@ class Level:
             self.bounds, self.grp, self.first)
 
 
+def group_counts(gid: torch.Tensor, G: int) -> np.ndarray:
+    """The number of rows of each of ``G`` groups in ``gid`` (long ``[n]``), numpy ``[G]``:
+    a read on the host (construction and loading only)."""
+    return torch.bincount(gid, minlength=G).cpu().numpy()  # host-ok: setup
+
+
 class Layout:
     """``n`` rows listed by group ``gid`` (long ``[n]``, or ``None``: one group) of ``G``
     (``order``), the tree of chunks over them (``levels``) and the larger chunks ``reset``
-    scans (``resets``). Reads the group sizes on the host (bind time only)."""
+    scans (``resets``). ``counts``: the group sizes (numpy ``[G]``), read from ``gid`` on
+    the host if not given."""
 
-    def __init__(self, gid: torch.Tensor | None, G: int, n: int, device: torch.device):
+    def __init__(self, gid: torch.Tensor | None, G: int, n: int, device: torch.device,
+                 counts: np.ndarray | None = None):
         if gid is None:
             order, counts = torch.arange(n, device=device), np.array([n])
         else:
             order = torch.argsort(gid, stable=True)
-            counts = torch.bincount(gid, minlength=G).cpu().numpy()  # host-ok: bind time
+            if counts is None:
+                counts = group_counts(gid, G)
         self.order = _wp(order.to(torch.int32))
         self.resets = Level(counts, device, RESET_CHUNK, self.order)
         self.levels = [Level(counts, device, order=self.order)]
@@ -121,7 +130,8 @@ class Engine:
         self.device, self.G, self.P, self.n, self.full_shape = dev, G, P, n, (n, *m.shape)
         self.eps = wp.float64(m.eps)
         gid, wdev = m.group_ids, wp_device(dev)
-        self.layout = Layout(None if G == 1 else gid, G, n, dev)
+        # the group sizes were read when the ids were set: no host read at a first forward
+        self.layout = Layout(None if G == 1 else gid, G, n, dev, m.__dict__.get("_counts"))
         self.parts = self.layout.scratch(1, P, dev)
         self.stamp = _wp(torch.zeros(max(n, 1), dtype=torch.int64, device=dev))  # 0: never
         gid = torch.zeros(1, dtype=torch.int64, device=dev) if gid is None else gid
@@ -378,6 +388,7 @@ class GroupedRunningStats(SavesState, nn.Module):
         if group_ids is None:
             group_ids = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.group_ids = group_ids.clone()  # (drops the engine: a bound buffer)
+        self._counts = group_counts(group_ids, self.num_groups) if self.num_groups > 1 else None
         for k in self.per_env_buffers:
             self.register_buffer(k, torch.zeros(n, dtype=F64, device=self.device))
 
@@ -714,7 +725,9 @@ class GroupedRunningStats(SavesState, nn.Module):
             base = getattr(self, "synced_" + k)
             getattr(self, "sent_" + k).copy_(base * keep.view(-1, *([1] * (base.dim() - 1))))
         self.exchange_epoch += 1
-        self._engine = None  # the group layout may have changed; a new engine, new tables
+        if self.num_groups > 1:  # the group layout may have changed
+            self._counts = group_counts(self.group_ids, self.num_groups)
+        self._engine = None  # a new engine, new tables
 
     def extra_repr(self) -> str:
         keys = ("shape", "num_groups", "num_envs", "clip", "eps", "reset_on")

@@ -413,3 +413,24 @@ def test_module_pickled_with_private_frozen_loads():
     x = torch.randn(4, 2)
     c(x)
     assert c.count.tolist() == [0.0]
+
+
+def test_grouped_sizes_are_read_at_construction_not_at_the_first_forward(monkeypatch):
+    """A grouped normalizer reads its group sizes on the host when its ids are set (and at
+    a load): its first forward reads nothing (on CUDA a read would be a host sync)."""
+    from gpuparam.transforms import running_stats
+
+    gids = torch.arange(64) % 3
+    norm = ObsNorm(4, group_ids=gids)
+    loaded = ObsNorm(4, group_ids=gids)
+    loaded.load_state_dict(norm.state_dict())
+
+    def refuse(*args):
+        raise AssertionError("group sizes read on the host at a forward")
+
+    monkeypatch.setattr(running_stats, "group_counts", refuse)
+    x = torch.randn(64, 4)
+    for m in (norm, loaded):
+        out = m(x)
+        assert out.shape == (64, 4)
+        assert torch.equal(m.count, torch.tensor([22.0, 21.0, 21.0], dtype=m.count.dtype))

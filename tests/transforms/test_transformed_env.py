@@ -376,3 +376,18 @@ def test_loading_statistics_and_env_in_either_order_keeps_the_statistics(how, or
     target.params.set("length", 0.8, mask=torch.arange(N) == 2)  # writes still reset
     for n in loaded:
         assert float(n.count[2]) == 0 and (n.count[torch.arange(N) != 2] > 0).all()
+
+
+def test_cartpole_with_norms_is_captured_by_its_third_step():
+    """The first step binds the transforms' stage (a new plan), the second warms it up, the
+    third captures it: ``tests/test_gpu.py`` counts on this on CUDA."""
+    import gpuparam as gp
+
+    env = gp.make("CartPole-v1", num_envs=64, device="cpu", seed=0)
+    tenv = TransformedEnv(env, ObsNorm((4,), num_envs=64), RewardNorm())
+    a = torch.zeros(64, dtype=torch.int64)
+    seen = []
+    for _ in range(3):
+        tenv.step(a)
+        seen.append(env.pipeline.captured)
+    assert seen == [False, False, True]
