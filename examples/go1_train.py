@@ -266,12 +266,13 @@ def plot(history: list[dict], path: str, args) -> None:
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     steps = [h["env_steps"] for h in history]
-    what = ("terrain level" if args.task == "Go1Terrain-v0" else "command range level"
-            if args.levels else "level (none: full command ranges)")
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-    for ax, key, label in zip(axes, ("tracking_lin_vel", "episode_length", "level"),
-                              ("linear tracking reward per step", "episode length (steps)",
-                               f"mean {what}"), strict=True):
+    what = "terrain level" if args.task == "Go1Terrain-v0" else "command range level"
+    panels = [("tracking_lin_vel", "linear tracking reward per step"),
+              ("episode_length", "episode length (steps)"), ("level", f"mean {what}")]
+    if args.task != "Go1Terrain-v0" and not args.levels:
+        panels.pop()  # no curriculum: Playground's full command ranges throughout
+    fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.4))
+    for ax, (key, label) in zip(axes, panels, strict=True):
         ys = [h[key] for h in history]
         ax.plot(steps, ys)
         ax.set_xlabel("env steps")
