@@ -67,7 +67,7 @@ def test_go1_train_and_play_tiny(tmp_path):
     pytest.importorskip("rsl_rl")
     out = _run("examples/go1_train.py", "--num-envs", "4", "--iterations", "2",
                "--steps-per-env", "8", "--hidden", "8", "--log-every", "1", "--device", "cpu",
-               "--out", str(tmp_path))
+               "--out", str(tmp_path), "--export", str(tmp_path / "policy.pt"))
     assert len(re.findall(r"^iter +\d+ \| env steps +\d+ \| tracking \d\.\d{3} \| episode "
                           r"length", out, flags=re.M)) == 2
     for name in ("model.pt", "history.json", "curve.png"):
@@ -75,14 +75,19 @@ def test_go1_train_and_play_tiny(tmp_path):
     # as the README writes it: no MUJOCO_GL, no display (the script picks EGL itself)
     env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
     env["PYTHONPATH"] = str(ROOT)
-    res = subprocess.run([sys.executable, "examples/go1_train.py", "--play",
-                          str(tmp_path / "model.pt"), "--hidden", "8", "--play-envs", "2",
-                          "--play-steps", "6", "--device", "cpu"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300, env=env)
-    if res.returncode != 0 and "offscreen renderer did not start" in res.stderr:
-        pytest.skip(f"no offscreen OpenGL here: {res.stderr.strip().splitlines()[-1]}")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "3 frames of 2 envs" in res.stdout and (tmp_path / "play.gif").stat().st_size > 1000
+    # the rsl_rl checkpoint, then the exported TorchScript policy (issue 32: --play with
+    # examples/go1_policy.pt)
+    for saved in ("model.pt", "policy.pt"):
+        gif = tmp_path / "play.gif"
+        gif.unlink(missing_ok=True)
+        res = subprocess.run([sys.executable, "examples/go1_train.py", "--play",
+                              str(tmp_path / saved), "--hidden", "8", "--play-envs", "2",
+                              "--play-steps", "6", "--device", "cpu"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300, env=env)
+        if res.returncode != 0 and "offscreen renderer did not start" in res.stderr:
+            pytest.skip(f"no offscreen OpenGL here: {res.stderr.strip().splitlines()[-1]}")
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "3 frames of 2 envs" in res.stdout and gif.stat().st_size > 1000, saved
 
 
 def test_go1_train_resume_continues_bit_for_bit_and_exports(tmp_path):
