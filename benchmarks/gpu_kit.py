@@ -72,7 +72,7 @@ PINS = (
 )
 # Distributions the GPU image has already (.library/device/KINDS.md, read 2026-11-17):
 # ``install`` never replaces them, so the kit leaves them out (``pack --all`` keeps them).
-# Dropping these 43 MB takes the kit from three call-sized folders to two.
+# Dropping these 43 MB saves a call-sized folder.
 ON_IMAGE = frozenset({
     "numpy", "matplotlib", "contourpy", "cycler", "fonttools", "kiwisolver", "pillow",
     "pyparsing", "python_dateutil", "pytest", "pluggy", "iniconfig", "pygments",
