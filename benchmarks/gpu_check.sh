@@ -97,9 +97,10 @@ for s in "${sections[@]}"; do
   cap=$([ $dry = 1 ] && echo "$cap_dry" || echo "$cap_gpu")
   for c in ${GPU_CHECK_CAPS:-}; do [ "${c%%=*}" = "$name" ] && cap="${c#*=}"; done
   left=$((deadline - $(date +%s)))
-  [ "$cap" -gt "$left" ] && cap=$left
+  why="its cap is under 10 s"
+  [ "$cap" -gt "$left" ] && cap=$left && why="the global budget is spent"
   if [ "$cap" -lt 10 ]; then
-    line "$name" false '"skipped": "the global budget is spent"'
+    line "$name" false "\"skipped\": \"$why\""
     continue
   fi
   echo "=== $name (at most $cap s) ===" >> "$log"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("kit", "versions", "smoke", "sweep", "masked_write", "robots", "recaptures",
-            "graph_counts", "mempool", "gpu_tests", "go1_train", "summary")
+SECTIONS = ("kit", "versions", "smoke", "gpu_tests", "sweep", "masked_write", "recaptures",
+            "mempool", "robots", "graph_counts", "go1_train", "summary")
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +68,22 @@ def test_sections_report_their_figures(dry_run):
     assert rec["go1_mass_reset"]["captures_per_1000_steps"] == 0
     assert by_name["go1_train"]["iterations_done"] == 2
     assert by_name["gpu_tests"]["tests"] > 0
+
+
+def test_chosen_sections_run_in_the_order_given_with_their_caps(tmp_path):
+    """``GPU_CHECK_SECTIONS`` picks sections and their order, ``GPU_CHECK_CAPS`` their caps
+    (a cap too small to start a section skips it); an unknown name stops before anything
+    runs."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable,
+           "GPU_CHECK_SECTIONS": "versions mempool versions", "GPU_CHECK_CAPS": "mempool=5"}
+    r = subprocess.run(["bash", "benchmarks/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    lines = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [d["section"] for d in lines] == ["kit", "versions", "mempool", "versions",
+                                             "summary"], r.stdout[-2000:]
+    assert lines[2] == {"section": "mempool", "ok": False,
+                        "skipped": "its cap is under 10 s"}
+    env["GPU_CHECK_SECTIONS"] = "versions nosuch"
+    r = subprocess.run(["bash", "benchmarks/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "no section 'nosuch'" in r.stderr
