@@ -23,7 +23,7 @@ import warp as wp
 
 import gpuparam as gp
 from benchmarks.features import randomization_terms
-from gpuparam._device import Replay
+from gpuparam._launch import BoundLaunch
 
 N = 64  # small: the counts per env do not depend on N
 
@@ -63,21 +63,22 @@ class _Recorder:
             return rec
 
         wp.launch, wp.launch_tiled = wrap(self._orig[0]), wrap(self._orig[1])
-        replay = self._replay = (Replay.launch, Replay.__call__)
+        replay = self._replay = (BoundLaunch.launch, BoundLaunch.__call__)
 
         def wrap_replay(fn):
-            def rec(r, *a, **k):  # a launch recorded once (gpuparam._device.Replay)
-                self.launches.append((r.cmd.kernel.module.name, _nbytes(r.inputs)))
+            def rec(r, *a, **k):  # a launch bound once (gpuparam._launch.BoundLaunch)
+                self.launches.append((r.cmd.kernel.module.name, _nbytes(r.args)))
                 return fn(r, *a, **k)
 
             return rec
 
-        Replay.launch, Replay.__call__ = wrap_replay(replay[0]), wrap_replay(replay[1])
+        BoundLaunch.launch = wrap_replay(replay[0])
+        BoundLaunch.__call__ = wrap_replay(replay[1])
         return self
 
     def __exit__(self, *exc) -> None:
         wp.launch, wp.launch_tiled = self._orig
-        Replay.launch, Replay.__call__ = self._replay
+        BoundLaunch.launch, BoundLaunch.__call__ = self._replay
 
 
 def _count(step, env, reset_step: bool = False) -> dict:
