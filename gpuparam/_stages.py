@@ -222,3 +222,61 @@ class EnvStages:
         """The step's work changed: rebuild the stages and capture again."""
         self._env.pipeline.invalidate()
         self._env.reset_pipeline.invalidate()
+
+
+class StageMethods:
+    """The methods of ``VecEnv`` (a base class of it) that add hooks, curricula and stages
+    to its step, over the env's ``EnvStages`` (``self._stages``; a curriculum's remover
+    asks the env's ``EnvSyncs``, ``self._syncs``, whether a schedule syncs it)."""
+
+    _stages: EnvStages
+    _syncs: Any
+
+    @property
+    def hook_outputs(self) -> TensorDict:
+        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
+        and ``"action"``, the env's own buffers."""
+        return self._stages.hook_outputs
+
+    def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
+        """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
+        and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device)
+        holds ``"action"`` (writable in place, e.g. ``td["action"].copy_(a)``: that changes
+        the action taken) and the previous step's outputs; the TensorDict is locked, so
+        assigning a key raises.
+
+        ``kind``: ``"python"`` (default) runs ``fn`` at every step; ``"torch"`` or ``"warp"``
+        declares that ``fn`` only launches device work (``docs/pipeline.md``), recorded once
+        into the step's graphs. Returns a function removing the hook. Refused from inside a
+        step."""
+        return self._stages.add_hook(self._stages.before, fn, kind)
+
+    def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
+        """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
+        reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
+        ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
+        ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
+        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller. ``td`` (locked) and
+        ``kind`` as in :meth:`before_step`. Returns a function removing the hook."""
+        return self._stages.add_hook(self._stages.after, fn, kind)
+
+    @property
+    def curricula(self) -> tuple:
+        """The curricula added with :meth:`add_curriculum`, in order."""
+        return tuple(self._stages.curricula)
+
+    def add_curriculum(self, curriculum) -> Callable[[], None]:
+        """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
+        before reset-time randomization. Returns a function removing it (refused while a
+        sync schedule of ``sync_every`` syncs it)."""
+        return self._stages.add_curriculum(curriculum, self._syncs.schedule_of)
+
+    def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
+        """Append ``stage`` to every step, after the auto-reset (transforms use this), or
+        with ``first=True`` put it before every other stage of the step (where an adapter
+        turns a library's actions into ``context.action``); returns a function removing
+        it. The capture is redone. Refused from inside a step."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        where = self._stages.first if first else self._stages.extra
+        return self._stages.add(where, stage, f"stage {stage.name!r}")
