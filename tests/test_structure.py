@@ -120,3 +120,10 @@ def test_the_launch_check_sees_the_old_mechanisms(tmp_path):
         "gpuparam/x.py: def rebindable", "gpuparam/x.py:8: record_cmd=",
         "gpuparam/x.py:9: .set_param_at_index"]
 
+
+
+def test_vecenv_core_stays_small():
+    """Issue 34: ``VecEnv`` (``gpuparam/vecenv.py``) is a small core of at most 300 lines;
+    checkpoints, syncs, hooks and the rest are services it composes, each in its module."""
+    lines = (ROOT / "gpuparam" / "vecenv.py").read_text().splitlines()
+    assert len(lines) <= 300, f"gpuparam/vecenv.py has {len(lines)} lines (at most 300)"
