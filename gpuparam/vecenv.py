@@ -3,7 +3,9 @@
 It composes one service per concern, each in its own module (``docs/pipeline.md``, "Faults
 and structure"): step buffers (``_buffers``), stage lists, hooks and curricula (``_stages``),
 one call at a time (``_lock``), checkpoints (``_checkpoint``), syncs (``distributed``) and
-derived quantities (``_recompute``). Public methods delegate to them.
+derived quantities (``_recompute``). Public methods delegate to them; those of hooks,
+checkpoints and syncs live beside their service, in base classes (``StageMethods``,
+``CheckpointMethods``, ``SyncMethods``).
 """
 
 from __future__ import annotations
