@@ -3,7 +3,8 @@
 For five subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
 Ant-v5 with 3 step-time physical terms; Go1 bare and with a reset-time ``body_mass`` term)
 one eager step in steady state is recorded: every
-Warp launch (``wp.launch``/``wp.launch_tiled``), split into gpuparam's own kernels and
+Warp launch (``wp.launch``/``wp.launch_tiled``, and each replay of a launch bound once,
+``gpuparam._launch.BoundLaunch``), split into gpuparam's own kernels and
 MuJoCo Warp's (counted as launched by an eager CPU step: its solver's loop then runs its
 iterations from the host; work behind a ``wp.capture_if`` counted when its flag is set, as a
 replay runs it), and the bytes of the arrays each of gpuparam's launches takes,
@@ -23,7 +24,7 @@ import warp as wp
 
 import gpuparam as gp
 from benchmarks.features import randomization_terms
-from gpuparam._device import Replay
+from gpuparam._launch import BoundLaunch
 
 N = 64  # small: the counts per env do not depend on N
 
@@ -63,21 +64,22 @@ class _Recorder:
             return rec
 
         wp.launch, wp.launch_tiled = wrap(self._orig[0]), wrap(self._orig[1])
-        replay = self._replay = (Replay.launch, Replay.__call__)
+        replay = self._replay = (BoundLaunch.launch, BoundLaunch.__call__)
 
         def wrap_replay(fn):
-            def rec(r, *a, **k):  # a launch recorded once (gpuparam._device.Replay)
-                self.launches.append((r.cmd.kernel.module.name, _nbytes(r.inputs)))
+            def rec(r, *a, **k):  # a launch bound once (gpuparam._launch.BoundLaunch)
+                self.launches.append((r.cmd.kernel.module.name, _nbytes(r.args)))
                 return fn(r, *a, **k)
 
             return rec
 
-        Replay.launch, Replay.__call__ = wrap_replay(replay[0]), wrap_replay(replay[1])
+        BoundLaunch.launch = wrap_replay(replay[0])
+        BoundLaunch.__call__ = wrap_replay(replay[1])
         return self
 
     def __exit__(self, *exc) -> None:
         wp.launch, wp.launch_tiled = self._orig
-        Replay.launch, Replay.__call__ = self._replay
+        BoundLaunch.launch, BoundLaunch.__call__ = self._replay
 
 
 def _count(step, env, reset_step: bool = False) -> dict:

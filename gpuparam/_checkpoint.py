@@ -324,3 +324,45 @@ class EnvCheckpoint:
             env.randomization.load_state_dict(state["randomization"])
             for cur, s in zip(env.curricula, state["curricula"], strict=True):
                 cur.load_state_dict(s)
+
+
+class CheckpointMethods:
+    """The checkpoint methods of ``VecEnv`` (a base class of it, beside ``SavesState``'s
+    ``save`` and ``load``), over the env's ``EnvCheckpoint`` (``self._checkpoint``)."""
+
+    _checkpoint: EnvCheckpoint
+
+    def state_dict(self) -> dict[str, object]:
+        """Everything needed to continue bit for bit (checked on load as
+        ``gpuparam._checkpoint`` says): seed, parameters (nominal and effective), the env's
+        state, counters and output buffers, randomization and curricula. Tensors are
+        clones; synchronizes. In a sharded run each rank saves its own envs; normalization
+        statistics are saved by their modules.
+
+        Refused (``RuntimeError``) from inside a step (a hook or stage: the step is half
+        done, e.g. the global step of schedules not yet advanced, so the state would not
+        continue as the run does) and while another thread's call on the env runs, as
+        ``load_state_dict`` is; ``save(path)`` goes through here."""
+        return self._checkpoint.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a ``state_dict()`` of an env of the same kind and size holding the same
+        randomization terms and curricula (add them first), and the same global envs
+        (``env_offset``). Everything is validated first; a rejected load raises
+        ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
+        nothing changed) from inside a step and while another thread's call on the env
+        runs, as ``step`` and ``reset`` are."""
+        self._checkpoint.load_state_dict(state)
+
+    def check_state_dict(self, state: dict) -> None:
+        """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
+        checks; writes nothing). Synchronizes."""
+        self._checkpoint.check(state)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
+            "buffers); save it with env.save(path) (env.state_dict() in memory) and restore "
+            "it with env.load(path) (env.load_state_dict(state)) into an env built by "
+            "gp.make with the same arguments, terms and curricula"
+        )

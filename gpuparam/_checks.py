@@ -169,3 +169,18 @@ def check_action(
                 f"action: expected actions in the action space, got {what} actions "
                 f"for envs {shown}{more}"
             )
+
+
+def load_action(buf: torch.Tensor, action, spec: BoxSpec | DiscreteSpec, validate: bool) -> None:
+    """Copy ``action`` into ``buf`` (the env's action buffer ``[N, *spec.shape]``) once
+    :func:`check_action` accepts it; nothing is written when it raises. The common case (a
+    tensor of ``buf``'s shape, dtype and device, not validated on the host) is checked in
+    one pass; an action requiring grad is detached."""
+    if not (
+        type(action) is torch.Tensor and action.shape == buf.shape
+        and action.dtype == buf.dtype and action.device == buf.device
+        and not validate and not action.requires_grad
+    ):
+        check_action(action, spec, buf.shape[0], buf.device, validate)
+        action = action.detach()
+    buf.copy_(action)

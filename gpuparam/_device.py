@@ -124,50 +124,9 @@ def settle(device: torch.device) -> None:
         torch.cuda.current_stream(device).synchronize()
 
 
-def launch(kernel, dim, inputs: list, device: torch.device, record: bool = False,
-           outputs: list = ()):
-    """``wp.launch`` on torch's current stream; ``record=True`` returns a reusable command."""
-    return wp.launch(kernel, dim=dim, inputs=inputs, outputs=list(outputs),
-                     device=wp_device(device), stream=stream_for(device), record_cmd=record)
-
-
-class Replay:
-    """A launch recorded once (``wp.launch(record_cmd=True)``: ``cmd``, a ``wp.Launch``),
-    replayed by ``launch(stream)`` or ``()``; ``inputs``: the arguments it was recorded with
-    (read by the benchmark's accounting of a step's argument bytes)."""
-
-    def __init__(self, cmd, device: torch.device, inputs: list | None = None):
-        self.cmd, self._device = cmd, device
-        self.inputs = list(inputs or ())
-        self._slots: tuple[tuple[int, object], ...] = ()
-        self._ptrs: tuple[int, ...] = ()
-
-    def rebindable(self, *slots: tuple[int, object]) -> Replay:
-        """Declare ``(argument index, wrap)`` pairs that ``set_tensors`` repoints:
-        ``wrap(tensor)`` makes the ``wp.array`` that argument takes. Returns ``self``."""
-        self._slots, self._ptrs = slots, ()
-        return self
-
-    def set_tensors(self, tensors: tuple[torch.Tensor, ...]) -> None:
-        """Point the rebindable arguments at ``tensors`` (same shapes and dtypes as the
-        recorded arrays: the caller checks); a no-op while their pointers are unchanged."""
-        ptrs = tuple(t.data_ptr() for t in tensors)
-        if ptrs == self._ptrs:
-            return
-        for (i, wrap), t in zip(self._slots, tensors, strict=True):
-            self.cmd.set_param_at_index(i, wrap(t))
-        self._ptrs = ptrs
-
-    def launch(self, stream=None) -> None:
-        """Run the recorded launch (on ``stream`` on CUDA)."""
-        self.cmd.launch(stream)
-
-    def __call__(self) -> None:
-        self.cmd.launch(stream_for(self._device))
-
-
-def record(kernel, dim, inputs: list, device: torch.device, outputs: list = ()) -> Replay:
-    """Record ``kernel`` over ``dim`` with ``inputs`` and ``outputs`` once, for cheap
-    replays (argument indices count the inputs, then the outputs)."""
-    return Replay(launch(kernel, dim, inputs, device, record=True, outputs=outputs), device,
-                  [*inputs, *outputs])
+def launch(kernel, dim, inputs: list, device: torch.device, outputs: list = ()) -> None:
+    """One eager ``wp.launch`` on torch's current stream, for host calls outside the step
+    (``params.set``, ``set_level``); the step's launches are bound once
+    (``gpuparam._launch.BoundLaunch``)."""
+    wp.launch(kernel, dim=dim, inputs=inputs, outputs=list(outputs), device=wp_device(device),
+              stream=stream_for(device))

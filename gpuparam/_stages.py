@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._device import to_wp
+from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import actions as kactions
 from gpuparam.kernels import episode as kepisode
 from gpuparam.pipeline import KINDS, Stage, StepContext, first_error
@@ -40,7 +40,7 @@ class EnvStages:
         self.first: list[Stage] = []
         self.extra: list[Stage] = []
         self._bound_ctx: StepContext | None = None  # the context _launches views
-        self._launches: dict[str, tuple[Any, list, list]] = {}
+        self._launches: dict[str, BoundLaunch] = {}
 
     # ------------------------------------------------------------------ lists
     def step_stages(self) -> list[Stage]:
@@ -111,37 +111,38 @@ class EnvStages:
             raise error
 
     # ------------------------------------------------------------------ stage bodies
-    def _bound(self, ctx: StepContext) -> dict[str, tuple[Any, list, list]]:
-        """The launches of the stage bodies below, ``name -> (kernel, inputs, outputs)``,
-        bound once per context: its buffers (and the env's ``invalid_actions``) are
-        allocated once, so their Warp views never change and no step makes new ones."""
+    def _bound(self, ctx: StepContext) -> dict[str, BoundLaunch]:
+        """The launches of the stage bodies below, by name, bound once per context: its
+        buffers (and the env's ``invalid_actions``) are allocated once, so their Warp views
+        never change and no step makes new ones."""
         if self._bound_ctx is ctx:
             return self._launches
-        env, out = self._env, ctx.outputs
+        env, out, n, dev = self._env, ctx.outputs, ctx.num_envs, ctx.device
         if isinstance(env.action_spec, DiscreteSpec):  # count the invalid actions
             invalid = (kactions.count_invalid_discrete,
                        [to_wp(ctx.action.reshape(-1)), env.action_spec.n])
         else:
-            invalid = (kactions.count_invalid_box, [to_wp(ctx.action.reshape(ctx.num_envs, -1))])
+            invalid = (kactions.count_invalid_box, [to_wp(ctx.action.reshape(n, -1))])
         self._launches = {
-            "invalid_actions": (*invalid, [to_wp(env.invalid_actions)]),
-            "end_step": (kepisode.end_step, [
+            "invalid_actions": BoundLaunch(invalid[0], n, inputs=invalid[1],
+                                           outputs=[to_wp(env.invalid_actions)], device=dev),
+            "end_step": BoundLaunch(kepisode.end_step, n, inputs=[
                 to_wp(ctx.max_episode_steps), to_wp(out["reward"]), to_wp(out["terminated"]),
-            ], [
+            ], outputs=[
                 to_wp(ctx.step_count), to_wp(ctx.running_return), to_wp(out["truncated"]),
                 to_wp(ctx.done), to_wp(out["episode_return"]), to_wp(out["episode_length"]),
-            ]),
-            "tick": (kepisode.tick, [], [to_wp(ctx.clock)]),
-            "clear_counters": (kepisode.clear_counters, [to_wp(ctx.reset_mask)],
-                               [to_wp(ctx.step_count), to_wp(ctx.running_return)]),
+            ], device=dev),
+            "tick": BoundLaunch(kepisode.tick, 1, outputs=[to_wp(ctx.clock)], device=dev),
+            "clear_counters": BoundLaunch(kepisode.clear_counters, n,
+                                          inputs=[to_wp(ctx.reset_mask)],
+                                          outputs=[to_wp(ctx.step_count),
+                                                   to_wp(ctx.running_return)], device=dev),
         }
         self._bound_ctx = ctx
         return self._launches
 
-    def _launch(self, ctx: StepContext, name: str, dim: int | None = None) -> None:
-        kernel, inputs, outputs = self._bound(ctx)[name]
-        wp.launch(kernel, dim=ctx.num_envs if dim is None else dim, inputs=inputs,
-                  outputs=outputs, device=ctx.wp_device, stream=ctx.stream)
+    def _launch(self, ctx: StepContext, name: str) -> None:
+        self._bound(ctx)[name].launch(ctx.stream)
 
     def _physics(self, ctx: StepContext) -> None:
         env = self._env
@@ -154,7 +155,7 @@ class EnvStages:
         self._launch(ctx, "end_step")
 
     def _tick(self, ctx: StepContext) -> None:
-        self._launch(ctx, "tick", dim=1)
+        self._launch(ctx, "tick")
 
     def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
         self._env.backend.reset(ctx, mask)
@@ -221,3 +222,61 @@ class EnvStages:
         """The step's work changed: rebuild the stages and capture again."""
         self._env.pipeline.invalidate()
         self._env.reset_pipeline.invalidate()
+
+
+class StageMethods:
+    """The methods of ``VecEnv`` (a base class of it) that add hooks, curricula and stages
+    to its step, over the env's ``EnvStages`` (``self._stages``; a curriculum's remover
+    asks the env's ``EnvSyncs``, ``self._syncs``, whether a schedule syncs it)."""
+
+    _stages: EnvStages
+    _syncs: Any
+
+    @property
+    def hook_outputs(self) -> TensorDict:
+        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
+        and ``"action"``, the env's own buffers."""
+        return self._stages.hook_outputs
+
+    def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
+        """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
+        and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device)
+        holds ``"action"`` (writable in place, e.g. ``td["action"].copy_(a)``: that changes
+        the action taken) and the previous step's outputs; the TensorDict is locked, so
+        assigning a key raises.
+
+        ``kind``: ``"python"`` (default) runs ``fn`` at every step; ``"torch"`` or ``"warp"``
+        declares that ``fn`` only launches device work (``docs/pipeline.md``), recorded once
+        into the step's graphs. Returns a function removing the hook. Refused from inside a
+        step."""
+        return self._stages.add_hook(self._stages.before, fn, kind)
+
+    def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
+        """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
+        reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
+        ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
+        ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
+        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller. ``td`` (locked) and
+        ``kind`` as in :meth:`before_step`. Returns a function removing the hook."""
+        return self._stages.add_hook(self._stages.after, fn, kind)
+
+    @property
+    def curricula(self) -> tuple:
+        """The curricula added with :meth:`add_curriculum`, in order."""
+        return tuple(self._stages.curricula)
+
+    def add_curriculum(self, curriculum) -> Callable[[], None]:
+        """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
+        before reset-time randomization. Returns a function removing it (refused while a
+        sync schedule of ``sync_every`` syncs it)."""
+        return self._stages.add_curriculum(curriculum, self._syncs.schedule_of)
+
+    def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
+        """Append ``stage`` to every step, after the auto-reset (transforms use this), or
+        with ``first=True`` put it before every other stage of the step (where an adapter
+        turns a library's actions into ``context.action``); returns a function removing
+        it. The capture is redone. Refused from inside a step."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        where = self._stages.first if first else self._stages.extra
+        return self._stages.add(where, stage, f"stage {stage.name!r}")

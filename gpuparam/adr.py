@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuparam._device import host_array, record, to_wp
+from gpuparam._device import host_array, to_wp
+from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import curriculum as kcurriculum
 from gpuparam.randomization.binding import OP, check_result, per_component
 from gpuparam.randomization.terms import Term, Uniform, check_int
@@ -98,7 +99,7 @@ def adr_slots(a: ADR, env, owner: object) -> list[kcurriculum.AdrSlot]:
 
 class AdrGroup:
     """The ADR specs of one curriculum bound to an env: one ``kernels.curriculum.AdrSlot``
-    per term component (``A`` in all), their statistics and recorded launches.
+    per term component (``A`` in all), their statistics and bound launches.
 
     Statistics (device): ``sums`` int64 ``[2A]`` and ``counts`` int32 ``[2A]`` (metric sums
     in fixed point and episodes, per bound) decided on; with ``synced``, ``local_sums`` and
@@ -123,12 +124,12 @@ class AdrGroup:
             arr = host_array(slots, kcurriculum.AdrSlot, dev)
             sums, counts = ((self.local_sums, self.local_counts) if synced
                             else (self.sums, self.counts))
-            self._collect = record(kcurriculum.adr_collect, n, [
+            self._collect = BoundLaunch(kcurriculum.adr_collect, n, inputs=[
                 to_wp(env.context.done), to_wp(metric), arr, to_wp(p.nominal_table),
-                to_wp(p.effective_table)], dev, outputs=[to_wp(sums), to_wp(counts)])
+                to_wp(p.effective_table)], outputs=[to_wp(sums), to_wp(counts)], device=dev)
             # the slots' ranges are written (widened or narrowed), the sums and counts cleared
-            self._decide = record(kcurriculum.adr_update, len(slots), [], dev,
-                                  outputs=[arr, to_wp(self.sums), to_wp(self.counts)])
+            self._decide = BoundLaunch(kcurriculum.adr_update, len(slots), device=dev,
+                                       outputs=[arr, to_wp(self.sums), to_wp(self.counts)])
 
     def step(self, stream) -> None:
         """Collect the done envs' statistics; unless ``synced``, decide."""

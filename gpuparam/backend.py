@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
+from gpuparam._launch import BoundLaunch
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, DiscreteSpec
@@ -167,23 +168,27 @@ class KernelBackend(Backend):
         out = ctx.outputs
         s = wp.from_torch(state, dtype=self.state_dtype)
         obs = wp.from_torch(out["observation"], dtype=self.obs_dtype)
-        self._step_inputs = [*params, action]
-        self._step_outputs = [
+        step_outputs = [
             s, obs, wp.from_torch(out["final_observation"], dtype=self.obs_dtype),
             wp.from_torch(out["reward"]), wp.from_torch(out["terminated"]),
         ]
-        self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
-        self._reset_outputs = [wp.from_torch(ctx.episode_count), s, obs]
-        # the masks the stages reset with (static buffers): their views bound here too
-        self._masks = ((ctx.done, wp.from_torch(ctx.done)),
-                       (ctx.reset_mask, wp.from_torch(ctx.reset_mask)))
+        self._step = BoundLaunch(self.step_kernel, n, inputs=[*params, action],
+                                 outputs=step_outputs, device=b.device)
+        # one reset launch per mask the stages reset with (static buffers), and one for
+        # another mask, repointed at it
+        keys = [wp.from_torch(ctx.seed), ctx.env_offset]
+        outputs = [wp.from_torch(ctx.episode_count), s, obs]
+        self._resets = tuple(
+            (m, BoundLaunch(self.reset_kernel, n, inputs=[view, *keys], outputs=outputs,
+                            device=b.device))
+            for m, view in ((ctx.done, wp.from_torch(ctx.done)),
+                            (ctx.reset_mask, wp.from_torch(ctx.reset_mask)), (None, ctx.done)))
 
     def step(self, ctx: StepContext) -> None:
-        wp.launch(self.step_kernel, dim=ctx.num_envs, inputs=self._step_inputs,
-                  outputs=self._step_outputs, device=ctx.wp_device, stream=ctx.stream)
+        self._step.launch(ctx.stream)
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        bound = [view for t, view in self._masks if t is mask]
-        wmask = bound[0] if bound else wp.from_torch(mask)  # another mask: a view of it
-        wp.launch(self.reset_kernel, dim=ctx.num_envs, inputs=[wmask, *self._reset_keys],
-                  outputs=self._reset_outputs, device=ctx.wp_device, stream=ctx.stream)
+        launch = next(c for m, c in self._resets if m is mask or m is None)
+        if launch.repointable:  # another mask than the stages' two
+            launch.repoint(mask.contiguous())
+        launch.launch(ctx.stream)

@@ -16,7 +16,8 @@ import torch
 import torch.distributed as dist
 
 from gpuparam._checkpoint import check_curriculum, check_like
-from gpuparam._device import launch, record, stream_for, to_wp
+from gpuparam._device import launch, stream_for, to_wp
+from gpuparam._launch import BoundLaunch
 from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as kcurriculum
@@ -210,9 +211,9 @@ class Curriculum:
         self._level_table = table
         self._level_outputs = [to_wp(self._levels), to_wp(self._changed),
                                to_wp(p.nominal_table), to_wp(p.effective_table), to_wp(self._pe)]
-        self._cmd = record(kcurriculum.update_levels, n,
-                           self._level_inputs(env.context.done, 0), dev,
-                           outputs=self._level_outputs)
+        self._update = BoundLaunch(kcurriculum.update_levels, n,
+                                   inputs=self._level_inputs(env.context.done, 0),
+                                   outputs=self._level_outputs, device=dev)
         self.set_level(self.initial_level)
 
     def unbind(self) -> None:
@@ -248,7 +249,7 @@ class Curriculum:
                 raise ValueError(f"{self}: metric must give a dense real tensor on "
                                  f"{buf.device}, got a {m.layout} {m.dtype} tensor on {m.device}")
             self._metric_buf.copy_(m.detach())  # the buffer never joins the metric's graph
-        self._cmd.launch(ctx.stream)
+        self._update.launch(ctx.stream)
         if self._names:  # the envs whose level moved, not every done env
             self._env.params.notify(self._names, self._changed)
         self._adr.step(ctx.stream)

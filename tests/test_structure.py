@@ -1,5 +1,5 @@
 """The package's structure: no import cycles among gpuparam's modules (type-only imports
-included)."""
+included); one launch abstraction (issue 34)."""
 
 from __future__ import annotations
 
@@ -76,3 +76,54 @@ def test_no_import_cycles():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _old_launch_mechanisms(root: Path) -> list[str]:
+    found = []
+    files = (p for d in ("gpuparam", "kernels", "benchmarks") for p in (root / d).rglob("*.py"))
+    for p in sorted(files):
+        path, tree = p.relative_to(root).as_posix(), ast.parse(p.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == "Replay":
+                found.append(f"{path}: class Replay")
+            if isinstance(node, ast.ClassDef) and node.name == "Engine":
+                found += [f"{path}: Engine.{f.name}" for f in node.body
+                          if isinstance(f, ast.FunctionDef) and f.name == "run"]
+            if isinstance(node, ast.FunctionDef) and node.name in (
+                    "record", "rebindable", "set_tensors") and path.startswith("gpuparam"):
+                found.append(f"{path}: def {node.name}")
+            if path == "gpuparam/_launch.py":
+                continue
+            if isinstance(node, ast.keyword) and node.arg == "record_cmd":
+                found.append(f"{path}:{node.value.lineno}: record_cmd=")
+            if isinstance(node, ast.Attribute) and node.attr.startswith("set_param"):
+                found.append(f"{path}:{node.lineno}: .{node.attr}")
+    return found
+
+
+def test_one_launch_abstraction():
+    """Issue 34: a launch replayed on the step path is a ``gpuparam._launch.BoundLaunch``,
+    repointed only through it; the older mechanisms (``Replay``/``record`` with rebindable
+    slots, ``Engine.run``) do not come back, and no other module records a ``wp.Launch`` or
+    sets its parameters."""
+    assert _old_launch_mechanisms(ROOT) == []
+
+
+def test_the_launch_check_sees_the_old_mechanisms(tmp_path):
+    (tmp_path / "gpuparam").mkdir()
+    (tmp_path / "gpuparam" / "x.py").write_text(
+        "class Replay:\n    def rebindable(self):\n        pass\n\n\n"
+        "class Engine:\n    def run(self):\n        c = wp.launch(k, record_cmd=True)\n"
+        "        c.set_param_at_index(0, a)\n")
+    assert sorted(_old_launch_mechanisms(tmp_path)) == [
+        "gpuparam/x.py: Engine.run", "gpuparam/x.py: class Replay",
+        "gpuparam/x.py: def rebindable", "gpuparam/x.py:8: record_cmd=",
+        "gpuparam/x.py:9: .set_param_at_index"]
+
+
+
+def test_vecenv_core_stays_small():
+    """Issue 34: ``VecEnv`` (``gpuparam/vecenv.py``) is a small core of at most 300 lines;
+    checkpoints, syncs, hooks and the rest are services it composes, each in its module."""
+    lines = (ROOT / "gpuparam" / "vecenv.py").read_text().splitlines()
+    assert len(lines) <= 300, f"gpuparam/vecenv.py has {len(lines)} lines (at most 300)"

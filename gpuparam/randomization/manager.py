@@ -1,8 +1,8 @@
-"""``env.randomization``: an env's terms, their device rows and their recorded launches.
+"""``env.randomization``: an env's terms, their device rows and their bound launches.
 
 Terms are grouped by trigger class: ``"startup"`` (applied once, when added), the reset
 class (``"reset"``, ``OnReset``) and the step class (``"step"``, ``Every``, ``Interval``).
-Each class with terms is an array of ``kernels.randomize.TermRow`` and one recorded launch
+Each class with terms is an array of ``kernels.randomize.TermRow`` and one bound launch
 (the step class before the physics, the reset class after the curricula); a class without
 terms launches nothing. Rows are rebuilt when the set of terms changes, never per step,
 around per-term device state kept for the term's life, so the views handed out stay valid.
@@ -16,7 +16,8 @@ import torch
 import warp as wp
 
 from gpuparam._checkpoint import check_like, check_randomization, check_tensor_data
-from gpuparam._device import Replay, host_array, settle, stream_for, to_wp, wp_device
+from gpuparam._device import host_array, settle, to_wp, wp_device
+from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization import registry
 from gpuparam.randomization.binding import Bound, bind, select_envs
@@ -40,8 +41,8 @@ class Randomization:
         self._listeners: list[Callable[[], None]] = []
         self._changed = {c: torch.zeros(self._n, dtype=torch.bool, device=self._dev)
                          for c in ("step", "reset")}
-        # "step", "done", "reset": (recorded launch, parameters written, envs to notify)
-        self._cmds: dict[str, tuple[Replay, tuple[str, ...], torch.Tensor | None]] = {}
+        # "step", "done", "reset": (bound launch, parameters written, envs to notify)
+        self._cmds: dict[str, tuple[BoundLaunch, tuple[str, ...], torch.Tensor | None]] = {}
         self.step_active = False
         self.reset_active = False
 
@@ -79,7 +80,7 @@ class Randomization:
         if startup:
             changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
             rows = host_array([b.row() for b in startup], K.TermRow, self._dev)
-            self._launch(startup, rows, None, changed)
+            self._bind_launch(startup, rows, None, changed)()
             settle(self._dev)  # the temporary rows are read before they are freed
             self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in startup)), changed)
         return lambda: self.remove(*[t for t in terms if t in self._bounds])
@@ -273,10 +274,10 @@ class Randomization:
             ) from e
         return kernel
 
-    def _launch(self, bounds: list[Bound], rows: wp.array, gate: torch.Tensor | None,
-                changed: torch.Tensor, record: bool = False) -> Replay | None:
-        """Launch the ``randomize`` kernel of ``bounds``' distributions over ``rows``
-        (``gate`` None: every env; ``record``: return it recorded instead, not run)."""
+    def _bind_launch(self, bounds: list[Bound], rows: wp.array, gate: torch.Tensor | None,
+                     changed: torch.Tensor) -> BoundLaunch:
+        """The launch of the ``randomize`` kernel of ``bounds``' distributions over ``rows``
+        (``gate`` None: every env), bound."""
         env, p = self._env, self._env.params
         kernel = registry.kernel([b.base.dist for b in bounds], [b.base.trigger for b in bounds])
         inputs = [
@@ -285,10 +286,7 @@ class Randomization:
             to_wp(p.nominal_table),
         ]
         outputs = [to_wp(p.effective_table), to_wp(changed)]
-        cmd = wp.launch(kernel, dim=self._n, inputs=inputs, outputs=outputs,
-                        device=wp_device(self._dev), stream=stream_for(self._dev),
-                        record_cmd=record)
-        return Replay(cmd, self._dev, inputs + outputs) if record else None
+        return BoundLaunch(kernel, self._n, inputs=inputs, outputs=outputs, device=self._dev)
 
     def _rebuild(self) -> None:
         """Rebuild the step and reset classes' rows and launches (a launch keeps its rows)."""
@@ -305,7 +303,7 @@ class Randomization:
             # without masks and timed triggers, every gated env is written
             track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
             for name, gate in gates.items():
-                cmd = self._launch(bounds, rows, gate, changed, record=True)
+                cmd = self._bind_launch(bounds, rows, gate, changed)
                 self._cmds[name] = (cmd, names, changed if track else gate)
         self.step_active = "step" in self._cmds
         self.reset_active = "reset" in self._cmds

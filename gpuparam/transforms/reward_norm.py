@@ -88,11 +88,11 @@ class RewardNorm(GroupedRunningStats):
         out = torch.empty(reward.shape, device=reward.device) if out is None else out
         stream = stream_for(self.device) if stream is None else stream
         # four launches up to 1024 envs per group: the returns, their update, the scaling
-        e.run(("returns",), kstats.returns_step, e.n, [reward, e.flags, 2, e.tick], stream,
-              outputs=[e.ret, e.stamp])
+        e.bound(("returns",), kstats.returns_step, e.n, [reward, e.flags, 2, e.tick],
+                [e.ret, e.stamp]).repoint(reward).launch(stream)
         e.update(e.none32, e.ret, 2, stream)
-        e.run(("scale",), kstats.scale_rewards, e.n,
-              [reward, done, e.gid, e.flags, 2, e.tab], stream, outputs=[out, e.ret])
+        e.bound(("scale",), kstats.scale_rewards, e.n, [reward, done, e.gid, e.flags, 2, e.tab],
+                [out, e.ret]).repoint(reward, done, out).launch(stream)
         return out
 
     def reset_returns(self, mask: torch.Tensor | None = None) -> None:

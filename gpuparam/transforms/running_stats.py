@@ -6,7 +6,8 @@ A module's device state is an :class:`Engine`, built for its buffers (again when
 replaced: ``.to()``, a checkpoint load, a copy): the envs by group (:class:`Layout`, the only
 host read of a device value), every per-step buffer (a step allocates nothing; the float64
 scratch is 16 bytes per chunk of 32 envs and feature, plus an int64 stamp per row) and the
-launches, recorded once and repointed at the caller's tensors (``Replay``).
+launches, bound at their first call and repointed at the caller's tensors
+(``gpuparam._launch.BoundLaunch``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from torch import nn
 
 from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
-from gpuparam._device import Replay, init_warp, record, stream_for, wp_device
+from gpuparam._device import init_warp, stream_for, wp_device
+from gpuparam._launch import BoundLaunch
 from gpuparam.distributed import exchange
 from gpuparam.files import SavesState
 from gpuparam.kernels import stats as kstats
@@ -48,15 +50,6 @@ def _stats(*ts: torch.Tensor) -> kstats.Stats:
     st = kstats.Stats()
     st.count, st.mean, st.m2, st.bad = (_wp(t) for t in ts)
     return st
-
-
-def _ptr(t: torch.Tensor) -> wp.array:
-    """A flat array over ``t``'s memory, of its dtype, from its first element to its last
-    (any strides), that does not hold ``t``: for launch arguments repointed at every call
-    (``Replay.set_tensors`` compares data pointers)."""
-    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    return wp.array(ptr=t.data_ptr(), dtype=wp.dtype_from_torch(t.dtype), shape=(extent,),
-                    device=wp_device(t.device))
 
 
 class Level:
@@ -150,33 +143,23 @@ class Engine:
         ret = getattr(m, "returns", None)  # RewardNorm's, [N]
         self.ret = self.none64 if ret is None else _wp(ret)
         self.tab = wp.from_torch(torch.zeros(3, G * P, dtype=torch.float32, device=dev))
-        self._cmds: dict[tuple, Replay] = {}
+        self._launches: dict[tuple, BoundLaunch] = {}
         self.rows: tuple[int, Layout | None] = (0, None)  # a learner batch's: M, its layout
         # the tables from the statistics (loaded, moved or copied ones too)
         wp.launch(kstats.refresh, dim=(G, P), inputs=[P, self.eps, self.live], outputs=[self.tab],
                   device=wdev, stream=stream_for(dev))
 
-    def run(self, key: tuple, kernel, dim, inputs: list, stream, block_dim: int = 0,
-            outputs: list = ()) -> None:
-        """Launch ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0), recorded
-        under ``key`` at the first call; the torch tensors among ``inputs`` and ``outputs``
-        are repointed."""
-        args = [*inputs, *outputs]
-        slots = [i for i, v in enumerate(args) if isinstance(v, torch.Tensor)]
-        c = self._cmds.get(key)
+    def bound(self, key: tuple, kernel, dim, inputs: list, outputs: list = (),
+              block_dim: int = 0) -> BoundLaunch:
+        """The launch of ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0)
+        that this module makes under ``key``, bound at the first call: the torch tensors
+        among ``inputs`` and ``outputs`` are the caller's, which the caller repoints
+        (``BoundLaunch.repoint``) at every call."""
+        c = self._launches.get(key)
         if c is None:
-            wargs = [_ptr(v) if i in slots else v for i, v in enumerate(args)]
-            w_in, w_out = wargs[:len(inputs)], wargs[len(inputs):]
-            if block_dim:
-                c = Replay(wp.launch_tiled(kernel, dim=dim, inputs=w_in, outputs=w_out,
-                                           block_dim=block_dim, device=wp_device(self.device),
-                                           record_cmd=True),
-                           self.device, wargs)
-            else:
-                c = record(kernel, dim, w_in, self.device, outputs=w_out)
-            c = self._cmds[key] = c.rebindable(*((i, _ptr) for i in slots))
-        c.set_tensors(tuple(args[i] for i in slots))
-        c.launch(stream)
+            c = self._launches[key] = BoundLaunch(kernel, dim, inputs=inputs, outputs=outputs,
+                                                  device=self.device, block_dim=block_dim)
+        return c
 
     def tree(self, x32, x64: wp.array, n_env: int, layout: Layout, parts: list,
              stamp: wp.array, B: int, mode: int) -> list[tuple]:
@@ -209,8 +192,10 @@ class Engine:
         """Merge the env batch, float32 ``x`` (contiguous ``[N, *shape]``) or else ``x64``,
         into the statistics when ``mode`` says so."""
         specs = self.tree(x, x64, self.n, self.layout, self.parts, self.stamp, 1, mode)
+        caller = (x,) if isinstance(x, torch.Tensor) else ()  # the launches reading x repoint
         for i, (kernel, dim, inputs, outputs) in enumerate(specs):
-            self.run(("update", i, mode), kernel, dim, inputs, stream, outputs=outputs)
+            c = self.bound(("update", i, mode), kernel, dim, inputs, outputs)
+            c.repoint(*caller[:len(c.repointable)]).launch(stream)
 
     def normalize(self, x, out, x2, out2, stream) -> None:
         """``out = normalize(x)`` and, unless ``x2`` is None, ``out2 = normalize(x2)``: one
@@ -219,8 +204,9 @@ class Engine:
         x2, out2 = (x2, out2) if pair else (x, out)
         args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.flags,
                 self.tab]
-        self.run(("normalize", pair, x.shape[0]), kstats.normalize, (x.shape[0], self.P), args,
-                 stream)
+        c = self.bound(("normalize", pair, x.shape[0]), kstats.normalize, (x.shape[0], self.P),
+                       args)
+        c.repoint(*args[:4]).launch(stream)
 
 
 def _is_real(v) -> bool:
@@ -592,8 +578,10 @@ class GroupedRunningStats(SavesState, nn.Module):
         args = [e.P, resets.chunks, mask if masked else e.none_b,
                 groups if by_group else e.none_b, e.eps, e.live, e.sent, e.pending, e.unsent, e.tab,
                 e.ret]
-        e.run(("reset", masked, by_group), kstats.reset, [resets.K + e.G], args,
-              stream_for(self.device) if stream is None else stream, kstats.RESET_LANES)
+        c = e.bound(("reset", masked, by_group), kstats.reset, [resets.K + e.G], args,
+                    block_dim=kstats.RESET_LANES)
+        c.repoint(*(t for t in (mask, groups) if t is not None))
+        c.launch(stream_for(self.device) if stream is None else stream)
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
@@ -667,7 +655,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         (float64 ``[exchange_size()]``): one Warp launch."""
         e = self._eng()
         args = [e.P, e.live, e.sent, e.unsent, out]
-        e.run(("pack",), kstats.exchange_pack, e.G, args, stream_for(self.device))
+        e.bound(("pack",), kstats.exchange_pack, e.G, args).repoint(out).launch(
+            stream_for(self.device))
 
     def exchange_apply(self, rows: torch.Tensor) -> None:
         """Merge every rank's packed row (float64 ``[W, exchange_size()]``) into the
@@ -678,7 +667,8 @@ class GroupedRunningStats(SavesState, nn.Module):
         e, (W, stride) = self._eng(), (rows.shape[0], rows.stride(0))
         args = [rows, stride, W, e.P, e.live, e.synced, e.sent, e.unsent,
                 e.pending, e.eps, e.tab]
-        e.run(("apply", W, stride), kstats.exchange_apply, e.G, args, stream_for(self.device))
+        e.bound(("apply", W, stride), kstats.exchange_apply, e.G, args).repoint(rows).launch(
+            stream_for(self.device))
 
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known

@@ -9,7 +9,8 @@ from tensordict import TensorDict
 from gpuparam._buffers import device_bytes
 from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
-from gpuparam._device import init_warp, record, stream_for
+from gpuparam._device import init_warp, stream_for
+from gpuparam._launch import BoundLaunch
 from gpuparam.files import SavesState
 from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
@@ -89,8 +90,8 @@ class TransformedEnv(SavesState):
         for t in transforms:
             if t.reset_on:
                 d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
-                clear = record(kstats.clear_mask, d.shape[0], [], d.device,
-                               outputs=[wp.from_torch(d)])
+                clear = BoundLaunch(kstats.clear_mask, d.shape[0], outputs=[wp.from_torch(d)],
+                                    device=d.device)
                 self._deferred.append((t, t.reset_on, d, clear))
         # not told of checkpoint loads (a restore): statistics and env load in either order
         loads = {"loads": False} if isinstance(env.params, ParamTable) else {}

@@ -13,7 +13,7 @@ import warp as wp
 from gpuparam.kernels import stats as K
 from torch.profiler import ProfilerActivity, profile
 
-from gpuparam._device import record
+from gpuparam._launch import BoundLaunch
 from gpuparam.transforms import ObsNorm, RewardNorm
 
 LAYOUTS = {  # name -> group_ids for N envs: one design for all
@@ -96,7 +96,7 @@ def test_replayed_launch_equals_warp_launch():
         live.count, live.mean, live.m2 = (wp.from_torch(t) for t in (count, mean, m2))
         args = [3, wp.float64(1e-8), live, wp.from_torch(tab)]
         if recorded:
-            record(K.refresh, (2, 3), args, torch.device("cpu"))()
+            BoundLaunch(K.refresh, (2, 3), inputs=args, device=torch.device("cpu"))()
         else:
             wp.launch(K.refresh, (2, 3), args, device="cpu")
         return tab

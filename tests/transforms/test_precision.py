@@ -103,31 +103,29 @@ def test_fresh_tensors_every_call_reuse_the_recorded_launches():
         assert torch.equal(y, expect)
         norm.normalize(x.clone())
         if i == 0:
-            recorded = len(norm._eng()._cmds)
-    assert len(norm._eng()._cmds) == recorded  # (update x3, normalize) and (normalize only)
+            recorded = len(norm._eng()._launches)
+    assert len(norm._eng()._launches) == recorded  # (update x3, normalize) and (normalize only)
 
 
-def test_rebound_launch_writes_where_it_points():
+def test_repointed_launch_writes_where_it_points():
     from gpuparam.kernels import stats as K
 
-    from gpuparam._device import record
-    from gpuparam.transforms.running_stats import _ptr
+    from gpuparam._launch import BoundLaunch
 
-    def run(rebound: bool):
+    def run(repointed: bool):
         n = 16
         e = ObsNorm(4, num_envs=n).eval()._eng()
         dummy = torch.zeros(n, 4)
         x, out = torch.arange(n * 4.0).view(n, 4), torch.zeros(n, 4)
-        first = [_ptr(dummy)] * 4 if rebound else [_ptr(x), _ptr(out), _ptr(x), _ptr(out)]
+        first = [dummy] * 4 if repointed else [x, out, x, out]
         args = [*first, 0, e.P, e.n_mod, e.gid, e.flags, e.tab]
-        cmd = record(K.normalize, (n, 4), args, torch.device("cpu"))
-        cmd.rebindable((0, _ptr), (1, _ptr), (2, _ptr), (3, _ptr))
-        cmd.set_tensors((x, out, x, out))
-        cmd()
+        launch = BoundLaunch(K.normalize, (n, 4), inputs=args, device=torch.device("cpu"))
+        assert launch.repointable == (0, 1, 2, 3)
+        launch.repoint(x, out, x, out)()
         assert dummy.abs().sum() == 0
         return out
 
-    a, b = run(True), run(False)  # repointed launch == launch recorded on the tensors
+    a, b = run(True), run(False)  # repointed launch == launch bound on the tensors
     assert torch.equal(a, b) and a.abs().sum() > 0
 
 

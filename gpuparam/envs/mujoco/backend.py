@@ -18,6 +18,7 @@ import torch
 import warp as wp
 
 from gpuparam._device import stream_for, torch_capturing, wp_device
+from gpuparam._launch import BoundLaunch
 from gpuparam.backend import Backend, BindContext
 from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
 from gpuparam.kernels import episode as kepisode
@@ -188,11 +189,12 @@ class MjwBackend(Backend):
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
 
-        # parameter names that trigger it -> (kernel, launch dim, inputs, outputs): a copy runs when
-        # one of its names is written; vector fields get their first component (sliding
-        # friction, gear), body 0 (the world) has no mass parameter
-        self._copies: dict[tuple[str, ...], tuple[wp.Kernel, object, list, list]] = {
-            (name,): (kloco.copy_rows, out.shape, [wp.from_torch(b.param_rows(name))], [out])
+        # parameter names that trigger it -> its launch: a copy runs when one of its names is
+        # written; vector fields get their first component (sliding friction, gear), body 0
+        # (the world) has no mass parameter
+        self._copies: dict[tuple[str, ...], BoundLaunch] = {
+            (name,): BoundLaunch(kloco.copy_rows, out.shape, device=b.device,
+                                 inputs=[wp.from_torch(b.param_rows(name))], outputs=[out])
             for name, out in (
                 ("body_mass", m.body_mass[:, 1:]),
                 ("geom_friction", m.geom_friction.view(float)[:, :, 0]),
@@ -208,6 +210,12 @@ class MjwBackend(Backend):
         self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
         self._reset_outputs = [wp.from_torch(ctx.episode_count), d.qpos, d.qvel]
         self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
+        # launches bound once: per step, and per mask (keyed by its cached view's id)
+        self._count_overflows = BoundLaunch(
+            kloco.count_overflows, n, inputs=[d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS],
+            outputs=[d.overflow, self._contact_seen, self.constraint_overflows,
+                     self.contact_overflows], device=b.device)
+        self._mask_launches: dict[tuple[str, int], BoundLaunch] = {}
         # recorded writes (params_changed) until commit_writes: a device flag (a masked
         # write hit an env) and, on the host, the copies and set_const groups to run
         self._written = wp.zeros(1, dtype=wp.int32, device=dev)
@@ -215,6 +223,8 @@ class MjwBackend(Backend):
         self._pending_groups = 0
         self._reset_any = wp.zeros(1, dtype=wp.int32, device=dev)  # a reset hit an env
         self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # writes run (counted)
+        self._count_write = BoundLaunch(kloco.count_write, 1, outputs=[self.model_writes],
+                                        device=b.device)
         self.arena = None
         if b.device.type == "cuda" and not self.deterministic:  # device-ok: Warp's custom
             # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body.
@@ -281,6 +291,15 @@ class MjwBackend(Backend):
             m = self._masks[id(mask)] = (mask, wp.from_torch(mask))
         return m[1]
 
+    def mask_launch(self, name: str, wmask: wp.array, bind) -> BoundLaunch:
+        """The launch ``name`` over ``wmask`` (a view from :meth:`wp_mask`): ``bind(wmask)``,
+        a ``BoundLaunch``, made at its first use and kept with the mask's view."""
+        key = (name, id(wmask))
+        launch = self._mask_launches.get(key)
+        if launch is None:
+            launch = self._mask_launches[key] = bind(wmask)
+        return launch
+
     def step(self, ctx: StepContext) -> None:
         with self.scope(ctx):
             self.write_ctrl(ctx)
@@ -290,10 +309,7 @@ class MjwBackend(Backend):
                 mjw.step(self.m, d)
             # d.overflow holds the bits of every substep (MuJoCo Warp ORs them in; the
             # kernel clears them): one count per env step, whatever frame_skip is
-            wp.launch(kloco.count_overflows, dim=ctx.num_envs,
-                      inputs=[d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS],
-                      outputs=[d.overflow, self._contact_seen, self.constraint_overflows,
-                               self.contact_overflows])
+            self._count_overflows.launch()  # on the scope's stream, as MuJoCo Warp's
             if self.post_constraint:
                 mjw.rne_postconstraint(self.m, d)
 
@@ -318,16 +334,17 @@ class MjwBackend(Backend):
                     forward()
                     return
                 self._reset_any.zero_()
-                wp.launch(kloco.flag_any, dim=ctx.num_envs, inputs=[wmask],
-                          outputs=[self._reset_any])
+                self.mask_launch("flag_reset", wmask, lambda w: BoundLaunch(
+                    kloco.flag_any, ctx.num_envs, inputs=[w], outputs=[self._reset_any],
+                    device=ctx.device)).launch()
                 self.run_if(self._reset_any, forward)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
         """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
         reset noise here; a subclass draws its own (keyed by ``begin_episode``)."""
-        wp.launch(kloco.reset_state, dim=ctx.num_envs,
-                  inputs=[*self._reset_model, wmask, *self._reset_keys],
-                  outputs=self._reset_outputs)
+        self.mask_launch("reset_state", wmask, lambda w: BoundLaunch(
+            kloco.reset_state, ctx.num_envs, inputs=[*self._reset_model, w, *self._reset_keys],
+            outputs=self._reset_outputs, device=ctx.device)).launch()
 
     def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, inputs: list,
                  outputs: list, replace: str | None = None) -> None:
@@ -337,7 +354,8 @@ class MjwBackend(Backend):
         also adds a PD gain). Call from ``bind``."""
         if replace is not None:
             del self._copies[(replace,)]
-        self._copies[tuple(names)] = (kernel, dim, inputs, outputs)
+        self._copies[tuple(names)] = BoundLaunch(kernel, dim, inputs=inputs, outputs=outputs,
+                                                 device=self._torch_device)
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """Record a write of ``names`` for ``mask`` (bool ``[N]``; None: all envs), applied
@@ -352,8 +370,9 @@ class MjwBackend(Backend):
             if mask is None:
                 self._written.fill_(1)
             else:
-                wp.launch(kloco.flag_any, dim=mask.shape[0], inputs=[self.wp_mask(mask)],
-                          outputs=[self._written])
+                self.mask_launch("flag_written", self.wp_mask(mask), lambda w: BoundLaunch(
+                    kloco.flag_any, mask.shape[0], inputs=[w], outputs=[self._written],
+                    device=self._torch_device)).launch()
         self._pending.update(dict.fromkeys(keys))
         self._pending_groups |= groups
 
@@ -377,9 +396,9 @@ class MjwBackend(Backend):
         self._pending, self._pending_groups = {}, 0
 
         def write() -> None:
-            for kernel, dim, inputs, outputs in copies:
-                wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs)
-            wp.launch(kloco.count_write, dim=1, outputs=[self.model_writes])
+            for copy in copies:
+                copy.launch()
+            self._count_write.launch()
             if groups and not self.deterministic:
                 self.set_const(groups)
 

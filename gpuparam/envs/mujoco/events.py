@@ -9,9 +9,9 @@ import torch
 import warp as wp
 
 from gpuparam._checks import INT32_MAX
-from gpuparam._device import stream_for
+from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import locomotion as kloco
-from gpuparam.pipeline import Stage, StepContext
+from gpuparam.pipeline import Stage
 from gpuparam.randomization.terms import Every, Interval
 from gpuparam.vecenv import VecEnv
 
@@ -102,12 +102,7 @@ class Push:
         outputs = [wp.from_torch(self.timer), wp.from_torch(self.count), env.backend.d.qvel]
         # count 0: draws the first timers (no push), on torch's current stream after the
         # zeros above (the step's stream waits on it)
-        wp.launch(kloco.push, dim=n, inputs=inputs, outputs=outputs, device=ctx.wp_device,
-                  stream=stream_for(dev))
-
-        def run(c: StepContext) -> None:
-            wp.launch(kloco.push, dim=c.num_envs, inputs=inputs, outputs=outputs,
-                      device=c.wp_device, stream=c.stream)
-
-        return Stage("push", run, warp_only=True)
+        push = BoundLaunch(kloco.push, n, inputs=inputs, outputs=outputs, device=dev)
+        push()
+        return Stage("push", lambda c: push.launch(c.stream), warp_only=True)
 

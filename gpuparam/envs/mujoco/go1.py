@@ -44,6 +44,7 @@ import torch
 import warp as wp
 
 from gpuparam._device import wp_device
+from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
@@ -303,6 +304,13 @@ class Go1Task(Task):
             step_keys(ctx), data, wp.from_torch(ctx.action.reshape(n, -1))]
         self._outputs = [ts, outputs]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
+        self._scans = []  # the base pose, then the height scan read at it
+        if self.points is not None:
+            scan = self._scan_args  # position and yaw: base_pose's outputs, the scan's inputs
+            self._scans = [
+                BoundLaunch(kleg.base_pose, n, inputs=[d.qpos], outputs=scan[:2], device=dev),
+                BoundLaunch(kleg.height_scan, (n, len(self.points)), inputs=scan[:-1],
+                            outputs=scan[-1:], device=dev)]
 
     def _sensors_of(self, body: str) -> list[str]:
         """The floor-contact sensors ``go1_model`` added for ``body``."""
@@ -314,14 +322,8 @@ class Go1Task(Task):
         return names
 
     def _scan(self, ctx: StepContext) -> None:
-        if self.points is None:
-            return
-        n = ctx.num_envs
-        base = self._scan_args[:2]  # position and yaw: base_pose's outputs, the scan's inputs
-        wp.launch(kleg.base_pose, dim=n, inputs=[self.backend.d.qpos], outputs=base,
-                  device=ctx.wp_device, stream=ctx.stream)
-        wp.launch(kleg.height_scan, dim=(n, len(self.points)), inputs=self._scan_args[:-1],
-                  outputs=self._scan_args[-1:], device=ctx.wp_device, stream=ctx.stream)
+        for launch in self._scans:  # none without scan points
+            launch.launch(ctx.stream)
 
     def compute(self, ctx: StepContext) -> None:
         self._scan(ctx)
@@ -334,8 +336,10 @@ class Go1Task(Task):
         self._launch(ctx, mode, self.backend.wp_mask(mask))
 
     def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        wp.launch(kgo1.go1, dim=ctx.num_envs, inputs=[*self._model, observe, mask, *self._inputs],
-                  outputs=self._outputs, device=ctx.wp_device, stream=ctx.stream)
+        # bound once per mode and mask view (all envs, or one of the backend's cached views)
+        self.backend.mask_launch(f"go1_{observe}", mask, lambda w: BoundLaunch(
+            kgo1.go1, ctx.num_envs, inputs=[*self._model, observe, w, *self._inputs],
+            outputs=self._outputs, device=ctx.device)).launch(ctx.stream)
 
     def observe_only(self, ctx: StepContext, mask: torch.Tensor) -> None:
         """The observation and privileged observation of the masked envs from their

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext
 from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend, step_keys
 from gpuparam.envs.mujoco.model import f32, physical_specs
@@ -218,10 +219,11 @@ class LeggedBackend(MjwBackend):
         action = kleg.ActionParams()
         action.action_scale, action.action_delay = rows("action_scale"), rows("action_delay")
         action.kick_enable = rows("kick_enable")
-        self._pre_step = (
-            [self.dt, self.base, default_pose, m.body_subtreemass, action, keys, self._action],
-            [state, d.ctrl, d.xfrc_applied],
-        )
+        self._pre_step = BoundLaunch(
+            kleg.pre_step, n, device=dev,
+            inputs=[self.dt, self.base, default_pose, m.body_subtreemass, action, keys,
+                    self._action],
+            outputs=[state, d.ctrl, d.xfrc_applied])
         spawn = kleg.SpawnParams()
         spawn.level, spawn.xy_range = rows("terrain_level"), rows("reset_xy_range")
         spawn.yaw_range, spawn.vel_range = rows("reset_yaw_range"), rows("reset_velocity_range")
@@ -234,10 +236,9 @@ class LeggedBackend(MjwBackend):
         self._reset_keys, self._reset_outputs = reset_keys, [d.qpos, d.qvel, d.ctrl, state]
 
     def write_ctrl(self, ctx: StepContext) -> None:
-        inputs, outputs = self._pre_step
-        wp.launch(kleg.pre_step, dim=ctx.num_envs, inputs=inputs, outputs=outputs)
+        self._pre_step.launch()  # on the scope's stream
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
-        wp.launch(kleg.reset_base, dim=ctx.num_envs,
-                  inputs=[*self._reset_model, wmask, self._reset_keys],
-                  outputs=self._reset_outputs)
+        self.mask_launch("reset_base", wmask, lambda w: BoundLaunch(
+            kleg.reset_base, ctx.num_envs, inputs=[*self._reset_model, w, self._reset_keys],
+            outputs=self._reset_outputs, device=ctx.device)).launch()

@@ -10,6 +10,7 @@ import mujoco
 import torch
 import warp as wp
 
+from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import MjwBackend, check_sizes
 from gpuparam.envs.mujoco.events import Push
@@ -70,9 +71,10 @@ class LocomotionTask(Task):
         self._launch(ctx, 1, self.backend.wp_mask(mask))
 
     def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        wp.launch(self.kernel, dim=ctx.num_envs,
-                  inputs=[*self._model, observe, mask, *self._data], outputs=self._outputs,
-                  device=ctx.wp_device, stream=ctx.stream)
+        # bound once per mode and mask view (all envs, or one of the backend's cached views)
+        self.backend.mask_launch(f"task_{observe}", mask, lambda w: BoundLaunch(
+            self.kernel, ctx.num_envs, inputs=[*self._model, observe, w, *self._data],
+            outputs=self._outputs, device=ctx.device)).launch(ctx.stream)
 
 
 class RobotEnv(VecEnv):

@@ -1,0 +1,71 @@
+"""Bound launches: how gpuparam launches its kernels on the step path (issue 34).
+
+A :class:`BoundLaunch` is a kernel, its launch dimensions and its keyword ``inputs`` /
+``outputs``, recorded once (``wp.launch(record_cmd=True)``, which returns a public
+``wp.Launch``) when a stage is bound, and replayed as it is, eagerly and inside captures.
+Arguments are views of buffers allocated once, so the recording stays valid; where a launch
+reads a caller's tensor whose memory may change between calls (a normalizer's input), it is
+repointed explicitly with :meth:`BoundLaunch.repoint` (``wp.Launch.set_param_at_index``).
+"""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+from gpuparam._device import stream_for, wp_device
+
+
+def tensor_view(t: torch.Tensor) -> wp.array:
+    """A flat array over ``t``'s memory, of its dtype, from its first element to its last
+    (any strides), that does not hold ``t``: the argument a launch repointed at a caller's
+    tensor takes (the kernel reads a 1-d array)."""
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    return wp.array(ptr=t.data_ptr(), dtype=wp.dtype_from_torch(t.dtype), shape=(extent,),
+                    device=wp_device(t.device))
+
+
+class BoundLaunch:
+    """``kernel`` over ``dim`` with ``inputs`` then ``outputs`` (Warp arrays, structs and
+    scalars in the kernel's argument order), recorded once on ``device`` (a torch device);
+    ``block_dim`` > 0 makes it a tiled launch (``wp.launch_tiled``) of that many lanes.
+
+    A torch tensor among the arguments is a caller's tensor: bound as :func:`tensor_view`,
+    and pointed at the caller's tensor of each call by :meth:`repoint`. ``args``: the bound
+    arguments (inputs, then outputs), as the launch reads them.
+    """
+
+    def __init__(self, kernel: wp.Kernel, dim, *, inputs: list = (), outputs: list = (),
+                 device: torch.device, block_dim: int = 0):
+        args = [*inputs, *outputs]
+        self.repointable = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+        self.args = [tensor_view(a) if isinstance(a, torch.Tensor) else a for a in args]
+        self._device = device
+        self._ptrs = tuple(args[i].data_ptr() for i in self.repointable)
+        n_in = len(inputs)
+        kw = dict(dim=dim, inputs=self.args[:n_in], outputs=self.args[n_in:],
+                  device=wp_device(device), stream=stream_for(device), record_cmd=True)
+        if block_dim:
+            self.cmd = wp.launch_tiled(kernel, block_dim=block_dim, **kw)
+        else:
+            self.cmd = wp.launch(kernel, **kw)
+
+    def repoint(self, *tensors: torch.Tensor) -> BoundLaunch:
+        """Point the arguments bound as torch tensors (in their order) at ``tensors``: same
+        dtypes and shapes, which the caller checks; a no-op while their data pointers are
+        unchanged. Returns ``self``."""
+        ptrs = tuple(t.data_ptr() for t in tensors)
+        if ptrs != self._ptrs:
+            for i, t in zip(self.repointable, tensors, strict=True):
+                self.args[i] = tensor_view(t)
+                self.cmd.set_param_at_index(i, self.args[i])
+            self._ptrs = ptrs
+        return self
+
+    def launch(self, stream=None) -> None:
+        """Run the bound launch (on ``stream``, a ``wp.Stream``, on CUDA; on CPU None)."""
+        self.cmd.launch(stream)
+
+    def __call__(self) -> None:
+        """Run it on torch's current stream (CUDA) of its device."""
+        self.cmd.launch(stream_for(self._device))
