@@ -15,11 +15,11 @@ from gpuparam.integrations._extras import Adapter, base_env, check_tensor, requi
 
 require("rsl_rl", "rsl_rl", "gpuparam.integrations.rsl_rl")
 
-import warp as wp  # noqa: E402
 from rsl_rl.env import VecEnv  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 
 from gpuparam._device import to_wp  # noqa: E402
+from gpuparam._launch import BoundLaunch  # noqa: E402
 from gpuparam.kernels import actions as kactions  # noqa: E402
 from gpuparam.pipeline import Stage, StepContext  # noqa: E402
 from gpuparam.spec import DiscreteSpec  # noqa: E402
@@ -230,34 +230,54 @@ class RslRlVecEnv(Adapter, VecEnv):
             self._removers.append(base.add_stage(
                 Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
+        self._launches: dict[str, tuple] = {}  # the stages' bound launches (_bound)
         self._donef = torch.zeros(n, **f32)
         self._acc = torch.zeros(3, n, **f32)
         self.last_log: dict[str, torch.Tensor] | None = None
         self.reset()
 
-    def _launch(self, ctx: StepContext, kernel, inputs: list, outputs: list,
-                dim: int | None = None) -> None:
-        wp.launch(kernel, dim=dim or self.num_envs, inputs=inputs, outputs=outputs,
-                  device=ctx.wp_device, stream=ctx.stream)
+    def _bound(self, name: str, tensors: tuple[torch.Tensor, ...], build) -> list:
+        """The launches ``build()`` binds (``BoundLaunch``) over ``tensors``, bound once and
+        again only when one of them is another buffer (e.g. the env's outputs after a
+        transform is added): eager and captured steps replay the same launches."""
+        key = tuple(t.data_ptr() for t in tensors)
+        cached = self._launches.get(name)
+        if cached is None or cached[0] != key:
+            cached = self._launches[name] = (key, build())
+        return cached[1]
 
     def _action_stage(self, ctx: StepContext) -> None:
-        self._launch(ctx, kactions.pick_positive,
-                     [to_wp(self._flag), to_wp(self._logits.reshape(-1))],
-                     [to_wp(ctx.action.reshape(-1))])
+        dev = self.device
+        for b in self._bound("actions", (ctx.action,), lambda: [BoundLaunch(
+                kactions.pick_positive, self.num_envs,
+                inputs=[to_wp(self._flag), to_wp(self._logits.reshape(-1))],
+                outputs=[to_wp(ctx.action.reshape(-1))], device=dev)]):
+            b.launch(ctx.stream)
 
     def _output_stage(self, ctx: StepContext) -> None:
-        td = self.env.outputs  # this step's (after any transforms), read at capture
-        n = self.num_envs
+        td = self.env.outputs  # this step's (after any transforms)
+        keys = ("observation", "reward", "done", "truncated", "terminated")
+        critic = (td[CRITIC_KEY],) if "critic" in self._sets[0][0].keys() else ()
+        for b in self._bound("outputs", (*(td[k] for k in keys), *critic),
+                             lambda: self._output_launches(td)):
+            b.launch(ctx.stream)
+
+    def _output_launches(self, td: TensorDict) -> list:
+        n, dev, flag = self.num_envs, self.device, to_wp(self._flag)
         src = [to_wp(td["observation"].reshape(n, -1))]
         src += [to_wp(td[k]) for k in ("reward", "done", "truncated", "terminated")]
+        out = []
         for k, s in enumerate(self._sets):  # set k is written when the flag is k + 1
-            self._launch(ctx, kactions.write_outputs, [to_wp(self._flag), k + 1, *src],
-                         [to_wp(s[0]["policy"].reshape(n, -1)), *map(to_wp, s[1:])])
+            out.append(BoundLaunch(kactions.write_outputs, n, inputs=[flag, k + 1, *src],
+                                   outputs=[to_wp(s[0]["policy"].reshape(n, -1)),
+                                            *map(to_wp, s[1:])], device=dev))
             if "critic" in s[0].keys():
-                self._launch(ctx, kactions.copy_rows_armed, [
-                    to_wp(self._flag), k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1)),
-                ], [to_wp(s[0]["critic"].reshape(n, -1))])
-        self._launch(ctx, kactions.disarm, [], [to_wp(self._flag)], 1)
+                out.append(BoundLaunch(
+                    kactions.copy_rows_armed, n,
+                    inputs=[flag, k + 1, to_wp(td[CRITIC_KEY].reshape(n, -1))],
+                    outputs=[to_wp(s[0]["critic"].reshape(n, -1))], device=dev))
+        out.append(BoundLaunch(kactions.disarm, 1, outputs=[flag], device=dev))
+        return out
 
     def _write_privileged(self, obs: TensorDict) -> None:
         if self._priv is None:
