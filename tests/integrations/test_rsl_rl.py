@@ -106,8 +106,11 @@ def test_outputs_of_step_t_survive_step_t_plus_1():
     assert env.get_observations() is obs2
 
 
-def test_matches_the_bare_env_step_for_step():
-    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3))
+@pytest.mark.parametrize("capture", [True, False])
+def test_matches_the_bare_env_step_for_step(capture):
+    """Captured, and eager (the adapter's stages replay their bound launches each step)."""
+    env = RslRlVecEnv(gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3,
+                              capture=capture))
     ref = gp.make("CartPole-v1", num_envs=N, device="cpu", seed=3)
     assert env.num_actions == 1 and env.max_episode_length == 500  # Discrete(2): one float
     torch.testing.assert_close(env.get_observations()["policy"], ref.reset()["observation"])
