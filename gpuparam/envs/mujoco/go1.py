@@ -47,7 +47,7 @@ from gpuparam._device import wp_device
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
-from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs
+from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.terrain import (
@@ -128,16 +128,6 @@ def go1_task_specs(undesired_contacts: float = 0.0) -> tuple[ParamSpec, ...]:
         ParamSpec("command_nonzero_prob", (0.9, 0.25, 0.5), 0.0, 1.0, shape=(3,),
                   doc="b: at a resample, probability of a non-zero new component"),
     )
-
-
-def _block(b: BindContext, names: Sequence[str]) -> wp.array:
-    """The effective-table rows ``[len(names), N]`` of scalar parameters stored one after
-    the other (a view: kernels see every write)."""
-    cols = [b.params.columns(n) for n in names]
-    c0 = cols[0][0]
-    if any(c != (c0 + k, 1) for k, c in enumerate(cols)):
-        raise ValueError(f"parameters {list(names)} are not consecutive scalars")
-    return wp.from_torch(b.params.effective_table[c0 : c0 + len(names)])
 
 
 def _collision_geoms(spec: mujoco.MjSpec, body: str) -> list:
@@ -279,9 +269,9 @@ class Go1Task(Task):
         # every array below is a view of a buffer allocated once (MuJoCo Warp's data, the
         # step context, the parameter table, the task state): bound here, never rebound
         params = kgo1.Go1Params()
-        params.scales = _block(b, [f"reward_{t}" for t in REWARD_TERMS])
-        params.noise = _block(b, [name for name, _, _ in NOISE])
-        params.consts = _block(b, ("tracking_sigma", "max_foot_height",
+        params.scales = param_block(b, [f"reward_{t}" for t in REWARD_TERMS])
+        params.noise = param_block(b, [name for name, _, _ in NOISE])
+        params.consts = param_block(b, ("tracking_sigma", "max_foot_height",
                                    "soft_joint_limit_factor", "command_keep_prob",
                                    "command_resample_time", "height_scan_offset",
                                    "height_scan_scale", "terminate_on_contact"))
