@@ -180,6 +180,19 @@ def copy_pd(
 
 
 @wp.kernel
+def copy_pair_friction(rows: wp.array2d(dtype=float),
+                       friction_out: wp.array2d(dtype=wp.types.vector(length=5, dtype=float))):
+    """The sliding friction of each explicit contact pair, per (world, pair): both
+    tangential components of MuJoCo's ``pair_friction`` from ``rows [npair, N]``; the
+    torsional and rolling ones are kept."""
+    i, p = wp.tid()
+    f = friction_out[i, p]
+    f[0] = rows[p, i]
+    f[1] = rows[p, i]
+    friction_out[i, p] = f
+
+
+@wp.kernel
 def copy_com_offset(offset: wp.array2d(dtype=float), body: int, ipos0: wp.vec3,
                     ipos_out: wp.array2d(dtype=wp.vec3)):
     """The centre of mass of ``body`` in its frame: the model's ``ipos0`` plus the

@@ -23,6 +23,8 @@ per-env parameters and a backend that uses them (``kernels.legged``).
   yaw, random base velocities. With a terrain grid, env ``i`` starts on column
   ``(env_offset + i) % cols`` of row ``round(terrain_level)`` (a per-env parameter read at
   every reset; a ``gp.Curriculum`` over it is the terrain curriculum).
+- **Contact pairs**: a model with explicit contact pairs (G1's feet) gets ``pair_friction``
+  (per pair), since ``geom_friction`` does not reach a pair.
 
 Commands, observation noise, contacts and the height scan are the task's (``go1.py``,
 ``kernels/go1.py``).
@@ -135,6 +137,11 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
             ParamSpec("reset_joint_scale", tuple(reset_joint_scale), 0.0, 10.0, shape=(2,),
                       doc="reset: each actuated joint's angle = home x U(low, high), "
                           "its PD target the same"),)),
+        *(() if mjm.npair == 0 else (
+            ParamSpec("pair_friction", f32(mjm.pair_friction[:, 0]), 0.0, 100.0,
+                      shape=(mjm.npair,), doc="sliding friction of each explicit contact "
+                      "pair (both tangential directions; geom_friction does not reach "
+                      "pairs), in the model's pair order"),)),
     )
 
 
@@ -192,6 +199,9 @@ class LeggedBackend(MjwBackend):
             raise ValueError(f"keyframe: expected a keyframe of the model (the reset and "
                              f"default pose), got {keyframe!r}")
         self.joint_scale = bool(joint_scale)
+        if mjm.npair:  # explicit contact pairs (G1's feet): their friction is a parameter
+            self.recompute_on = (*self.recompute_on, "pair_friction")
+            self.batched = (*self.batched, "pair_friction")
         self.home_qpos = mjm.key_qpos[key].astype(np.float32)
         self.home_ctrl = mjm.key_ctrl[key].astype(np.float32)
         dofs = actuated_dofs(mjm)
@@ -239,6 +249,9 @@ class LeggedBackend(MjwBackend):
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
                        wp.vec3(*mjm.body_ipos[self.base].astype(np.float32))], [m.body_ipos])
+        if mjm.npair:
+            self.add_copy(("pair_friction",), kleg.copy_pair_friction, (n, mjm.npair),
+                          [rows("pair_friction")], [m.pair_friction])
         # every array below is a view of a buffer allocated once (MuJoCo Warp's model and
         # data, the step context, the parameter table, the state above): bound once
         ctx, d = b.step, self.d

@@ -59,6 +59,7 @@ PARAMS = [
     ("command_zero_prob", 1.0), ("command_resample_steps", 100.0), ("gait_frequency", [2, 3]),
     ("push_enable", 0.0), ("push_velocity", [1.0, 1.5]), ("push_interval", [1.0, 2.0]),
     ("reward_feet_phase", 3.0), ("reward_pose", -1.0), ("reward_alive", 1.0),
+    ("pair_friction", [0.05, 0.05, 1.0, 1.0, 1.0]),
 ]
 
 
@@ -78,6 +79,22 @@ def test_masked_write_changes_exactly_the_masked_envs(base, name, value):
             assert torch.equal(r[k][~MASK], g[k][~MASK]), (name, k)
             differs |= not torch.equal(r[k][MASK], g[k][MASK])
     assert differs, name
+
+
+def test_pair_friction_is_the_feet_pairs_model_field():
+    """Playground randomizes G1's floor friction through its feet-floor contact pairs
+    (``randomize.py``: ``pair_friction[0:2, 0:2]``), which ``geom_friction`` does not
+    reach: ``pair_friction`` writes both tangential components per world."""
+    env = _env()
+    env.randomize(gp.Uniform("pair_friction", [0.4, 0.4, 1.0, 1.0, 1.0],
+                             [1.0, 1.0, 1.0, 1.0, 1.0], on="reset"))
+    env.reset()
+    f = wp.to_torch(env.backend.m.pair_friction)  # [N, npair, 5]
+    want = env.params["pair_friction"]
+    assert torch.equal(f[:, :, 0], want) and torch.equal(f[:, :, 1], want)
+    assert torch.equal(f[:, :, 2:], torch.as_tensor(env.mjm.pair_friction[:, 2:],
+                                                    dtype=torch.float32).expand(N, -1, -1))
+    assert want[:, :2].std() > 0.05 and torch.equal(want[:, 2:], torch.ones(N, 3))
 
 
 def test_reset_scales_each_joint_and_its_pd_target():
