@@ -47,6 +47,7 @@ from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
 from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
+from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, grid_from_options
 from gpuparam.kernels import g1 as kg1
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
@@ -95,7 +96,10 @@ COLLISION = ("left_hand_left_thigh_found", "right_hand_right_thigh_found")
 # Warp's box-plane collision keeps up to 8 contacts for the two feet and the foot-foot pair
 # can add more: 8 per world overflowed the shared buffer within 60 zero-action steps at
 # N = 8 (seen: 66 contacts), 16 did not; the heightfield gets more rows as well.
-SIZES = {"flat": (90, 16), "rough": (122, 16)}
+# On a terrain grid (a heightfield with steps and slopes) more contacts per foot: seen at
+# most 126 contacts (8 per world) and 63 rows in 100 steps of 16 envs on 4 rows of every
+# terrain type under random actions; sized with a margin.
+SIZES = {"flat": (90, 16), "rough": (122, 16), "grid": (122, 24)}
 
 
 def g1_task_specs() -> tuple[ParamSpec, ...]:
@@ -131,12 +135,16 @@ def g1_task_specs() -> tuple[ParamSpec, ...]:
     )
 
 
-def g1_model(terrain: str, cone: str | None = None) -> mujoco.MjModel:
-    """The G1 scene ``"flat"`` or ``"rough"`` (Playground's), compiled with ``cone``:
-    ``None`` (the model's pyramidal friction cone, Playground's), ``"pyramidal"`` or
-    ``"elliptic"``."""
+def g1_model(terrain: str | TerrainGrid, cone: str | None = None) -> mujoco.MjModel:
+    """The G1 scene ``"flat"`` or ``"rough"`` (Playground's), or a generated terrain grid
+    replacing the flat floor (a heightfield geom named ``"floor"``, so the feet's contact
+    pairs and sensors keep working), compiled with ``cone``: ``None`` (the model's
+    pyramidal friction cone, Playground's), ``"pyramidal"`` or ``"elliptic"``."""
     mj_cone = check_cone(cone)
-    spec = g1_spec(terrain)
+    grid = isinstance(terrain, TerrainGrid)
+    spec = g1_spec("flat" if grid else terrain)
+    if grid:
+        add_terrain_hfield(spec, terrain, replace="floor")
     if mj_cone is not None:
         spec.option.cone = mj_cone
     return spec.compile()
@@ -283,7 +291,8 @@ class G1Env(RobotEnv):
         check_cone(cone)
         check_sizes(njmax, nconmax, num_envs)
         self.max_action_delay = max_action_delay
-        rows, kind = SIZES[self.terrain]
+        self.grid = self.make_grid(seed, kwargs)
+        rows, kind = SIZES["grid" if self.grid is not None else self.terrain]
         super().__init__(num_envs, device=device, seed=seed,
                          max_episode_steps=max_episode_steps, capture=capture,
                          env_offset=env_offset, cuda_graph=cuda_graph, cone=cone,
@@ -291,15 +300,20 @@ class G1Env(RobotEnv):
                          nconmax=kind if nconmax is None else nconmax,
                          deterministic=deterministic, **kwargs)
 
+    def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid | None:
+        """The terrain grid (None: Playground's scene)."""
+        return None
+
     def model_config(self) -> dict[str, object]:
         """``RobotEnv``'s and ``max_action_delay``."""
         return {**super().model_config(), "max_action_delay": self.max_action_delay}
 
     def make_model(self, cone: str | None) -> mujoco.MjModel:
-        return g1_model(self.terrain, cone)
+        return g1_model(self.grid if self.grid is not None else self.terrain, cone)
 
     def make_param_specs(self) -> tuple[ParamSpec, ...]:
-        return (*legged_specs(self.mjm, self.max_action_delay, 1, action_scale=0.5,
+        rows = 1 if self.grid is None else len(self.grid.difficulty)
+        return (*legged_specs(self.mjm, self.max_action_delay, rows, action_scale=0.5,
                               reset_xy=0.5, reset_yaw=3.14, reset_velocity=0.5,
                               reset_joint_scale=(0.5, 1.5)),
                 *g1_task_specs())
@@ -321,8 +335,13 @@ class G1Env(RobotEnv):
         }
 
     def make_backend(self) -> LeggedBackend:
+        origins = None
+        if self.grid is not None:
+            origins = self.grid.origins.copy()
+            origins[..., 2] += self.spawn_height
         return LeggedBackend(self.mjm, self.frame_skip, "pelvis", self.max_action_delay,
-                             keyframe="knees_bent", joint_scale=True, **self._sizes)
+                             origins=origins, keyframe="knees_bent", joint_scale=True,
+                             **self._sizes)
 
     def make_task(self) -> G1Task:
         return G1Task(self)
@@ -336,4 +355,41 @@ class G1RoughEnv(G1Env):
     terrain = "rough"
 
 
-G1_ENVS = (G1Env, G1RoughEnv)
+class G1TerrainEnv(G1Env):
+    """The flat task on a legged_gym-style terrain grid (``terrain.py``: rows = difficulty,
+    columns = flat, rough, slopes up/down, stairs up/down, obstacles), generated at build
+    time from ``terrain_seed`` (default: the env's seed): the grid of ``Go1Terrain-v0``
+    with G1's task unchanged.
+
+    Env ``i`` starts on column ``(env_offset + i) % cols`` of row ``terrain_level`` (a
+    per-env parameter, read at every reset, which a ``gp.Curriculum`` over it can move),
+    0.05 m above the tile's centre (as the rough scene's keyframe). What ``Go1Terrain-v0``
+    has and this env has not yet: the height scan, foot heights above the terrain (here
+    world z, as Playground's: the foot terms see the terrain's height on slopes and
+    stairs), the distance metric of ``terrain_curriculum()``, and contacts of other bodies
+    than the feet (only Playground's pairs collide: a fallen G1 sinks through the terrain
+    until the upside-down or foot-contact termination ends its episode).
+
+    Args (beyond ``G1Env``'s): ``terrain_rows`` (10), ``terrain_cols`` (one per type),
+    ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed`` (an int32 as ``seed``, its
+    default; a negative one is taken modulo 2**32), each checked before the terrain is
+    generated.
+    """
+
+    name = "G1Terrain-v0"
+    spawn_height = 0.05
+
+    def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
+        grid, self.terrain_seed = grid_from_options(seed, kwargs)
+        return grid
+
+    def model_config(self) -> dict[str, object]:
+        """``G1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types
+        (``terrain_types``), ``tile_size``, ``terrain_seed`` (as built)."""
+        g = self.grid
+        return {**super().model_config(), "terrain_rows": len(g.difficulty),
+                "terrain_types": tuple(g.types), "tile_size": float(g.tile_size),
+                "terrain_seed": int(self.terrain_seed)}
+
+
+G1_ENVS = (G1Env, G1RoughEnv, G1TerrainEnv)

@@ -53,7 +53,7 @@ from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.terrain import (
     TerrainGrid,
     add_terrain_hfield,
-    generate_terrain,
+    grid_from_options,
     scan_points,
     terrain_geom,
 )
@@ -490,24 +490,9 @@ class Go1TerrainEnv(Go1Env):
     undesired_contact_scale = -1.0
 
     def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
-        opts = {k: kwargs.pop(k) for k in ("terrain_rows", "terrain_cols", "terrain_types",
-                                           "tile_size", "terrain_seed") if k in kwargs}
         self.height_scan = bool(kwargs.pop("height_scan", True))
-        tseed = opts.get("terrain_seed", seed)
-        if (not isinstance(tseed, int) or isinstance(tseed, bool)
-                or not -(2**31) <= tseed < 2**31):
-            what = "terrain_seed" if "terrain_seed" in opts else "seed"
-            raise ValueError(f"{what}: expected an int32 value, got {tseed!r}")
-        extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
-        self.terrain_seed = tseed  # the grid's seed, as built
-        try:
-            return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
-                                    tile_size=opts.get("tile_size", 8.0), seed=tseed % 2**32,
-                                    **extra)
-        except ValueError as e:  # generate_terrain's argument names -> this env's
-            name, _, rest = str(e).partition(":")
-            names = {"rows": "terrain_rows", "cols": "terrain_cols", "types": "terrain_types"}
-            raise ValueError(f"{names.get(name, name)}:{rest}") from None
+        grid, self.terrain_seed = grid_from_options(seed, kwargs)  # the grid's seed, as built
+        return grid
 
     def model_config(self) -> dict[str, object]:
         """``Go1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types
