@@ -18,7 +18,7 @@ torch runs on ``--threads`` threads (default 1). Written under ``--out`` (defaul
 iteration: env steps, mean reward per step, mean linear tracking reward per step, mean
 episode length, seconds) and ``curve.png``.
 
-    python examples/g1_train.py                               # CPU: N=64, a few minutes
+    python examples/g1_train.py                               # CPU: N=128, 20 minutes
     python examples/g1_train.py --num-envs 4096 --iterations 1500 --device cuda
 """
 
@@ -129,15 +129,25 @@ def plot(history: list[dict], path: str, args) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     steps = [h["env_steps"] for h in history]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     for ax, key, label in zip(axes, ("reward", "tracking_lin_vel", "episode_length"),
                               ("reward per step", "linear tracking term per step",
                                "episode length (steps)"), strict=True):
-        ax.plot(steps, [h[key] for h in history])
+        ys = [h[key] for h in history]
+        ax.plot(steps, ys)
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # few labels, short: they never overlap
+        ax.xaxis.set_major_formatter(FuncFormatter(
+            lambda x, _: "0" if x == 0 else f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k"))
         ax.set_title(label, fontsize=9)
+        if key == "episode_length" and len(ys) > 10:
+            # the first iterations end episodes of random initial lengths
+            # (init_at_random_ep_len): scaled to the later ones
+            ax.set_ylim(0, 1.2 * max(y for y in ys[5:] if y == y))
+            ax.set_title("episode length (first iterations: random lengths)", fontsize=9)
     fig.suptitle(f"rsl_rl PPO on gpuparam {args.task}, N={args.num_envs}, {args.device}",
                  fontsize=10)
     fig.tight_layout()
@@ -150,8 +160,8 @@ def parse(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="G1JoystickFlatTerrain-v1",
                    choices=("G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1"))
-    p.add_argument("--num-envs", type=int, default=64)
-    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--steps-per-env", type=int, default=24)
     p.add_argument("--hidden", default="256,128", help="hidden layer sizes (actor and critic)")
     p.add_argument("--gamma", type=float, default=0.97, help="discount (Playground's)")
