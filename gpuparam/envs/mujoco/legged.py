@@ -26,8 +26,10 @@ per-env parameters and a backend that uses them (``kernels.legged``).
 - **Contact pairs**: a model with explicit contact pairs (G1's feet) gets ``pair_friction``
   (per pair), since ``geom_friction`` does not reach a pair.
 
-Commands, observation noise, contacts and the height scan are the task's (``go1.py``,
-``kernels/go1.py``).
+Commands, observation noise, contacts and the height scan are the task's (Go1:
+``go1.py``, ``kernels/go1.py``; G1: ``g1.py``, ``kernels/g1.py``), built from the helpers
+of ``kernels.legged`` (noise, command draws, step-keyed draws). What a new robot needs:
+``docs/robots.md``.
 """
 
 from __future__ import annotations
