@@ -20,7 +20,8 @@ import gpuparam as gp
 PAGE = Path(__file__).with_name("params.md")
 CLASSIC = ("CartPole-v1", "Pendulum-v1")
 ROBOTS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
-          "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")
+          "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
+          "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0")
 COMPONENTS = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "dofs",
               "dof_armature": "dofs", "actuator_gear": "actuators"}
 

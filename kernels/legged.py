@@ -180,6 +180,19 @@ def copy_pd(
 
 
 @wp.kernel
+def copy_pair_friction(rows: wp.array2d(dtype=float),
+                       friction_out: wp.array2d(dtype=wp.types.vector(length=5, dtype=float))):
+    """The sliding friction of each explicit contact pair, per (world, pair): both
+    tangential components of MuJoCo's ``pair_friction`` from ``rows [npair, N]``; the
+    torsional and rolling ones are kept."""
+    i, p = wp.tid()
+    f = friction_out[i, p]
+    f[0] = rows[p, i]
+    f[1] = rows[p, i]
+    friction_out[i, p] = f
+
+
+@wp.kernel
 def copy_com_offset(offset: wp.array2d(dtype=float), body: int, ipos0: wp.vec3,
                     ipos_out: wp.array2d(dtype=wp.vec3)):
     """The centre of mass of ``body`` in its frame: the model's ``ipos0`` plus the
@@ -306,7 +319,9 @@ def _quat_mul(a: wp.vec4, b: wp.vec4) -> wp.vec4:
 @wp.struct
 class SpawnParams:
     """The parameter rows :func:`reset_base` reads: ``terrain_level``, the reset ranges
-    (``[N]``) and the kick's ranges (``[2, N]``: low, high)."""
+    (``[N]``) and the kick's ranges (``[2, N]``: low, high); with ``joint_scale_on`` 1 the
+    joint-angle scale range ``joint_scale [2, N]`` (low, high) and the ``qpos`` address of
+    each actuator's joint ``joint_qposadr [nu]`` (off: placeholders, nothing read)."""
 
     level: wp.array(dtype=float)
     xy_range: wp.array(dtype=float)
@@ -315,6 +330,9 @@ class SpawnParams:
     kick_wait: wp.array2d(dtype=float)
     kick_duration: wp.array2d(dtype=float)
     kick_velocity: wp.array2d(dtype=float)
+    joint_scale_on: int
+    joint_scale: wp.array2d(dtype=float)
+    joint_qposadr: wp.array(dtype=int)
 
 
 @wp.kernel
@@ -334,7 +352,7 @@ def reset_base(
     ctrl_out: wp.array2d(dtype=float),
     state_out: LeggedState,
 ):
-    """MuJoCo Playground's Go1 reset for a free-joint base, masked envs: ``qpos = home``
+    """MuJoCo Playground's legged reset for a free-joint base, masked envs: ``qpos = home``
     moved to the env's origin (terrain row ``round(level)`` clamped to the rows of
     ``origins`` ``[rows, cols]``, column ``(env_offset + i) % cols``), plus ``U(-r, r)`` in
     x and y, a yaw ``U(-yaw_range, yaw_range)`` composed after the home orientation, the 6
@@ -343,7 +361,9 @@ def reset_base(
     pose) and the episode's kick drawn (Playground: once per episode): the wait
     ``round(U(wait) / dt)`` steps, the duration ``U(duration)`` seconds and
     ``round(duration / dt)`` steps, the velocity magnitude ``U(velocity)``. ``kick_*``: rows
-    ``[2, N]`` (low, high). Draw order: x, y, yaw, 6 velocities, wait, duration, velocity."""
+    ``[2, N]`` (low, high). With ``joint_scale_on`` (Playground's G1): each actuated
+    joint's angle is the home angle times ``U(joint_scale)``, and its PD target that angle.
+    Draw order: x, y, yaw, 6 velocities, wait, duration, velocity, the joint scales."""
     # the bundles' fields under the names the math below reads (views: no copies)
     seed, env_offset, episode_count = keys.seed, keys.env_offset, keys.episode_count
     level, xy_range, yaw_range = params.level, params.xy_range, params.yaw_range
@@ -398,6 +418,13 @@ def reset_base(
     kick_f_out[i, 1] = uniform_in(h, kick_velocity[0, i], kick_velocity[1, i])
     kick_f_out[i, 2] = 0.0
     kick_f_out[i, 3] = 0.0
+    if params.joint_scale_on != 0:  # after every other draw: robots without it keep theirs
+        for j in range(ctrl_out.shape[1]):
+            h = next_bits(h)
+            a = params.joint_qposadr[j]
+            qj = home_qpos[a] * uniform_in(h, params.joint_scale[0, i], params.joint_scale[1, i])
+            qpos_out[i, a] = qj
+            ctrl_out[i, j] = qj
 
 
 # ----------------------------------------------------------------- commands

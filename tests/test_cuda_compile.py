@@ -83,11 +83,14 @@ def _robot(name: str, **kw):
 
 CASES = [("CartPole-v1", _classic("CartPole-v1")), ("Pendulum-v1", _classic("Pendulum-v1"))]
 ROBOTS = ["Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
-          "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0"]
+          "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
+          "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1"]
 # the legged recipe switched on (kicks, latency, noise, commands are on by default; the
 # terrain grid small)
 ROBOT_KW = {"Go1JoystickFlatTerrain-v1": dict(kick_enable=1.0, action_delay=1.0),
-            "Go1Terrain-v0": dict(terrain_rows=2, tile_size=4.0, kick_enable=1.0)}
+            "Go1Terrain-v0": dict(terrain_rows=2, tile_size=4.0, kick_enable=1.0),
+            "G1JoystickFlatTerrain-v1": dict(kick_enable=1.0, action_delay=1.0,
+                                             push_interval=(0.04, 0.06))}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES] + ROBOTS)

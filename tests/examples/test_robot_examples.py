@@ -90,6 +90,17 @@ def test_go1_train_and_play_tiny(tmp_path):
         assert "3 frames of 2 envs" in res.stdout and gif.stat().st_size > 1000, saved
 
 
+def test_g1_train_tiny(tmp_path):
+    pytest.importorskip("rsl_rl")
+    out = _run("examples/g1_train.py", "--num-envs", "4", "--iterations", "2",
+               "--steps-per-env", "8", "--hidden", "8", "--log-every", "1", "--device", "cpu",
+               "--out", str(tmp_path))
+    assert len(re.findall(r"^iter +\d+ \| env steps +\d+ \| reward [+-]\d\.\d{4} \| "
+                          r"tracking \d\.\d{3} \| episode length", out, flags=re.M)) == 2
+    for name in ("model.pt", "history.json", "curve.png"):
+        assert (tmp_path / name).stat().st_size > 500, name
+
+
 def test_go1_train_resume_continues_bit_for_bit_and_exports(tmp_path):
     """Two iterations, then ``--resume`` to four, equal four in one run: the model, the
     optimizer and every logged figure (the env, its randomization and curriculum, the

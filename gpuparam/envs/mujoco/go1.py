@@ -48,13 +48,13 @@ from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
-from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs
+from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.terrain import (
     TerrainGrid,
     add_terrain_hfield,
-    generate_terrain,
+    grid_from_options,
     scan_points,
     terrain_geom,
 )
@@ -129,16 +129,6 @@ def go1_task_specs(undesired_contacts: float = 0.0) -> tuple[ParamSpec, ...]:
         ParamSpec("command_nonzero_prob", (0.9, 0.25, 0.5), 0.0, 1.0, shape=(3,),
                   doc="b: at a resample, probability of a non-zero new component"),
     )
-
-
-def _block(b: BindContext, names: Sequence[str]) -> wp.array:
-    """The effective-table rows ``[len(names), N]`` of scalar parameters stored one after
-    the other (a view: kernels see every write)."""
-    cols = [b.params.columns(n) for n in names]
-    c0 = cols[0][0]
-    if any(c != (c0 + k, 1) for k, c in enumerate(cols)):
-        raise ValueError(f"parameters {list(names)} are not consecutive scalars")
-    return wp.from_torch(b.params.effective_table[c0 : c0 + len(names)])
 
 
 def _collision_geoms(spec: mujoco.MjSpec, body: str) -> list:
@@ -280,9 +270,9 @@ class Go1Task(Task):
         # every array below is a view of a buffer allocated once (MuJoCo Warp's data, the
         # step context, the parameter table, the task state): bound here, never rebound
         params = kgo1.Go1Params()
-        params.scales = _block(b, [f"reward_{t}" for t in REWARD_TERMS])
-        params.noise = _block(b, [name for name, _, _ in NOISE])
-        params.consts = _block(b, ("tracking_sigma", "max_foot_height",
+        params.scales = param_block(b, [f"reward_{t}" for t in REWARD_TERMS])
+        params.noise = param_block(b, [name for name, _, _ in NOISE])
+        params.consts = param_block(b, ("tracking_sigma", "max_foot_height",
                                    "soft_joint_limit_factor", "command_keep_prob",
                                    "command_resample_time", "height_scan_offset",
                                    "height_scan_scale", "terminate_on_contact"))
@@ -504,24 +494,9 @@ class Go1TerrainEnv(Go1Env):
     undesired_contact_scale = -1.0
 
     def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
-        opts = {k: kwargs.pop(k) for k in ("terrain_rows", "terrain_cols", "terrain_types",
-                                           "tile_size", "terrain_seed") if k in kwargs}
         self.height_scan = bool(kwargs.pop("height_scan", True))
-        tseed = opts.get("terrain_seed", seed)
-        if (not isinstance(tseed, int) or isinstance(tseed, bool)
-                or not -(2**31) <= tseed < 2**31):
-            what = "terrain_seed" if "terrain_seed" in opts else "seed"
-            raise ValueError(f"{what}: expected an int32 value, got {tseed!r}")
-        extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
-        self.terrain_seed = tseed  # the grid's seed, as built
-        try:
-            return generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
-                                    tile_size=opts.get("tile_size", 8.0), seed=tseed % 2**32,
-                                    **extra)
-        except ValueError as e:  # generate_terrain's argument names -> this env's
-            name, _, rest = str(e).partition(":")
-            names = {"rows": "terrain_rows", "cols": "terrain_cols", "types": "terrain_types"}
-            raise ValueError(f"{names.get(name, name)}:{rest}") from None
+        grid, self.terrain_seed = grid_from_options(seed, kwargs)  # the grid's seed, as built
+        return grid
 
     def model_config(self) -> dict[str, object]:
         """``Go1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types

@@ -23,12 +23,18 @@ per-env parameters and a backend that uses them (``kernels.legged``).
   yaw, random base velocities. With a terrain grid, env ``i`` starts on column
   ``(env_offset + i) % cols`` of row ``round(terrain_level)`` (a per-env parameter read at
   every reset; a ``gp.Curriculum`` over it is the terrain curriculum).
+- **Contact pairs**: a model with explicit contact pairs (G1's feet) gets ``pair_friction``
+  (per pair), since ``geom_friction`` does not reach a pair.
 
-Commands, observation noise, contacts and the height scan are the task's (``go1.py``,
-``kernels/go1.py``).
+Commands, observation noise, contacts and the height scan are the task's (Go1:
+``go1.py``, ``kernels/go1.py``; G1: ``g1.py``, ``kernels/g1.py``), built from the helpers
+of ``kernels.legged`` (noise, command draws, step-keyed draws). What a new robot needs:
+``docs/robots.md``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import mujoco
 import mujoco_warp as mjw
@@ -80,11 +86,14 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
 
 def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, *,
                  action_scale: float, reset_xy: float, reset_yaw: float,
-                 reset_velocity: float) -> tuple[ParamSpec, ...]:
+                 reset_velocity: float,
+                 reset_joint_scale: tuple[float, float] | None = None) -> tuple[ParamSpec, ...]:
     """The physical parameters of ``mjm`` (``dof_damping`` as the passive damping beyond
     ``kd``) and the recipe's: PD gains from the model (``kp`` its actuators' gains, ``kd``
     their joints' damping, ``torque_limit`` their force ranges), action scale and delay, the
-    base's centre-of-mass offset, kicks, the reset ranges and the terrain level."""
+    base's centre-of-mass offset, kicks, the reset ranges and the terrain level; with
+    ``reset_joint_scale`` (low, high) also ``reset_joint_scale``, the range of the factor
+    on each actuated joint's reset angle (Playground's G1: 0.5, 1.5)."""
     dofs = actuated_dofs(mjm)
     nu = mjm.nu
     phys = []
@@ -127,7 +136,27 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
                   doc="reset: each base velocity U(-r, r)"),
         ParamSpec("terrain_level", 0.0, 0.0, float(max(terrain_rows - 1, 0)),
                   doc="terrain row of the env's next episodes (rounded; read at reset)"),
+        *(() if reset_joint_scale is None else (
+            ParamSpec("reset_joint_scale", tuple(reset_joint_scale), 0.0, 10.0, shape=(2,),
+                      doc="reset: each actuated joint's angle = home x U(low, high), "
+                          "its PD target the same"),)),
+        *(() if mjm.npair == 0 else (
+            ParamSpec("pair_friction", f32(mjm.pair_friction[:, 0]), 0.0, 100.0,
+                      shape=(mjm.npair,), doc="sliding friction of each explicit contact "
+                      "pair (both tangential directions; geom_friction does not reach "
+                      "pairs), in the model's pair order"),)),
     )
+
+
+def param_block(b: BindContext, names: Sequence[str]) -> wp.array:
+    """The effective-table rows ``[len(names), N]`` of scalar parameters stored one after
+    the other (a view: kernels see every write), for a task kernel reading a block of
+    constants by row."""
+    cols = [b.params.columns(n) for n in names]
+    c0 = cols[0][0]
+    if any(c != (c0 + k, 1) for k, c in enumerate(cols)):
+        raise ValueError(f"parameters {list(names)} are not consecutive scalars")
+    return wp.from_torch(b.params.effective_table[c0 : c0 + len(names)])
 
 
 class LeggedBackend(MjwBackend):
@@ -135,13 +164,16 @@ class LeggedBackend(MjwBackend):
     latency, kicks) and reset (see the module docstring).
 
     Args (beyond ``MjwBackend``'s sizes):
-        mjm: the compiled model; keyframe ``home`` is the reset pose and the default pose
-            of the PD targets.
+        mjm: the compiled model; keyframe ``keyframe`` is the reset pose and the default
+            pose of the PD targets.
         frame_skip: physics steps per env step.
         base_body: name of the free-joint base body (kicked, its CoM offset).
         max_action_delay: K, the ring buffer keeps the last K + 1 actions.
         origins: float ``[rows, cols, 3]`` spawn origins of a terrain grid (``None``: one
             origin at 0).
+        keyframe: the name of the reset keyframe (Go1: ``"home"``, G1: ``"knees_bent"``).
+        joint_scale: the reset scales the actuated joints' angles by the per-env parameter
+            ``reset_joint_scale`` (``legged_specs``), as Playground's G1 does.
 
     State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
     ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
@@ -157,20 +189,27 @@ class LeggedBackend(MjwBackend):
     def __init__(self, mjm: mujoco.MjModel, frame_skip: int, base_body: str,
                  max_action_delay: int, origins: np.ndarray | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
-                 deterministic: bool = False):
+                 deterministic: bool = False, keyframe: str = "home",
+                 joint_scale: bool = False):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
                          deterministic=deterministic)
         self.base = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, base_body)
         if self.base < 0 or mjm.jnt_type[mjm.body_jntadr[self.base]] != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError(f"base_body: expected the free-joint base body, got {base_body!r}")
-        key = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, "home")
+        key = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, keyframe)
         if key < 0:
-            raise ValueError("the model needs a keyframe named 'home' (reset and default pose)")
+            raise ValueError(f"keyframe: expected a keyframe of the model (the reset and "
+                             f"default pose), got {keyframe!r}")
+        self.joint_scale = bool(joint_scale)
+        if mjm.npair:  # explicit contact pairs (G1's feet): their friction is a parameter
+            self.recompute_on = (*self.recompute_on, "pair_friction")
+            self.batched = (*self.batched, "pair_friction")
         self.home_qpos = mjm.key_qpos[key].astype(np.float32)
         self.home_ctrl = mjm.key_ctrl[key].astype(np.float32)
         dofs = actuated_dofs(mjm)
         qadr = mjm.jnt_qposadr[mjm.actuator_trnid[:, 0]]
+        self.actuator_qposadr = qadr.astype(np.int32)
         self.default_pose = self.home_qpos[qadr]
         self.dof_actuator = np.full(mjm.nv, -1, np.int32)
         self.dof_actuator[dofs] = np.arange(mjm.nu, dtype=np.int32)
@@ -205,6 +244,7 @@ class LeggedBackend(MjwBackend):
                 wp.array(a) for a in  # float32, float32, float32, int32
                 (self.default_pose, self.home_qpos, self.home_ctrl, self.dof_actuator))
             origins = wp.array(self.origins, dtype=wp.vec3)
+            joint_qposadr = wp.array(self.actuator_qposadr)
         self.add_copy((*PD, "dof_damping"), kleg.copy_pd, (n, mjm.nv),
                       [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator],
                       [m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
@@ -212,6 +252,9 @@ class LeggedBackend(MjwBackend):
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
                        wp.vec3(*mjm.body_ipos[self.base].astype(np.float32))], [m.body_ipos])
+        if mjm.npair:
+            self.add_copy(("pair_friction",), kleg.copy_pair_friction, (n, mjm.npair),
+                          [rows("pair_friction")], [m.pair_friction])
         # every array below is a view of a buffer allocated once (MuJoCo Warp's model and
         # data, the step context, the parameter table, the state above): bound once
         ctx, d = b.step, self.d
@@ -229,6 +272,10 @@ class LeggedBackend(MjwBackend):
         spawn.yaw_range, spawn.vel_range = rows("reset_yaw_range"), rows("reset_velocity_range")
         spawn.kick_wait, spawn.kick_duration = rows("kick_wait"), rows("kick_duration")
         spawn.kick_velocity = rows("kick_velocity")
+        spawn.joint_scale_on = int(self.joint_scale)
+        spawn.joint_scale = (rows("reset_joint_scale") if self.joint_scale  # KeyError: no spec
+                             else wp.zeros((2, 1), dtype=float, device=self._device))
+        spawn.joint_qposadr = joint_qposadr
         self._reset_model = [self.dt, home_qpos, home_ctrl, origins, spawn]
         # the reset reads no step count: an empty array in its place (no bytes passed)
         reset_keys = step_keys(ctx)

@@ -209,6 +209,30 @@ _INHERITED = ("contype", "conaffinity", "condim", "priority", "friction", "solre
               "solmix", "margin", "gap", "material", "rgba", "group")
 
 
+def grid_from_options(seed: int, kwargs: dict) -> tuple[TerrainGrid, int]:
+    """A terrain env's grid from its keyword arguments, popped from ``kwargs``:
+    ``terrain_rows`` (10), ``terrain_cols`` (one per type), ``terrain_types``, ``tile_size``
+    (8 m), ``terrain_seed`` (an int32, default the env's ``seed``; a negative one is taken
+    modulo 2**32). Returns the grid and its seed as given; each option is checked
+    (``generate_terrain``'s rules, named as here) before the terrain is generated."""
+    opts = {k: kwargs.pop(k) for k in ("terrain_rows", "terrain_cols", "terrain_types",
+                                       "tile_size", "terrain_seed") if k in kwargs}
+    tseed = opts.get("terrain_seed", seed)
+    if not isinstance(tseed, int) or isinstance(tseed, bool) or not -(2**31) <= tseed < 2**31:
+        what = "terrain_seed" if "terrain_seed" in opts else "seed"
+        raise ValueError(f"{what}: expected an int32 value, got {tseed!r}")
+    extra = {"types": opts["terrain_types"]} if "terrain_types" in opts else {}
+    try:
+        grid = generate_terrain(opts.get("terrain_rows", 10), opts.get("terrain_cols"),
+                                tile_size=opts.get("tile_size", 8.0), seed=tseed % 2**32,
+                                **extra)
+    except ValueError as e:  # generate_terrain's argument names -> the env's
+        name, _, rest = str(e).partition(":")
+        names = {"rows": "terrain_rows", "cols": "terrain_cols", "types": "terrain_types"}
+        raise ValueError(f"{names.get(name, name)}:{rest}") from None
+    return grid, tseed
+
+
 def add_terrain_hfield(spec: mujoco.MjSpec, terrain: TerrainGrid, name: str = "terrain",
                        base_depth: float = 1.0, replace: str | None = None) -> mujoco.MjsGeom:
     """Add ``terrain`` to ``spec`` as a heightfield asset and a world geom; return the geom.

@@ -324,7 +324,7 @@ def test_bad_model_arguments_are_refused_by_name_before_anything_is_built(
 
 
 def test_a_negative_terrain_seed_is_taken_modulo_2_32(monkeypatch):
-    import gpuparam.envs.mujoco.go1 as go1
+    import gpuparam.envs.mujoco.terrain as terrain  # grid_from_options calls it there
 
     seeds = []
 
@@ -332,7 +332,7 @@ def test_a_negative_terrain_seed_is_taken_modulo_2_32(monkeypatch):
         seeds.append(seed)
         raise RuntimeError("recorded")  # nothing more to build
 
-    monkeypatch.setattr(go1, "generate_terrain", record)
+    monkeypatch.setattr(terrain, "generate_terrain", record)
     for kw in (dict(terrain_seed=-1), dict(seed=-2), dict(seed=5)):
         with pytest.raises(RuntimeError, match="recorded"):
             gp.make("Go1Terrain-v0", 1, device="cpu", **kw)
