@@ -120,6 +120,31 @@ def test_the_launch_check_sees_the_old_mechanisms(tmp_path):
         "gpuparam/x.py: def rebindable", "gpuparam/x.py:8: record_cmd=",
         "gpuparam/x.py:9: .set_param_at_index"]
 
+# plain ``wp.launch`` calls, each off the step path: the one-off host launch helper, the
+# bound launch itself, a normalizer's learner batch (rows change per call) and its table
+# refresh when an engine is built
+PLAIN_LAUNCHES = {"gpuparam/_device.py": 1, "gpuparam/_launch.py": 2,
+                  "gpuparam/transforms/obs_norm.py": 1,
+                  "gpuparam/transforms/running_stats.py": 1}
+
+
+def _plain_launches(root: Path) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for path in sorted((root / "gpuparam").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("launch", "launch_tiled")
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "wp"):
+                key = path.relative_to(root).as_posix()
+                found[key] = found.get(key, 0) + 1
+    return found
+
+
+def test_step_path_launches_are_bound():
+    """Issue 34: an env's, a task's or a stage's kernel is launched through a
+    ``BoundLaunch`` (bound once, replayed eagerly and in captures), never by a plain
+    ``wp.launch`` per call; the few plain ones are off the step path (listed)."""
+    assert _plain_launches(ROOT) == PLAIN_LAUNCHES
 
 
 def test_vecenv_core_stays_small():

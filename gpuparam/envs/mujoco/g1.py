@@ -41,6 +41,7 @@ import torch
 import warp as wp
 
 from gpuparam._device import wp_device
+from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
@@ -249,8 +250,10 @@ class G1Task(Task):
         self.observe(ctx, mask, mode=2)
 
     def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        wp.launch(kg1.g1, dim=ctx.num_envs, inputs=[*self._model, observe, mask, *self._inputs],
-                  outputs=self._outputs, device=ctx.wp_device, stream=ctx.stream)
+        # bound once per mode and mask view (all envs, or one of the backend's cached views)
+        self.backend.mask_launch(f"g1_{observe}", mask, lambda w: BoundLaunch(
+            kg1.g1, ctx.num_envs, inputs=[*self._model, observe, w, *self._inputs],
+            outputs=self._outputs, device=ctx.device)).launch(ctx.stream)
 
 
 class G1Env(RobotEnv):
