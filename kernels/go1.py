@@ -23,12 +23,16 @@ from gpuparam.kernels.legged import (
     STREAM_COMMAND,
     STREAM_OBS_NOISE,
     STREAM_TASK_RESET,
+    Terrain,
     exponential_steps,
-    hfield_height,
+    ground,
     noisy,
     resample_command,
     reset_command,
     step_bits,
+    terrain_progress,
+    terrain_start,
+    write_height_scan,
 )
 from gpuparam.kernels.locomotion import copy_row
 from gpuparam.kernels.rng import next_bits, rng_key
@@ -87,26 +91,6 @@ class Sensors:
 
 
 @wp.struct
-class Terrain:
-    """The heightfield under a terrain env (``on`` 0: flat/Playground's scenes, foot heights
-    are world z) and its scan (``heights`` ``[N, P]``, P = ``nscan`` points, written by
-    ``kernels.legged.height_scan`` before the task); ``tile``: the tile side in metres."""
-
-    on: int
-    nscan: int
-    heights: wp.array2d(dtype=float)
-    size: wp.array(dtype=wp.vec4)
-    nrow: wp.array(dtype=int)
-    ncol: wp.array(dtype=int)
-    adr: wp.array(dtype=int)
-    data: wp.array(dtype=float)
-    geom_pos: wp.array2d(dtype=wp.vec3)
-    hfield: int
-    geom: int
-    tile: float
-
-
-@wp.struct
 class TaskState:
     """The task's per-env state (``[N, ...]``): command (vx, vy, yaw rate) and its
     countdown in steps, the previous action, per foot (FR, FL, RR, RL) air time, swing
@@ -122,16 +106,6 @@ class TaskState:
     start_xy: wp.array2d(dtype=float)
     cmd_distance: wp.array(dtype=float)
     metric: wp.array(dtype=float)
-
-
-@wp.func
-def _ground(tr: Terrain, i: int, x: float, y: float) -> float:
-    """Terrain height under world (x, y) (0 without a terrain)."""
-    if tr.on == 0:
-        return 0.0
-    return hfield_height(tr.size[tr.hfield], tr.nrow[tr.hfield], tr.ncol[tr.hfield],
-                         tr.adr[tr.hfield], tr.data, tr.geom_pos[i % tr.geom_pos.shape[0],
-                                                                tr.geom], x, y)
 
 
 @wp.func
@@ -157,10 +131,7 @@ def _reset_task(i: int, h: wp.uint32, dt: float, qpos: wp.array2d(dtype=float),
         st.air_time[i, f] = 0.0
         st.swing_peak[i, f] = 0.0
         st.last_contact[i, f] = 0.0
-    st.start_xy[i, 0] = qpos[i, 0]
-    st.start_xy[i, 1] = qpos[i, 1]
-    st.cmd_distance[i] = 0.0
-    st.metric[i] = 0.0
+    terrain_start(i, qpos, st.start_xy, st.cmd_distance, st.metric)
 
 
 @wp.struct
@@ -281,7 +252,7 @@ def go1(
     foot_z = wp.vec4(0.0)
     for f in range(4):
         p = site_xpos[i, sn.foot_site[f]]
-        foot_z[f] = p[2] - _ground(tr, i, p[0], p[1])
+        foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
         if observe == 0:
             c = sensordata[i, sn.foot_found[f]] > 0.0
             if c:
@@ -348,15 +319,9 @@ def go1(
     priv_out[i, p0 + 3] = wp.where(kick_i[i, 0] >= kick_i[i, 1], 1.0, 0.0)
     p0 = p0 + 4
     # height scan
-    if tr.nscan > 0:
-        base_z = qpos[i, 2]
-        off = consts[C_SCAN_OFFSET, i]
-        sc = consts[C_SCAN_SCALE, i]
-        for k in range(tr.nscan):
-            v = wp.clamp(base_z - off - tr.heights[i, k], -1.0, 1.0)
-            priv_out[i, p0 + k] = v * sc
-            obs_out[i, n_state + k] = noisy(v, hn, lvl, noise[N_HEIGHT, i]) * sc
-            hn = next_bits(hn)
+    hn = write_height_scan(tr, i, qpos[i, 2], consts[C_SCAN_OFFSET, i],
+                           consts[C_SCAN_SCALE, i], lvl, noise[N_HEIGHT, i], hn, obs_out,
+                           n_state, priv_out, p0)
     if observe != 0:
         return
     copy_row(obs_out, final_obs_out, i)
@@ -445,16 +410,8 @@ def go1(
     terminated_out[i] = done
 
     # terrain curriculum bookkeeping: distance walked vs commanded
-    dx = qpos[i, 0] - st.start_xy[i, 0]
-    dy = qpos[i, 1] - st.start_xy[i, 1]
-    walked = wp.sqrt(dx * dx + dy * dy)
-    st.cmd_distance[i] = st.cmd_distance[i] + wp.sqrt(cmd[0] * cmd[0] + cmd[1] * cmd[1]) * dt
-    m = float(0.0)
-    if walked > 0.5 * tr.tile:
-        m = 1.0
-    elif walked < 0.5 * st.cmd_distance[i]:
-        m = -1.0
-    st.metric[i] = m
+    terrain_progress(i, qpos, cmd[0], cmd[1], dt, tr.tile, st.start_xy, st.cmd_distance,
+                     st.metric)
 
     # state updates
     for j in range(nu):

@@ -467,3 +467,81 @@ def base_pose(qpos: wp.array2d(dtype=float), pos_out: wp.array(dtype=wp.vec3),
     i = thread_index(wp.tid())
     pos_out[i] = wp.vec3(qpos[i, 0], qpos[i, 1], qpos[i, 2])
     yaw_out[i] = quat_yaw(wp.vec4(qpos[i, 3], qpos[i, 4], qpos[i, 5], qpos[i, 6]))
+
+
+# ----------------------------------------------------------------- terrain under a task
+@wp.struct
+class Terrain:
+    """The heightfield under a terrain env, as a legged task reads it (``on`` 0: flat or
+    Playground's scenes: foot heights are world z, no curriculum metric) and its scan
+    (``heights`` ``[N, P]``, P = ``nscan`` points, written by :func:`height_scan` before the
+    task); ``tile``: the tile side in metres (the terrain curriculum's yardstick)."""
+
+    on: int
+    nscan: int
+    heights: wp.array2d(dtype=float)
+    size: wp.array(dtype=wp.vec4)
+    nrow: wp.array(dtype=int)
+    ncol: wp.array(dtype=int)
+    adr: wp.array(dtype=int)
+    data: wp.array(dtype=float)
+    geom_pos: wp.array2d(dtype=wp.vec3)
+    hfield: int
+    geom: int
+    tile: float
+
+
+@wp.func
+def ground(tr: Terrain, i: int, x: float, y: float) -> float:
+    """Terrain height under world ``(x, y)`` in world ``i`` (0 without a terrain)."""
+    if tr.on == 0:
+        return 0.0
+    return hfield_height(tr.size[tr.hfield], tr.nrow[tr.hfield], tr.ncol[tr.hfield],
+                         tr.adr[tr.hfield], tr.data, tr.geom_pos[i % tr.geom_pos.shape[0],
+                                                                tr.geom], x, y)
+
+
+@wp.func
+def write_height_scan(tr: Terrain, i: int, base_z: float, offset: float, scale: float,
+                      level: float, noise_scale: float, hn: wp.uint32,
+                      obs_out: wp.array2d(dtype=float), obs_col: int,
+                      priv_out: wp.array2d(dtype=float), priv_col: int) -> wp.uint32:
+    """legged_gym's height observation of env ``i``: per scan point ``k``, ``v =
+    clip(base_z - offset - heights[i, k], -1, 1)``; ``v * scale`` into ``priv_out[i,
+    priv_col + k]``, ``noisy(v) * scale`` (one draw per point, from ``hn`` on) into
+    ``obs_out[i, obs_col + k]``. Returns the bits after the last draw."""
+    for k in range(tr.nscan):
+        v = wp.clamp(base_z - offset - tr.heights[i, k], -1.0, 1.0)
+        priv_out[i, priv_col + k] = v * scale
+        obs_out[i, obs_col + k] = noisy(v, hn, level, noise_scale) * scale
+        hn = next_bits(hn)
+    return hn
+
+
+@wp.func
+def terrain_start(i: int, qpos: wp.array2d(dtype=float), start_xy: wp.array2d(dtype=float),
+                  cmd_distance: wp.array(dtype=float), metric: wp.array(dtype=float)):
+    """At a reset: the episode's start xy (the base's), commanded distance and metric 0."""
+    start_xy[i, 0] = qpos[i, 0]
+    start_xy[i, 1] = qpos[i, 1]
+    cmd_distance[i] = 0.0
+    metric[i] = 0.0
+
+
+@wp.func
+def terrain_progress(i: int, qpos: wp.array2d(dtype=float), cmd_x: float, cmd_y: float,
+                     dt: float, tile: float, start_xy: wp.array2d(dtype=float),
+                     cmd_distance: wp.array(dtype=float), metric: wp.array(dtype=float)):
+    """The terrain curriculum's metric after a step: the commanded distance grows by
+    ``|cmd_xy| dt``; ``metric`` is +1 when the base is farther than half a ``tile`` from
+    the episode's start, -1 when nearer than half the commanded distance, else 0."""
+    dx = qpos[i, 0] - start_xy[i, 0]
+    dy = qpos[i, 1] - start_xy[i, 1]
+    walked = wp.sqrt(dx * dx + dy * dy)
+    cmd_distance[i] = cmd_distance[i] + wp.sqrt(cmd_x * cmd_x + cmd_y * cmd_y) * dt
+    m = float(0.0)
+    if walked > 0.5 * tile:
+        m = 1.0
+    elif walked < 0.5 * cmd_distance[i]:
+        m = -1.0
+    metric[i] = m

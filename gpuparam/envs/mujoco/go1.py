@@ -51,15 +51,9 @@ from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
 from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.terrain import (
-    TerrainGrid,
-    add_terrain_hfield,
-    grid_from_options,
-    scan_points,
-    terrain_geom,
-)
+from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, scan_points
+from gpuparam.envs.mujoco.terrain_env import TaskTerrain, TerrainGridEnv
 from gpuparam.kernels import go1 as kgo1
-from gpuparam.kernels import legged as kleg
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
 
@@ -237,28 +231,7 @@ class Go1Task(Task):
             sn.penalized = wp.array(pen or [0], dtype=int)
             sn.penalized_start = wp.array(pen_start, dtype=int)
             sn.terminating = wp.array(term or [0], dtype=int)
-            tr = kgo1.Terrain()
-            m = backend.m
-            tr.size, tr.nrow, tr.ncol = m.hfield_size, m.hfield_nrow, m.hfield_ncol
-            tr.adr, tr.data, tr.geom_pos = m.hfield_adr, m.hfield_data, m.geom_pos
-            if self.grid is not None:
-                gid, hid = terrain_geom(mjm, "floor")
-                tr.on, tr.hfield, tr.geom, tr.tile = 1, hid, gid, self.grid.tile_size
-            else:  # no heightfield read (placeholders of the right types)
-                if mjm.nhfield == 0:
-                    tr.size = wp.zeros(1, dtype=wp.vec4)
-                    tr.nrow = tr.ncol = tr.adr = wp.zeros(1, dtype=int)
-                    tr.data = wp.zeros(1, dtype=float)
-                tr.on, tr.hfield, tr.geom, tr.tile = 0, 0, 0, 0.0
-            p = 0 if self.points is None else len(self.points)
-            tr.nscan = p
-            self.heights = torch.zeros(n, max(p, 1), dtype=torch.float32, device=dev)
-            tr.heights = wp.from_torch(self.heights)
-            if p:
-                self._scan_args = [wp.zeros(n, dtype=wp.vec3), wp.zeros(n, dtype=float),
-                                   wp.array(self.points, dtype=wp.vec2), m.hfield_size,
-                                   m.hfield_nrow, m.hfield_ncol, m.hfield_adr, m.hfield_data,
-                                   m.geom_pos, hid, gid, tr.heights]
+            self.terrain = TaskTerrain(mjm, backend, self.grid, self.points, n, dev)
             jnt = mjm.actuator_trnid[:, 0]
             model = kgo1.Go1Model()
             model.dt = backend.dt
@@ -290,17 +263,10 @@ class Go1Task(Task):
         outputs.terms = wp.from_torch(out["reward_terms"])
         outputs.reward = wp.from_torch(out["reward"])
         outputs.terminated = wp.from_torch(out["terminated"])
-        self._model, self._inputs = [model, sn, tr, params], [
+        self._model, self._inputs = [model, sn, self.terrain.terrain, params], [
             step_keys(ctx), data, wp.from_torch(ctx.action.reshape(n, -1))]
         self._outputs = [ts, outputs]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
-        self._scans = []  # the base pose, then the height scan read at it
-        if self.points is not None:
-            scan = self._scan_args  # position and yaw: base_pose's outputs, the scan's inputs
-            self._scans = [
-                BoundLaunch(kleg.base_pose, n, inputs=[d.qpos], outputs=scan[:2], device=dev),
-                BoundLaunch(kleg.height_scan, (n, len(self.points)), inputs=scan[:-1],
-                            outputs=scan[-1:], device=dev)]
 
     def _sensors_of(self, body: str) -> list[str]:
         """The floor-contact sensors ``go1_model`` added for ``body``."""
@@ -311,18 +277,14 @@ class Go1Task(Task):
             k += 1
         return names
 
-    def _scan(self, ctx: StepContext) -> None:
-        for launch in self._scans:  # none without scan points
-            launch.launch(ctx.stream)
-
     def compute(self, ctx: StepContext) -> None:
-        self._scan(ctx)
+        self.terrain.scan(ctx)
         self._launch(ctx, 0, self._all)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor, mode: int = 1) -> None:
         """After a reset: the task state's reset, the observation and privileged
         observation of the masked envs (``mode`` 2: the observations only)."""
-        self._scan(ctx)
+        self.terrain.scan(ctx)
         self._launch(ctx, mode, self.backend.wp_mask(mask))
 
     def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
@@ -367,7 +329,7 @@ class Go1Env(RobotEnv):
     frame_skip = 5
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
-    height_scan = False
+    num_scan_points = 0  # P, the height-scan points in the observation (a terrain env's)
     default_penalized: tuple[str, ...] = ()
     default_terminating: tuple[str, ...] = ()
     undesired_contact_scale = 0.0
@@ -429,11 +391,6 @@ class Go1Env(RobotEnv):
     def obs_size(self) -> int:
         return 48 + self.num_scan_points
 
-    @property
-    def num_scan_points(self) -> int:
-        """P, the height-scan points in the observation (0 without a terrain grid)."""
-        return len(scan_points()) if self.grid is not None and self.height_scan else 0
-
     def output_specs(self) -> dict[str, OutputSpec]:
         return {
             "privileged_observation": OutputSpec(
@@ -464,7 +421,7 @@ class Go1RoughEnv(Go1Env):
     terrain = "rough"
 
 
-class Go1TerrainEnv(Go1Env):
+class Go1TerrainEnv(TerrainGridEnv, Go1Env):
     """The flat task's rewards on a legged_gym-style terrain grid (``terrain.py``: rows =
     difficulty, columns = flat, rough, slopes up/down, stairs up/down, obstacles), generated
     at build time from ``terrain_seed`` (default: the env's seed).
@@ -492,43 +449,6 @@ class Go1TerrainEnv(Go1Env):
     default_penalized = tuple(f"{f}_{p}" for f in FEET for p in ("thigh", "calf"))
     default_terminating = ("trunk",)
     undesired_contact_scale = -1.0
-
-    def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
-        self.height_scan = bool(kwargs.pop("height_scan", True))
-        grid, self.terrain_seed = grid_from_options(seed, kwargs)  # the grid's seed, as built
-        return grid
-
-    def model_config(self) -> dict[str, object]:
-        """``Go1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types
-        (``terrain_types``, one per column), ``tile_size``, ``terrain_seed`` (as built: the
-        env's seed by default), ``height_scan``."""
-        g = self.grid
-        return {**super().model_config(), "terrain_rows": len(g.difficulty),
-                "terrain_types": tuple(g.types), "tile_size": float(g.tile_size),
-                "terrain_seed": int(self.terrain_seed), "height_scan": bool(self.height_scan)}
-
-    @property
-    def terrain_metric(self) -> torch.Tensor:
-        """float32 ``[num_envs]``: at each step, +1 for an env that walked (from its
-        episode's start) farther than half a tile, -1 for one that covered less than half
-        its commanded distance so far (the sum of ``|command_xy| * dt`` over its steps),
-        else 0; read by :meth:`terrain_curriculum` at episode ends."""
-        return self.task.state["metric"]
-
-    def terrain_curriculum(self, initial_level: int = 0):
-        """legged_gym's terrain curriculum as a ``gp.Curriculum`` over ``terrain_level``
-        (one level per terrain row): at the end of an episode an env that walked farther
-        than half a tile moves one row up, one that covered less than half its commanded
-        distance one row down (legged_gym measures against the command times the episode's
-        full length; this env against the distance commanded during the episode), clamped
-        to the grid (legged_gym sends an env past the last row to a random row). Add it
-        with ``env.add_curriculum(cur)``; the new row applies from the next reset."""
-        from gpuparam.curriculum import Curriculum
-
-        rows = len(self.grid.difficulty)
-        return Curriculum(rows, params={"terrain_level": [float(r) for r in range(rows)]},
-                          metric=self.terrain_metric, promote=0.5, demote=-0.5,
-                          initial_level=initial_level)
 
 
 GO1_ENVS = (Go1Env, Go1RoughEnv, Go1TerrainEnv)
