@@ -2,8 +2,9 @@
 the same legged recipe as ``go1_train.py``, with a privileged critic.
 
 The task is MuJoCo Playground's G1 joystick task (``G1JoystickFlatTerrain-v1``, default, or
-``G1JoystickRoughTerrain-v1``): 29 joints, a gait phase in the observation, Playground's
-velocity pushes. The recipe:
+``G1JoystickRoughTerrain-v1``; ``G1Terrain-v0``: on the terrain grid, with the height scan
+and legged_gym's terrain curriculum): 29 joints, a gait phase in the observation,
+Playground's velocity pushes. The recipe:
 
 - observation noise (Playground's scales, ``noise_level`` 1) and an action latency of 0 or
   1 env step (``action_delay ~ U(0, 1)`` per episode, rounded);
@@ -11,7 +12,8 @@ velocity pushes. The recipe:
   the floor through contact pairs, as Playground's ``randomize.py`` does it), motor
   strength x U(0.9, 1.1) and kp x U(0.9, 1.1) per joint;
 - an asymmetric actor-critic: the actor sees ``"observation"`` (103 values), the critic
-  the noise-free ``"privileged_observation"`` (216), both normalized by rsl_rl.
+  the noise-free ``"privileged_observation"`` (216; 290 and 403 with the terrain grid's
+  height scan), both normalized by rsl_rl.
 
 torch runs on ``--threads`` threads (default 1). Written under ``--out`` (default
 ``runs/g1/``) at the end: ``model.pt`` (rsl_rl checkpoint), ``history.json`` (per
@@ -58,7 +60,11 @@ class Totals:
 
 
 def make_env(args):
-    env = gp.make(args.task, args.num_envs, device=args.device, seed=args.seed)
+    grid = args.task == "G1Terrain-v0"
+    kw = dict(terrain_rows=args.terrain_rows) if grid else {}
+    env = gp.make(args.task, args.num_envs, device=args.device, seed=args.seed, **kw)
+    if grid:  # an env walking half a tile moves one row up, one that stalls one row down
+        env.add_curriculum(env.terrain_curriculum())
     npair = env.params.spec["pair_friction"].shape[0]
     low, high = [1.0] * npair, [1.0] * npair
     low[:2], high[:2] = [0.4, 0.4], [1.0, 1.0]  # pairs 0, 1: left and right foot-floor
@@ -159,7 +165,9 @@ def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="G1JoystickFlatTerrain-v1",
-                   choices=("G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1"))
+                   choices=("G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1",
+                            "G1Terrain-v0"))
+    p.add_argument("--terrain-rows", type=int, default=10, help="G1Terrain-v0 grid rows")
     p.add_argument("--num-envs", type=int, default=128)
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--steps-per-env", type=int, default=24)

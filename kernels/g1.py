@@ -26,9 +26,14 @@ from gpuparam.kernels.legged import (
     STREAM_COMMAND,
     STREAM_OBS_NOISE,
     STREAM_TASK_RESET,
+    Terrain,
+    ground,
     noisy,
     round_steps,
     step_bits,
+    terrain_progress,
+    terrain_start,
+    write_height_scan,
 )
 from gpuparam.kernels.locomotion import copy_row
 from gpuparam.kernels.rng import STREAM_TERM0, next_bits, rng_key, uniform, uniform_in
@@ -59,6 +64,11 @@ C_ZERO_PROB = wp.constant(4)
 C_RESAMPLE = wp.constant(5)
 C_PUSH = wp.constant(6)
 C_SOFT_LIMIT = wp.constant(7)
+
+# rows of the ``scan`` block (a terrain env's height scan)
+S_NOISE = wp.constant(0)
+S_OFFSET = wp.constant(1)
+S_SCALE = wp.constant(2)
 
 
 @wp.struct
@@ -105,8 +115,9 @@ class G1Model:
 class G1Params:
     """The parameter rows the task reads (views of the effective table): the reward
     scales ``[24, N]``, the ``noise`` block ``[6, N]`` (rows ``N_*``), the ``consts`` block
-    ``[8, N]`` (rows ``C_*``), and ``[3, N]`` / ``[2, N]`` vectors: ``command_range``,
-    ``gait_frequency``, ``push_interval``, ``push_velocity`` (low, high)."""
+    ``[8, N]`` (rows ``C_*``), ``[3, N]`` / ``[2, N]`` vectors: ``command_range``,
+    ``gait_frequency``, ``push_interval``, ``push_velocity`` (low, high); the ``scan``
+    block ``[3, N]`` (rows ``S_*``: noise scale, offset, scale; zeros without a scan)."""
 
     scales: wp.array2d(dtype=float)
     noise: wp.array2d(dtype=float)
@@ -115,6 +126,7 @@ class G1Params:
     gait_freq: wp.array2d(dtype=float)
     push_interval: wp.array2d(dtype=float)
     push_velocity: wp.array2d(dtype=float)
+    scan: wp.array2d(dtype=float)
 
 
 @wp.struct
@@ -136,7 +148,9 @@ class G1State:
     """The task's per-env state (``[N, ...]``): command (vx, vy, yaw rate), steps since
     the last command (``step``), the previous action, per foot (left, right) air time,
     swing peak and last contact (0/1), the gait phase per foot and its advance per step,
-    steps since the episode's start (``push_step``) and the push interval in steps."""
+    steps since the episode's start (``push_step``) and the push interval in steps; for
+    the terrain curriculum the episode's start xy, the commanded distance so far, and the
+    metric (+1 promote, -1 demote, 0 stay)."""
 
     command: wp.array2d(dtype=float)
     step: wp.array(dtype=wp.int32)
@@ -148,13 +162,16 @@ class G1State:
     phase_dt: wp.array(dtype=float)
     push_step: wp.array(dtype=wp.int32)
     push_interval: wp.array(dtype=wp.int32)
+    start_xy: wp.array2d(dtype=float)
+    cmd_distance: wp.array(dtype=float)
+    metric: wp.array(dtype=float)
 
 
 @wp.struct
 class G1Outputs:
-    """The step's outputs: observation ``[N, 103]`` (its copy as the final observation),
-    privileged observation ``[N, 216]``, scaled reward terms ``[N, 24]``, reward and
-    terminated ``[N]``."""
+    """The step's outputs: observation ``[N, 103 + P]`` (its copy as the final
+    observation), privileged observation ``[N, 216 + P]`` (P: the height-scan points),
+    scaled reward terms ``[N, 24]``, reward and terminated ``[N]``."""
 
     obs: wp.array2d(dtype=float)
     final_obs: wp.array2d(dtype=float)
@@ -199,11 +216,13 @@ def foot_target(phase: float, height: float) -> float:
 
 
 @wp.func
-def _reset_task(i: int, h: wp.uint32, dt: float, params: G1Params, st: G1State):
+def _reset_task(i: int, h: wp.uint32, dt: float, qpos: wp.array2d(dtype=float),
+                params: G1Params, st: G1State):
     """Playground's reset of env ``i``'s task state (draws from ``h``): gait frequency
     ``U(gait_frequency)`` (phase advance ``2 pi dt f``, phases (0, pi)), command
     (:func:`sample_command`), push interval ``round(U(push_interval) / dt)`` steps; last
-    action, air time, swing peak, last contact and the step counters zero."""
+    action, air time, swing peak, last contact and the step counters zero; the episode's
+    start xy (terrain curriculum)."""
     f = uniform_in(h, params.gait_freq[0, i], params.gait_freq[1, i])
     h = next_bits(h)
     st.phase_dt[i] = 2.0 * PI * dt * f
@@ -224,6 +243,7 @@ def _reset_task(i: int, h: wp.uint32, dt: float, params: G1Params, st: G1State):
         st.air_time[i, f2] = 0.0
         st.swing_peak[i, f2] = 0.0
         st.last_contact[i, f2] = 0.0
+    terrain_start(i, qpos, st.start_xy, st.cmd_distance, st.metric)
 
 
 @wp.kernel
@@ -231,6 +251,7 @@ def g1(
     # Model:
     model: G1Model,
     sn: G1Sensors,
+    tr: Terrain,
     params: G1Params,
     # Data in:
     observe: int,
@@ -248,14 +269,17 @@ def g1(
     (:func:`_reset_task`), then the observation and privileged observation only;
     ``observe`` = 2: those observations only, from the current data and task state.
 
-    Observation ``[N, 103]``: pelvis local linear velocity, gyro, gravity in the pelvis
+    Observation ``[N, 103 + P]``: pelvis local linear velocity, gyro, gravity in the pelvis
     imu frame (each with uniform noise ``level * scale``), command, joint angles minus the
     default pose, joint velocities (noisy), previous action, cos and sin of the two foot
-    phases. Privileged ``[N, 216]``: the observation, then noise-free gyro,
+    phases, then P height-scan values ``clip(base_z - offset - h, -1, 1)`` (noisy) times
+    ``scale`` (a terrain env's). Privileged ``[N, 216 + P]``: the observation, then noise-free gyro,
     accelerometer, gravity, local linear velocity, global angular velocity, joint angles
     minus default, joint velocities, base height, actuator forces, foot contacts (2),
-    feet global linear velocities (2 x 3), air time (2). ``terms`` ``[N, 24]``: each term
-    times its scale (before the sum and ``dt``); ``reward = sum * dt`` (not clipped)."""
+    feet global linear velocities (2 x 3), air time (2), the noise-free scan. Foot heights
+    are world z, above the terrain under the foot on a terrain grid. ``terms`` ``[N, 24]``:
+    each term times its scale (before the sum and ``dt``); ``reward = sum * dt`` (not
+    clipped)."""
     # the bundles' fields under the names the math below reads (views: no copies)
     dt = model.dt
     default_pose = model.default_pose
@@ -271,7 +295,7 @@ def g1(
     gid = env_offset + i
     if observe == 1:
         h = rng_key(seed[0], gid, STREAM_TASK_RESET, episode_count[i] - 1)
-        _reset_task(i, h, dt, params, st)
+        _reset_task(i, h, dt, qpos, params, st)
     nu = default_pose.shape[0]
     step = wp.where(observe == 0, step_count[i], RESET_STEP)
     hn = step_bits(seed[0], gid, STREAM_OBS_NOISE, episode_count[i] - 1, step)
@@ -281,7 +305,8 @@ def g1(
     first = wp.vec2(0.0)
     foot_z = wp.vec2(0.0)
     for f in range(2):
-        foot_z[f] = data.site_xpos[i, sn.foot_site[f]][2]
+        p = data.site_xpos[i, sn.foot_site[f]]
+        foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
         c = sd[i, sn.foot_found[f]] > 0.0
         if c:
             contact[f] = 1.0
@@ -346,6 +371,9 @@ def g1(
         for k in range(3):
             out.priv[i, p0 + 2 + 3 * f + k] = fv[k]
         out.priv[i, p0 + 8 + f] = st.air_time[i, f]
+    scan = params.scan
+    hn = write_height_scan(tr, i, qpos[i, 2], scan[S_OFFSET, i], scan[S_SCALE, i], lvl,
+                           scan[S_NOISE, i], hn, out.obs, n_obs, out.priv, p0 + 10)
     if observe != 0:
         return
     copy_row(out.obs, out.final_obs, i)
@@ -463,6 +491,9 @@ def g1(
         total += s
     out.reward[i] = total * dt
     out.terminated[i] = done
+    if tr.on != 0:  # terrain curriculum bookkeeping: distance walked vs commanded
+        terrain_progress(i, qpos, cmd[0], cmd[1], dt, tr.tile, st.start_xy, st.cmd_distance,
+                         st.metric)
 
     # state updates
     n = st.step[i] + 1

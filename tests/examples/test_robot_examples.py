@@ -90,11 +90,13 @@ def test_go1_train_and_play_tiny(tmp_path):
         assert "3 frames of 2 envs" in res.stdout and gif.stat().st_size > 1000, saved
 
 
-def test_g1_train_tiny(tmp_path):
+@pytest.mark.parametrize("task", ["G1JoystickFlatTerrain-v1", "G1Terrain-v0"])
+def test_g1_train_tiny(tmp_path, task):
     pytest.importorskip("rsl_rl")
-    out = _run("examples/g1_train.py", "--num-envs", "4", "--iterations", "2",
-               "--steps-per-env", "8", "--hidden", "8", "--log-every", "1", "--device", "cpu",
-               "--out", str(tmp_path))
+    grid = ("--terrain-rows", "2") if task == "G1Terrain-v0" else ()
+    out = _run("examples/g1_train.py", "--task", task, *grid, "--num-envs", "4",
+               "--iterations", "2", "--steps-per-env", "8", "--hidden", "8", "--log-every",
+               "1", "--device", "cpu", "--out", str(tmp_path))
     assert len(re.findall(r"^iter +\d+ \| env steps +\d+ \| reward [+-]\d\.\d{4} \| "
                           r"tracking \d\.\d{3} \| episode length", out, flags=re.M)) == 2
     for name in ("model.pt", "history.json", "curve.png"):

@@ -48,7 +48,8 @@ from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
 from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, grid_from_options
+from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, scan_points
+from gpuparam.envs.mujoco.terrain_env import TaskTerrain, TerrainGridEnv
 from gpuparam.kernels import g1 as kg1
 from gpuparam.pipeline import StepContext
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
@@ -87,6 +88,14 @@ NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit fo
          ("noise_gravity", 0.05, "gravity vector noise"),
          ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
          ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
+# a terrain env's height scan (Go1Terrain-v0's values, legged_gym's): ``G1Params.scan``'s rows
+SCAN_SPECS = (
+    ParamSpec("noise_height_scan", 0.1, 0.0, 100.0,
+              doc="height scan noise (m, before its scale)"),
+    ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
+              doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
+    ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+)
 HIP = ("left_hip_roll", "left_hip_yaw", "right_hip_roll", "right_hip_yaw")
 KNEE = ("left_knee", "right_knee")
 TERMINATING = ("right_foot_left_foot_found", "left_foot_right_shin_found",
@@ -103,14 +112,14 @@ COLLISION = ("left_hand_left_thigh_found", "right_hand_right_thigh_found")
 SIZES = {"flat": (90, 16), "rough": (122, 16), "grid": (122, 24)}
 
 
-def g1_task_specs() -> tuple[ParamSpec, ...]:
+def g1_task_specs(height_scan: bool = False) -> tuple[ParamSpec, ...]:
     """The task's parameters (Playground's values): reward scales, noise, reward
-    constants, command law, gait, pushes."""
+    constants, command law, gait, pushes; with ``height_scan`` the scan's (``SCAN_SPECS``)."""
     scales = [ParamSpec(f"reward_{t}", s, -1e3, 1e3, doc=f"scale of {t}: {doc}")
               for t, s, doc in REWARDS]
     noise = [ParamSpec(n, v, 0.0, 100.0, doc=doc) for n, v, doc in NOISE]
     return (
-        *scales, *noise,
+        *scales, *noise, *(SCAN_SPECS if height_scan else ()),
         ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
         ParamSpec("max_foot_height", 0.15, 1e-3, 10.0, unit="m",
                   doc="swing height of the gait target and the foot terms"),
@@ -161,19 +170,24 @@ class G1Task(Task):
 
     def __init__(self, env: G1Env):
         self.mjm = env.mjm
+        self.grid = env.grid
+        self.points = scan_points() if env.num_scan_points else None
 
     def bind(self, b: BindContext, backend: LeggedBackend) -> None:
         self.backend = backend
         mjm, n, dev, ctx = self.mjm, b.num_envs, b.device, b.step
         shapes = {"command": (3,), "step": (), "last_act": (mjm.nu,), "air_time": (2,),
                   "swing_peak": (2,), "last_contact": (2,), "phase": (2,), "phase_dt": (),
-                  "push_step": (), "push_interval": ()}
+                  "push_step": (), "push_interval": (), "start_xy": (2,),
+                  "cmd_distance": (), "metric": ()}
+        terrain_only = ("start_xy", "cmd_distance", "metric")  # the terrain curriculum's
         self.state, ts = {}, kg1.G1State()
         for k, shape in shapes.items():
             ints = k in ("step", "push_step", "push_interval")
             v = self.state[k] = torch.zeros(n, *shape, dtype=torch.int32 if ints
                                             else torch.float32, device=dev)
-            backend.state[f"task_{k}"] = v  # checkpointed with the env
+            if self.grid is not None or k not in terrain_only:
+                backend.state[f"task_{k}"] = v  # checkpointed with the env
             setattr(ts, k, wp.from_torch(v))
 
         def adr(name: str) -> int:
@@ -207,6 +221,7 @@ class G1Task(Task):
             model.joint_high = wp.array(mjm.jnt_range[jnt, 1].astype(np.float32), dtype=float)
             model.hip = wp.array(qidx(HIP), dtype=int)
             model.knee = wp.array(qidx(KNEE), dtype=int)
+            self.terrain = TaskTerrain(mjm, backend, self.grid, self.points, n, dev)
         # every array below is a view of a buffer allocated once (MuJoCo Warp's data, the
         # step context, the parameter table, the task state): bound here, never rebound
         params = kg1.G1Params()
@@ -220,6 +235,9 @@ class G1Task(Task):
         params.gait_freq = wp.from_torch(b.param_rows("gait_frequency"))
         params.push_interval = wp.from_torch(b.param_rows("push_interval"))
         params.push_velocity = wp.from_torch(b.param_rows("push_velocity"))
+        self._no_scan = torch.zeros(len(SCAN_SPECS), n, device=dev)  # rows never read
+        params.scan = wp.from_torch(self._no_scan) if self.points is None else param_block(
+            b, [spec.name for spec in SCAN_SPECS])
         d, data = backend.d, kg1.G1Data()
         data.qpos, data.qvel, data.qacc, data.sensordata = d.qpos, d.qvel, d.qacc, d.sensordata
         data.site_xpos, data.site_xmat = d.site_xpos, d.site_xmat
@@ -231,17 +249,19 @@ class G1Task(Task):
         outputs.terms = wp.from_torch(out["reward_terms"])
         outputs.reward = wp.from_torch(out["reward"])
         outputs.terminated = wp.from_torch(out["terminated"])
-        self._model = [model, sn, params]
+        self._model = [model, sn, self.terrain.terrain, params]
         self._inputs = [step_keys(ctx), data, wp.from_torch(ctx.action.reshape(n, -1))]
         self._outputs = [ts, outputs]
         self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
 
     def compute(self, ctx: StepContext) -> None:
+        self.terrain.scan(ctx)
         self._launch(ctx, 0, self._all)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor, mode: int = 1) -> None:
         """After a reset: the task state's reset, the observation and privileged
         observation of the masked envs (``mode`` 2: the observations only)."""
+        self.terrain.scan(ctx)
         self._launch(ctx, mode, self.backend.wp_mask(mask))
 
     def observe_only(self, ctx: StepContext, mask: torch.Tensor) -> None:
@@ -280,6 +300,7 @@ class G1Env(RobotEnv):
     frame_skip = 10
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
+    num_scan_points = 0  # P, the height-scan points in the observation (a terrain env's)
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
@@ -319,20 +340,21 @@ class G1Env(RobotEnv):
         return (*legged_specs(self.mjm, self.max_action_delay, rows, action_scale=0.5,
                               reset_xy=0.5, reset_yaw=3.14, reset_velocity=0.5,
                               reset_joint_scale=(0.5, 1.5)),
-                *g1_task_specs())
+                *g1_task_specs(self.num_scan_points > 0))
 
     def make_action_spec(self) -> BoxSpec:
         return BoxSpec(shape=(self.mjm.nu,), low=-1.0, high=1.0)
 
     def obs_size(self) -> int:
-        return 16 + 3 * self.mjm.nu
+        return 16 + 3 * self.mjm.nu + self.num_scan_points
 
     def output_specs(self) -> dict[str, OutputSpec]:
         return {
             "privileged_observation": OutputSpec(
-                (42 + 6 * self.mjm.nu,), reset=True,
+                (42 + 6 * self.mjm.nu + self.num_scan_points,), reset=True,
                 doc="the critic's observation: the noisy observation, noise-free state, "
-                    "base height, actuator forces, contacts, foot velocities, air time"),
+                    "base height, actuator forces, contacts, foot velocities, air time, "
+                    "(height scan)"),
             "reward_terms": OutputSpec((len(REWARD_TERMS),),
                                        doc="scale_k * term_k before the sum and dt"),
         }
@@ -358,41 +380,33 @@ class G1RoughEnv(G1Env):
     terrain = "rough"
 
 
-class G1TerrainEnv(G1Env):
+class G1TerrainEnv(TerrainGridEnv, G1Env):
     """The flat task on a legged_gym-style terrain grid (``terrain.py``: rows = difficulty,
     columns = flat, rough, slopes up/down, stairs up/down, obstacles), generated at build
     time from ``terrain_seed`` (default: the env's seed): the grid of ``Go1Terrain-v0``
-    with G1's task unchanged.
+    with G1's task.
 
     Env ``i`` starts on column ``(env_offset + i) % cols`` of row ``terrain_level`` (a
-    per-env parameter, read at every reset, which a ``gp.Curriculum`` over it can move),
-    0.05 m above the tile's centre (as the rough scene's keyframe). What ``Go1Terrain-v0``
-    has and this env has not yet: the height scan, foot heights above the terrain (here
-    world z, as Playground's: the foot terms see the terrain's height on slopes and
-    stairs), the distance metric of ``terrain_curriculum()``, and contacts of other bodies
-    than the feet (only Playground's pairs collide: a fallen G1 sinks through the terrain
-    until the upside-down or foot-contact termination ends its episode).
+    per-env parameter, read at every reset), 0.05 m above the tile's centre (as the rough
+    scene's keyframe). The observation adds the height scan (legged_gym's 17 x 11 points
+    over [-0.8, 0.8] x [-0.5, 0.5] m in the pelvis's yaw frame: ``clip(base_z -
+    height_scan_offset - h, -1, 1) * height_scan_scale``, noisy; IsaacLab's G1 rough task
+    scans the same pattern) and the privileged observation its noise-free values: ``[N,
+    103 + 187]`` and ``[N, 216 + 187]``. Foot heights (swing peak, clearance, gait phase
+    terms) are above the terrain under the foot. The terrain curriculum:
+    :meth:`terrain_curriculum`. Only Playground's contact pairs collide (feet with the
+    terrain, hands with thighs, foot with foot): a fallen G1's torso does not touch the
+    terrain; the upside-down termination ends such an episode.
 
     Args (beyond ``G1Env``'s): ``terrain_rows`` (10), ``terrain_cols`` (one per type),
     ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed`` (an int32 as ``seed``, its
-    default; a negative one is taken modulo 2**32), each checked before the terrain is
-    generated.
+    default; a negative one is taken modulo 2**32); ``height_scan`` (True; False: blind,
+    the observations without the scan, 103 and 216 values). Each is checked before the
+    terrain is generated.
     """
 
     name = "G1Terrain-v0"
     spawn_height = 0.05
-
-    def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
-        grid, self.terrain_seed = grid_from_options(seed, kwargs)
-        return grid
-
-    def model_config(self) -> dict[str, object]:
-        """``G1Env``'s and the terrain grid's settings: ``terrain_rows``, its column types
-        (``terrain_types``), ``tile_size``, ``terrain_seed`` (as built)."""
-        g = self.grid
-        return {**super().model_config(), "terrain_rows": len(g.difficulty),
-                "terrain_types": tuple(g.types), "tile_size": float(g.tile_size),
-                "terrain_seed": int(self.terrain_seed)}
 
 
 G1_ENVS = (G1Env, G1RoughEnv, G1TerrainEnv)

@@ -175,27 +175,3 @@ def test_checkpoint_continues_bit_for_bit():
 def test_bad_max_action_delay_is_refused(bad):
     with pytest.raises(ValueError, match="max_action_delay"):
         gp.make(FLAT, 2, device="cpu", max_action_delay=bad)
-
-
-def test_terrain_grid_spawns_each_env_on_its_tile_and_level():
-    """``G1Terrain-v0``: Go1's terrain grid under G1's task: env i starts on column
-    ``i % cols`` of row ``terrain_level``, its feet collide with the heightfield (through
-    Playground's pairs, which now name it), and nothing overflows."""
-    env = gp.make("G1Terrain-v0", 4, device="cpu", seed=1, terrain_rows=2, tile_size=4.0,
-                  terrain_types=("flat", "stairs_up"), reset_xy_range=0.0)
-    env.params.set("terrain_level", torch.tensor([0.0, 0.0, 1.0, 1.0]))
-    env.reset()
-    origins = torch.as_tensor(env.grid.origins)  # [rows, cols, 3]
-    want = torch.stack([origins[0, 0], origins[0, 1], origins[1, 0], origins[1, 1]])
-    home = torch.as_tensor(env.backend.home_qpos[:3])
-    got = env.state["qpos"][:, :3]
-    assert torch.allclose(got[:, :2], want[:, :2] + home[:2], atol=1e-5)
-    assert torch.allclose(got[:, 2], want[:, 2] + home[2] + env.spawn_height, atol=1e-5)
-    for _ in range(5):
-        td = env.step(torch.zeros(4, 29))
-    assert torch.isfinite(td["reward"]).all()
-    assert td["privileged_observation"][:, -10:-8].sum() > 0  # foot contacts: on the terrain
-    assert not env.overflows["constraints"].any() and not env.overflows["contacts"].any()
-    assert env.model_config()["terrain_types"] == ("flat", "stairs_up")
-    with pytest.raises(ValueError, match="terrain_rows"):
-        gp.make("G1Terrain-v0", 2, device="cpu", terrain_rows=0)
