@@ -16,8 +16,8 @@ pytest.importorskip("mujoco")
 pytest.importorskip("mujoco_warp")
 
 from gpuparam.envs.mujoco.g1_model import FEET  # noqa: E402
-from gpuparam.envs.mujoco.terrain import scan_points, terrain_geom  # noqa: E402
-from tests.envs.robots.test_height_scan import numpy_heights  # noqa: E402
+from gpuparam.envs.mujoco.terrain import terrain_geom  # noqa: E402
+from tests.envs.robots.test_height_scan import numpy_heights, scan_reference  # noqa: E402
 
 TERRAIN = "G1Terrain-v0"
 GRID = dict(terrain_rows=3, tile_size=4.0)  # 7 columns, one per type
@@ -59,16 +59,7 @@ def test_height_scan_in_both_observations_is_the_heightfield_sampled():
     both without noise, within the noise bound with it."""
     env = _env(noise_level=0.0)
     env.step(torch.zeros(4, 29))
-    q = env.state["qpos"].numpy().astype(np.float64)
-    gid, hid = terrain_geom(env.mjm, "floor")
-    pts = scan_points().astype(np.float64)
-    w, x, y, z = q[:, 3], q[:, 4], q[:, 5], q[:, 6]
-    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-    c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
-    px = q[:, :1] + c * pts[:, 0] - s * pts[:, 1]
-    py = q[:, 1:2] + s * pts[:, 0] + c * pts[:, 1]
-    h = numpy_heights(env.mjm, gid, hid, px, py)
-    want = np.clip(q[:, 2:3] - 0.5 - h, -1, 1) * 5.0
+    want = scan_reference(env)
     priv = env.outputs["privileged_observation"]
     obs = env.outputs["observation"]
     assert env.num_scan_points == P

@@ -35,6 +35,22 @@ def numpy_heights(mjm: mujoco.MjModel, gid: int, hid: int, x: np.ndarray,
     return oz + z * ez
 
 
+def scan_reference(env) -> np.ndarray:
+    """A terrain env's noise-free height-scan values at its current base poses, float64
+    ``[N, P]``: ``clip(base_z - 0.5 - h, -1, 1) * 5`` (the default offset and scale), ``h``
+    the heightfield under the scan points rotated by the base's yaw (NumPy, from MuJoCo's
+    model)."""
+    q = env.state["qpos"].numpy().astype(np.float64)
+    gid, hid = tr.terrain_geom(env.mjm, "floor")
+    pts = tr.scan_points().astype(np.float64)
+    w, x, y, z = q[:, 3], q[:, 4], q[:, 5], q[:, 6]
+    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+    px = q[:, :1] + c * pts[:, 0] - s * pts[:, 1]
+    py = q[:, 1:2] + s * pts[:, 0] + c * pts[:, 1]
+    return np.clip(q[:, 2:3] - 0.5 - numpy_heights(env.mjm, gid, hid, px, py), -1, 1) * 5.0
+
+
 @pytest.fixture(scope="module")
 def scene():
     t = tr.generate_terrain(rows=3, seed=11, **KW)
