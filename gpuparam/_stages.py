@@ -21,6 +21,13 @@ from gpuparam.spec import DiscreteSpec
 Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
 
 
+def _hook_name(fn: Hook) -> str:
+    """``fn``'s qualified name and where it is defined, for errors."""
+    code = getattr(fn, "__code__", None)
+    where = f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    return f"{getattr(fn, '__qualname__', repr(fn))}{where}"
+
+
 class EnvStages:
     """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (an object
     every ``VecEnv`` owns) and holds what users add to them: hooks, curricula and stages,
@@ -95,8 +102,13 @@ class EnvStages:
 
     def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:
         """Consecutive hooks of one kind share a stage."""
-        return [Stage(name, functools.partial(self._run_hooks, tuple(fn for fn, _ in run)), kind)
-                for kind, run in itertools.groupby(hooks, key=lambda h: h[1])]
+        stages = []
+        for kind, run in itertools.groupby(hooks, key=lambda h: h[1]):
+            fns = tuple(fn for fn, _ in run)
+            what = f"{kind} hooks " + ", ".join(map(_hook_name, fns))
+            stages.append(Stage(name, functools.partial(self._run_hooks, fns), kind,
+                                what=lambda what=what: what))
+        return stages
 
     def _run_hooks(self, fns: tuple[Hook, ...], ctx: StepContext) -> None:
         # a raising hook does not skip the next ones of its stage, as a raising stage does

@@ -35,20 +35,52 @@ def _tensors(x) -> list[torch.Tensor]:
     return []
 
 
-class NoTorchMemory(torch.overrides.TorchFunctionMode):
-    """Refuses torch memory inside a ``"warp"`` segment's capture: a torch call there that
-    returns a tensor on storage none of its inputs had (a temporary) raises
-    ``RuntimeError``. Such a tensor is outside any torch graph pool: on CUDA its memory goes
-    back to torch's allocator after the capture while the Warp graph still reads or writes
-    it at every replay. Views (``reshape``, indexing) and metadata (``shape``,
-    ``data_ptr``) pass. The same check on both devices, so a CPU test proves the rule."""
+# torch calls that read tensor values on the host: a replay would reuse what they read at
+# capture (and on CUDA they synchronize)
+_READS = frozenset({"item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__",
+                    "__index__", "__complex__", "__array__", "__repr__", "__str__",
+                    "__format__"})
+_IN_PLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__",
+                               "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+                               "__iand__", "__ior__", "__ixor__", "__ilshift__",
+                               "__irshift__", "__imatmul__"})
+
+
+class WarpSegmentGuard(torch.overrides.TorchFunctionMode):
+    """The capture contract of a ``"warp"`` segment, enforced while it is captured (on both
+    devices, so a CPU test proves the rule): a Warp graph holds Warp launches only. A torch
+    call there either runs once at capture and never again (on the CPU: a hook's
+    ``td["reward"].mul_(3)`` would scale the first reward only) or, on CUDA, is recorded
+    into the Warp graph on memory no graph pool owns. So any torch call that does device
+    work or reads values is refused with ``RuntimeError`` before it runs, naming the stage
+    (and its hooks) and the fix, ``kind="torch"``: in-place ops and ``out=`` (writes),
+    calls returning a tensor on new storage (temporaries) and host reads (``item``,
+    ``tolist``, ``bool(t)``, ...). Views (``reshape``, basic indexing) and metadata
+    (``shape``, ``data_ptr``: what ``wp.from_torch`` reads) pass.
+
+    ``where``: what runs now (the pipeline sets it per stage), named in the error."""
 
     def __init__(self, segment: tuple[str, ...]):
         super().__init__()
-        self.segment = segment
+        self.segment, self.where = segment, ", ".join(segment)
+
+    def _refuse(self, func, what: str) -> None:
+        raise RuntimeError(
+            f"warp segment {list(self.segment)}: {self.where}: torch's "
+            f"{getattr(func, '__name__', func)} {what} while the segment was captured as a "
+            "Warp graph, which replays Warp launches only (the torch op would run once, at "
+            "capture). Declare the stage or hook kind='torch' (or 'python'), or launch a "
+            "Warp kernel instead"
+        )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if kwargs.get("out") is not None or name in _IN_PLACE_DUNDERS or (
+                name.endswith("_") and not name.startswith("__")):
+            self._refuse(func, "writes a tensor")
+        if name in _READS:
+            self._refuse(func, "reads tensor values on the host")
         out = func(*args, **kwargs)
         inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))
                   if t.layout == torch.strided and not t.is_meta}
@@ -56,13 +88,8 @@ class NoTorchMemory(torch.overrides.TorchFunctionMode):
             if (t.layout == torch.strided and not t.is_meta
                     and t.untyped_storage().nbytes() > 0
                     and t.untyped_storage().data_ptr() not in inputs):
-                raise RuntimeError(
-                    f"warp segment {list(self.segment)}: {getattr(func, '__name__', func)} "
-                    f"made a torch tensor {tuple(t.shape)} {t.dtype} while the segment was "
-                    "captured as a Warp graph; its memory is outside any graph pool and is "
-                    "reused after the capture. Allocate buffers at bind time, or declare "
-                    "the stage kind='torch'"
-                )
+                self._refuse(func, f"made a tensor {tuple(t.shape)} {t.dtype} (memory "
+                                   "outside any graph pool, reused after the capture)")
         return out
 
 
@@ -129,10 +156,12 @@ class Stage:
             stage: no host sync, no allocation, no Python branch on tensor values (a replay
             repeats the device work, not the Python).
         kind: ``"warp"``, ``"torch"`` or ``"python"`` (the default), see the module
-            docstring; or a callable returning one, asked when the stage list is built.
+            docstring. A ``"warp"`` stage may call no torch op but views and metadata
+            (:class:`WarpSegmentGuard` refuses the others at capture).
         key: optional ``key()`` returning host-side settings ``run`` reads (module
             identities, sizes); a change drops the capture.
-        warp_only: older name of ``kind``: True is ``"warp"``, False ``"torch"``.
+        what: optional ``what()`` describing what ``run`` calls (e.g. a hook's function),
+            for errors; default the name.
 
     A stage that raises (any ``BaseException``: ``KeyboardInterrupt`` and ``SystemExit``
     too) does not stop the step: the later stages still run (bookkeeping, curricula, clock,
@@ -147,10 +176,9 @@ class Stage:
         self,
         name: str,
         run: Callable[[StepContext], None],
-        kind: str | Callable[[], str] = "python",
+        kind: str = "python",
         key: Callable[[], Hashable] | None = None,
-        *,
-        warp_only: bool | Callable[[], bool] | None = None,
+        what: Callable[[], str] | None = None,
     ):
         if not isinstance(name, str) or not name:
             raise TypeError(f"Stage: name expected a non-empty str, got {name!r}")
@@ -158,20 +186,13 @@ class Stage:
             raise TypeError(f"Stage {name!r}: run expected a callable run(ctx), got {run!r}")
         if key is not None and not callable(key):
             raise TypeError(f"Stage {name!r}: key expected a callable or None, got {key!r}")
-        if warp_only is not None:
-            wo = warp_only if callable(warp_only) else lambda: warp_only
-            kind = lambda: "warp" if wo() else "torch"  # noqa: E731
-        self.name, self.run, self.key, self._kind = name, run, key, kind
-        if not callable(kind):
-            self.kind  # noqa: B018 (validated now)
+        if kind not in KINDS:
+            raise ValueError(f"Stage {name!r}: kind expected one of {KINDS}, got {kind!r}")
+        self.name, self.run, self.key, self.kind, self._what = name, run, key, kind, what
 
-    @property
-    def kind(self) -> str:
-        """The stage's kind now (a callable kind is asked)."""
-        k = self._kind() if callable(self._kind) else self._kind
-        if k not in KINDS:
-            raise ValueError(f"Stage {self.name!r}: kind expected one of {KINDS}, got {k!r}")
-        return k
+    def describe(self) -> str:
+        """The stage's name and, when given, what it calls."""
+        return f"stage {self.name!r}" + (f" ({self._what()})" if self._what else "")
 
     def __repr__(self) -> str:
         return f"Stage({self.name!r}, kind={self.kind!r})"
@@ -344,7 +365,7 @@ class Pipeline:
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
         """A Warp graph of a ``"warp"`` segment (no torch memory may be made while it is
-        captured: :class:`NoTorchMemory`); for a ``"torch"`` one (CUDA) a torch graph
+        captured: :class:`WarpSegmentGuard`); for a ``"torch"`` one (CUDA) a torch graph
         (Warp's launches captured into it), all in one memory pool (their scratch stays
         private to the pipeline's graphs) with ``thread_local`` errors (Warp's default: CUDA
         calls from other threads, e.g. NCCL's watchdog, do not invalidate the capture)."""
@@ -354,11 +375,13 @@ class Pipeline:
             graph = torch.cuda.CUDAGraph()
             outer = torch.cuda.graph(graph, pool=self._pool, stream=ctx.torch_stream,
                                      capture_error_mode="thread_local")
-        guard = (NoTorchMemory(tuple(s.name for s in stages)) if kind == "warp"
-                 else contextlib.nullcontext())
+        guard = WarpSegmentGuard(tuple(s.name for s in stages)) if kind == "warp" else None
         with outer, wp.ScopedCapture(device=ctx.wp_device, stream=ctx.stream,
-                                     external=graph is not None) as c, guard:
+                                     external=graph is not None) as c, (
+                guard or contextlib.nullcontext()):
             for s in stages:
+                if guard is not None:
+                    guard.where = s.describe()
                 s.run(ctx)
         self._keep.append(c)
         return c.graph if graph is None else graph

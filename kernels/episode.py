@@ -87,3 +87,16 @@ def begin_episode(
     k = episode_count[env]
     episode_count[env] = k + 1
     return rng_key(seed, env_offset + env, STREAM_RESET, k)
+
+
+@wp.kernel
+def scale(
+    # Model:
+    k: float,
+    # Data out (read, then written):
+    x: wp.array(dtype=float),
+):
+    """``x *= k``, one thread per entry: the device work of a ``"warp"`` hook in
+    ``gpuparam.testing`` (a float32 ``[N]`` output such as the reward)."""
+    i = wp.tid()
+    x[i] = x[i] * k

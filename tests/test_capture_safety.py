@@ -11,7 +11,7 @@ import torch
 import warp as wp
 
 import gpuparam as gp
-from gpuparam.pipeline import NoTorchMemory, Pipeline, Stage
+from gpuparam.pipeline import Pipeline, Stage, WarpSegmentGuard
 
 
 def test_a_warp_stage_making_a_torch_temporary_is_refused_at_capture():
@@ -20,7 +20,7 @@ def test_a_warp_stage_making_a_torch_temporary_is_refused_at_capture():
     env.add_stage(Stage("scratch", lambda c: made.append(c.running_return * 2.0), "warp"))
     a = torch.ones(8, dtype=torch.int64)
     env.step(a)  # eager warm-up: allowed
-    with pytest.raises(RuntimeError, match=r"scratch.*made a torch tensor \(8,\).*outside any"):
+    with pytest.raises(RuntimeError, match=r"scratch.*made a tensor \(8,\).*outside any"):
         env.step(a)  # the capture
     assert not env.pipeline.captured
     # the step still completed eagerly: the stage ran again, outside the capture (the
@@ -43,16 +43,49 @@ def test_views_and_metadata_pass_inside_a_warp_capture():
     assert env.pipeline.captured and len(seen) == 2  # warm-up and capture, not replays
 
 
-def test_no_torch_memory_lets_in_place_ops_and_inputs_through():
+def test_the_guard_refuses_writes_temporaries_and_host_reads_before_they_run():
     x = torch.zeros(4)
-    with NoTorchMemory(("s",)):
-        x.add_(1.0)
-        y = x.view(2, 2)
-        torch.clamp(x, 0.0, 0.5, out=x)
-    assert y.shape == (2, 2) and torch.equal(x, torch.full((4,), 0.5))
-    with pytest.raises(RuntimeError, match=r"warp segment \['s'\]: .*\(4,\) torch.float32"):
-        with NoTorchMemory(("s",)):
-            x + 1.0
+    with WarpSegmentGuard(("s",)):
+        y = x.view(2, 2)  # views and metadata pass
+        assert y.shape == (2, 2) and x.data_ptr() == y.data_ptr()
+    for op, what in ((lambda: x.add_(1.0), "add_ writes"),
+                     (lambda: torch.clamp(x, 0.0, 0.5, out=x), "clamp writes"),
+                     (lambda: x.__setitem__(0, 1.0), "__setitem__ writes"),
+                     (lambda: x.copy_(x + 0), "writes|made"),
+                     (lambda: x + 1.0, r"made a tensor \(4,\) torch.float32"),
+                     (lambda: x.sum().item(), "made|reads"),
+                     (lambda: x.tolist(), "tolist reads"),
+                     (lambda: bool(x[0]), "__bool__ reads")):
+        with pytest.raises(RuntimeError, match=rf"warp segment \['s'\]: s: torch's .*({what})"):
+            with WarpSegmentGuard(("s",)):
+                op()
+    assert torch.equal(x, torch.zeros(4))  # refused before running: nothing written
+
+
+@pytest.mark.parametrize("kind", ["warp", "torch", "python"])
+def test_a_warp_hook_with_a_torch_op_is_refused_and_other_kinds_replay_it(kind):
+    """Issue 40: ``td["reward"].mul_(3)`` in a ``"warp"`` hook ran once at capture and was
+    then dropped (rewards 3, 1, 1, 1 captured against 3, 3, 3, 3 eager). Now the capture
+    refuses it, naming the hook and the fix, and the step completes eagerly; as a
+    ``"torch"`` or ``"python"`` hook it runs at every step, captured or not."""
+    env = gp.make("CartPole-v1", 4, device="cpu", seed=0)
+
+    def triple(env, td):
+        td["reward"].mul_(3.0)
+
+    env.after_step(triple, kind=kind)
+    a = torch.ones(4, dtype=torch.int64)
+    rewards = []
+    for t in range(4):
+        if kind == "warp" and t % 2 == 1:  # every capture attempt is refused
+            with pytest.raises(RuntimeError, match=r"'after_step' \(warp hooks .*triple at "
+                                                   r".*mul_ writes.*kind='torch'"):
+                env.step(a)
+        else:
+            env.step(a)
+        rewards.append(env.outputs["reward"].tolist())
+    assert rewards == [[3.0] * 4] * 4
+    assert env.pipeline.captured == (kind != "warp")
 
 
 def test_gated_model_writes_sit_in_a_warp_stage_of_their_own():

@@ -159,3 +159,14 @@ def test_kernel_backend_passes_parameters_as_one_struct_that_sees_every_write():
     obs = env.step(torch.zeros(4, 1))["observation"]
     shift = torch.where(mask, 3.0, 1.0)
     assert torch.equal(obs, torch.stack([shift, -shift], 1))
+
+
+def test_custom_env_gets_the_capture_proof():
+    """docs/custom_envs.md: an author runs the library's own differential check on their
+    env (captured against eager, random public operations, bit for bit)."""
+    from gpuparam.testing import check_capture
+
+    report = check_capture(
+        lambda capture: custom_env.PointMassEnv(4, device="cpu", seed=1, capture=capture),
+        steps=16, seed=2)
+    assert report.replayed_steps >= 1 and report.compared > 0

@@ -225,10 +225,10 @@ class RslRlVecEnv(Adapter, VecEnv):
         if self._staged:
             self._flag = torch.zeros(1, dtype=torch.int32, device=dev)
             self._removers.append(base.add_stage(Stage("rsl_rl_outputs", self._output_stage,
-                                                       warp_only=True)))
+                                                       "warp")))
         if self._logits is not None:
             self._removers.append(base.add_stage(
-                Stage("rsl_rl_actions", self._action_stage, warp_only=True), first=True))
+                Stage("rsl_rl_actions", self._action_stage, "warp"), first=True))
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
         self._launches: dict[str, tuple] = {}  # the stages' bound launches (_bound)
         self._donef = torch.zeros(n, **f32)

@@ -102,7 +102,7 @@ class TransformedEnv(SavesState):
         self._remove_stage = None
         if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
             self._remove_stage = env.add_stage(Stage(
-                "transforms", self._stage, warp_only=True, key=self._stage_key
+                "transforms", self._stage, "warp", key=self._stage_key
             ))
 
     # read-only: the stage and the checkpoint hold these transforms; step returns _out

@@ -104,5 +104,5 @@ class Push:
         # zeros above (the step's stream waits on it)
         push = BoundLaunch(kloco.push, n, inputs=inputs, outputs=outputs, device=dev)
         push()
-        return Stage("push", lambda c: push.launch(c.stream), warp_only=True)
+        return Stage("push", lambda c: push.launch(c.stream), "warp")
 
