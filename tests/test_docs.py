@@ -135,9 +135,26 @@ def test_readme_commands_are_what_ci_runs():
         assert cmd in ci, f".ci/run lacks {cmd!r}"
 
 
+README_MAX_WORDS = 2500  # counted as ``wc -w README.md`` counts them
+
+
 def test_readme_is_a_guide():
-    lines = (ROOT / "README.md").read_text().splitlines()
+    text = (ROOT / "README.md").read_text()
+    lines, words = text.splitlines(), len(text.split())
     assert len(lines) <= 260, f"README.md has {len(lines)} lines: move reference to docs/"
+    assert words <= README_MAX_WORDS, (
+        f"README.md has {words} words, expected at most {README_MAX_WORDS}: move reference "
+        "to docs/ (docs/README.md indexes it)")
+
+
+def test_readme_states_the_test_time_cold_and_warm():
+    """The suite's time depends on Warp's kernel cache: both figures, in the README and in
+    docs/install.md."""
+    for page in ("README.md", "docs/install.md"):
+        text = re.sub(r"\s+", " ", (ROOT / page).read_text())
+        for phrase in ("about 6 minutes", "warm", "44 minutes", "17.7 minutes of CPU time",
+                       "empty"):
+            assert phrase in text, f"{page} lacks {phrase!r} (the test time, cold and warm)"
 
 
 def _masked(text: str) -> list[str]:
