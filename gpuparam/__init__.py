@@ -5,7 +5,10 @@ The names below are the public API; everything else may change.
 
 from __future__ import annotations
 
-from gpuparam import _device  # noqa: F401  (configures Warp before kernels load)
+from gpuparam import (
+    _device,  # noqa: F401  (configures Warp before kernels load)
+    testing,  # gp.testing.check_capture (after _device: it loads kernels)
+)
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.config import randomization_from_config
 from gpuparam.curriculum import ADR, Curriculum
@@ -79,6 +82,7 @@ __all__ = [
     "TransformedEnv",
     "Uniform",
     "VecEnv",
+    "testing",
     "make",
     "randomization_from_config",
     "register",

@@ -19,10 +19,14 @@ STEP = Op("step", 0)
 # a sequence: the warm-up and capture steps, then operations of every kind with steps
 # between them (a capture dropped by an operation is made again by later steps), and steps
 # enough at the end for a warm-up, a capture and replays
-sequences = st.lists(st.builds(Op, st.sampled_from(OPS), st.integers(0, 2**31 - 1)),
-                     min_size=4, max_size=24).map(
-    lambda ops: [STEP, STEP, *(x for op in ops for x in (op, Op("step", op.seed))),
-                 *[STEP] * 4])
+def sequences(max_ops: int):
+    return st.lists(st.builds(Op, st.sampled_from(OPS), st.integers(0, 2**31 - 1)),
+                    min_size=4, max_size=max_ops).map(
+        lambda ops: [STEP, STEP, *(x for op in ops for x in (op, Op("step", op.seed))),
+                     *[STEP] * 4])
+
+
+
 slow_settings = settings(max_examples=2, deadline=None, derandomize=True,
                          suppress_health_check=list(HealthCheck))
 
@@ -47,7 +51,7 @@ def _maker(name: str, n: int, **kw):
 @pytest.mark.parametrize("name", CLASSIC)
 @settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
-@given(ops=sequences)
+@given(ops=sequences(24))
 def test_classic_envs_captured_equal_eager(name, ops):
     report = check_capture(_maker(name, 8), ops=ops)
     assert report.replayed_steps >= 1 and report.compared > 0
@@ -55,7 +59,7 @@ def test_classic_envs_captured_equal_eager(name, ops):
 
 @pytest.mark.parametrize("name", sorted(ROBOTS))
 @slow_settings
-@given(ops=sequences)
+@given(ops=sequences(10))
 def test_robots_captured_equal_eager(name, ops):
     pytest.importorskip("mujoco_warp")
     report = check_capture(_maker(name, 2, **ROBOTS[name]), ops=ops)
