@@ -231,7 +231,7 @@ class EnvCheckpoint:
                 "or another thread): a half-done step would not continue as the run does "
                 "(counters and schedules advance at its end); save between steps"
             )
-        with self._lock.call():
+        with self._lock.call("save"):
             return self._collect()
 
     def _collect(self) -> dict[str, object]:
@@ -310,7 +310,7 @@ class EnvCheckpoint:
         """``env.load_state_dict(state)``: refused from inside a step, one call on the env;
         everything checked before anything is written."""
         self._check_not_stepping("load_state_dict")
-        with self._lock.call():
+        with self._lock.call("load"):
             self._load(self.check(state))
 
     def _load(self, state: dict) -> None:

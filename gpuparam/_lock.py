@@ -14,19 +14,22 @@ class EnvLock:
     the error (its ``repr``) and is what ``with lock.call() as x`` binds to ``x``.
 
     ``busy``: the lock, held while a call or a ``hold()`` block runs; ``holder``: the id of
-    the thread holding the env through ``hold()``, or None; ``in_call``: a call runs."""
+    the thread holding the env through ``hold()``, or None; ``running``: the call running
+    (``"step"``, ``"reset"``, ``"load"``, ``"save"``) or None, the one place that says a
+    step runs."""
 
     def __init__(self, owner: object):
         self.owner = owner
         self.busy = threading.Lock()
         self.holder: int | None = None  # the thread holding the env through hold()
-        self.in_call = False  # a step or reset is running
+        self.running: str | None = None
 
     @contextlib.contextmanager
-    def call(self, hold: bool = False):
-        """One call at a time (a step, reset or load; ``hold=True``: a ``hold()`` block); the
-        thread holding the env enters without the lock while no call of it is running."""
-        took = self.holder != threading.get_ident() or self.in_call
+    def call(self, what: str = "call", hold: bool = False):
+        """One call at a time (``what``: ``"step"``, ``"reset"``, ``"load"`` or ``"save"``;
+        ``hold=True``: a ``hold()`` block); the thread holding the env enters without the
+        lock while no call of it is running."""
+        took = self.holder != threading.get_ident() or self.running is not None
         if took and not self.busy.acquire(blocking=False):
             raise RuntimeError(
                 f"{self.owner!r}: step/reset called while another call on this env is running "
@@ -35,11 +38,11 @@ class EnvLock:
             )
         if took and hold:
             self.holder = threading.get_ident()
-        self.in_call = not hold
+        self.running = None if hold else what
         try:
             yield self.owner
         finally:
-            self.in_call = False
+            self.running = None
             if took:
                 self.holder = None
                 self.busy.release()

@@ -36,5 +36,5 @@ class EnvRecompute:
         env.backend.params_changed(names, mask)
         if env.backend.defers_writes and not capturing(env.device):
             # applied now; a captured write waits for the step's "model_writes" stage
-            in_step = env.pipeline.running or env.reset_pipeline.running
+            in_step = env.stepping or env.resetting
             env.backend.commit_writes(None, gated=in_step)

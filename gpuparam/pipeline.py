@@ -222,8 +222,7 @@ class Pipeline:
 
     ``captures`` counts the captures made, ``runs`` the calls that ran every stage (also
     those that then raised a stage's error: a caller compares it before and after a call
-    that raised to know whether the step happened); ``running`` is True while a call runs
-    its stages (a parameter write then is part of the step: the robots gate it).
+    that raised to know whether the step happened).
     """
 
     def __init__(
@@ -248,7 +247,6 @@ class Pipeline:
         self._keys: tuple = ()
         self._calls = 0
         self.captures = 0  # captures made so far (a replay that recaptures shows here)
-        self.running = False  # True while a call runs its stages
         self.runs = 0
         self._cuda = ctx.device.type == "cuda"  # device-ok: torch has no CPU graphs
 
@@ -295,21 +293,17 @@ class Pipeline:
         if self._stages is not None and self._keys != self._current_keys():
             self.invalidate()  # built or captured for other settings (e.g. listener kinds)
         self.stages  # noqa: B018
-        self.running = True
+        if not self._cuda:
+            self._run()
+            return
+        current = torch.cuda.current_stream(self.ctx.device)
+        stream = self.ctx.torch_stream
+        stream.wait_stream(current)
         try:
-            if not self._cuda:
+            with torch.cuda.stream(stream):
                 self._run()
-                return
-            current = torch.cuda.current_stream(self.ctx.device)
-            stream = self.ctx.torch_stream
-            stream.wait_stream(current)
-            try:
-                with torch.cuda.stream(stream):
-                    self._run()
-            finally:
-                current.wait_stream(stream)  # also when a stage raised
         finally:
-            self.running = False
+            current.wait_stream(stream)  # also when a stage raised
 
     def _current_keys(self) -> tuple:
         keys = tuple(s.key() for s in self.stages if s.key is not None)

@@ -111,7 +111,6 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
             self.output_specs(), type(self).__name__)
         self.max_episode_steps = limit
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self.stepping = False  # True while step() runs its pipeline
         self._stages = EnvStages(self)  # the stage lists, hooks, curricula
         self._syncs = EnvSyncs()  # sync_every's schedules
         binding = BindContext(
@@ -223,7 +222,7 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
             (new for masked envs, unchanged for the others) and the outputs declared with
             ``reset=True`` (``output_specs``).
         """
-        with self._lock.call():
+        with self._lock.call("reset"):
             check_mask(mask, self.num_envs, self.device)
             if seed is not None:
                 self.restore_seed(check_seed(seed))
@@ -254,18 +253,27 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
         auto-reset, syncs), then raises (``docs/pipeline.md``); its outputs are in
         ``env.outputs``. A refused action raises before anything runs.
         """
-        with self._lock.call():
+        with self._lock.call("step"):
             load_action(self.context.action, action, self.action_spec, self.validate_actions)
-            runs, self.stepping = self.pipeline.runs, True
+            runs = self.pipeline.runs
             try:
                 self.pipeline()
             finally:
-                self.stepping = False
                 # host-launched collectives, outside the captured step, for every step that
                 # ran to its end (one a stage raised in too)
                 if self.pipeline.runs != runs:
                     self._syncs.step()
         return self._td
+
+    @property
+    def stepping(self) -> bool:
+        """True while ``step`` runs (hooks and stages run inside it)."""
+        return self._lock.running == "step"
+
+    @property
+    def resetting(self) -> bool:
+        """True while ``reset`` runs its pipeline."""
+        return self._lock.running == "reset"
 
     def hold(self) -> contextlib.AbstractContextManager:
         """``with env.hold(): ...``: only this thread's ``step``/``reset`` calls run inside
