@@ -28,10 +28,10 @@ from gpuparam.randomization.terms import Every, Gaussian, Interval, LogUniform, 
 from gpuparam.spec import DiscreteSpec
 from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 
-OPS = ("step", "set", "reset", "term", "hook", "reset_stats", "roundtrip", "push")
+OPS = ("step", "set", "reset", "term", "hook", "reset_stats", "roundtrip", "push", "adapter")
 # how often each operation is drawn, relative to a step
 WEIGHTS = {"step": 10, "set": 3, "reset": 2, "term": 1, "hook": 1, "reset_stats": 1,
-           "roundtrip": 1, "push": 1}
+           "roundtrip": 1, "push": 1, "adapter": 1}
 HOOK_KINDS = ("python", "torch", "warp")
 
 
@@ -95,6 +95,7 @@ class _Side:
                           RewardNorm(gamma=0.99, group_ids=groups))
             self.tenv = TransformedEnv(env, *self.norms)
         self.out: Mapping | None = None
+        self.adapter = None  # rsl_rl's adapter, once an "adapter" op wrapped the env
 
     def state(self) -> dict:
         state = {"env": self.env.state_dict()}
@@ -147,7 +148,11 @@ def _apply(side: _Side, op: Op) -> None:
     """Run ``op`` on one env; both envs draw the same choices from ``op.seed``."""
     env, tenv = side.env, side.tenv
     rng, g, n, dev = random.Random(op.seed), _gen(op.seed), env.num_envs, env.device
-    if op.kind == "step":
+    if op.kind == "step" and side.adapter is not None:
+        actions = torch.rand((n, side.adapter.num_actions), generator=g) * 2 - 1
+        obs, rew, dones, _ = side.adapter.step(actions.to(dev))
+        side.out = {**{f"obs/{k}": v for k, v in obs.items()}, "rewards": rew, "dones": dones}
+    elif op.kind == "step":
         side.out = tenv.step(_action(env, g))
     elif op.kind == "set":
         name = _param_name(env, rng)
@@ -195,6 +200,13 @@ def _apply(side: _Side, op: Op) -> None:
                 m.reset_stats(mask)
     elif op.kind == "roundtrip":
         tenv.load_state_dict(tenv.state_dict())
+    elif op.kind == "adapter":
+        if side.adapter is None and side.out is not None:
+            try:
+                from gpuparam.integrations.rsl_rl import RslRlVecEnv
+            except ImportError:  # rsl_rl is an extra: the op does nothing without it
+                return
+            side.adapter = RslRlVecEnv(tenv)  # (resets every env)
     elif op.kind == "push":
         add_event = getattr(env, "add_event", None)
         if add_event is not None:
@@ -270,7 +282,8 @@ def check_capture(
         seed: seed of the random sequence (:func:`random_ops`).
         ops: the sequence to run instead of a random one (e.g. drawn by hypothesis).
         kinds: the operations a random sequence draws from (default all of :data:`OPS`;
-            ``"push"`` only acts on robots).
+            ``"push"`` only acts on robots; ``"adapter"`` wraps rsl_rl's adapter once, when
+            ``rsl_rl`` is installed, and later steps go through it).
         norms: wrap both envs in a ``TransformedEnv`` with an ``ObsNorm`` and a
             ``RewardNorm`` (two groups of envs), so normalization and ``reset_stats`` are
             checked too.
