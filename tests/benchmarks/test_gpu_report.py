@@ -1,5 +1,5 @@
 """The README's GPU figures come from the committed GPU check results, by
-``benchmarks/gpu_report.py``."""
+``benchmarks/gpu/gpu_report.py``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from benchmarks import gpu_report
+from benchmarks.gpu import gpu_report
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "benchmarks" / "results" / "gpu" / "h200.json"

@@ -1,11 +1,11 @@
-"""The README's GPU figures, from the results of ``benchmarks/gpu_check.sh`` runs.
+"""The README's GPU figures, from the results of ``benchmarks/gpu/gpu_check.sh`` runs.
 
 ``benchmarks/results/gpu/h200.json`` lists the runs of one device session (each a
 ``results.jsonl`` the check wrote, its command, its commit, and which other run shared the
 GPU at the same time); this module turns them into the README's section between
 ``<!-- perf-gpu:start -->`` and ``<!-- perf-gpu:end -->``::
 
-    python -m benchmarks.gpu_report benchmarks/results/gpu/h200.json --update-readme README.md
+    python -m benchmarks.gpu.gpu_report benchmarks/results/gpu/h200.json --update-readme README.md
 
 Every figure is read from a result line; a section that failed or did not run is said so.
 """
@@ -106,18 +106,19 @@ def markdown(m: dict) -> str:
     commits = sorted({run["commit"] for run in m["runs"]})
     lines = [START, "## Performance on a GPU", "",
              f"Measured {m['date']} on {m['machine']}, at commits {', '.join(commits)}, by "
-             "`benchmarks/gpu_check.sh` (docs/gpu.md); two runs at a time shared the GPU "
+             "`benchmarks/gpu/gpu_check.sh` (benchmarks/gpu/README.md); two runs at a time "
+             "shared the GPU "
              "(each row says with which), so the throughputs are lower bounds. Results: "
              "`benchmarks/results/gpu/`.", "",
              "| figure | value |", "| --- | --- |"]
     lines += [f"| {a} | {b} |" for a, b in rows(m)]
-    lines += ["", "What the failing GPU tests found, and what became of it: "
-              "[docs/gpu.md](docs/gpu.md#the-first-runs-on-an-h200).", "", END]
+    lines += ["", "What the failing GPU tests found, what has been verified on a GPU and "
+              "what is still open: [docs/gpu.md](docs/gpu.md#what-is-still-open).", "", END]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_report", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu.gpu_report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("manifest", type=Path, help="benchmarks/results/gpu/h200.json")
     p.add_argument("--update-readme", type=Path, metavar="README")
