@@ -4,16 +4,16 @@ The GPU machine this project targets (Python 3.12, torch preinstalled, no packag
 at most 64 MiB copied per command, its disk lost when released) lacks warp-lang, MuJoCo
 (Warp), tensordict, Gymnasium, rsl_rl and pytest. Three commands move them over:
 
-- ``pack`` (here, with network; ``benchmarks/gpu/gpu_wheels.sh``): downloads the cp312 manylinux
-  x86_64 wheels of :data:`PINS` into a cache, turns warp-lang's 149 MB wheel into an xz
+- ``pack`` (here, with network; ``benchmarks/gpu/gpu_wheels.sh``): downloads the cp312
+  manylinux x86_64 wheels of :data:`PINS` into a cache, turns warp-lang's 149 MB wheel into an xz
   tarball of its files (the wheel's deflate leaves its two shared libraries at 100+ MB;
   its examples and tests are dropped), and cuts everything into folders ``.whl/1``,
-  ``.whl/2``, ... each of which, with the working tree, fits one call's 64 MiB; a file too
-  big for the room left in a folder is split into parts, named by their index
+  ``.whl/2``, ... each of which, with the working tree, fits one command's 64 MiB; a file
+  too big for the room left in a folder is split into parts, named by their index
   (``NAME.part-00``, ``NAME.part-01``, ...). Every folder holds the whole ``MANIFEST.json``
   (SHA-256 of every item and every part, and the folder of each part).
-- ``stash K`` (there, one call per folder, carrying ``.whl/K``): copies folder K's parts to
-  a stash directory outside the checkout, checks their SHA-256, and says which folders
+- ``stash K`` (there, one command per folder, ``.whl/K`` copied along): copies folder K's
+  parts to a stash directory outside the checkout, checks their SHA-256, and says which folders
   are still missing (every stashed part's SHA-256 checked again).
 - ``install`` (there, after the last stash): joins the parts, checks every item's SHA-256,
   and installs with ``pip install --no-index --no-deps --target`` only the wheels whose
@@ -27,7 +27,7 @@ at most 64 MiB copied per command, its disk lost when released) lacks warp-lang,
 Standard library only: it runs before anything is installed. A manifest is checked whole
 before anything is written (file names plain, inside the stash; parts contiguous; digests
 hexadecimal); a bad one, or a bad argument, ends with one ``gpu_kit:`` line and exit status
-2. Exit status 3 means a part is missing (a machine released between calls loses the
+2. Exit status 3 means a part is missing (a machine released between commands loses the
 stash: stash every folder again).
 """
 
@@ -49,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
-CALL_BYTES = 64 * MIB  # what one device call carries: the working tree plus one folder
+CALL_BYTES = 64 * MIB  # what one command receives: the working tree plus one folder
 MAX_FILE = 60 * MIB  # no file of the kit is bigger
 MARGIN = 3 * MIB  # room for the working tree to grow before the run
 STASH = os.environ.get("GPU_KIT_STASH", "/tmp/gpuparam-kit/stash")
@@ -171,7 +171,7 @@ def _unpacked(wheel: Path, cache: Path) -> Path:
 
 
 def _tree_bytes() -> int:
-    """Bytes of the working tree a device call copies (tracked and untracked, not ignored)."""
+    """Bytes of the working tree a command receives (tracked and untracked, not ignored)."""
     r = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
                        capture_output=True, check=True)
     files = [ROOT / f for f in r.stdout.decode().split("\0") if f]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's side of the carry kit (benchmarks/gpu/gpu_kit.py; stdlib Python only):
 #
-#   bash benchmarks/gpu/gpu_kit.sh stash K     # one command per folder, carrying .whl/K
+#   bash benchmarks/gpu/gpu_kit.sh stash K     # one command per folder, .whl/K copied along
 #   bash benchmarks/gpu/gpu_kit.sh install     # joins, checks SHA-256, installs what is missing
 #
 # into /tmp/gpuparam-kit/{stash,site} (GPU_KIT_STASH, GPU_KIT_SITE). Exit 3: parts missing;
