@@ -192,7 +192,7 @@ def measure(cfg: RunConfig, bar) -> dict:
     res["torchrl_collector_recreate"] = failed or val
     bar.update(1)
     if cfg.is_cuda:
-        from benchmarks.gpu_time import masked_write_gpu_time
+        from benchmarks.gpu.gpu_time import masked_write_gpu_time
 
         val, failed = attempt(masked_write_gpu_time, cfg.device, 1048576)
         res["gpu_time_masked_write_N1048576"] = failed or val

@@ -7,10 +7,10 @@ import torch
 
 import gpuparam as gp
 
-_SRC = os.environ.get("GPU_CHECK_SRC")  # benchmarks/gpu_check.sh's tree of this checkout
+_SRC = os.environ.get("GPU_CHECK_SRC")  # benchmarks/gpu/gpu_check.sh's tree of this checkout
 if _SRC and not gp.__file__.startswith(_SRC):
     raise pytest.UsageError(f"gpuparam imported from {gp.__file__}, not the tree {_SRC} of "
-                            "the checkout under test (benchmarks/gpu_check.sh)")
+                            "the checkout under test (benchmarks/gpu/gpu_check.sh)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -37,6 +37,7 @@ PAGES = (
     "README.md",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
     "benchmarks/README.md",
+    "benchmarks/gpu/README.md",
     "examples/README.md",
 )
 BLOCK = re.compile(
@@ -195,6 +196,39 @@ def test_relative_links_resolve():
                                                          flags=re.M)}
                 if anchor not in heads:
                     bad.append(f"{page}: {target} (no such heading)")
+    assert bad == []
+
+
+# Absolute paths a page about the GPU may name: scratch folders and the caches of Warp and
+# of the kit's downloads, which exist on any machine; nothing of the machine this project
+# is developed on, nor of the machinery that reaches a GPU.
+ALLOWED_PATHS = ("/tmp/", "~/.cache/warp/", "~/.cache/gpuparam/")
+ABSOLUTE = re.compile(r"(?<![\w.:/~-])(~?/[\w.+-]+(?:/[\w.+<>-]*)*)")
+MACHINERY = ("/work", ".library", "device tool", "`device`", "`run`", "give_back", "run(",
+             "carry=", "device call", "device-minute", "device session")
+
+
+def test_gpu_pages_name_no_path_outside_the_repository():
+    """docs/gpu.md and benchmarks/gpu/README.md describe the GPU machine by its properties:
+    no absolute path but scratch and cache folders, no relative link leaving the
+    repository, no name of the machinery used to reach a GPU."""
+    bad = []
+    for page in ("docs/gpu.md", "benchmarks/gpu/README.md"):
+        text = (ROOT / page).read_text()
+        for path in ABSOLUTE.findall(re.sub(r"https?://\S+", "", text)):
+            if not path.startswith(ALLOWED_PATHS):
+                bad.append(f"{page}: {path}")
+        for target in LINK.findall(text):
+            if not re.match(r"[a-z]+:", target) and not target.startswith("#"):
+                dest = ((ROOT / page).parent / target.partition("#")[0]).resolve()
+                if not dest.is_relative_to(ROOT):
+                    bad.append(f"{page}: link {target}")
+        bad += [f"{page}: {word!r}" for word in MACHINERY if word in text]
+    for path in sorted((ROOT / "benchmarks" / "gpu").iterdir()):  # and the kit's files
+        if path.is_file() and path.suffix in (".py", ".sh", ".md"):
+            text = path.read_text()
+            bad += [f"{path.relative_to(ROOT)}: {word!r}" for word in MACHINERY
+                    if word in text and word != "run("]
     assert bad == []
 
 

@@ -1,5 +1,5 @@
 """The README's GPU figures come from the committed GPU check results, by
-``benchmarks/gpu_report.py``."""
+``benchmarks/gpu/gpu_report.py``."""
 
 from __future__ import annotations
 
@@ -7,16 +7,28 @@ import json
 import shutil
 from pathlib import Path
 
-from benchmarks import gpu_report
+from benchmarks.gpu import gpu_report
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "benchmarks" / "results" / "gpu" / "h200.json"
 
 
+FIX = ("run python -m benchmarks.gpu.gpu_report benchmarks/results/gpu/h200.json "
+       "--update-readme README.md --update-docs docs/gpu.md")
+
+
 def test_readme_gpu_section_is_generated_from_the_results():
     readme = (ROOT / "README.md").read_text()
     i, j = readme.index(gpu_report.START), readme.index(gpu_report.END)
-    assert readme[i:j + len(gpu_report.END)] == gpu_report.markdown(gpu_report.load(MANIFEST))
+    assert readme[i:j + len(gpu_report.END)] == gpu_report.markdown(
+        gpu_report.load(MANIFEST)), FIX
+
+
+def test_gpu_page_figures_are_generated_from_the_results():
+    page = (ROOT / "docs" / "gpu.md").read_text()
+    i, j = page.index(gpu_report.DOCS_START), page.index(gpu_report.DOCS_END)
+    assert page[i:j + len(gpu_report.DOCS_END)] == gpu_report.docs_markdown(
+        gpu_report.load(MANIFEST)), FIX
 
 
 def test_figures_follow_the_result_lines(tmp_path):

@@ -1,11 +1,13 @@
-"""The README's GPU figures, from the results of ``benchmarks/gpu_check.sh`` runs.
+"""The README's GPU figures, from the results of ``benchmarks/gpu/gpu_check.sh`` runs.
 
-``benchmarks/results/gpu/h200.json`` lists the runs of one device session (each a
+``benchmarks/results/gpu/h200.json`` lists the runs of one GPU session (each a
 ``results.jsonl`` the check wrote, its command, its commit, and which other run shared the
 GPU at the same time); this module turns them into the README's section between
-``<!-- perf-gpu:start -->`` and ``<!-- perf-gpu:end -->``::
+``<!-- perf-gpu:start -->`` and ``<!-- perf-gpu:end -->``, and the same table into
+docs/gpu.md between ``<!-- gpu-figures:start -->`` and ``<!-- gpu-figures:end -->``::
 
-    python -m benchmarks.gpu_report benchmarks/results/gpu/h200.json --update-readme README.md
+    python -m benchmarks.gpu.gpu_report benchmarks/results/gpu/h200.json \
+        --update-readme README.md --update-docs docs/gpu.md
 
 Every figure is read from a result line; a section that failed or did not run is said so.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from benchmarks.report import rate, update_section
 
 START, END = "<!-- perf-gpu:start -->", "<!-- perf-gpu:end -->"
+DOCS_START, DOCS_END = "<!-- gpu-figures:start -->", "<!-- gpu-figures:end -->"
 
 
 def load(manifest: Path) -> dict:
@@ -102,32 +105,49 @@ def rows(m: dict) -> list[tuple[str, str]]:
     return out
 
 
-def markdown(m: dict) -> str:
+def _table(m: dict, check: str) -> list[str]:
+    """The paragraph saying where and how the figures were measured, and their table;
+    ``check`` names the check's README as the page linking it should."""
     commits = sorted({run["commit"] for run in m["runs"]})
-    lines = [START, "## Performance on a GPU", "",
-             f"Measured {m['date']} on {m['machine']}, at commits {', '.join(commits)}, by "
-             "`benchmarks/gpu_check.sh` (docs/gpu.md); two runs at a time shared the GPU "
+    lines = [f"Measured {m['date']} on {m['machine']}, at commits {', '.join(commits)}, by "
+             f"`benchmarks/gpu/gpu_check.sh` ({check}); two runs at a time shared the GPU "
              "(each row says with which), so the throughputs are lower bounds. Results: "
              "`benchmarks/results/gpu/`.", "",
              "| figure | value |", "| --- | --- |"]
-    lines += [f"| {a} | {b} |" for a, b in rows(m)]
-    lines += ["", "What the failing GPU tests found, and what became of it: "
-              "[docs/gpu.md](docs/gpu.md#the-first-runs-on-an-h200).", "", END]
+    return lines + [f"| {a} | {b} |" for a, b in rows(m)]
+
+
+def markdown(m: dict) -> str:
+    """The README's section: heading, table, and the link to docs/gpu.md."""
+    lines = [START, "## Performance on a GPU", "",
+             *_table(m, "[benchmarks/gpu/README.md](benchmarks/gpu/README.md)"),
+             "", "What has been verified on a GPU and what is still open: "
+             "[docs/gpu.md](docs/gpu.md#what-is-still-open).", "", END]
     return "\n".join(lines)
 
 
+def docs_markdown(m: dict) -> str:
+    """docs/gpu.md's figures: the same table, linked from the docs folder."""
+    return "\n".join([DOCS_START, *_table(m, "[its README](../benchmarks/gpu/README.md)"),
+                      DOCS_END])
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_report", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu.gpu_report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("manifest", type=Path, help="benchmarks/results/gpu/h200.json")
     p.add_argument("--update-readme", type=Path, metavar="README")
+    p.add_argument("--update-docs", type=Path, metavar="GPU_PAGE", help="docs/gpu.md")
     args = p.parse_args(argv)
-    section = markdown(load(args.manifest))
+    m = load(args.manifest)
     if args.update_readme:
-        update_section(args.update_readme, section, START, END)
+        update_section(args.update_readme, markdown(m), START, END)
         print(f"updated {args.update_readme}", file=sys.stderr)
-    else:
-        print(section)
+    if args.update_docs:
+        update_section(args.update_docs, docs_markdown(m), DOCS_START, DOCS_END)
+        print(f"updated {args.update_docs}", file=sys.stderr)
+    if not (args.update_readme or args.update_docs):
+        print(markdown(m))
     return 0
 
 

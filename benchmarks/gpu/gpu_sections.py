@@ -1,6 +1,7 @@
-"""The sections of ``benchmarks/gpu_check.sh``, one process each:
+"""The sections of ``benchmarks/gpu/gpu_check.sh``, one process each:
 
-    python -m benchmarks.gpu_sections NAME --out DIR [--dry-run] [--budget SECONDS]
+    python -m benchmarks.gpu.gpu_sections NAME --out DIR [--dry-run] [--budget SECONDS]
+    python -m benchmarks.gpu.gpu_sections --list     # the table ORDER, as gpu_check.sh reads it
 
 Each appends one JSON line ``{"section": NAME, "ok": ..., ...figures}`` to
 ``DIR/results.jsonl`` when it ends (a failure is a line with ``ok: false`` and the error),
@@ -25,9 +26,32 @@ import xml.etree.ElementTree as ET
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
-# (GPU, dry run) sizes. The GPU ones are sized to the 9-minute budget of docs/gpu.md.
+# The check's sections in the order they run (order of value), with their caps in seconds
+# on the GPU and in the dry run (benchmarks/gpu/README.md has the estimate; caps from the
+# first H200 runs: gpu_tests took 202 s, robots 133 s). ``module`` None: a function of this
+# file, run as ``python -m benchmarks.gpu.gpu_sections NAME``. A module name: a section of
+# its own, run as ``python -m MODULE --out DIR --budget SECONDS [--dry-run]``; it appends
+# its JSON lines (``{"section": NAME, "ok": ..., ...}``, one per experiment if it likes) to
+# ``DIR/results.jsonl``, and its exit status says whether it passed (gpu_check.sh writes
+# the line of one that exits without writing any). Adding a section is one entry here.
+ORDER: tuple[tuple[str, int, int, str | None], ...] = (
+    # (name, cap on the GPU, cap in the dry run, module)
+    ("versions", 30, 30, None),
+    ("smoke", 90, 60, None),
+    ("gpu_tests", 240, 90, None),
+    ("sweep", 75, 60, None),
+    ("masked_write", 30, 40, None),
+    ("recaptures", 60, 60, None),
+    ("mempool", 40, 40, None),
+    ("robots", 200, 90, None),
+    ("graph_counts", 90, 60, None),
+    ("go1_train", 120, 90, None),
+)
+
+# (GPU, dry run) sizes. The GPU ones are sized to the 9-minute budget of
+# benchmarks/gpu/README.md.
 SIZES = {
     "sweep": ((4096, 16384, 65536, 262144, 1 << 20), (64, 256)),
     "sweep_steps": (200, 5),
@@ -449,11 +473,19 @@ SECTIONS = {f.__name__: f for f in (versions, smoke, sweep, masked_write, robots
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("section", choices=sorted(SECTIONS))
-    p.add_argument("--out", required=True)
+    p.add_argument("section", nargs="?", choices=sorted(SECTIONS))
+    p.add_argument("--out")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes")
     p.add_argument("--budget", type=float, default=60.0, help="seconds for this section")
+    p.add_argument("--list", action="store_true",
+                   help="print ORDER: one 'name cap_gpu cap_dry module' line per section")
     args = p.parse_args(argv)
+    if args.list:
+        for name, cap_gpu, cap_dry, module in ORDER:
+            print(name, cap_gpu, cap_dry, module or "-")
+        return 0
+    if args.section is None or args.out is None:
+        p.error("a section and --out are required (or --list)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     run = Run(out, args.dry_run, args.budget)
