@@ -4,12 +4,15 @@ captured and eager steps differ from t=3, with pushes and a step-time term; Go1'
 first forced reset). One JSON line per experiment as it ends, so a run cut short keeps what
 it settled::
 
-    python -m benchmarks.gpu.capture --out DIR                  # on a CUDA machine
-    python -m benchmarks.gpu.capture --out DIR --device cpu --dry-run   # the same, tiny, CPU
+    python -m benchmarks.gpu.capture --out DIR --budget 150        # on a CUDA machine
+    python -m benchmarks.gpu.capture --out DIR --budget 120 --dry-run   # tiny, on the CPU
 
-Each line: ``{"section": "capture", "experiment", "env", "ok", "seconds", ...}``; ``ok`` is
-False with ``"error"`` (the harness's message: the first step and tensor that differ) where
-captured and eager disagree. Experiments:
+It is the first section of ``benchmarks/gpu/gpu_check.sh`` (``gpu_sections.ORDER``) and
+appends to ``DIR/results.jsonl`` one line per experiment: ``{"section": "capture",
+"experiment", "env", "ok", "seconds", ...}``; ``ok`` is False with ``"error"`` (the
+harness's message: the first step and tensor that differ) where captured and eager
+disagree, and the exit status is 1 then; a last line ``"experiment": "summary"`` counts
+the experiments run, failed and skipped (the budget spent). Experiments:
 
 - ``harness``: ``gpuparam.testing.check_capture`` (random public operations, bit for bit)
   on every env, and with MuJoCo Warp's deterministic mode on the robots;
@@ -44,6 +47,7 @@ TOLERANCE = 1e-3  # vs_cpu: |device - cpu| <= TOLERANCE * (1 + |cpu|), per step
 ENVS = ("CartPole-v1", "Pendulum-v1", "Ant-v5", "Walker2d-v5", "Humanoid-v5",
         "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
         "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0")
+DRY_ENVS = ("CartPole-v1", "Walker2d-v5", "Go1JoystickFlatTerrain-v1")
 GRID = dict(terrain_rows=2, tile_size=4.0, terrain_types=("flat", "stairs_up"))
 
 
@@ -67,15 +71,16 @@ class Check:
     """Runs experiments and appends one JSON line each to ``out``/capture.jsonl."""
 
     def __init__(self, out: str, device: str, n: int, steps: int, budget: float):
-        self.path = os.path.join(out, "capture.jsonl")
+        self.path = os.path.join(out, "results.jsonl")
         self.device, self.n, self.steps = device, n, steps
         self.deadline = time.monotonic() + budget
-        self.failed = 0
+        self.failed = self.ran = self.skipped = 0
 
     def run(self, experiment: str, env: str, fn: Callable[[], dict]) -> None:
         if time.monotonic() > self.deadline:
             self.emit({"experiment": experiment, "env": env, "ok": None,
                        "skipped": "the section's budget is spent"})
+            self.skipped += 1
             return
         start = time.monotonic()
         try:
@@ -86,6 +91,7 @@ class Check:
             line = {"ok": False, "error": f"{type(e).__name__}: {e}"[:1500],
                     "traceback": traceback.format_exc()[-1500:]}
         self.failed += line["ok"] is False
+        self.ran += 1
         self.emit({"experiment": experiment, "env": env, **line,
                    "seconds": round(time.monotonic() - start, 2)})
 
@@ -258,19 +264,25 @@ def _no_conditional(setup: Callable) -> Callable:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="folder for capture.jsonl (must exist)")
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", required=True, help="folder of results.jsonl (must exist)")
+    ap.add_argument("--budget", type=float, default=150.0,
+                    help="seconds for all experiments (those left then are skipped)")
     ap.add_argument("--dry-run", action="store_true",
-                    help="tiny sizes (a CPU check of the section itself)")
-    ap.add_argument("--budget", type=float, default=240.0, help="seconds for all experiments")
-    ap.add_argument("--envs", default=",".join(ENVS))
+                    help="on the CPU, tiny sizes and a few envs: a check of the section itself")
+    ap.add_argument("--device", default=None, help="default cuda (cpu with --dry-run)")
+    ap.add_argument("--envs", default=None,
+                    help=f"comma-separated env names (default all: {','.join(ENVS)}; "
+                         f"with --dry-run {','.join(DRY_ENVS)})")
     args = ap.parse_args(argv)
     if not os.path.isdir(args.out):
         print(f"capture: --out expected an existing folder, got {args.out!r}", file=sys.stderr)
         return 2
-    envs = [e for e in args.envs.split(",") if e]
+    envs = [e for e in (args.envs or ",".join(DRY_ENVS if args.dry_run else ENVS)).split(",")
+            if e]
     n, steps = (2, 8) if args.dry_run else (64, 16)
-    c = Check(args.out, args.device, n, steps, args.budget)
+    device = args.device or ("cpu" if args.dry_run else "cuda")
+    # leave time to write the last line before gpu_check.sh's timeout
+    c = Check(args.out, device, n, steps, 0.85 * args.budget)
     robots_ok = True
     try:
         import mujoco_warp  # noqa: F401
@@ -307,13 +319,14 @@ def main(argv: list[str] | None = None) -> int:
         if _robot(name) and not robots_ok:
             continue
         c.run("harness", name, lambda name=name: c.harness(name))
-        if _robot(name):
+        if _robot(name) and not args.dry_run:
             c.run("harness_deterministic", name, lambda name=name: c.harness(
                 name, deterministic=True))
-        if args.device != "cpu":
+        if device != "cpu":
             c.run("vs_cpu", name, lambda name=name: c.vs_cpu(name))
-    print(f"capture: {c.failed} experiment(s) found captured and eager apart")
-    return 0
+    c.emit({"experiment": "summary", "ok": c.failed == 0, "ran": c.ran, "failed": c.failed,
+            "skipped": c.skipped})
+    return 1 if c.failed else 0
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ORDER: tuple[tuple[str, int, int, str | None], ...] = (
     # (name, cap on the GPU, cap in the dry run, module)
     ("versions", 30, 30, None),
+    ("capture", 150, 150, "benchmarks.gpu.capture"),  # captured against eager (issue 40)
     ("smoke", 90, 60, None),
     ("gpu_tests", 240, 90, None),
     ("sweep", 75, 60, None),

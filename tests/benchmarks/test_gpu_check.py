@@ -85,6 +85,25 @@ def test_gpuparam_comes_from_the_checkout_not_the_install(dry_run):
 
 
 @pytest.mark.slow
+def test_the_capture_section_runs_its_experiments(dry_run):
+    """Issue 40: the capture section comes first, one line per experiment, all equal on the
+    CPU (the harness, and the experiments that split the two H200 failures)."""
+    _, _, by_name, lines = dry_run
+    capture = [d for d in lines if d["section"] == "capture"]
+    assert _sections_of(lines)[:3] == ["kit", "versions", "capture"]
+    ran = [d for d in capture if d["ok"] is not None and d["experiment"] != "summary"]
+    assert ran and all(d["ok"] for d in ran), [d for d in ran if not d["ok"]]
+    assert {"all", "push_only"} <= {d["experiment"] for d in ran}
+    assert by_name["capture"]["experiment"] == "summary" and by_name["capture"]["ok"]
+    assert by_name["capture"]["ran"] == len(ran)
+
+
+def _sections_of(lines) -> list[str]:
+    names = [d["section"] for d in lines]
+    return [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
+
+
+@pytest.mark.slow
 def test_sections_report_their_figures(dry_run):
     _, _, by_name, _ = dry_run
     assert all(p["captured"] and p["recaptures"] == 0 for p in by_name["sweep"]["points"])
