@@ -66,3 +66,21 @@ def test_go1_reward_is_nan_beside_nan_terms():
     td = env.step(torch.zeros(2, 12))
     assert torch.isnan(td["reward_terms"][1]).any() and torch.isnan(td["reward"][1])
     assert torch.isfinite(td["reward_terms"][0]).all() and torch.isfinite(td["reward"][0])
+
+
+def test_validated_robot_actions_stay_inside_the_control_ranges():
+    """Issue 43 item 5: with ``validate_actions=True`` a robot refuses an action outside
+    its per-actuator ``[low, high]`` (the control ranges), infinite or NaN, stepping
+    nothing."""
+    env = gp.make("HalfCheetah-v5", 2, device="cpu", seed=0, validate_actions=True)
+    env.reset()
+    qpos = env.state["qpos"].clone()
+    for value, what in ((1.01, r"outside action_spec's \[low, high\] actions for envs \[1\]"),
+                        (float("-inf"), r"infinite actions for envs \[1\]"),
+                        (float("nan"), r"NaN actions for envs \[1\]")):
+        a = torch.zeros(2, 6)
+        a[1, 3] = value
+        with pytest.raises(ValueError, match=what):
+            env.step(a)
+    assert torch.equal(env.state["qpos"], qpos)
+    env.step(torch.ones(2, 6))  # the bounds themselves are inside
