@@ -27,7 +27,8 @@ COMPONENTS = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "d
 
 API = (
     ("`names`, `spec[name]`", "parameter names in table order; a `gp.ParamSpec` (default, "
-     "low, high, shape, unit, doc)"),
+     "low, high, shape, unit, doc; `integer`: whole numbers only, `ordered`: a (low, high) "
+     "pair with low <= high)"),
     ("`[name]`, `nominal[name]`", "effective / nominal values, float32 views "
      "`[num_envs, *shape]`"),
     ("`set(name_or_dict, value, mask=None, env_ids=None, validate=True)`",
@@ -137,8 +138,10 @@ def _table(env, components) -> list[str]:
         s = env.params.spec[name]
         names = getattr(components, COMPONENTS[name]) if components and name in COMPONENTS \
             else None
+        valid = f"[{_num(s.low)}, {_num(s.high)}]" + (", whole" if s.integer else "") + (
+            ", low <= high" if s.ordered else "")
         lines.append(f"| `{name}` | {s.shape} | {_default(s, names)} | "
-                     f"[{_num(s.low)}, {_num(s.high)}] | {s.unit} | {_md(s.doc)} |")
+                     f"{valid} | {s.unit} | {_md(s.doc)} |")
         if names is not None:
             pairs = ", ".join(f"`{n}` {_num(v)}" for n, v in
                               zip(names, s.default if isinstance(s.default, tuple)

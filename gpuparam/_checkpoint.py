@@ -141,6 +141,10 @@ def check_param_tables(state: Mapping, params, path: str = "params") -> None:
                 lo, hi = rows.min().item(), rows.max().item()  # host-ok: error path
                 _fail(f"{path}.{key} of {name!r}", f"values in [{spec.low}, {spec.high}]",
                       f"[{lo}, {hi}]")
+            bad = spec.invalid(rows.T)  # whole numbers, (low, high) pairs
+            if bool(bad.any()):
+                _fail(f"{path}.{key} of {name!r}", spec.requirement,
+                      rows.T[bad][0].tolist())  # host-ok: error path
 
 
 def check_randomization(state: Mapping, path: str = "randomization") -> None:
@@ -291,6 +295,11 @@ class EnvCheckpoint:
         check_param_tables(state["params"], env.params)
         for key in ("step_count", "episode_count", "episode_length"):
             check_nonneg(state["tensors"][key], f"tensors.{key}")
+        for key, (low, high) in env.backend.state_bounds.items():  # ring slots, counters
+            t = state["tensors"][key if key == "state" else f"state.{key}"]
+            if bool(((t < low) | (t > high)).any()):  # host-ok: a load
+                _fail(f"tensors.state.{key}", f"values in [{low}, {high}]",
+                      f"[{int(t.min())}, {int(t.max())}]")  # host-ok: error path
         saved_offset = state["env_offset"]
         if saved_offset != env.env_offset:
             n, off = env.num_envs, env.env_offset

@@ -144,9 +144,12 @@ def check_action(
     action, spec: BoxSpec | DiscreteSpec, num_envs: int, device: torch.device, validate: bool
 ) -> None:
     """An action for ``env.step``: a tensor ``[num_envs, *spec.shape]`` on ``device``, an
-    integer dtype for a ``DiscreteSpec``, floating point otherwise. With
-    ``validate`` (``validate_actions=True``, which synchronizes) the values too: discrete
-    ones in ``[0, n)``, continuous ones not NaN."""
+    integer dtype for a ``DiscreteSpec``, floating point otherwise (any floating dtype: the
+    env steps with its float32 cast, ``torch``'s rounding). With ``validate``
+    (``validate_actions=True``, which synchronizes) the values too: discrete ones in
+    ``[0, n)``; continuous ones, as the float32 values the env steps with, not NaN, not
+    infinite, and inside ``[spec.low, spec.high]`` (so a float64 value beyond float32's
+    range, infinite once cast, is refused)."""
     expected = (num_envs, *spec.shape)
     if not isinstance(action, torch.Tensor):
         raise ValueError(f"action: expected a tensor {expected}, got {type(action).__name__}")
@@ -158,9 +161,20 @@ def check_action(
     if action.dtype == torch.bool or action.is_floating_point() == discrete:
         kind = "an integer" if discrete else "a floating-point"
         raise ValueError(f"action: expected {kind} dtype, got {action.dtype}")
-    if validate:  # host check: synchronizes (validate_actions=True only)
-        bad = ((action < 0) | (action >= spec.n)) if discrete else torch.isnan(action)
-        what = f"outside [0, {spec.n})" if discrete else "NaN"
+    if not validate:
+        return
+    # host checks: synchronize (validate_actions=True only)
+    if discrete:
+        checks = [(f"outside [0, {spec.n})", (action < 0) | (action >= spec.n))]
+    else:
+        a = action.detach().to(torch.float32)  # the values the env steps with
+        low = torch.as_tensor(spec.low, dtype=torch.float32, device=device)
+        high = torch.as_tensor(spec.high, dtype=torch.float32, device=device)
+        scalar = isinstance(spec.low, (int, float)) and isinstance(spec.high, (int, float))
+        bounds = f"[{spec.low}, {spec.high}]" if scalar else "action_spec's [low, high]"
+        checks = [("NaN", torch.isnan(a)), ("infinite", torch.isinf(a)),
+                  (f"outside {bounds}", (a < low) | (a > high))]
+    for what, bad in checks:
         if bool(bad.any()):  # host-ok: validate_actions=True is the synchronizing mode
             bad_envs = torch.nonzero(bad.reshape(num_envs, -1).any(1)).flatten()  # host-ok
             shown = bad_envs[:8].tolist()  # host-ok: validate_actions=True, raising

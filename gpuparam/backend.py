@@ -60,6 +60,10 @@ class Backend:
         recompute_on: parameter names whose writes call :meth:`params_changed`.
         defers_writes: True when :meth:`params_changed` only records a write and
             :meth:`commit_writes` applies it (the step then has ``"model_writes"`` stages).
+        state_bounds: ``{key: (low, high)}``: the integer state entries (a ring buffer's
+            slot, counters) whose values a checkpoint load must find in ``[low, high]``
+            (a ``ValueError`` naming the entry, nothing loaded); filled by :meth:`bind`
+            (a task adding state adds its bounds).
     """
 
     warp_only: bool = True
@@ -68,6 +72,7 @@ class Backend:
 
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
+        self.state_bounds: dict[str, tuple[int, int]] = {}
 
     def bind(self, b: BindContext) -> None:
         """Allocate the state and keep what ``step``/``reset`` read: views of the

@@ -171,6 +171,11 @@ class Curriculum:
                 raise ValueError(f"{self}: parameter {name!r}: level {lvl} value "
                                  f"{tab[lvl].tolist()} outside its valid range "  # host-ok
                                  f"[{spec.low}, {spec.high}]")
+            bad = spec.invalid(tab)  # whole numbers, (low, high) pairs
+            if bool(bad.any()):
+                lvl = int(bad.nonzero()[0])  # host-ok: construction, error path
+                raise ValueError(f"{self}: parameter {name!r}: level {lvl} value "
+                                 f"{tab[lvl].tolist()}: expected {spec.requirement}")  # host-ok
             pcol += range(col, col + size)
             ptab.append(tab)
         both = [a.term for a in self.adr if a.term in self.ranges]

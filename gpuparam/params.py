@@ -185,6 +185,18 @@ class ParamTable:
                 raise ValueError(f"parameter {name!r}: component index expected an int in "
                                  f"[0, {size}), got {j!r}")
         writes = [self._prepare(name, v, self.num_envs, mask, True, j) for j, v in values.items()]
+        spec = self._spec(name)
+        if spec.ordered:  # the pair as written: (low, high) with low <= high
+            c0, _ = self._cols[name]
+            pair = self.nominal_table[c0:c0 + 2].T.clone()  # [N, 2]
+            for col, _, _, _, v in writes:
+                pair[:, col - c0] = v if isinstance(v, float) else v[:, 0]
+            bad = spec.invalid(pair)
+            if mask is not None:
+                bad &= mask
+            if bool(bad.any()):  # host-ok: validated, as set
+                raise ValueError(f"parameter {name!r}: expected {spec.requirement}, got "
+                                 f"{pair[bad][0].tolist()}; nothing was written")  # host-ok
         self._write(writes, mask, (name,), clamp=False)
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
@@ -217,6 +229,8 @@ class ParamTable:
                 ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
+            if validate and spec.integer and v != round(v):
+                raise ValueError(f"{where}: expected {spec.requirement}, got {v}")
             return c0, width, spec.low, spec.high, v
         if isinstance(value, (list, tuple)):
             try:
@@ -251,6 +265,12 @@ class ParamTable:
                     f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
+            bad = spec.invalid(v, pair=component is None)  # whole numbers, low <= high
+            if mask is not None:
+                bad &= mask
+            if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
+                raise ValueError(f"{where}: expected {spec.requirement}, got "
+                                 f"{v[bad][0].tolist()}; nothing was written")  # host-ok
         if slot is not None:
             v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
         return c0, width, spec.low, spec.high, v

@@ -21,6 +21,14 @@ class ParamSpec:
         unit: physical unit, for humans.
         doc: one line.
         dtype: storage dtype; the table stores float32 parameters.
+        integer: whole numbers only (a level, a count).
+        ordered: a ``(low, high)`` pair (shape ``(2,)``) with ``low <= high``.
+
+    Validated writes, checkpoint loads and curriculum levels refuse values outside
+    ``[low, high]``, non-finite ones, and those that break ``integer`` or ``ordered``
+    (:meth:`invalid`). Unvalidated device writes (``validate=False``, randomization draws)
+    are clamped into the range only: the kernel reading an ``integer`` parameter rounds
+    it, one reading an ``ordered`` pair draws between its two values whichever is larger.
     """
 
     name: str
@@ -31,6 +39,8 @@ class ParamSpec:
     unit: str = ""
     doc: str = ""
     dtype: torch.dtype = torch.float32
+    integer: bool = False
+    ordered: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype != torch.float32:
@@ -52,6 +62,34 @@ class ParamSpec:
                 raise ValueError(
                     f"ParamSpec {self.name!r}: default {d} outside [{self.low}, {self.high}]"
                 )
+        if self.ordered and self.shape != (2,):
+            raise ValueError(f"ParamSpec {self.name!r}: ordered needs shape (2,), got "
+                             f"{self.shape}")
+        if bool(self.invalid(self.default_tensor()[None]).any()):
+            raise ValueError(f"ParamSpec {self.name!r}: default {self.default} is not "
+                             f"{self.requirement}")
+
+    @property
+    def requirement(self) -> str:
+        """What a valid value is, in words (error messages)."""
+        what = f"finite values in [{self.low}, {self.high}]"
+        if self.integer:
+            what += ", whole numbers"
+        if self.ordered:
+            what += ", as (low, high) with low <= high"
+        return what
+
+    def invalid(self, values: torch.Tensor, pair: bool = True) -> torch.Tensor:
+        """Bool ``[rows]``: which rows of ``values`` (float ``[rows, k]``: the ``k =
+        size`` components of one env per row, or ``k`` of them with ``pair=False``, which
+        skips the ``ordered`` check) are not valid values (:attr:`requirement`)."""
+        bad = ~torch.isfinite(values) | (values < self.low) | (values > self.high)
+        if self.integer:
+            bad |= values != torch.round(values)
+        bad = bad.any(-1)
+        if self.ordered and pair:
+            bad |= values[..., 0] > values[..., 1]
+        return bad
 
     @property
     def size(self) -> int:

@@ -62,9 +62,11 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
             ``env_offset + i``), for sharding one run over processes.
         cuda_graph: older name of ``capture``.
         validate_actions: check every action on the host before the step (synchronizes;
-            a discrete action outside ``[0, n)`` or a NaN raises ``ValueError``). Default
-            off: such actions are counted on the device in ``env.invalid_actions`` (int64
-            ``[1]``); what they do: ``docs/guarantees.md``.
+            a discrete action outside ``[0, n)``, a continuous one NaN, infinite or outside
+            ``action_spec``'s ``[low, high]`` (as the float32 the env steps with) raises
+            ``ValueError``, nothing stepped). Default off: discrete actions outside ``[0,
+            n)`` and NaN actions are counted on the device in ``env.invalid_actions`` (int64
+            ``[1]``); what each does: ``docs/guarantees.md``.
         **param_overrides: initial values for parameters, e.g. ``length=0.8`` (validated).
     """
 

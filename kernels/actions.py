@@ -1,6 +1,7 @@
 """Actions in and outputs out: actions outside the action space counted on the device (no
-host sync), and the stages a training-library adapter adds to the step (its action mapping,
-and the copy of the step's outputs into its own buffers).
+host sync), a NaN action kept out of a robot's physics (``copy_ctrl``, ``action_or_zero``)
+and shown in its outputs (``nan_row``), and the stages a training-library adapter adds to
+the step (its action mapping, and the copy of the step's outputs into its own buffers).
 
 The adapter stages are armed per step by a flag the adapter sets before ``env.step`` (``0``:
 disarmed, a plain ``env.step`` of the same env leaves the adapter's buffers alone; ``k``:
@@ -27,6 +28,31 @@ def count_invalid_discrete(
         wp.atomic_add(counter_out, 0, wp.int64(1))
 
 
+@wp.func
+def has_nan(action: wp.array2d(dtype=float), i: int) -> bool:
+    """Whether env ``i``'s action (row ``i`` of ``[N, k]``) has a NaN component."""
+    bad = bool(False)
+    for j in range(action.shape[1]):
+        if wp.isnan(action[i, j]):
+            bad = True
+    return bad
+
+
+@wp.func
+def action_or_zero(action: wp.array2d(dtype=float), i: int, j: int, bad: bool) -> float:
+    """Component ``j`` of env ``i``'s action, or 0 when its row has a NaN (``bad``, from
+    :func:`has_nan`): what a robot's physics is stepped with (the value itself otherwise, so
+    finite actions keep their bits)."""
+    return wp.where(bad, 0.0, action[i, j])
+
+
+@wp.func
+def nan_row(out: wp.array2d(dtype=float), i: int):
+    """``out[i, :] = NaN`` (an output of an env whose action had a NaN)."""
+    for k in range(out.shape[1]):
+        out[i, k] = wp.nan
+
+
 @wp.kernel
 def count_invalid_box(
     action: wp.array2d(dtype=float),
@@ -34,12 +60,19 @@ def count_invalid_box(
 ):
     """Count envs whose action has a NaN component."""
     i = thread_index(wp.tid())
-    bad = int(0)
-    for j in range(action.shape[1]):
-        if wp.isnan(action[i, j]):
-            bad = 1
-    if bad != 0:
+    if has_nan(action, i):
         wp.atomic_add(counter_out, 0, wp.int64(1))
+
+
+@wp.kernel
+def copy_ctrl(action: wp.array2d(dtype=float), ctrl_out: wp.array2d(dtype=float)):
+    """A robot's controls from its actions ``[N, nu]``: a copy, the zero action for an env
+    whose action has a NaN component (MuJoCo Warp would clamp a NaN control to a bound of
+    its range)."""
+    i = thread_index(wp.tid())
+    bad = has_nan(action, i)
+    for j in range(action.shape[1]):
+        ctrl_out[i, j] = action_or_zero(action, i, j, bad)
 
 
 @wp.kernel

@@ -19,6 +19,7 @@ MuJoCo Warp's last substep left them (the start of that substep), as Playground 
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.actions import action_or_zero, has_nan, nan_row
 from gpuparam.kernels.episode import StepKeys
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.legged import (
@@ -279,7 +280,9 @@ def g1(
     feet global linear velocities (2 x 3), air time (2), the noise-free scan. Foot heights
     are world z, above the terrain under the foot on a terrain grid. ``terms`` ``[N, 24]``:
     each term times its scale (before the sum and ``dt``); ``reward = sum * dt`` (not
-    clipped)."""
+    clipped). An env whose action has a NaN component (stepped with the zero action,
+    ``kernels.legged.pre_step``) gets NaN in every value of its observations, terms and
+    reward, and the zero action as its last action."""
     # the bundles' fields under the names the math below reads (views: no copies)
     dt = model.dt
     default_pose = model.default_pose
@@ -491,6 +494,13 @@ def g1(
         total += s
     out.reward[i] = total * dt
     out.terminated[i] = done
+    bad = has_nan(action, i)  # stepped with the zero action: every output NaN
+    if bad:
+        nan_row(out.obs, i)
+        nan_row(out.final_obs, i)
+        nan_row(out.priv, i)
+        nan_row(out.terms, i)
+        out.reward[i] = wp.nan
     if tr.on != 0:  # terrain curriculum bookkeeping: distance walked vs commanded
         terrain_progress(i, qpos, cmd[0], cmd[1], dt, tr.tile, st.start_xy, st.cmd_distance,
                          st.metric)
@@ -506,7 +516,7 @@ def g1(
         st.last_contact[i, f] = contact[f]
         st.phase[i, f] = wp.mod(st.phase[i, f] + st.phase_dt[i] + PI, 2.0 * PI) - PI
     for j in range(nu):
-        st.last_act[i, j] = action[i, j]
+        st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
     resample = float(n) > consts[C_RESAMPLE, i]
     if resample:
         hc = step_bits(seed[0], gid, STREAM_COMMAND, episode_count[i] - 1, step_count[i])

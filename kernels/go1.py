@@ -16,6 +16,7 @@ Playground does.
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.actions import action_or_zero, has_nan, nan_row
 from gpuparam.kernels.episode import StepKeys
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.legged import (
@@ -220,7 +221,9 @@ def go1(
     contact (4), feet global linear velocities (4 x 3), air time (4), the kick force on
     the base (3), kicking (1); then the noise-free scan. ``terms_out`` ``[N, 17]``: each
     term times its scale (before the sum, ``dt`` and the clip); ``reward = clip(sum * dt, 0,
-    1e4)``."""
+    1e4)`` (NaN when the sum is NaN). An env whose action has a NaN component (stepped with
+    the zero action, ``kernels.legged.pre_step``) gets NaN in every value of its
+    observations, terms and reward, and the zero action as its last action."""
     # the bundles' fields under the names the math below reads (views: no copies)
     dt = model.dt
     default_pose, joint_low, joint_high = model.default_pose, model.joint_low, model.joint_high
@@ -406,8 +409,16 @@ def go1(
         s = t[k] * scales[k, i]
         terms_out[i, k] = s
         total += s
-    reward_out[i] = wp.clamp(total * dt, 0.0, 10000.0)
+    r = total * dt
+    reward_out[i] = wp.where(wp.isnan(r), r, wp.clamp(r, 0.0, 10000.0))  # NaN stays NaN
     terminated_out[i] = done
+    bad = has_nan(action, i)  # stepped with the zero action: every output NaN
+    if bad:
+        nan_row(obs_out, i)
+        nan_row(final_obs_out, i)
+        nan_row(priv_out, i)
+        nan_row(terms_out, i)
+        reward_out[i] = wp.nan
 
     # terrain curriculum bookkeeping: distance walked vs commanded
     terrain_progress(i, qpos, cmd[0], cmd[1], dt, tr.tile, st.start_xy, st.cmd_distance,
@@ -415,7 +426,7 @@ def go1(
 
     # state updates
     for j in range(nu):
-        st.last_act[i, j] = action[i, j]
+        st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
     left = st.countdown[i] - 1
     hc = step_bits(seed[0], gid, STREAM_COMMAND, episode_count[i] - 1, step_count[i])
     if left <= 0:

@@ -19,6 +19,7 @@ The heightfield is read from MuJoCo Warp's model fields (``hfield_size [nhfield]
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.actions import action_or_zero, has_nan
 from gpuparam.kernels.episode import StepKeys, begin_episode
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.rng import STREAM_TERM0, log_pos, next_bits, rng_key, uniform, uniform_in
@@ -271,7 +272,8 @@ def pre_step(
     xfrc_out: wp.array2d(dtype=wp.spatial_vector),
 ):
     """Before the substeps of an env step, one thread per env. The action goes into the
-    ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first); the PD
+    ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first; the zero
+    action for an action with a NaN component, which the physics never sees); the PD
     targets ``ctrl = default_pose + action * action_scale`` (Playground's, not clipped: the
     actuators clamp to their control range) use the action of ``round(action_delay)``
     steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
@@ -289,8 +291,9 @@ def pre_step(
     hd = (head[i] + 1) % K1
     head[i] = hd
     nu = action.shape[1]
+    bad = has_nan(action, i)  # a NaN action is stepped as the zero action
     for j in range(nu):
-        history[i, hd, j] = action[i, j]
+        history[i, hd, j] = action_or_zero(action, i, j, bad)
     k = wp.clamp(int(wp.floor(action_delay[i] + 0.5)), 0, K1 - 1)
     slot = (hd - k + K1) % K1
     s = action_scale[i]

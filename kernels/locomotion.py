@@ -9,6 +9,7 @@ Every parameter is a table row ``[N]`` (float32, one per env); vector parameters
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.actions import has_nan, nan_row
 from gpuparam.kernels.episode import begin_episode
 from gpuparam.kernels.index import thread_index
 from gpuparam.kernels.rng import STREAM_TERM0, next_bits, normal, rng_key, uniform
@@ -144,6 +145,17 @@ def _contact_obs(cfrc_ext: wp.array2d(dtype=wp.spatial_vector), i: int, observe:
     return contact
 
 
+@wp.func
+def nan_outputs(action: wp.array2d(dtype=float), i: int, obs: wp.array2d(dtype=float),
+                final_obs: wp.array2d(dtype=float), reward: wp.array(dtype=float)):
+    """After a step: when env ``i``'s action has a NaN component (its physics stepped with
+    the zero action), its observation, final observation and reward are NaN."""
+    if has_nan(action, i):
+        nan_row(obs, i)
+        nan_row(final_obs, i)
+        reward[i] = wp.nan
+
+
 @wp.struct
 class TaskOutputs:
     """A locomotion task's outputs: observation and final observation ``[N, obs]``,
@@ -190,7 +202,8 @@ def ant(
     outputs: TaskOutputs,
 ):
     """Ant-v5 (``AntEnv``). ``observe`` = 0: after a step, every env: both observations,
-    reward, terminated, the torso's xy for the next step. ``observe`` = 1: the masked envs
+    reward (all NaN for an env whose action has a NaN: :func:`nan_outputs`), terminated,
+    the torso's xy for the next step. ``observe`` = 1: the masked envs
     just reset (contact forces 0; the torso xy is ``qpos[0:2]``, a free joint)."""
     # the bundles' fields under the names the math below reads (views: no copies)
     forward_w, ctrl_w, contact_w = params.forward_w, params.ctrl_w, params.contact_w
@@ -230,6 +243,7 @@ def ant(
         x_vel * forward_w[i] + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_w[i] * contact
     )
     terminated_out[i] = (not healthy) and terminate[i] > 0.5
+    nan_outputs(action, i, obs_out, final_obs_out, reward_out)
 
 
 # ----------------------------------------------------------------- planar walkers
@@ -318,6 +332,7 @@ def planar(
             reward += healthy_r[i]
     reward_out[i] = reward
     terminated_out[i] = (not healthy) and terminate[i] > 0.5
+    nan_outputs(action, i, obs_out, final_obs_out, reward_out)
 
 
 # ----------------------------------------------------------------- Humanoid-v5
@@ -421,6 +436,7 @@ def humanoid(
     contact_cost = wp.min(contact_w[i] * contact, contact_cost_max[i])
     reward_out[i] = forward_w[i] * x_vel + h - _ctrl_cost(action, i, ctrl_w[i]) - contact_cost
     terminated_out[i] = (not healthy) and terminate[i] > 0.5
+    nan_outputs(action, i, obs_out, final_obs_out, reward_out)
 
 
 # ----------------------------------------------------------------- pushes

@@ -110,6 +110,32 @@ def test_validated_mode_rejects_bad_actions_and_steps_nothing():
         p.step(torch.tensor([[0.0], [1.0], [float("nan")], [0.0]]))
 
 
+def test_validated_mode_refuses_inf_and_out_of_range_and_checks_the_float32_cast():
+    """Issue 43 item 5: ``validate_actions=True`` refuses NaN, infinite and out-of-range
+    continuous actions (as the float32 values the env steps with), stepping nothing; a
+    float64 action is cast to float32 in both modes."""
+    p = gp.make("Pendulum-v1", num_envs=4, device="cpu", seed=0, validate_actions=True)
+    before = p.state.clone()
+    for act, what in (([0.0, float("inf"), 0.0, 0.0], r"infinite actions for envs \[1\]"),
+                      ([0.0, 0.0, 0.0, -float("inf")], r"infinite actions for envs \[3\]"),
+                      ([2.5, 0.0, -2.01, 0.0], r"outside \[-2.0, 2.0\] actions for envs "
+                                               r"\[0, 2\]"),
+                      ([0.0, 0.0, 1e39, 0.0], r"infinite actions for envs \[2\]")):
+        for dtype in (torch.float32, torch.float64):
+            a = torch.tensor(act, dtype=torch.float64)[:, None].to(dtype)
+            if dtype == torch.float32 and abs(act[2]) == 1e39:
+                continue  # (float32 holds no 1e39: that case is float64's)
+            with pytest.raises(ValueError, match=what):
+                p.step(a)
+    assert torch.equal(p.state, before) and int(p.episode_length.sum()) == 0
+    # accepted: the bounds, and float64 values whose float32 cast is inside them
+    q = gp.make("Pendulum-v1", num_envs=4, device="cpu", seed=0)
+    a64 = torch.tensor([[2.0], [-2.0], [2.0000000001], [0.1]], dtype=torch.float64)
+    got, want = p.step(a64), q.step(a64.float())
+    assert torch.equal(got["observation"], want["observation"])
+    assert torch.equal(got["reward"], want["reward"])
+
+
 def test_two_threads_on_one_env_are_refused():
     env = _cartpole()
     errors = []

@@ -21,6 +21,7 @@ from gpuparam._device import stream_for, torch_capturing, wp_device
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import Backend, BindContext
 from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
+from gpuparam.kernels import actions as kactions
 from gpuparam.kernels import episode as kepisode
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
@@ -205,6 +206,8 @@ class MjwBackend(Backend):
             )
         }
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
+        self._copy_ctrl = BoundLaunch(kactions.copy_ctrl, n, inputs=[self._action],
+                                      outputs=[d.ctrl], device=b.device)
         self._reset_model = [m.qpos0, wp.from_torch(b.param_rows(self.noise_param)),
                              int(self.qvel_normal)]
         self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
@@ -314,10 +317,10 @@ class MjwBackend(Backend):
                 mjw.rne_postconstraint(self.m, d)
 
     def write_ctrl(self, ctx: StepContext) -> None:
-        """Before the substeps: the controls from ``ctx.action`` (here a copy; a subclass
-        may map actions to PD targets, delay them, apply forces). Inside the step's stream
-        scope."""
-        wp.copy(self.d.ctrl, self._action)
+        """Before the substeps: the controls from ``ctx.action`` (here a copy, the zero
+        action for an env whose action has a NaN component; a subclass may map actions to
+        PD targets, delay them, apply forces). Inside the step's stream scope."""
+        self._copy_ctrl.launch()  # on the scope's stream, as MuJoCo Warp's
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
         wmask = self.wp_mask(mask)

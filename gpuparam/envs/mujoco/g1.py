@@ -136,11 +136,11 @@ def g1_task_specs(height_scan: bool = False) -> tuple[ParamSpec, ...]:
                   doc="soft joint limits: each range shrunk about its centre by the factor"),
         ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
                   unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a) (vx, vy, yaw)"),
-        ParamSpec("gait_frequency", (1.25, 1.5), 0.0, 100.0, shape=(2,), unit="Hz",
+        ParamSpec("gait_frequency", (1.25, 1.5), 0.0, 100.0, shape=(2,), ordered=True, unit="Hz",
                   doc="(low, high): gait frequency, drawn per episode"),
-        ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), unit="s",
+        ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), ordered=True, unit="s",
                   doc="(low, high): interval between pushes, drawn per episode"),
-        ParamSpec("push_velocity", (0.1, 2.0), 0.0, 100.0, shape=(2,), unit="m/s",
+        ParamSpec("push_velocity", (0.1, 2.0), 0.0, 100.0, shape=(2,), ordered=True, unit="m/s",
                   doc="(low, high): velocity added to the base by a push"),
     )
 
@@ -188,6 +188,8 @@ class G1Task(Task):
                                             else torch.float32, device=dev)
             if self.grid is not None or k not in terrain_only:
                 backend.state[f"task_{k}"] = v  # checkpointed with the env
+                if ints:  # counters and the push interval in steps: never negative
+                    backend.state_bounds[f"task_{k}"] = (0, 2**31 - 1)
             setattr(ts, k, wp.from_torch(v))
 
         def adr(name: str) -> int:

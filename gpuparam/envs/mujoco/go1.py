@@ -207,6 +207,7 @@ class Go1Task(Task):
             v = self.state[k] = torch.zeros(n, *shape, dtype=dtype, device=dev)
             backend.state[f"task_{k}"] = v  # checkpointed with the env
             setattr(ts, k, wp.from_torch(v))
+        backend.state_bounds["task_countdown"] = (0, 2**31 - 1)  # steps to the next command
 
         def adr(name: str) -> int:
             return int(mjm.sensor_adr[mjm.sensor(name).id])

@@ -122,11 +122,11 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
         ParamSpec("action_delay", 0.0, 0.0, float(max_action_delay), unit="steps",
                   doc=f"action latency in env steps (rounded), 0..{max_action_delay}"),
         ParamSpec("kick_enable", 0.0, 0.0, 1.0, doc="1: half-sine kicks on the base"),
-        ParamSpec("kick_velocity", (0.0, 3.0), 0.0, 100.0, shape=(2,), unit="m/s",
+        ParamSpec("kick_velocity", (0.0, 3.0), 0.0, 100.0, shape=(2,), ordered=True, unit="m/s",
                   doc="(low, high): velocity change magnitude of a kick (drawn per episode)"),
-        ParamSpec("kick_duration", (0.05, 0.2), 0.001, 10.0, shape=(2,), unit="s",
+        ParamSpec("kick_duration", (0.05, 0.2), 0.001, 10.0, shape=(2,), ordered=True, unit="s",
                   doc="(low, high): duration of a kick (drawn per episode)"),
-        ParamSpec("kick_wait", (1.0, 3.0), 0.0, 1e4, shape=(2,), unit="s",
+        ParamSpec("kick_wait", (1.0, 3.0), 0.0, 1e4, shape=(2,), ordered=True, unit="s",
                   doc="(low, high): wait before each kick (drawn per episode)"),
         ParamSpec("reset_xy_range", reset_xy, 0.0, 100.0, unit="m",
                   doc="reset: base x and y moved by U(-r, r)"),
@@ -134,10 +134,12 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
                   doc="reset: base yaw U(-r, r)"),
         ParamSpec("reset_velocity_range", reset_velocity, 0.0, 100.0, unit="m/s, rad/s",
                   doc="reset: each base velocity U(-r, r)"),
-        ParamSpec("terrain_level", 0.0, 0.0, float(max(terrain_rows - 1, 0)),
-                  doc="terrain row of the env's next episodes (rounded; read at reset)"),
+        ParamSpec("terrain_level", 0.0, 0.0, float(max(terrain_rows - 1, 0)), integer=True,
+                  doc="terrain row of the env's next episodes (a whole number; read at "
+                      "reset)"),
         *(() if reset_joint_scale is None else (
             ParamSpec("reset_joint_scale", tuple(reset_joint_scale), 0.0, 10.0, shape=(2,),
+                      ordered=True,
                       doc="reset: each actuated joint's angle = home x U(low, high), "
                           "its PD target the same"),)),
         *(() if mjm.npair == 0 else (
@@ -178,7 +180,8 @@ class LeggedBackend(MjwBackend):
     State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
     ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
     (since the last kick, until the next, into the kick, kick length) and ``"kick_shape"``
-    float32 ``[N, 4]`` (duration s, velocity m/s, direction x, y).
+    float32 ``[N, 4]`` (duration s, velocity m/s, direction x, y). A checkpoint load
+    refuses a head outside ``[0, K]`` and negative kick counts (``state_bounds``).
     """
 
     recompute_on = PHYSICAL + LEGGED_PHYSICAL
@@ -231,6 +234,8 @@ class LeggedBackend(MjwBackend):
         for k, shape in shapes.items():
             dtype = torch.float32 if k in ("action_history", "kick_shape") else torch.int32
             self.state[k] = torch.zeros(n, *shape, dtype=dtype, device=dev)
+        self.state_bounds.update(action_head=(0, self.max_action_delay),
+                                 kick_steps=(0, 2**31 - 1))
         state.history = wp.from_torch(self.state["action_history"])
         state.head = wp.from_torch(self.state["action_head"])
         state.kick_i = wp.from_torch(self.state["kick_steps"])

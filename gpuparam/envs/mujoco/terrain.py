@@ -150,6 +150,11 @@ def _tile(kind: str, d: float, n: int, h: float, platform: float,
     return z
 
 
+# The most height samples a grid may hold (float32 on the device, float64 while generated:
+# 256 MiB): 25 times legged_gym's 10 x 20 tiles of 8 m at 0.1 m.
+MAX_SAMPLES = 2**25
+
+
 def generate_terrain(rows: int = 10, cols: int | None = None, *,
                      types: Sequence[str] = TERRAIN_TYPES, tile_size: float = 8.0,
                      horizontal_scale: float = 0.1, border: float = 5.0,
@@ -162,6 +167,9 @@ def generate_terrain(rows: int = 10, cols: int | None = None, *,
             ``None``: one column per type.
         types: terrain types, from ``TERRAIN_TYPES``.
         tile_size: side of a tile in metres, an even multiple of ``horizontal_scale``.
+            The whole grid, border included, holds at most ``MAX_SAMPLES`` (2**25) height
+            samples: a larger ``tile_size`` (or ``rows x cols``) is refused before
+            anything is allocated.
         horizontal_scale: metres between height samples.
         border: width of the flat border, a multiple of ``horizontal_scale``.
         platform_size: side of the flat square around each tile's centre, in (0, tile_size].
@@ -182,6 +190,16 @@ def generate_terrain(rows: int = 10, cols: int | None = None, *,
         raise ValueError(f"horizontal_scale: expected a positive number, got {horizontal_scale}")
     n = _samples(tile_size, horizontal_scale, "tile_size", even=True)
     b = _samples(border, horizontal_scale, "border")
+    if (n + 2 * b + 1) ** 2 > MAX_SAMPLES:  # one tile alone is too big
+        most = ((math.isqrt(MAX_SAMPLES) - 2 * b - 1) // 2) * 2 * horizontal_scale
+        raise ValueError(f"tile_size: expected at most {most:g} m (a heightfield of at most "
+                         f"2**{MAX_SAMPLES.bit_length() - 1} samples at horizontal_scale="
+                         f"{horizontal_scale}), got {tile_size}")
+    total = (cols * n + 2 * b + 1) * (rows * n + 2 * b + 1)
+    if total > MAX_SAMPLES:
+        raise ValueError(f"rows, cols: expected a heightfield of at most "
+                         f"2**{MAX_SAMPLES.bit_length() - 1} samples, got {rows} x {cols} tiles "
+                         f"of {n} x {n} samples ({total} with the border)")
     if not 0 < _finite(platform_size, "platform_size") <= tile_size:
         raise ValueError(f"platform_size: expected a value in (0, tile_size={tile_size}], "
                          f"got {platform_size}")
@@ -229,7 +247,8 @@ def grid_from_options(seed: int, kwargs: dict) -> tuple[TerrainGrid, int]:
     except ValueError as e:  # generate_terrain's argument names -> the env's
         name, _, rest = str(e).partition(":")
         names = {"rows": "terrain_rows", "cols": "terrain_cols", "types": "terrain_types"}
-        raise ValueError(f"{names.get(name, name)}:{rest}") from None
+        name = ", ".join(names.get(k, k) for k in name.split(", "))
+        raise ValueError(f"{name}:{rest}") from None
     return grid, tseed
 
 

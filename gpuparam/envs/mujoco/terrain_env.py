@@ -15,6 +15,7 @@ pieces).
 from __future__ import annotations
 
 import mujoco
+import numpy as np
 import torch
 import warp as wp
 
@@ -81,10 +82,14 @@ class TerrainGridEnv:
     per type), ``terrain_types``, ``tile_size`` (8 m), ``terrain_seed`` (an int32 as
     ``seed``, its default; a negative one is taken modulo 2**32, as NumPy's generator takes
     only seeds >= 0), each checked (``generate_terrain``'s rules) before the terrain is
-    generated; ``height_scan`` (True; False: blind, the observations without the scan)."""
+    generated; ``height_scan`` (a bool, default True; False: blind, the observations
+    without the scan)."""
 
     def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid:
-        self.height_scan = bool(kwargs.pop("height_scan", True))
+        scan = kwargs.pop("height_scan", True)
+        if not isinstance(scan, (bool, np.bool_)):  # not its truth value: "False" is true
+            raise ValueError(f"height_scan: expected a bool, got {scan!r}")
+        self.height_scan = bool(scan)
         grid, self.terrain_seed = grid_from_options(seed, kwargs)  # the grid's seed, as built
         return grid
 
