@@ -82,7 +82,6 @@ __all__ = [
     "TransformedEnv",
     "Uniform",
     "VecEnv",
-    "testing",
     "make",
     "randomization_from_config",
     "register",
