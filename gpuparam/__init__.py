@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gpuparam import (
     _device,  # noqa: F401  (configures Warp before kernels load)
-    testing,  # gp.testing.check_capture (after _device: it loads kernels)
+    testing,  # noqa: F401  (gp.testing.check_capture; after _device: it loads kernels)
 )
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
 from gpuparam.config import randomization_from_config

@@ -14,15 +14,16 @@ from gpuparam._device import capturing
 class EnvRecompute:
     """Listens to ``env.params`` for the parameters ``names`` (the env class's and its
     backend's ``recompute_on``; an object a ``VecEnv`` holds when there are some) and
-    recomputes once at construction; ``warp_only``: the recomputation only launches Warp
+    recomputes once at construction; ``lock``: the env's ``EnvLock`` (says whether a step
+    or reset runs); ``warp_only``: the recomputation only launches Warp
     kernels (its listener then joins the step's Warp graphs). ``ValueError`` for a name
     that is not a parameter, before anything is registered."""
 
-    def __init__(self, env: Any, names: tuple[str, ...], warp_only: bool):
+    def __init__(self, env: Any, names: tuple[str, ...], warp_only: bool, lock: Any):
         unknown = [n for n in names if n not in env.params]
         if unknown:
             raise ValueError(f"{type(env).__name__}.recompute_on: unknown {unknown}")
-        self._env, self.names = env, names
+        self._env, self.names, self._lock = env, names, lock
         env.params.on_change(self.changed, warp_only=warp_only)
         self.changed(env.params.names, None)
 
@@ -36,5 +37,5 @@ class EnvRecompute:
         env.backend.params_changed(names, mask)
         if env.backend.defers_writes and not capturing(env.device):
             # applied now; a captured write waits for the step's "model_writes" stage
-            in_step = env.stepping or env.resetting
+            in_step = self._lock.running in ("step", "reset")
             env.backend.commit_writes(None, gated=in_step)

@@ -132,7 +132,8 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
         names = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if names:  # an overridden on_params_changed may run torch ops: a "torch" listener
             own = type(self).on_params_changed is not VecEnv.on_params_changed
-            self._recompute = EnvRecompute(self, names, self.backend.warp_only and not own)
+            self._recompute = EnvRecompute(self, names, self.backend.warp_only and not own,
+                                           self._lock)
         self.reset(seed=seed)
 
     # ------------------------------------------------------------------ extension points
@@ -271,11 +272,6 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
     def stepping(self) -> bool:
         """True while ``step`` runs (hooks and stages run inside it)."""
         return self._lock.running == "step"
-
-    @property
-    def resetting(self) -> bool:
-        """True while ``reset`` runs its pipeline."""
-        return self._lock.running == "reset"
 
     def hold(self) -> contextlib.AbstractContextManager:
         """``with env.hold(): ...``: only this thread's ``step``/``reset`` calls run inside
