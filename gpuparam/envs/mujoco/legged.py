@@ -188,9 +188,14 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
 
     Returns the terms for ``env.randomize(*terms)``; an invalid ``on`` raises
     ``ValueError`` (the terms' check)."""
+    # the added mass first: its check of ``on`` is the one a bad trigger meets
+    added = Uniform("added_mass", -1.0, 1.0, on=on, name=f"playground added_mass on={on!r}")
     specs, mjm = env.params.spec, env.mjm
     act = np.zeros(mjm.nv, bool)
     act[actuated_dofs(mjm)] = True
+
+    def term(param: str, lo, hi, op: str = "set") -> Uniform:
+        return Uniform(param, lo, hi, op=op, on=on, name=f"playground {param} on={on!r}")
 
     def per_dof(lo: float, hi: float) -> tuple[list[float], list[float]]:
         return [lo if a else 1.0 for a in act], [hi if a else 1.0 for a in act]
@@ -200,25 +205,23 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
         g = env.component_index("geom_friction", floor_geom)
         lo, hi = list(specs["geom_friction"].default), list(specs["geom_friction"].default)
         lo[g], hi[g] = 0.4, 1.0
-        terms.append(Uniform("geom_friction", lo, hi, on=on))
+        terms.append(term("geom_friction", lo, hi))
     if floor_pairs:
-        default = specs["pair_friction"].default
-        lo, hi = list(default), list(default)
+        lo, hi = list(specs["pair_friction"].default), list(specs["pair_friction"].default)
         for p in floor_pairs:
             lo[p], hi[p] = 0.4, 1.0
-        terms.append(Uniform("pair_friction", lo, hi, on=on))
-    terms += [Uniform("dof_frictionloss", *per_dof(*frictionloss), op="scale", on=on),
-              Uniform("dof_armature", *per_dof(1.0, 1.05), op="scale", on=on)]
+        terms.append(term("pair_friction", lo, hi))
+    terms += [term("dof_frictionloss", *per_dof(*frictionloss), op="scale"),
+              term("dof_armature", *per_dof(1.0, 1.05), op="scale")]
     if com_jitter:
         torso = env.backend.torso - 1  # its components in body_ipos: 3 torso .. 3 torso + 2
         lo = [0.0] * specs["body_ipos"].size
         hi = list(lo)
         lo[3 * torso : 3 * torso + 3] = [-com_jitter] * 3
         hi[3 * torso : 3 * torso + 3] = [com_jitter] * 3
-        terms.append(Uniform("body_ipos", lo, hi, op="add", on=on))
-    return (*terms, Uniform("body_mass", 0.9, 1.1, op="scale", on=on),
-            Uniform("added_mass", -1.0, 1.0, on=on),
-            Uniform("joint_offset", -0.05, 0.05, on=on))
+        terms.append(term("body_ipos", lo, hi, op="add"))
+    return (*terms, term("body_mass", 0.9, 1.1, op="scale"), added,
+            term("joint_offset", -0.05, 0.05))
 
 
 def param_block(b: BindContext, names: Sequence[str]) -> wp.array:
