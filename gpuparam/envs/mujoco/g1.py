@@ -380,13 +380,16 @@ class G1Env(RobotEnv):
     def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
         """MuJoCo Playground's ``locomotion/g1/randomize.py`` as terms, for
         ``env.randomize(*env.playground_randomization())``: the feet-floor friction ``U(0.4,
-        1.0)`` (``pair_friction`` of pairs 0 and 1, each its own draw: Playground draws one
-        for both), joint frictionloss ``x U(0.5, 2.0)``, armature ``x U(1.0, 1.05)``, every
-        body mass ``x U(0.9, 1.1)``, ``torso_link`` ``+ U(-1, 1)`` kg (``added_mass``),
-        joint offsets ``U(-0.05, 0.05)`` rad (``joint_offset``: Playground's ``qpos0``
-        jitter). ``on``: ``"startup"`` (Playground's: once per env), ``"reset"`` or another
-        trigger. Details: ``legged.playground_randomization``."""
-        return playground_randomization(self, on, frictionloss=(0.5, 2.0), floor_pairs=(0, 1))
+        1.0)`` (``pair_friction`` of the pairs with the floor, 0 and 1, each its own draw:
+        Playground draws one for both), joint frictionloss ``x U(0.5, 2.0)``, armature ``x
+        U(1.0, 1.05)``, every body mass ``x U(0.9, 1.1)``, ``torso_link`` ``+ U(-1, 1)`` kg
+        (``added_mass``), joint offsets ``U(-0.05, 0.05)`` rad (``joint_offset``:
+        Playground's ``qpos0`` jitter). ``on``: ``"startup"`` (Playground's: once per env),
+        ``"reset"`` or another trigger. Details: ``legged.playground_randomization``."""
+        floor = self.mjm.geom("floor").id
+        pairs = tuple(i for i in range(self.mjm.npair)  # Playground's 0:2, the feet's
+                      if floor in (self.mjm.pair_geom1[i], self.mjm.pair_geom2[i]))
+        return playground_randomization(self, on, frictionloss=(0.5, 2.0), floor_pairs=pairs)
 
 
 class G1RoughEnv(G1Env):

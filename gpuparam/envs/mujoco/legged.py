@@ -25,6 +25,14 @@ per-env parameters and a backend that uses them (``kernels.legged``).
   every reset; a ``gp.Curriculum`` over it is the terrain curriculum).
 - **Contact pairs**: a model with explicit contact pairs (G1's feet) gets ``pair_friction``
   (per pair), since ``geom_friction`` does not reach a pair.
+- **Model randomization** (MuJoCo Playground's ``randomize.py``, legged_gym's and
+  IsaacLab's events): ``dof_frictionloss`` (per dof), ``joint_offset`` (per actuated joint,
+  added to the model's ``qpos0``: MuJoCo's kinematics rotate a hinge by ``qpos - qpos0``, so
+  the links sit at ``q`` where they sat at ``q - offset``; the reset and the PD's default
+  pose keep the keyframe's angles, as in Playground), ``body_ipos`` (every moving body's
+  centre of mass; the base's plus ``base_com_offset``) and ``added_mass`` (on the torso
+  body). Mass and centre-of-mass writes run ``set_const``; a joint offset changes nothing
+  it derives. :func:`playground_randomization` builds Playground's terms.
 
 Commands, observation noise, contacts and the height scan are the task's (Go1:
 ``go1.py``, ``kernels/go1.py``; G1: ``g1.py``, ``kernels/g1.py``), built from the helpers
@@ -250,6 +258,8 @@ class LeggedBackend(MjwBackend):
         keyframe: the name of the reset keyframe (Go1: ``"home"``, G1: ``"knees_bent"``).
         joint_scale: the reset scales the actuated joints' angles by the per-env parameter
             ``reset_joint_scale`` (``legged_specs``), as Playground's G1 does.
+        torso_body: the body ``added_mass`` adds to (``None``: the base; G1:
+            ``"torso_link"``, Playground's and IsaacLab's torso).
 
     State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
     ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
