@@ -46,6 +46,7 @@ from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
 from gpuparam.envs.mujoco.legged import (
+    LEGGED_PER_ELEMENT,
     LeggedBackend,
     legged_specs,
     param_block,
@@ -306,6 +307,7 @@ class G1Env(RobotEnv):
     frame_skip = 10
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
+    per_element = LEGGED_PER_ELEMENT
     num_scan_points = 0  # P, the height-scan points in the observation (a terrain env's)
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,

@@ -49,6 +49,7 @@ from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
 from gpuparam.envs.mujoco.legged import (
+    LEGGED_PER_ELEMENT,
     LeggedBackend,
     legged_specs,
     param_block,
@@ -335,6 +336,7 @@ class Go1Env(RobotEnv):
     frame_skip = 5
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
+    per_element = LEGGED_PER_ELEMENT
     num_scan_points = 0  # P, the height-scan points in the observation (a terrain env's)
     default_penalized: tuple[str, ...] = ()
     default_terminating: tuple[str, ...] = ()

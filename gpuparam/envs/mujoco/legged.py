@@ -53,7 +53,7 @@ import warp as wp
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext
 from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend, step_keys
-from gpuparam.envs.mujoco.model import f32, physical_specs
+from gpuparam.envs.mujoco.model import PER_ELEMENT, f32, physical_specs
 from gpuparam.kernels import legged as kleg
 from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
@@ -64,6 +64,8 @@ PD = ("kp", "kd", "torque_limit", "motor_strength")
 # the recipe's model parameters (each written into a per-world MuJoCo Warp field by a copy)
 LEGGED_PHYSICAL = (*PD, "base_com_offset", "dof_frictionloss", "joint_offset", "body_ipos",
                    "added_mass")
+# per-element parameters beyond the Gymnasium robots' (``RobotEnv.per_element``)
+LEGGED_PER_ELEMENT = {**PER_ELEMENT, "dof_frictionloss": "dofs"}
 MIN_MASS = 1e-6  # kg: ``body_mass``'s lower bound, also the torso's with ``added_mass``
 
 

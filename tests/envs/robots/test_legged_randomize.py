@@ -275,6 +275,21 @@ def test_bad_input_is_refused_by_name():
         env.randomize(gp.Uniform("dof_frictionloss", 1.1, 0.9, op="scale"))
 
 
+def test_frictionloss_components_are_named_by_dof(env):
+    env.params.reset_to_default()
+    k = env.component_index("dof_frictionloss", env.components.dofs[7])
+    assert k == 7
+    env.set_components("dof_frictionloss", {env.components.dofs[7]: 0.25}, mask=MASK)
+    fl = _field(env, "dof_frictionloss")
+    assert torch.equal(fl[MASK][:, 7], torch.full((2,), 0.25))
+    assert torch.equal(fl[~MASK], _f32(env.mjm.dof_frictionloss).expand(2, -1))
+    with pytest.raises(KeyError, match="dof_frictionloss: unknown element 'nope'"):
+        env.component_index("dof_frictionloss", "nope")
+    with pytest.raises(KeyError, match="'joint_offset' is not a per-element"):
+        env.component_index("joint_offset", "x")
+    env.params.reset_to_default()
+
+
 def test_bad_torso_body_is_refused_by_name():
     from gpuparam.envs.mujoco.legged import LeggedBackend
 
