@@ -193,13 +193,17 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
       ``x U(1.0, 1.05)`` (the base's dofs kept: op ``scale`` by 1);
     - with ``com_jitter`` ``r``: the torso's ``body_ipos + U(-r, r)`` per axis (op ``add``;
       the other bodies + 0);
-    - every ``body_mass x U(0.9, 1.1)``, then ``added_mass = U(-1, 1)`` kg on the torso;
-    - ``joint_offset = U(-0.05, 0.05)`` rad per actuated joint (Playground's ``qpos0[7:]``).
+    - every ``body_mass x U(0.9, 1.1)``, then ``added_mass + U(-1, 1)`` kg on the torso;
+    - ``joint_offset + U(-0.05, 0.05)`` rad per actuated joint (Playground's ``qpos0[7:]``).
+
+    Additive and scaling terms act on the nominal values (at their defaults: Playground's
+    model; a curriculum over them composes).
 
     Returns the terms for ``env.randomize(*terms)``; an invalid ``on`` raises
     ``ValueError`` (the terms' check)."""
     # the added mass first: its check of ``on`` is the one a bad trigger meets
-    added = Uniform("added_mass", -1.0, 1.0, on=on, name=f"playground added_mass on={on!r}")
+    added = Uniform("added_mass", -1.0, 1.0, op="add", on=on,
+                    name=f"playground added_mass on={on!r}")
     specs, mjm = env.params.spec, env.mjm
     act = np.zeros(mjm.nv, bool)
     act[actuated_dofs(mjm)] = True
@@ -231,7 +235,7 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
         hi[3 * torso : 3 * torso + 3] = [com_jitter] * 3
         terms.append(term("body_ipos", lo, hi, op="add"))
     return (*terms, term("body_mass", 0.9, 1.1, op="scale"), added,
-            term("joint_offset", -0.05, 0.05))
+            term("joint_offset", -0.05, 0.05, op="add"))
 
 
 def param_block(b: BindContext, names: Sequence[str]) -> wp.array:
