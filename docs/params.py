@@ -23,7 +23,8 @@ ROBOTS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
           "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
           "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0")
 COMPONENTS = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "dofs",
-              "dof_armature": "dofs", "actuator_gear": "actuators"}
+              "dof_armature": "dofs", "actuator_gear": "actuators",
+              "dof_frictionloss": "dofs", "body_ipos": "bodies"}
 
 API = (
     ("`names`, `spec[name]`", "parameter names in table order; a `gp.ParamSpec` (default, "
@@ -143,9 +144,12 @@ def _table(env, components) -> list[str]:
         lines.append(f"| `{name}` | {s.shape} | {_default(s, names)} | "
                      f"{valid} | {s.unit} | {_md(s.doc)} |")
         if names is not None:
-            pairs = ", ".join(f"`{n}` {_num(v)}" for n, v in
-                              zip(names, s.default if isinstance(s.default, tuple)
-                                  else (s.default,) * s.size, strict=True))
+            values = s.default if isinstance(s.default, tuple) else (s.default,) * s.size
+            per = s.size // len(names)  # components per element (body_ipos: x, y, z)
+            pairs = ", ".join(
+                f"`{n}` " + (_num(values[k]) if per == 1 else
+                             "(" + ", ".join(map(_num, values[k * per : (k + 1) * per])) + ")")
+                for k, n in enumerate(names))
             notes.append(f"- `{name}` ({COMPONENTS[name]}, {s.size}): {pairs}")
     if notes:
         lines += ["", "Components (model element, default), in index order:", "", *notes]

@@ -194,12 +194,41 @@ def copy_pair_friction(rows: wp.array2d(dtype=float),
 
 
 @wp.kernel
-def copy_com_offset(offset: wp.array2d(dtype=float), body: int, ipos0: wp.vec3,
-                    ipos_out: wp.array2d(dtype=wp.vec3)):
-    """The centre of mass of ``body`` in its frame: the model's ``ipos0`` plus the
-    ``offset`` rows ``[3, N]``, per world."""
-    i = thread_index(wp.tid())
-    ipos_out[i, body] = ipos0 + wp.vec3(offset[0, i], offset[1, i], offset[2, i])
+def copy_body_ipos(rows: wp.array2d(dtype=float), offset: wp.array2d(dtype=float), base: int,
+                   ipos_out: wp.array2d(dtype=wp.vec3)):
+    """The centre of mass of each moving body in its frame, per (world, body ``j + 1``):
+    the ``body_ipos`` rows ``[3 (nbody - 1), N]`` (body ``j``'s x, y, z at rows ``3j ..
+    3j + 2``), plus the ``base_com_offset`` rows ``[3, N]`` on body ``base``."""
+    i, j = wp.tid()
+    p = wp.vec3(rows[3 * j, i], rows[3 * j + 1, i], rows[3 * j + 2, i])
+    if j + 1 == base:
+        p = p + wp.vec3(offset[0, i], offset[1, i], offset[2, i])
+    ipos_out[i, j + 1] = p
+
+
+@wp.kernel
+def copy_body_mass(rows: wp.array2d(dtype=float), added: wp.array(dtype=float), torso: int,
+                   min_mass: float, mass_out: wp.array2d(dtype=float)):
+    """The mass of each moving body, per (world, body ``j + 1``; ``mass_out`` is the view
+    of bodies 1..): the ``body_mass`` rows ``[nbody - 1, N]``, plus ``added`` ``[N]`` on
+    body ``torso``, not below ``min_mass`` there (the sum is the only value a write cannot
+    bound alone). Other bodies get their row unchanged, bit for bit."""
+    i, j = wp.tid()
+    m = rows[j, i]
+    if j + 1 == torso:
+        m = wp.max(m + added[i], min_mass)
+    mass_out[i, j] = m
+
+
+@wp.kernel
+def copy_joint_offset(offset: wp.array2d(dtype=float), qposadr: wp.array(dtype=int),
+                      qpos0: wp.array(dtype=float), qpos0_out: wp.array2d(dtype=float)):
+    """MuJoCo's ``qpos0`` of each actuated joint, per (world, actuator ``j``): the model's
+    ``qpos0`` plus the ``joint_offset`` rows ``[nu, N]``, at the joint's ``qposadr``
+    (the other coordinates keep the model's values)."""
+    i, j = wp.tid()
+    a = qposadr[j]
+    qpos0_out[i, a] = qpos0[a] + offset[j, i]
 
 
 # ----------------------------------------------------------------- before the physics

@@ -45,13 +45,20 @@ from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
-from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
+from gpuparam.envs.mujoco.legged import (
+    LEGGED_PER_ELEMENT,
+    LeggedBackend,
+    legged_specs,
+    param_block,
+    playground_randomization,
+)
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, scan_points
 from gpuparam.envs.mujoco.terrain_env import TaskTerrain, TerrainGridEnv
 from gpuparam.kernels import g1 as kg1
 from gpuparam.pipeline import StepContext
+from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
 
 # (term, default scale, doc): envpool's config order (its reward_<term> info keys)
@@ -302,6 +309,7 @@ class G1Env(RobotEnv):
     frame_skip = 10
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
+    per_element = LEGGED_PER_ELEMENT
     num_scan_points = 0  # P, the height-scan points in the observation (a terrain env's)
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
@@ -368,10 +376,24 @@ class G1Env(RobotEnv):
             origins[..., 2] += self.spawn_height
         return LeggedBackend(self.mjm, self.frame_skip, "pelvis", self.max_action_delay,
                              origins=origins, keyframe="knees_bent", joint_scale=True,
-                             **self._sizes)
+                             torso_body="torso_link", **self._sizes)
 
     def make_task(self) -> G1Task:
         return G1Task(self)
+
+    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
+        """MuJoCo Playground's ``locomotion/g1/randomize.py`` as terms, for
+        ``env.randomize(*env.playground_randomization())``: the feet-floor friction ``U(0.4,
+        1.0)`` (``pair_friction`` of the pairs with the floor, 0 and 1, each its own draw:
+        Playground draws one for both), joint frictionloss ``x U(0.5, 2.0)``, armature ``x
+        U(1.0, 1.05)``, every body mass ``x U(0.9, 1.1)``, ``torso_link`` ``+ U(-1, 1)`` kg
+        (``added_mass``), joint offsets ``U(-0.05, 0.05)`` rad (``joint_offset``:
+        Playground's ``qpos0`` jitter). ``on``: ``"startup"`` (Playground's: once per env),
+        ``"reset"`` or another trigger. Details: ``legged.playground_randomization``."""
+        floor = self.mjm.geom("floor").id
+        pairs = tuple(i for i in range(self.mjm.npair)  # Playground's 0:2, the feet's
+                      if floor in (self.mjm.pair_geom1[i], self.mjm.pair_geom2[i]))
+        return playground_randomization(self, on, frictionloss=(0.5, 2.0), floor_pairs=pairs)
 
 
 class G1RoughEnv(G1Env):

@@ -48,13 +48,20 @@ from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
 from gpuparam.envs.mujoco.backend import check_sizes, step_keys
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
-from gpuparam.envs.mujoco.legged import LeggedBackend, legged_specs, param_block
+from gpuparam.envs.mujoco.legged import (
+    LEGGED_PER_ELEMENT,
+    LeggedBackend,
+    legged_specs,
+    param_block,
+    playground_randomization,
+)
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, scan_points
 from gpuparam.envs.mujoco.terrain_env import TaskTerrain, TerrainGridEnv
 from gpuparam.kernels import go1 as kgo1
 from gpuparam.pipeline import StepContext
+from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
 
 # (term, default scale, doc): envpool's config order (its reward_<term> info keys), then
@@ -330,6 +337,7 @@ class Go1Env(RobotEnv):
     frame_skip = 5
     max_episode_steps = 1000
     reward_term_names = REWARD_TERMS
+    per_element = LEGGED_PER_ELEMENT
     num_scan_points = 0  # P, the height-scan points in the observation (a terrain env's)
     default_penalized: tuple[str, ...] = ()
     default_terminating: tuple[str, ...] = ()
@@ -412,6 +420,20 @@ class Go1Env(RobotEnv):
 
     def make_task(self) -> Go1Task:
         return Go1Task(self)
+
+    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
+        """MuJoCo Playground's ``locomotion/go1/randomize.py`` as terms, for
+        ``env.randomize(*env.playground_randomization())``: floor friction ``U(0.4, 1.0)``
+        (``geom_friction`` of ``"floor"``), joint frictionloss ``x U(0.9, 1.1)``, armature
+        ``x U(1.0, 1.05)``, the trunk's centre of mass ``+ U(-0.05, 0.05)`` per axis
+        (``body_ipos``), every body mass ``x U(0.9, 1.1)``, the trunk ``+ U(-1, 1)`` kg
+        (``added_mass``), joint offsets ``U(-0.05, 0.05)`` rad (``joint_offset``: Playground's
+        ``qpos0`` jitter). ``on``: ``"startup"`` (Playground's: once per env), ``"reset"``
+        or another trigger. Details and the deviations: ``legged.playground_randomization``;
+        ``set_const`` follows the mass and centre-of-mass writes (Playground's MJX does not
+        recompute the model's derived quantities)."""
+        return playground_randomization(self, on, frictionloss=(0.9, 1.1), floor_geom="floor",
+                                        com_jitter=0.05)
 
 
 class Go1RoughEnv(Go1Env):

@@ -25,6 +25,14 @@ per-env parameters and a backend that uses them (``kernels.legged``).
   every reset; a ``gp.Curriculum`` over it is the terrain curriculum).
 - **Contact pairs**: a model with explicit contact pairs (G1's feet) gets ``pair_friction``
   (per pair), since ``geom_friction`` does not reach a pair.
+- **Model randomization** (MuJoCo Playground's ``randomize.py``, legged_gym's and
+  IsaacLab's events): ``dof_frictionloss`` (per dof), ``joint_offset`` (per actuated joint,
+  added to the model's ``qpos0``: MuJoCo's kinematics rotate a hinge by ``qpos - qpos0``, so
+  the links sit at ``q`` where they sat at ``q - offset``; the reset and the PD's default
+  pose keep the keyframe's angles, as in Playground), ``body_ipos`` (every moving body's
+  centre of mass; the base's plus ``base_com_offset``) and ``added_mass`` (on the torso
+  body). Mass and centre-of-mass writes run ``set_const``; a joint offset changes nothing
+  it derives. :func:`playground_randomization` builds Playground's terms.
 
 Commands, observation noise, contacts and the height scan are the task's (Go1:
 ``go1.py``, ``kernels/go1.py``; G1: ``g1.py``, ``kernels/g1.py``), built from the helpers
@@ -45,13 +53,20 @@ import warp as wp
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext
 from gpuparam.envs.mujoco.backend import BATCHED, PHYSICAL, MjwBackend, step_keys
-from gpuparam.envs.mujoco.model import f32, physical_specs
+from gpuparam.envs.mujoco.model import PER_ELEMENT, f32, physical_specs
 from gpuparam.kernels import legged as kleg
+from gpuparam.kernels import locomotion as kloco
 from gpuparam.pipeline import StepContext
+from gpuparam.randomization.terms import On, Term, Uniform
 from gpuparam.spec import ParamSpec
 
 PD = ("kp", "kd", "torque_limit", "motor_strength")
-LEGGED_PHYSICAL = (*PD, "base_com_offset")
+# the recipe's model parameters (each written into a per-world MuJoCo Warp field by a copy)
+LEGGED_PHYSICAL = (*PD, "base_com_offset", "dof_frictionloss", "joint_offset", "body_ipos",
+                   "added_mass")
+# per-element parameters beyond the Gymnasium robots' (``RobotEnv.per_element``)
+LEGGED_PER_ELEMENT = {**PER_ELEMENT, "dof_frictionloss": "dofs"}
+MIN_MASS = 1e-6  # kg: ``body_mass``'s lower bound, also the torso's with ``added_mass``
 
 
 def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
@@ -90,8 +105,9 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
                  reset_joint_scale: tuple[float, float] | None = None) -> tuple[ParamSpec, ...]:
     """The physical parameters of ``mjm`` (``dof_damping`` as the passive damping beyond
     ``kd``) and the recipe's: PD gains from the model (``kp`` its actuators' gains, ``kd``
-    their joints' damping, ``torque_limit`` their force ranges), action scale and delay, the
-    base's centre-of-mass offset, kicks, the reset ranges and the terrain level; with
+    their joints' damping, ``torque_limit`` their force ranges), the base's centre-of-mass
+    offset, dry friction per dof, joint offsets, every body's centre of mass, the torso's
+    added mass, action scale and delay, kicks, the reset ranges and the terrain level; with
     ``reset_joint_scale`` (low, high) also ``reset_joint_scale``, the range of the factor
     on each actuated joint's reset angle (Playground's G1: 0.5, 1.5)."""
     dofs = actuated_dofs(mjm)
@@ -117,6 +133,19 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
                   doc="scale of each actuator's kp and kd"),
         ParamSpec("base_com_offset", 0.0, -0.5, 0.5, shape=(3,), unit="m",
                   doc="offset of the base's centre of mass in its frame (set_const follows)"),
+        ParamSpec("dof_frictionloss", f32(mjm.dof_frictionloss), 0.0, 1e4, shape=(mjm.nv,),
+                  unit="N m", doc="dry friction (MuJoCo's frictionloss) of each dof"),
+        ParamSpec("joint_offset", 0.0, -1.0, 1.0, shape=(nu,), unit="rad",
+                  doc="offset of each actuated joint's zero (MuJoCo's qpos0: the angle at "
+                      "which its link sits as modelled); the reset and default pose keep "
+                      "the keyframe's angles (a calibration error, Playground's qpos0 jitter)"),
+        ParamSpec("body_ipos", f32(mjm.body_ipos[1:].reshape(-1)), -10.0, 10.0,
+                  shape=(mjm.nbody - 1, 3), unit="m",
+                  doc="centre of mass of each moving body in its frame (x, y, z; the base's "
+                      "plus base_com_offset; set_const follows)"),
+        ParamSpec("added_mass", 0.0, -1e3, 1e3, unit="kg",
+                  doc=f"mass added to the torso body (its mass: body_mass + added_mass, at "
+                      f"least {MIN_MASS}; set_const follows)"),
         ParamSpec("action_scale", action_scale, 0.0, 10.0, unit="rad",
                   doc="PD target = default pose + action * action_scale"),
         ParamSpec("action_delay", 0.0, 0.0, float(max_action_delay), unit="steps",
@@ -150,6 +179,67 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
     )
 
 
+def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
+                             floor_geom: str | None = None, floor_pairs: Sequence[int] = (),
+                             com_jitter: float = 0.0) -> tuple[Term, ...]:
+    """The terms of MuJoCo Playground's ``domain_randomize`` (``locomotion/<robot>/
+    randomize.py``) for the legged env ``env`` (its ``backend`` built), drawn ``on`` a
+    trigger (``"startup"``: once, as Playground at construction; ``"reset"``: each
+    episode; any trigger ``gp.Uniform`` takes). Per component, independent draws:
+
+    - floor friction ``= U(0.4, 1.0)``: ``geom_friction`` of ``floor_geom`` (op ``set``;
+      the other geoms are set to their defaults), or both tangential ``pair_friction``
+      components of the pairs ``floor_pairs`` (each pair its own draw; the other pairs
+      set to their defaults);
+    - ``dof_frictionloss`` of the actuated dofs ``x U(*frictionloss)``, ``dof_armature``
+      ``x U(1.0, 1.05)`` (the base's dofs kept: op ``scale`` by 1);
+    - with ``com_jitter`` ``r``: the torso's ``body_ipos + U(-r, r)`` per axis (op ``add``;
+      the other bodies + 0);
+    - every ``body_mass x U(0.9, 1.1)``, then ``added_mass + U(-1, 1)`` kg on the torso;
+    - ``joint_offset + U(-0.05, 0.05)`` rad per actuated joint (Playground's ``qpos0[7:]``).
+
+    Additive and scaling terms act on the nominal values (at their defaults: Playground's
+    model; a curriculum over them composes).
+
+    Returns the terms for ``env.randomize(*terms)``; an invalid ``on`` raises
+    ``ValueError`` (the terms' check)."""
+    # the added mass first: its check of ``on`` is the one a bad trigger meets
+    added = Uniform("added_mass", -1.0, 1.0, op="add", on=on,
+                    name=f"playground added_mass on={on!r}")
+    specs, mjm = env.params.spec, env.mjm
+    act = np.zeros(mjm.nv, bool)
+    act[actuated_dofs(mjm)] = True
+
+    def term(param: str, lo, hi, op: str = "set") -> Uniform:
+        return Uniform(param, lo, hi, op=op, on=on, name=f"playground {param} on={on!r}")
+
+    def per_dof(lo: float, hi: float) -> tuple[list[float], list[float]]:
+        return [lo if a else 1.0 for a in act], [hi if a else 1.0 for a in act]
+
+    terms = []
+    if floor_geom is not None:
+        g = env.component_index("geom_friction", floor_geom)
+        lo, hi = list(specs["geom_friction"].default), list(specs["geom_friction"].default)
+        lo[g], hi[g] = 0.4, 1.0
+        terms.append(term("geom_friction", lo, hi))
+    if floor_pairs:
+        lo, hi = list(specs["pair_friction"].default), list(specs["pair_friction"].default)
+        for p in floor_pairs:
+            lo[p], hi[p] = 0.4, 1.0
+        terms.append(term("pair_friction", lo, hi))
+    terms += [term("dof_frictionloss", *per_dof(*frictionloss), op="scale"),
+              term("dof_armature", *per_dof(1.0, 1.05), op="scale")]
+    if com_jitter:
+        torso = env.backend.torso - 1  # its components in body_ipos: 3 torso .. 3 torso + 2
+        lo = [0.0] * specs["body_ipos"].size
+        hi = list(lo)
+        lo[3 * torso : 3 * torso + 3] = [-com_jitter] * 3
+        hi[3 * torso : 3 * torso + 3] = [com_jitter] * 3
+        terms.append(term("body_ipos", lo, hi, op="add"))
+    return (*terms, term("body_mass", 0.9, 1.1, op="scale"), added,
+            term("joint_offset", -0.05, 0.05, op="add"))
+
+
 def param_block(b: BindContext, names: Sequence[str]) -> wp.array:
     """The effective-table rows ``[len(names), N]`` of scalar parameters stored one after
     the other (a view: kernels see every write), for a task kernel reading a block of
@@ -176,6 +266,8 @@ class LeggedBackend(MjwBackend):
         keyframe: the name of the reset keyframe (Go1: ``"home"``, G1: ``"knees_bent"``).
         joint_scale: the reset scales the actuated joints' angles by the per-env parameter
             ``reset_joint_scale`` (``legged_specs``), as Playground's G1 does.
+        torso_body: the body ``added_mass`` adds to (``None``: the base; G1:
+            ``"torso_link"``, Playground's and IsaacLab's torso).
 
     State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
     ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
@@ -186,20 +278,25 @@ class LeggedBackend(MjwBackend):
 
     recompute_on = PHYSICAL + LEGGED_PHYSICAL
     batched = BATCHED + ("actuator_gainprm", "actuator_biasprm", "actuator_forcerange",
-                         "body_ipos")
+                         "body_ipos", "dof_frictionloss", "qpos0")
     post_constraint = False  # the task reads sensors, never cfrc_ext
 
     def __init__(self, mjm: mujoco.MjModel, frame_skip: int, base_body: str,
                  max_action_delay: int, origins: np.ndarray | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, keyframe: str = "home",
-                 joint_scale: bool = False):
+                 joint_scale: bool = False, torso_body: str | None = None):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
                          deterministic=deterministic)
         self.base = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, base_body)
         if self.base < 0 or mjm.jnt_type[mjm.body_jntadr[self.base]] != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError(f"base_body: expected the free-joint base body, got {base_body!r}")
+        torso_body = base_body if torso_body is None else torso_body
+        self.torso = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, torso_body)
+        if self.torso < 1:
+            raise ValueError(f"torso_body: expected a moving body of the model (added_mass), "
+                             f"got {torso_body!r}")
         key = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, keyframe)
         if key < 0:
             raise ValueError(f"keyframe: expected a keyframe of the model (the reset and "
@@ -219,7 +316,16 @@ class LeggedBackend(MjwBackend):
         self.max_action_delay = int(max_action_delay)
         self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
                         else np.asarray(origins, np.float32))
-        self.set_const_groups["base_com_offset"] = int(mjw.SetConstGroup.INERT0)
+        # a centre of mass or a mass moves the inertia at qpos0 (and a mass the subtree
+        # masses); a joint offset moves nothing set_const computes: at qpos = qpos0 every
+        # hinge and slide joint sits at its modelled pose (MuJoCo's kinematics rotate by
+        # qpos - qpos0), whatever qpos0 is, so only a fixed tendon's length0 (KIN0) would
+        # change (tests/envs/robots/test_legged_randomize.py checks it with mj_setConst)
+        inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
+        self.set_const_groups |= {"base_com_offset": inert0, "body_ipos": inert0,
+                                  "added_mass": fixed | inert0}
+        if mjm.ntendon:
+            self.set_const_groups["joint_offset"] = int(mjw.SetConstGroup.KIN0)
 
     def bind(self, b: BindContext) -> None:
         super().bind(b)
@@ -254,9 +360,18 @@ class LeggedBackend(MjwBackend):
                       [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator],
                       [m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
                        m.dof_damping], replace="dof_damping")
-        self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
-                      [rows("base_com_offset"), self.base,
-                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32))], [m.body_ipos])
+        self.add_copy(("body_ipos", "base_com_offset"), kleg.copy_body_ipos,
+                      (n, mjm.nbody - 1), [rows("body_ipos"), rows("base_com_offset"), self.base],
+                      [m.body_ipos])
+        self.add_copy(("body_mass", "added_mass"), kleg.copy_body_mass, (n, mjm.nbody - 1),
+                      [rows("body_mass"), rows("added_mass"), self.torso, MIN_MASS],
+                      [m.body_mass[:, 1:]], replace="body_mass")
+        self.add_copy(("dof_frictionloss",), kloco.copy_rows, (n, mjm.nv),
+                      [rows("dof_frictionloss")], [m.dof_frictionloss])
+        with wp.ScopedDevice(self._device):
+            qpos0 = wp.array(mjm.qpos0.astype(np.float32))
+        self.add_copy(("joint_offset",), kleg.copy_joint_offset, (n, mjm.nu),
+                      [rows("joint_offset"), joint_qposadr, qpos0], [m.qpos0])
         if mjm.npair:
             self.add_copy(("pair_friction",), kleg.copy_pair_friction, (n, mjm.npair),
                           [rows("pair_friction")], [m.pair_friction])

@@ -111,6 +111,8 @@ class RobotEnv(VecEnv):
     forward_at_reset: bool = False
     solver: int | None = None
     max_episode_steps = 1000
+    # the per-element parameters set_components names -> their Components field
+    per_element: Mapping[str, str] = PER_ELEMENT
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
@@ -185,10 +187,10 @@ class RobotEnv(VecEnv):
         """Index of model element ``element`` (e.g. ``"torso"``) among the components of
         vector parameter ``name`` (e.g. ``"body_mass"``): ``env.params[name][:, index]``.
         Raises ``KeyError`` naming the valid elements."""
-        if name not in PER_ELEMENT:
+        if name not in self.per_element:
             raise KeyError(f"{name!r} is not a per-element physical parameter; expected one "
-                           f"of {', '.join(PER_ELEMENT)}")
-        names = getattr(self.components, PER_ELEMENT[name])
+                           f"of {', '.join(self.per_element)}")
+        names = getattr(self.components, self.per_element[name])
         if element not in names:
             raise KeyError(f"{name}: unknown element {element!r}; valid: {', '.join(names)}")
         return names.index(element)
@@ -201,7 +203,8 @@ class RobotEnv(VecEnv):
 
         Args:
             name: ``body_mass``, ``geom_friction``, ``dof_damping``, ``dof_armature`` or
-                ``actuator_gear``.
+                ``actuator_gear`` (the legged robots also ``dof_frictionloss``:
+                ``env.per_element``).
             values: element name -> a number or a float tensor ``[num_envs]`` on the device.
             mask: bool tensor ``[num_envs]`` on the device, or None for every env.
 

@@ -60,6 +60,7 @@ PARAMS = [
     ("push_enable", 0.0), ("push_velocity", [1.0, 1.5]), ("push_interval", [1.0, 2.0]),
     ("reward_feet_phase", 3.0), ("reward_pose", -1.0), ("reward_alive", 1.0),
     ("pair_friction", [0.05, 0.05, 1.0, 1.0, 1.0]),
+    ("dof_frictionloss", 0.5), ("joint_offset", 0.04), ("added_mass", 0.8), ("body_ipos", 0.01),
 ]
 
 

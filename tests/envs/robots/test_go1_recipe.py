@@ -49,13 +49,16 @@ def _model_fields(env) -> dict[str, torch.Tensor]:
     m = env.backend.m
     return {f: wp.to_torch(getattr(m, f)).clone() for f in (
         "actuator_gainprm", "actuator_biasprm", "actuator_forcerange", "dof_damping",
-        "body_ipos", "body_invweight0", "dof_invweight0")}
+        "body_ipos", "body_invweight0", "dof_invweight0", "body_mass", "body_subtreemass",
+        "dof_frictionloss", "qpos0")}
 
 
 # (parameter, value written for MASK, the masked envs must differ within 6 steps)
 NEW_PARAMS = [
     ("kp", 50.0, True), ("kd", 1.0, True), ("torque_limit", 5.0, True),
     ("motor_strength", 0.7, True), ("base_com_offset", [0.03, -0.02, 0.01], True),
+    ("dof_frictionloss", 0.6, True), ("joint_offset", 0.04, True), ("added_mass", 0.8, True),
+    ("body_ipos", 0.01, True),  # every body's centre of mass at (0.01, 0.01, 0.01)
     ("action_scale", 0.3, True), ("action_delay", 2.0, True), ("kick_enable", 0.0, True),
     ("kick_velocity", [2.0, 2.5], True), ("kick_duration", [0.1, 0.2], True),
     ("kick_wait", [0.1, 0.2], True), ("reset_xy_range", 0.1, True),
