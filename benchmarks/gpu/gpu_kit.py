@@ -92,11 +92,18 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
 UNPACKED = {"warp_lang": ("warp/examples/", "warp/tests/")}  # wheels shipped as .tar.xz
 
 
-def sha256(path: Path) -> str:
+def sha256(path: Path, offset: int = 0, size: int | None = None) -> str:
+    """SHA-256 of ``path``'s bytes from ``offset``, ``size`` of them (all by default)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MIB), b""):
+        f.seek(offset)
+        left = size if size is not None else float("inf")
+        while left > 0:
+            block = f.read(int(min(MIB, left)))
+            if not block:
+                break
             h.update(block)
+            left -= len(block)
     return h.hexdigest()
 
 
@@ -256,17 +263,10 @@ def write_kit(items: list[dict], dest: Path, room: int, python_version: str) -> 
             fname = it["name"] if whole else f"{it['name']}.part-{index:02d}"
             folders[-1].append((it, fname, offset, n))
             offset, index, free = offset + n, index + 1, free - n
-    if dest.exists():
-        shutil.rmtree(dest)
     for k, pieces in enumerate(folders, 1):
-        (dest / str(k)).mkdir(parents=True)
         for it, fname, offset, n in pieces:
-            out = dest / str(k) / fname
-            with open(it["src"], "rb") as f, open(out, "wb") as g:
-                f.seek(offset)
-                _copy(f, g, n)
-            it["parts"].append(
-                {"file": fname, "folder": k, "offset": offset, "size": n, "sha256": sha256(out)})
+            it["parts"].append({"file": fname, "folder": k, "offset": offset, "size": n,
+                                "sha256": sha256(Path(it["src"]), offset, n)})
     manifest = {
         "python_version": python_version,
         "platforms": list(PLATFORMS),
@@ -274,7 +274,15 @@ def write_kit(items: list[dict], dest: Path, room: int, python_version: str) -> 
         "items": [{k: v for k, v in it.items() if k != "src"} for it in
                   sorted(items, key=lambda it: it["name"])],
     }
-    check_manifest(manifest)
+    check_manifest(manifest)  # before anything is written
+    if dest.exists():
+        shutil.rmtree(dest)
+    for k, pieces in enumerate(folders, 1):
+        (dest / str(k)).mkdir(parents=True)
+        for it, fname, offset, n in pieces:
+            with open(it["src"], "rb") as f, open(dest / str(k) / fname, "wb") as g:
+                f.seek(offset)
+                _copy(f, g, n)
     for k in range(1, len(folders) + 1):
         (dest / str(k) / "MANIFEST.json").write_text(json.dumps(manifest, indent=1))
     return manifest
@@ -339,7 +347,8 @@ def check_manifest(m) -> dict:
     folders = _int(m["folders"], "'folders'", 1)
     if not isinstance(m["items"], list) or not m["items"]:
         raise KitError("the manifest's 'items' must be a non-empty list")
-    names: set[str] = set()
+    names: set[str] = set()  # items' names (joined under items/)
+    files: set[str] = set()  # parts' names (in the stash: a whole item's part is its name)
     for i, it in enumerate(m["items"]):
         if not isinstance(it, dict):
             raise KitError(f"the manifest's item {i} must be an object")
@@ -369,9 +378,10 @@ def check_manifest(m) -> dict:
                                               ("file", "folder", "offset", "size", "sha256")):
                 raise KitError(f"{name}: each part needs file, folder, offset, size, sha256")
             f = _plain(p["file"], f"part name of {name}")
-            if f in names:
-                raise KitError(f"the manifest names {f!r} twice (parts' names must be unique)")
-            names.add(f)
+            if f in files:
+                raise KitError(f"the manifest names the part {f!r} twice (parts' names must "
+                               "be unique)")
+            files.add(f)
             k = _int(p["folder"], f"folder of {f}", 1)
             if k > folders:
                 raise KitError(f"{f}: folder {k} is beyond the kit's {folders} folders")

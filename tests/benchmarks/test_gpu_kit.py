@@ -19,6 +19,7 @@ from benchmarks.gpu import gpu_kit
 
 ROOT = Path(__file__).resolve().parents[2]
 KIB = 1024
+SIZES = {"kitbig": 300 * KIB, "kitsmall": 150 * KIB, "kittiny": 20 * KIB}
 
 
 def _wheel(where: Path, name: str, size: int) -> Path:
@@ -42,13 +43,13 @@ def _wheel(where: Path, name: str, size: int) -> Path:
 
 @pytest.fixture
 def kit(tmp_path):
-    """Two wheels of 300 and 150 KiB cut into folders of 200 KiB: the first is split at
-    200 KiB (folders 1, 2), the second at 100 KiB of its start (folders 2, 3)."""
+    """Wheels of 300, 150 and 20 KiB cut into folders of 200 KiB: the first is split at
+    200 KiB (folders 1, 2), the second at about 100 KiB of its start (folders 2, 3), the
+    third lies whole in folder 3."""
     src = tmp_path / "src"
     src.mkdir()
     items = [{"name": w.name, "kind": "wheel", "src": w, "dist": n, "top_level": [n]}
-             for w, n in ((_wheel(src, "kitbig", 300 * KIB), "kitbig"),
-                          (_wheel(src, "kitsmall", 150 * KIB), "kitsmall"))]
+             for w, n in ((_wheel(src, name, size), name) for name, size in SIZES.items())]
     dest = tmp_path / "whl"
     manifest = gpu_kit.write_kit(items, dest, 200 * KIB, "3.12")
     return dest, manifest
@@ -75,8 +76,10 @@ def test_an_item_split_less_than_a_mib_from_its_start_installs(kit, tmp_path):
     assert [p["folder"] for p in small["parts"]] == [2, 3]
     # where the old names (offset in MiB) collided: part-00000 twice
     assert 0 < small["parts"][1]["offset"] < 1 << 20
+    tiny = next(it for it in manifest["items"] if it["dist"] == "kittiny")
+    assert [(p["folder"], p["file"]) for p in tiny["parts"]] == [(3, tiny["name"])]
     files = [p["file"] for it in manifest["items"] for p in it["parts"]]
-    assert len(files) == len(set(files)) == 4, files
+    assert len(files) == len(set(files)) == 5, files
     assert small["parts"][1]["file"].endswith(".part-01")
     stash = tmp_path / "stash"
     for k in (1, 2, 3):
@@ -84,7 +87,7 @@ def test_an_item_split_less_than_a_mib_from_its_start_installs(kit, tmp_path):
     target = tmp_path / "site"
     assert gpu_kit.main(["install", "--force", "--stash", str(stash),
                          "--target", str(target)]) == 0
-    for name, size in (("kitbig", 300 * KIB), ("kitsmall", 150 * KIB)):
+    for name, size in SIZES.items():
         data = (target / name / "data.bin").read_bytes()
         assert data == random.Random(name).randbytes(size)
     # nothing written beside the kit's own folders
@@ -174,6 +177,7 @@ def _set_part(key, value):
     (_set_part("size", "12"), "the manifest's size of "),
     (_set_part("folder", 9), "folder 9 is beyond the kit's 3 folders"),
     (_set_part("sha256", "xyz"), "'sha256' must be 64 hex digits"),
+    (lambda m: m["items"][1]["parts"].append(m["items"][0]["parts"][0]), "the part "),
     (_set_part("offset", 1), "expected"),
     (lambda m: m["items"][0].update(kind="egg"), "kind must be 'wheel' or 'tree'"),
     (lambda m: m["items"].append(m["items"][0]), "twice"),
