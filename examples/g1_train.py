@@ -35,6 +35,7 @@ import time
 
 import torch
 from rsl_rl.runners import OnPolicyRunner  # noqa: I001 - after gpuparam, as users write it
+from train_cli import check_writable_dir, episode_length, hidden_sizes, int_at_least
 
 import gpuparam as gp
 from gpuparam.integrations.rsl_rl import RslRlVecEnv
@@ -84,7 +85,7 @@ def make_env(args):
 
 
 def train_cfg(args) -> dict:
-    hidden = [int(h) for h in args.hidden.split(",")]
+    hidden = list(args.hidden)
     return {
         "num_steps_per_env": args.steps_per_env,
         "save_interval": 10**9,
@@ -121,7 +122,8 @@ def train(args) -> list[dict]:
         history.append(row)
         if it % args.log_every == 0 or it == args.iterations - 1:
             print(f"iter {it:4d} | env steps {row['env_steps']:8d} | reward {reward:+.4f} | "
-                  f"tracking {tracking:.3f} | episode length {row['episode_length']:6.1f} | "
+                  f"tracking {tracking:.3f} | episode length "
+                  f"{episode_length(row['episode_length'])} | "
                   f"{row['seconds']:6.1f} s", flush=True)
     runner.save(os.path.join(args.out, "model.pt"))
     with open(os.path.join(args.out, "history.json"), "w") as f:
@@ -162,24 +164,31 @@ def plot(history: list[dict], path: str, args) -> None:
 
 
 def parse(argv=None) -> argparse.Namespace:
+    """The options, each checked (types, ranges, the ``--out`` folder) before anything is
+    built: a bad one is one argparse error line."""
+    pos = int_at_least(1)
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="G1JoystickFlatTerrain-v1",
                    choices=("G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1",
                             "G1Terrain-v0"))
-    p.add_argument("--terrain-rows", type=int, default=10, help="G1Terrain-v0 grid rows")
-    p.add_argument("--num-envs", type=int, default=128)
-    p.add_argument("--iterations", type=int, default=200)
-    p.add_argument("--steps-per-env", type=int, default=24)
-    p.add_argument("--hidden", default="256,128", help="hidden layer sizes (actor and critic)")
+    p.add_argument("--terrain-rows", type=pos, default=10, help="G1Terrain-v0 grid rows")
+    p.add_argument("--num-envs", type=pos, default=128)
+    p.add_argument("--iterations", type=pos, default=200)
+    p.add_argument("--steps-per-env", type=pos, default=24)
+    p.add_argument("--hidden", type=hidden_sizes, default=[256, 128],
+                   help="hidden layer sizes (actor and critic), e.g. 256,128")
     p.add_argument("--gamma", type=float, default=0.97, help="discount (Playground's)")
     p.add_argument("--init-std", type=float, default=0.5, help="initial action noise")
     p.add_argument("--out", default=os.path.join("runs", "g1"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--log-every", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
-    return p.parse_args(argv)
+    p.add_argument("--log-every", type=pos, default=5)
+    p.add_argument("--threads", type=pos, default=1,
+                   help="torch threads (results depend on it)")
+    args = p.parse_args(argv)
+    check_writable_dir(p, "--out", args.out)
+    return args
 
 
 if __name__ == "__main__":

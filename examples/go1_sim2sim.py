@@ -19,15 +19,20 @@ and exits 1 unless it passes on every env checked::
     python examples/go1_sim2sim.py --envs gpuparam     # without envpool
 
 envpool (about 500 MB with its MuJoCo assets) is no dependency of gpuparam: install it in a
-separate virtual environment with gpuparam, ``pip install envpool
-envpool-assets-mujoco-large``; ``--envs gpuparam`` runs without it.
+separate virtual environment with torch, ``pip install envpool envpool-assets-mujoco-large``,
+and name its Python in ``ENVPOOL_PYTHON`` (``ENVPOOL_PYTHON=/path/to/venv/bin/python``): the
+envpool half then runs there (this script with ``--envs envpool``, which imports no
+gpuparam). Before anything runs the script checks that envpool imports here or there, and
+stops with one line saying what to install otherwise; ``--envs gpuparam`` runs without it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -85,6 +90,29 @@ def state(obs) -> np.ndarray:
     return np.asarray(obs, dtype=np.float32)[:, :48]
 
 
+def envpool_python() -> str | None:
+    """The other Python that runs the envpool half: None if envpool imports here, else
+    ``ENVPOOL_PYTHON`` (``""`` when unset)."""
+    if importlib.util.find_spec("envpool") is not None:
+        return None
+    return os.environ.get("ENVPOOL_PYTHON", "")
+
+
+def run_envpool_elsewhere(args, python: str) -> dict:
+    """The envpool half run by ``python`` (this script with ``--envs envpool``): its
+    ``"envpool"`` result."""
+    cmd = [python, os.path.abspath(__file__), "--envs", "envpool", "--policy", args.policy,
+           "--num-envs", str(args.num_envs), "--steps", str(args.steps), "--seed",
+           str(args.seed), "--ratio", str(args.ratio), "--max-fell", str(args.max_fell),
+           "--threads", str(args.threads)]
+    env = {k: v for k, v in os.environ.items() if k != "ENVPOOL_PYTHON"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"ENVPOOL_PYTHON={python}: the envpool half failed (exit "
+                         f"{out.returncode}): {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout)["envpool"]
+
+
 def evaluate(args) -> dict:
     policy = torch.jit.load(args.policy, map_location="cpu").eval()
 
@@ -98,14 +126,15 @@ def evaluate(args) -> dict:
     out: dict = {"policy": args.policy, "num_envs": args.num_envs, "steps": args.steps,
                  "seed": args.seed, "ratio_goal": args.ratio, "max_fell": args.max_fell}
     for name in args.envs.split(","):
+        if name == "envpool" and args.envpool_python:
+            out[name] = run_envpool_elsewhere(args, args.envpool_python)  # ENVPOOL_PYTHON
+            continue
         res = {}
         for who, act in (("policy", trained), ("standing_still", still)):
             if name == "gpuparam":
                 res[who] = run_gpuparam(act, args.num_envs, args.steps, args.seed, args.device)
-            elif name == "envpool":
-                res[who] = run_envpool(act, args.num_envs, args.steps, args.seed)
             else:
-                raise SystemExit(f"--envs: expected gpuparam and/or envpool, got {name!r}")
+                res[who] = run_envpool(act, args.num_envs, args.steps, args.seed)
         ratio = res["policy"]["tracking_error"] / res["standing_still"]["tracking_error"]
         res["ratio"] = ratio
         res["passed"] = ratio <= args.ratio and res["policy"]["fell"] <= args.max_fell
@@ -127,7 +156,33 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--max-fell", type=float, default=0.1)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=1)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    names = args.envs.split(",")
+    if not names or any(n not in ("gpuparam", "envpool") for n in names):
+        p.error(f"--envs: expected gpuparam and/or envpool (comma-separated), got "
+                f"{args.envs!r}")
+    if not os.path.isfile(args.policy):
+        p.error(f"--policy: expected a TorchScript policy file, got {args.policy!r} (no such "
+                "file)")
+    args.envpool_python = None
+    if "envpool" in names:  # checked before the gpuparam half runs
+        python = args.envpool_python = envpool_python()
+        if python == "":
+            p.error("--envs envpool: envpool does not import in this Python and "
+                    "ENVPOOL_PYTHON is not set: pip install envpool envpool-assets-mujoco-"
+                    "large (here, or in another environment named by ENVPOOL_PYTHON), or "
+                    "run --envs gpuparam")
+        if python:
+            try:
+                probe = subprocess.run([python, "-c", "import envpool, numpy, torch"],
+                                       capture_output=True, text=True)
+                last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+            except OSError as e:
+                probe, last = None, e.strerror or type(e).__name__
+            if probe is None or probe.returncode != 0:
+                p.error(f"ENVPOOL_PYTHON: expected a Python that imports envpool, numpy and "
+                        f"torch, got {python} ({last})")
+    return args
 
 
 if __name__ == "__main__":

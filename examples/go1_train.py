@@ -35,7 +35,7 @@ normalization inside), the 12 actions in ``[-1, 1]`` out.
     python examples/go1_train.py --resume runs/go1 --iterations 400   # 200 more
     python examples/go1_train.py --task Go1Terrain-v0 --num-envs 4096 --iterations 1500 \\
         --device cuda                                         # the real run is a GPU job
-    python examples/go1_train.py --device cuda --num-envs 4096 --hidden 512,256,128 \
+    python examples/go1_train.py --device cuda --num-envs 4096 --hidden 512,256,128 \\
         --levels 0 --iterations 100000 --max-seconds 500 --export go1_policy.pt
                                   # examples/go1_policy.pt: 99.9 M steps, 401 s on an H200
     python examples/go1_train.py --play runs/go1/model.pt     # runs/go1/play.gif
@@ -63,6 +63,14 @@ if "--play" in sys.argv and not os.environ.get("DISPLAY") and "MUJOCO_GL" not in
 
 import torch
 from rsl_rl.runners import OnPolicyRunner  # noqa: I001 - after gpuparam, as users write it
+from train_cli import (
+    check_writable_dir,
+    check_writable_file,
+    episode_length,
+    float_at_least,
+    hidden_sizes,
+    int_at_least,
+)
 
 import gpuparam as gp
 from gpuparam.integrations.rsl_rl import RslRlVecEnv
@@ -146,7 +154,7 @@ def make_env(args, num_envs: int):
 
 
 def train_cfg(args) -> dict:
-    hidden = [int(h) for h in args.hidden.split(",")]
+    hidden = list(args.hidden)
     return {
         "num_steps_per_env": args.steps_per_env,
         "save_interval": 10**9,
@@ -247,7 +255,8 @@ def train(args) -> list[dict]:
             writer.add_scalar(f"go1/{key}", row[key], row["env_steps"])
         if it % args.log_every == 0 or last:
             print(f"iter {it:4d} | env steps {row['env_steps']:8d} | tracking "
-                  f"{row['tracking_lin_vel']:.3f} | episode length {row['episode_length']:6.1f}"
+                  f"{row['tracking_lin_vel']:.3f} | episode length "
+                  f"{episode_length(row['episode_length'])}"
                   f" | level {row['level']:.2f} | {row['seconds']:6.1f} s", flush=True)
         if (it + 1) % args.save_every == 0 or last:
             save(args, runner, env, tracking, history)
@@ -322,17 +331,36 @@ def label(tile, lines: list[str]):
     return np.asarray(img)
 
 
+def saved_kind(path: str) -> str | None:
+    """What ``path`` holds: ``"torchscript"`` (an exported policy), ``"checkpoint"`` (an
+    rsl_rl checkpoint: a dict with ``"actor_state_dict"``) or None (neither loads)."""
+    try:
+        torch.jit.load(path, map_location="cpu")
+        return "torchscript"
+    except Exception:  # noqa: BLE001 - any failure: try the other kind
+        pass
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception:  # noqa: BLE001 - a file of neither kind, whatever its bytes
+        return None
+    return "checkpoint" if isinstance(saved, dict) and "actor_state_dict" in saved else None
+
+
 def load_policy(args, wrapped):
     """The policy of ``--play``: an exported TorchScript one (``--export``: raw ``[B, 48]``
     observations in) or rsl_rl's inference policy of a checkpoint (``model.pt``, built with
     ``--hidden``); either maps the adapter's observations to actions."""
-    try:
+    if args.play_kind == "torchscript":
         scripted = torch.jit.load(args.play, map_location=str(wrapped.device)).eval()
-    except RuntimeError:  # not TorchScript: an rsl_rl checkpoint
-        runner = make_runner(wrapped, args)
+        return lambda obs: scripted(obs["policy"])
+    runner = make_runner(wrapped, args)
+    try:
         runner.load(args.play, map_location=str(wrapped.device))
-        return runner.get_inference_policy(str(wrapped.device))
-    return lambda obs: scripted(obs["policy"])
+    except RuntimeError:  # the saved layers' sizes are not --hidden's
+        raise SystemExit(f"--play: {args.play} holds a network of other layer sizes than "
+                         f"--hidden {','.join(map(str, args.hidden))}: pass the run's "
+                         "--hidden") from None
+    return runner.get_inference_policy(str(wrapped.device))
 
 
 def play(args) -> str:
@@ -382,50 +410,113 @@ def play(args) -> str:
     return path
 
 
+# what a resumed run must share with the run it continues (each defines the run)
+RUN_SETTINGS = ("task", "num_envs", "steps_per_env", "hidden", "levels", "terrain_rows",
+                "kicks", "seed")
+
+
 def parse(argv=None) -> argparse.Namespace:
+    """The options, each checked (types, ranges, paths, a resumed run's settings) before
+    anything is built: a bad one is one argparse error line."""
+    pos, at_least_0 = int_at_least(1), int_at_least(0)
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="Go1JoystickFlatTerrain-v1",
                    choices=("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1",
                             "Go1Terrain-v0"))
-    p.add_argument("--num-envs", type=int, default=128)
-    p.add_argument("--iterations", type=int, default=200)
-    p.add_argument("--steps-per-env", type=int, default=24)
-    p.add_argument("--hidden", default="256,128", help="hidden layer sizes (actor and critic)")
+    p.add_argument("--num-envs", type=pos, default=128)
+    p.add_argument("--iterations", type=pos, default=200,
+                   help="iterations in all (a resumed run: more than it has done)")
+    p.add_argument("--steps-per-env", type=pos, default=24)
+    p.add_argument("--hidden", type=hidden_sizes, default=[256, 128],
+                   help="hidden layer sizes (actor and critic), e.g. 256,128")
     p.add_argument("--gamma", type=float, default=0.97, help="discount (Playground's)")
     p.add_argument("--init-std", type=float, default=0.5,
                    help="initial action noise (the Go1 flips over within about 30 steps "
                         "under N(0, 1) actions, 45 under N(0, 0.25))")
-    p.add_argument("--levels", type=int, default=5,
+    p.add_argument("--levels", type=at_least_0, default=5,
                    help="command curriculum levels (flat); 0: Playground's full command "
                         "ranges from the start, no curriculum")
-    p.add_argument("--max-seconds", type=float, default=0.0,
+    p.add_argument("--max-seconds", type=float_at_least(0.0), default=0.0,
                    help="end the run (saved, exported) after the iteration that passes this "
                         "many seconds since the script started (env build and Warp's compile "
                         "included); 0: no limit")
     p.add_argument("--promote", type=float, default=0.7,
                    help="mean linear tracking reward per step of an episode to move up")
     p.add_argument("--demote", type=float, default=0.2)
-    p.add_argument("--terrain-rows", type=int, default=10, help="Go1Terrain-v0 grid rows")
+    p.add_argument("--terrain-rows", type=pos, default=10, help="Go1Terrain-v0 grid rows")
     p.add_argument("--kicks", action="store_true", help="Playground's kicks on")
     p.add_argument("--out", default=os.path.join("runs", "go1"))
-    p.add_argument("--save-every", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save-every", type=pos, default=50)
+    p.add_argument("--seed", type=int, default=None,
+                   help="default 0; a resumed run keeps its own (another is refused)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
+    p.add_argument("--log-every", type=pos, default=10)
+    p.add_argument("--threads", type=pos, default=1,
+                   help="torch threads (results depend on it)")
     p.add_argument("--resume", default="", help="a run folder (or its model.pt) to continue")
     p.add_argument("--export", default="", help="write the TorchScript policy here at the end")
     p.add_argument("--play", default="",
                    help="a saved model.pt or an exported policy (--export): render it "
                         "instead of training")
-    p.add_argument("--play-envs", type=int, default=3)
-    p.add_argument("--play-steps", type=int, default=250)
-    p.add_argument("--frame-every", type=int, default=2, help="render every k-th step")
-    p.add_argument("--width", type=int, default=320)
-    p.add_argument("--height", type=int, default=240)
-    p.add_argument("--colors", type=int, default=256, help="GIF colors per frame (2-256)")
-    return p.parse_args(argv)
+    p.add_argument("--play-envs", type=pos, default=3)
+    p.add_argument("--play-steps", type=pos, default=250)
+    p.add_argument("--frame-every", type=pos, default=2, help="render every k-th step")
+    p.add_argument("--width", type=pos, default=320)
+    p.add_argument("--height", type=pos, default=240)
+    p.add_argument("--colors", type=int_at_least(2, 256), default=256,
+                   help="GIF colors per frame (2-256)")
+    args = p.parse_args(argv)
+    if args.play:
+        if not os.path.isfile(args.play):
+            p.error(f"--play: expected a saved policy file, got {args.play!r} (no such file)")
+        args.play_kind = saved_kind(args.play)
+        if args.play_kind is None:
+            p.error(f"--play: expected an exported TorchScript policy (--export) or an rsl_rl "
+                    f"checkpoint (model.pt), got {args.play}, which loads as neither")
+        check_writable_file(p, "--play (its play.gif)",
+                            os.path.join(os.path.dirname(args.play) or ".", "play.gif"))
+    else:
+        check_writable_dir(p, "--out", args.out)
+        if args.export:
+            check_writable_file(p, "--export", args.export)
+        if args.resume:
+            check_resume(p, args)
+    if args.seed is None:
+        args.seed = 0
+    return args
+
+
+def check_resume(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--resume``: the run's files are there, ``--iterations`` goes past what it has
+    done, and every setting of ``RUN_SETTINGS`` is the run's (``--seed`` left out: the
+    run's)."""
+    where = args.resume if os.path.isdir(args.resume) else os.path.dirname(args.resume)
+    missing = [f for f in ("model.pt", "env.pt", "train.pt", "history.json")
+               if not os.path.isfile(os.path.join(where, f))]
+    if missing:
+        p.error(f"--resume: expected a run folder written by this script, got {args.resume} "
+                f"(missing {', '.join(missing)})")
+    try:
+        with open(os.path.join(where, "history.json")) as f:
+            saved = json.load(f)
+        done, run = len(saved["history"]), dict(saved["args"])
+    except (OSError, ValueError, KeyError, TypeError):
+        p.error(f"--resume: expected a history.json written by this script in {where}")
+    if isinstance(run.get("hidden"), str):  # runs written before --hidden was a list
+        run["hidden"] = hidden_sizes(run["hidden"])
+    if args.seed is None:
+        args.seed = run.get("seed", 0)
+    for key in RUN_SETTINGS:
+        if key in run and run[key] != getattr(args, key):
+            opt = "--" + key.replace("_", "-")
+            fix = "leave it out or give the run's" if key == "seed" else "give the run's"
+            p.error(f"{opt}: the run in {where} was made with {run[key]!r}, got "
+                    f"{getattr(args, key)!r} (a resumed run continues the run as it was: "
+                    f"{fix})")
+    if args.iterations <= done:
+        p.error(f"--iterations: expected more than the {done} iterations the run in {where} "
+                f"has done, got {args.iterations}")
 
 
 if __name__ == "__main__":

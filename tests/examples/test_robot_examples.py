@@ -70,6 +70,7 @@ def test_go1_train_and_play_tiny(tmp_path):
                "--out", str(tmp_path), "--export", str(tmp_path / "policy.pt"))
     assert len(re.findall(r"^iter +\d+ \| env steps +\d+ \| tracking \d\.\d{3} \| episode "
                           r"length", out, flags=re.M)) == 2
+    assert not re.search(r"episode length +nan", out), out  # issue 43 item 8: says why
     for name in ("model.pt", "history.json", "curve.png"):
         assert (tmp_path / name).stat().st_size > 500, name
     # as the README writes it: no MUJOCO_GL, no display (the script picks EGL itself)
@@ -99,6 +100,7 @@ def test_g1_train_tiny(tmp_path, task):
                "1", "--device", "cpu", "--out", str(tmp_path))
     assert len(re.findall(r"^iter +\d+ \| env steps +\d+ \| reward [+-]\d\.\d{4} \| "
                           r"tracking \d\.\d{3} \| episode length", out, flags=re.M)) == 2
+    assert not re.search(r"episode length +nan", out), out  # issue 43 item 8: says why
     for name in ("model.pt", "history.json", "curve.png"):
         assert (tmp_path / name).stat().st_size > 500, name
 
