@@ -19,10 +19,33 @@ from gpuparam._device import stream_for, wp_device
 def tensor_view(t: torch.Tensor) -> wp.array:
     """A flat array over ``t``'s memory, of its dtype, from its first element to its last
     (any strides), that does not hold ``t``: the argument a launch repointed at a caller's
-    tensor takes (the kernel reads a 1-d array)."""
+    tensor takes (the kernel reads a 1-d array). Views are kept (:func:`raw_view`)."""
     extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    return wp.array(ptr=t.data_ptr(), dtype=wp.dtype_from_torch(t.dtype), shape=(extent,),
-                    device=wp_device(t.device))
+    return raw_view(t.data_ptr(), t.dtype, (extent,), (1,), t.device)
+
+
+_VIEWS: dict[tuple, wp.array] = {}
+VIEW_CACHE_SIZE = 256
+
+
+def raw_view(ptr: int, dtype: torch.dtype, shape: tuple, strides: tuple,
+             device: torch.device) -> wp.array:
+    """A Warp array of ``dtype`` (a torch dtype) at address ``ptr`` with ``shape`` and
+    ``strides`` (in elements), owning nothing. Views are kept, keyed by exactly these
+    values, so a launch repointed at a caller's tensor seen before makes no new array: a
+    view holds no tensor and reads whatever lives at its address, so a kept one is the
+    same view a new one would be (at most ``VIEW_CACHE_SIZE``; then they are all dropped)."""
+    key = (ptr, dtype, shape, strides, device)
+    a = _VIEWS.get(key)
+    if a is None:
+        if len(_VIEWS) >= VIEW_CACHE_SIZE:
+            _VIEWS.clear()
+        wdt = wp.dtype_from_torch(dtype)
+        size = wp.types.type_size_in_bytes(wdt)
+        a = _VIEWS[key] = wp.array(ptr=ptr, dtype=wdt, shape=shape,
+                                   strides=tuple(s * size for s in strides),
+                                   device=wp_device(device))
+    return a
 
 
 class BoundLaunch:
@@ -60,6 +83,17 @@ class BoundLaunch:
                 self.args[i] = tensor_view(t)
                 self.cmd.set_param_at_index(i, self.args[i])
             self._ptrs = ptrs
+        return self
+
+    def set(self, index: int, value) -> BoundLaunch:
+        """Set argument ``index`` (in the kernel's order) to ``value`` (a Warp array, struct
+        or scalar of the kernel's type), unless it holds that one already (the same array
+        object, an equal scalar). Returns ``self``."""
+        old = self.args[index]
+        if old is not value and (isinstance(value, wp.array) or type(old) is not type(value)
+                                 or old != value):
+            self.args[index] = value
+            self.cmd.set_param_at_index(index, value)
         return self
 
     def launch(self, stream=None) -> None:

@@ -12,7 +12,8 @@ import torch
 
 from gpuparam._checkpoint import check_like, check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._device import launch, to_wp
+from gpuparam._device import stream_for, to_wp
+from gpuparam._launch import BoundLaunch, raw_view
 from gpuparam.kernels import params as kparams
 from gpuparam.spec import ParamSpec
 
@@ -66,11 +67,16 @@ class ParamTable:
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
         self.wp_effective = to_wp(self.effective_table)
-        # a static mask buffer (a write copies the caller's mask into it), so every masked
-        # write is one copy and one launch over arrays made once
-        self._mask_buf = torch.ones(num_envs, dtype=torch.bool, device=device)
-        self._wp_mask = to_wp(self._mask_buf)
+        # a masked write is one launch bound once per kind (``_bound``), pointed at the
+        # caller's mask and values through views kept by address (``raw_view``): no copy,
+        # no array made per call; a validated tensor value adds one checking launch
+        self._all_envs = torch.ones(num_envs, dtype=torch.bool, device=device)  # never written
+        self._wp_all_envs = to_wp(self._all_envs)
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
+        self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)
+        self._wp_check_flag = to_wp(self._check_flag)
+        self._check_stamp = 1  # the id of the next checks (``kparams.check_values``), never 0
+        self._launches: dict[tuple, BoundLaunch] = {}
         # (callback, warp_only, key or None, told of loads), in registration order
         self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None,
                                     bool]] = []
@@ -154,7 +160,10 @@ class ParamTable:
             env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate, distinct=True)
             rows = env_ids.shape[0]
             slot = torch.where((env_ids >= 0) & (env_ids < self.num_envs), env_ids, self.num_envs)
-        writes = [self._prepare(n, v, rows, mask, validate, slot=slot) for n, v in items]
+        checks: list = []
+        writes = [self._prepare(n, v, rows, mask, validate, slot=slot, checks=checks)
+                  for n, v in items]
+        self._confirm(checks)
         if env_ids is not None:
             mask = ids_to_mask(env_ids, self.num_envs)
         self._write(writes, mask, tuple(n for n, _ in items), clamp=not validate)
@@ -184,7 +193,10 @@ class ParamTable:
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
                 raise ValueError(f"parameter {name!r}: component index expected an int in "
                                  f"[0, {size}), got {j!r}")
-        writes = [self._prepare(name, v, self.num_envs, mask, True, j) for j, v in values.items()]
+        checks: list = []
+        writes = [self._prepare(name, v, self.num_envs, mask, True, j, checks=checks)
+                  for j, v in values.items()]
+        self._confirm(checks)
         self._write(writes, mask, (name,), clamp=False)
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
@@ -197,11 +209,14 @@ class ParamTable:
         defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
         self._write([(0, self.num_columns, 0.0, 0.0, defaults)], mask, self.names, False)
 
-    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None):
+    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None,
+                 checks: list | None = None):
         """One checked write ``(first_row, width, low, high, value)`` for ``_write``: a float,
         or a float32 tensor ``[num_envs, width]`` (``width`` is 1 for the ``component`` of
         that index). A tensor value has ``rows`` rows; with ``slot`` (``[rows]``) its row k
-        goes to env ``slot[k]`` (``num_envs``: dropped)."""
+        goes to env ``slot[k]`` (``num_envs``: dropped). With ``validate``, a tensor value's
+        range is checked on the device (``_check``) and appended to ``checks``, which the
+        caller confirms (``_confirm``) before writing anything."""
         spec = self._spec(name)
         where, target, (c0, width) = f"parameter {name!r}", (rows, *spec.shape), self._cols[name]
         if component is not None:
@@ -230,45 +245,95 @@ class ParamTable:
             raise ValueError(
                 f"{where}: expected a number or a float tensor, got {type(value).__name__}"
             )
-        if value.dtype == torch.bool or value.is_complex():
-            raise ValueError(f"{where}: expected a float tensor, got {value.dtype}")
+        dtype = value.dtype
+        if dtype == torch.bool or dtype.is_complex:
+            raise ValueError(f"{where}: expected a float tensor, got {dtype}")
         if value.device != self.device:
             raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
         try:  # detached: the tables never join the caller's autograd graph
-            v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
+            v = value.detach()
+            if dtype != torch.float32:
+                v = v.to(torch.float32)
+            if v.shape != target:
+                v = v.expand(target)
+            v = v.reshape(rows, width)
         except RuntimeError:
             raise ValueError(
                 f"{where}: expected a number or a float tensor broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
             ) from None
         if validate:
+            self._check(v, mask, spec.low, spec.high)
+            checks.append((where, spec, v, mask))
+        if slot is not None:
+            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
+        return c0, width, spec.low, spec.high, v
+
+    def _bound(self, key: tuple, kernel, dim: int, inputs: list) -> BoundLaunch:
+        """The launch of ``kernel`` that this table makes under ``key``, bound at its first
+        use with ``inputs`` (placeholders where the caller's arrays go: it sets them per
+        call, ``BoundLaunch.set``)."""
+        c = self._launches.get(key)
+        if c is None:
+            c = self._launches[key] = BoundLaunch(kernel, dim, inputs=inputs,
+                                                  device=self.device)
+        return c
+
+    def _view(self, t: torch.Tensor):
+        """A kept Warp view of the caller's tensor ``t`` (its shape and strides)."""
+        return raw_view(t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), self.device)
+
+    def _mask_view(self, mask: torch.Tensor | None):
+        """The Warp view of a checked mask (all envs for ``None``)."""
+        if mask is None:
+            return self._wp_all_envs
+        return self._view(mask if mask.is_contiguous() else mask.contiguous())
+
+    def _check(self, v: torch.Tensor, mask: torch.Tensor | None, low: float, high: float):
+        """Launch the range check of float32 ``v`` ``[rows, width]`` (the rows of ``mask``,
+        if given: then rows is ``num_envs``) under the current ``_check_stamp``."""
+        rows, masked = v.shape[0], mask is not None
+        c = self._bound(("check", rows, low, high, masked), kparams.check_values, rows, [
+            self._wp_all_envs, int(masked), self._no_values, low, high, 0,
+            self._wp_check_flag])
+        c.set(0, self._mask_view(mask) if masked else self._wp_all_envs)
+        c.set(2, self._view(v)).set(5, self._check_stamp).launch(stream_for(self.device))
+
+    def _confirm(self, checks: list) -> None:
+        """Raise the ``ValueError`` of the first failed device check in ``checks`` (``(where,
+        spec, value, mask)`` each): one read of the check flag (a sync), only when there
+        are checks; nothing is written before it."""
+        if not checks:
+            return
+        stamp = self._check_stamp
+        self._check_stamp = stamp % (2**31 - 1) + 1  # the next checks' id, never 0
+        if int(self._check_flag.item()) != stamp:  # host-ok: validated tensor values only
+            return
+        for where, spec, v, mask in checks:  # the error path: find the first bad value
             bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
             if mask is not None:
                 bad &= mask[:, None]
-            if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
+            if bool(bad.any()):  # host-ok: error path
                 first = v[bad][0].item()  # host-ok: error path
                 raise ValueError(
                     f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
-        if slot is not None:
-            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
-        return c0, width, spec.low, spec.high, v
+        where, spec = checks[0][:2]  # (the device check and torch's agree: not reached)
+        raise ValueError(f"{where}: a value outside its range [{spec.low}, {spec.high}] (or "
+                         f"not finite); nothing was written")
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables
         for the envs in ``mask`` (clamped with ``clamp``); then the listeners hear of ``names``."""
-        if mask is None:
-            self._mask_buf.fill_(True)
-        else:
-            self._mask_buf.copy_(mask)
+        m, stream = self._mask_view(mask), stream_for(self.device)
         for c0, size, low, high, v in writes:
             scalar = isinstance(v, float)
-            launch(kparams.masked_write, self.num_envs, [
-                self._wp_mask, self._no_values if scalar else to_wp(v), v if scalar else 0.0,
-                int(scalar), c0, size, low, high, int(clamp), self.wp_nominal,
-                self.wp_effective,
-            ], self.device)
+            c = self._bound(("write", c0, size, low, high, scalar, clamp), kparams.masked_write,
+                            self.num_envs, [
+                                self._wp_all_envs, self._no_values, 0.0, int(scalar), c0, size,
+                                low, high, int(clamp), self.wp_nominal, self.wp_effective])
+            c.set(0, m).set(*((2, v) if scalar else (1, self._view(v)))).launch(stream)
         if self._callbacks:
             self.notify(names, mask)
 
