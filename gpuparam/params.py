@@ -61,6 +61,7 @@ class ParamTable:
         self.num_envs, self.device = num_envs, device
         starts = itertools.accumulate((s.size for s in specs), initial=0)  # one more
         self._cols = {s.name: (c0, s.size) for s, c0 in zip(specs, starts, strict=False)}
+        self._where = {s.name: f"parameter {s.name!r}" for s in specs}  # errors name them so
         self.num_columns = c = sum(s.size for s in specs)
         self.defaults = torch.cat([s.default_tensor() for s in specs]).to(device)  # float32 [C]
         self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
@@ -73,10 +74,10 @@ class ParamTable:
         self._all_envs = torch.ones(num_envs, dtype=torch.bool, device=device)  # never written
         self._wp_all_envs = to_wp(self._all_envs)
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
-        self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)
+        self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)  # 0 between calls
         self._wp_check_flag = to_wp(self._check_flag)
-        self._check_stamp = 1  # the id of the next checks (``kparams.check_values``), never 0
         self._launches: dict[tuple, BoundLaunch] = {}
+        self._mask_views: dict[int, object] = {}  # a checked mask's address -> its view
         # (callback, warp_only, key or None, told of loads), in registration order
         self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None,
                                     bool]] = []
@@ -146,7 +147,7 @@ class ParamTable:
         ``on_change`` listeners hear of exactly the envs addressed: ``mask``, or the
         in-range ``env_ids``. Tensor values are detached (the tables never require grad).
         """
-        if isinstance(name_or_dict, Mapping):
+        if not isinstance(name_or_dict, str) and isinstance(name_or_dict, Mapping):
             if value is not None:
                 raise ValueError("set(dict, value): pass values inside the dict, not both")
             items = list(name_or_dict.items())
@@ -166,7 +167,8 @@ class ParamTable:
         self._confirm(checks)
         if env_ids is not None:
             mask = ids_to_mask(env_ids, self.num_envs)
-        self._write(writes, mask, tuple(n for n, _ in items), clamp=not validate)
+        names = (items[0][0],) if len(items) == 1 else tuple(n for n, _ in items)
+        self._write(writes, mask, names, clamp=not validate)
 
     def set_components(
         self, name: str, values: Mapping[int, object], mask: torch.Tensor | None = None
@@ -207,7 +209,7 @@ class ParamTable:
         """
         check_mask(mask, self.num_envs, self.device)
         defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
-        self._write([(0, self.num_columns, 0.0, 0.0, defaults)], mask, self.names, False)
+        self._write([(0, self.num_columns, 0.0, 0.0, defaults, None)], mask, self.names, False)
 
     def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None,
                  checks: list | None = None):
@@ -218,11 +220,13 @@ class ParamTable:
         range is checked on the device (``_check``) and appended to ``checks``, which the
         caller confirms (``_confirm``) before writing anything."""
         spec = self._spec(name)
-        where, target, (c0, width) = f"parameter {name!r}", (rows, *spec.shape), self._cols[name]
+        where, (c0, width) = self._where[name], self._cols[name]
+        target = (rows, *spec.shape) if spec.shape else (rows,)
         if component is not None:
             where, target = f"{where} component {component}", (rows,)
             c0, width = c0 + component, 1
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if type(value) is float or (isinstance(value, numbers.Real)
+                                    and not isinstance(value, bool)):
             try:
                 v = float(value)
             except OverflowError:
@@ -232,7 +236,7 @@ class ParamTable:
                 ) from None
             if validate and not (math.isfinite(v) and spec.low <= v <= spec.high):
                 raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
-            return c0, width, spec.low, spec.high, v
+            return c0, width, spec.low, spec.high, v, None
         if isinstance(value, (list, tuple)):
             try:
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -256,18 +260,21 @@ class ParamTable:
                 v = v.to(torch.float32)
             if v.shape != target:
                 v = v.expand(target)
-            v = v.reshape(rows, width)
+            if v.dim() != 1:  # (a [rows] value is width 1 already: _view makes it [rows, 1])
+                v = v.reshape(rows, width)
         except RuntimeError:
             raise ValueError(
                 f"{where}: expected a number or a float tensor broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
             ) from None
+        view = None  # the Warp view of v, when made (the write takes it too)
         if validate:
-            self._check(v, mask, spec.low, spec.high)
+            view = self._check(v, mask, spec.low, spec.high)
             checks.append((where, spec, v, mask))
         if slot is not None:
-            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
-        return c0, width, spec.low, spec.high, v
+            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v.view(rows, width))
+            v, view = v[:-1], None
+        return c0, width, spec.low, spec.high, v, view
 
     def _bound(self, key: tuple, kernel, dim: int, inputs: list) -> BoundLaunch:
         """The launch of ``kernel`` that this table makes under ``key``, bound at its first
@@ -279,37 +286,52 @@ class ParamTable:
                                                   device=self.device)
         return c
 
-    def _view(self, t: torch.Tensor):
-        """A kept Warp view of the caller's tensor ``t`` (its shape and strides)."""
-        return raw_view(t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), self.device)
+    def _view(self, v: torch.Tensor):
+        """A kept 2-d Warp view of float32 values ``v`` ``[rows, width]`` or ``[rows]`` (as
+        ``[rows, 1]``), of its strides."""
+        st = v.stride()
+        if len(st) == 1:
+            return raw_view(v.data_ptr(), v.dtype, (v.shape[0], 1), (st[0], 1), self.device)
+        return raw_view(v.data_ptr(), v.dtype, tuple(v.shape), st, self.device)
 
     def _mask_view(self, mask: torch.Tensor | None):
-        """The Warp view of a checked mask (all envs for ``None``)."""
+        """The Warp view of a checked mask (bool ``[num_envs]`` on the device; all envs for
+        ``None``), kept by address (at most 64)."""
         if mask is None:
             return self._wp_all_envs
-        return self._view(mask if mask.is_contiguous() else mask.contiguous())
+        if not mask.is_contiguous():
+            mask = mask.contiguous()
+        ptr = mask.data_ptr()
+        a = self._mask_views.get(ptr)
+        if a is None:
+            if len(self._mask_views) >= 64:
+                self._mask_views.clear()
+            a = self._mask_views[ptr] = raw_view(ptr, torch.bool, (self.num_envs,), (1,),
+                                                 self.device)
+        return a
 
     def _check(self, v: torch.Tensor, mask: torch.Tensor | None, low: float, high: float):
         """Launch the range check of float32 ``v`` ``[rows, width]`` (the rows of ``mask``,
-        if given: then rows is ``num_envs``) under the current ``_check_stamp``."""
+        if given: then rows is ``num_envs``), which sets the check flag if a value fails."""
         rows, masked = v.shape[0], mask is not None
         c = self._bound(("check", rows, low, high, masked), kparams.check_values, rows, [
-            self._wp_all_envs, int(masked), self._no_values, low, high, 0,
-            self._wp_check_flag])
+            self._wp_all_envs, int(masked), self._no_values, low, high, self._wp_check_flag])
         c.set(0, self._mask_view(mask) if masked else self._wp_all_envs)
-        c.set(2, self._view(v)).set(5, self._check_stamp).launch(stream_for(self.device))
+        view = self._view(v)
+        c.set(2, view).launch(stream_for(self.device))
+        return view
 
     def _confirm(self, checks: list) -> None:
         """Raise the ``ValueError`` of the first failed device check in ``checks`` (``(where,
         spec, value, mask)`` each): one read of the check flag (a sync), only when there
-        are checks; nothing is written before it."""
-        if not checks:
+        are checks; nothing is written before it. A set flag is cleared, and the values
+        are checked again by torch ops, which find the value the error names (a flag left
+        set by an interrupted call thus costs one slow call, never a false error)."""
+        if not checks or not self._check_flag.item():  # host-ok: validated tensor values
             return
-        stamp = self._check_stamp
-        self._check_stamp = stamp % (2**31 - 1) + 1  # the next checks' id, never 0
-        if int(self._check_flag.item()) != stamp:  # host-ok: validated tensor values only
-            return
+        self._check_flag.zero_()
         for where, spec, v, mask in checks:  # the error path: find the first bad value
+            v = v.view(v.shape[0], -1)
             bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
             if mask is not None:
                 bad &= mask[:, None]
@@ -319,21 +341,22 @@ class ParamTable:
                     f"{where}: value {first} outside its range "
                     f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
                 )
-        where, spec = checks[0][:2]  # (the device check and torch's agree: not reached)
-        raise ValueError(f"{where}: a value outside its range [{spec.low}, {spec.high}] (or "
-                         f"not finite); nothing was written")
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables
         for the envs in ``mask`` (clamped with ``clamp``); then the listeners hear of ``names``."""
         m, stream = self._mask_view(mask), stream_for(self.device)
-        for c0, size, low, high, v in writes:
+        for c0, size, low, high, v, view in writes:  # (v is kept alive until launched)
             scalar = isinstance(v, float)
             c = self._bound(("write", c0, size, low, high, scalar, clamp), kparams.masked_write,
                             self.num_envs, [
                                 self._wp_all_envs, self._no_values, 0.0, int(scalar), c0, size,
                                 low, high, int(clamp), self.wp_nominal, self.wp_effective])
-            c.set(0, m).set(*((2, v) if scalar else (1, self._view(v)))).launch(stream)
+            if scalar:
+                c.set(2, v)
+            else:
+                c.set(1, self._view(v) if view is None else view)
+            c.set(0, m).launch(stream)
         if self._callbacks:
             self.notify(names, mask)
 

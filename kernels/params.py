@@ -45,13 +45,11 @@ def check_values(
     values: wp.array2d(dtype=float),
     low: float,
     high: float,
-    stamp: int,
     flag_out: wp.array(dtype=int),
 ):
     """One thread per row of ``values`` (``[rows, ncols]``, any strides): a row outside
     ``mask`` (``use_mask``) is skipped; a value that is not finite or lies outside
-    ``[low, high]`` sets ``flag_out[0] = stamp`` (the caller's id of this check, so the
-    flag needs no clearing between checks)."""
+    ``[low, high]`` sets ``flag_out[0] = 1`` (the caller reads and clears it)."""
     row = wp.tid()
     if use_mask != 0:
         if not mask[row]:
@@ -59,4 +57,4 @@ def check_values(
     for j in range(values.shape[1]):
         x = values[row, j]
         if not (wp.isfinite(x) and x >= low and x <= high):
-            flag_out[0] = stamp
+            flag_out[0] = 1
