@@ -20,7 +20,10 @@ def tensor_view(t: torch.Tensor) -> wp.array:
     """A flat array over ``t``'s memory, of its dtype, from its first element to its last
     (any strides), that does not hold ``t``: the argument a launch repointed at a caller's
     tensor takes (the kernel reads a 1-d array). Views are kept (:func:`raw_view`)."""
-    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    if t.is_contiguous():
+        extent = t.numel()
+    else:
+        extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
     return raw_view(t.data_ptr(), t.dtype, (extent,), (1,), t.device)
 
 

@@ -155,7 +155,7 @@ class ParamTable:
             items = [(name_or_dict, value)]
         if mask is not None and env_ids is not None:
             raise ValueError("set: pass mask or env_ids, not both")
-        check_mask(mask, self.num_envs, self.device)
+        mask = self._checked_mask(mask)
         rows, slot = self.num_envs, None
         if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
             env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate, distinct=True)
@@ -187,7 +187,7 @@ class ParamTable:
         for tensors) before anything is written; listeners hear of ``name`` for ``mask``.
         """
         size = self._spec(name).size
-        check_mask(mask, self.num_envs, self.device)
+        mask = self._checked_mask(mask)
         if not isinstance(values, Mapping) or not values:
             raise ValueError(f"set_components: expected a non-empty dict of component "
                              f"values, got {values!r}")
@@ -207,7 +207,7 @@ class ParamTable:
         Args:
             mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
         """
-        check_mask(mask, self.num_envs, self.device)
+        mask = self._checked_mask(mask)
         defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
         self._write([(0, self.num_columns, 0.0, 0.0, defaults, None)], mask, self.names, False)
 
@@ -294,13 +294,18 @@ class ParamTable:
             return raw_view(v.data_ptr(), v.dtype, (v.shape[0], 1), (st[0], 1), self.device)
         return raw_view(v.data_ptr(), v.dtype, tuple(v.shape), st, self.device)
 
+    def _checked_mask(self, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """``mask`` checked (bool ``[num_envs]`` on the device, or None), contiguous: a
+        strided one is copied, and the caller holds the copy until its launches are queued
+        (a view does not hold its tensor, and the CPU reuses freed memory at once)."""
+        check_mask(mask, self.num_envs, self.device)
+        return mask if mask is None or mask.is_contiguous() else mask.contiguous()
+
     def _mask_view(self, mask: torch.Tensor | None):
-        """The Warp view of a checked mask (bool ``[num_envs]`` on the device; all envs for
-        ``None``), kept by address (at most 64)."""
+        """The Warp view of a mask of :meth:`_checked_mask` (all envs for ``None``), kept by
+        address (at most 64)."""
         if mask is None:
             return self._wp_all_envs
-        if not mask.is_contiguous():
-            mask = mask.contiguous()
         ptr = mask.data_ptr()
         a = self._mask_views.get(ptr)
         if a is None:
