@@ -51,6 +51,10 @@ def raw_view(ptr: int, dtype: torch.dtype, shape: tuple, strides: tuple,
     return a
 
 
+MAX_VARIANTS = 8  # recorded launches per BoundLaunch for callers' tensors seen again
+_SEEN_SIZE = 64
+
+
 class BoundLaunch:
     """``kernel`` over ``dim`` with ``inputs`` then ``outputs`` (Warp arrays, structs and
     scalars in the kernel's argument order), recorded once on ``device`` (a torch device);
@@ -58,7 +62,15 @@ class BoundLaunch:
 
     A torch tensor among the arguments is a caller's tensor: bound as :func:`tensor_view`,
     and pointed at the caller's tensor of each call by :meth:`repoint`. ``args``: the bound
-    arguments (inputs, then outputs), as the launch reads them.
+    arguments (inputs, then outputs), as the launch reads them; ``cmd``: the recorded
+    launch that :meth:`launch` runs.
+
+    Repointing sets the recorded launch's arguments (about a microsecond each on the host).
+    Callers that rotate over a few tensors (a handful of masks) get, from the second call
+    with the same addresses on, a launch recorded for those addresses (at most
+    ``MAX_VARIANTS``; others are repointed), so a rotation costs no argument setting:
+    the views read whatever lives at their addresses, so a launch recorded for an address
+    is right for any tensor there.
     """
 
     def __init__(self, kernel: wp.Kernel, dim, *, inputs: list = (), outputs: list = (),
@@ -68,30 +80,52 @@ class BoundLaunch:
         self.args = [tensor_view(a) if isinstance(a, torch.Tensor) else a for a in args]
         self._device = device
         self._ptrs = tuple(args[i].data_ptr() for i in self.repointable)
-        n_in = len(inputs)
-        kw = dict(dim=dim, inputs=self.args[:n_in], outputs=self.args[n_in:],
-                  device=wp_device(device), stream=stream_for(device), record_cmd=True)
-        if block_dim:
-            self.cmd = wp.launch_tiled(kernel, block_dim=block_dim, **kw)
-        else:
-            self.cmd = wp.launch(kernel, **kw)
+        self._kernel, self._dim, self._n_in, self._block_dim = kernel, dim, len(inputs), block_dim
+        self.cmd = self._record(self.args)
+        self._shared = (self.cmd, self.args)  # the launch repointed for addresses seen once
+        self._variants: dict[tuple, tuple] = {}  # addresses -> (cmd, args) recorded for them
+        self._seen: set[tuple] = set()
+
+    def _record(self, args: list):
+        n_in = self._n_in
+        kw = dict(dim=self._dim, inputs=args[:n_in], outputs=args[n_in:],
+                  device=wp_device(self._device), stream=stream_for(self._device),
+                  record_cmd=True)
+        if self._block_dim:
+            return wp.launch_tiled(self._kernel, block_dim=self._block_dim, **kw)
+        return wp.launch(self._kernel, **kw)
 
     def repoint(self, *tensors: torch.Tensor) -> BoundLaunch:
         """Point the arguments bound as torch tensors (in their order) at ``tensors``: same
         dtypes and shapes, which the caller checks; a no-op while their data pointers are
         unchanged. Returns ``self``."""
         ptrs = tuple(t.data_ptr() for t in tensors)
-        if ptrs != self._ptrs:
+        if ptrs == self._ptrs:
+            return self
+        self._ptrs = ptrs
+        v = self._variants.get(ptrs)
+        if v is None and ptrs in self._seen and len(self._variants) < MAX_VARIANTS:
+            args = list(self._shared[1])  # (the shared launch's scalars: set() updates them)
             for i, t in zip(self.repointable, tensors, strict=True):
-                self.args[i] = tensor_view(t)
-                self.cmd.set_param_at_index(i, self.args[i])
-            self._ptrs = ptrs
+                args[i] = tensor_view(t)
+            v = self._variants[ptrs] = (self._record(args), args)
+        if v is not None:
+            self.cmd, self.args = v
+            return self
+        if len(self._seen) >= _SEEN_SIZE:
+            self._seen.clear()
+        self._seen.add(ptrs)
+        self.cmd, self.args = self._shared
+        for i, t in zip(self.repointable, tensors, strict=True):
+            self.args[i] = tensor_view(t)
+            self.cmd.set_param_at_index(i, self.args[i])
         return self
 
     def set(self, index: int, value) -> BoundLaunch:
         """Set argument ``index`` (in the kernel's order) to ``value`` (a Warp array, struct
         or scalar of the kernel's type), unless it holds that one already (the same array
-        object, an equal scalar). Returns ``self``."""
+        object, an equal scalar). Call it after :meth:`repoint` (which may select another
+        recorded launch). Returns ``self``."""
         old = self.args[index]
         if old is not value and (isinstance(value, wp.array) or type(old) is not type(value)
                                  or old != value):

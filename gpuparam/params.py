@@ -72,12 +72,10 @@ class ParamTable:
         # caller's mask and values through views kept by address (``raw_view``): no copy,
         # no array made per call; a validated tensor value adds one checking launch
         self._all_envs = torch.ones(num_envs, dtype=torch.bool, device=device)  # never written
-        self._wp_all_envs = to_wp(self._all_envs)
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
         self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)  # 0 between calls
         self._wp_check_flag = to_wp(self._check_flag)
         self._launches: dict[tuple, BoundLaunch] = {}
-        self._mask_views: dict[int, object] = {}  # a checked mask's address -> its view
         # (callback, warp_only, key or None, told of loads), in registration order
         self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None,
                                     bool]] = []
@@ -225,7 +223,8 @@ class ParamTable:
         if component is not None:
             where, target = f"{where} component {component}", (rows,)
             c0, width = c0 + component, 1
-        if type(value) is float or (isinstance(value, numbers.Real)
+        if type(value) is float or (not isinstance(value, torch.Tensor)  # (ABC checks: slow)
+                                    and isinstance(value, numbers.Real)
                                     and not isinstance(value, bool)):
             try:
                 v = float(value)
@@ -301,29 +300,15 @@ class ParamTable:
         check_mask(mask, self.num_envs, self.device)
         return mask if mask is None or mask.is_contiguous() else mask.contiguous()
 
-    def _mask_view(self, mask: torch.Tensor | None):
-        """The Warp view of a mask of :meth:`_checked_mask` (all envs for ``None``), kept by
-        address (at most 64)."""
-        if mask is None:
-            return self._wp_all_envs
-        ptr = mask.data_ptr()
-        a = self._mask_views.get(ptr)
-        if a is None:
-            if len(self._mask_views) >= 64:
-                self._mask_views.clear()
-            a = self._mask_views[ptr] = raw_view(ptr, torch.bool, (self.num_envs,), (1,),
-                                                 self.device)
-        return a
-
     def _check(self, v: torch.Tensor, mask: torch.Tensor | None, low: float, high: float):
         """Launch the range check of float32 ``v`` ``[rows, width]`` (the rows of ``mask``,
         if given: then rows is ``num_envs``), which sets the check flag if a value fails."""
         rows, masked = v.shape[0], mask is not None
         c = self._bound(("check", rows, low, high, masked), kparams.check_values, rows, [
-            self._wp_all_envs, int(masked), self._no_values, low, high, self._wp_check_flag])
-        c.set(0, self._mask_view(mask) if masked else self._wp_all_envs)
+            self._all_envs, int(masked), self._no_values, low, high, self._wp_check_flag])
         view = self._view(v)
-        c.set(2, view).launch(stream_for(self.device))
+        c.repoint(mask if masked else self._all_envs).set(2, view)
+        c.launch(stream_for(self.device))
         return view
 
     def _confirm(self, checks: list) -> None:
@@ -350,18 +335,19 @@ class ParamTable:
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables
         for the envs in ``mask`` (clamped with ``clamp``); then the listeners hear of ``names``."""
-        m, stream = self._mask_view(mask), stream_for(self.device)
+        m, stream = self._all_envs if mask is None else mask, stream_for(self.device)
         for c0, size, low, high, v, view in writes:  # (v is kept alive until launched)
             scalar = isinstance(v, float)
             c = self._bound(("write", c0, size, low, high, scalar, clamp), kparams.masked_write,
                             self.num_envs, [
-                                self._wp_all_envs, self._no_values, 0.0, int(scalar), c0, size,
+                                self._all_envs, self._no_values, 0.0, int(scalar), c0, size,
                                 low, high, int(clamp), self.wp_nominal, self.wp_effective])
+            c.repoint(m)  # (first: it may select another recorded launch, which set() sets)
             if scalar:
                 c.set(2, v)
             else:
                 c.set(1, self._view(v) if view is None else view)
-            c.set(0, m).launch(stream)
+            c.launch(stream)
         if self._callbacks:
             self.notify(names, mask)
 

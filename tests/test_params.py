@@ -308,3 +308,22 @@ def test_a_refused_tensor_write_leaves_the_next_one_unharmed(env):
     p.set("length", torch.full((N,), 0.75), mask=mask)
     assert torch.equal(p["length"], torch.where(mask, 0.75, 0.5))
     assert p._check_flag.item() == 0
+
+
+def test_writes_rotating_over_many_masks_write_exactly_their_envs(env):
+    """Masks rotating over more addresses than a bound launch keeps recorded launches for
+    (``gpuparam._launch.MAX_VARIANTS``), values and validation changing call by call: every
+    write lands in exactly its mask's envs, bit for bit."""
+    p = env.params
+    g = torch.Generator().manual_seed(0)
+    masks = [torch.rand(N, generator=g) < 0.4 for _ in range(12)]
+    for r in range(3):
+        for i, m in enumerate(masks):
+            value = 0.25 + 0.01 * (i + 12 * r)
+            before = p["length"].clone()
+            if i % 3 == 0:
+                p.set("length", value, mask=m)
+            else:
+                p.set("length", torch.full((N,), value), mask=m, validate=i % 3 == 1)
+            assert torch.equal(p["length"], torch.where(m, torch.tensor(value), before)), (r, i)
+    assert torch.equal(p.nominal_table, p.effective_table)
