@@ -137,13 +137,17 @@ class ParamTable:
             env_ids: long tensor ``[K]`` (or a list) of env indices; exclusive with ``mask``.
             validate: check every written value (finite, inside the spec's range) and the
                 ``env_ids`` (in range, distinct), and raise ``ValueError`` before writing
-                anything; this synchronizes with the host for tensor values. With
+                anything; a number is checked on the host, a tensor by one kernel whose
+                flag is read back (a sync with the host; ``env_ids`` are read too). With
                 ``validate=False`` nothing synchronizes (for hot loops and CUDA-graph
                 capture): values are clamped to the range on the device, and the rest of
                 what it trades away is listed in ``docs/guarantees.md``.
 
         ``on_change`` listeners hear of exactly the envs addressed: ``mask``, or the
         in-range ``env_ids``. Tensor values are detached (the tables never require grad).
+        Device work: one Warp launch per parameter written (plus its range check for a
+        validated tensor), reading ``mask`` and ``value`` where they are (a strided mask
+        is copied first); nothing is allocated for contiguous masks and float32 values.
         """
         if not isinstance(name_or_dict, str) and isinstance(name_or_dict, Mapping):
             if value is not None:
@@ -277,8 +281,9 @@ class ParamTable:
 
     def _bound(self, key: tuple, kernel, dim: int, inputs: list) -> BoundLaunch:
         """The launch of ``kernel`` that this table makes under ``key``, bound at its first
-        use with ``inputs`` (placeholders where the caller's arrays go: it sets them per
-        call, ``BoundLaunch.set``)."""
+        use with ``inputs`` (placeholders where the caller's tensors go: the mask, a torch
+        tensor, is repointed per call; the values, a Warp view, set with
+        ``BoundLaunch.set``)."""
         c = self._launches.get(key)
         if c is None:
             c = self._launches[key] = BoundLaunch(kernel, dim, inputs=inputs,
