@@ -38,6 +38,22 @@ class _Values(Mapping):
         return len(self._table.names)
 
 
+def _raise_if_bad(where: str, spec: ParamSpec, v: torch.Tensor, mask: torch.Tensor | None):
+    """Raise the ``ValueError`` naming the first value of ``v`` (float32 ``[rows, width]``
+    or ``[rows]``) in ``mask``'s rows that is not finite or lies outside ``spec``'s range
+    (torch ops and a read: a sync)."""
+    v = v.view(v.shape[0], -1)
+    bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
+    if mask is not None:
+        bad &= mask[:, None]
+    if bool(bad.any()):  # host-ok: validated tensor values (the error path, or a capture)
+        first = v[bad][0].item()  # host-ok: error path
+        raise ValueError(
+            f"{where}: value {first} outside its range "
+            f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
+        )
+
+
 class ParamTable:
     """Per-env parameters of one env batch, on one device.
 
@@ -74,6 +90,7 @@ class ParamTable:
         self._all_envs = torch.ones(num_envs, dtype=torch.bool, device=device)  # never written
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
         self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)  # 0 between calls
+        self._wp_device = self.wp_nominal.device
         self._wp_check_flag = to_wp(self._check_flag)
         self._launches: dict[tuple, BoundLaunch] = {}
         # (callback, warp_only, key or None, told of loads), in registration order
@@ -271,7 +288,9 @@ class ParamTable:
                 f"got shape {tuple(value.shape)}"
             ) from None
         view = None  # the Warp view of v, when made (the write takes it too)
-        if validate:
+        if validate and self._capturing():  # a check launch would be recorded, not run
+            _raise_if_bad(where, spec, v, mask)  # (torch ops: eager on CPU; on CUDA a sync
+        elif validate:                           # in a capture raises, as it always did)
             view = self._check(v, mask, spec.low, spec.high)
             checks.append((where, spec, v, mask))
         if slot is not None:
@@ -326,16 +345,12 @@ class ParamTable:
             return
         self._check_flag.zero_()
         for where, spec, v, mask in checks:  # the error path: find the first bad value
-            v = v.view(v.shape[0], -1)
-            bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
-            if mask is not None:
-                bad &= mask[:, None]
-            if bool(bad.any()):  # host-ok: error path
-                first = v[bad][0].item()  # host-ok: error path
-                raise ValueError(
-                    f"{where}: value {first} outside its range "
-                    f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
-                )
+            _raise_if_bad(where, spec, v, mask)
+
+    def _capturing(self) -> bool:
+        """A graph is being captured on the table's device (``gpuparam._device.capturing``)."""
+        return self._wp_device.is_capturing or (
+            self.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables

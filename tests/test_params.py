@@ -327,3 +327,21 @@ def test_writes_rotating_over_many_masks_write_exactly_their_envs(env):
                 p.set("length", torch.full((N,), value), mask=m, validate=i % 3 == 1)
             assert torch.equal(p["length"], torch.where(m, torch.tensor(value), before)), (r, i)
     assert torch.equal(p.nominal_table, p.effective_table)
+
+
+def test_validated_tensor_writes_inside_a_warp_capture_are_checked_at_once(env):
+    """Inside a Warp capture a check launch is recorded, not run, so a validated tensor
+    value is checked with torch ops at the call (as before issue 41): a bad one raises, a
+    good one's write is recorded and lands when the graph is launched."""
+    import warp as wp
+
+    p, mask = env.params, torch.arange(N) % 3 == 0
+    with pytest.raises(ValueError, match="outside its range"):
+        with wp.ScopedCapture(device="cpu"):
+            p.set("length", torch.full((N,), -1.0), mask=mask)
+    value = torch.full((N,), 0.75)  # (a graph reads its tensors when launched: kept)
+    with wp.ScopedCapture(device="cpu") as cap:
+        p.set("length", value, mask=mask)
+    assert torch.all(p["length"] == 0.5)  # recorded, not run
+    wp.capture_launch(cap.graph)
+    assert torch.equal(p["length"], torch.where(mask, 0.75, 0.5))
