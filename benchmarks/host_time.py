@@ -138,11 +138,14 @@ def captured_device_time(fn, device: torch.device, calls: int = 100, replays: in
     replay over ``calls``. CUDA only: raises ``RuntimeError`` elsewhere."""
     if device.type != "cuda":
         raise RuntimeError(f"captured device time needs a CUDA device, got {device}")
-    for i in range(calls):  # warm: modules loaded, launches bound, views kept
-        fn(i)
+    side = torch.cuda.Stream(device)  # captured on; warmed on it first, so that its Warp
+    side.wait_stream(torch.cuda.current_stream(device))  # stream wrapper, the modules and
+    with torch.cuda.stream(side):  # the launches' recorded variants exist before capture
+        for i in range(calls):
+            fn(i)
     torch.cuda.synchronize(device)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         for i in range(calls):
             fn(i)
     graph.replay()
