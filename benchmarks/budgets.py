@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 import warp as wp
+from torch.utils._python_dispatch import TorchDispatchMode  # (documented: "Extending PyTorch")
 
 import gpuparam as gp
 from benchmarks.features import randomization_terms
@@ -54,6 +55,8 @@ class _Recorder:
 
         def wrap(fn):
             def rec(kernel, *a, **k):
+                if k.get("record_cmd"):  # recorded, not launched (a BoundLaunch being bound)
+                    return fn(kernel, *a, **k)
                 arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
                 for x in a:
                     if isinstance(x, (list, tuple)):
@@ -161,6 +164,51 @@ def go1_reset_mass() -> dict:
     return _go1(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
 
 
+class _TorchWork(TorchDispatchMode):
+    """Counts the torch ops run while active that do device work (every op but views and
+    aliases: ``OpOverload.is_view``), and host reads of device values
+    (``aten._local_scalar_dense``: ``.item()``, ``bool()``, ``int()``; a sync on CUDA)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: list[str] = []
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.name() == "aten::_local_scalar_dense":
+            self.reads += 1
+        elif not func.is_view:
+            self.kernels.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def count_device_work(fn) -> dict:
+    """``fn()``'s device work, counted on any device: ``warp_launches`` (as ``_Recorder``),
+    ``torch_kernels`` (torch ops that are not views, by name in ``torch_ops``), their sum
+    ``kernels``, and ``host_reads`` (reads of device values, each a host sync on CUDA)."""
+    with _Recorder() as rec, _TorchWork() as tw:
+        fn()
+    return {"warp_launches": len(rec.launches), "torch_kernels": len(tw.kernels),
+            "kernels": len(rec.launches) + len(tw.kernels), "host_reads": tw.reads,
+            "torch_ops": tw.kernels}
+
+
+def masked_writes() -> dict:
+    """Device work per call of the masked writes of ``benchmarks.host_time.write_calls``
+    (CartPole-v1, N=64, device tensor masks; ``set``: a Python number; ``_tensor``: a device
+    tensor with ``validate=False``; ``_tensor_validated``: validated, one flag read),
+    counted at a steady-state call (the launches bound and the mask seen before)."""
+    from benchmarks.host_time import NUM_MASKS, write_calls
+
+    fns = write_calls("cpu", N)[0]
+    out = {}
+    for name, fn in fns.items():
+        for i in range(2 * NUM_MASKS):  # steady state: every mask seen twice
+            fn(i)
+        out[name] = count_device_work(lambda f=fn: f(1))
+    return out
+
+
 SUBJECTS = {
     "CartPole bare": cartpole_bare,
     "CartPole rand3(step)+ObsNorm+RewardNorm": cartpole_full,
@@ -171,7 +219,7 @@ SUBJECTS = {
 
 
 def units(cfg) -> int:
-    return len(SUBJECTS)
+    return len(SUBJECTS) + 1
 
 
 def measure(cfg, bar) -> dict:
@@ -184,4 +232,10 @@ def measure(cfg, bar) -> dict:
         except ImportError as e:  # the robots need gpuparam[mujoco]
             out["subjects"][name] = {"skipped": str(e)}
         bar.update(1)
+    bar.set_postfix_str("budgets masked writes")
+    try:
+        out["masked_writes"] = masked_writes()
+    except Exception as e:  # noqa: BLE001 (recorded, as attempt() does)
+        out["masked_writes"] = {"error": f"{type(e).__name__}: {e}"}
+    bar.update(1)
     return out

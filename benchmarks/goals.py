@@ -86,7 +86,27 @@ def cpu_goals(res: dict) -> list[dict]:
         lambda v: f"{v * 1e6:.1f} us",
         _reason(ht) if host_only else "CUDA: steps timed to completion (a CPU goal)",
     ))
-    return goals + [_memory_goal(res), _distributed_goal(res)]
+    return goals + _write_goals(res) + [_memory_goal(res), _distributed_goal(res)]
+
+
+def _write_goals(res: dict) -> list[dict]:
+    """Issue 41 item 3: host time per masked write and per write + ``reset_stats`` at N=1
+    (fastest of 300 calls), with a Python number and with a device tensor value that does
+    not synchronize (``validate=False``); the validated tensor (one flag read) is a figure."""
+    mw = _get(res, "host_time", "masked_writes")
+    if mw is None:  # a results file from before these were measured
+        return []
+    goals = []
+    for key, what, limit in (("set", "params.set(name, value, mask)", 12e-6),
+                             ("set_reset_stats", "params.set + ObsNorm.reset_stats(mask)",
+                              20e-6)):
+        for suffix, value in (("", "a number"), ("_tensor", "a device tensor, validate=False")):
+            goals.append(_goal(
+                f"write_host_time_{key}{suffix}",
+                f"{what} <= {limit * 1e6:.0f} us host time (N=1, fastest of 300; {value})",
+                mw.get(f"{key}{suffix}_s"), lambda v, lim=limit: v <= lim,
+                lambda v: f"{v * 1e6:.1f} us", _reason(mw)))
+    return goals
 
 
 def _distributed_goal(res: dict) -> dict:

@@ -126,6 +126,7 @@ def key_figures(res: dict) -> list[tuple[str, str]]:
                          f"{ht[key] * 1e6:.1f} us"))
     if ht and "full_step_s" not in ht:
         rows.append(("host time per captured step (N=1)", _why(ht)))
+    rows += write_rows(ht.get("masked_writes"))
     ad = res.get("adapters", {})
     for key, c in ad.get("configs", {}).items():
         val = f"{c['overhead']:+.1%}" if "overhead" in c else _why(c)
@@ -240,6 +241,44 @@ def robot_rows(res: dict) -> list[tuple[str, str]]:
     return rows
 
 
+WRITE_LABELS = {
+    "set": "params.set(mask), a number",
+    "set_tensor": "params.set(mask), a device tensor, validate=False",
+    "set_tensor_validated": "params.set(mask), a device tensor, validated (one flag read)",
+    "reset_stats": "ObsNorm.reset_stats(mask)",
+    "set_reset_stats": "set + reset_stats, a number",
+    "set_reset_stats_tensor": "set + reset_stats, a device tensor, validate=False",
+    "set_reset_stats_tensor_validated": "set + reset_stats, a device tensor, validated",
+}
+
+
+def write_rows(mw: dict | None) -> list[tuple[str, str]]:
+    """Rows of the masked writes' host times at N=1 (``host_time.masked_writes``) and, on
+    CUDA, their device times without host pacing."""
+    if not mw:
+        return []
+    if "set_s" not in mw:
+        return [("host time per masked write (N=1)", _why(mw))]
+    rows = [(f"host time, {label} (N=1, fastest of {mw['calls']})",
+             f"{mw[f'{k}_s'] * 1e6:.1f} us") for k, label in WRITE_LABELS.items()
+            if f"{k}_s" in mw]
+    for key, d in mw.items():
+        if not key.startswith("device_time_N"):
+            continue
+        n = key.removeprefix("device_time_N")
+        for k, label in WRITE_LABELS.items():
+            c = d.get(k) if isinstance(d, dict) else None
+            if isinstance(c, dict) and "device_s_per_call" in c:
+                bw = (f", {c['bytes_per_s'] / 1e9:.0f} GB/s = "
+                      f"{c['fraction_of_copy_bandwidth']:.0%} of copy bandwidth"
+                      if "bytes_per_s" in c else "")
+                rows.append((f"device time without host pacing, {label} (N={int(n):,})",
+                             f"{c['device_s_per_call'] * 1e6:.2f} us{bw}"))
+        if isinstance(d, dict) and ("skipped" in d or "error" in d):
+            rows.append((f"device time of masked writes (N={int(n):,})", _why(d)))
+    return rows
+
+
 def budget_rows(res: dict) -> list[tuple[str, str]]:
     """Rows of the device-independent counts (benchmarks/budgets.py)."""
     b = res.get("budgets", {})
@@ -254,6 +293,10 @@ def budget_rows(res: dict) -> list[tuple[str, str]]:
         rows.append((f"budget {name}: launches / Warp graphs / eager segments / arg bytes per env",
                      f"{c['launches']}{phys} / {c['graph_segments']} / {c['eager_segments']} / "
                      f"{c['argument_bytes_per_env']:.0f} B"))
+    for name, c in (b.get("masked_writes") or {}).items():
+        if isinstance(c, dict) and "kernels" in c:
+            rows.append((f"budget {WRITE_LABELS.get(name, name)}: kernels / host reads per call",
+                         f"{c['kernels']} / {c['host_reads']}"))
     return rows
 
 

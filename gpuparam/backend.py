@@ -195,5 +195,6 @@ class KernelBackend(Backend):
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
         launch = next(c for m, c in self._resets if m is mask or m is None)
         if launch.repointable:  # another mask than the stages' two
-            launch.repoint(mask.contiguous())
+            mask = mask.contiguous()  # (held until launched: the view does not hold it)
+            launch.repoint(mask)
         launch.launch(ctx.stream)

@@ -12,7 +12,8 @@ import torch
 
 from gpuparam._checkpoint import check_like, check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._device import launch, to_wp
+from gpuparam._device import stream_for, to_wp
+from gpuparam._launch import BoundLaunch, raw_view
 from gpuparam.kernels import params as kparams
 from gpuparam.spec import ParamSpec
 
@@ -35,6 +36,22 @@ class _Values(Mapping):
 
     def __len__(self) -> int:
         return len(self._table.names)
+
+
+def _raise_if_bad(where: str, spec: ParamSpec, v: torch.Tensor, mask: torch.Tensor | None):
+    """Raise the ``ValueError`` naming the first value of ``v`` (float32 ``[rows, width]``
+    or ``[rows]``) in ``mask``'s rows that is not finite or lies outside ``spec``'s range
+    (torch ops and a read: a sync)."""
+    v = v.view(v.shape[0], -1)
+    bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
+    if mask is not None:
+        bad &= mask[:, None]
+    if bool(bad.any()):  # host-ok: validated tensor values (the error path, or a capture)
+        first = v[bad][0].item()  # host-ok: error path
+        raise ValueError(
+            f"{where}: value {first} outside its range "
+            f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
+        )
 
 
 class ParamTable:
@@ -60,17 +77,22 @@ class ParamTable:
         self.num_envs, self.device = num_envs, device
         starts = itertools.accumulate((s.size for s in specs), initial=0)  # one more
         self._cols = {s.name: (c0, s.size) for s, c0 in zip(specs, starts, strict=False)}
+        self._where = {s.name: f"parameter {s.name!r}" for s in specs}  # errors name them so
         self.num_columns = c = sum(s.size for s in specs)
         self.defaults = torch.cat([s.default_tensor() for s in specs]).to(device)  # float32 [C]
         self.nominal_table = torch.empty(c, num_envs, dtype=torch.float32, device=device)
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
         self.wp_effective = to_wp(self.effective_table)
-        # a static mask buffer (a write copies the caller's mask into it), so every masked
-        # write is one copy and one launch over arrays made once
-        self._mask_buf = torch.ones(num_envs, dtype=torch.bool, device=device)
-        self._wp_mask = to_wp(self._mask_buf)
+        # a masked write is one launch bound once per kind (``_bound``), pointed at the
+        # caller's mask and values through views kept by address (``raw_view``): no copy,
+        # no array made per call; a validated tensor value adds one checking launch
+        self._all_envs = torch.ones(num_envs, dtype=torch.bool, device=device)  # never written
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
+        self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)  # 0 between calls
+        self._wp_device = self.wp_nominal.device
+        self._wp_check_flag = to_wp(self._check_flag)
+        self._launches: dict[tuple, BoundLaunch] = {}
         # (callback, warp_only, key or None, told of loads), in registration order
         self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None,
                                     bool]] = []
@@ -132,15 +154,19 @@ class ParamTable:
             env_ids: long tensor ``[K]`` (or a list) of env indices; exclusive with ``mask``.
             validate: check every written value (finite, inside the spec's range) and the
                 ``env_ids`` (in range, distinct), and raise ``ValueError`` before writing
-                anything; this synchronizes with the host for tensor values. With
+                anything; a number is checked on the host, a tensor by one kernel whose
+                flag is read back (a sync with the host; ``env_ids`` are read too). With
                 ``validate=False`` nothing synchronizes (for hot loops and CUDA-graph
                 capture): values are clamped to the range on the device, and the rest of
                 what it trades away is listed in ``docs/guarantees.md``.
 
         ``on_change`` listeners hear of exactly the envs addressed: ``mask``, or the
         in-range ``env_ids``. Tensor values are detached (the tables never require grad).
+        Device work: one Warp launch per parameter written (plus its range check for a
+        validated tensor), reading ``mask`` and ``value`` where they are (a strided mask
+        is copied first); nothing is allocated for contiguous masks and float32 values.
         """
-        if isinstance(name_or_dict, Mapping):
+        if not isinstance(name_or_dict, str) and isinstance(name_or_dict, Mapping):
             if value is not None:
                 raise ValueError("set(dict, value): pass values inside the dict, not both")
             items = list(name_or_dict.items())
@@ -148,16 +174,20 @@ class ParamTable:
             items = [(name_or_dict, value)]
         if mask is not None and env_ids is not None:
             raise ValueError("set: pass mask or env_ids, not both")
-        check_mask(mask, self.num_envs, self.device)
+        mask = self._checked_mask(mask)
         rows, slot = self.num_envs, None
         if env_ids is not None:  # row k to env env_ids[k]; ids out of range go to row N
             env_ids = check_env_ids(env_ids, self.num_envs, self.device, validate, distinct=True)
             rows = env_ids.shape[0]
             slot = torch.where((env_ids >= 0) & (env_ids < self.num_envs), env_ids, self.num_envs)
-        writes = [self._prepare(n, v, rows, mask, validate, slot=slot) for n, v in items]
+        checks: list = []
+        writes = [self._prepare(n, v, rows, mask, validate, slot=slot, checks=checks)
+                  for n, v in items]
+        self._confirm(checks)
         if env_ids is not None:
             mask = ids_to_mask(env_ids, self.num_envs)
-        self._write(writes, mask, tuple(n for n, _ in items), clamp=not validate)
+        names = (items[0][0],) if len(items) == 1 else tuple(n for n, _ in items)
+        self._write(writes, mask, names, clamp=not validate)
 
     def set_components(
         self, name: str, values: Mapping[int, object], mask: torch.Tensor | None = None
@@ -176,7 +206,7 @@ class ParamTable:
         for tensors) before anything is written; listeners hear of ``name`` for ``mask``.
         """
         size = self._spec(name).size
-        check_mask(mask, self.num_envs, self.device)
+        mask = self._checked_mask(mask)
         if not isinstance(values, Mapping) or not values:
             raise ValueError(f"set_components: expected a non-empty dict of component "
                              f"values, got {values!r}")
@@ -184,13 +214,16 @@ class ParamTable:
             if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < size:
                 raise ValueError(f"parameter {name!r}: component index expected an int in "
                                  f"[0, {size}), got {j!r}")
-        writes = [self._prepare(name, v, self.num_envs, mask, True, j) for j, v in values.items()]
+        checks: list = []
+        writes = [self._prepare(name, v, self.num_envs, mask, True, j, checks=checks)
+                  for j, v in values.items()]
+        self._confirm(checks)
         spec = self._spec(name)
         if spec.ordered:  # the pair as written: (low, high) with low <= high
             c0, _ = self._cols[name]
             pair = self.nominal_table[c0:c0 + 2].T.clone()  # [N, 2]
-            for col, _, _, _, v in writes:
-                pair[:, col - c0] = v if isinstance(v, float) else v[:, 0]
+            for col, _, _, _, v, _ in writes:
+                pair[:, col - c0] = v if isinstance(v, float) else v.reshape(-1)
             bad = spec.invalid(pair)
             if mask is not None:
                 bad &= mask
@@ -205,21 +238,27 @@ class ParamTable:
         Args:
             mask: bool tensor ``[num_envs]`` on the device, or ``None`` for all envs.
         """
-        check_mask(mask, self.num_envs, self.device)
+        mask = self._checked_mask(mask)
         defaults = self.defaults.expand(self.num_envs, -1)  # [N, C], stride 0: every row
-        self._write([(0, self.num_columns, 0.0, 0.0, defaults)], mask, self.names, False)
+        self._write([(0, self.num_columns, 0.0, 0.0, defaults, None)], mask, self.names, False)
 
-    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None):
+    def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None,
+                 checks: list | None = None):
         """One checked write ``(first_row, width, low, high, value)`` for ``_write``: a float,
         or a float32 tensor ``[num_envs, width]`` (``width`` is 1 for the ``component`` of
         that index). A tensor value has ``rows`` rows; with ``slot`` (``[rows]``) its row k
-        goes to env ``slot[k]`` (``num_envs``: dropped)."""
+        goes to env ``slot[k]`` (``num_envs``: dropped). With ``validate``, a tensor value's
+        range is checked on the device (``_check``) and appended to ``checks``, which the
+        caller confirms (``_confirm``) before writing anything."""
         spec = self._spec(name)
-        where, target, (c0, width) = f"parameter {name!r}", (rows, *spec.shape), self._cols[name]
+        where, (c0, width) = self._where[name], self._cols[name]
+        target = (rows, *spec.shape) if spec.shape else (rows,)
         if component is not None:
             where, target = f"{where} component {component}", (rows,)
             c0, width = c0 + component, 1
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if type(value) is float or (not isinstance(value, torch.Tensor)  # (ABC checks: slow)
+                                    and isinstance(value, numbers.Real)
+                                    and not isinstance(value, bool)):
             try:
                 v = float(value)
             except OverflowError:
@@ -231,7 +270,7 @@ class ParamTable:
                 raise ValueError(f"{where}: value {v} outside its range [{spec.low}, {spec.high}]")
             if validate and spec.integer and v != round(v):
                 raise ValueError(f"{where}: expected {spec.requirement}, got {v}")
-            return c0, width, spec.low, spec.high, v
+            return c0, width, spec.low, spec.high, v, None
         if isinstance(value, (list, tuple)):
             try:
                 value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -244,51 +283,113 @@ class ParamTable:
             raise ValueError(
                 f"{where}: expected a number or a float tensor, got {type(value).__name__}"
             )
-        if value.dtype == torch.bool or value.is_complex():
-            raise ValueError(f"{where}: expected a float tensor, got {value.dtype}")
+        dtype = value.dtype
+        if dtype == torch.bool or dtype.is_complex:
+            raise ValueError(f"{where}: expected a float tensor, got {dtype}")
         if value.device != self.device:
             raise ValueError(f"{where}: expected a tensor on {self.device}, got {value.device}")
         try:  # detached: the tables never join the caller's autograd graph
-            v = value.detach().to(torch.float32).expand(target).reshape(rows, width)
+            v = value.detach()
+            if dtype != torch.float32:
+                v = v.to(torch.float32)
+            if v.shape != target:
+                v = v.expand(target)
+            if v.dim() != 1:  # (a [rows] value is width 1 already: _view makes it [rows, 1])
+                v = v.reshape(rows, width)
         except RuntimeError:
             raise ValueError(
                 f"{where}: expected a number or a float tensor broadcastable to {target}, "
                 f"got shape {tuple(value.shape)}"
             ) from None
-        if validate:
-            bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
-            if mask is not None:
-                bad &= mask[:, None]
-            if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
-                first = v[bad][0].item()  # host-ok: error path
-                raise ValueError(
-                    f"{where}: value {first} outside its range "
-                    f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
-                )
-            bad = spec.invalid(v, pair=component is None)  # whole numbers, low <= high
-            if mask is not None:
+        view = None  # the Warp view of v, when made (the write takes it too)
+        if validate and self._capturing():  # a check launch would be recorded, not run
+            _raise_if_bad(where, spec, v, mask)  # (torch ops: eager on CPU; on CUDA a sync
+        elif validate:                           # in a capture raises, as it always did)
+            view = self._check(v, mask, spec.low, spec.high)
+            checks.append((where, spec, v, mask))
+        if validate and (spec.integer or spec.ordered):  # whole numbers, low <= high (torch
+            bad = spec.invalid(v.reshape(rows, -1), pair=component is None)  # ops and a read:
+            if mask is not None:                          # the few such parameters only)
                 bad &= mask
             if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
                 raise ValueError(f"{where}: expected {spec.requirement}, got "
-                                 f"{v[bad][0].tolist()}; nothing was written")  # host-ok
+                                 f"{v.reshape(rows, -1)[bad][0].tolist()}; nothing was "
+                                 "written")  # host-ok
         if slot is not None:
-            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v)[:-1]
-        return c0, width, spec.low, spec.high, v
+            v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v.view(rows, width))
+            v, view = v[:-1], None
+        return c0, width, spec.low, spec.high, v, view
+
+    def _bound(self, key: tuple, kernel, dim: int, inputs: list) -> BoundLaunch:
+        """The launch of ``kernel`` that this table makes under ``key``, bound at its first
+        use with ``inputs`` (placeholders where the caller's tensors go: the mask, a torch
+        tensor, is repointed per call; the values, a Warp view, set with
+        ``BoundLaunch.set``)."""
+        c = self._launches.get(key)
+        if c is None:
+            c = self._launches[key] = BoundLaunch(kernel, dim, inputs=inputs,
+                                                  device=self.device)
+        return c
+
+    def _view(self, v: torch.Tensor):
+        """A kept 2-d Warp view of float32 values ``v`` ``[rows, width]`` or ``[rows]`` (as
+        ``[rows, 1]``), of its strides."""
+        st = v.stride()
+        if len(st) == 1:
+            return raw_view(v.data_ptr(), v.dtype, (v.shape[0], 1), (st[0], 1), self.device)
+        return raw_view(v.data_ptr(), v.dtype, tuple(v.shape), st, self.device)
+
+    def _checked_mask(self, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """``mask`` checked (bool ``[num_envs]`` on the device, or None), contiguous: a
+        strided one is copied, and the caller holds the copy until its launches are queued
+        (a view does not hold its tensor, and the CPU reuses freed memory at once)."""
+        check_mask(mask, self.num_envs, self.device)
+        return mask if mask is None or mask.is_contiguous() else mask.contiguous()
+
+    def _check(self, v: torch.Tensor, mask: torch.Tensor | None, low: float, high: float):
+        """Launch the range check of float32 ``v`` ``[rows, width]`` (the rows of ``mask``,
+        if given: then rows is ``num_envs``), which sets the check flag if a value fails."""
+        rows, masked = v.shape[0], mask is not None
+        c = self._bound(("check", rows, low, high, masked), kparams.check_values, rows, [
+            self._all_envs, int(masked), self._no_values, low, high, self._wp_check_flag])
+        view = self._view(v)
+        c.repoint(mask if masked else self._all_envs).set(2, view)
+        c.launch(stream_for(self.device))
+        return view
+
+    def _confirm(self, checks: list) -> None:
+        """Raise the ``ValueError`` of the first failed device check in ``checks`` (``(where,
+        spec, value, mask)`` each): one read of the check flag (a sync), only when there
+        are checks; nothing is written before it. A set flag is cleared, and the values
+        are checked again by torch ops, which find the value the error names (a flag left
+        set by an interrupted call thus costs one slow call, never a false error)."""
+        if not checks or not self._check_flag.item():  # host-ok: validated tensor values
+            return
+        self._check_flag.zero_()
+        for where, spec, v, mask in checks:  # the error path: find the first bad value
+            _raise_if_bad(where, spec, v, mask)
+
+    def _capturing(self) -> bool:
+        """A graph is being captured on the table's device (``gpuparam._device.capturing``)."""
+        return self._wp_device.is_capturing or (
+            self.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables
         for the envs in ``mask`` (clamped with ``clamp``); then the listeners hear of ``names``."""
-        if mask is None:
-            self._mask_buf.fill_(True)
-        else:
-            self._mask_buf.copy_(mask)
-        for c0, size, low, high, v in writes:
+        m, stream = self._all_envs if mask is None else mask, stream_for(self.device)
+        for c0, size, low, high, v, view in writes:  # (v is kept alive until launched)
             scalar = isinstance(v, float)
-            launch(kparams.masked_write, self.num_envs, [
-                self._wp_mask, self._no_values if scalar else to_wp(v), v if scalar else 0.0,
-                int(scalar), c0, size, low, high, int(clamp), self.wp_nominal,
-                self.wp_effective,
-            ], self.device)
+            c = self._bound(("write", c0, size, low, high, scalar, clamp), kparams.masked_write,
+                            self.num_envs, [
+                                self._all_envs, self._no_values, 0.0, int(scalar), c0, size,
+                                low, high, int(clamp), self.wp_nominal, self.wp_effective])
+            c.repoint(m)  # (first: it may select another recorded launch, which set() sets)
+            if scalar:
+                c.set(2, v)
+            else:
+                c.set(1, self._view(v) if view is None else view)
+            c.launch(stream)
         if self._callbacks:
             self.notify(names, mask)
 

@@ -36,3 +36,25 @@ def masked_write(
                 x = wp.clamp(x, low, high)
             nominal_out[col0 + j, env] = x
             effective_out[col0 + j, env] = x
+
+
+@wp.kernel
+def check_values(
+    mask: wp.array(dtype=wp.bool),
+    use_mask: int,
+    values: wp.array2d(dtype=float),
+    low: float,
+    high: float,
+    flag_out: wp.array(dtype=int),
+):
+    """One thread per row of ``values`` (``[rows, ncols]``, any strides): a row outside
+    ``mask`` (``use_mask``) is skipped; a value that is not finite or lies outside
+    ``[low, high]`` sets ``flag_out[0] = 1`` (the caller reads and clears it)."""
+    row = wp.tid()
+    if use_mask != 0:
+        if not mask[row]:
+            return
+    for j in range(values.shape[1]):
+        x = values[row, j]
+        if not (wp.isfinite(x) and x >= low and x <= high):
+            flag_out[0] = 1

@@ -239,3 +239,109 @@ def test_unvalidated_non_finite_values_leave_both_tables_alone():
         assert env.params.nominal["length"][0] == nom[0] and got[1] == pytest.approx(0.7)
     env.params.set("length", float("nan"), validate=False)  # a scalar: nothing written
     assert env.params["length"][0] == eff[0]
+
+
+def _expect(table, name, values, mask, before):
+    """``before`` with the masked rows of ``name`` replaced by ``values`` (broadcast)."""
+    m = mask.reshape(-1, *([1] * (before.dim() - 1)))
+    return torch.where(m, values.to(torch.float32).expand_as(before), before)
+
+
+def test_writes_read_the_callers_tensors_as_they_are_now(env):
+    """A write's launch reads the caller's mask and values in place (views kept by address,
+    issue 41): contents changed in place since the last call, non-contiguous masks and
+    strided, broadcast or float64 values all write what they hold at the call, bit for
+    bit, in the masked envs only; validated or not."""
+    p = env.params
+    mask = torch.arange(N) < 10
+    vals = torch.linspace(0.2, 2.0, N)
+    p.set("length", vals, mask=mask)
+    for validate in (True, False):
+        mask.copy_(torch.arange(N) % 5 == validate)  # same addresses, new contents
+        vals.mul_(0.75)
+        before = p["length"].clone()
+        p.set("length", vals, mask=mask, validate=validate)
+        assert torch.equal(p["length"], _expect(p, "length", vals, mask, before))
+    wide = torch.arange(2 * N) % 6 == 0  # wide[::2]: a strided mask
+    cols = torch.stack([vals, vals + 0.125], 1)  # cols[:, 1]: strided values
+    for value in (cols[:, 1], torch.tensor(0.25, dtype=torch.float64), torch.tensor([0.3])):
+        before = p["length"].clone()
+        p.set("length", value, mask=wide[::2])
+        assert torch.equal(p["length"], _expect(p, "length", value, wide[::2], before))
+    assert torch.equal(p.nominal_table, p.effective_table)
+
+
+def test_vector_parameter_writes_of_any_layout():
+    specs = [gp.ParamSpec("a", 0.0, -1.0, 1.0), gp.ParamSpec("v", (0.0, 0.0, 0.0), -1.0, 1.0,
+                                                             shape=(3,))]
+    p = gp.ParamTable(specs, N, torch.device("cpu"))
+    mask = torch.arange(N) % 4 == 1
+    full = torch.rand(N, 3) - 0.5
+    for value in (full, full.T.contiguous().T, torch.tensor([0.1, 0.2, 0.3]), full[:1]):
+        before = p["v"].clone()
+        p.set("v", value, mask=mask)
+        assert torch.equal(p["v"], _expect(p, "v", value, mask, before))
+        assert torch.all(p["a"] == 0.0)
+    bad = full.clone()
+    bad[6, 2] = 2.0  # env 6 is not masked: fine; then masked: refused, nothing written
+    p.set("v", bad, mask=mask)
+    before = p.state_dict()
+    with pytest.raises(ValueError, match=r"parameter 'v': value 2.0 outside its range"):
+        p.set("v", bad, mask=mask | (torch.arange(N) == 6))
+    assert torch.equal(p.nominal_table, before["nominal"])
+    assert torch.equal(p.effective_table, before["effective"])
+
+
+def test_a_refused_tensor_write_leaves_the_next_one_unharmed(env):
+    """The device range check's flag is cleared by the refused call; a flag left set (a
+    call interrupted between its check and its read) costs the next call a slow check,
+    never a false error."""
+    p, mask = env.params, torch.arange(N) % 2 == 0
+    for _ in range(2):
+        with pytest.raises(ValueError, match="outside its range"):
+            p.set("length", torch.full((N,), -1.0), mask=mask)
+        assert torch.all(p["length"] == 0.5)
+        p.set("length", torch.full((N,), 0.75), mask=mask)
+        assert torch.equal(p["length"], torch.where(mask, 0.75, 0.5))
+        p.set("length", 0.5)
+    p._check_flag.fill_(1)  # as an interrupted call would leave it
+    p.set("length", torch.full((N,), 0.75), mask=mask)
+    assert torch.equal(p["length"], torch.where(mask, 0.75, 0.5))
+    assert p._check_flag.item() == 0
+
+
+def test_writes_rotating_over_many_masks_write_exactly_their_envs(env):
+    """Masks rotating over more addresses than a bound launch keeps recorded launches for
+    (``gpuparam._launch.MAX_VARIANTS``), values and validation changing call by call: every
+    write lands in exactly its mask's envs, bit for bit."""
+    p = env.params
+    g = torch.Generator().manual_seed(0)
+    masks = [torch.rand(N, generator=g) < 0.4 for _ in range(12)]
+    for r in range(3):
+        for i, m in enumerate(masks):
+            value = 0.25 + 0.01 * (i + 12 * r)
+            before = p["length"].clone()
+            if i % 3 == 0:
+                p.set("length", value, mask=m)
+            else:
+                p.set("length", torch.full((N,), value), mask=m, validate=i % 3 == 1)
+            assert torch.equal(p["length"], torch.where(m, torch.tensor(value), before)), (r, i)
+    assert torch.equal(p.nominal_table, p.effective_table)
+
+
+def test_validated_tensor_writes_inside_a_warp_capture_are_checked_at_once(env):
+    """Inside a Warp capture a check launch is recorded, not run, so a validated tensor
+    value is checked with torch ops at the call (as before issue 41): a bad one raises, a
+    good one's write is recorded and lands when the graph is launched."""
+    import warp as wp
+
+    p, mask = env.params, torch.arange(N) % 3 == 0
+    with pytest.raises(ValueError, match="outside its range"):
+        with wp.ScopedCapture(device="cpu"):
+            p.set("length", torch.full((N,), -1.0), mask=mask)
+    value = torch.full((N,), 0.75)  # (a graph reads its tensors when launched: kept)
+    with wp.ScopedCapture(device="cpu") as cap:
+        p.set("length", value, mask=mask)
+    assert torch.all(p["length"] == 0.5)  # recorded, not run
+    wp.capture_launch(cap.graph)
+    assert torch.equal(p["length"], torch.where(mask, 0.75, 0.5))

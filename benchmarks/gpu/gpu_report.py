@@ -82,6 +82,16 @@ def rows(m: dict) -> list[tuple[str, str]]:
         out.append((f"`params.set(mask)` / with `ObsNorm.reset_stats(mask)`, N={d['num_envs']:,}"
                     f": GPU time per call{_shared(run)}",
                     f"{d['set_gpu_us']:.0f} us / {d['set_reset_stats_gpu_us']:.0f} us"))
+        cap = d.get("captured") or {}
+        for key, what in (("set", "`params.set(mask)`, a number"),
+                          ("set_tensor", "`params.set(mask)`, a tensor, validate=False")):
+            c = cap.get(key)
+            if isinstance(c, dict) and "device_s_per_call" in c:
+                out.append((f"{what}, N={cap['num_envs']:,}: device time without host pacing "
+                            f"(captured), bytes/s / copy bandwidth",
+                            f"{c['device_s_per_call'] * 1e6:.1f} us, "
+                            f"{c['bytes_per_s'] / 1e9:.0f} GB/s = "
+                            f"{c['fraction_of_copy_bandwidth']:.0%}"))
     d, _ = _find(m, "recaptures")
     if d:
         c, g = d["cartpole_full"], d["go1_mass_reset"]

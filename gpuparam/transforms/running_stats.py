@@ -182,10 +182,21 @@ class Engine:
                 self.n_old if top else self.none64, flags, mode, self.eps], outs))
         return out
 
+    def reset_launch(self, mask) -> BoundLaunch | None:
+        """The bound masked reset (``reset_stats(mask)`` without ``groups``) if it was bound
+        and ``mask`` is a valid mask for it (a contiguous bool tensor ``[N]`` on the device,
+        N bound), else None (the caller then checks and binds)."""
+        c = self._launches.get(("reset", True, False))
+        if c is None or not self.matches(mask, torch.bool, (self.n,)):
+            return None
+        return c
+
     # ------------------------------------------------------------------ env batches
-    def matches(self, t, dtype: torch.dtype) -> bool:
-        """``t`` is a contiguous ``dtype`` tensor ``[N, *shape]`` on the device."""
-        return (type(t) is torch.Tensor and t.dtype == dtype and t.shape == self.full_shape
+    def matches(self, t, dtype: torch.dtype, shape: tuple | None = None) -> bool:
+        """``t`` is a contiguous ``dtype`` tensor ``[N, *shape]`` (or of ``shape``) on the
+        device."""
+        return (type(t) is torch.Tensor and t.dtype == dtype
+                and t.shape == (self.full_shape if shape is None else shape)
                 and t.device == self.device and t.is_contiguous())
 
     def update(self, x, x64: wp.array, mode: int, stream) -> None:
@@ -558,6 +569,11 @@ class GroupedRunningStats(SavesState, nn.Module):
         launch over the chunks of envs and the groups (``kernels.stats.reset``; RewardNorm
         also clears the returns of the masked envs and of the envs in ``groups``).
         """
+        e = self.__dict__.get("_engine")
+        c = e.reset_launch(mask) if e is not None and groups is None else None
+        if c is not None:  # a mask this engine's bound reset took before: checked here
+            c.repoint(mask).launch(stream_for(e.device) if stream is None else stream)
+            return
         name, G, dev = type(self).__name__, self.num_groups, self.device
         if mask is not None:
             mask = self._bind_mask(mask, f"{name}.reset_stats: mask").contiguous()

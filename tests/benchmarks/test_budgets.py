@@ -6,6 +6,7 @@ needs more must raise them here, visibly."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from benchmarks import budgets
 
@@ -41,3 +42,36 @@ def test_go1_reset_time_mass_term_costs_nothing_at_steps_without_a_reset():
     assert total["mass"] <= 1.15 * total["bare"], total
     assert mass["launches_at_reset_step"] > total["mass"] + 100  # set_const and forward ran
     assert bare["launches_at_reset_step"] > total["bare"] + 50  # the forward ran
+
+
+WRITE_LIMITS = {  # device kernels (Warp launches + torch ops that are not views), host reads
+    "set": (1, 0),
+    "set_tensor": (1, 0),  # validate=False: no host sync
+    "set_tensor_validated": (2, 1),  # the range check and the write; one flag read
+    "reset_stats": (1, 0),
+    "set_reset_stats": (2, 0),
+    "set_reset_stats_tensor": (2, 0),
+    "set_reset_stats_tensor_validated": (3, 1),
+}
+
+
+def test_masked_writes_device_work_does_not_grow():
+    """Issue 41 item 3: a masked write is at most 2 kernels of device work (ours and
+    torch's, views not counted) and reads nothing back unless a tensor value is validated
+    (a scalar is checked on the host; ``validate=False`` never reads); ``reset_stats(mask)``
+    is one launch. Counted at a steady-state call, N=64, masks rotating."""
+    got = budgets.masked_writes()
+    assert set(got) == set(WRITE_LIMITS)
+    for name, (kernels, reads) in WRITE_LIMITS.items():
+        assert got[name]["kernels"] <= kernels, (name, got[name])
+        assert got[name]["host_reads"] <= reads, (name, got[name])
+
+
+def test_device_work_counter_counts_torch_kernels_and_reads():
+    """The counter behind the limits above sees torch kernels and host reads (views are
+    free), so a write that grew a torch op or a sync would fail them."""
+    x, m = torch.ones(4), torch.ones(4, dtype=torch.bool)
+    got = budgets.count_device_work(lambda: (x.detach().reshape(2, 2), bool(x[m].any()),
+                                             m.clone()))
+    assert got["torch_ops"] == ["aten.index.Tensor", "aten.any.default", "aten.clone.default"]
+    assert got["host_reads"] == 1 and got["warp_launches"] == 0

@@ -178,3 +178,17 @@ def test_training_loop_ratios(results):
         side = tr["libraries"][lib].get("gymnasium_side")
         side = f" ({side})" if side else ""
         assert any(k.startswith(f"{lib} training loop, time on Gymnasium{side} /") for k in rows)
+
+
+def test_masked_write_rows_and_goals(results):
+    """Issue 41 item 3: the host times of the masked writes, their goals and their budgets
+    come out of the CLI (figures only: whether a goal passes depends on the machine)."""
+    res, _ = results
+    mw = res["host_time"]["masked_writes"]
+    assert mw["set_s"] > 0 and mw["set_reset_stats_tensor_s"] > 0
+    ids = {g["id"] for g in res["goals"]}
+    assert {"write_host_time_set", "write_host_time_set_reset_stats_tensor"} <= ids
+    assert res["budgets"]["masked_writes"]["set"]["kernels"] == 1
+    full = report.full_markdown(res)
+    assert "host time, params.set(mask), a number" in full
+    assert "kernels / host reads per call" in full

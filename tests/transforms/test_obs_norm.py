@@ -434,3 +434,22 @@ def test_grouped_sizes_are_read_at_construction_not_at_the_first_forward(monkeyp
         out = m(x)
         assert out.shape == (64, 4)
         assert torch.equal(m.count, torch.tensor([22.0, 21.0, 21.0], dtype=m.count.dtype))
+
+
+def test_masked_resets_rotating_over_many_masks_reset_exactly_their_groups():
+    """reset_stats(mask) with masks rotating over more addresses than a bound launch keeps
+    recorded launches for (``gpuparam._launch.MAX_VARIANTS``), some masks changed in place
+    between calls: each call resets exactly the groups of the envs its mask holds then."""
+    n = 16
+    norm = ObsNorm((2,), group_ids=torch.arange(n))
+    x = torch.randn(n, 2)
+    g = torch.Generator().manual_seed(1)
+    masks = [torch.rand(n, generator=g) < 0.3 for _ in range(12)]
+    for r in range(3):
+        for i, m in enumerate(masks):
+            if r == 2 and i % 3 == 0:
+                m.copy_(torch.rand(n, generator=g) < 0.3)  # same address, new contents
+            norm(x)
+            before = norm.count.clone()
+            norm.reset_stats(m)
+            assert torch.equal(norm.count, torch.where(m, torch.zeros_like(before), before))
