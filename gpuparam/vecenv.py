@@ -60,7 +60,6 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
             (default); False steps eagerly (for debugging).
         env_offset: global id of this process's env 0 (env ``i`` draws as global env
             ``env_offset + i``), for sharding one run over processes.
-        cuda_graph: older name of ``capture``.
         validate_actions: check every action on the host before the step (synchronizes;
             a discrete action outside ``[0, n)``, a continuous one NaN, infinite or outside
             ``action_spec``'s ``[low, high]`` (as the float32 the env steps with) raises
@@ -95,14 +94,12 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
-                 env_offset: int = 0, cuda_graph: bool | None = None,
-                 validate_actions: bool = False, **param_overrides: object):
+                 env_offset: int = 0, validate_actions: bool = False, **param_overrides: object):
         check_env_slice(num_envs, env_offset)
         self.num_envs, self.env_offset = num_envs, env_offset
         self.device = resolve_device(device)
         limit = self._default_max_episode_steps if max_episode_steps is None else max_episode_steps
         check_seed(seed)
-        capture = capture if cuda_graph is None else bool(cuda_graph)
         self.validate_actions = bool(validate_actions)
         self._lock = EnvLock(self)  # one call at a time
         self.params = ParamTable(self.param_specs, num_envs, self.device)

@@ -39,14 +39,13 @@ def make(
     capture: bool = True,
     env_offset: int = 0,
     shard: tuple[int, int] | None = None,
-    cuda_graph: bool | None = None,
     **param_overrides: object,
 ) -> VecEnv:
     """Build ``num_envs`` envs of ``name`` (Gymnasium id, e.g. ``"CartPole-v1"``).
 
     Args:
         name: a registered env id; see ``registered()``.
-        num_envs, device, seed, capture, env_offset, cuda_graph: as ``gp.VecEnv``'s.
+        num_envs, device, seed, capture, env_offset: as ``gp.VecEnv``'s.
         shard: ``(rank, world_size)``: ``num_envs`` is then the global number of envs and
             this process builds its slice of them (``gp.shard_range``: contiguous slices
             in rank order, the first ``num_envs % world_size`` ranks one env more), with
@@ -71,7 +70,7 @@ def make(
             _REGISTRY[cls.name] = _REGISTRY.get(cls.name) or cls  # a registered class stays
     return _REGISTRY[name](
         num_envs, device=device, seed=seed, capture=capture, env_offset=env_offset,
-        cuda_graph=cuda_graph, **param_overrides,
+        **param_overrides,
     )
 
 __all__ = ["CartPoleEnv", "PendulumEnv", "make", "register", "registered"]

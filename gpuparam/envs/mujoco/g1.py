@@ -314,7 +314,7 @@ class G1Env(RobotEnv):
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
-                 env_offset: int = 0, cuda_graph: bool | None = None,
+                 env_offset: int = 0,
                  max_action_delay: int = 4, njmax: int | None = None,
                  nconmax: int | None = None, deterministic: bool = False,
                  cone: str | None = None, **kwargs):
@@ -329,7 +329,7 @@ class G1Env(RobotEnv):
         rows, kind = SIZES["grid" if self.grid is not None else self.terrain]
         super().__init__(num_envs, device=device, seed=seed,
                          max_episode_steps=max_episode_steps, capture=capture,
-                         env_offset=env_offset, cuda_graph=cuda_graph, cone=cone,
+                         env_offset=env_offset, cone=cone,
                          njmax=rows if njmax is None else njmax,
                          nconmax=kind if nconmax is None else nconmax,
                          deterministic=deterministic, **kwargs)

@@ -345,7 +345,7 @@ class Go1Env(RobotEnv):
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
-                 env_offset: int = 0, cuda_graph: bool | None = None,
+                 env_offset: int = 0,
                  max_action_delay: int = 4, penalized_contacts: Sequence[str] | None = None,
                  terminating_contacts: Sequence[str] | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
@@ -370,7 +370,7 @@ class Go1Env(RobotEnv):
         nconmax = kind if nconmax is None else nconmax
         super().__init__(num_envs, device=device, seed=seed,
                          max_episode_steps=max_episode_steps, capture=capture,
-                         env_offset=env_offset, cuda_graph=cuda_graph, cone=cone, njmax=njmax,
+                         env_offset=env_offset, cone=cone, njmax=njmax,
                          nconmax=nconmax, deterministic=deterministic, **kwargs)
 
     def make_grid(self, seed: int, kwargs: dict) -> TerrainGrid | None:

@@ -116,7 +116,7 @@ class RobotEnv(VecEnv):
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
-                 env_offset: int = 0, cuda_graph: bool | None = None, cone: str | None = None,
+                 env_offset: int = 0, cone: str | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, **param_overrides: object):
         check_sizes(njmax, nconmax, num_envs)
@@ -129,7 +129,7 @@ class RobotEnv(VecEnv):
         self.action_spec = self.make_action_spec()
         super().__init__(num_envs, device=device, seed=seed,
                          max_episode_steps=max_episode_steps, capture=capture,
-                         env_offset=env_offset, cuda_graph=cuda_graph, **param_overrides)
+                         env_offset=env_offset, **param_overrides)
 
     def obs_size(self) -> int:
         raise NotImplementedError
