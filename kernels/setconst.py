@@ -274,9 +274,9 @@ def set_const(
                 jtype = tree.jnt_type[j]
                 if jtype == JNT_BALL:
                     a = tree.jnt_qposadr[j]
-                    qloc = wp.normalize(wp.quat(model.qpos0[qpos0_w, a], model.qpos0[qpos0_w, a + 1],
-                                                model.qpos0[qpos0_w, a + 2],
-                                                model.qpos0[qpos0_w, a + 3]))
+                    qloc = wp.normalize(wp.quat(
+                        model.qpos0[qpos0_w, a], model.qpos0[qpos0_w, a + 1],
+                        model.qpos0[qpos0_w, a + 2], model.qpos0[qpos0_w, a + 3]))
                     xquat = mul_quat(xquat, qloc)
                     xpos = xanchor - rot_vec_quat(jpos, xquat)
                 elif jtype == JNT_HINGE:  # rotated by 0 about its anchor
@@ -369,7 +369,8 @@ def set_const(
         if tree.body_weldid[b] == 0:
             out.body_invweight0[w, b] = wp.vec2(0.0, 0.0)
         elif tree.body_simple[b] == 2:
-            out.body_invweight0[w, b] = wp.vec2(1.0 / wp.max(MINVAL, model.body_mass[mass_w, b]), 0.0)
+            inv_mass = 1.0 / wp.max(MINVAL, model.body_mass[mass_w, b])
+            out.body_invweight0[w, b] = wp.vec2(inv_mass, 0.0)
         else:
             offset = s.xipos[w, b] - s.com[w, tree.body_rootid[b]]
             tr = wp.vec2(0.0, 0.0)
