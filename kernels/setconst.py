@@ -16,7 +16,7 @@ divided by 3; a "simple" body without rotations (``body_simple == 2``) gets ``1 
 Arrays of the model are read at ``worldid % shape[0]`` (MuJoCo Warp's per-world fields have
 the world axis first, 1 row when shared); outputs have one row per world. Temporaries are
 per-world rows of :class:`Scratch` (allocated once by the caller). Worlds outside the mask
-return at once: nothing of theirs is read or written.
+return at once: nothing of theirs is read or written; the mask of a world done is cleared.
 """
 
 from __future__ import annotations
@@ -219,15 +219,16 @@ def set_const(
     # Model:
     tree: Tree,
     model: Inertial,
-    # In:
-    mask: wp.array(dtype=wp.bool),
+    # In/out:
+    changed: wp.array(dtype=wp.bool),
     # Out:
     scratch: Scratch,
     out: Derived,
 ):
-    """The derived constants of world ``tid`` where ``mask[tid]`` (one thread per world)."""
+    """The derived constants of world ``tid`` where ``changed[tid]``, which is then cleared
+    (one thread per world)."""
     w = wp.tid()
-    if not mask[w]:
+    if not changed[w]:
         return
     s = scratch
     nbody = tree.body_parentid.shape[0]
@@ -448,3 +449,13 @@ def set_const(
             s.vec[w, k] = x
             norm += x * x
         out.actuator_acc0[w, u] = wp.sqrt(norm)
+    changed[w] = False
+
+
+@wp.kernel
+def mark_changed(mask: wp.array(dtype=wp.bool), changed: wp.array(dtype=wp.bool)):
+    """``changed[i] |= mask[i]`` (one thread per world): a write's worlds join those whose
+    constants the next ``set_const`` launch recomputes."""
+    i = wp.tid()
+    if mask[i]:
+        changed[i] = True

@@ -190,10 +190,10 @@ class LeggedBackend(MjwBackend):
                  max_action_delay: int, origins: np.ndarray | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, keyframe: str = "home",
-                 joint_scale: bool = False):
+                 joint_scale: bool = False, gating: str = "mask"):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
-                         deterministic=deterministic)
+                         deterministic=deterministic, gating=gating)
         self.base = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, base_body)
         if self.base < 0 or mjm.jnt_type[mjm.body_jntadr[self.base]] != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError(f"base_body: expected the free-joint base body, got {base_body!r}")
@@ -216,7 +216,6 @@ class LeggedBackend(MjwBackend):
         self.max_action_delay = int(max_action_delay)
         self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
                         else np.asarray(origins, np.float32))
-        self.set_const_groups["base_com_offset"] = int(mjw.SetConstGroup.INERT0)
 
     def bind(self, b: BindContext) -> None:
         super().bind(b)
@@ -251,7 +250,8 @@ class LeggedBackend(MjwBackend):
                        m.dof_damping], replace="dof_damping")
         self.add_copy(("base_com_offset",), kleg.copy_com_offset, n,
                       [rows("base_com_offset"), self.base,
-                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32))], [m.body_ipos])
+                       wp.vec3(*mjm.body_ipos[self.base].astype(np.float32))], [m.body_ipos],
+                      recompute=True)
         if mjm.npair:
             self.add_copy(("pair_friction",), kleg.copy_pair_friction, (n, mjm.npair),
                           [rows("pair_friction")], [m.pair_friction])

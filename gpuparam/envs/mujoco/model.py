@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 
 import mujoco
-import mujoco_warp as mjw
 import numpy as np
 
 from gpuparam.spec import ParamSpec
@@ -17,20 +16,13 @@ PER_ELEMENT = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "
 CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
 
 
-def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
-    """The parameters whose writes run ``mjw.set_const``, with its groups
-    (``mjw.SetConstGroup`` bits, its docstring's table): ``body_mass`` FIXED | INERT0
-    (``body_subtreemass``; ``body_invweight0``, ``dof_invweight0``, ``actuator_acc0`` at
-    qpos0), ``dof_armature`` INERT0, and ``actuator_gear`` INERT0 only in models with muscle
-    actuators (the one place MuJoCo Warp's step reads ``actuator_acc0``, which depends on the
-    gear; the Gymnasium robots have none, so their gear writes leave ``actuator_acc0`` at
-    the model's value). KIN0 (tendon lengths, camera/light references, eq anchors) depends
-    on none of them."""
-    inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
-    has_muscle = bool((mjm.actuator_gaintype == int(mujoco.mjtGain.mjGAIN_MUSCLE)).any()
-                      or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
-    groups = {"body_mass": fixed | inert0, "dof_armature": inert0}
-    return groups | ({"actuator_gear": inert0} if has_muscle else {})
+def has_muscles(mjm: mujoco.MjModel) -> bool:
+    """Whether ``mjm`` has muscle actuators: the one place MuJoCo Warp's step reads
+    ``actuator_acc0``, which depends on the gear, so only there a gear write recomputes the
+    derived constants (the Gymnasium robots have none: their gear writes leave
+    ``actuator_acc0`` at the model's value)."""
+    return bool((mjm.actuator_gaintype == int(mujoco.mjtGain.mjGAIN_MUSCLE)).any()
+                or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
 
 
 def asset_path(xml_file: str) -> str:

@@ -110,17 +110,19 @@ class MaskedSetConst:
         mjm: the host model ``m`` was put from.
         m: the ``mjw.Model``.
         nworld: N.
-        mask: bool ``[N]`` on the model's device: the worlds the bound launch recomputes
-            (read at every launch, so a buffer the caller fills).
+        changed: bool ``[N]`` on the model's device: the worlds the bound launch recomputes
+            (read at every launch, so a buffer the caller fills; each world's entry is
+            cleared once it is recomputed).
         device: the torch device of ``mask``.
     """
 
-    def __init__(self, mjm: mujoco.MjModel, m, nworld: int, mask: torch.Tensor,
+    def __init__(self, mjm: mujoco.MjModel, m, nworld: int, changed: torch.Tensor,
                  device: torch.device):
         why = unsupported(mjm)
         if why is not None:
             raise ValueError(f"MaskedSetConst: the model has {why} (use mjw.set_const)")
-        shared = [f for f in DERIVED if getattr(m, f).shape[0] != nworld]
+        shared = [f for f in DERIVED  # (a field of no elements is never written)
+                  if getattr(m, f).shape[0] != nworld and getattr(m, f).size]
         if shared:
             raise ValueError(f"MaskedSetConst: expected {shared} per world ({nworld} rows; "
                              "put_model's batch_sizes), got shared fields")
@@ -144,12 +146,12 @@ class MaskedSetConst:
         for f in DERIVED:
             setattr(out, f, getattr(m, f))
         self.model, self.scratch, self.out = model, s, out
-        self.mask = mask
+        self.changed = changed
         self._launch = BoundLaunch(ksetconst.set_const, n,
-                                   inputs=[self.tree, model, wp.from_torch(mask)],
+                                   inputs=[self.tree, model, wp.from_torch(changed)],
                                    outputs=[s, out], device=device)
 
     def launch(self) -> None:
-        """Recompute the worlds of ``mask`` (one launch on the current Warp stream scope's
-        stream; device work only)."""
+        """Recompute the worlds of ``changed`` and clear it (one launch on the current Warp
+        stream scope's stream; device work only)."""
         self._launch.launch()

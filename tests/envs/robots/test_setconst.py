@@ -104,6 +104,7 @@ def test_recompute_is_idempotent_and_each_world_independent():
         mask = torch.ones(N, dtype=torch.bool)
         sc = MaskedSetConst(mjm, m, N, mask, torch.device("cpu"))
         sc.launch()
+        assert not mask.any()  # consumed
         first = {f: getattr(m, f).numpy().copy() for f in DERIVED}
         mask.copy_(torch.tensor([True, False, False, False]))  # the bound launch reads it
         for f in DERIVED:
