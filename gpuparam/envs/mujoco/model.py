@@ -147,13 +147,13 @@ def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:
     """The per-world physical parameters of ``mjm``, defaults from the model."""
     return (
         ParamSpec("body_mass", f32(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
-                  unit="kg", doc="mass of each moving body (set_const follows a write)"),
+                  unit="kg", doc="mass of each moving body (the derived constants follow a write)"),
         ParamSpec("geom_friction", f32(mjm.geom_friction[:, 0]), 0.0, 100.0,
                   shape=(mjm.ngeom,), doc="sliding friction of each geom"),
         ParamSpec("dof_damping", f32(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
                   unit="N m s/rad", doc="damping of each dof"),
         ParamSpec("dof_armature", f32(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
-                  unit="kg m^2", doc="armature inertia of each dof (set_const follows)"),
+                  unit="kg m^2", doc="armature inertia of each dof (the derived constants follow)"),
         ParamSpec("actuator_gear", f32(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
                   doc="gear (force per unit control) of each actuator; never 0"),
         ParamSpec("gravity", f32(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",
