@@ -402,6 +402,8 @@ class MjwBackend(Backend):
             for copy, _ in hit:
                 copy.launch()
             if any(rec for _, rec in hit):
+                if mask is not None and not mask.is_contiguous():  # a caller's strided view
+                    mask = mask.contiguous()  # (between steps: a step's masks are its own)
                 self._mark.repoint(self._all if mask is None else mask).launch()
 
     def commit(self, ctx: StepContext) -> None:

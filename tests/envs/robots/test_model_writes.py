@@ -142,6 +142,14 @@ def test_a_write_between_steps_is_committed_by_the_next_reset():
     assert not env.backend.changed.any()
 
 
+def test_a_strided_mask_marks_its_own_worlds():
+    env = gp.make("Ant-v5", N, device="cpu", seed=3)
+    big = torch.zeros(N, 2, dtype=torch.bool)
+    big[1, 0] = big[2, 1] = True
+    env.params.set("dof_armature", 0.5, mask=big[:, 0])  # a view of stride 2
+    assert env.backend.changed.tolist() == [False, True, False, False]
+
+
 def test_gating_is_checked():
     with pytest.raises(ValueError, match="gating: expected one of"):
         gp.make("Ant-v5", N, device="cpu", gating="never")
