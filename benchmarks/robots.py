@@ -205,7 +205,8 @@ def overheads(cfg: RunConfig, bar) -> dict:
     out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
     labels = {"rand3": "friction+damping+gear every step",
               "rand3_real": "friction+damping+gear every step, x0.8-1.2 (physics changes too)",
-              "mass": "body_mass every step (copy + masked recompute)", "push": "gp.Push every step"}
+              "mass": "body_mass every step (copy + masked recompute)",
+              "push": "gp.Push every step"}
     for k in keys[1:]:
         ts = times[k]
         out[k] = {"label": labels[k], "step_s": median(ts) / steps,
