@@ -1,7 +1,8 @@
 """What a GPU will pay per step, counted on any device: launches, graph segments, bytes.
 
-For five subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
-Ant-v5 with 3 step-time physical terms; Go1 bare and with a reset-time ``body_mass`` term)
+For six subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
+Ant-v5 with 3 step-time physical terms; Go1 bare and with a reset-time or a step-time
+``body_mass`` term)
 one eager step in steady state is recorded: every
 Warp launch (``wp.launch``/``wp.launch_tiled``, and each replay of a launch bound once,
 ``gpuparam._launch.BoundLaunch``), split into gpuparam's own kernels and
@@ -146,22 +147,30 @@ def ant_physical() -> dict:
     return _count(lambda: env.step(a), env)
 
 
-def _go1(*terms) -> dict:
-    env = _eager("Go1JoystickFlatTerrain-v1")
+def _go1(*terms, gating: str = "mask") -> dict:
+    env = _eager("Go1JoystickFlatTerrain-v1", gating=gating)
     if terms:
         env.randomize(*terms)
     a = torch.zeros(N, 12)
     return _count(lambda: env.step(a), env, reset_step=True)
 
 
-def go1_bare() -> dict:
-    return _go1()
+def go1_bare(gating: str = "mask") -> dict:
+    """Go1 without terms (``gating``: the robot env's option; ``"mask"`` runs the reset's
+    ``forward`` at every step, ``"graph"`` only at steps where an env resets)."""
+    return _go1(gating=gating)
 
 
-def go1_reset_mass() -> dict:
-    """Go1 with a reset-time ``body_mass`` term: its model writes (copies, ``set_const``)
-    and the reset's ``forward`` run only at steps where some env resets (issue 31)."""
-    return _go1(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
+def go1_reset_mass(gating: str = "mask") -> dict:
+    """Go1 with a reset-time ``body_mass`` term: a copy at every step and the masked
+    recompute of the derived constants (one launch per ``"model_writes"`` stage), issue 41."""
+    return _go1(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"), gating=gating)
+
+
+def go1_step_mass() -> dict:
+    """Go1 with a step-time ``body_mass`` term: every world's constants recomputed at every
+    step (one masked launch)."""
+    return _go1(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="step"))
 
 
 class _TorchWork(TorchDispatchMode):
@@ -215,6 +224,7 @@ SUBJECTS = {
     "Ant-v5 rand3(step, physical)": ant_physical,
     "Go1 bare": go1_bare,
     "Go1 body_mass(reset)": go1_reset_mass,
+    "Go1 body_mass(step)": go1_step_mass,
 }
 
 

@@ -5,7 +5,8 @@
   round by round (interleaved), at N in {16, 64, 256} ({16, 64} with --quick).
 - overheads over the bare Ant step at N=64, paired per round: per-step randomization of
   friction, damping and gear (3 physical parameters), per-step mass randomization (copy +
-  set_const every step), and a push every step (``gp.Push`` with ``every=1``).
+  the masked recompute of the derived constants every step), and a push every step
+  (``gp.Push`` with ``every=1``).
 - host time per captured step at N=1 beyond the physics replay: ``env.step`` minus a Warp
   CPU graph of ``backend.step`` alone. Split into the other stages' device work (a graph of
   the whole stage list minus the physics graph: task, episode, clock and the masked
@@ -181,8 +182,9 @@ def overheads(cfg: RunConfig, bar) -> dict:
     """Two views of each configuration's cost over the bare Ant step: ``overhead``, the
     paired end-to-end ratio (whole steps, noisy: +-5% between identical envs on a loaded
     2-core machine), and on CPU ``extra_share``, the replay time of the stages the
-    configuration adds (randomize_step with its copies and set_const, or push), timed on
-    their own as a Warp CPU graph, over the bare step's time."""
+    configuration adds (randomize_step with its copies, the mass term's "model_writes"
+    stages that recompute the derived constants, or push), timed on their own as a Warp
+    CPU graph, over the bare step's time."""
     n = 1024 if cfg.is_cuda else OVERHEAD_N
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
     bar.set_postfix_str(f"robot overheads N={n}")
@@ -194,6 +196,8 @@ def overheads(cfg: RunConfig, bar) -> dict:
         for k in keys[1:]:
             env = envs[k][0]
             extra = set(env.pipeline.names) - bare_names
+            if k == "mass":  # the recompute runs there (in the bare step it finds no world)
+                extra.add("model_writes")
             graph = _stage_graph(env, extra)
             runs[f"{k}_extra"] = lambda g=graph: _replay(g, steps)
     times = interleave(runs, repeats)
@@ -201,7 +205,8 @@ def overheads(cfg: RunConfig, bar) -> dict:
     out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
     labels = {"rand3": "friction+damping+gear every step",
               "rand3_real": "friction+damping+gear every step, x0.8-1.2 (physics changes too)",
-              "mass": "body_mass every step (copy + set_const)", "push": "gp.Push every step"}
+              "mass": "body_mass every step (copy + masked recompute)",
+              "push": "gp.Push every step"}
     for k in keys[1:]:
         ts = times[k]
         out[k] = {"label": labels[k], "step_s": median(ts) / steps,

@@ -8,24 +8,28 @@ from typing import Any
 
 import torch
 
-from gpuparam._device import capturing
-
 
 class EnvRecompute:
     """Listens to ``env.params`` for the parameters ``names`` (the env class's and its
     backend's ``recompute_on``; an object a ``VecEnv`` holds when there are some) and
-    recomputes once at construction; ``lock``: the env's ``EnvLock`` (says whether a step
-    or reset runs); ``warp_only``: the recomputation only launches Warp
+    recomputes once at construction (the env's ``on_params_changed`` for all envs, the
+    backend's ``params_initial``); ``warp_only``: the recomputation only launches Warp
     kernels (its listener then joins the step's Warp graphs). ``ValueError`` for a name
-    that is not a parameter, before anything is registered."""
+    that is not a parameter, before anything is registered.
 
-    def __init__(self, env: Any, names: tuple[str, ...], warp_only: bool, lock: Any):
+    A write's device work runs where the write runs (inside the step's graph for a write
+    inside a step, at once for one between steps); what a backend defers to its
+    ``commit`` (the MuJoCo robots' derived constants) runs at the next step's or reset's
+    ``"model_writes"`` stage, before anything reads it."""
+
+    def __init__(self, env: Any, names: tuple[str, ...], warp_only: bool):
         unknown = [n for n in names if n not in env.params]
         if unknown:
             raise ValueError(f"{type(env).__name__}.recompute_on: unknown {unknown}")
-        self._env, self.names, self._lock = env, names, lock
+        self._env, self.names = env, names
         env.params.on_change(self.changed, warp_only=warp_only)
-        self.changed(env.params.names, None)
+        env.on_params_changed(env.params.names, None)
+        env.backend.params_initial(env.params.names)
 
     def changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
         """``params.on_change`` listener: ``names`` written for the envs of ``mask`` (bool
@@ -35,7 +39,3 @@ class EnvRecompute:
             return
         env.on_params_changed(names, mask)
         env.backend.params_changed(names, mask)
-        if env.backend.defers_writes and not capturing(env.device):
-            # applied now; a captured write waits for the step's "model_writes" stage
-            in_step = self._lock.running in ("step", "reset")
-            env.backend.commit_writes(None, gated=in_step)

@@ -83,14 +83,12 @@ class EnvStages:
         return stages
 
     def _commit_stages(self) -> list[Stage]:
-        """A ``"model_writes"`` stage of its own (``"warp"``: its ``wp.capture_if`` never
-        sits inside a torch graph) applying the parameter writes the backend recorded while
-        the step was captured, gated on the device by their masks; none for a backend that
-        applies writes at once."""
+        """A ``"model_writes"`` stage of its own (``"warp"``) committing what the writes
+        before it marked on the device (the backend's ``commit``: for the MuJoCo robots the
+        derived constants of the written worlds, one masked launch); none for a backend
+        without commits."""
         backend = self._env.backend
-        if not backend.defers_writes:
-            return []
-        return [Stage("model_writes", lambda c: backend.commit_writes(c, gated=True), "warp")]
+        return [Stage("model_writes", backend.commit, "warp")] if backend.commits else []
 
     def _listener_kind(self) -> str:
         return "warp" if self._env.params.listeners_warp_only else "torch"

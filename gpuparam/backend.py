@@ -58,8 +58,8 @@ class Backend:
         warp_only: True when every method only launches Warp kernels (so the stages that
             call them replay inside a Warp CPU graph); False if they run torch ops.
         recompute_on: parameter names whose writes call :meth:`params_changed`.
-        defers_writes: True when :meth:`params_changed` only records a write and
-            :meth:`commit_writes` applies it (the step then has ``"model_writes"`` stages).
+        commits: True when the step has ``"model_writes"`` stages calling :meth:`commit`
+            (before the physics, before the auto-reset, and before an explicit reset).
         state_bounds: ``{key: (low, high)}``: the integer state entries (a ring buffer's
             slot, counters) whose values a checkpoint load must find in ``[low, high]``
             (a ``ValueError`` naming the entry, nothing loaded); filled by :meth:`bind`
@@ -68,7 +68,7 @@ class Backend:
 
     warp_only: bool = True
     recompute_on: tuple[str, ...] = ()
-    defers_writes: bool = False
+    commits: bool = False
 
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
@@ -91,17 +91,20 @@ class Backend:
         ``kernels.episode.begin_episode``). Other envs stay bit-identical."""
         raise NotImplementedError
 
-    def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """Recompute derived model quantities after a write of ``recompute_on`` names, for
-        ``mask`` (bool ``[N]``) or all envs (``None``). Device work only. A backend with
-        ``defers_writes`` records the write here and applies it in :meth:`commit_writes`."""
+    def params_initial(self, names: tuple[str, ...]) -> None:
+        """At construction, every parameter ``names`` as first written (default:
+        :meth:`params_changed` for all envs). Device work only."""
+        self.params_changed(names, None)
 
-    def commit_writes(self, ctx: StepContext | None, gated: bool) -> None:
-        """Apply the writes :meth:`params_changed` recorded (``defers_writes`` backends).
-        The env calls it right after a write made outside a capture (``gated=False`` outside
-        a step: applied as written; ``gated=True`` inside one: skipped when the write's mask
-        held no env), and its ``"model_writes"`` stages call it with ``gated=True`` for the
-        writes recorded while the step was being captured. Device work only."""
+    def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """After a write of ``recompute_on`` names for ``mask`` (bool ``[N]``) or all envs
+        (``None``): update what derives from them, or mark it for :meth:`commit`. Device
+        work only (it runs inside the step's graph for a write inside a step)."""
+
+    def commit(self, ctx: StepContext) -> None:
+        """A ``"model_writes"`` stage (``commits`` backends): apply what
+        :meth:`params_changed` marked (e.g. recompute derived model constants for the marked
+        envs). Device work only, the same at every step (masks act inside kernels)."""
 
 
 class Task:

@@ -129,8 +129,7 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
         names = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
         if names:  # an overridden on_params_changed may run torch ops: a "torch" listener
             own = type(self).on_params_changed is not VecEnv.on_params_changed
-            self._recompute = EnvRecompute(self, names, self.backend.warp_only and not own,
-                                           self._lock)
+            self._recompute = EnvRecompute(self, names, self.backend.warp_only and not own)
         self.reset(seed=seed)
 
     # ------------------------------------------------------------------ extension points

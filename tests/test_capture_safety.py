@@ -88,10 +88,10 @@ def test_a_warp_hook_with_a_torch_op_is_refused_and_other_kinds_replay_it(kind):
     assert env.pipeline.captured == (kind != "warp")
 
 
-def test_gated_model_writes_sit_in_a_warp_stage_of_their_own():
-    """A torch listener makes the randomization stages ``"torch"``; the backend's gated
-    writes still run in ``"model_writes"``, a ``"warp"`` stage between the writers and the
-    stages that read the model."""
+def test_model_writes_sit_in_a_warp_stage_of_their_own():
+    """A torch listener makes the randomization stages ``"torch"``; the backend's commits
+    (the masked recompute of the derived constants) still run in ``"model_writes"``, a
+    ``"warp"`` stage between the writers and the stages that read the model."""
     pytest.importorskip("mujoco_warp")
     env = gp.make("Ant-v5", 4, device="cpu", seed=1)
     env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
@@ -106,12 +106,12 @@ def test_gated_model_writes_sit_in_a_warp_stage_of_their_own():
     assert names.index("randomize_reset") < writes[1] < names.index("autoreset")
 
 
-@pytest.mark.parametrize("name", ["Ant-v5", "Go1JoystickFlatTerrain-v1"])
+@pytest.mark.parametrize("name", ["Humanoid-v5", "Go1JoystickFlatTerrain-v1"])
 def test_every_captured_capture_if_is_in_a_warp_segment(name):
-    """Every ``wp.capture_if`` recorded while a step is captured (gated model writes, the
-    reset's ``forward``) is recorded while a ``"warp"`` segment is captured."""
+    """Every ``wp.capture_if`` recorded while a step is captured (with ``gating="graph"``:
+    the reset's ``forward``) is recorded while a ``"warp"`` segment is captured."""
     pytest.importorskip("mujoco_warp")
-    env = gp.make(name, 4, device="cpu", seed=1)
+    env = gp.make(name, 4, device="cpu", seed=1, gating="graph")
     env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
                   gp.Uniform("geom_friction", 0.5, 1.5, op="scale", on="step"))
     segment, calls = [None], []

@@ -232,41 +232,43 @@ def test_robot_captured_step_equals_eager_with_writes_and_pushes():
                            torch.as_tensor(getattr(envs["eager"].backend.m, f).numpy())), f
 
 
-def test_gated_set_const_takes_its_temporaries_from_the_arena():
-    """Without ``deterministic``, a reset-time mass write's ``set_const`` runs inside the
-    ``capture_if`` body, its temporaries from the backend's arena (a conditional body may
-    hold no memory node): the capture succeeds, and at the forced resets the derived
-    constants equal an eager run's (HalfCheetah never terminates: resets only where forced)."""
+def test_masked_recompute_on_cuda_equals_eager_and_the_cpu():
+    """A reset-time mass write's derived constants are recomputed by the masked kernel
+    inside the captured step (no conditional node, no allocation): at the forced resets
+    they equal an eager CUDA run's bit for bit (one thread per world) and the CPU's within
+    rtol 1e-5 (HalfCheetah never terminates: resets only where forced)."""
     pytest.importorskip("mujoco_warp")
-    envs = {c: gp.make("HalfCheetah-v5", 64, device="cuda", seed=2, capture=c)
-            for c in (True, False)}
+    envs = {(d, c): gp.make("HalfCheetah-v5", 64, device=d, seed=2, capture=c)
+            for d, c in (("cuda", True), ("cuda", False), ("cpu", True))}
     for env in envs.values():
         env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
-    a = torch.zeros(64, 6, device="cuda")
     for t in range(12):
-        if t in (4, 9):
-            for env in envs.values():
-                env.episode_length = torch.where(torch.arange(64, device="cuda") % 3 == 0,
+        for (d, _), env in envs.items():
+            if t in (4, 9):
+                env.episode_length = torch.where(torch.arange(64, device=d) % 3 == 0,
                                                  999, 0).to(torch.int32)
-        for env in envs.values():
-            env.step(a)
-    graph, eager = envs[True].backend, envs[False].backend
-    assert envs[True].pipeline.captured and graph.arena is not None and graph.arena.used > 0
-    assert torch.equal(envs[True].params["body_mass"], envs[False].params["body_mass"])
+            env.step(torch.zeros(64, 6, device=d))
+    graph, eager, cpu = (envs[k].backend for k in (("cuda", True), ("cuda", False),
+                                                    ("cpu", True)))
+    assert envs["cuda", True].pipeline.captured and graph.arena is None
+    assert torch.equal(envs["cuda", True].params["body_mass"].cpu(),
+                       envs["cpu", True].params["body_mass"])
     for f in ("body_subtreemass", "body_invweight0", "dof_invweight0"):
-        assert torch.allclose(torch.as_tensor(getattr(graph.m, f).numpy()),
-                              torch.as_tensor(getattr(eager.m, f).numpy()), rtol=1e-5), f
+        g, e, c = (torch.as_tensor(getattr(b.m, f).numpy()) for b in (graph, eager, cpu))
+        assert torch.equal(g, e), f
+        assert torch.allclose(g, c, rtol=1e-5), f
 
 
-def test_gated_forward_at_reset_takes_its_temporaries_from_the_arena():
-    """Go1's reset-time ``forward`` (and a reset-time mass term's ``set_const``) sit in
-    ``capture_if`` bodies on CUDA, their temporaries from the arena, MuJoCo Warp's own
-    conditional nodes nested inside: the capture succeeds, runs no body at steps without a
-    reset, and equals eager stepping at forced resets."""
+@pytest.mark.parametrize("gating", ["mask", "graph"])
+def test_forward_at_reset_captured_equals_eager(gating):
+    """Go1's reset-time ``forward``: with ``gating="graph"`` in a ``capture_if`` body on
+    CUDA, its temporaries from the arena, MuJoCo Warp's own conditional nodes nested
+    inside; with ``"mask"`` at every step, no conditional node of ours. The capture
+    succeeds and equals eager stepping at forced resets."""
     pytest.importorskip("mujoco_warp")
     n = 64
-    envs = {c: gp.make("Go1JoystickFlatTerrain-v1", n, device="cuda", seed=2, capture=c)
-            for c in (True, False)}
+    envs = {c: gp.make("Go1JoystickFlatTerrain-v1", n, device="cuda", seed=2, capture=c,
+                       gating=gating) for c in (True, False)}
     for env in envs.values():
         env.randomize(gp.Uniform("body_mass", 0.9, 1.1, op="scale", on="reset"))
     a = torch.zeros(n, 12, device="cuda")
@@ -279,8 +281,11 @@ def test_gated_forward_at_reset_takes_its_temporaries_from_the_arena():
         assert torch.allclose(out[True]["observation"], out[False]["observation"],
                               atol=1e-5), t
     graph = envs[True].backend
-    assert envs[True].pipeline.captured and graph.arena is not None and graph.arena.used > 0
-    assert envs[True].pipeline.captures == 1
+    assert envs[True].pipeline.captured and envs[True].pipeline.captures == 1
+    if gating == "graph":
+        assert graph.arena is not None and graph.arena.used > 0
+    else:
+        assert graph.arena is None
 
 
 def test_hook_kinds_mean_the_same_on_cuda():

@@ -8,9 +8,6 @@ written in place afterwards.
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import or_
-
 import mujoco
 import mujoco_warp as mjw
 import numpy as np
@@ -20,16 +17,22 @@ import warp as wp
 from gpuparam._device import stream_for, torch_capturing, wp_device
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import Backend, BindContext
-from gpuparam.envs.mujoco.model import PER_ELEMENT, set_const_groups
+from gpuparam.envs.mujoco.model import PER_ELEMENT, has_muscles
+from gpuparam.envs.mujoco.setconst import MaskedSetConst, unsupported
 from gpuparam.kernels import actions as kactions
 from gpuparam.kernels import episode as kepisode
 from gpuparam.kernels import locomotion as kloco
+from gpuparam.kernels import setconst as ksetconst
 from gpuparam.pipeline import StepContext
 
 PHYSICAL = (*PER_ELEMENT, "gravity")
-# Model fields made per-world: the written parameters and the constants set_const derives.
+# Model fields made per-world: the written parameters and the constants set_const derives
+# (and tendon_invweight0 in models with tendons).
 BATCHED = (*PER_ELEMENT, "body_subtreemass", "body_invweight0", "dof_invweight0",
            "actuator_acc0")
+GATINGS = ("mask", "graph")
+# mjw.set_const's groups of the mass-derived constants (its docstring's table)
+INERTIAL_GROUPS = int(mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0)
 ALIGN = 256  # bytes: each temporary starts on a 256-byte boundary, as CUDA's allocators do
 _O = mjw.OverflowType
 # MuJoCo Warp's overflow bits (its per-world bitmask ``d.overflow``) that mean something did
@@ -141,6 +144,12 @@ class MjwBackend(Backend):
             Warp dropped what did not fit are counted in ``constraint_overflows`` int32
             ``[N]`` (per world: :data:`CONSTRAINT_DROPS`) and ``contact_overflows`` int32
             ``[1]`` (some world: :data:`CONTACT_DROPS`).
+        gating: how work that only some steps need is skipped (one of :data:`GATINGS`):
+            ``"mask"`` runs it at every step, masks acting inside the kernels (no
+            conditional graph node); ``"graph"`` puts the reset's ``forward`` (and
+            ``mjw.set_const`` for a model :func:`unsupported` refuses) behind
+            ``wp.capture_if`` on a flag set from the mask (docs/robots.md). Both give the
+            same bits.
 
     Attributes (beyond ``Backend``'s):
         m, d: the ``mjw.Model`` and ``mjw.Data`` (world axis first).
@@ -149,34 +158,39 @@ class MjwBackend(Backend):
             ``d`` arrays (writing them sets the state the next step starts from), plus the
             task's previous root position (``"task_prev_position"``), so that
             ``env.state_dict()`` continues bit for bit.
-        set_const_groups: parameter name -> the ``mjw.SetConstGroup`` bits of the
-            ``set_const`` its writes run.
+        changed: bool ``[N]`` on the env's device: worlds written since the last commit
+            whose derived constants await recomputation.
+        recompute: the :class:`MaskedSetConst` of the model, or None (``mjw.set_const``
+            is the fallback).
         dt: seconds per env step (``timestep * frame_skip``).
     """
 
     recompute_on = PHYSICAL
     batched = BATCHED
-    defers_writes = True  # params_changed records, commit_writes applies (gated)
+    commits = True  # the step's "model_writes" stages run commit()
     post_constraint = True  # run rne_postconstraint after the substeps (cfrc_ext, ...)
 
     def __init__(self, mjm: mujoco.MjModel, frame_skip: int, noise_param: str,
                  qvel_normal: bool, forward_at_reset: bool = False,
                  njmax: int | None = None, nconmax: int | None = None,
-                 deterministic: bool = False):
+                 deterministic: bool = False, gating: str = "mask"):
         super().__init__()
         check_sizes(njmax, nconmax, nv=mjm.nv)
+        if gating not in GATINGS:
+            raise ValueError(f"gating: expected one of {GATINGS}, got {gating!r}")
         self.njmax, self.nconmax, self.deterministic = njmax, nconmax, bool(deterministic)
+        self.gating = gating
         self.mjm, self.frame_skip = mjm, frame_skip
         self.noise_param, self.qvel_normal = noise_param, qvel_normal
         self.forward_at_reset = forward_at_reset
         self.dt = float(mjm.opt.timestep) * frame_skip
-        self.set_const_groups = set_const_groups(mjm)
 
     def bind(self, b: BindContext) -> None:
         n, dev, ctx = b.num_envs, wp_device(b.device), b.step
         self._device, self._torch_device = dev, b.device
+        batched = self.batched + (("tendon_invweight0",) if self.mjm.ntendon else ())
         with wp.ScopedDevice(dev):
-            m = self.m = mjw.put_model(self.mjm, batch_sizes={f: n for f in self.batched})
+            m = self.m = mjw.put_model(self.mjm, batch_sizes={f: n for f in batched})
             m.opt.gravity = wp.array(np.tile(self.mjm.opt.gravity, (n, 1)), dtype=wp.vec3)
             if self.deterministic:
                 m.opt.deterministic = int(mjw.DeterminismType.ALL)
@@ -190,21 +204,28 @@ class MjwBackend(Backend):
         self.state = {"qpos": wp.to_torch(d.qpos), "qvel": wp.to_torch(d.qvel),
                       "qacc_warmstart": wp.to_torch(d.qacc_warmstart)}
 
-        # parameter names that trigger it -> its launch: a copy runs when one of its names is
-        # written; vector fields get their first component (sliding friction, gear), body 0
-        # (the world) has no mass parameter
-        self._copies: dict[tuple[str, ...], BoundLaunch] = {
-            (name,): BoundLaunch(kloco.copy_rows, out.shape, device=b.device,
-                                 inputs=[wp.from_torch(b.param_rows(name))], outputs=[out])
-            for name, out in (
-                ("body_mass", m.body_mass[:, 1:]),
-                ("geom_friction", m.geom_friction.view(float)[:, :, 0]),
-                ("dof_damping", m.dof_damping),
-                ("dof_armature", m.dof_armature),
-                ("actuator_gear", m.actuator_gear.view(float)[:, :, 0]),
-                ("gravity", m.opt.gravity.view(float)),
-            )
-        }
+        # the worlds whose derived constants a commit recomputes, and the mask of "all"
+        self.changed = torch.zeros(n, dtype=torch.bool, device=b.device)
+        self._all = torch.ones(n, dtype=torch.bool, device=b.device)
+        self._changed_wp = wp.from_torch(self.changed)
+        self._mark = BoundLaunch(ksetconst.mark_changed, n, inputs=[self._all],
+                                 outputs=[self._changed_wp], device=b.device)
+        self.recompute = (MaskedSetConst(self.mjm, m, n, self.changed, b.device)
+                          if unsupported(self.mjm) is None else None)
+        # parameter names that trigger it -> (its launch, whether the derived constants
+        # follow): a copy runs when one of its names is written; vector fields get their
+        # first component (sliding friction, gear), body 0 (the world) has no mass parameter
+        self._copies: dict[tuple[str, ...], tuple[BoundLaunch, bool]] = {}
+        for name, out, recompute in (
+            ("body_mass", m.body_mass[:, 1:], True),
+            ("geom_friction", m.geom_friction.view(float)[:, :, 0], False),
+            ("dof_damping", m.dof_damping, False),
+            ("dof_armature", m.dof_armature, True),
+            ("actuator_gear", m.actuator_gear.view(float)[:, :, 0], has_muscles(self.mjm)),
+            ("gravity", m.opt.gravity.view(float), False),
+        ):
+            self.add_copy((name,), kloco.copy_rows, out.shape,
+                          [wp.from_torch(b.param_rows(name))], [out], recompute=recompute)
         self._action = wp.from_torch(ctx.action.reshape(n, -1))
         self._copy_ctrl = BoundLaunch(kactions.copy_ctrl, n, inputs=[self._action],
                                       outputs=[d.ctrl], device=b.device)
@@ -219,28 +240,23 @@ class MjwBackend(Backend):
             outputs=[d.overflow, self._contact_seen, self.constraint_overflows,
                      self.contact_overflows], device=b.device)
         self._mask_launches: dict[tuple[str, int], BoundLaunch] = {}
-        # recorded writes (params_changed) until commit_writes: a device flag (a masked
-        # write hit an env) and, on the host, the copies and set_const groups to run
-        self._written = wp.zeros(1, dtype=wp.int32, device=dev)
-        self._pending: dict[tuple[str, ...], None] = {}
-        self._pending_groups = 0
-        self._reset_any = wp.zeros(1, dtype=wp.int32, device=dev)  # a reset hit an env
-        self.model_writes = wp.zeros(1, dtype=wp.int32, device=dev)  # writes run (counted)
-        self._count_write = BoundLaunch(kloco.count_write, 1, outputs=[self.model_writes],
-                                        device=b.device)
+        self._flag = wp.zeros(1, dtype=wp.int32, device=dev)  # a mask holds a world
+        self._flag_changed = BoundLaunch(kloco.flag_any, n, inputs=[self._changed_wp],
+                                         outputs=[self._flag], device=b.device)
         self.arena = None
-        if b.device.type == "cuda" and not self.deterministic:  # device-ok: Warp's custom
+        gated = [self.forward_at_reset, self.recompute is None]
+        if (b.device.type == "cuda" and not self.deterministic  # device-ok: Warp's custom
+                and self.gating == "graph" and any(gated)):
             # allocators are CUDA-only, and a CPU capture may allocate in a capture_if body.
-            # Sized from one eager set_const with every group used and one eager forward
-            # (their allocations depend on the model's sizes only; the env's bind-time
-            # params_changed of every parameter redoes the model writes, its first reset
-            # the forward)
+            # Sized from one eager call of each gated body (their allocations depend on the
+            # model's sizes only; the env's bind-time params_initial redoes the set_const,
+            # its first reset the forward)
             nbytes = 0
-            calls = [lambda: mjw.set_const(self.m, self.d, restore=False,
-                                           groups=reduce(or_, self.set_const_groups.values()))]
-            if self.forward_at_reset:
-                calls.append(lambda: mjw.forward(self.m, self.d))
-            for call in calls:
+            calls = [lambda: mjw.forward(self.m, self.d),
+                     lambda: mjw.set_const(self.m, self.d, groups=INERTIAL_GROUPS, restore=False)]
+            for call, use in zip(calls, gated, strict=True):
+                if not use:
+                    continue
                 count = Counting(dev)
                 with wp.ScopedDevice(dev), wp.ScopedAllocator(dev, count):
                     call()
@@ -261,18 +277,21 @@ class MjwBackend(Backend):
         with wp.ScopedAllocator(self._device, self.arena):
             call()
 
-    def set_const(self, groups: int) -> None:
-        """``mjw.set_const(m, d, groups, restore=False)``, all worlds, temporaries as
-        :meth:`in_arena` says. Call inside the backend's stream scope."""
-        self.in_arena(lambda: mjw.set_const(self.m, self.d, groups=groups, restore=False))
+    def set_const(self) -> None:
+        """``mjw.set_const(m, d, FIXED | INERT0, restore=False)``, all worlds (the fallback
+        of a model :func:`unsupported` refuses), temporaries as :meth:`in_arena` says. Call
+        inside the backend's stream scope."""
+        self.in_arena(lambda: mjw.set_const(self.m, self.d, groups=INERTIAL_GROUPS,
+                                            restore=False))
 
     def run_if(self, flag: wp.array, body) -> None:
-        """``body()`` when ``flag[0]`` (int32 ``[1]``) is not 0: ``wp.capture_if``, a
-        conditional node in a captured graph (on both devices), a read of the flag when
-        run eagerly. Inside a torch CUDA graph capture (a ``"torch"`` segment) ``body``
-        runs unconditionally: a conditional node there would end torch's capture and
-        resume it under a new id, so torch's later allocations would leave its pool."""
-        if torch_capturing(self._torch_device):
+        """``body()`` when ``flag[0]`` (int32 ``[1]``) is not 0, gated as :attr:`gating`
+        says: with ``"mask"`` always; with ``"graph"`` ``wp.capture_if``, a conditional
+        node in a captured graph (on both devices), a read of the flag when run eagerly.
+        Inside a torch CUDA graph capture (a ``"torch"`` segment) ``body`` runs
+        unconditionally: a conditional node there would end torch's capture and resume it
+        under a new id, so torch's later allocations would leave its pool."""
+        if self.gating == "mask" or torch_capturing(self._torch_device):
             body()
         else:
             wp.capture_if(flag, on_true=body)
@@ -329,18 +348,18 @@ class MjwBackend(Backend):
             self.reset_state(ctx, wmask)
             if self.forward_at_reset:
                 # all worlds (it changes nothing a later step reads: a step recomputes all
-                # from qpos, qvel and the warm start), only at steps where ``mask`` holds an
-                # env; with deterministic at every step (its launches keep capture-sized
-                # buffers, which the arena cannot hold)
+                # from qpos, qvel and the warm start); with "graph" gating only at steps
+                # where ``mask`` holds an env, with deterministic at every step (its
+                # launches keep capture-sized buffers, which the arena cannot hold)
                 forward = lambda: self.in_arena(lambda: mjw.forward(self.m, self.d))  # noqa: E731
-                if self.deterministic:
+                if self.deterministic or self.gating == "mask":
                     forward()
                     return
-                self._reset_any.zero_()
+                self._flag.zero_()
                 self.mask_launch("flag_reset", wmask, lambda w: BoundLaunch(
-                    kloco.flag_any, ctx.num_envs, inputs=[w], outputs=[self._reset_any],
+                    kloco.flag_any, ctx.num_envs, inputs=[w], outputs=[self._flag],
                     device=ctx.device)).launch()
-                self.run_if(self._reset_any, forward)
+                self.run_if(self._flag, forward)
 
     def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
         """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
@@ -350,66 +369,56 @@ class MjwBackend(Backend):
             outputs=self._reset_outputs, device=ctx.device)).launch()
 
     def add_copy(self, names: tuple[str, ...], kernel: wp.Kernel, dim, inputs: list,
-                 outputs: list, replace: str | None = None) -> None:
-        """Register a copy of parameter rows into model fields, launched (all worlds) after
-        every write of one of ``names`` (``set_const`` follows per ``set_const_groups``).
+                 outputs: list, replace: str | None = None, recompute: bool = False) -> None:
+        """Register a copy of parameter rows into model fields, launched (all worlds: a
+        world not written gets its own values back, bit for bit) at every write of one of
+        ``names``. ``recompute=True``: the copy writes a field the derived constants
+        depend on (mass, inertia, centre of mass, armature, ``qpos0``, body poses): the
+        write's worlds are marked in :attr:`changed`, recomputed by the next commit.
         ``replace``: drop the copy registered for that name first (e.g. a damping copy that
         also adds a PD gain). Call from ``bind``."""
         if replace is not None:
             del self._copies[(replace,)]
-        self._copies[tuple(names)] = BoundLaunch(kernel, dim, inputs=inputs, outputs=outputs,
-                                                 device=self._torch_device)
+        self._copies[tuple(names)] = (BoundLaunch(kernel, dim, inputs=inputs, outputs=outputs,
+                                                  device=self._torch_device), bool(recompute))
+
+    def params_initial(self, names: tuple[str, ...]) -> None:
+        """At construction: every copy, then ``mjw.set_const`` over all worlds if a copy
+        feeds the derived constants (the constants of the default parameters, as every
+        run before the masked recompute had them: their bits are kept)."""
+        with self.scope():
+            for copy, _ in self._copies.values():
+                copy.launch()
+            if any(rec for _, rec in self._copies.values()):
+                mjw.set_const(self.m, self.d, groups=INERTIAL_GROUPS, restore=False)
 
     def params_changed(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
-        """Record a write of ``names`` for ``mask`` (bool ``[N]``; None: all envs), applied
-        by :meth:`commit_writes`: a device flag is set if ``mask`` holds an env, and the
-        copies and ``set_const`` groups of ``names`` join the pending ones. Device work
-        only."""
-        keys = [key for key in self._copies if any(n in key for n in names)]
-        groups = reduce(or_, (self.set_const_groups.get(n, 0) for n in names), 0)
-        if not keys and not groups:
+        """A write of ``names`` for ``mask`` (bool ``[N]``; None: all envs): the copies of
+        ``names`` run now (where the write runs: inside the step's graph for a write
+        inside a step), and if one of them feeds the derived constants the worlds of
+        ``mask`` join :attr:`changed`, recomputed by the next commit (the step's or the
+        reset's ``"model_writes"`` stage). Device work only."""
+        hit = [c for key, c in self._copies.items() if any(n in key for n in names)]
+        if not hit:
             return
         with self.scope():
-            if mask is None:
-                self._written.fill_(1)
-            else:
-                self.mask_launch("flag_written", self.wp_mask(mask), lambda w: BoundLaunch(
-                    kloco.flag_any, mask.shape[0], inputs=[w], outputs=[self._written],
-                    device=self._torch_device)).launch()
-        self._pending.update(dict.fromkeys(keys))
-        self._pending_groups |= groups
-
-    def commit_writes(self, ctx: StepContext | None, gated: bool) -> None:
-        """Copy the recorded physical parameters into the model (one kernel each, all
-        worlds: unmasked worlds get their unchanged values back, bit for bit), then
-        :meth:`set_const` with the groups of ``set_const_groups`` if a mass-type one was
-        written (``restore=False``: ``d``'s kinematics stay at qpos0 values, which the next
-        step recomputes from ``forward``). With ``gated`` all of it sits behind
-        :meth:`run_if` on the flag the writes set, so a reset-time mass term costs a
-        conditional node at steps without a reset, on both devices. Nothing in the body
-        allocates but ``set_const``, from the arena on CUDA
-        (``tests/envs/robots/test_model_writes.py``). With ``deterministic`` ``set_const``
-        runs after the body, whenever a write is committed (on both devices): Warp's
-        deterministic launches keep capture-sized buffers for the graph's lifetime, which a
-        reused arena cannot hold."""
-        copies = [self._copies[key] for key in self._pending]
-        groups = self._pending_groups
-        if not copies and not groups:
-            return
-        self._pending, self._pending_groups = {}, 0
-
-        def write() -> None:
-            for copy in copies:
+            for copy, _ in hit:
                 copy.launch()
-            self._count_write.launch()
-            if groups and not self.deterministic:
-                self.set_const(groups)
+            if any(rec for _, rec in hit):
+                if mask is not None and not mask.is_contiguous():  # a caller's strided view
+                    mask = mask.contiguous()  # (between steps: a step's masks are its own)
+                self._mark.repoint(self._all if mask is None else mask).launch()
 
+    def commit(self, ctx: StepContext) -> None:
+        """The ``"model_writes"`` stage: the derived constants of the worlds in
+        :attr:`changed` recomputed, ``changed`` cleared (one masked launch; a model
+        :func:`unsupported` refuses runs ``mjw.set_const`` over all worlds when a world
+        changed, gated as :attr:`gating` says). Nothing else reads or writes ``d``."""
         with self.scope(ctx):
-            if gated:
-                self.run_if(self._written, write)
-            else:
-                write()
-            self._written.zero_()  # a memset: captured as the launches are
-            if groups and self.deterministic:
-                self.set_const(groups)
+            if self.recompute is not None:
+                self.recompute.launch()
+                return
+            self._flag.zero_()
+            self._flag_changed.launch()
+            self.run_if(self._flag, self.set_const)
+            self._changed_wp.zero_()  # a memset: captured as the launches are

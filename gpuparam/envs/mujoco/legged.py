@@ -132,7 +132,8 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
         ParamSpec("motor_strength", 1.0, 0.0, 10.0, shape=(nu,),
                   doc="scale of each actuator's kp and kd"),
         ParamSpec("base_com_offset", 0.0, -0.5, 0.5, shape=(3,), unit="m",
-                  doc="offset of the base's centre of mass in its frame (set_const follows)"),
+                  doc="offset of the base's centre of mass in its frame (the derived "
+                      "constants follow)"),
         ParamSpec("dof_frictionloss", f32(mjm.dof_frictionloss), 0.0, 1e4, shape=(mjm.nv,),
                   unit="N m", doc="dry friction (MuJoCo's frictionloss) of each dof"),
         ParamSpec("joint_offset", 0.0, -1.0, 1.0, shape=(nu,), unit="rad",
@@ -142,10 +143,10 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
         ParamSpec("body_ipos", f32(mjm.body_ipos[1:].reshape(-1)), -10.0, 10.0,
                   shape=(mjm.nbody - 1, 3), unit="m",
                   doc="centre of mass of each moving body in its frame (x, y, z; the base's "
-                      "plus base_com_offset; set_const follows)"),
+                      "plus base_com_offset; the derived constants follow)"),
         ParamSpec("added_mass", 0.0, -1e3, 1e3, unit="kg",
                   doc=f"mass added to the torso body (its mass: body_mass + added_mass, at "
-                      f"least {MIN_MASS}; set_const follows)"),
+                      f"least {MIN_MASS}; the derived constants follow)"),
         ParamSpec("action_scale", action_scale, 0.0, 10.0, unit="rad",
                   doc="PD target = default pose + action * action_scale"),
         ParamSpec("action_delay", 0.0, 0.0, float(max_action_delay), unit="steps",
@@ -285,10 +286,11 @@ class LeggedBackend(MjwBackend):
                  max_action_delay: int, origins: np.ndarray | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, keyframe: str = "home",
-                 joint_scale: bool = False, torso_body: str | None = None):
+                 joint_scale: bool = False, torso_body: str | None = None,
+                 gating: str = "mask"):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
-                         deterministic=deterministic)
+                         deterministic=deterministic, gating=gating)
         self.base = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, base_body)
         if self.base < 0 or mjm.jnt_type[mjm.body_jntadr[self.base]] != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError(f"base_body: expected the free-joint base body, got {base_body!r}")
@@ -316,16 +318,6 @@ class LeggedBackend(MjwBackend):
         self.max_action_delay = int(max_action_delay)
         self.origins = (np.zeros((1, 1, 3), np.float32) if origins is None
                         else np.asarray(origins, np.float32))
-        # a centre of mass or a mass moves the inertia at qpos0 (and a mass the subtree
-        # masses); a joint offset moves nothing set_const computes: at qpos = qpos0 every
-        # hinge and slide joint sits at its modelled pose (MuJoCo's kinematics rotate by
-        # qpos - qpos0), whatever qpos0 is, so only a fixed tendon's length0 (KIN0) would
-        # change (tests/envs/robots/test_legged_randomize.py checks it with mj_setConst)
-        inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
-        self.set_const_groups |= {"base_com_offset": inert0, "body_ipos": inert0,
-                                  "added_mass": fixed | inert0}
-        if mjm.ntendon:
-            self.set_const_groups["joint_offset"] = int(mjw.SetConstGroup.KIN0)
 
     def bind(self, b: BindContext) -> None:
         super().bind(b)
@@ -360,18 +352,24 @@ class LeggedBackend(MjwBackend):
                       [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator],
                       [m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
                        m.dof_damping], replace="dof_damping")
+        # a centre of mass or a mass moves the inertia at qpos0 (and a mass the subtree
+        # masses): the derived constants follow; a joint offset moves nothing they hold for
+        # hinge and slide joints (at qpos = qpos0 every joint sits at its modelled pose,
+        # MuJoCo's kinematics rotating by qpos - qpos0), only a tendon's
+        # (tests/envs/robots/test_legged_randomize.py checks it with mj_setConst)
         self.add_copy(("body_ipos", "base_com_offset"), kleg.copy_body_ipos,
                       (n, mjm.nbody - 1), [rows("body_ipos"), rows("base_com_offset"), self.base],
-                      [m.body_ipos])
+                      [m.body_ipos], recompute=True)
         self.add_copy(("body_mass", "added_mass"), kleg.copy_body_mass, (n, mjm.nbody - 1),
                       [rows("body_mass"), rows("added_mass"), self.torso, MIN_MASS],
-                      [m.body_mass[:, 1:]], replace="body_mass")
+                      [m.body_mass[:, 1:]], replace="body_mass", recompute=True)
         self.add_copy(("dof_frictionloss",), kloco.copy_rows, (n, mjm.nv),
                       [rows("dof_frictionloss")], [m.dof_frictionloss])
         with wp.ScopedDevice(self._device):
             qpos0 = wp.array(mjm.qpos0.astype(np.float32))
         self.add_copy(("joint_offset",), kleg.copy_joint_offset, (n, mjm.nu),
-                      [rows("joint_offset"), joint_qposadr, qpos0], [m.qpos0])
+                      [rows("joint_offset"), joint_qposadr, qpos0], [m.qpos0],
+                      recompute=bool(mjm.ntendon))
         if mjm.npair:
             self.add_copy(("pair_friction",), kleg.copy_pair_friction, (n, mjm.npair),
                           [rows("pair_friction")], [m.pair_friction])

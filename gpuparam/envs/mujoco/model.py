@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 
 import mujoco
-import mujoco_warp as mjw
 import numpy as np
 
 from gpuparam.spec import ParamSpec
@@ -17,20 +16,13 @@ PER_ELEMENT = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "
 CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
 
 
-def set_const_groups(mjm: mujoco.MjModel) -> dict[str, int]:
-    """The parameters whose writes run ``mjw.set_const``, with its groups
-    (``mjw.SetConstGroup`` bits, its docstring's table): ``body_mass`` FIXED | INERT0
-    (``body_subtreemass``; ``body_invweight0``, ``dof_invweight0``, ``actuator_acc0`` at
-    qpos0), ``dof_armature`` INERT0, and ``actuator_gear`` INERT0 only in models with muscle
-    actuators (the one place MuJoCo Warp's step reads ``actuator_acc0``, which depends on the
-    gear; the Gymnasium robots have none, so their gear writes leave ``actuator_acc0`` at
-    the model's value). KIN0 (tendon lengths, camera/light references, eq anchors) depends
-    on none of them."""
-    inert0, fixed = int(mjw.SetConstGroup.INERT0), int(mjw.SetConstGroup.FIXED)
-    has_muscle = bool((mjm.actuator_gaintype == int(mujoco.mjtGain.mjGAIN_MUSCLE)).any()
-                      or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
-    groups = {"body_mass": fixed | inert0, "dof_armature": inert0}
-    return groups | ({"actuator_gear": inert0} if has_muscle else {})
+def has_muscles(mjm: mujoco.MjModel) -> bool:
+    """Whether ``mjm`` has muscle actuators: the one place MuJoCo Warp's step reads
+    ``actuator_acc0``, which depends on the gear, so only there a gear write recomputes the
+    derived constants (the Gymnasium robots have none: their gear writes leave
+    ``actuator_acc0`` at the model's value)."""
+    return bool((mjm.actuator_gaintype == int(mujoco.mjtGain.mjGAIN_MUSCLE)).any()
+                or (mjm.actuator_biastype == int(mujoco.mjtBias.mjBIAS_MUSCLE)).any())
 
 
 def asset_path(xml_file: str) -> str:
@@ -155,13 +147,13 @@ def physical_specs(mjm: mujoco.MjModel) -> tuple[ParamSpec, ...]:
     """The per-world physical parameters of ``mjm``, defaults from the model."""
     return (
         ParamSpec("body_mass", f32(mjm.body_mass[1:]), 1e-6, 1e6, shape=(mjm.nbody - 1,),
-                  unit="kg", doc="mass of each moving body (set_const follows a write)"),
+                  unit="kg", doc="mass of each moving body (the derived constants follow a write)"),
         ParamSpec("geom_friction", f32(mjm.geom_friction[:, 0]), 0.0, 100.0,
                   shape=(mjm.ngeom,), doc="sliding friction of each geom"),
         ParamSpec("dof_damping", f32(mjm.dof_damping), 0.0, 1e6, shape=(mjm.nv,),
                   unit="N m s/rad", doc="damping of each dof"),
         ParamSpec("dof_armature", f32(mjm.dof_armature), 0.0, 1e6, shape=(mjm.nv,),
-                  unit="kg m^2", doc="armature inertia of each dof (set_const follows)"),
+                  unit="kg m^2", doc="armature inertia of each dof (the derived constants follow)"),
         ParamSpec("actuator_gear", f32(mjm.actuator_gear[:, 0]), 1e-6, 1e6, shape=(mjm.nu,),
                   doc="gear (force per unit control) of each actuator; never 0"),
         ParamSpec("gravity", f32(mjm.opt.gravity), -1e3, 1e3, shape=(3,), unit="m/s^2",

@@ -12,7 +12,7 @@ import warp as wp
 
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext, Task
-from gpuparam.envs.mujoco.backend import MjwBackend, check_sizes
+from gpuparam.envs.mujoco.backend import GATINGS, MjwBackend, check_sizes
 from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.model import PER_ELEMENT, Components, load_model, physical_specs
 from gpuparam.kernels import locomotion as kloco
@@ -96,8 +96,12 @@ class RobotEnv(VecEnv):
             them when a count grows, e.g. under extreme gravity or masses).
         deterministic: MuJoCo Warp's ``opt.deterministic`` (stable contact and constraint
             order, invariant atomics): bit-identical CUDA replays, at some speed cost (CPU
-            runs are deterministic either way); a mass-type write's ``set_const`` then
-            runs at every captured step, not only at steps whose write hit an env.
+            runs are deterministic either way).
+        gating: ``"mask"`` (default) or ``"graph"``: how the work only some steps need (the
+            reset's ``forward`` of the robots whose observation reads it) is skipped:
+            ``"mask"`` runs it at every step (no conditional graph node), ``"graph"``
+            behind ``wp.capture_if`` on whether the step resets an env. Same bits either
+            way (docs/robots.md).
 
     Subclasses set ``name``, ``xml_file``, ``frame_skip``, ``task_specs``,
     ``max_episode_steps``, ``qvel_normal`` and implement ``obs_size`` and ``make_task`` (a
@@ -118,9 +122,13 @@ class RobotEnv(VecEnv):
                  max_episode_steps: int | None = None, capture: bool = True,
                  env_offset: int = 0, cone: str | None = None,
                  njmax: int | None = None, nconmax: int | None = None,
-                 deterministic: bool = False, **param_overrides: object):
+                 deterministic: bool = False, gating: str = "mask",
+                 **param_overrides: object):
         check_sizes(njmax, nconmax, num_envs)
-        self._sizes = dict(njmax=njmax, nconmax=nconmax, deterministic=deterministic)
+        if gating not in GATINGS:
+            raise ValueError(f"gating: expected one of {GATINGS}, got {gating!r}")
+        self._sizes = dict(njmax=njmax, nconmax=nconmax, deterministic=deterministic,
+                           gating=gating)
         self.mjm = self.make_model(cone)
         check_sizes(njmax, nconmax, num_envs, self.mjm.nv)  # before anything on the device
         self.components = Components.of(self.mjm)

@@ -140,12 +140,14 @@ def test_pd_parameters_are_the_model_fields_playground_writes():
     assert torch.equal(damp[~MASK][:, 6:], torch.full((2, 12), 0.5))
     limits = env.mjm.actuator_forcerange[:, 1].astype(np.float32)
     np.testing.assert_array_equal(rng[~MASK][:, :, 1].numpy(), np.tile(limits, (2, 1)))
-    # the base's centre of mass: a per-world model field, set_const follows
+    # the base's centre of mass: a per-world model field, the derived constants follow at
+    # the next reset (or step)
     inv0 = wp.to_torch(m.body_invweight0).clone()
     env.params.set("base_com_offset", [0.05, 0.0, 0.0], mask=MASK)
     ipos = wp.to_torch(m.body_ipos)[:, 1]
     want = torch.tensor(env.mjm.body_ipos[1], dtype=torch.float32) + torch.tensor([0.05, 0, 0])
     assert torch.equal(ipos[MASK], want.expand(2, 3))
+    env.reset()
     after = wp.to_torch(m.body_invweight0)
     assert not torch.equal(after[MASK], inv0[MASK]) and torch.equal(after[~MASK], inv0[~MASK])
 

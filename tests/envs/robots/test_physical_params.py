@@ -33,6 +33,10 @@ def test_masked_mass_friction_gear_write_matches_mujoco_c():
     env.set_components("actuator_gear", {"hip_1": 60.0}, mask=MASK)
     env.params.set("dof_damping", 2.0, mask=MASK)
 
+    # the copies are written at once, the derived constants by the next step's commit
+    qpos, qvel = env.state["qpos"][1].clone(), env.state["qvel"][1].clone()
+    a = actions(env, 1)[0]
+    td, tdt = env.step(a).clone(), twin.step(a).clone()
     m, mt = env.backend.m, twin.backend.m
     derived = ("body_mass", "body_subtreemass", "body_invweight0", "dof_invweight0",
                "actuator_acc0", "dof_damping", "geom_friction", "actuator_gear")
@@ -42,21 +46,19 @@ def test_masked_mass_friction_gear_write_matches_mujoco_c():
         assert not np.array_equal(x[MASK.numpy()], y[MASK.numpy()]), f
 
     # MuJoCo C with the same change, then mj_setConst
-    g = gym_env("Ant-v5", env.state["qpos"][1], env.state["qvel"][1])
+    g = gym_env("Ant-v5", qpos, qvel)
     g.model.body_mass[1 + torso] = 2.0 * mass0
     g.model.geom_friction[floor, 0] = 0.3
     g.model.actuator_gear[gear, 0] = 60.0
     g.model.dof_damping[:] = 2.0
     mujoco.mj_setConst(g.model, g.data)
-    g.set_state(env.state["qpos"][1].double().numpy(), env.state["qvel"][1].double().numpy())
+    g.set_state(qpos.double().numpy(), qvel.double().numpy())
     for f in ("body_subtreemass", "body_invweight0", "dof_invweight0", "actuator_acc0"):
         ours, ref = getattr(m, f).numpy()[1].reshape(-1), getattr(g.model, f).reshape(-1)
         if f == "actuator_acc0":  # read by muscles only: a gear write keeps it (documented)
             ours, ref = np.delete(ours, gear), np.delete(ref, gear)
         np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-6, err_msg=f)
     # one step: world 1 matches MuJoCo C; unmasked worlds match the untouched twin exactly
-    a = actions(env, 1)[0]
-    td, tdt = env.step(a).clone(), twin.step(a).clone()
     o, r, term, _, _ = g.step(a[1].double().numpy())
     np.testing.assert_allclose(env.state["qpos"][1].numpy(), g.data.qpos, atol=1e-6)
     np.testing.assert_allclose(env.state["qvel"][1].numpy(), g.data.qvel, atol=1e-4)
