@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import gpuparam as gp
-from gpuparam.envs.mujoco import terrain
 
 pytest.importorskip("mujoco")
 pytest.importorskip("mujoco_warp")
+from gpuparam.envs.mujoco import terrain  # noqa: E402
 
 FLAT = "G1JoystickFlatTerrain-v1"
 

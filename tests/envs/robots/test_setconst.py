@@ -5,17 +5,20 @@ both, the others bit for bit unchanged; unsupported models refused by name."""
 
 from __future__ import annotations
 
-import mujoco
-import mujoco_warp as mjw
 import numpy as np
 import pytest
 import torch
 import warp as wp
 
-from gpuparam.envs.mujoco.g1_model import load_g1
-from gpuparam.envs.mujoco.go1_model import load_go1
-from gpuparam.envs.mujoco.model import load_model
-from gpuparam.envs.mujoco.setconst import DERIVED, MaskedSetConst, unsupported
+pytest.importorskip("mujoco")
+pytest.importorskip("mujoco_warp")
+import mujoco  # noqa: E402
+import mujoco_warp as mjw  # noqa: E402
+
+from gpuparam.envs.mujoco.g1_model import load_g1  # noqa: E402
+from gpuparam.envs.mujoco.go1_model import load_go1  # noqa: E402
+from gpuparam.envs.mujoco.model import load_model  # noqa: E402
+from gpuparam.envs.mujoco.setconst import DERIVED, MaskedSetConst, unsupported  # noqa: E402
 
 MODELS = {
     "go1": lambda: load_go1("flat"),
