@@ -233,13 +233,18 @@ class MjwBackend(Backend):
                              int(self.qvel_normal)]
         self._reset_keys = [wp.from_torch(ctx.seed), ctx.env_offset]
         self._reset_outputs = [wp.from_torch(ctx.episode_count), d.qpos, d.qvel]
-        self._masks: dict[int, tuple[torch.Tensor, wp.array]] = {}
+        # the masks a reset runs over, by role: the auto-reset's (the step's done envs), an
+        # explicit reset's (``env.reset(mask)`` copies its mask into ctx.reset_mask) and all
+        # envs (a task's step); each launch over one is bound once per role (mask_launch)
+        self._roles: dict[str, tuple[torch.Tensor, wp.array]] = {
+            role: (t, wp.from_torch(t)) for role, t in (
+                ("done", ctx.done), ("reset", ctx.reset_mask), ("all", self._all))}
         # launches bound once: per step, and per mask (keyed by its cached view's id)
         self._count_overflows = BoundLaunch(
             kloco.count_overflows, n, inputs=[d.overflow, CONSTRAINT_DROPS, CONTACT_DROPS],
             outputs=[d.overflow, self._contact_seen, self.constraint_overflows,
                      self.contact_overflows], device=b.device)
-        self._mask_launches: dict[tuple[str, int], BoundLaunch] = {}
+        self._mask_launches: dict[tuple[str, str], BoundLaunch] = {}
         self._flag = wp.zeros(1, dtype=wp.int32, device=dev)  # a mask holds a world
         self._flag_changed = BoundLaunch(kloco.flag_any, n, inputs=[self._changed_wp],
                                          outputs=[self._flag], device=b.device)
@@ -306,20 +311,26 @@ class MjwBackend(Backend):
             return wp.ScopedStream(stream, sync_enter=False)
         return wp.ScopedDevice(self._device)
 
-    def wp_mask(self, mask: torch.Tensor) -> wp.array:
-        """A cached Warp view of a static bool mask tensor ``[N]``."""
-        m = self._masks.get(id(mask))
-        if m is None:
-            m = self._masks[id(mask)] = (mask, wp.from_torch(mask))
-        return m[1]
+    def mask_role(self, mask: torch.Tensor | None) -> tuple[str, wp.array]:
+        """Which of the step context's masks ``mask`` is, and its Warp view (made at bind):
+        ``"done"`` (``ctx.done``, the auto-reset's), ``"reset"`` (``ctx.reset_mask``, an
+        explicit reset's) or ``"all"`` (None: every env). ``ValueError`` for another."""
+        if mask is None:
+            return "all", self._roles["all"][1]
+        for role, (t, view) in self._roles.items():
+            if mask is t:
+                return role, view
+        raise ValueError("a reset's mask: expected the step context's done or reset_mask "
+                         f"(an explicit reset copies its mask there), got a tensor "
+                         f"{tuple(mask.shape)}")
 
-    def mask_launch(self, name: str, wmask: wp.array, bind) -> BoundLaunch:
-        """The launch ``name`` over ``wmask`` (a view from :meth:`wp_mask`): ``bind(wmask)``,
-        a ``BoundLaunch``, made at its first use and kept with the mask's view."""
-        key = (name, id(wmask))
-        launch = self._mask_launches.get(key)
+    def mask_launch(self, name: str, mask: torch.Tensor | None, bind) -> BoundLaunch:
+        """The launch ``name`` over ``mask`` (see :meth:`mask_role`): ``bind(view)``, a
+        ``BoundLaunch`` over the mask's Warp view, bound at its first use, once per role."""
+        role, view = self.mask_role(mask)
+        launch = self._mask_launches.get((name, role))
         if launch is None:
-            launch = self._mask_launches[key] = bind(wmask)
+            launch = self._mask_launches[(name, role)] = bind(view)
         return launch
 
     def step(self, ctx: StepContext) -> None:
@@ -342,10 +353,10 @@ class MjwBackend(Backend):
         self._copy_ctrl.launch()  # on the scope's stream, as MuJoCo Warp's
 
     def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        wmask = self.wp_mask(mask)
+        _, wmask = self.mask_role(mask)
         with self.scope(ctx):
             mjw.reset_data(self.m, self.d, reset=wmask)
-            self.reset_state(ctx, wmask)
+            self.reset_state(ctx, mask)
             if self.forward_at_reset:
                 # all worlds (it changes nothing a later step reads: a step recomputes all
                 # from qpos, qvel and the warm start); with "graph" gating only at steps
@@ -356,15 +367,16 @@ class MjwBackend(Backend):
                     forward()
                     return
                 self._flag.zero_()
-                self.mask_launch("flag_reset", wmask, lambda w: BoundLaunch(
+                self.mask_launch("flag_reset", mask, lambda w: BoundLaunch(
                     kloco.flag_any, ctx.num_envs, inputs=[w], outputs=[self._flag],
                     device=ctx.device)).launch()
                 self.run_if(self._flag, forward)
 
-    def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
-        """The initial state of the envs of ``wmask`` after ``mjw.reset_data``: Gymnasium's
-        reset noise here; a subclass draws its own (keyed by ``begin_episode``)."""
-        self.mask_launch("reset_state", wmask, lambda w: BoundLaunch(
+    def reset_state(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        """The initial state of the envs of ``mask`` (``ctx.done`` or ``ctx.reset_mask``)
+        after ``mjw.reset_data``: Gymnasium's reset noise here; a subclass draws its own
+        (keyed by ``begin_episode``)."""
+        self.mask_launch("reset_state", mask, lambda w: BoundLaunch(
             kloco.reset_state, ctx.num_envs, inputs=[*self._reset_model, w, *self._reset_keys],
             outputs=self._reset_outputs, device=ctx.device)).launch()
 

@@ -261,25 +261,27 @@ class G1Task(Task):
         self._model = [model, sn, self.terrain.terrain, params]
         self._inputs = [step_keys(ctx), data, wp.from_torch(ctx.action.reshape(n, -1))]
         self._outputs = [ts, outputs]
-        self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=dev))
 
     def compute(self, ctx: StepContext) -> None:
         self.terrain.scan(ctx)
-        self._launch(ctx, 0, self._all)
+        self._launch(ctx, 0, None)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor, mode: int = 1) -> None:
         """After a reset: the task state's reset, the observation and privileged
         observation of the masked envs (``mode`` 2: the observations only)."""
         self.terrain.scan(ctx)
-        self._launch(ctx, mode, self.backend.wp_mask(mask))
+        self._launch(ctx, mode, mask)
 
     def observe_only(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        """The observation and privileged observation of the masked envs from their
-        current data and task state (what ``observe`` runs after the task reset)."""
-        self.observe(ctx, mask, mode=2)
+        """The observation and privileged observation of the masked envs (bool ``[N]``)
+        from their current data and task state (what ``observe`` runs after the task
+        reset). Between steps (a tool for tests and recorders): the mask is copied into
+        ``ctx.reset_mask``, the one explicit-reset mask the task's launches are bound to."""
+        ctx.reset_mask.copy_(mask)
+        self.observe(ctx, ctx.reset_mask, mode=2)
 
-    def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        # bound once per mode and mask view (all envs, or one of the backend's cached views)
+    def _launch(self, ctx: StepContext, observe: int, mask: torch.Tensor | None) -> None:
+        # bound once per mode and mask role (None: all envs; the context's done or reset)
         self.backend.mask_launch(f"g1_{observe}", mask, lambda w: BoundLaunch(
             kg1.g1, ctx.num_envs, inputs=[*self._model, observe, w, *self._inputs],
             outputs=self._outputs, device=ctx.device)).launch(ctx.stream)

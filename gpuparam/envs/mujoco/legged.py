@@ -403,7 +403,7 @@ class LeggedBackend(MjwBackend):
     def write_ctrl(self, ctx: StepContext) -> None:
         self._pre_step.launch()  # on the scope's stream
 
-    def reset_state(self, ctx: StepContext, wmask: wp.array) -> None:
-        self.mask_launch("reset_base", wmask, lambda w: BoundLaunch(
+    def reset_state(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        self.mask_launch("reset_base", mask, lambda w: BoundLaunch(
             kleg.reset_base, ctx.num_envs, inputs=[*self._reset_model, w, self._reset_keys],
             outputs=self._reset_outputs, device=ctx.device)).launch()

@@ -62,16 +62,15 @@ class LocomotionTask(Task):
         self._model = [backend.dt, *self.model(backend), params]
         self._data = [*self.data(backend), wp.from_torch(b.step.action)]
         self._outputs = [wp.from_torch(prev), outputs]
-        self._all = wp.from_torch(torch.ones(n, dtype=torch.bool, device=b.device))
 
     def compute(self, ctx: StepContext) -> None:
-        self._launch(ctx, 0, self._all)
+        self._launch(ctx, 0, None)
 
     def observe(self, ctx: StepContext, mask: torch.Tensor) -> None:
-        self._launch(ctx, 1, self.backend.wp_mask(mask))
+        self._launch(ctx, 1, mask)
 
-    def _launch(self, ctx: StepContext, observe: int, mask: wp.array) -> None:
-        # bound once per mode and mask view (all envs, or one of the backend's cached views)
+    def _launch(self, ctx: StepContext, observe: int, mask: torch.Tensor | None) -> None:
+        # bound once per mode and mask role (None: all envs; the context's done or reset)
         self.backend.mask_launch(f"task_{observe}", mask, lambda w: BoundLaunch(
             self.kernel, ctx.num_envs, inputs=[*self._model, observe, w, *self._data],
             outputs=self._outputs, device=ctx.device)).launch(ctx.stream)
