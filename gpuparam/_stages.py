@@ -46,8 +46,7 @@ class EnvStages:
         self.curricula: list = []
         self.first: list[Stage] = []
         self.extra: list[Stage] = []
-        self._bound_ctx: StepContext | None = None  # the context _launches views
-        self._launches: dict[str, BoundLaunch] = {}
+        self._launches = self._bind(env, ctx)
 
     # ------------------------------------------------------------------ lists
     def step_stages(self) -> list[Stage]:
@@ -121,19 +120,18 @@ class EnvStages:
             raise error
 
     # ------------------------------------------------------------------ stage bodies
-    def _bound(self, ctx: StepContext) -> dict[str, BoundLaunch]:
-        """The launches of the stage bodies below, by name, bound once per context: its
-        buffers (and the env's ``invalid_actions``) are allocated once, so their Warp views
-        never change and no step makes new ones."""
-        if self._bound_ctx is ctx:
-            return self._launches
-        env, out, n, dev = self._env, ctx.outputs, ctx.num_envs, ctx.device
+    @staticmethod
+    def _bind(env: Any, ctx: StepContext) -> dict[str, BoundLaunch]:
+        """The launches of the stage bodies below, by name, bound once at construction:
+        the context's buffers (and the env's ``invalid_actions``) are allocated once, so
+        their Warp views never change and no step makes new ones."""
+        out, n, dev = ctx.outputs, ctx.num_envs, ctx.device
         if isinstance(env.action_spec, DiscreteSpec):  # count the invalid actions
             invalid = (kactions.count_invalid_discrete,
                        [to_wp(ctx.action.reshape(-1)), env.action_spec.n])
         else:
             invalid = (kactions.count_invalid_box, [to_wp(ctx.action.reshape(n, -1))])
-        self._launches = {
+        return {
             "invalid_actions": BoundLaunch(invalid[0], n, inputs=invalid[1],
                                            outputs=[to_wp(env.invalid_actions)], device=dev),
             "end_step": BoundLaunch(kepisode.end_step, n, inputs=[
@@ -148,11 +146,9 @@ class EnvStages:
                                           outputs=[to_wp(ctx.step_count),
                                                    to_wp(ctx.running_return)], device=dev),
         }
-        self._bound_ctx = ctx
-        return self._launches
 
     def _launch(self, ctx: StepContext, name: str) -> None:
-        self._bound(ctx)[name].launch(ctx.stream)
+        self._launches[name].launch(ctx.stream)
 
     def _physics(self, ctx: StepContext) -> None:
         env = self._env
