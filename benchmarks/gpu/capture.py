@@ -307,8 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         c.run("forced_resets_only", g, lambda: c.steps_only(g, _go1_recipe(False),
                                                             _force_resets))
         c.run("replay_twice", g, lambda: c.replay_twice(g, _force_resets))
+        # the arena holds the temporaries of gated work: with gating="graph" (the reset's
+        # forward behind a conditional node); "mask" gates nothing
+        graph = {"gating": "graph"} if _takes_gating() else {}
         c.run("arena_garbage", g, lambda: c.steps_only(
-            g, _go1_recipe(), lambda e, t: (_arena_garbage(e, t), _force_resets(e, t))))
+            g, _go1_recipe(), lambda e, t: (_arena_garbage(e, t), _force_resets(e, t)),
+            **graph))
         c.run("no_conditional", g, lambda: c.steps_only(g, _no_conditional(_go1_recipe()),
                                                         _force_resets))
         c.run("deterministic", g, lambda: c.steps_only(g, _go1_recipe(), _force_resets,
