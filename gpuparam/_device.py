@@ -77,12 +77,13 @@ def to_wp(t: torch.Tensor, dtype=None) -> wp.array:
     return wp.from_torch(t, dtype=dtype)
 
 
-def capturing(device: torch.device) -> bool:
+def capturing(device: torch.device, wp_dev: wp.context.Device | None = None) -> bool:
     """True while a graph is being captured on ``device``: a Warp capture (CPU or CUDA) or
-    a torch CUDA graph capture on torch's current stream."""
-    if wp.get_device(wp_device(device)).is_capturing:
+    a torch CUDA graph capture on torch's current stream. ``wp_dev``: Warp's device of
+    ``device``, when the caller holds it (saves a lookup on hot host paths)."""
+    if (wp_dev or wp.get_device(wp_device(device))).is_capturing:
         return True
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return torch_capturing(device)
 
 
 def torch_capturing(device: torch.device) -> bool:

@@ -12,7 +12,7 @@ import torch
 
 from gpuparam._checkpoint import check_like, check_param_tables
 from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
-from gpuparam._device import stream_for, to_wp
+from gpuparam._device import capturing, stream_for, to_wp
 from gpuparam._launch import BoundLaunch, raw_view
 from gpuparam.kernels import params as kparams
 from gpuparam.spec import ParamSpec
@@ -302,9 +302,11 @@ class ParamTable:
                 f"got shape {tuple(value.shape)}"
             ) from None
         view = None  # the Warp view of v, when made (the write takes it too)
-        if validate and self._capturing():  # a check launch would be recorded, not run
-            _raise_if_bad(where, spec, v, mask)  # (torch ops: eager on CPU; on CUDA a sync
-        elif validate:                           # in a capture raises, as it always did)
+        # in a capture a check launch would be recorded, not run: torch ops check at the call
+        # (eager on CPU; on CUDA a sync in a capture raises, as it always did)
+        if validate and capturing(self.device, self._wp_device):
+            _raise_if_bad(where, spec, v, mask)
+        elif validate:
             view = self._check(v, mask, spec.low, spec.high)
             checks.append((where, spec, v, mask))
         if validate and (spec.integer or spec.ordered):  # whole numbers, low <= high (torch
@@ -312,9 +314,9 @@ class ParamTable:
             if mask is not None:                          # the few such parameters only)
                 bad &= mask
             if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
-                raise ValueError(f"{where}: expected {spec.requirement}, got "
-                                 f"{v.reshape(rows, -1)[bad][0].tolist()}; nothing was "
-                                 "written")  # host-ok
+                got = v.reshape(rows, -1)[bad][0].tolist()  # host-ok: the error path
+                raise ValueError(f"{where}: expected {spec.requirement}, got {got}; nothing "
+                                 "was written")
         if slot is not None:
             v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v.view(rows, width))
             v, view = v[:-1], None
@@ -368,11 +370,6 @@ class ParamTable:
         self._check_flag.zero_()
         for where, spec, v, mask in checks:  # the error path: find the first bad value
             _raise_if_bad(where, spec, v, mask)
-
-    def _capturing(self) -> bool:
-        """A graph is being captured on the table's device (``gpuparam._device.capturing``)."""
-        return self._wp_device.is_capturing or (
-            self.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables

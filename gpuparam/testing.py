@@ -117,8 +117,9 @@ def _action(env, g: torch.Generator) -> torch.Tensor:
     if isinstance(spec, DiscreteSpec):
         a = torch.randint(0, spec.n, (n, *spec.shape), generator=g)
     else:
-        low = torch.as_tensor(spec.low, dtype=torch.float32).clamp(-1.0, 1.0).cpu()
-        high = torch.as_tensor(spec.high, dtype=torch.float32).clamp(-1.0, 1.0).cpu()
+        # (the spec's bounds are host numbers: these are CPU tensors, as the generator's)
+        low = torch.as_tensor(spec.low, dtype=torch.float32).clamp(-1.0, 1.0)
+        high = torch.as_tensor(spec.high, dtype=torch.float32).clamp(-1.0, 1.0)
         a = low + (high - low) * torch.rand((n, *spec.shape), generator=g)
     return a.to(env.device)
 
@@ -252,12 +253,12 @@ def _compare(what: str, a: Mapping[str, object], b: Mapping[str, object]) -> int
             if not torch.equal(_bits(x), _bits(y)):
                 diff = (_bits(x).reshape(x.shape[0], -1) != _bits(y).reshape(y.shape[0], -1)
                         ).any(-1) if x.dim() else torch.ones(1, dtype=torch.bool)
-                rows = torch.arange(diff.shape[0])[diff.cpu()].tolist()[:8]
-                raise CaptureMismatch(
-                    f"{what}: {key} differs at rows {rows}: captured "
-                    f"{x.reshape(x.shape[0], -1)[rows[0]].tolist() if x.dim() else x.item()}, "
-                    f"eager {y.reshape(y.shape[0], -1)[rows[0]].tolist() if y.dim() else y.item()}"
-                )
+                # host-ok: the harness's error path, between steps
+                rows = torch.arange(diff.shape[0])[diff.cpu()].tolist()[:8]  # host-ok
+                got, want = (t.reshape(t.shape[0], -1)[rows[0]].tolist() if t.dim()  # host-ok
+                             else t.item() for t in (x, y))  # host-ok: error path
+                raise CaptureMismatch(f"{what}: {key} differs at rows {rows}: captured {got}, "
+                                      f"eager {want}")
         elif x != y:
             raise CaptureMismatch(f"{what}: {key}: captured {x!r}, eager {y!r}")
     return count
