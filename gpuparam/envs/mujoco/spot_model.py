@@ -5,10 +5,12 @@ Only what physics needs is shipped: primitive collision geoms (no visual meshes)
 scene. Two scenes, as Playground's Spot tasks load them:
 
 - ``"feetonly"`` (``SpotFlatTerrainJoystick``, ``SpotJoystickGaitTracking``): only the feet
-  (4 spheres, friction 0.6 from the floor's priority) and the floor collide.
+  (4 spheres) and the floor collide.
 - ``"full"`` (``SpotGetup``): the body (two cylinders), upper and lower legs (capsules) and
-  feet (friction 1.0) collide with the floor; the feet's ``solimp`` width is 0.023 (0.036 in
-  ``"feetonly"``).
+  feet collide with the floor (not with each other); the feet's ``solimp`` width is 0.023
+  (0.036 in ``"feetonly"``).
+
+In both, the floor's ``priority 1`` makes every contact take its friction 0.6 and condim 3.
 
 Both: timestep 0.004 s, Euler without implicit damping (``eulerdamp`` off), 1 solver
 iteration, 5 line-search iterations, no ``ccd_iterations`` change (Playground's Spot base
@@ -26,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import mujoco
+import numpy as np
 
 ASSET_DIR = Path(__file__).resolve().parent / "assets" / "spot"
 SCENES = {
@@ -57,7 +60,10 @@ def spot_spec(task: str) -> mujoco.MjSpec:
         act.biasprm[1] = -kp
     for joint in spec.joints:
         if joint.type != mujoco.mjtJoint.mjJNT_FREE:
-            joint.damping = kd
+            # MuJoCo 3.x: a float; 4.x: polynomial coefficients, the first the linear one.
+            damping = np.array(joint.damping, dtype=np.float64, ndmin=1)
+            damping[0] = kd
+            joint.damping = kd if damping.size == 1 else damping
     return spec
 
 
