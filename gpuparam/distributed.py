@@ -312,32 +312,3 @@ class EnvSyncs:
         """``env.sync_now``: settle and sync every schedule now (collective)."""
         for s in self.schedules:
             s.sync()
-
-
-class SyncMethods:
-    """The sync methods of ``VecEnv`` (a base class of it), over the env's ``EnvSyncs``
-    (``self._syncs``)."""
-
-    _syncs: EnvSyncs
-
-    def sync_every(self, every: int, *targets: Syncable, group: object = None,
-                   overlap: bool = True) -> Callable[[], None]:
-        """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
-        sync=True)``) over the ``torch.distributed`` ranks after every ``every``-th
-        ``step``, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
-        ``group`` and ``overlap`` do). Every rank must make the same calls. Returns a
-        function removing the schedule (after settling its exchange in flight)."""
-        return self._syncs.add(every, targets, group, overlap)
-
-    @property
-    def sync_schedules(self) -> tuple[SyncSchedule, ...]:
-        """The schedules registered by :meth:`sync_every`, in order (their ``syncs``,
-        ``host_seconds`` and ``wait_seconds`` say what syncing cost)."""
-        return tuple(self._syncs.schedules)
-
-    def sync_now(self) -> None:
-        """Settle every schedule's exchange in flight and sync all their targets now
-        (blocking, collective: every rank calls it). Afterwards every rank holds the same
-        statistics: call it before reading or saving global statistics at the end of a
-        run."""
-        self._syncs.sync()

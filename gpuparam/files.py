@@ -49,7 +49,7 @@ try:
 except ImportError:  # Windows: no flock; stale temporaries are not cleaned there
     fcntl = None
 
-__all__ = ["MAGIC", "SavesState", "load_state", "remove_stale_temporaries", "save_state"]
+__all__ = ["MAGIC", "load_state", "remove_stale_temporaries", "save_state"]
 
 MAGIC = b"gpuparam-state\x00\x01"  # name, then format version 1
 _LENGTH = struct.Struct("<Q")
@@ -206,22 +206,3 @@ def _sync_folder(folder: str) -> None:
         pass
     finally:
         os.close(fd)
-
-
-class SavesState:
-    """``save(path)`` / ``load(path)`` for an object with ``state_dict()`` and a validating
-    ``load_state_dict(state)`` (envs, normalization modules, ``TransformedEnv``)."""
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
-        (:func:`save_state`): an interrupted save leaves the old file (a killed one also a
-        temporary file, which the next save of ``path`` removes); a symbolic link at
-        ``path`` is written through. Synchronizes."""
-        save_state(self.state_dict(), path)
-
-    def load(self, path: str | os.PathLike) -> None:
-        """Restore a file written by :meth:`save`: a file that is not one, truncated or
-        altered is refused (:func:`load_state`), then ``load_state_dict`` validates the
-        state whole. A refused load raises ``ValueError`` and changes nothing.
-        Synchronizes."""
-        self.load_state_dict(load_state(path))

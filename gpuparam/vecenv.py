@@ -1,16 +1,16 @@
 """The env runtime core: construction, ``step``, ``reset``, parameters and extension points.
 
-It composes one service per concern, each in its own module (``docs/pipeline.md``, "Faults
-and structure"): step buffers (``_buffers``), stage lists, hooks and curricula (``_stages``),
-one call at a time (``_lock``), checkpoints (``_checkpoint``), syncs (``distributed``) and
-derived quantities (``_recompute``). Public methods delegate to them; those of hooks,
-checkpoints and syncs live beside their service, in base classes (``StageMethods``,
-``CheckpointMethods``, ``SyncMethods``).
+``VecEnv`` holds one service per concern as an attribute, each in its own module
+(``docs/pipeline.md``): step buffers (``_buffers``), stage lists, hooks and curricula
+(``_stages.EnvStages``), one call at a time (``_lock.EnvLock``), checkpoints
+(``_checkpoint.EnvCheckpoint``, files in ``files``) and syncs (``distributed.EnvSyncs``);
+its public methods call them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 
 import torch
@@ -18,7 +18,7 @@ import warp as wp
 from tensordict import TensorDict
 
 from gpuparam._buffers import device_bytes, step_buffers
-from gpuparam._checkpoint import CheckpointMethods, EnvCheckpoint
+from gpuparam._checkpoint import EnvCheckpoint
 from gpuparam._checks import (
     check_env_slice,
     check_episode_length,
@@ -29,19 +29,18 @@ from gpuparam._checks import (
 )
 from gpuparam._device import resolve_device
 from gpuparam._lock import EnvLock
-from gpuparam._recompute import EnvRecompute
-from gpuparam._stages import EnvStages, StageMethods
+from gpuparam._stages import EnvStages, Hook
 from gpuparam.backend import Backend, BindContext, KernelBackend, Task
-from gpuparam.distributed import EnvSyncs, SyncMethods
-from gpuparam.files import SavesState
+from gpuparam.distributed import EnvSyncs, Syncable, SyncSchedule
+from gpuparam.files import load_state, save_state
 from gpuparam.params import ParamTable
-from gpuparam.pipeline import Pipeline
+from gpuparam.pipeline import Pipeline, Stage
 from gpuparam.randomization.manager import Randomization
 from gpuparam.randomization.terms import Term
 from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec, ParamSpec
 
 
-class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
+class VecEnv:
     """A batch of ``num_envs`` envs of one kind, stepped together on one device.
 
     A physics :class:`~gpuparam.Backend` plus an optional :class:`~gpuparam.Task`, run by
@@ -126,11 +125,25 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
             for build in (self._stages.step_stages, self._stages.reset_stages))
         self.randomization.on_rebuild(self._stages.changed)
         self._checkpoint = EnvCheckpoint(self, self._lock, self._stages.check_not_stepping)
-        names = tuple(self.recompute_on) + tuple(self.backend.recompute_on)
-        if names:  # an overridden on_params_changed may run torch ops: a "torch" listener
+        self._recompute_names = (*self.recompute_on, *self.backend.recompute_on)
+        if self._recompute_names:
+            unknown = [n for n in self._recompute_names if n not in self.params]
+            if unknown:
+                raise ValueError(f"{type(self).__name__}.recompute_on: unknown {unknown}")
+            # an overridden on_params_changed may run torch ops: a "torch" listener
             own = type(self).on_params_changed is not VecEnv.on_params_changed
-            self._recompute = EnvRecompute(self, names, self.backend.warp_only and not own)
+            self.params.on_change(self._params_written,
+                                  warp_only=self.backend.warp_only and not own)
+            self.on_params_changed(self.params.names, None)
+            self.backend.params_initial(self.params.names)
         self.reset(seed=seed)
+
+    def _params_written(self, names: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        """``params.on_change`` listener: recompute what derives from ``recompute_on``
+        (the backend may defer to its ``commit``, the ``"model_writes"`` stage)."""
+        if any(n in self._recompute_names for n in names):
+            self.on_params_changed(names, mask)
+            self.backend.params_changed(names, mask)
 
     # ------------------------------------------------------------------ extension points
     def output_specs(self) -> dict[str, OutputSpec]:
@@ -294,6 +307,116 @@ class VecEnv(SavesState, CheckpointMethods, SyncMethods, StageMethods):
         """Device memory held: ``{"bytes_by_device": {device: bytes}, "bytes_by_attribute":
         {attribute: bytes}}``, each tensor and Warp array reachable counted once (host)."""
         return device_bytes(self)
+
+    # ------------------------------------------------------------------ hooks and stages
+    @property
+    def hook_outputs(self) -> TensorDict:
+        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
+        and ``"action"``, the env's own buffers."""
+        return self._stages.hook_outputs
+
+    def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
+        """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
+        and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device,
+        locked: assigning a key raises) holds ``"action"`` (writable in place, e.g.
+        ``td["action"].copy_(a)``: that changes the action taken) and the previous step's
+        outputs. ``kind``: ``"python"`` (default) runs ``fn`` at every step; ``"torch"`` or
+        ``"warp"`` declares that ``fn`` only launches device work (``docs/pipeline.md``),
+        recorded once into the step's graphs. Returns a function removing the hook. Refused
+        from inside a step."""
+        return self._stages.add_hook(self._stages.before, fn, kind)
+
+    def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
+        """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
+        reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
+        ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
+        ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
+        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller. ``td`` and ``kind`` as
+        in :meth:`before_step`. Returns a function removing the hook."""
+        return self._stages.add_hook(self._stages.after, fn, kind)
+
+    @property
+    def curricula(self) -> tuple:
+        """The curricula added with :meth:`add_curriculum`, in order."""
+        return tuple(self._stages.curricula)
+
+    def add_curriculum(self, curriculum) -> Callable[[], None]:
+        """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
+        before reset-time randomization. Returns a function removing it (refused while a
+        sync schedule of ``sync_every`` syncs it)."""
+        return self._stages.add_curriculum(curriculum, self._syncs.schedule_of)
+
+    def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
+        """Append ``stage`` to every step, after the auto-reset (transforms use this), or
+        with ``first=True`` put it before every other stage (where an adapter turns a
+        library's actions into ``context.action``); returns a function removing it. The
+        capture is redone. Refused from inside a step."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        where = self._stages.first if first else self._stages.extra
+        return self._stages.add(where, stage, f"stage {stage.name!r}")
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, object]:
+        """Everything needed to continue bit for bit (checked on load as
+        ``gpuparam._checkpoint`` says): seed, parameters (nominal and effective), the env's
+        state, counters and output buffers, randomization and curricula. Tensors are
+        clones; synchronizes. In a sharded run each rank saves its own envs; normalization
+        statistics are saved by their modules. Refused (``RuntimeError``) from inside a
+        step (a half-done step would not continue as the run does) and while another
+        thread's call on the env runs."""
+        return self._checkpoint.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a ``state_dict()`` of an env of the same kind and size holding the same
+        randomization terms and curricula (add them first), and the same global envs
+        (``env_offset``). Everything is validated first; a rejected load raises
+        ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``) from
+        inside a step and while another thread's call on the env runs."""
+        self._checkpoint.load_state_dict(state)
+
+    def check_state_dict(self, state: dict) -> None:
+        """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
+        checks; writes nothing). Synchronizes."""
+        self._checkpoint.check(state)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
+        (``gpuparam.files.save_state``). Synchronizes."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Restore a file written by :meth:`save` (refused, ``ValueError``, when it is not
+        one, truncated or altered), validated whole by ``load_state_dict``."""
+        self.load_state_dict(load_state(path))
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
+            "buffers); save it with env.save(path) (env.state_dict() in memory) and restore "
+            "it with env.load(path) (env.load_state_dict(state)) into an env built by "
+            "gp.make with the same arguments, terms and curricula"
+        )
+
+    # ------------------------------------------------------------------ syncs
+    def sync_every(self, every: int, *targets: Syncable, group: object = None,
+                   overlap: bool = True) -> Callable[[], None]:
+        """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
+        sync=True)``) over the ``torch.distributed`` ranks after every ``every``-th
+        ``step``, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
+        ``group`` and ``overlap`` do). Every rank must make the same calls. Returns a
+        function removing the schedule (after settling its exchange in flight)."""
+        return self._syncs.add(every, targets, group, overlap)
+
+    @property
+    def sync_schedules(self) -> tuple[SyncSchedule, ...]:
+        """The schedules registered by :meth:`sync_every`, in order."""
+        return tuple(self._syncs.schedules)
+
+    def sync_now(self) -> None:
+        """Settle every schedule's exchange in flight and sync all their targets now
+        (blocking, collective: every rank calls it)."""
+        self._syncs.sync()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, num_envs={self.num_envs}, {self.device})"

@@ -28,7 +28,7 @@ from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, stream_for, wp_device
 from gpuparam._launch import BoundLaunch
 from gpuparam.distributed import exchange
-from gpuparam.files import SavesState
+from gpuparam.files import load_state, save_state
 from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
 
@@ -309,7 +309,7 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
             _fail(name, key, "whole numbers", "a fraction")
 
 
-class GroupedRunningStats(SavesState, nn.Module):
+class GroupedRunningStats(nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
     Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean`` and
@@ -706,6 +706,14 @@ class GroupedRunningStats(SavesState, nn.Module):
         nothing; tensors requiring grad are copied outside any graph. Synchronizes."""
         check_stats_state(self, state_dict, "", strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically (``gpuparam.files``)."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`, validated whole (``ValueError``)."""
+        self.load_state_dict(load_state(path))
 
     def check_state_dict(self, state_dict, strict: bool = True) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state_dict, strict)`` would load

@@ -11,7 +11,7 @@ from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, stream_for
 from gpuparam._launch import BoundLaunch
-from gpuparam.files import SavesState
+from gpuparam.files import load_state, save_state
 from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Stage
@@ -21,7 +21,7 @@ from gpuparam.transforms.reward_norm import RewardNorm
 _OBS_KEYS = ("observation", "final_observation")
 
 
-class TransformedEnv(SavesState):
+class TransformedEnv:
     """Wrap a batched env and normalize what it returns.
 
     Args:
@@ -119,6 +119,14 @@ class TransformedEnv(SavesState):
         normalized run holds its statistics: ``{"env": ..., "transforms": [...]}``."""
         return {"env": self.env.state_dict(),
                 "transforms": [t.state_dict() for t in self.transforms]}
+
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically (``gpuparam.files``)."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`, validated whole (``ValueError``)."""
+        self.load_state_dict(load_state(path))
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a :meth:`state_dict` into a ``TransformedEnv`` of the same env and
