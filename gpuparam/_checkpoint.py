@@ -190,15 +190,11 @@ def _plain(v: object) -> object:
     return v if v is None or isinstance(v, (str, numbers.Real)) else None
 
 
-def check_config(saved: Mapping, config: Mapping, path: str = "config") -> None:
+def check_config(saved: object, config: Mapping, path: str = "config") -> None:
     """The settings that define the env's model (``VecEnv.model_config``) equal the saved
-    ones; a setting the checkpoint does not hold (an older one) is not compared."""
-    unknown = sorted(str(k) for k in saved if k not in config)
-    if unknown:
-        _fail(path, f"settings among {sorted(config)}", f"unknown settings {unknown}")
+    ones, every one of them."""
+    check_like(saved, {k: object() for k in config}, path)  # a dict of the same keys
     for key, want in config.items():
-        if key not in saved:
-            continue
         got, want = _plain(saved[key]), _plain(want)
         if got is None and saved[key] is not None:
             _fail(f"{path}.{key}", repr(want), _describe(saved[key]))
@@ -207,6 +203,9 @@ def check_config(saved: Mapping, config: Mapping, path: str = "config") -> None:
                 f"load_state_dict: {path}.{key}: expected {want!r} (this env's {key}, a "
                 f"setting that defines its model), got {got!r} (the checkpoint's env was "
                 f"built with it); build the env with {key}={got!r} to load this checkpoint")
+
+
+_OWN = object()  # a template entry checked by its owner (randomization, a curriculum)
 
 
 class EnvCheckpoint:
@@ -236,63 +235,54 @@ class EnvCheckpoint:
                 "(counters and schedules advance at its end); save between steps"
             )
         with self._lock.call("save"):
-            return self._collect()
-
-    def _collect(self) -> dict[str, object]:
-        env = self._env
-        state = {
-            "env": env.name,
-            "num_envs": env.num_envs,
-            "env_offset": env.env_offset,
-            "seed": env.seed,
-            # settable at any time (env.max_episode_steps = k, SB3's set_attr): saved with
-            # the counters it truncates
-            "max_episode_steps": env.max_episode_steps,
-            "params": env.params.state_dict(),
-            "tensors": {k: v.clone() for k, v in self._tensors().items()},
-            "randomization": env.randomization.state_dict(),
-            "curricula": [c.state_dict() for c in env.curricula],
-        }
-        config = env.model_config()
-        if config:  # an env without such settings saves none (its checkpoints as before)
-            state["config"] = dict(config)
-        return state
+            env = self._env
+            state = {
+                "env": env.name, "num_envs": env.num_envs, "env_offset": env.env_offset,
+                "seed": env.seed,
+                # settable at any time (SB3's set_attr): saved with the counters it truncates
+                "max_episode_steps": env.max_episode_steps,
+                "params": env.params.state_dict(),
+                "tensors": {k: v.clone() for k, v in self._tensors().items()},
+                "randomization": env.randomization.state_dict(),
+                "curricula": [c.state_dict() for c in env.curricula],
+            }
+            if env.model_config():  # an env without such settings saves none
+                state["config"] = dict(env.model_config())
+            return state
 
     def check(self, state: object) -> dict:
         """Every check of :meth:`load_state_dict`, writing nothing; raises ``ValueError``
-        naming the entry, what was expected and what was got. Returns ``state`` as it loads
-        (older checkpoints get ``env_offset`` 0 and the target's ``max_episode_steps``)."""
-        env = self._env
+        naming the entry, what was expected and what was got. Returns ``state``."""
+        env, params = self._env, self._env.params
         if not isinstance(state, Mapping):
             _fail("state", "a dict from env.state_dict()", _describe(state))
         if "tensors" not in state and state_kind(state) is not None:  # another kind of file
             _fail("state", f"the state of a {env.name!r} env (env.state_dict(), env.save)",
                   state_kind(state))
-        state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
-        template = self._collect()
-        for key in ("env", "num_envs"):
-            if key in state and state[key] != template[key]:
-                _fail(key, repr(template[key]), _describe(state[key]))
-        if "config" in template:  # older checkpoints hold none, or fewer settings
-            saved = state.get("config", {})
-            if isinstance(saved, Mapping):
-                check_config(saved, template["config"])
-                state["config"] = {**template["config"], **saved}
+        for key, want in (("env", env.name), ("num_envs", env.num_envs)):
+            if key in state and state[key] != want:
+                _fail(key, repr(want), _describe(state[key]))
+        config = env.model_config()
+        if config and "config" in state:
+            check_config(state["config"], config)
         if isinstance(state.get("curricula"), (list, tuple)):
-            if len(state["curricula"]) != len(template["curricula"]):
-                _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
+            if len(state["curricula"]) != len(env.curricula):
+                _fail("curricula", f"{len(env.curricula)} saved curricula (one per "
                       "curriculum added to this env)", len(state["curricula"]))
-        try:
-            saved_terms = [t["name"] for t in state["randomization"]["terms"]]
-        except (KeyError, TypeError):
-            saved_terms = None
-        want_terms = [t["name"] for t in template["randomization"]["terms"]]
-        if saved_terms is not None and saved_terms != want_terms:
-            _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
+        # the structure (keys, types, tensor dtypes and shapes) of the target's own state
+        template = {
+            "env": env.name, "num_envs": 0, "env_offset": 0, "seed": 0, "max_episode_steps": 0,
+            "params": {"names": params.names, "nominal": params.nominal_table,
+                       "effective": params.effective_table},
+            "tensors": self._tensors(), "randomization": _OWN,
+            "curricula": [_OWN] * len(env.curricula),
+        }
+        if config:
+            template["config"] = _OWN
         check_like(state, template)
         if not -(2**31) <= state["seed"] < 2**31:
             _fail("seed", "an int32 value", state["seed"])
-        check_param_tables(state["params"], env.params)
+        check_param_tables(state["params"], params)
         for key in ("step_count", "episode_count", "episode_length"):
             check_nonneg(state["tensors"][key], f"tensors.{key}")
         for key, (low, high) in env.backend.state_bounds.items():  # ring slots, counters
@@ -320,16 +310,14 @@ class EnvCheckpoint:
         everything checked before anything is written."""
         self._check_not_stepping("load_state_dict")
         with self._lock.call("load"):
-            self._load(self.check(state))
-
-    def _load(self, state: dict) -> None:
-        env = self._env
-        with torch.no_grad():  # a saved tensor requiring grad must not attach the buffers
-            env.restore_seed(int(state["seed"]))
-            env.max_episode_steps = int(state["max_episode_steps"])
-            env.params.load_state_dict(state["params"])
-            for k, t in self._tensors().items():
-                t.copy_(state["tensors"][k])
-            env.randomization.load_state_dict(state["randomization"])
-            for cur, s in zip(env.curricula, state["curricula"], strict=True):
-                cur.load_state_dict(s)
+            self.check(state)
+            env = self._env
+            with torch.no_grad():  # a saved tensor requiring grad must not attach the buffers
+                env.restore_seed(int(state["seed"]))
+                env.max_episode_steps = int(state["max_episode_steps"])
+                env.params.load_state_dict(state["params"])
+                for k, t in self._tensors().items():
+                    t.copy_(state["tensors"][k])
+                env.randomization.load_state_dict(state["randomization"])
+                for cur, s in zip(env.curricula, state["curricula"], strict=True):
+                    cur.load_state_dict(s)
