@@ -1,5 +1,5 @@
 """The stage lists of an env's pipelines (their order: ``docs/pipeline.md``) and what users
-add to them: hooks (with the TensorDict they receive), curricula and stages."""
+add to them: hooks, curricula and stages."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class EnvStages:
             stages.append(Stage("randomize_step", randomization.launch_step, listeners))
         stages += commit  # the model as written before the physics reads it
         stages.append(Stage("physics", self._physics, physics))
-        stages.append(Stage("episode", self._episode, "warp"))
+        stages.append(Stage("episode", self._launches["end_step"].launch_in, "warp"))
         stages += self._hook_stages("after_step", self.after)
         for cur in self.curricula:  # a callable metric runs Python
             stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
@@ -66,7 +66,7 @@ class EnvStages:
             stages.append(Stage("randomize_reset", lambda c: randomization.launch_reset(c, c.done),
                                 listeners))
         stages += commit  # ... before the auto-reset reads it
-        stages.append(Stage("clock", self._tick, "warp"))
+        stages.append(Stage("clock", self._launches["tick"].launch_in, "warp"))
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
         return stages + self.extra + (commit if self.extra else [])
 
@@ -147,21 +147,12 @@ class EnvStages:
                                                    to_wp(ctx.running_return)], device=dev),
         }
 
-    def _launch(self, ctx: StepContext, name: str) -> None:
-        self._launches[name].launch(ctx.stream)
-
     def _physics(self, ctx: StepContext) -> None:
         env = self._env
-        self._launch(ctx, "invalid_actions")
+        self._launches["invalid_actions"].launch(ctx.stream)
         env.backend.step(ctx)
         if env.task is not None:
             env.task.compute(ctx)
-
-    def _episode(self, ctx: StepContext) -> None:
-        self._launch(ctx, "end_step")
-
-    def _tick(self, ctx: StepContext) -> None:
-        self._launch(ctx, "tick")
 
     def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
         self._env.backend.reset(ctx, mask)
@@ -169,7 +160,7 @@ class EnvStages:
             self._env.task.observe(ctx, mask)
 
     def _explicit_reset(self, ctx: StepContext) -> None:
-        self._launch(ctx, "clear_counters")
+        self._launches["clear_counters"].launch(ctx.stream)
         self._reset_envs(ctx, ctx.reset_mask)
 
     # ------------------------------------------------------------------ registration
