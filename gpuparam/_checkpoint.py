@@ -1,15 +1,12 @@
-"""Checkpoints of an env (``EnvCheckpoint``, behind ``env.state_dict``,
-``load_state_dict`` and ``check_state_dict``): a state dict is checked whole before any of
-it is written.
+"""Checkpoints of an env (``EnvCheckpoint``, behind ``env.state_dict``, ``load_state_dict``
+and ``check_state_dict``): a state dict is checked whole before any of it is written.
 
-The saved dict is first compared with a template (the target's own ``state_dict()``): the
-same keys, list lengths, strings and tuples (env name, parameter and term names), ints,
-tensor shapes and dtypes (any device, but dense tensors holding data: not sparse, not on
-the meta device, so that every copy of the load succeeds once the checks have); then the
-values, as ``docs/checkpoints.md`` lists them (the physical state and output buffers may
-hold NaN), and the settings that define the env's model (``VecEnv.model_config``). Loads
-copy under ``torch.no_grad()``: a saved tensor that requires grad does not make the
-target's buffers join its graph. Host code: it synchronizes.
+One :func:`check_like` compares the saved dict with a template of the target's live buffers
+(keys, list lengths, strings, ints, tensor dtypes and shapes; tensors dense and holding data,
+on any device, so every copy of the load succeeds once the checks have); then the values,
+as ``docs/checkpoints.md`` lists them (the physical state and outputs may hold NaN), and the
+settings that define the env's model (``VecEnv.model_config``). Loads copy under
+``torch.no_grad()``. Host code: it synchronizes.
 """
 
 from __future__ import annotations
@@ -71,7 +68,8 @@ def _env_name(state: Mapping) -> str:
 
 
 def check_like(saved: object, template: object, path: str = "state") -> None:
-    """Raise ``ValueError`` naming the first place where ``saved`` differs from ``template``."""
+    """Raise ``ValueError`` naming the first place where ``saved`` differs from ``template``
+    (a template entry of no type below, e.g. ``object()``, accepts any value)."""
     if isinstance(template, torch.Tensor):
         if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
                 or saved.shape != template.shape):
