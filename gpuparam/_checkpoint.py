@@ -225,7 +225,11 @@ class EnvCheckpoint:
         }
 
     def state_dict(self) -> dict[str, object]:
-        """``env.state_dict()``: refused from inside a step, one call on the env."""
+        """``env.state_dict()``: seed, parameters (nominal and effective), state, counters,
+        output buffers, randomization and curricula (``docs/checkpoints.md``; clones, this
+        rank's envs; normalization statistics are saved by their modules). Synchronizes.
+        Refused (``RuntimeError``) from inside a step (a half-done step would not continue
+        as the run does) and while another thread's call on the env runs."""
         if self._env.stepping:
             raise RuntimeError(
                 "state_dict (or save): called during a step (from a hook or stage inside it, "
@@ -304,8 +308,10 @@ class EnvCheckpoint:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """``env.load_state_dict(state)``: refused from inside a step, one call on the env;
-        everything checked before anything is written."""
+        """``env.load_state_dict(state)``: a ``state_dict()`` of an env of the same kind,
+        size and ``env_offset`` holding the same terms and curricula (add them first),
+        checked whole first (:meth:`check`): a rejected load raises ``ValueError`` and
+        changes nothing. Synchronizes; refused as :meth:`state_dict` is."""
         self._check_not_stepping("load_state_dict")
         with self._lock.call("load"):
             self.check(state)

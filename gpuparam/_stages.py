@@ -180,17 +180,36 @@ class EnvStages:
         return remove
 
     def add_hook(self, where: list, fn: Hook, kind: str) -> Callable[[], None]:
+        """``env.before_step(fn, kind)`` (``where``: ``before``) and ``env.after_step``
+        (``after``): call ``fn(env, td)``, ``td`` being ``hook_outputs`` (locked: assigning
+        a key raises). Before-step hooks run after the action is loaded, before step-time
+        randomization; writing ``td["action"]`` in place changes the action taken.
+        After-step hooks run after the physics and episode bookkeeping, before curricula,
+        reset-time randomization and auto-reset: ``td`` holds this step's outputs
+        (``"observation"`` pre-reset) and in-place writes (reward shaping) are seen by the
+        caller. ``kind``: ``"python"`` runs ``fn`` at every step; ``"torch"`` or ``"warp"``
+        declares device work only, recorded once into the step's graphs
+        (``docs/pipeline.md``). Returns the remover; both refused from inside a step."""
         if not callable(fn):
             raise TypeError(f"hook: expected a callable fn(env, td), got {fn!r}")
         if kind not in KINDS:
             raise ValueError(f"hook kind: expected one of {KINDS}, got {kind!r}")
         return self.add(where, (fn, kind), "a hook")
 
+    def add_stage(self, stage: Stage, first: bool) -> Callable[[], None]:
+        """``env.add_stage``: append ``stage`` to every step, after the auto-reset
+        (transforms), or with ``first`` before every other stage (an adapter's action
+        conversion); returns its remover. The capture is redone. Refused inside a step."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        return self.add(self.first if first else self.extra, stage, f"stage {stage.name!r}")
+
     def add_curriculum(
         self, curriculum, synced_by: Callable[[object], object]
     ) -> Callable[[], None]:
-        """Bind ``curriculum`` to the env and append it; returns its remover, which refuses
-        while ``synced_by(curriculum)`` (the env's sync schedule of it) is not None."""
+        """``env.add_curriculum``: bind a ``gp.Curriculum`` to the env; it updates at every
+        step for the done envs, before reset-time randomization. Returns its remover, which
+        refuses while ``synced_by(curriculum)`` (the env's sync schedule of it) is not None."""
         self.check_not_stepping("add a curriculum")
         curriculum.bind(self._env)
         remove = self.add(self.curricula, curriculum, "a curriculum")

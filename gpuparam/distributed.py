@@ -278,8 +278,11 @@ class EnvSyncs:
 
     def add(self, every: int, targets: Sequence[Syncable], group: object = None,
             overlap: bool = True) -> Callable[[], None]:
-        """``env.sync_every``: a new schedule; returns a function removing it (after
-        settling its exchange in flight)."""
+        """``env.sync_every(every, *targets, group, overlap)``: sync ``targets``
+        (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(..., sync=True)``) over the
+        ``torch.distributed`` ranks after every ``every``-th step, in one collective, a
+        ``gp.SyncSchedule`` (its docstring: ``group``, ``overlap``). Every rank makes the
+        same calls. Returns a function removing it (after settling its exchange in flight)."""
         for t in targets:
             check = getattr(t, "check_syncable", None)
             if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
