@@ -29,10 +29,9 @@ def _hook_name(fn: Hook) -> str:
 
 
 class EnvStages:
-    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (an object
-    every ``VecEnv`` owns) and holds what users add to them: hooks, curricula and stages,
-    each list in the order added. Every change drops the env's captures. ``hook_outputs``:
-    the locked TensorDict hooks receive (``env.hook_outputs``), over ``env.context``'s
+    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds what
+    users add to them (hooks, curricula, stages; in the order added; a change drops the
+    captures). ``hook_outputs``: the locked TensorDict hooks receive, over the context's
     outputs and action."""
 
     def __init__(self, env: Any):
@@ -82,10 +81,8 @@ class EnvStages:
         return stages
 
     def _commit_stages(self) -> list[Stage]:
-        """A ``"model_writes"`` stage of its own (``"warp"``) committing what the writes
-        before it marked on the device (the backend's ``commit``: for the MuJoCo robots the
-        derived constants of the written worlds, one masked launch); none for a backend
-        without commits."""
+        """A ``"warp"`` stage committing what the writes before it marked on the device (the
+        backend's ``commit``, e.g. the robots' derived constants); none without commits."""
         backend = self._env.backend
         return [Stage("model_writes", backend.commit, "warp")] if backend.commits else []
 

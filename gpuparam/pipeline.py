@@ -382,11 +382,10 @@ class Pipeline:
         return error
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
-        """A Warp graph of a ``"warp"`` segment (no torch memory may be made while it is
-        captured: :class:`WarpSegmentGuard`); for a ``"torch"`` one (CUDA) a torch graph
-        (Warp's launches captured into it), all in one memory pool (their scratch stays
-        private to the pipeline's graphs) with ``thread_local`` errors (Warp's default: CUDA
-        calls from other threads, e.g. NCCL's watchdog, do not invalidate the capture)."""
+        """A Warp graph of a ``"warp"`` segment (under :class:`WarpSegmentGuard`); for a
+        ``"torch"`` one (CUDA) a torch graph holding Warp's launches, in the pipeline's one
+        memory pool, with ``thread_local`` errors (CUDA calls of other threads, e.g. NCCL's
+        watchdog, do not invalidate the capture)."""
         ctx, graph, outer = self.ctx, None, contextlib.nullcontext()
         if kind == "torch":
             self._pool = self._pool or torch.cuda.graph_pool_handle()
