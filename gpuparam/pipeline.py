@@ -295,8 +295,10 @@ class Pipeline:
             self.invalidate()  # built or captured for other settings (e.g. listener kinds)
         self.stages  # noqa: B018
         with self._on_stream():
-            if self._graphs is not None:
-                error = self._replay(self._graphs)
+            if self._graphs is not None:  # replay: each segment's graph, or its stages
+                error = None
+                for (kind, stages), graph in zip(self._segments, self._graphs, strict=True):
+                    error = self._run_segment(kind, stages, graph, error)
             elif self.capture_enabled and self._due():
                 error = self._capture()
             else:
@@ -328,13 +330,6 @@ class Pipeline:
         keys = tuple(s.key() for s in self.stages if s.key is not None)
         return keys if self.key is None else (*keys, self.key())
 
-    def _replay(self, graphs: Sequence[object | None]) -> BaseException | None:
-        """Each segment: its graph launched, or its stages run eagerly (graph None)."""
-        error = None
-        for (kind, stages), graph in zip(self._segments, graphs, strict=True):
-            error = self._replay_one(kind, stages, graph, error)
-        return error
-
     def _capture(self) -> BaseException | None:
         """Capture each capturable segment and replay it at once (a capture does not run
         the work); run the others eagerly. When a capture raises, the rest of the step runs
@@ -356,13 +351,14 @@ class Pipeline:
                         error = self._eager(rest, error)
                     return error
             graphs.append(graph)
-            error = self._replay_one(kind, stages, graph, error)
+            error = self._run_segment(kind, stages, graph, error)
         self._graphs, self._keys = graphs, keys
         self.captures += 1
         return error
 
-    def _replay_one(self, kind: str, stages: Sequence[Stage], graph: object | None,
-                    error: BaseException | None) -> BaseException | None:
+    def _run_segment(self, kind: str, stages: Sequence[Stage], graph: object | None,
+                     error: BaseException | None) -> BaseException | None:
+        """Launch ``graph``, or run ``stages`` eagerly when it is None."""
         if graph is None:
             return self._eager(stages, error)
         if kind == "warp":

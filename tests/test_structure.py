@@ -161,7 +161,7 @@ def test_vecenv_core_stays_small():
 # shared kernels (not the per-env ones); envs and integrations are not core
 CORE_KERNELS = ("__init__", "actions", "curriculum", "episode", "index", "params", "randomize",
                 "rng", "stats")
-CORE_LINES = 8343  # issue 46 asks for at most 6,500: this is the figure reached so far
+CORE_LINES = 8339  # issue 46 asks for at most 6,500: this is the figure reached so far
 
 
 def _core_files(root: Path) -> list[Path]:
