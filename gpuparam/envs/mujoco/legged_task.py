@@ -484,10 +484,11 @@ class LeggedEnv(RobotEnv):
     spawn_height = 0.0
 
     def __init_subclass__(cls, **kw):
+        if "config" in cls.__dict__:  # a task's class: its config's step, limit, terms
+            cls.frame_skip = cls.config.frame_skip
+            cls.max_episode_steps = cls.config.max_episode_steps  # VecEnv's default limit
+            cls.reward_term_names = cls.config.reward_names
         super().__init_subclass__(**kw)
-        cls.frame_skip = cls.config.frame_skip
-        cls.max_episode_steps = cls.config.max_episode_steps
-        cls.reward_term_names = cls.config.reward_names
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
