@@ -16,7 +16,8 @@ then the observations; ``MODE_OBSERVE``: the observations only). One step of it:
    in order, from the step's observation-noise bits; ``noisy(value) - bias``), copied into
    the privileged observation, then the privileged terms, then the height scan (both);
 4. (a step only) termination: the OR of the termination terms; the reward terms, each times
-   its scale (``terms`` out), summed, times ``dt`` (clipped to ``[0, 1e4]`` if the config
+   its scale (``terms`` out), summed (or: the positive ones times ``exp(w * the negative
+   ones)``), times ``dt`` (clipped to ``[0, 1e4]`` if the config
    says so, NaN stays NaN); NaN actions make every output NaN;
 5. the state laws: feet (air time and swing peak cleared on contact, last contact), last
    action, then the task's ``update`` law (commands, gait phase, pushes, ...).
@@ -148,8 +149,8 @@ class TaskParams:
 @wp.struct
 class TaskData:
     """What the task reads of MuJoCo Warp's data (``[N, ...]``; a field the task does not
-    read is empty), and the kick state ``[N, 4]`` (``kernels.legged.pre_step``); ``qvel``
-    may be written (a push)."""
+    read is empty; ``ctrl``: this step's PD targets), and the kick state ``[N, 4]``
+    (``kernels.legged.pre_step``); ``qvel`` may be written (a push)."""
 
     qpos: wp.array2d(dtype=float)
     qvel: wp.array2d(dtype=float)
@@ -158,6 +159,7 @@ class TaskData:
     site_xpos: wp.array2d(dtype=wp.vec3)
     site_xmat: wp.array2d(dtype=wp.mat33)
     actuator_force: wp.array2d(dtype=float)
+    ctrl: wp.array2d(dtype=float)
     xfrc_applied: wp.array2d(dtype=wp.spatial_vector)
     kick_i: wp.array2d(dtype=wp.int32)
 
@@ -166,13 +168,17 @@ class TaskData:
 class TaskState:
     """The task's per-env state (``[N, ...]``; a field the task does not keep is empty):
     command (vx, vy, yaw rate), ``countdown`` (a command law's step counter), the previous
-    action, per foot air time, swing peak and last contact (0/1), gait phase per foot and
-    its advance per step, push step and interval; for the terrain curriculum the episode's
-    start xy, the commanded distance so far and the metric (+1 promote, -1 demote)."""
+    action and (if the config keeps it: zeroed at a reset, the previous action before
+    that is updated) the one before, per foot air time, swing peak and last contact
+    (0/1), gait phase per foot and its advance per step, push step and interval; for the
+    terrain curriculum the episode's start xy, the commanded distance so far and the
+    metric (+1 promote, -1 demote);
+    ``aux``: a task's own values (its terms and laws index them)."""
 
     command: wp.array2d(dtype=float)
     countdown: wp.array(dtype=wp.int32)
     last_act: wp.array2d(dtype=float)
+    last_last_act: wp.array2d(dtype=float)
     air_time: wp.array2d(dtype=float)
     swing_peak: wp.array2d(dtype=float)
     last_contact: wp.array2d(dtype=float)
@@ -183,6 +189,7 @@ class TaskState:
     start_xy: wp.array2d(dtype=float)
     cmd_distance: wp.array(dtype=float)
     metric: wp.array(dtype=float)
+    aux: wp.array2d(dtype=float)
 
 
 @wp.struct
@@ -206,7 +213,8 @@ class Ctx:
     constants ``k`` (``K_*``), the noise level, the imu's local linear velocity ``lin``,
     ``gyro``, gravity in the imu frame ``grav``, accelerometer, global angular and linear
     velocity, upvector, the command and its norm; per foot (``[F]``, F <= 4) contact, first
-    contact, height above the ground; this step's termination ``done``."""
+    contact, height above the ground; this step's termination ``done``; the kernel's
+    ``mode`` (``MODE_*``)."""
 
     i: int
     seed: int
@@ -229,6 +237,7 @@ class Ctx:
     first: wp.vec4
     foot_z: wp.vec4
     done: bool
+    mode: int
 
 
 @wp.func
@@ -678,7 +687,8 @@ def command_countdown_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
 def make_task_kernel(spec: tuple) -> wp.Kernel:
     """The task kernel of a config (``gpuparam.envs.mujoco.legged_task.LeggedTaskConfig``,
     compiled by its ``kernel_spec``): ``spec`` is ``(nfeet, consts, obs, priv, rewards,
-    terminations, resets, updates, reward_clip, has_command, progress_always)`` with
+    terminations, resets, updates, reward_clip, has_command, progress_always, neg_exp)``
+    with
 
     - ``consts``: ``((k, block, row, default), ...)``: ``Ctx.k[k]`` from row ``row`` of
       block ``block`` (``block_value``; -1: ``default``);
@@ -686,6 +696,9 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
       ``noise_row`` -1: no noise); ``priv``: ``((size, value), ...)``;
     - ``rewards``, ``terminations``: tuples of terms; ``resets``, ``updates``: tuples of
       laws, run in order (each reset law gets the same task-reset bits ``h``);
+    - ``neg_exp``: None (the reward: the sum of the scaled terms) or ``w``: the sum of
+      the positive scaled terms times ``exp(w * the sum of the negative ones)`` (Playground's
+      Spot gait tracking);
     - ``reward_clip``: clip the reward to ``[0, 1e4]``; ``has_command``: read
       ``st.command``; ``progress_always``: the terrain metric also without a terrain.
 
@@ -696,7 +709,7 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
 @cache
 def _make(spec: tuple) -> wp.Kernel:
     (nfeet, consts, obs, priv, rewards, terminations, resets, updates, reward_clip,
-     has_command, progress_always) = spec
+     has_command, progress_always, neg_exp) = spec
     nterms = len(rewards)
     termvec = wp.types.vector(length=max(nterms, 1), dtype=float)
 
@@ -732,6 +745,7 @@ def _make(spec: tuple) -> wp.Kernel:
         c.episode = keys.episode_count[i] - 1
         c.step = keys.step_count[i]
         c.dt = model.dt
+        c.mode = mode
         kv = vec16(0.0)
         for q in range(wp.static(len(consts))):
             kv[wp.static(consts[q][0])] = block_value(
@@ -745,6 +759,8 @@ def _make(spec: tuple) -> wp.Kernel:
                 wp.static(resets[t])(c, model, params, data, st, h)
             for j in range(st.last_act.shape[1]):
                 st.last_act[i, j] = 0.0
+            for j in range(st.last_last_act.shape[1]):
+                st.last_last_act[i, j] = 0.0
             for f in range(wp.static(nfeet)):
                 st.air_time[i, f] = 0.0
                 st.swing_peak[i, f] = 0.0
@@ -821,10 +837,16 @@ def _make(spec: tuple) -> wp.Kernel:
         for t in range(wp.static(nterms)):
             tv[t] = wp.static(rewards[t])(c, model, sn, params, data, st, action)
         total = float(0.0)
+        pos = float(0.0)
+        neg = float(0.0)
         for t in range(wp.static(nterms)):
             s = tv[t] * params.scales[t, i]
             out.terms[i, t] = s
             total += s
+            pos += wp.max(s, 0.0)
+            neg += wp.min(s, 0.0)
+        if wp.static(neg_exp is not None):
+            total = pos * wp.exp(wp.static(0.0 if neg_exp is None else float(neg_exp)) * neg)
         r = total * c.dt
         if wp.static(reward_clip):
             r = wp.where(wp.isnan(r), r, wp.clamp(r, 0.0, 10000.0))  # NaN stays NaN
@@ -841,7 +863,9 @@ def _make(spec: tuple) -> wp.Kernel:
             terrain_progress(i, data.qpos, c.cmd[0], c.cmd[1], c.dt, tr.tile, st.start_xy,
                              st.cmd_distance, st.metric)
 
-        # state laws: last action, the task's own, the feet
+        # state laws: last actions, the task's own, the feet
+        for j in range(st.last_last_act.shape[1]):
+            st.last_last_act[i, j] = st.last_act[i, j]
         for j in range(st.last_act.shape[1]):
             st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
         for t in range(wp.static(len(updates))):

@@ -141,7 +141,10 @@ class LeggedTaskConfig:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
     (scalar parameter names: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
-    ``reward_clip``, ``progress_always`` (the terrain metric without a grid too),
+    ``reward_clip``, ``reward_neg_exp`` (None: the reward is the sum of the scaled
+    terms; ``w``: the sum of the positive ones times ``exp(w * n)``, ``n`` the sum of the
+    negative ones),
+    ``progress_always`` (the terrain metric without a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
     ``site_xpos``, ``site_xmat``, ``actuator_force``)."""
 
@@ -186,6 +189,7 @@ class LeggedTaskConfig:
     ctx: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
     reward_clip: bool = False
+    reward_neg_exp: float | None = None
     progress_always: bool = False
     data: tuple[str, ...] = ()
 
@@ -288,7 +292,7 @@ class LeggedTask(Task):
             resets, updates = (cmd.reset, cfg.reset), (cmd.update, cfg.update)
         return (nf, tuple(consts_k), obs, priv, tuple(r.term for r in cfg.rewards),
                 tuple(cfg.terminations), resets, updates, cfg.reward_clip, cmd is not None,
-                cfg.progress_always)
+                cfg.progress_always, cfg.reward_neg_exp)
 
     @staticmethod
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:

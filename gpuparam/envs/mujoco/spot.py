@@ -1,0 +1,204 @@
+"""Boston Dynamics Spot on MuJoCo Warp: MuJoCo Playground's ``SpotFlatTerrainJoystick`` and
+``SpotJoystickGaitTracking`` (``-v1``, envpool's ids) as legged-task configs.
+
+The tasks are Playground's ``locomotion/spot/{joystick,joystick_gait_tracking}.py``;
+envpool 1.2.5's C++ port is the reference the tests compare with
+(``tests/fixtures/spot_envpool_{joystick,gait}.npz``); ``docs/tasks/spot.md`` lists every
+term. Physics ``spot_model.load_spot`` (feet-only scene, sim dt 0.004 s, 5 substeps, PD
+``ctrl = default + action * action_scale``, the actuators' kv 20 kept), reset to the home
+pose at rest (no randomization), 1000-step episodes. Commands ``U(-a, a)`` per component,
+all zero with probability ``command_zero_prob``, resampled after ``command_resample_steps``
+steps. Termination: upvector z < 0.85. The gait task draws a gait (trot, walk, pace, bound,
+pronk), its frequency and swing height per episode; its reward is the positive terms'
+sum times ``exp(0.2 *`` the negative terms' sum``)``.
+
+Deviations from Playground (as envpool): observation noise ``noise_level * scale * U(-1,
+1)`` per value (the feet positions' axes drawn independently); full resets with fresh
+draws; no kicks (``kick_enable`` is there, off, as envpool never applies them). Playground
+has no Spot domain randomizer: ``playground_randomization`` gives the shared recipe's terms
+(Go1's values). The actuators get a force range of +-1e4 N m (``torque_limit``; never
+reached: upstream has none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mujoco
+
+from gpuparam.envs.mujoco.legged import playground_randomization
+from gpuparam.envs.mujoco.legged_task import (
+    Command,
+    LeggedEnv,
+    LeggedTaskConfig,
+    Obs,
+    Reward,
+    State,
+    feet_state,
+)
+from gpuparam.envs.mujoco.spot_model import FEET, spot_spec
+from gpuparam.kernels import legged_terms as kt
+from gpuparam.kernels import spot as ks
+from gpuparam.randomization.terms import On, Term
+from gpuparam.spec import ParamSpec
+
+TORQUE_LIMIT = 1e4
+
+
+def _spec(task: str) -> mujoco.MjSpec:
+    spec = spot_spec(task)
+    for act in spec.actuators:  # the recipe's torque_limit: a symmetric force range
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-TORQUE_LIMIT, TORQUE_LIMIT]
+    return spec
+
+
+def joystick_spec(terrain: str) -> mujoco.MjSpec:
+    """The joystick task's scene (flat only)."""
+    return _spec("joystick")
+
+
+def gait_spec(terrain: str) -> mujoco.MjSpec:
+    """The gait task's scene (flat only)."""
+    return _spec("gait")
+
+
+NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
+         ("noise_gyro", 0.1, "gyro noise (rad/s)"),
+         ("noise_gravity", 0.03, "upvector noise"),
+         ("noise_joint_pos", 0.05, "joint angle noise (rad)"),
+         ("noise_feet_pos_x", 0.01, "feet position noise, x (m)"),
+         ("noise_feet_pos_y", 0.005, "feet position noise, y (m)"),
+         ("noise_feet_pos_z", 0.02, "feet position noise, z (m)"))
+# the consts block rows kernels/spot.py reads (C_*), then the named ones
+CONSTS = (
+    ParamSpec("termination_upvector_z", 0.85, -1.0, 1.0,
+              doc="the episode ends when the upvector's z falls below this"),
+    ParamSpec("early_termination", 1.0, 0.0, 1.0, doc="1: the tilt ends the episode"),
+    ParamSpec("command_zero_prob", 0.1, 0.0, 1.0,
+              doc="probability that a drawn command is all zero"),
+    ParamSpec("command_resample_steps", 200.0, 0.0, 1e9,
+              doc="a new command once more steps than this have passed"),
+    ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
+)
+SIZES = {"flat": (48, 8)}  # 12 frictionloss + 4 feet x 4 pyramidal rows + 12 joint limits
+HEAD = (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
+        Obs("upvector", 3, ks.obs_upvector, "noise_gravity"))
+STATE = (State("command", "command", (3,)), State("step", "countdown", (), int32=True),
+         State("last_last_act", "last_last_act", ("nu",)),
+         *(State(k, k, s, terrain_only=True)  # the kernel's terrain bookkeeping
+           for k, s in (("start_xy", (2,)), ("cmd_distance", ()), ("metric", ()))))
+TRACKING = (Reward("tracking_lin_vel", 1.5, kt.tracking_lin_vel,
+                   "exp(-|cmd_xy - local linvel_xy|^2 / sigma)"),
+            Reward("tracking_ang_vel", 0.8, kt.tracking_ang_vel,
+                   "exp(-(cmd_yaw - gyro_z)^2 / sigma)"))
+
+SPOT_JOYSTICK = LeggedTaskConfig(
+    spec=joystick_spec, base_body="body", feet=FEET, sizes=SIZES,
+    recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
+    randomization=dict(frictionloss=(0.9, 1.1), floor_geom="floor", com_jitter=0.05),
+    noise=NOISE, extra_sensors=tuple(f"{f}_pos" for f in FEET),
+    obs=(*HEAD, Obs("joint_pos", "nu", ks.obs_noisy_q, None, kt.obs_default_pose),
+         Obs("error_history", "3 * nu", ks.obs_history),
+         Obs("feet_pos", "3 * feet", ks.obs_feet_pos),
+         Obs("last_action", "nu", kt.obs_last_action), Obs("command", 3, kt.obs_command)),
+    priv=(Obs("gyro", 3, kt.obs_gyro), Obs("accel", 3, kt.obs_accel),
+          Obs("upvector", 3, ks.obs_upvector), Obs("linvel", 3, kt.obs_linvel),
+          Obs("global_angvel", 3, kt.obs_global_angvel),
+          Obs("joint_pos", "nu", kt.obs_joint_pos_rel),
+          Obs("feet_pos", "3 * feet", ks.obs_feet_pos_clean),
+          Obs("joint_vel", "nu", kt.obs_joint_vel),
+          Obs("actuator_force", "nu", kt.obs_actuator_force),
+          Obs("last_contact", "feet", kt.obs_last_contact),
+          Obs("feet_vel", "3 * feet", kt.obs_feet_vel), Obs("air_time", "feet", kt.obs_air_time),
+          Obs("kick", 3, kt.obs_kick)),
+    rewards=(*TRACKING,
+             Reward("lin_vel_z", -2.0, kt.lin_vel_z, "global linvel_z^2"),
+             Reward("ang_vel_xy", -0.05, kt.ang_vel_xy, "|global angvel_xy|^2"),
+             Reward("orientation", -5.0, kt.orientation, "|upvector_xy|^2"),
+             Reward("termination", -1.0, kt.termination, "1 at a termination"),
+             Reward("posture", 1.0, ks.posture,
+                    "exp(w |q - default|^2), w = -10 if |cmd| < 0.01 else 0"),
+             Reward("torques", -0.0002, kt.torques_l2_l1, "|tau| + sum |tau|"),
+             Reward("action_rate", -0.01, ks.action_rate2,
+                    "|a - last a|^2 + |a - 2 last a + last last a|^2"),
+             Reward("energy", -0.001, kt.energy, "sum |qvel| |tau|"),
+             Reward("feet_slip", -0.1, ks.feet_slip, "sum |foot vel_xy|^2 in contact"),
+             Reward("feet_clearance", -2.0, kt.feet_clearance,
+                    "sum |foot z - max_foot_height| |foot vel_xy|^(1/2)"),
+             Reward("feet_height", -0.1, kt.feet_height_moving,
+                    "sum (swing peak / max_foot_height - 1)^2 at first contacts, if moving"),
+             Reward("feet_air_time", 0.1, kt.feet_air_time_moving,
+                    "sum (air time - 0.1) at first contacts, if moving")),
+    reward_clip=True, terminations=(ks.tilted,),
+    command=Command(ks.command_reset, ks.command_update, "command_range"),
+    state=feet_state(*STATE, State("error_history", "aux", (36,))),
+    data=("ctrl", "xfrc_applied"),
+    consts=(*CONSTS, ParamSpec("max_foot_height", 0.12, 1e-3, 10.0, unit="m",
+                               doc="target swing height of a foot")),
+    params=(ParamSpec("command_range", (1.0, 0.8, 1.0), 0.0, 100.0, shape=(3,),
+                      unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
+    ctx=dict(tracking_sigma="tracking_sigma", foot_height="max_foot_height",
+             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps"),
+)
+"""MuJoCo Playground's ``SpotFlatTerrainJoystick`` as a config (module docstring)."""
+
+SPOT_GAIT = dataclasses.replace(
+    SPOT_JOYSTICK, spec=gait_spec, noise=NOISE[:4], extra_sensors=(), priv=(),
+    recipe=dict(action_scale=0.6, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
+    obs=(*HEAD, Obs("joint_pos", "nu", ks.obs_noisy_q),
+         Obs("error_history", "3 * nu", ks.obs_history),
+         Obs("contact", "feet", kt.obs_contact), Obs("phase", "2 * feet", kt.obs_phase),
+         Obs("gait", 3, ks.obs_gait)),
+    rewards=(*(dataclasses.replace(r, scale=0.5) for r in TRACKING),
+             Reward("feet_phase", 2.0, ks.feet_phase,
+                    "exp(-sum (foot z - rz(phase))^2 / feet_phase_sigma)"),
+             Reward("ang_vel_xy", -0.5, kt.ang_vel_xy, "|global angvel_xy|^2"),
+             Reward("lin_vel_z", -0.5, ks.lin_vel_z_bound_pronk,
+                    "global linvel_z^2 in the bound and pronk gaits"),
+             Reward("hip_splay", -0.5, ks.hip_splay, "sum over hx joints (q - default)^2")),
+    reward_clip=False, reward_neg_exp=0.2, pose_weight=(1.0, 0.0, 0.0),
+    reset=ks.gait_reset, update=ks.gait_update,
+    state=feet_state(*STATE, State("phase", "phase", ("feet",)),
+                     State("phase_dt", "phase_dt"), State("aux", "aux", (39,))),
+    data=("ctrl",),
+    consts=(*CONSTS,
+            ParamSpec("feet_phase_sigma", 0.1, 1e-4, 100.0, doc="width of feet_phase"),
+            ParamSpec("gait_frequency_min", 0.5, 0.0, 100.0, unit="Hz", doc="gait frequency low"),
+            ParamSpec("gait_frequency_max", 4.0, 0.0, 100.0, unit="Hz", doc="gait frequency high"),
+            ParamSpec("foot_height_min", 0.08, 0.0, 10.0, unit="m", doc="swing height low"),
+            ParamSpec("foot_height_max", 0.4, 0.0, 10.0, unit="m", doc="swing height high")),
+    params=(ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
+                      unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
+    ctx=dict(tracking_sigma="tracking_sigma", cmd_zero_prob="command_zero_prob",
+             cmd_resample="command_resample_steps"),
+)
+"""MuJoCo Playground's ``SpotJoystickGaitTracking`` as a config (module docstring)."""
+
+
+class SpotEnv(LeggedEnv):
+    """Playground's ``SpotFlatTerrainJoystick`` on MuJoCo Warp (module docstring;
+    ``LeggedEnv`` for the arguments). ``"observation"`` float32 ``[N, 81]``,
+    ``"privileged_observation"`` ``[N, 167]``, ``"reward_terms"`` ``[N, 14]``."""
+
+    name = "SpotFlatTerrainJoystick-v1"
+    config = SPOT_JOYSTICK
+    robot = "Spot"
+
+    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
+        """The shared recipe's terms (``legged.playground_randomization``, Go1's values:
+        floor friction, joint frictionloss, armature, the body's centre of mass, masses,
+        added mass, joint offsets), for ``env.randomize(*terms)``."""
+        return playground_randomization(self, on, **self.config.randomization)
+
+
+class SpotGaitEnv(SpotEnv):
+    """Playground's ``SpotJoystickGaitTracking``: ``"observation"`` float32 ``[N, 69]``
+    (no privileged terms: ``"privileged_observation"`` the same), ``"reward_terms"``
+    ``[N, 6]``."""
+
+    name = "SpotJoystickGaitTracking-v1"
+    config = SPOT_GAIT
+
+
+SPOT_ENVS = (SpotEnv, SpotGaitEnv)
