@@ -50,6 +50,8 @@ def _spec(task: str) -> mujoco.MjSpec:
     for act in spec.actuators:  # the recipe's torque_limit: a symmetric force range
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.forcerange = [-TORQUE_LIMIT, TORQUE_LIMIT]
+    for key in spec.keys:  # a reset's forward runs with ctrl 0, as envpool's and Playground's
+        key.ctrl = [0.0] * len(spec.actuators)
     return spec
 
 
