@@ -16,9 +16,10 @@ then the observations; ``MODE_OBSERVE``: the observations only). One step of it:
    in order, from the step's observation-noise bits; ``noisy(value) - bias``), copied into
    the privileged observation, then the privileged terms, then the height scan (both);
 4. (a step only) termination: the OR of the termination terms; the reward terms, each times
-   its scale (``terms`` out), summed (or: the positive ones times ``exp(w * the negative
-   ones)``), times ``dt`` (clipped to ``[0, 1e4]`` if the config
-   says so, NaN stays NaN); NaN actions make every output NaN;
+   its scale (``terms`` out), summed (with exponent terms ``E``: ``sum_{k not in E} s_k *
+   exp(coef * sum_{k in E} s_k)``, Playground's Spot and H1 gait tracking), times ``dt``
+   (clipped to ``[0, 1e4]`` if the config says so, NaN stays NaN); NaN actions make every
+   output NaN;
 5. the state laws: feet (air time and swing peak cleared on contact, last contact), last
    action, then the task's ``update`` law (commands, gait phase, pushes, ...).
 
@@ -58,7 +59,7 @@ from gpuparam.kernels.legged import (
     write_height_scan,
 )
 from gpuparam.kernels.locomotion import copy_row
-from gpuparam.kernels.rng import next_bits, rng_key
+from gpuparam.kernels.rng import next_bits, rng_key, uniform
 
 wp.set_module_options({"fuse_fp": False})
 
@@ -169,17 +170,16 @@ class TaskData:
 class TaskState:
     """The task's per-env state (``[N, ...]``; a field the task does not keep is empty):
     command (vx, vy, yaw rate), ``countdown`` (a command law's step counter), the previous
-    action and (if the config keeps it: zeroed at a reset, the previous action before
-    that is updated) the one before, per foot air time, swing peak and last contact
-    (0/1), gait phase per foot and its advance per step, push step and interval; for the
-    terrain curriculum the episode's start xy, the commanded distance so far and the
-    metric (+1 promote, -1 demote);
-    ``aux``: a task's own values (its terms and laws index them)."""
+    action, per foot air time, swing peak and last contact (0/1), gait phase per foot and
+    its advance per step, push step and interval; for the terrain curriculum the episode's
+    start xy, the commanded distance so far and the metric (+1 promote, -1 demote); the
+    action before the previous one (zeroed at a reset; the previous action before that is
+    updated); the joint angle minus PD target history (newest first); per-env gait draws
+    (frequency Hz, gait index, swing apex height m)."""
 
     command: wp.array2d(dtype=float)
     countdown: wp.array(dtype=wp.int32)
     last_act: wp.array2d(dtype=float)
-    last_last_act: wp.array2d(dtype=float)
     air_time: wp.array2d(dtype=float)
     swing_peak: wp.array2d(dtype=float)
     last_contact: wp.array2d(dtype=float)
@@ -190,7 +190,11 @@ class TaskState:
     start_xy: wp.array2d(dtype=float)
     cmd_distance: wp.array(dtype=float)
     metric: wp.array(dtype=float)
-    aux: wp.array2d(dtype=float)
+    last_last_act: wp.array2d(dtype=float)
+    qpos_error_history: wp.array2d(dtype=float)
+    gait_freq: wp.array(dtype=float)
+    gait: wp.array(dtype=wp.int32)
+    foot_height: wp.array(dtype=float)
 
 
 @wp.struct
@@ -398,6 +402,14 @@ def obs_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st:
     if j < nf:
         return wp.cos(st.phase[c.i, j])
     return wp.sin(st.phase[c.i, j - nf])
+
+
+@wp.func
+def obs_upvector(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The upvector sensor (3: the imu's z axis in world coordinates, Playground's Spot
+    ``get_gravity``)."""
+    return c.up[j]
 
 
 # ----------------------------------------------------------------- reward terms
@@ -646,6 +658,30 @@ def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: Tas
     return 1.0
 
 
+@wp.func
+def action_rate_2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|a - last a|^2 + |a - 2 last a + last last a|^2`` (needs ``last_last_act``)."""
+    r = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        la = st.last_act[c.i, j]
+        d1 = act[c.i, j] - la
+        d2 = act[c.i, j] - 2.0 * la + st.last_last_act[c.i, j]
+        r += d1 * d1 + d2 * d2
+    return r
+
+
+@wp.func
+def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+              act: wp.array2d(dtype=float)) -> float:
+    """``sum |foot vel_xy|^2`` of the feet in contact."""
+    slip = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
+        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
+    return slip
+
+
 # ----------------------------------------------------------------- termination terms
 @wp.func
 def upside_down(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
@@ -725,12 +761,41 @@ def command_countdown_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
     st.countdown[i] = left
 
 
+@wp.func
+def command_interval_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
+                           st: TaskState, h: wp.uint32):
+    """A command ``U(-a, a)`` per component (``cmd_range``), all 0 with probability
+    ``cmd_zero_prob`` (4 draws); the step counter ``countdown`` 0."""
+    cmd = reset_command(h, p.cmd_range, c.i)
+    for _k in range(3):
+        h = next_bits(h)
+    zero = uniform(h) < c.k[K_CMD_ZERO_PROB]
+    for k in range(3):
+        st.command[c.i, k] = wp.where(zero, 0.0, cmd[k])
+    st.countdown[c.i] = 0
+
+
+@wp.func
+def command_interval_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
+                            st: TaskState):
+    """A new command (as at a reset) once the step counter passes ``cmd_resample`` steps;
+    the counter is zeroed then and at a termination (Playground's Spot)."""
+    n = st.countdown[c.i] + 1
+    if float(n) > c.k[K_CMD_RESAMPLE]:
+        command_interval_reset(c, m, p, d, st,
+                               step_bits(c.seed, c.gid, STREAM_COMMAND, c.episode, c.step))
+        n = 0
+    if c.done:
+        n = 0
+    st.countdown[c.i] = n
+
+
 # ----------------------------------------------------------------- the task kernel
 def make_task_kernel(spec: tuple) -> wp.Kernel:
     """The task kernel of a config (``gpuparam.envs.mujoco.legged_task.LeggedTaskConfig``,
     compiled by its ``kernel_spec``): ``spec`` is ``(nfeet, consts, obs, priv, rewards,
-    terminations, resets, updates, reward_clip, has_command, progress_always, neg_exp)``
-    with
+    terminations, resets, updates, reward_clip, has_command, progress_always,
+    reward_exp)`` with
 
     - ``consts``: ``((k, block, row, default), ...)``: ``Ctx.k[k]`` from row ``row`` of
       block ``block`` (``block_value``; -1: ``default``);
@@ -738,9 +803,8 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
       ``noise_row`` -1: no noise); ``priv``: ``((size, value), ...)``;
     - ``rewards``, ``terminations``: tuples of terms; ``resets``, ``updates``: tuples of
       laws, run in order (each reset law gets the same task-reset bits ``h``);
-    - ``neg_exp``: None (the reward: the sum of the scaled terms) or ``w``: the sum of
-      the positive scaled terms times ``exp(w * the sum of the negative ones)`` (Playground's
-      Spot gait tracking);
+    - ``reward_exp``: None (the reward is the sum) or ``(coef, in_exp)``, ``in_exp`` one
+      bool per reward term (the terms in the exponent);
     - ``reward_clip``: clip the reward to ``[0, 1e4]``; ``has_command``: read
       ``st.command``; ``progress_always``: the terrain metric also without a terrain.
 
@@ -751,8 +815,9 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
 @cache
 def _make(spec: tuple) -> wp.Kernel:
     (nfeet, consts, obs, priv, rewards, terminations, resets, updates, reward_clip,
-     has_command, progress_always, neg_exp) = spec
+     has_command, progress_always, reward_exp) = spec
     nterms = len(rewards)
+    exp_coef, in_exp = (0.0, (False,) * nterms) if reward_exp is None else reward_exp
     termvec = wp.types.vector(length=max(nterms, 1), dtype=float)
 
     # every wp.static sits in the kernel itself (its module hash covers them)
@@ -879,16 +944,16 @@ def _make(spec: tuple) -> wp.Kernel:
         for t in range(wp.static(nterms)):
             tv[t] = wp.static(rewards[t])(c, model, sn, params, data, st, action)
         total = float(0.0)
-        pos = float(0.0)
-        neg = float(0.0)
+        expo = float(0.0)
         for t in range(wp.static(nterms)):
             s = tv[t] * params.scales[t, i]
             out.terms[i, t] = s
-            total += s
-            pos += wp.max(s, 0.0)
-            neg += wp.min(s, 0.0)
-        if wp.static(neg_exp is not None):
-            total = pos * wp.exp(wp.static(0.0 if neg_exp is None else float(neg_exp)) * neg)
+            if wp.static(in_exp[t]):
+                expo += s
+            else:
+                total += s
+        if wp.static(reward_exp is not None):
+            total = total * wp.exp(wp.static(exp_coef) * expo)
         r = total * c.dt
         if wp.static(reward_clip):
             r = wp.where(wp.isnan(r), r, wp.clamp(r, 0.0, 10000.0))  # NaN stays NaN

@@ -66,15 +66,20 @@ def _write_after_step(env, kind: str, f, t: int) -> None:
         st[k].copy_(_t(f[k][t]))
     st["step"].copy_(_t(f["step"][t]))
     st["last_contact"].copy_(_t(f["last_contact"][t].astype(np.float32)))
+    st["error_history"].copy_(_t(f["qpos_error_history"][t]))
     if kind == "joystick":
         st["air_time"].copy_(_t(f["feet_air_time"][t]))
-        st["error_history"].copy_(_t(f["qpos_error_history"][t]))
     else:
+        _write_gait(st, f["gait_freq"], f["gait"], f["foot_height"])
         st["phase"].copy_(_t(f["phase"][t]))
-        st["phase_dt"].copy_(_t(2 * math.pi * 0.02 * f["gait_freq"]))
-        st["aux"].copy_(_t(np.concatenate([f["qpos_error_history"][t], np.stack(
-            [f["gait_freq"], f["gait"], f["foot_height"]], 1)], 1)))
     env.context.action.copy_(_t(f["action"][t]))
+
+
+def _write_gait(st, freq, gait, height) -> None:
+    for k, v in (("gait_freq", freq), ("gait", gait), ("foot_height", height),
+                 ("phase_dt", 2 * math.pi * 0.02 * np.asarray(freq))):
+        st[k].copy_(_t(np.asarray(v, dtype=np.int32 if k == "gait" else np.float32)))
+    st["phase"].copy_(_t(PHASES[np.asarray(gait, int)].astype(np.float32)))
 
 
 def test_sizes_match_envpool(case):
@@ -117,7 +122,7 @@ def test_task_matches_envpool_every_step_and_term(case):
         if t + 1 < f["valid"].shape[0]:
             nxt = f["valid"][t + 1] & ok
             st = env.task.state
-            hist = st["error_history" if kind == "joystick" else "aux"].numpy()[:, :36]
+            hist = st["error_history"].numpy()
             np.testing.assert_allclose(hist[nxt], f["qpos_error_history"][t + 1][nxt],
                                        **OBS_TOL)
             for k in ("last_act", "last_last_act", "swing_peak", "command"):
@@ -152,13 +157,12 @@ def test_reset_matches_envpool_but_for_the_draws(case):
         priv[:, acc] = want[:, acc]
         np.testing.assert_allclose(priv[:, 81:], want[:, 81:], **OBS_TOL)
         return
-    aux = st["aux"].numpy()
-    freq, gait, height = aux[:, 36], aux[:, 37].astype(int), aux[:, 38]
+    freq, gait, height = (st[k].numpy() for k in ("gait_freq", "gait", "foot_height"))
     assert np.all((freq >= 0.5) & (freq <= 4.0) & (height >= 0.08) & (height <= 0.4))
     np.testing.assert_allclose(st["phase"].numpy(), PHASES[gait], atol=1e-6)
     np.testing.assert_allclose(st["phase_dt"].numpy(), 2 * math.pi * 0.02 * freq, rtol=1e-6)
     np.testing.assert_allclose(obs[:, 58:62], np.cos(PHASES[gait]), atol=1e-6)
-    np.testing.assert_allclose(obs[:, 66:69], aux[:, 36:39])
+    np.testing.assert_allclose(obs[:, 66:69], np.stack([freq, gait, height], 1))
 
 
 def test_one_env_step_matches_mujoco_c_at_most_steps(case):
@@ -216,10 +220,7 @@ def test_zero_actions_reward_matches_envpool(case):
         st = env.task.state
         st["command"].copy_(_t(np.stack([c for c, *_ in batch]).astype(np.float32)))
         if kind == "gait":
-            freq, gait, height = (np.array([x[k] for x in batch], np.float32) for k in (1, 2, 3))
-            st["aux"][:, 36:39] = _t(np.stack([freq, gait, height], 1))
-            st["phase"].copy_(_t(PHASES[gait.astype(int)].astype(np.float32)))
-            st["phase_dt"].copy_(_t(2 * math.pi * 0.02 * freq))
+            _write_gait(st, *([x[k] for x in batch] for k in (1, 2, 3)))
         out, down = [], torch.zeros(n, dtype=torch.bool)
         for _ in range(ref["steps"]):
             td = env.step(torch.zeros(n, 12))
