@@ -59,7 +59,7 @@ from gpuparam.kernels.legged import (
     write_height_scan,
 )
 from gpuparam.kernels.locomotion import copy_row
-from gpuparam.kernels.rng import next_bits, rng_key, uniform
+from gpuparam.kernels.rng import next_bits, rng_key, uniform, uniform_in
 
 wp.set_module_options({"fuse_fp": False})
 
@@ -790,6 +790,77 @@ def command_interval_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
     st.countdown[c.i] = n
 
 
+# the gait law of Playground's gait tracking tasks (``gait.py``)
+PI = wp.constant(3.14159265358979)
+
+
+@wp.func
+def obs_gait(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+             act: wp.array2d(dtype=float), j: int) -> float:
+    """Gait frequency (Hz), gait index, swing height (m) (3)."""
+    if j == 0:
+        return st.gait_freq[c.i]
+    return wp.where(j == 1, float(st.gait[c.i]), st.foot_height[c.i])
+
+
+@wp.func
+def _bezier(s: float) -> float:
+    return s * s * s + 3.0 * s * s * (1.0 - s)
+
+
+@wp.func
+def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``exp(-sum (foot z - rz(phase))^2 / sigma)`` (sigma: ``extra`` row 4), ``rz``
+    Playground's ``get_rz``: 0 at phase -pi, the swing height h at 0, 0 at pi (Bezier)."""
+    h = st.foot_height[c.i]
+    e = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        x = (st.phase[c.i, f] + PI) / (2.0 * PI)
+        rz = wp.where(x <= 0.5, h * _bezier(2.0 * x), h + (0.0 - h) * _bezier(2.0 * x - 1.0))
+        e += (c.foot_z[f] - rz) * (c.foot_z[f] - rz)
+    return wp.exp(-e / p.extra[4, c.i])
+
+
+@wp.func
+def gait_offset(g: int, f: int) -> float:
+    """Foot ``f``'s (FL, FR, HL, HR) phase in gait ``g`` (trot, walk, pace, bound, pronk)."""
+    if g == 0:
+        return wp.where(f == 1 or f == 2, PI, 0.0)
+    if g == 1:
+        return float(f) * 0.5 * PI
+    if g == 2:
+        return wp.where(f == 1 or f == 3, PI, 0.0)
+    return wp.where(g == 3 and f >= 2, PI, 0.0)
+
+
+@wp.func
+def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
+               h: wp.uint32):
+    """After the command's 4 draws: frequency ``U(lo, hi)`` Hz, gait ``floor(U(0, 5))``,
+    swing height ``U(lo, hi)`` m (``extra`` rows 0-3: frequency low, high, height low,
+    high); the feet's phases the gait's (Playground's ``gait.py``)."""
+    i = c.i
+    for _k in range(4):
+        h = next_bits(h)
+    freq = uniform_in(h, p.extra[0, i], p.extra[1, i])
+    g = wp.min(int(wp.floor(uniform(next_bits(h)) * 5.0)), 4)
+    st.foot_height[i] = uniform_in(next_bits(next_bits(h)), p.extra[2, i], p.extra[3, i])
+    st.gait_freq[i] = freq
+    st.gait[i] = g
+    st.phase_dt[i] = 2.0 * PI * c.dt * freq
+    for f in range(st.phase.shape[1]):
+        st.phase[i, f] = gait_offset(g, f)
+
+
+@wp.func
+def gait_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
+    """Each foot's phase advances by ``phase_dt``, wrapped to ``[-pi, pi)``."""
+    for f in range(st.phase.shape[1]):
+        st.phase[c.i, f] = wp.mod(st.phase[c.i, f] + st.phase_dt[c.i] + PI, 2.0 * PI) - PI
+
+
+
 # ----------------------------------------------------------------- the task kernel
 def make_task_kernel(spec: tuple) -> wp.Kernel:
     """The task kernel of a config (``gpuparam.envs.mujoco.legged_task.LeggedTaskConfig``,
@@ -868,6 +939,8 @@ def _make(spec: tuple) -> wp.Kernel:
                 st.last_act[i, j] = 0.0
             for j in range(st.last_last_act.shape[1]):
                 st.last_last_act[i, j] = 0.0
+            for j in range(st.qpos_error_history.shape[1]):
+                st.qpos_error_history[i, j] = 0.0
             for f in range(wp.static(nfeet)):
                 st.air_time[i, f] = 0.0
                 st.swing_peak[i, f] = 0.0

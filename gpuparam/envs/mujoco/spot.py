@@ -1,28 +1,20 @@
 """Boston Dynamics Spot on MuJoCo Warp: MuJoCo Playground's ``SpotFlatTerrainJoystick`` and
 ``SpotJoystickGaitTracking`` (``-v1``, envpool's ids) as legged-task configs.
 
-The tasks are Playground's ``locomotion/spot/{joystick,joystick_gait_tracking}.py``;
-envpool 1.2.5's C++ port is the reference the tests compare with
-(``tests/fixtures/spot_envpool_{joystick,gait}.npz``); ``docs/tasks/spot.md`` lists every
-term. Physics ``spot_model.load_spot`` (feet-only scene, sim dt 0.004 s, 5 substeps, PD
-``ctrl = default + action * action_scale``, the actuators' kv 20 kept), reset to the home
-pose at rest (no randomization), 1000-step episodes. Commands ``U(-a, a)`` per component,
-all zero with probability ``command_zero_prob``, resampled after ``command_resample_steps``
-steps. Termination: upvector z < 0.85. The gait task draws a gait (trot, walk, pace, bound,
-pronk), its frequency and swing height per episode; its reward is the positive terms'
-sum times ``exp(0.2 *`` the negative terms' sum``)``.
-
-Deviations from Playground (as envpool): observation noise ``noise_level * scale * U(-1,
-1)`` per value (the feet positions' axes drawn independently); full resets with fresh
-draws; no kicks (``kick_enable`` is there, off, as envpool never applies them). Playground
-has no Spot domain randomizer: ``playground_randomization`` gives the shared recipe's terms
-(Go1's values). The actuators get a force range of +-1e4 N m (``torque_limit``; never
-reached: upstream has none).
-"""
+Every term, law and difference: ``docs/tasks/spot.md``; envpool 1.2.5's port is the
+reference of ``tests/envs/robots/test_spot_parity.py``. Physics ``spot_model`` (feet-only
+scene, PD to ``default + action * action_scale`` with the actuators' kv 20 kept), reset to
+the home pose at rest, commands ``U(-a, a)`` (all 0 with probability 0.1) resampled after
+200 steps, termination at upvector z < 0.85. As envpool (unlike Playground): noise
+``noise_level * scale * U(-1, 1)`` per value, full resets, no kicks (``kick_enable`` off).
+Playground has no Spot randomizer: ``playground_randomization`` gives the recipe's terms
+with Go1's values. The actuators' force range is +-1e4 N m (``torque_limit``; none
+upstream, never reached)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import mujoco
 
@@ -45,7 +37,8 @@ from gpuparam.spec import ParamSpec
 TORQUE_LIMIT = 1e4
 
 
-def _spec(task: str) -> mujoco.MjSpec:
+def _spec(task: str, terrain: str = "flat") -> mujoco.MjSpec:
+    """The scene of ``task`` (flat only) with the recipe's force range, keyframe ctrl 0."""
     spec = spot_spec(task)
     for act in spec.actuators:  # the recipe's torque_limit: a symmetric force range
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
@@ -53,16 +46,6 @@ def _spec(task: str) -> mujoco.MjSpec:
     for key in spec.keys:  # a reset's forward runs with ctrl 0, as envpool's and Playground's
         key.ctrl = [0.0] * len(spec.actuators)
     return spec
-
-
-def joystick_spec(terrain: str) -> mujoco.MjSpec:
-    """The joystick task's scene (flat only)."""
-    return _spec("joystick")
-
-
-def gait_spec(terrain: str) -> mujoco.MjSpec:
-    """The gait task's scene (flat only)."""
-    return _spec("gait")
 
 
 NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
@@ -83,6 +66,11 @@ CONSTS = (
               doc="a new command once more steps than this have passed"),
     ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
 )
+GAIT = {"gait_frequency_min": (0.5, "gait frequency low (Hz)"),
+        "gait_frequency_max": (4.0, "gait frequency high (Hz)"),
+        "foot_height_min": (0.08, "swing height low (m)"),
+        "foot_height_max": (0.4, "swing height high (m)"),
+        "feet_phase_sigma": (0.1, "width of feet_phase")}  # kt.gait_reset's extra rows
 SIZES = {"flat": (48, 8)}  # 12 frictionloss + 4 feet x 4 pyramidal rows + 12 joint limits
 HEAD = (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
         Obs("upvector", 3, kt.obs_upvector, "noise_gravity"))
@@ -97,7 +85,7 @@ TRACKING = (Reward("tracking_lin_vel", 1.5, kt.tracking_lin_vel,
                    "exp(-(cmd_yaw - gyro_z)^2 / sigma)"))
 
 SPOT_JOYSTICK = LeggedTaskConfig(
-    spec=joystick_spec, base_body="body", feet=FEET, sizes=SIZES,
+    spec=functools.partial(_spec, "joystick"), base_body="body", feet=FEET, sizes=SIZES,
     recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
     randomization=dict(frictionloss=(0.9, 1.1), floor_geom="floor", com_jitter=0.05),
     noise=NOISE, extra_sensors=tuple(f"{f}_pos" for f in FEET),
@@ -135,7 +123,6 @@ SPOT_JOYSTICK = LeggedTaskConfig(
                     "sum (air time - 0.1) at first contacts, if moving")),
     reward_clip=True, terminations=(ks.tilted,),
     command=Command(kt.command_interval_reset, kt.command_interval_update, "command_range"),
-    reset=ks.history_reset,
     state=feet_state(*STATE),
     data=("ctrl", "xfrc_applied"),
     consts=(*CONSTS, ParamSpec("max_foot_height", 0.12, 1e-3, 10.0, unit="m",
@@ -148,14 +135,15 @@ SPOT_JOYSTICK = LeggedTaskConfig(
 """MuJoCo Playground's ``SpotFlatTerrainJoystick`` as a config (module docstring)."""
 
 SPOT_GAIT = dataclasses.replace(
-    SPOT_JOYSTICK, spec=gait_spec, noise=NOISE[:4], extra_sensors=(), priv=(),
+    SPOT_JOYSTICK, spec=functools.partial(_spec, "gait"), noise=NOISE[:4], priv=(),
+    extra_sensors=(),
     recipe=dict(action_scale=0.6, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
     obs=(*HEAD, Obs("joint_pos", "nu", ks.obs_noisy_q),
          Obs("error_history", "3 * nu", ks.obs_history),
          Obs("contact", "feet", kt.obs_contact), Obs("phase", "2 * feet", kt.obs_phase),
-         Obs("gait", 3, ks.obs_gait)),
+         Obs("gait", 3, kt.obs_gait)),
     rewards=(*(dataclasses.replace(r, scale=0.5) for r in TRACKING),
-             Reward("feet_phase", 2.0, ks.feet_phase,
+             Reward("feet_phase", 2.0, kt.feet_phase,
                     "exp(-sum (foot z - rz(phase))^2 / feet_phase_sigma)"),
              Reward("ang_vel_xy", -0.5, kt.ang_vel_xy, "|global angvel_xy|^2"),
              Reward("lin_vel_z", -0.5, ks.lin_vel_z_bound_pronk,
@@ -163,19 +151,15 @@ SPOT_GAIT = dataclasses.replace(
              Reward("hip_splay", -0.5, ks.hip_splay, "sum over hx joints (q - default)^2")),
     reward_clip=False, reward_exp=(0.2, ("ang_vel_xy", "lin_vel_z", "hip_splay")),
     pose_weight=(1.0, 0.0, 0.0),
-    reset=ks.gait_reset, update=ks.gait_update,
+    reset=kt.gait_reset, update=kt.gait_update,
     state=feet_state(*STATE, State("phase", "phase", ("feet",)), State("phase_dt", "phase_dt"),
                      State("gait_freq", "gait_freq"), State("gait", "gait", (), int32=True),
                      State("foot_height", "foot_height")),
     data=("ctrl",),
-    consts=(*CONSTS,
-            ParamSpec("feet_phase_sigma", 0.1, 1e-4, 100.0, doc="width of feet_phase"),
-            ParamSpec("gait_frequency_min", 0.5, 0.0, 100.0, unit="Hz", doc="gait frequency low"),
-            ParamSpec("gait_frequency_max", 4.0, 0.0, 100.0, unit="Hz", doc="gait frequency high"),
-            ParamSpec("foot_height_min", 0.08, 0.0, 10.0, unit="m", doc="swing height low"),
-            ParamSpec("foot_height_max", 0.4, 0.0, 10.0, unit="m", doc="swing height high")),
-    params=(ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
-                      unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
+    consts=CONSTS, extra_block=tuple(GAIT),
+    params=(*(ParamSpec(k, v, 1e-4, 100.0, doc=doc) for k, (v, doc) in GAIT.items()),
+            ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
+                      unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)")),
     ctx=dict(tracking_sigma="tracking_sigma", cmd_zero_prob="command_zero_prob",
              cmd_resample="command_resample_steps"),
 )
@@ -192,9 +176,7 @@ class SpotEnv(LeggedEnv):
     robot = "Spot"
 
     def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """The shared recipe's terms (``legged.playground_randomization``, Go1's values:
-        floor friction, joint frictionloss, armature, the body's centre of mass, masses,
-        added mass, joint offsets), for ``env.randomize(*terms)``."""
+        """``legged.playground_randomization``'s terms with Go1's values."""
         return playground_randomization(self, on, **self.config.randomization)
 
 
