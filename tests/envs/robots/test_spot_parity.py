@@ -184,9 +184,13 @@ def test_one_env_step_matches_mujoco_c_at_most_steps(case):
         errs.extend(e[ok].tolist())
     env.params.set("action_scale", env.params.spec["action_scale"].default)
     errs = np.array(errs)
+    print(f"{kind}: physics qvel error median {np.median(errs):.2e}, "
+          f"{(errs < 1e-3).mean():.0%} < 1e-3, {(errs < 1e-2).mean():.0%} < 1e-2 ({errs.size})")
     assert errs.size > 150
-    assert np.median(errs) < 1e-3, np.median(errs)
-    assert (errs < 1e-2).mean() > 0.6, (errs < 1e-2).mean()
+    # seen: median 6e-6 rad/s, 87-90% of the steps under 1e-3 (the rest: feet striking,
+    # where Playground's single solver iteration leaves both solves unconverged)
+    assert np.median(errs) < 1e-4, np.median(errs)
+    assert (errs < 1e-3).mean() > 0.8, (errs < 1e-3).mean()
 
 
 def _envpool_draws(kind: str, n: int, seed: int) -> list[tuple]:
