@@ -263,3 +263,22 @@ def test_recipe_parameters_come_with_the_config(case):
         assert {t.param for t in terms} >= {"body_mass", "geom_friction", "dof_frictionloss"}
     finally:
         env.params.set("kp", kp)
+
+
+def test_noisy_joint_angles_are_shared_by_the_observation_and_the_history(case):
+    """With noise on, the history's new block is the observation's noisy angle minus the
+    clipped target (Playground's: one noisy angle per step), and the noise is there."""
+    kind, f, env = case
+    env.params.set("noise_level", 1.0)
+    try:
+        env.reset()
+        td = env.step(_t(f["action"][0]))
+        obs = td["observation"].numpy()
+        q = obs[:, 6:18] + (env.backend.default_pose if kind == "joystick" else 0.0)
+        lo, hi = env.mjm.jnt_range[env.mjm.actuator_trnid[:, 0]].T.astype(np.float32)
+        target = np.clip(wp.to_torch(env.backend.d.ctrl).numpy(), lo, hi)
+        np.testing.assert_allclose(obs[:, 18:30], q - target, atol=2e-6)
+        noise = q - env.backend.state["qpos"].numpy()[:, 7:]
+        assert 0.0 < np.abs(noise).max() <= 0.05 + 1e-6
+    finally:
+        env.params.set("noise_level", 0.0)
