@@ -72,7 +72,8 @@ MIN_MASS = 1e-6  # kg: ``body_mass``'s lower bound, also the torso's with ``adde
 
 def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     """The dof each actuator drives, int ``[nu]``; raises ``ValueError`` unless every
-    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``, no ``kv``) on a
+    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``; a ``kv``,
+    ``biasprm[2] <= 0``, is kept as the model has it: Spot's feet-only scene) on a
     hinge or slide joint of its own, with a symmetric force range."""
     dofs = []
     for a in range(mjm.nu):
@@ -83,13 +84,13 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
                                            int(mujoco.mjtJoint.mjJNT_SLIDE))
               and mjm.actuator_gainprm[a, 0] > 0
               and mjm.actuator_biasprm[a, 1] == -mjm.actuator_gainprm[a, 0]
-              and mjm.actuator_biasprm[a, 2] == 0
+              and mjm.actuator_biasprm[a, 2] <= 0
               and mjm.actuator_forcelimited[a]
               and mjm.actuator_forcerange[a, 0] == -mjm.actuator_forcerange[a, 1])
         if not ok:
             raise ValueError(
-                f"actuator {name!r}: expected a position actuator (kp, no kv) on a hinge or "
-                "slide joint with a symmetric force range, got transmission "
+                f"actuator {name!r}: expected a position actuator (kp; kv >= 0) on a hinge "
+                "or slide joint with a symmetric force range, got transmission "
                 f"{mujoco.mjtTrn(mjm.actuator_trntype[a]).name}, gainprm[0] "
                 f"{mjm.actuator_gainprm[a, 0]}, biasprm[1:3] {mjm.actuator_biasprm[a, 1:3]}, "
                 f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "

@@ -152,7 +152,9 @@ class LeggedTaskConfig:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
     (parameter names stored one after the other: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
-    ``reward_clip``, ``progress_always`` (the terrain metric without a grid too),
+    ``reward_clip``, ``reward_exp`` (None, or ``(coef, names)``: the reward is ``dt * (sum
+    of the other terms) * exp(coef * sum of these)``),
+    ``progress_always`` (the terrain metric without a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
     ``site_xpos``, ``site_xmat``, ``actuator_force``)."""
 
@@ -197,6 +199,7 @@ class LeggedTaskConfig:
     ctx: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
     reward_clip: bool = False
+    reward_exp: tuple | None = None
     progress_always: bool = False
     data: tuple[str, ...] = ()
 
@@ -309,9 +312,13 @@ class LeggedTask(Task):
         resets, updates = (cfg.reset,), (cfg.update,)
         if cmd is not None:  # the command's laws, then the task's
             resets, updates = (cmd.reset, cfg.reset), (cmd.update, cfg.update)
+        rexp = None
+        if cfg.reward_exp is not None:
+            coef, names = cfg.reward_exp
+            rexp = (float(coef), tuple(r.name in names for r in cfg.rewards))
         return (nf, tuple(consts_k), obs, priv, tuple(r.term for r in cfg.rewards),
                 tuple(cfg.terminations), resets, updates, cfg.reward_clip, cmd is not None,
-                cfg.progress_always)
+                cfg.progress_always, rexp)
 
     @staticmethod
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:
