@@ -167,13 +167,15 @@ class TaskData:
 class TaskState:
     """The task's per-env state (``[N, ...]``; a field the task does not keep is empty):
     command (vx, vy, yaw rate), ``countdown`` (a command law's step counter), the previous
-    action, per foot air time, swing peak and last contact (0/1), gait phase per foot and
-    its advance per step, push step and interval; for the terrain curriculum the episode's
-    start xy, the commanded distance so far and the metric (+1 promote, -1 demote)."""
+    action and the one before it (kept if the field is bound), per foot air time, swing
+    peak and last contact (0/1), gait phase per foot and its advance per step, push step
+    and interval; for the terrain curriculum the episode's start xy, the commanded
+    distance so far and the metric (+1 promote, -1 demote)."""
 
     command: wp.array2d(dtype=float)
     countdown: wp.array(dtype=wp.int32)
     last_act: wp.array2d(dtype=float)
+    last_last_act: wp.array2d(dtype=float)
     air_time: wp.array2d(dtype=float)
     swing_peak: wp.array2d(dtype=float)
     last_contact: wp.array2d(dtype=float)
@@ -345,6 +347,13 @@ def obs_base_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskDat
 
 
 @wp.func
+def obs_imu_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The imu site's world z (1)."""
+    return d.site_xpos[c.i, sn.imu_site][2]
+
+
+@wp.func
 def obs_last_contact(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                      st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
     """Per foot, its contact at the previous step (F)."""
@@ -506,6 +515,59 @@ def action_rate(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
+def action_rate2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|a - last a|^2 + |a - 2 last a + last last a|^2`` (Playground's Go1 Getup)."""
+    rate = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        a1 = st.last_act[c.i, j]
+        da = act[c.i, j] - a1
+        dd = act[c.i, j] - 2.0 * a1 + st.last_last_act[c.i, j]
+        rate += da * da
+        rate += dd * dd
+    return rate
+
+
+@wp.func
+def torques_l2sq(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum tau^2`` (actuator forces)."""
+    tau2 = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        tau = d.actuator_force[c.i, j]
+        tau2 += tau * tau
+    return tau2
+
+
+@wp.func
+def dof_vel_excess(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum max(|joint qvel| - 2 pi, 0)^2``."""
+    e = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        x = wp.max(wp.abs(d.qvel[c.i, 6 + j]) - 2.0 * wp.pi, 0.0)
+        e += x * x
+    return e
+
+
+@wp.func
+def dof_pos_limits_centred(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                           st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """Joint angles beyond the soft limits ``centre -+ soft_limit * width / 2`` of each
+    joint range, summed (Playground's Go1 Getup / Handstand)."""
+    soft = c.k[K_SOFT_LIMIT]
+    limits = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        lo = m.joint_low[j]
+        hi = m.joint_high[j]
+        mid = (lo + hi) * 0.5
+        half = (hi - lo) * 0.5 * soft
+        q = d.qpos[c.i, 7 + j]
+        limits += -wp.min(q - (mid - half), 0.0) + wp.max(q - (mid + half), 0.0)
+    return limits
+
+
+@wp.func
 def energy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
            act: wp.array2d(dtype=float)) -> float:
     """``sum |qvel| |tau|``."""
@@ -626,6 +688,27 @@ def pose_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: T
     pose = float(0.0)
     for j in range(m.default_pose.shape[0]):
         dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
+        pose += dq * dq
+    return pose
+
+
+@wp.func
+def any_foot_contact(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams,
+                     d: TaskData, st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """1 if a foot touches the floor (its contact sensor), else 0."""
+    hit = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        hit = wp.max(hit, c.contact[f])
+    return hit
+
+
+@wp.func
+def pose_subset(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams,
+                d: TaskData, st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum (q_j - home_j)^2`` over the actuators ``m.index``."""
+    pose = float(0.0)
+    for k in range(m.index.shape[0]):
+        dq = d.qpos[c.i, 7 + m.index[k]] - m.default_pose[m.index[k]]
         pose += dq * dq
     return pose
 
@@ -787,6 +870,8 @@ def _make(spec: tuple) -> wp.Kernel:
                 wp.static(resets[t])(c, model, params, data, st, h)
             for j in range(st.last_act.shape[1]):
                 st.last_act[i, j] = 0.0
+            for j in range(st.last_last_act.shape[1]):
+                st.last_last_act[i, j] = 0.0
             for f in range(wp.static(nfeet)):
                 st.air_time[i, f] = 0.0
                 st.swing_peak[i, f] = 0.0
@@ -883,7 +968,9 @@ def _make(spec: tuple) -> wp.Kernel:
             terrain_progress(i, data.qpos, c.cmd[0], c.cmd[1], c.dt, tr.tile, st.start_xy,
                              st.cmd_distance, st.metric)
 
-        # state laws: last action, the task's own, the feet
+        # state laws: last actions, the task's own, the feet
+        for j in range(st.last_last_act.shape[1]):
+            st.last_last_act[i, j] = st.last_act[i, j]
         for j in range(st.last_act.shape[1]):
             st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
         for t in range(wp.static(len(updates))):
