@@ -14,9 +14,7 @@ wp.set_module_options({"fuse_fp": False})
 
 STREAM_DROP = wp.constant(STREAM_TERM0 + (1 << 20) + 32)
 # rows of the tasks' ``consts`` block (go1_tasks.py's ``_consts`` order)
-ROW_ENERGY = wp.constant(2)
-ROW_FORWARD_Z = wp.constant(3)
-ROW_UP_MIN = wp.constant(4)
+ROW_ENERGY, ROW_FORWARD_Z, ROW_UP_MIN = (wp.constant(k) for k in (2, 3, 4))
 Act = wp.array2d(dtype=float)
 
 
@@ -109,10 +107,15 @@ def upvector_below(c: kt.Ctx, m: kt.TaskModel, sn: kt.Sensors, p: kt.TaskParams,
 
 
 @wp.kernel
-def drop_pose(prob: wp.array(dtype=float), joint_low: wp.array(dtype=float),
-              joint_high: wp.array(dtype=float), qposadr: wp.array(dtype=int),
-              mask: wp.array(dtype=wp.bool), keys: StepKeys,
-              qpos_out: wp.array2d(dtype=float), ctrl_out: wp.array2d(dtype=float)):
+def drop_pose(
+    # Model:
+    prob: wp.array(dtype=float), joint_low: wp.array(dtype=float),
+    joint_high: wp.array(dtype=float), qposadr: wp.array(dtype=int),
+    # Data in:
+    mask: wp.array(dtype=wp.bool), keys: StepKeys,
+    # Data out:
+    qpos_out: wp.array2d(dtype=float), ctrl_out: wp.array2d(dtype=float),
+):
     """Go1 Getup's reset, masked envs, after the legged reset (home pose, base velocities):
     with probability ``prob [N]`` the robot is instead at (0, 0, 0.5), orientation a
     normalized 4-d Gaussian ``q / (|q| + 1e-6)``, each joint ``U(low, high)`` over its

@@ -352,12 +352,14 @@ def pre_step(
 
 @wp.kernel
 def settle_restore(
+    # Data in:
     mask: wp.array(dtype=wp.bool),
     qpos: wp.array2d(dtype=float),
     qvel: wp.array2d(dtype=float),
     warm: wp.array2d(dtype=float),
     ctrl: wp.array2d(dtype=float),
     time: wp.array(dtype=float),
+    # Data out:
     qpos_out: wp.array2d(dtype=float),
     qvel_out: wp.array2d(dtype=float),
     warm_out: wp.array2d(dtype=float),

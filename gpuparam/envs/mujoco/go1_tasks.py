@@ -1,15 +1,13 @@
 """Unitree Go1 Getup and Handstand on MuJoCo Warp: MuJoCo Playground's ``Go1Getup``,
-``Go1Handstand`` (``-v1``, envpool's names; envpool 1.2.5's ports are the tests' reference,
-``tests/fixtures/go1_{getup,handstand}_envpool.npz``) and ``Go1Footstand-v1`` (not
-recorded). Every term: ``docs/tasks/go1_getup_handstand.md``.
+``Go1Handstand`` (``-v1``, envpool's names; envpool 1.2.5's ports are the tests' reference)
+and ``Go1Footstand-v1`` (not recorded). Every term: ``docs/tasks/go1_getup_handstand.md``.
 
-- Getup (full collisions, self-contacts too): targets ``q + 0.5 a`` (``q`` at the step's
-  start); a reset drops the robot with probability ``drop_from_height_prob`` from 0.5 m in
-  a random pose (else home), base velocities ``U(-0.5, 0.5)``, then settles 125 physics
-  steps; no fall termination; 300-step episodes.
+- Getup (full collisions): targets ``q + 0.5 a`` (``q`` at the step's start); a reset drops
+  the robot with probability ``drop_from_height_prob`` from 0.5 m in a random pose (else
+  home), base velocities ``U(-0.5, 0.5)``, then settles 125 physics steps; 300 steps.
 - Handstand (every geom vs the floor): targets ``ctrl + 0.3 a`` (cumulative); the legged
   reset; ends when the upvector's z < -0.25 or a front calf, thigh or hip touches the
-  floor; 500-step episodes.
+  floor; 500 steps.
 
 Both read the sensors after a final ``mj_forward``, as envpool (Playground: one physics
 step stale). Deviations from envpool: counter-based draws (same distributions); no
@@ -55,17 +53,16 @@ def _noise(joint_pos: float, linvel: bool) -> tuple:
 
 def _consts(soft: float, height: float, forward_z: float = -1.0) -> tuple[ParamSpec, ...]:
     # kernels/go1_tasks.py reads rows 2 (ROW_ENERGY), 3 (ROW_FORWARD_Z), 4 (ROW_UP_MIN)
-    return (
-        ParamSpec("soft_joint_pos_limit_factor", soft, 0.0, 1.0,
-                  doc="soft limits: each joint range's centre -+ factor x half its width"),
-        ParamSpec("desired_height", height, 0.0, 10.0, unit="m",
-                  doc="z_des: the imu height the height terms reward"),
-        ParamSpec("energy_termination_threshold", 1e30, 0.0, 1e30, unit="W",
-                  doc="the episode ends when sum |tau qvel| exceeds it (1e30: never)"),
-        ParamSpec("forward_z", forward_z, -1.0, 1.0,
-                  doc="desired world z of the imu x-axis (orientation term)"),
-        ParamSpec("upvector_min", -0.25, -2.0, 2.0,
-                  doc="the episode ends when the upvector's z is below it (Handstand)"))
+    return (ParamSpec("soft_joint_pos_limit_factor", soft, 0.0, 1.0,
+                      doc="soft limits: each joint range's centre -+ factor x half its width"),
+            ParamSpec("desired_height", height, 0.0, 10.0, unit="m",
+                      doc="z_des: the imu height the height terms reward"),
+            ParamSpec("energy_termination_threshold", 1e30, 0.0, 1e30, unit="W",
+                      doc="the episode ends when sum |tau qvel| exceeds it (1e30: never)"),
+            ParamSpec("forward_z", forward_z, -1.0, 1.0,
+                      doc="desired world z of the imu x-axis (orientation term)"),
+            ParamSpec("upvector_min", -0.25, -2.0, 2.0,
+                      doc="the episode ends when the upvector's z is below it (Handstand)"))
 
 
 _STATE = (*(State(k, k, ("feet",)) for k in ("air_time", "swing_peak", "last_contact")),
