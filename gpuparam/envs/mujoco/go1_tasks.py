@@ -89,12 +89,9 @@ GETUP = LeggedTaskConfig(
         Reward("orientation", 1.0, kg.upright_exp, "exp(-2 |g - (0, 0, -1)|^2)"),
         Reward("torso_height", 1.0, kg.torso_height, "exp(min(h, z_des)) - 1"),
         Reward("posture", 1.0, kg.posture, "upright * exp(-0.5 |q - home|^2)"),
-        Reward("stand_still", 1.0, kg.stand_still_action,
-               "upright * at height * exp(-0.5 |a|^2)"),
-        Reward("action_rate", -0.001, kt.action_rate2,
-               "|a - a1|^2 + |a - 2 a1 + a2|^2"),
-        Reward("dof_pos_limits", -0.1, kt.dof_pos_limits_centred,
-               "joint angles beyond the soft limits (summed)"),
+        Reward("stand_still", 1.0, kg.stand_still_action, "upright, at height: exp(-0.5 |a|^2)"),
+        Reward("action_rate", -0.001, kt.action_rate2, "|a - a1|^2 + |a - 2 a1 + a2|^2"),
+        Reward("dof_pos_limits", -0.1, kt.dof_pos_limits_centred, "beyond the soft limits"),
         Reward("torques", -1e-5, kt.torques_l2_l1, "|tau| + sum |tau|"),
         Reward("dof_acc", -2.5e-7, kt.dof_acc, "|joint qacc|^2"),
         Reward("dof_vel", -0.1, kt.dof_vel_excess, "sum max(|qvel| - 2 pi, 0)^2"),
@@ -122,8 +119,7 @@ HANDSTAND = LeggedTaskConfig(
         Reward("contact", -0.1, kt.any_foot_contact, "1 if a foot touches the floor"),
         Reward("action_rate", 0.0, kt.action_rate, "|a - a1|^2"),
         Reward("termination", 0.0, kt.termination, "1 at a termination"),
-        Reward("dof_pos_limits", -0.5, kt.dof_pos_limits_centred,
-               "joint angles beyond the soft limits (summed)"),
+        Reward("dof_pos_limits", -0.5, kt.dof_pos_limits_centred, "beyond the soft limits"),
         Reward("torques", 0.0, kt.torques_l2sq, "sum tau^2"),
         Reward("pose", -0.1, kt.pose_subset, "sum (q - home)^2 over the rear legs"),
         Reward("stay_still", 0.0, kg.stay_still, "qvel_x^2 + qvel_y^2 + yaw rate^2"),
@@ -174,12 +170,16 @@ class _Go1TaskEnv(LeggedEnv):
 
 
 class Go1GetupEnv(_Go1TaskEnv):
-    """Playground's ``Go1Getup`` (module docstring; ``LeggedEnv``'s arguments): outputs
+    """Playground's ``Go1Getup`` (module docstring; ``LeggedEnv``'s arguments; ``gating``
+    ``"graph"`` by default: the settling only at steps with a reset): outputs
     ``"observation"`` float32 ``[N, 42]``, ``"privileged_observation"`` ``[N, 91]``,
     ``"reward_terms"`` ``[N, 9]``."""
 
     name, config = "Go1Getup-v1", GETUP
     backend_class = GetupBackend
+
+    def __init__(self, *args, gating: str = "graph", **kwargs):  # settle at resets only
+        super().__init__(*args, gating=gating, **kwargs)
 
 
 class Go1HandstandEnv(_Go1TaskEnv):
