@@ -219,3 +219,23 @@ def test_masked_reset_settles_only_its_envs_and_kp_is_a_parameter(case):
     force = wp.to_torch(d.actuator_force)
     assert torch.all(force[0] == 0.0) and torch.all(force[1:].abs().sum(1) > 0.0)
     env.params.set("kp", kp)
+
+
+def test_footstand_config(case):
+    """``Go1Footstand-v1`` (not recorded by envpool): Handstand's class with the front legs'
+    pose cost, the imu x-axis up and z_des 0.53, checked on Handstand's recorded data."""
+    task, f, _ = case
+    if task != "handstand":
+        pytest.skip("Footstand shares Handstand's scene and fixture")
+    n = f["valid"].shape[1]
+    env = gp.make("Go1Footstand-v1", n, device="cpu", seed=0, noise_level=0.0)
+    t = 10
+    _write_after_step(env, f, t)
+    env.task.compute(env.context)
+    terms = dict(zip(env.reward_term_names, env.outputs["reward_terms"].numpy().T, strict=True))
+    q, home = f["qpos"][t + 1][:, 7:13], np.tile([0.1, 0.9, -1.8, -0.1, 0.9, -1.8], (n, 1))
+    np.testing.assert_allclose(terms["pose"], -0.1 * ((q - home) ** 2).sum(1), rtol=1e-5)
+    up = (0.5 * f["imu_xmat"][t][:, 6] + 0.5) ** 2
+    np.testing.assert_allclose(terms["orientation"], up, rtol=1e-5, atol=1e-7)
+    h = np.minimum(f["imu_xpos"][t][:, 2], 0.53)
+    np.testing.assert_allclose(terms["height"], np.exp(-(0.53 - h)), rtol=1e-5)
