@@ -180,6 +180,7 @@ class TaskState:
     command: wp.array2d(dtype=float)
     countdown: wp.array(dtype=wp.int32)
     last_act: wp.array2d(dtype=float)
+    last_last_act: wp.array2d(dtype=float)
     air_time: wp.array2d(dtype=float)
     swing_peak: wp.array2d(dtype=float)
     last_contact: wp.array2d(dtype=float)
@@ -190,7 +191,6 @@ class TaskState:
     start_xy: wp.array2d(dtype=float)
     cmd_distance: wp.array(dtype=float)
     metric: wp.array(dtype=float)
-    last_last_act: wp.array2d(dtype=float)
     qpos_error_history: wp.array2d(dtype=float)
     gait_freq: wp.array(dtype=float)
     gait: wp.array(dtype=wp.int32)
@@ -355,6 +355,13 @@ def obs_base_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskDat
                     st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
     """The base's world z (1)."""
     return d.qpos[c.i, 2]
+
+
+@wp.func
+def obs_imu_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The imu site's world z (1)."""
+    return d.site_xpos[c.i, sn.imu_site][2]
 
 
 @wp.func
@@ -527,6 +534,59 @@ def action_rate(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
+def action_rate2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|a - last a|^2 + |a - 2 last a + last last a|^2`` (Playground's Go1 Getup)."""
+    rate = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        a1 = st.last_act[c.i, j]
+        da = act[c.i, j] - a1
+        dd = act[c.i, j] - 2.0 * a1 + st.last_last_act[c.i, j]
+        rate += da * da
+        rate += dd * dd
+    return rate
+
+
+@wp.func
+def torques_l2sq(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum tau^2`` (actuator forces)."""
+    tau2 = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        tau = d.actuator_force[c.i, j]
+        tau2 += tau * tau
+    return tau2
+
+
+@wp.func
+def dof_vel_excess(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum max(|joint qvel| - 2 pi, 0)^2``."""
+    e = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        x = wp.max(wp.abs(d.qvel[c.i, 6 + j]) - 2.0 * wp.pi, 0.0)
+        e += x * x
+    return e
+
+
+@wp.func
+def dof_pos_limits_centred(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                           st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """Joint angles beyond the soft limits ``centre -+ soft_limit * width / 2`` of each
+    joint range, summed (Playground's Go1 Getup / Handstand)."""
+    soft = c.k[K_SOFT_LIMIT]
+    limits = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        lo = m.joint_low[j]
+        hi = m.joint_high[j]
+        mid = (lo + hi) * 0.5
+        half = (hi - lo) * 0.5 * soft
+        q = d.qpos[c.i, 7 + j]
+        limits += -wp.min(q - (mid - half), 0.0) + wp.max(q - (mid + half), 0.0)
+    return limits
+
+
+@wp.func
 def energy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
            act: wp.array2d(dtype=float)) -> float:
     """``sum |qvel| |tau|``."""
@@ -652,23 +712,31 @@ def pose_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: T
 
 
 @wp.func
+def any_foot_contact(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams,
+                     d: TaskData, st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """1 if a foot touches the floor (its contact sensor), else 0."""
+    hit = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        hit = wp.max(hit, c.contact[f])
+    return hit
+
+
+@wp.func
+def pose_subset(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams,
+                d: TaskData, st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum (q_j - home_j)^2`` over the actuators ``m.index``."""
+    pose = float(0.0)
+    for k in range(m.index.shape[0]):
+        dq = d.qpos[c.i, 7 + m.index[k]] - m.default_pose[m.index[k]]
+        pose += dq * dq
+    return pose
+
+
+@wp.func
 def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
           act: wp.array2d(dtype=float)) -> float:
     """1."""
     return 1.0
-
-
-@wp.func
-def action_rate_2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``|a - last a|^2 + |a - 2 last a + last last a|^2`` (needs ``last_last_act``)."""
-    r = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        la = st.last_act[c.i, j]
-        d1 = act[c.i, j] - la
-        d2 = act[c.i, j] - 2.0 * la + st.last_last_act[c.i, j]
-        r += d1 * d1 + d2 * d2
-    return r
 
 
 @wp.func

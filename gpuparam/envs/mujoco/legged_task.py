@@ -156,7 +156,9 @@ class LeggedTaskConfig:
     of the other terms) * exp(coef * sum of these)``),
     ``progress_always`` (the terrain metric without a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
-    ``site_xpos``, ``site_xmat``, ``actuator_force``)."""
+    ``site_xpos``, ``site_xmat``, ``actuator_force``); ``action_mode``,
+    ``forward_after_step``, ``settle_steps``: ``legged.LeggedBackend``'s (what actions are
+    relative to, a ``mj_forward`` after the substeps, physics steps settling a reset)."""
 
     spec: Callable[[str], mujoco.MjSpec]
     base_body: str
@@ -202,6 +204,9 @@ class LeggedTaskConfig:
     reward_exp: tuple | None = None
     progress_always: bool = False
     data: tuple[str, ...] = ()
+    action_mode: str = "default"
+    forward_after_step: bool = False
+    settle_steps: int = 0
 
     @property
     def reward_names(self) -> tuple[str, ...]:
@@ -502,6 +507,7 @@ class LeggedEnv(RobotEnv):
     default_terminating: tuple[str, ...] = ()
     reward_defaults: dict = {}
     spawn_height = 0.0
+    backend_class = LeggedBackend  # a subclass may add its own reset draws
 
     def __init_subclass__(cls, **kw):
         if "config" in cls.__dict__:  # a task's class: its config's step, limit, terms
@@ -596,9 +602,11 @@ class LeggedEnv(RobotEnv):
             origins = self.grid.origins.copy()
             origins[..., 2] += self.spawn_height
         cfg = self.task_config
-        return LeggedBackend(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
+        return self.backend_class(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
-                             torso_body=cfg.torso_body, **self._sizes)
+                             torso_body=cfg.torso_body, action_mode=cfg.action_mode,
+                             forward_after_step=cfg.forward_after_step,
+                             settle_steps=cfg.settle_steps, **self._sizes)
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)

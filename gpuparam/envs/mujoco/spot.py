@@ -111,7 +111,7 @@ SPOT_JOYSTICK = LeggedTaskConfig(
              Reward("posture", 1.0, ks.posture,
                     "exp(w |q - default|^2), w = -10 if |cmd| < 0.01 else 0"),
              Reward("torques", -0.0002, kt.torques_l2_l1, "|tau| + sum |tau|"),
-             Reward("action_rate", -0.01, kt.action_rate_2,
+             Reward("action_rate", -0.01, kt.action_rate2,
                     "|a - last a|^2 + |a - 2 last a + last last a|^2"),
              Reward("energy", -0.001, kt.energy, "sum |qvel| |tau|"),
              Reward("feet_slip", -0.1, kt.feet_slip, "sum |foot vel_xy|^2 in contact"),
