@@ -4,10 +4,10 @@ Measures, in one run: throughput vs N (gpuparam and peers), parameter-update lat
 overheads of randomization / normalization / hooks, the time of each stage of the step
 (CPU), host time per captured step, adapter overheads, training loops, memory, weak scaling
 over torch.distributed ranks (1 vs 2 ranks, ObsNorm synced every 10 steps), (CUDA) the
-roofline, and the MuJoCo Warp robots (benchmarks/robots.py). Writes
-``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
-prints a summary with the goals of the issues as PASS / FAIL / SKIP lines. Exits 1 when
-any measurement raised (its error is recorded in the JSON and printed), else 0.
+roofline, and the MuJoCo Warp robots (benchmarks/robots.py): what and at which sizes is
+data, in benchmarks/config.py. Writes ``DIR/<device>[_quick].json`` with every figure and
+the machine, and prints a summary with the goals of the issues as PASS / FAIL / SKIP
+lines. Exits 1 when any measurement raised (its error is recorded in the JSON and printed), else 0.
 
 torch runs on one intra-op thread unless --threads says otherwise: CPU figures then do not
 depend on the machine's core count, and other processes on the machine disturb them less; the
@@ -41,7 +41,6 @@ from benchmarks import (
     machine,
     memory,
     overhead,
-    plots,
     report,
     robots,
     roofline,
@@ -50,8 +49,8 @@ from benchmarks import (
     training,
 )
 from benchmarks.config import DEFAULT_OUTPUT, RunConfig
-from benchmarks.features import attempt
 from benchmarks.goals import evaluate
+from benchmarks.timing import attempt
 
 
 def parse(argv: list[str] | None) -> RunConfig:
@@ -67,7 +66,7 @@ def parse(argv: list[str] | None) -> RunConfig:
                    help="torch intra-op threads (default 1, so CPU figures do not depend on "
                         "the core count; 0: torch's own choice)")
     p.add_argument("--output", default=DEFAULT_OUTPUT, metavar="DIR",
-                   help=f"where the JSON, PNGs and MuJoCo's log go (default {DEFAULT_OUTPUT}; "
+                   help=f"where the JSON and MuJoCo's log go (default {DEFAULT_OUTPUT}; "
                         "the committed results: benchmarks/results)")
     hidden = argparse.SUPPRESS  # for tests and debugging
     p.add_argument("--peer-sizes", type=int, nargs="+", help=hidden)
@@ -166,12 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     mujoco_log = route_mujoco_log(out)
     res = run(cfg)
     stem = cfg.device.split(":")[0] + ("_quick" if cfg.quick else "")
-    res["plots"] = plots.write_all(res, out, stem)
     path = out / f"{stem}.json"
     path.write_text(json.dumps(res, indent=1, default=str) + "\n")
     print(report.text(res))
-    print(f"\nwall time {res['wall_time_s']:.1f} s; wrote {path} and "
-          f"{', '.join(res['plots']) or 'no plots'} in {out}")
+    print(f"\nwall time {res['wall_time_s']:.1f} s; wrote {path}")
     if mujoco_log is not None and mujoco_log.exists():
         lines = mujoco_log.read_text(errors="replace").splitlines()
         print(f"MuJoCo logged {len(lines)} lines to {mujoco_log} (Gymnasium's half_cheetah.xml "

@@ -21,10 +21,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt, optional_import
-from benchmarks.subjects import BARE, NUM_ACTION_BATCHES, Subject, gp_subject, make_gp_env
-from benchmarks.timing import interleave, median, paired_ratio
+from benchmarks.config import BARE, RunConfig
+from benchmarks.subjects import NUM_ACTION_BATCHES, Subject, gp_subject, make_gp_env
+from benchmarks.timing import attempt, interleave, median, optional_import, paired_ratio
 
 LABELS = {
     "rsl_rl": "rsl_rl RslRlVecEnv.step (incl. copies + episode stats)",

@@ -25,7 +25,7 @@ import warp as wp
 from torch.utils._python_dispatch import TorchDispatchMode  # (documented: "Extending PyTorch")
 
 import gpuparam as gp
-from benchmarks.features import randomization_terms
+from benchmarks.config import randomization_terms
 from gpuparam._launch import BoundLaunch
 
 N = 64  # small: the counts per env do not depend on N

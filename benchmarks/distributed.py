@@ -37,8 +37,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from benchmarks.config import GOAL_N, RunConfig
-from benchmarks.features import Skipped
 from benchmarks.machine import load_average
+from benchmarks.timing import Skipped
 
 SYNC_EVERY = 10
 WORLD = 2

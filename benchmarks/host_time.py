@@ -35,13 +35,10 @@ import time
 import torch
 
 import gpuparam as gp
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import BARE, GpSetup, gp_subject
-from benchmarks.timing import interleave, median, sync
+from benchmarks.config import BARE, FULLEST, RunConfig
+from benchmarks.subjects import gp_subject
+from benchmarks.timing import attempt, interleave, median, sync
 
-FULL = GpSetup("rand3(step)+ObsNorm+RewardNorm", randomize="step",
-               transforms=("ObsNorm", "RewardNorm"))
 STEPS = 2000
 WRITE_CALLS = 300  # calls timed one by one; the figure is the fastest (issue 41)
 NUM_MASKS = 8
@@ -50,7 +47,7 @@ WRITE_GOALS_S = {"set": 12e-6, "set_reset_stats": 20e-6}  # issue 41 item 3, N=1
 
 def measure(cfg: RunConfig, bar) -> dict:
     bar.set_postfix_str("host time per captured step, N=1")
-    subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULL, 1, cfg.device)}
+    subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULLEST, 1, cfg.device)}
     inner = subjects["full"].env.env  # the TransformedEnv's VecEnv
     try:
         runs = {k: (lambda s=s: s.run(STEPS)) for k, s in subjects.items()}
@@ -59,7 +56,7 @@ def measure(cfg: RunConfig, bar) -> dict:
     finally:
         for s in subjects.values():
             s.close()
-    out = {"num_envs": 1, "steps": STEPS, "config": FULL.label,
+    out = {"num_envs": 1, "steps": STEPS, "config": FULLEST.label,
            "measures": "host+device" if cfg.is_cuda else "host",
            "plan": [list(names) + [graphed] for names, graphed in inner.pipeline.plan]}
     for k, ts in times.items():

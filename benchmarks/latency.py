@@ -16,9 +16,16 @@ import torch
 
 import gpuparam as gp
 from benchmarks.config import LATENCY_SIZES, RunConfig
-from benchmarks.features import Skipped, attempt, optional_import, transforms
 from benchmarks.subjects import gym_cartpole, torchrl_cartpole
-from benchmarks.timing import median, preserve_torch_threads, start_method, timed
+from benchmarks.timing import (
+    Skipped,
+    attempt,
+    median,
+    optional_import,
+    preserve_torch_threads,
+    start_method,
+    timed,
+)
 
 NUM_MASKS = 8
 SET_VALUE = 0.9
@@ -45,8 +52,7 @@ def _switch_fns(n: int, device: str):
         env.params.set("length", SET_VALUE, mask=masks[i % NUM_MASKS])
 
     def build_reset():
-        (ObsNorm,) = transforms("ObsNorm")
-        norm = ObsNorm(env.observation_spec.shape, num_envs=n, device=env.device)
+        norm = gp.ObsNorm(env.observation_spec.shape, num_envs=n, device=env.device)
         norm(env.reset()["observation"])  # statistics hold one batch
 
         def write_and_reset(i: int) -> None:

@@ -42,8 +42,7 @@ import torch
 import warp as wp
 
 from benchmarks.config import RunConfig
-from benchmarks.features import Skipped, attempt
-from benchmarks.timing import interleave, median, paired_ratio, sync
+from benchmarks.timing import Skipped, attempt, interleave, median, paired_ratio, sync
 
 NAMES = ("Ant-v5", "HalfCheetah-v5")
 OVERHEAD_N = 64

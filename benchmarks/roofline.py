@@ -23,7 +23,7 @@ from benchmarks.timing import sync
 
 # kernels/episode.py writes these only where done
 CONDITIONAL_WRITES = frozenset({"episode_return_out", "episode_length_out"})
-RANDOMIZED_PARAMS = 3  # benchmarks.features.randomization_terms
+RANDOMIZED_PARAMS = 3  # benchmarks.config.randomization_terms
 COPY_BYTES = 1 << 30
 
 

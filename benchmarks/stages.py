@@ -18,16 +18,9 @@ import time
 
 import warp as wp
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import BARE, GpSetup, gp_actions, gp_subject
-from benchmarks.timing import median
-
-CONFIGS: dict[str, GpSetup] = {
-    "bare": BARE,
-    "reset_randomization_3": GpSetup("rand3(reset)", randomize="reset"),
-    "ObsNorm+RewardNorm": GpSetup("ObsNorm+RewardNorm", transforms=("ObsNorm", "RewardNorm")),
-}
+from benchmarks.config import STAGES, RunConfig
+from benchmarks.subjects import gp_actions, gp_subject
+from benchmarks.timing import attempt, median
 
 
 def _timer_cost_ns(reps: int = 2000, clock=time.perf_counter_ns) -> float:
@@ -95,7 +88,7 @@ def measure(cfg: RunConfig, bar) -> dict:
                           "(time them with torch.profiler or Nsight Systems)")
         bar.update(1)
         return out
-    for key, setup in CONFIGS.items():
+    for key, setup in STAGES.items():
         subject, failed = attempt(gp_subject, setup, n, cfg.device)
         if failed:
             out["configs"][key] = failed

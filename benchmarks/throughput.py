@@ -9,32 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import (
-    BARE,
-    FULL,
-    PEERS,
-    PENDULUM,
-    GpSetup,
-    Subject,
-    gp_subject,
-    gym_vector_subject,
-)
-from benchmarks.timing import interleave, median, paired_ratio
+from benchmarks.config import BARE, FULL, THROUGHPUT, RunConfig
+from benchmarks.subjects import PEERS, Subject, gp_subject, gym_vector_subject
+from benchmarks.timing import attempt, interleave, median, paired_ratio
 
 GP_VECTOR = "gymnasium vector CartPole-v1"
 HOST_PEER_MAX_N = 1 << 20
-GP_SERIES: dict[str, GpSetup] = {
-    "gpuparam CartPole-v1": BARE,
-    "gpuparam Pendulum-v1": PENDULUM,
-    "gpuparam CartPole-v1 rand3(step)+ObsNorm": FULL,
-}
 
 
 def _builders(cfg: RunConfig) -> dict[str, Callable[[int], Subject]]:
     out: dict[str, Callable[[int], Subject]] = {
-        name: partial(gp_subject, setup, device=cfg.device) for name, setup in GP_SERIES.items()
+        name: partial(gp_subject, setup, device=cfg.device) for name, setup in THROUGHPUT.items()
     }
     out[GP_VECTOR] = gym_vector_subject
     return out

@@ -32,8 +32,7 @@ import torch
 
 import gpuparam as gp
 from benchmarks.config import RunConfig
-from benchmarks.features import attempt, optional_import
-from benchmarks.timing import median, paired_ratio, preserve_torch_threads
+from benchmarks.timing import attempt, median, optional_import, paired_ratio, preserve_torch_threads
 
 STEPS = 16  # rollout length per iteration, both sides
 
