@@ -137,7 +137,7 @@ def test_readme_without_markers_is_refused(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
     with pytest.raises(SystemExit, match="markers"):
-        report.update_readme(readme, f"{report.START}\n{report.END}")
+        report.update_section(readme, f"{report.START}\n{report.END}")
     assert readme.read_text() == "# no markers\n"
 
 
@@ -166,7 +166,7 @@ def test_training_loop_ratios(results):
         if "ratio" in lib:
             assert lib["ratio"] > 0 and lib["gpuparam_s"] > 0 and lib["gymnasium_s"] > 0
             assert lib["gymnasium_side"]
-    rows = dict(report.key_figures(res))
+    rows = dict(report.rows(res, report.FIGURES))
     for lib in ("rsl_rl", "skrl", "sb3", "torchrl"):
         side = tr["libraries"][lib].get("gymnasium_side")
         side = f" ({side})" if side else ""
@@ -183,5 +183,5 @@ def test_masked_write_rows_and_goals(results):
     assert {"write_host_time_set", "write_host_time_set_reset_stats_tensor"} <= ids
     assert res["budgets"]["masked_writes"]["set"]["kernels"] == 1
     full = report.full_markdown(res)
-    assert "host time, params.set(mask), a number" in full
-    assert "kernels / host reads per call" in full
+    assert "host time per masked write, set (N=1, fastest of 300)" in full
+    assert "budget set_reset_stats_tensor: kernels / host reads per call | 2 / 0" in full
