@@ -45,8 +45,7 @@ NUM_MASKS = 8
 WRITE_GOALS_S = {"set": 12e-6, "set_reset_stats": 20e-6}  # issue 41 item 3, N=1, CPU
 
 
-def measure(cfg: RunConfig, bar) -> dict:
-    bar.set_postfix_str("host time per captured step, N=1")
+def measure(cfg: RunConfig) -> dict:
     subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULLEST, 1, cfg.device)}
     inner = subjects["full"].env.env  # the TransformedEnv's VecEnv
     try:
@@ -62,15 +61,12 @@ def measure(cfg: RunConfig, bar) -> dict:
     for k, ts in times.items():
         out[f"{k}_step_s"] = min(ts) / STEPS
         out[f"{k}_step_median_s"] = median(ts) / STEPS
-    bar.update(1)
-    bar.set_postfix_str("host time per masked write, N=1")
     val, failed = attempt(masked_writes, cfg.device)
     out["masked_writes"] = failed or val
     if cfg.is_cuda:
         for n in (1, 1 << 20):
             val, failed = attempt(masked_write_device_time, cfg.device, n)
             out["masked_writes"][f"device_time_N{n}"] = failed or val
-    bar.update(1)
     return out
 
 
@@ -195,7 +191,3 @@ def _replay(env, device: str) -> float:
         call()
     sync(device)  # (as Subject.run: on CUDA, to completion)
     return time.perf_counter() - t0
-
-
-def units(cfg: RunConfig) -> int:
-    return 2

@@ -178,9 +178,8 @@ def _ratios(res: dict) -> dict:
     return out
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     sizes = LATENCY_SIZES + ((1048576,) if cfg.is_cuda else ())
-    bar.set_postfix_str("latency: gpuparam masked writes")
     res: dict = {}
     val, failed = attempt(measure_gpuparam, cfg, sizes)
     if failed is None:
@@ -188,15 +187,10 @@ def measure(cfg: RunConfig, bar) -> dict:
     else:
         res["gpuparam_write"], res["gpuparam_write_reset_stats"] = {}, {}
         res["gpuparam_error"] = failed
-    bar.update(1)
-    bar.set_postfix_str("latency: gymnasium set_attr")
     val, failed = attempt(measure_set_attr, cfg)
     res["gymnasium_async_set_attr"] = failed or val
-    bar.update(1)
-    bar.set_postfix_str("latency: torchrl collector recreate")
     val, failed = attempt(measure_collector_recreate, cfg)
     res["torchrl_collector_recreate"] = failed or val
-    bar.update(1)
     if cfg.is_cuda:
         from benchmarks.gpu.gpu_time import masked_write_gpu_time
 
@@ -204,7 +198,3 @@ def measure(cfg: RunConfig, bar) -> dict:
         res["gpu_time_masked_write_N1048576"] = failed or val
     res["ratios"] = _ratios(res)
     return res
-
-
-def units(cfg: RunConfig) -> int:
-    return 3

@@ -46,7 +46,7 @@ def _per_env(setup: GpSetup, n: int, device: str) -> dict:
     return res
 
 
-def steady_state(cfg: RunConfig, n: int, bar) -> dict:
+def steady_state(cfg: RunConfig, n: int) -> dict:
     """Sample memory while stepping; returns samples and the growth after warm-up."""
     setup = EVERYTHING
     env = make_gp_env(setup, n, cfg.device)
@@ -80,20 +80,12 @@ def steady_state(cfg: RunConfig, n: int, bar) -> dict:
     }
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     out: dict = {"per_env": {}}
-    bar.set_postfix_str("memory per env")
     for key, setup in (("bare", BARE), ("full", EVERYTHING)):
         val, failed = attempt(_per_env, setup, n, cfg.device)
         out["per_env"][key] = failed or val
-    bar.update(1)
-    bar.set_postfix_str("memory steady state")
-    val, failed = attempt(steady_state, cfg, n, bar)
+    val, failed = attempt(steady_state, cfg, n)
     out["steady_state"] = failed or val
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 2

@@ -14,10 +14,9 @@ from benchmarks.subjects import gp_subject, obs_norm_subject
 from benchmarks.timing import attempt, interleave, median, paired_ratio
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     steps, repeats = cfg.steps_for(n), cfg.repeats_for("paired")
-    bar.set_postfix_str(f"overheads N={n}")
     out: dict = {"num_envs": n, "steps": steps, "repeats": repeats, "configs": {}}
     subjects = {"bare": gp_subject(BARE, n, cfg.device)}
     for key, setup in OVERHEADS.items():
@@ -55,9 +54,4 @@ def measure(cfg: RunConfig, bar) -> dict:
             "overhead": paired_ratio(alone["d64"], alone["bare"]),
             "notes": ["timed alone, as a share of the bare CartPole step"],
         }
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1

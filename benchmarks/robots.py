@@ -128,12 +128,11 @@ def _gym_run(venv, action, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def throughput(cfg: RunConfig, bar) -> dict:
+def throughput(cfg: RunConfig) -> dict:
     out: dict = {}
     repeats = cfg.repeats or 3
     for name in NAMES:
         for n in _sizes(cfg):
-            bar.set_postfix_str(f"robots {name} N={n}")
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
@@ -157,7 +156,6 @@ def throughput(cfg: RunConfig, bar) -> dict:
             if gym is not None:
                 gym[0].close()
             out[f"{name} N={n}"] = row
-            bar.update(1)
     return out
 
 
@@ -177,7 +175,7 @@ def _replay(graph, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def overheads(cfg: RunConfig, bar) -> dict:
+def overheads(cfg: RunConfig) -> dict:
     """Two views of each configuration's cost over the bare Ant step: ``overhead``, the
     paired end-to-end ratio (whole steps, noisy: +-5% between identical envs on a loaded
     2-core machine), and on CPU ``extra_share``, the replay time of the stages the
@@ -186,7 +184,6 @@ def overheads(cfg: RunConfig, bar) -> dict:
     CPU graph, over the bare step's time."""
     n = 1024 if cfg.is_cuda else OVERHEAD_N
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
-    bar.set_postfix_str(f"robot overheads N={n}")
     keys = ("bare", "rand3", "rand3_real", "mass", "push")
     envs = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in keys}
     runs = {k: (lambda e=e: _gp_run(*e, steps, cfg.device)) for k, e in envs.items()}
@@ -214,14 +211,11 @@ def overheads(cfg: RunConfig, bar) -> dict:
             extra = times[f"{k}_extra"]
             out[k]["extra_stage_s"] = median(extra) / steps
             out[k]["extra_share"] = paired_ratio(extra, bare)
-    bar.update(1)
     return out
 
 
-def host_time(cfg: RunConfig, bar) -> dict:
-    bar.set_postfix_str("robot host time N=1")
+def host_time(cfg: RunConfig) -> dict:
     if cfg.is_cuda:
-        bar.update(1)
         return {"skipped": "measured on CPU (on CUDA the step is one graph launch)"}
     # an Ant resting under a zero action that never terminates or truncates, restored to
     # the same state before every timed run: every run does the same solver work
@@ -266,7 +260,6 @@ def host_time(cfg: RunConfig, bar) -> dict:
         return median([x - y for x, y in zip(ts[a], ts[b], strict=True)])
 
     python_s, other_s = paired("step", "all"), med["others"]
-    bar.update(1)
     return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
             "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
             "python_s": python_s, "beyond_physics_s": paired("step", "physics"),
@@ -345,13 +338,12 @@ class _EnvpoolPeer:
                 self.proc.kill()
 
 
-def go1_throughput(cfg: RunConfig, bar) -> dict:
+def go1_throughput(cfg: RunConfig) -> dict:
     out: dict = {}
     repeats = cfg.repeats or 3
     cores = os.cpu_count() or 1
     for name in GO1:
         for n in _sizes(cfg):
-            bar.set_postfix_str(f"robots {name} N={n}")
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
@@ -391,16 +383,14 @@ def go1_throughput(cfg: RunConfig, bar) -> dict:
                 row["gpuparam"] = {"env_steps_per_s": n * steps / median(gp_times),
                                    "step_s": median(gp_times) / steps}
             out[f"{name} N={n}"] = row
-            bar.update(1)
     return out
 
 
-def go1_recipe(cfg: RunConfig, bar) -> dict:
+def go1_recipe(cfg: RunConfig) -> dict:
     import gpuparam as gp
 
     n = GO1_GPU_N if cfg.is_cuda else OVERHEAD_N
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
-    bar.set_postfix_str(f"Go1 recipe N={n}")
     name = "Go1Terrain-v0"
     bare = _go1_env(name, n, cfg.device, height_scan=False, noise_level=0.0,
                     command_resample_time=1e5)
@@ -419,7 +409,6 @@ def go1_recipe(cfg: RunConfig, bar) -> dict:
     sync(cfg.device)
     times = interleave({"bare": lambda: _gp_run(*bare, steps, cfg.device),
                         "full": lambda: _gp_run(full, action, steps, cfg.device)}, repeats)
-    bar.update(1)
     return {"num_envs": n, "steps": steps, "repeats": repeats, "env": name,
             "bare_env_steps_per_s": n * steps / median(times["bare"]),
             "full_env_steps_per_s": n * steps / median(times["full"]),
@@ -428,15 +417,11 @@ def go1_recipe(cfg: RunConfig, bar) -> dict:
                      "per-reset DR of friction, base mass and CoM, motor strength, kp, kd"}
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     res = {}
     for key, fn in (("throughput", throughput), ("overhead", overheads),
                     ("host_time", host_time), ("go1_throughput", go1_throughput),
                     ("go1_recipe", go1_recipe)):
-        val, failed = attempt(fn, cfg, bar)
+        val, failed = attempt(fn, cfg)
         res[key] = failed or val
     return res
-
-
-def units(cfg: RunConfig) -> int:
-    return (len(NAMES) + len(GO1)) * len(_sizes(cfg)) + 3

@@ -78,15 +78,13 @@ def profile(env, steps: int, repeats: int) -> dict:
     return {"stages_s": stages, "sum_s": sum(stages.values()), "step_s": median(whole)}
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     steps, repeats = cfg.steps_for(n), cfg.repeats_for("paired")
-    bar.set_postfix_str(f"stage costs N={n}")
     out: dict = {"num_envs": n, "steps": steps, "repeats": repeats, "configs": {}}
     if cfg.is_cuda:
         out["skipped"] = ("CPU only: CUDA stages run asynchronously inside one graph "
                           "(time them with torch.profiler or Nsight Systems)")
-        bar.update(1)
         return out
     for key, setup in STAGES.items():
         subject, failed = attempt(gp_subject, setup, n, cfg.device)
@@ -98,10 +96,5 @@ def measure(cfg: RunConfig, bar) -> dict:
         finally:
             subject.close()
         out["configs"][key] = {"label": setup.label, **(failed or res)}
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1
 
