@@ -65,12 +65,14 @@ def _steps(cfg: RunConfig, n: int) -> int:
     return max(5, min(40, 2048 // n))
 
 
-def _gp_env(name: str, n: int, device: str, setup: str = "bare", **kwargs):
-    """A captured env of ``setup``. The overhead setups draw from identity ranges (scale
-    U(1, 1), pushes U(0, 0)): every launch runs as with real ranges, the dynamics stay
-    those of the bare env, so the difference is the mechanism's cost alone (real ranges
-    also change the physics' own cost: pushed or lighter Ants make more contacts and
-    solver iterations). ``rand3_real`` uses real ranges (x0.8-1.2) for comparison."""
+def _gp_env(name: str, n: int, device: str, setup: str = "bare", scale: float = 1.0,
+            **kwargs):
+    """A captured env of ``setup`` and a fixed random action in ``[-scale, scale]``. The
+    overhead setups draw from identity ranges (scale U(1, 1), pushes U(0, 0)): every
+    launch runs as with real ranges, the dynamics stay those of the bare env, so the
+    difference is the mechanism's cost alone (real ranges also change the physics' own
+    cost: pushed or lighter Ants make more contacts and solver iterations). ``rand3_real``
+    uses real ranges (x0.8-1.2) for comparison."""
     import gpuparam as gp
 
     try:
@@ -89,7 +91,7 @@ def _gp_env(name: str, n: int, device: str, setup: str = "bare", **kwargs):
     elif setup == "push":
         env.add_event(gp.Push([(0.0, 0.0), (0.0, 0.0)], every=1))
     gen = torch.Generator().manual_seed(0)
-    action = (torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1).to(env.device)
+    action = ((torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1) * scale).to(env.device)
     for _ in range(3):  # warm up and capture
         env.step(action)
     sync(device)
@@ -270,21 +272,6 @@ def host_time(cfg: RunConfig) -> dict:
                     "stages = a replay of every stage but physics"}
 
 
-def _go1_env(name: str, n: int, device: str, **kwargs):
-    import gpuparam as gp
-
-    try:
-        env = gp.make(name, n, device=device, seed=0, **kwargs)
-    except ImportError as e:
-        raise Skipped(str(e)) from None
-    gen = torch.Generator().manual_seed(0)
-    action = ((torch.rand(n, 12, generator=gen) * 2 - 1) * 0.3).to(env.device)
-    for _ in range(3):  # warm up and capture
-        env.step(action)
-    sync(device)
-    return env, action
-
-
 _ENVPOOL_CHILD = """
 import sys, time
 import numpy as np
@@ -347,7 +334,7 @@ def go1_throughput(cfg: RunConfig) -> dict:
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
-            gp_env, failed = attempt(_go1_env, name, n, cfg.device)
+            gp_env, failed = attempt(_gp_env, name, n, cfg.device, scale=0.3)
             if failed:
                 row["gpuparam"] = failed
             else:
@@ -392,9 +379,9 @@ def go1_recipe(cfg: RunConfig) -> dict:
     n = GO1_GPU_N if cfg.is_cuda else OVERHEAD_N
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
     name = "Go1Terrain-v0"
-    bare = _go1_env(name, n, cfg.device, height_scan=False, noise_level=0.0,
-                    command_resample_time=1e5)
-    full, _ = _go1_env(name, n, cfg.device, action_delay=1.0)
+    bare = _gp_env(name, n, cfg.device, scale=0.3, height_scan=False, noise_level=0.0,
+                   command_resample_time=1e5)
+    full, _ = _gp_env(name, n, cfg.device, scale=0.3, action_delay=1.0)
     full.randomize(  # identity draws: every launch runs, the dynamics stay the bare env's
         gp.Uniform("geom_friction", 1.0, 1.0, op="scale", on="reset"),
         gp.Uniform("body_mass", 0.0, 0.0, op="add", on="reset"),
