@@ -111,7 +111,7 @@ FIGURES = [  # (label, path, format): the reference's full table
     ("stage times, {d[label]} (N={r[stages][num_envs]:,})", "stages/configs/*", _stages),
     ("host time per captured step, {k[0]} (N=1)", "host_time/*_step_s", us),
     ("host time per masked write, {k[0]} (N=1, fastest of {d[calls]})",
-     "host_time/masked_writes/*_s", us),
+     "host_time/masked_writes/*[!n]_s", us),  # not the medians (*_median_s)
     ("device time without host pacing, {k[1]} (N={k[0]})",
      "host_time/masked_writes/device_time_N*/*/device_s_per_call", us),
     ("adapter overhead {d[label]} (N={r[adapters][num_envs]:,})", "adapters/configs/*",
@@ -200,7 +200,7 @@ def _walk(d, parts: list[str], keys: tuple, parent):
     if not isinstance(d, dict):
         return
     part, rest = parts[0], parts[1:]
-    pre, _, post = part.partition("*")
+    pre, post = part.split("*")[0], re.split(r"[*\]]", part)[-1]
     found = [(k, v) for k, v in d.items() if k == part or (
         "*" in part and fnmatch.fnmatchcase(k, part) and (isinstance(v, dict) or not rest))]
     if not found and (d.get("skipped") or d.get("error")):  # did not run: its reason
@@ -218,7 +218,10 @@ def rows(res: dict, spec: list) -> list[tuple[str, str]]:
             if isinstance(value, dict) and (value.get("skipped") or value.get("error")):
                 why = ("skipped: " if value.get("skipped") else "error: ") + (
                     value.get("skipped") or value["error"])
-                out.append((re.sub(r" ?\(?\{[^}]*\}\)?", "", label), why))
+                try:
+                    out.append((label.format(k=keys, r=res, d=value), why))
+                except (KeyError, IndexError, TypeError):
+                    out.append((re.sub(r" ?\(?\{[^}]*\}\)?", "", label), why))
                 continue
             d = value if isinstance(value, dict) else holder
             try:
