@@ -85,5 +85,5 @@ def load_policy_file(path: str, device: str) -> torch.nn.Module:
         return torch.jit.load(path, map_location=device).eval()
     except Exception as e:  # noqa: BLE001 - neither kind
         raise ValueError(f"--checkpoint: expected an rsl_rl checkpoint (model_<it>.pt), an "
-                         f"exported policy.pt or a TorchScript policy, got {path} ({e})"
+                         f"exported policy.pt2 or a TorchScript policy, got {path} ({e})"
                          ) from None

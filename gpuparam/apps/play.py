@@ -1,5 +1,5 @@
 """``python -m gpuparam.play``: run a trained policy (a run's checkpoint, an exported
-``policy.pt`` or a TorchScript policy) on a few envs, render them to a labelled GIF or MP4,
+``policy.pt2`` or a TorchScript policy) on a few envs, render them to a labelled GIF or MP4,
 and export the checkpoint's policy (``exported/policy.pt2``, ``exported/policy.onnx``)."""
 
 from __future__ import annotations
