@@ -56,8 +56,8 @@ def test_defaults_and_overrides(tmp_path):
     assert cfg.agent.actor.hidden_dims == (32, 16)
     assert cfg.env.kwargs == {"terrain_rows": 4} and cfg.env.recipe == "legged"
     assert r.checkpoint is None and r.done == 0
-    assert re.fullmatch(re.escape(str(tmp_path / "Go1Terrain-v0")) + r"/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d",
-                        r.run_dir)
+    stamp = r"/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d"
+    assert re.fullmatch(re.escape(str(tmp_path / "Go1Terrain-v0")) + stamp, r.run_dir)
     assert not os.listdir(tmp_path)  # parsing writes nothing
     for task in tasks():  # every task has a config
         assert default_config(task).task == task

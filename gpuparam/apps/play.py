@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import sys
 
 __all__ = ["main", "play"]
 
@@ -72,10 +71,11 @@ def play(resolved) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """The console entry (``gpuparam-play``, ``python -m gpuparam.play``)."""
-    if "--no-video" not in (sys.argv[1:] if argv is None else argv):
+    from gpuparam.apps.cli import parse_play
+
+    resolved = parse_play(argv)  # imports no MuJoCo: MUJOCO_GL can still be picked
+    if resolved.cfg.video:
         from gpuparam.apps.video import headless_gl
 
         headless_gl()
-    from gpuparam.apps.cli import parse_play
-
-    play(parse_play(argv))
+    play(resolved)

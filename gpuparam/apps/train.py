@@ -13,7 +13,6 @@ import dataclasses
 import io
 import math
 import os
-import sys
 import time
 
 STARTED = time.perf_counter()  # --max-seconds counts from here: builds and compiles too
@@ -255,10 +254,11 @@ def train(resolved) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """The console entry (``gpuparam-train``, ``python -m gpuparam.train``)."""
-    if "--video" in (sys.argv[1:] if argv is None else argv):
+    from gpuparam.apps.cli import parse_train
+
+    resolved = parse_train(argv)  # imports no MuJoCo: MUJOCO_GL can still be picked
+    if resolved.cfg.video:
         from gpuparam.apps.video import headless_gl
 
         headless_gl()
-    from gpuparam.apps.cli import parse_train
-
-    train(parse_train(argv))
+    train(resolved)
