@@ -38,8 +38,9 @@ class EnvCfg:
     """The env: ``gp.make(task, num_envs, device=, seed=, **kwargs)`` plus the recipe.
 
     ``kwargs``: constructor arguments and initial parameter values passed to ``gp.make``
-    (e.g. ``{"terrain_rows": 10}``; on the command line as JSON:
-    ``--env.kwargs '{"terrain_rows": 4}'``). ``recipe``: ``"legged"`` (the legged
+    (e.g. ``{"terrain_rows": 10}``; on the command line ``--env.kwargs.terrain-rows 4`` for
+    a key the task's config has, ``--env.kwargs max_episode_steps 500`` where it has none).
+    ``recipe``: ``"legged"`` (the legged
     sim-to-real recipe of docs/legged.md: observation noise, action latency, friction /
     mass / centre of mass / motor strength / gain randomization per episode, and the
     terrain curriculum on a terrain grid) or ``"none"`` (the env as ``gp.make`` builds it).
@@ -112,7 +113,8 @@ class TrainCfg:
     ``--num-envs``, ``--max-iterations``, ``--seed``, ``--device``, ``--resume``,
     ``--load-run``, ``--checkpoint``, ``--video``, ``--video-interval``,
     ``--video-length``, ``--log-dir``; plus ``--max-seconds``; nested fields as
-    ``--agent.algorithm.learning-rate 3e-4``, ``--env.kwargs '{...}'``).
+    ``--agent.algorithm.learning-rate 3e-4``, ``--env.kwargs.terrain-rows 4`` for a key of
+    the task's ``env.kwargs``, ``--env.kwargs KEY VALUE ...`` where it has none).
 
     Runs go to ``<log_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/``. ``resume``: continue a run of
     ``<log_dir>/<task>`` (``load_run``: its folder name, default the latest; ``checkpoint``:

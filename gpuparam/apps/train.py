@@ -207,9 +207,10 @@ def train(resolved) -> str:
                     * cfg.agent.save_interval) - done
         if cfg.video:
             chunk = min(chunk, (done // cfg.video_interval + 1) * cfg.video_interval - done)
-        if cfg.max_seconds > 0 and per_iter is not None:
+        if cfg.max_seconds > 0:  # one iteration first, to measure one
             left = cfg.max_seconds - (time.perf_counter() - STARTED)
-            chunk = max(1, min(chunk, math.floor(left / per_iter)))
+            fit = 1 if per_iter is None else math.floor(left / per_iter)
+            chunk = max(1, min(chunk, fit))
         if ranks is not None:  # every rank runs the same chunk (rank 0's clock decides)
             import torch.distributed as dist
 
