@@ -192,3 +192,17 @@ def test_exported_onnx_matches_pytorch(tmp_path):
     assert [i.name for i in session.get_inputs()] == ["obs"]
     (out,) = session.run(["actions"], {"obs": x.numpy()})
     torch.testing.assert_close(torch.from_numpy(out), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("script", "task"), [("go1_train.py", "Go1JoystickFlatTerrain-v1"),
+                                              ("g1_train.py", "G1JoystickFlatTerrain-v1")])
+def test_former_training_examples_point_to_the_entry_point(script, task):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "examples" / script)], cwd=root,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"python -m gpuparam.train --task {task}" in out.stderr

@@ -2,14 +2,14 @@
 task (the env, its training recipe, rsl_rl's runner and PPO settings), every field
 overridable from the command line.
 
-The runner and PPO settings are rsl_rl's ``OnPolicyRunner`` ones as mjlab's velocity tasks
-publish them (``mjlab/tasks/velocity/config/*/rl_cfg.py``: 5 epochs x 4 minibatches of 24
-steps per env, learning rate 1e-3 with the adaptive KL schedule, clip 0.2, entropy 0.01,
-512-256-128 ELU MLPs, observation normalization), with MuJoCo Playground's discount for its
-joystick tasks (``gamma`` 0.97, ``locomotion_params.py``) and an initial action noise of 0.5
-on the quadruped (under N(0, 1) actions the Go1 flips over within about 30 steps). The
-Gymnasium robots and the classic envs keep rsl_rl's defaults with 2 x 64 MLPs (the settings
-of ``examples/rsl_rl_train.py``).
+The runner and PPO settings are legged_gym's ``LeggedRobotCfgPPO`` (which IsaacLab's and
+mjlab's velocity tasks keep: 5 epochs x 4 minibatches of 24 steps per env, learning rate
+1e-3 with the adaptive KL schedule, clip 0.2, entropy 0.01, 512-256-128 ELU MLPs, a
+checkpoint every 50 iterations), with rsl_rl's observation normalization, MuJoCo
+Playground's discount for its joystick tasks (``gamma`` 0.97) and an initial action noise
+of 0.5 on the quadruped (under N(0, 1) actions the Go1 flips over within about 30 steps):
+the settings that trained ``examples/go1_policy.pt``. The Gymnasium robots and the classic
+envs keep rsl_rl's defaults with 2 x 64 MLPs (the settings of ``examples/rsl_rl_train.py``).
 """
 
 from __future__ import annotations
