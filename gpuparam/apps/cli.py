@@ -221,6 +221,12 @@ def parse_play(argv: list[str] | None = None, prog: str = "gpuparam.play") -> Re
                                ("threads", 1, int)])
     if cfg.format not in ("gif", "mp4"):
         fail(prog, f"--format: expected gif or mp4, got {cfg.format!r}")
+    if cfg.video and cfg.format == "mp4":
+        import importlib.util
+
+        if importlib.util.find_spec("imageio_ffmpeg") is None:
+            fail(prog, "--format: mp4 needs imageio-ffmpeg (pip install imageio-ffmpeg), "
+                       "not installed; gif needs nothing more")
     run = None
     if cfg.checkpoint and os.path.isfile(cfg.checkpoint) and runs.checkpoint_iteration(
             cfg.checkpoint) is None:
