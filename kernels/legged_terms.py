@@ -68,7 +68,7 @@ MODE_OBSERVE = wp.constant(2)
 # the named constants of ``Ctx.k`` (a config maps each to a parameter, or leaves its default)
 CTX_CONSTS = ("tracking_sigma", "foot_height", "soft_limit", "cmd_keep", "cmd_resample",
               "scan_offset", "scan_scale", "scan_noise", "terminate_contact", "base_height",
-              "max_force", "cmd_zero_prob")
+              "max_force", "cmd_zero_prob", "push_enable")
 K_SIGMA = wp.constant(0)
 K_FOOT_HEIGHT = wp.constant(1)
 K_SOFT_LIMIT = wp.constant(2)
@@ -81,6 +81,7 @@ K_TERMINATE_CONTACT = wp.constant(8)
 K_BASE_HEIGHT = wp.constant(9)
 K_MAX_FORCE = wp.constant(10)
 K_CMD_ZERO_PROB = wp.constant(11)
+K_PUSH = wp.constant(12)
 vec16 = wp.types.vector(length=16, dtype=float)
 MAX_FEET = 4
 
@@ -90,7 +91,8 @@ class Sensors:
     """Where the task reads MuJoCo Warp's data: ``sensordata`` addresses of the imu
     (gyro, local linear velocity, accelerometer, global linear and angular velocity), of
     the upvector; the imu site, the base body; per foot (``[F]``) its site, floor-contact
-    sensor, global linear velocity and force sensor (empty without one); contact groups:
+    sensors (``found_per_foot`` each, foot-major ``[F * found_per_foot]``: the foot touches
+    when any does), global linear velocity and force sensor (empty without one); contact groups:
     ``n_penalized`` groups, group ``b``'s sensors ``penalized[penalized_start[b] :
     penalized_start[b + 1]]``, ``n_terminating`` sensors ``terminating``; ``extra``: a
     task's own sensor addresses (its terms index them). Arrays of size >= 1."""
@@ -105,6 +107,7 @@ class Sensors:
     base_body: int
     foot_site: wp.array(dtype=int)
     foot_found: wp.array(dtype=int)
+    found_per_foot: int
     foot_vel: wp.array(dtype=int)
     foot_force: wp.array(dtype=int)
     n_penalized: int
@@ -760,7 +763,10 @@ def _make(spec: tuple) -> wp.Kernel:
         for f in range(wp.static(nfeet)):
             p = data.site_xpos[i, sn.foot_site[f]]
             foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
-            touch = sd[i, sn.foot_found[f]] > 0.0
+            touch = bool(False)  # any of the foot's contact sensors
+            for q in range(sn.found_per_foot):
+                if sd[i, sn.foot_found[f * sn.found_per_foot + q]] > 0.0:
+                    touch = True
             if touch:
                 contact[f] = 1.0
             if mode == MODE_STEP:

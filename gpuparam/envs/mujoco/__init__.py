@@ -19,10 +19,11 @@ from gpuparam.envs.mujoco.go1 import GO1_ENVS, Go1Env, Go1RoughEnv, Go1TerrainEn
 from gpuparam.envs.mujoco.humanoid import HumanoidEnv
 from gpuparam.envs.mujoco.planar import HalfCheetahEnv, HopperEnv, Walker2dEnv
 from gpuparam.envs.mujoco.robot_env import RobotEnv
+from gpuparam.envs.mujoco.t1 import T1_ENVS, T1Env, T1RoughEnv
 
 ROBOTS = (AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv, HumanoidEnv, *GO1_ENVS,
-          *G1_ENVS)
+          *G1_ENVS, *T1_ENVS)
 
 __all__ = ["ROBOTS", "AntEnv", "G1Env", "G1RoughEnv", "G1TerrainEnv", "Go1Env", "Go1RoughEnv",
            "Go1TerrainEnv", "HalfCheetahEnv", "HopperEnv", "HumanoidEnv", "Push", "RobotEnv",
-           "Walker2dEnv"]
+           "T1Env", "T1RoughEnv", "Walker2dEnv"]
