@@ -141,7 +141,7 @@ class LeggedTaskConfig:
     ``update`` (the task's own state laws, after the command's), ``state``
     (:class:`State`), ``consts`` (scalar parameters, one consecutive block:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
-    (scalar parameter names: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
+    (parameter names stored one after the other: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
     ``reward_clip``, ``progress_always`` (the terrain metric without a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
@@ -240,6 +240,18 @@ def build_model(cfg: LeggedTaskConfig, terrain: str | TerrainGrid, penalized: Se
     return spec.compile()
 
 
+def rows_block(b: BindContext, names: Sequence[str]) -> wp.array:
+    """The effective-table rows ``[rows, N]`` of parameters (scalars or vectors) stored one
+    after the other, in ``names`` order (a view: kernels see every write)."""
+    cols = [b.params.columns(n) for n in names]
+    end = cols[0][0]
+    for c0, size in cols:
+        if c0 != end:
+            raise ValueError(f"parameters {list(names)} are not stored one after the other")
+        end = c0 + size
+    return wp.from_torch(b.params.effective_table[cols[0][0] : end])
+
+
 def _empty(ndim: int, dtype=float) -> wp.array:
     return wp.zeros((0,) * ndim, dtype=dtype)
 
@@ -253,7 +265,7 @@ class LeggedTask(Task):
     tests write MuJoCo Warp's data and the task state, then call it."""
 
     def __init__(self, env: LeggedEnv):
-        self.cfg, self.mjm, self.grid = env.config, env.mjm, env.grid
+        self.cfg, self.mjm, self.grid = env.task_config, env.mjm, env.grid
         self.penalized, self.terminating = env.penalized_contacts, env.terminating_contacts
         self.points = scan_points() if env.num_scan_points else None
 
@@ -296,7 +308,7 @@ class LeggedTask(Task):
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:
         """(O, O + Q): the observation's and privileged observation's sizes without the
         height scan."""
-        cfg, nu = env.config, env.mjm.nu
+        cfg, nu = env.task_config, env.mjm.nu
         nf = len(cfg.feet)
         o = sum(_size(t.size, nu, nf) for t in cfg.obs)
         return o, o + sum(_size(t.size, nu, nf) for t in cfg.priv)
@@ -346,7 +358,7 @@ class LeggedTask(Task):
                 params.cmd_range = wp.from_torch(b.param_rows(cfg.command.range_param))
                 if cfg.command.prob_param is not None:
                     params.cmd_prob = wp.from_torch(b.param_rows(cfg.command.prob_param))
-            params.extra = param_block(b, cfg.extra_block) if cfg.extra_block else _empty(2)
+            params.extra = rows_block(b, cfg.extra_block) if cfg.extra_block else _empty(2)
             d, data = backend.d, kt.TaskData()
             for name, t in kt.TaskData.vars.items():
                 read = name in ("qpos", "qvel", "sensordata", "site_xpos", "site_xmat",
@@ -467,6 +479,7 @@ class LeggedEnv(RobotEnv):
     """
 
     config: LeggedTaskConfig
+    scan_config: LeggedTaskConfig | None = None  # with a height scan (None: ``config``)
     terrain = "flat"
     robot = "robot"
     per_element = LEGGED_PER_ELEMENT
@@ -515,6 +528,12 @@ class LeggedEnv(RobotEnv):
                          nconmax=kind if nconmax is None else nconmax,
                          deterministic=deterministic, **kwargs)
 
+    @property
+    def task_config(self) -> LeggedTaskConfig:
+        """The config in use: ``scan_config`` with a height scan (if set), else ``config``."""
+        scan = self.num_scan_points and self.scan_config is not None
+        return self.scan_config if scan else self.config
+
     @classmethod
     def bodies(cls) -> tuple[str, ...]:
         """The bodies of the robot's model, in its order (the world excluded)."""
@@ -538,7 +557,7 @@ class LeggedEnv(RobotEnv):
     def make_param_specs(self) -> tuple[ParamSpec, ...]:
         rows = 1 if self.grid is None else len(self.grid.difficulty)
         return (*legged_specs(self.mjm, self.max_action_delay, rows, **self.config.recipe),
-                *self.config.param_specs(self.reward_defaults))
+                *self.task_config.param_specs(self.reward_defaults))
 
     def make_action_spec(self) -> BoxSpec:
         return BoxSpec(shape=(self.mjm.nu,), low=-1.0, high=1.0)
@@ -561,7 +580,7 @@ class LeggedEnv(RobotEnv):
         if self.grid is not None:
             origins = self.grid.origins.copy()
             origins[..., 2] += self.spawn_height
-        cfg = self.config
+        cfg = self.task_config
         return LeggedBackend(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
                              torso_body=cfg.torso_body, **self._sizes)
