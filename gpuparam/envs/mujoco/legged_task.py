@@ -490,10 +490,12 @@ class LeggedEnv(RobotEnv):
     spawn_height = 0.0
 
     def __init_subclass__(cls, **kw):
-        super().__init_subclass__(**kw)
         cls.frame_skip = cls.config.frame_skip
+        # before VecEnv's hook, which keeps it as the default limit (set after it, the
+        # class attribute would hide VecEnv's max_episode_steps property)
         cls.max_episode_steps = cls.config.max_episode_steps
         cls.reward_term_names = cls.config.reward_names
+        super().__init_subclass__(**kw)
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,

@@ -215,9 +215,9 @@ def test_recipe_parameters_and_playground_randomization(case):
     if terrain != "flat":
         pytest.skip("the same parameters as the flat env's")
     for p in ("kp", "kd", "torque_limit", "motor_strength", "action_delay", "action_scale",
-              "kick_enable", "noise_level", "push_enable", "push_velocity_high", "body_mass",
+              "kick_enable", "noise_level", "push_enable", "push_velocity", "body_mass",
               "added_mass", "geom_friction", "dof_frictionloss", "dof_armature",
-              "joint_offset", "reset_joint_scale", "command_range", "gait_frequency_low"):
+              "joint_offset", "reset_joint_scale", "command_range", "gait_frequency"):
         assert p in env.params.names, p
     env.params.reset_to_default()
     kp0, kd0 = env.params["kp"].clone(), env.params["kd"].clone()
