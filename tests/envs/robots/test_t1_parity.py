@@ -15,8 +15,10 @@ C. Physics: one env step of MuJoCo Warp from each recorded state agrees with MuJ
 D. Reset: the reset observation from envpool's reset state.
 E. The issue's statistical check: zero actions for 100 steps with the defaults (noise and
    pushes on) at N = 6 (envpool's figure: N = 32): every env falls, as in envpool; the
-   mean reward per step within 25% of envpool's (it is small, 0.008 to 0.009: the reward
-   is clipped at 0 and the robot lies down after 40 to 60 steps).
+   mean reward per step within 3 standard errors of envpool's (the reward is clipped at 0
+   and small, about 0.009, and the env means spread by a third of it: at N = 6 that is
+   about 45%; at N = 32, measured apart, flat 0.0089 vs envpool's 0.0082, rough in
+   docs/robots.md).
 F. The recipe's parameters are there, and Playground's T1 randomization draws within its
    ranges.
 """
@@ -140,9 +142,12 @@ def test_task_matches_envpool_every_step_and_term(case):
 
 def test_phase_is_held_at_pi_under_a_zero_command(case):
     terrain, f, _, _ = case
-    stand = np.flatnonzero(f["scenario"] == 1)  # the "stand" env: zero commands
+    stand = np.flatnonzero(f["scenario"] == "stand")  # zero commands
     assert stand.size and np.all(f["command"][:, stand] == 0.0)
-    np.testing.assert_array_equal(f["phase"][1:, stand], np.pi)  # what the test above checks
+    # the phase the state check above compares with: pi after the first step (until a fall)
+    held = f["phase"][1:, stand][f["valid"][1:, stand]]
+    assert held.shape[0] > 40
+    np.testing.assert_array_equal(held, np.float32(np.pi))
 
 
 def test_reset_observation_matches_envpool(case):
@@ -204,9 +209,13 @@ def test_zero_actions_every_env_falls_and_reward_matches_envpool(case):
         td = env.step(torch.zeros(n, NU))
         rewards.append(td["reward"].clone())
         fell |= td["terminated"]
-    mean = torch.stack(rewards).mean().item()
+    per_env = torch.stack(rewards).mean(0).double()
+    mean = per_env.mean().item()
     assert ref["fall_fraction"] == 1.0 and bool(fell.all())
-    assert abs(mean - ref["mean_reward"]) <= 0.25 * ref["mean_reward"], (mean, ref)
+    # the standard error of a mean over envs (the spread of env means, seen 0.003: 35% of
+    # the mean), of this side (N = 6) and envpool's (N = 32) together
+    se = per_env.std().item() * (1 / n + 1 / ref["num_envs"]) ** 0.5
+    assert abs(mean - ref["mean_reward"]) <= 3 * se, (mean, se, ref)
     assert not env.overflows["constraints"].any() and not env.overflows["contacts"].any()
 
 
