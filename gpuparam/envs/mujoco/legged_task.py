@@ -5,19 +5,30 @@ one :class:`LeggedEnv`. The task's kernel is generated from the config
 (``kernels.legged_terms.make_task_kernel``); its terms are ``@wp.func``\\ s, the shared
 ones in ``kernels/legged_terms.py``, a robot's own in its kernel module.
 
-A new task (sketch; ``go1.py`` is a complete one)::
+A new task (a complete one: ``go1.py``)::
+
+    import dataclasses
+    import warp as wp
+    from gpuparam.envs.mujoco.go1 import GO1_JOYSTICK, Go1Env
+    from gpuparam.envs.mujoco.legged_task import Obs, Reward
+    from gpuparam.kernels import legged_terms as kt
+    from gpuparam.kernels.legged_terms import (Ctx, Sensors, TaskData, TaskModel,
+                                               TaskParams, TaskState)
 
     @wp.func
     def upright(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
-        return c.up[2]
+        return c.up[2]  # the upvector's z (c: the step's context, kernels.legged_terms)
 
-    MY_TASK = dataclasses.replace(GO1_FLAT, name="Go1Upright-v0", command=None,
+    GO1_UPRIGHT = dataclasses.replace(
+        GO1_JOYSTICK, command=None,  # no command: c.cmd is 0, no command state drawn
+        obs=GO1_JOYSTICK.obs[:6],  # without the command
         rewards=(Reward("upright", 1.0, upright, "upvector z"),
                  Reward("action_rate", -0.01, kt.action_rate, "|a - last a|^2")))
 
-    class Go1UprightEnv(LeggedEnv):
-        config = MY_TASK
+    class Go1UprightEnv(Go1Env):
+        name = "Go1Upright-v0"
+        config = GO1_UPRIGHT
 
 Sizes: an observation term's ``size`` is an int or an expression of ``nu`` (actuators)
 and ``feet`` (``"nu"``, ``"3 * feet"``). Outputs: ``"observation"`` float32 ``[N, O + P]``
@@ -490,11 +501,10 @@ class LeggedEnv(RobotEnv):
     spawn_height = 0.0
 
     def __init_subclass__(cls, **kw):
-        cls.frame_skip = cls.config.frame_skip
-        # before VecEnv's hook, which keeps it as the default limit (set after it, the
-        # class attribute would hide VecEnv's max_episode_steps property)
-        cls.max_episode_steps = cls.config.max_episode_steps
-        cls.reward_term_names = cls.config.reward_names
+        if "config" in cls.__dict__:  # a task's class: its config's step, limit, terms
+            cls.frame_skip = cls.config.frame_skip
+            cls.max_episode_steps = cls.config.max_episode_steps  # VecEnv's default limit
+            cls.reward_term_names = cls.config.reward_names
         super().__init_subclass__(**kw)
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,

@@ -13,9 +13,10 @@ import warp as wp
 
 pytest.importorskip("mujoco_warp")
 
+from gpuparam.kernels import legged_terms as kt  # noqa: E402
+
 from gpuparam.envs.mujoco import g1, go1  # noqa: E402
 from gpuparam.envs.mujoco.legged_task import Reward, _size  # noqa: E402
-from gpuparam.kernels import legged_terms as kt  # noqa: E402
 
 
 def _sizes(cfg, nu: int) -> tuple[int, int]:
