@@ -192,10 +192,13 @@ def test_one_env_step_matches_mujoco_c_at_most_steps(case):
         ok = f["valid"][t] & ~f["terminated"][t]
         e = np.abs(st["qvel"].numpy() - f["qvel"][t + 1]).max(1)
         errs.extend(e[ok].tolist())
+    # Playground's 3 Newton iterations per substep leave each engine's solve unconverged:
+    # over the 59 steps seen a median of 1.8e-4 rad/s, 84% of the steps under 1e-2, the
+    # worst tenth above 4e-2 (falls, feet striking)
     errs = np.array(errs)
     assert errs.size > 180
-    assert np.median(errs) < 1e-2, np.median(errs)
-    assert (errs < 1e-2).mean() > 0.6, (errs < 1e-2).mean()
+    assert np.median(errs) < 1e-3, np.median(errs)
+    assert (errs < 1e-2).mean() > 0.7, (errs < 1e-2).mean()
 
 
 def test_zero_actions_every_env_falls_and_reward_matches_envpool(case):
