@@ -1,13 +1,8 @@
 """Booster T1 velocity tracking (MuJoCo Playground's ``T1Joystick*Terrain``): the terms and
 state law of its config (``gpuparam.envs.mujoco.t1``) that neither the shared ones
-(``kernels.legged_terms``) nor G1's (``kernels.g1``: its reset law, feet slip, knee
-deviation, soft limits about the range's centre) cover. Signatures: ``legged_terms``'
-module docstring.
-
-Indices the terms read: ``TaskModel.index`` = actuator indices of (left hip roll, left hip
-yaw, right hip roll, right hip yaw, left knee, right knee), G1's layout; ``TaskParams.extra``
-rows as G1's (``gait_frequency``, ``push_interval``, ``push_velocity``).
-"""
+(``kernels.legged_terms``) nor G1's (``kernels.g1``) cover. ``TaskModel.index`` and
+``TaskParams.extra`` are laid out as G1's (hip roll, yaw left and right, knees; gait
+frequency, push interval, push velocity)."""
 
 from __future__ import annotations
 
@@ -118,8 +113,7 @@ def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 @wp.func
 def feet_distance(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``clip(0.2 - |lateral distance of the feet in the imu's yaw frame|, 0, 0.1)`` (yaw
-    ``atan2(xmat[1, 0], xmat[0, 0])`` of the imu site; feet 0 and 1)."""
+    """``clip(0.2 - |feet 0, 1 lateral distance in the imu site's yaw frame|, 0, 0.1)``."""
     xm = d.site_xmat[c.i, sn.imu_site]
     yaw = wp.atan2(xm[1, 0], xm[0, 0])
     dl = d.site_xpos[c.i, sn.foot_site[0]] - d.site_xpos[c.i, sn.foot_site[1]]

@@ -3,30 +3,20 @@
 ports) as a :class:`~gpuparam.envs.mujoco.legged_task.LeggedTaskConfig`.
 
 The task is Playground's ``locomotion/t1/joystick.py`` (envpool 1.2.5's C++ port is the
-reference the tests compare with, ``tests/fixtures/t1_envpool_*.npz``; every formula:
-``docs/tasks/t1_joystick.md``): physics ``load_t1`` (sim dt 0.002 s, 10 substeps per 0.02 s
-env step, Euler, Newton with 3 iterations), PD position control (the model's kp and joint
-damping as ``kp``, ``kd``) to ``ctrl = default_pose + action * action_scale`` (1.0; not
-clipped: the actuators clamp to the joint ranges); observation (85: imu local linear
-velocity, gyro, gravity, command, joint angles and velocities, last action, gait phase),
-privileged observation (180), 25 reward terms (``kernels/t1.py`` and the shared ones),
-the reward ``clip(dt sum, 0, 1e4)``; termination only upside down or NaN; 1000-step
-episodes. A foot touches the ground when any of its 4 contact spheres does. Reset
-(``legged.py``): keyframe ``home``, ``U(-0.5, 0.5)`` in x and y, yaw ``U(-3.14, 3.14)``,
-each joint angle times ``U(0.5, 1.5)`` (the PD target the same), base velocities ``U(-0.5,
-0.5)``; then gait frequency ``U(1.25, 1.75)`` Hz, a command, a push interval. Commands:
-``U(-a, a)`` (``command_range``: 1, 0.8, 1), all zero with probability 0.1, redrawn once
-more than 500 steps have passed since the last (the counter restarts at a termination
-too). The gait phase is held at pi while ``|command| <= 0.01``. Pushes (on, as
-Playground's): every ``round(U(5, 10) s / dt)`` steps the base's x and y velocity get
-``U(0.1, 1.0)`` m/s in a direction ``U(0, 2 pi)``.
+reference the tests compare with; every formula: ``docs/tasks/t1_joystick.md``): physics
+``load_t1`` (0.002 s, 10 substeps per 0.02 s env step, Newton with 3 iterations), PD
+position control to ``default_pose + action * action_scale`` (1.0); observation 85,
+privileged observation 180, 25 reward terms, the reward ``clip(dt sum, 0, 1e4)``;
+termination only upside down or NaN; a foot touches the ground when any of its 4 contact
+spheres does. Reset, commands (``command_range`` 1, 0.8, 1; all zero with probability
+0.1; redrawn after 500 steps) and pushes (``push_velocity`` 0.1 to 1 m/s) are G1's laws
+(``kernels.g1``), with gait frequency ``U(1.25, 1.75)`` Hz; the gait phase is held at pi
+while ``|command| <= 0.01``.
 
-Deviations from Playground (each deliberate): full resets with fresh draws, gpuparam's
-counter-based random numbers (same distributions), ``round`` halves away from zero, a push
-due at an episode's first step is not made (G1's); each joint's ``actuatorfrcrange`` is its
-actuator's force range (``t1_model``: the same joint torque, but ``actuator_force``, in the
-privileged observation and the torque and energy terms, is the clamped force where
-Playground reports the unclamped one; they differ only while a joint saturates).
+Deviations from Playground: G1's (full resets, counter-based draws, ``round`` halves away
+from zero, no push at an episode's first step); each joint's ``actuatorfrcrange`` is its
+actuator's force range (``t1_model``): ``actuator_force`` (privileged observation, torque
+and energy terms) is then the clamped force where Playground reports the unclamped one.
 """
 
 from __future__ import annotations
