@@ -411,8 +411,9 @@ class LeggedTask(Task):
         sn.foot_found = wp.array([adr(s.format(f)) for f in cfg.feet for s in found], dtype=int)
         sn.found_per_foot = len(found)
         sn.foot_vel = wp.array([adr(cfg.foot_vel.format(f)) for f in cfg.feet], dtype=int)
-        sn.foot_force = ints([adr(cfg.foot_force.format(f)) for f in cfg.feet]
-                             if cfg.foot_force else [])
+        # a task's own addresses: empty arrays (no bytes) when it has none
+        sn.foot_force = (wp.array([adr(cfg.foot_force.format(f)) for f in cfg.feet], dtype=int)
+                         if cfg.foot_force else _empty(1, int))
         groups = [[adr(s) for s in self._sensors_of(b)] for b in self.penalized]
         groups += [[adr(s) for s in g] for g in cfg.penalized_groups]
         pen, start = [], [0]
@@ -424,7 +425,8 @@ class LeggedTask(Task):
         sn.n_penalized, sn.n_terminating = len(groups), len(term)
         sn.penalized, sn.penalized_start = ints(pen), ints(start)
         sn.terminating = ints(term)
-        sn.extra = ints([adr(s) for s in cfg.extra_sensors])
+        sn.extra = (wp.array([adr(s) for s in cfg.extra_sensors], dtype=int)
+                    if cfg.extra_sensors else _empty(1, int))
         return sn
 
     def compute(self, ctx: StepContext) -> None:
