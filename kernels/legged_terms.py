@@ -93,7 +93,8 @@ class Sensors:
     """Where the task reads MuJoCo Warp's data: ``sensordata`` addresses of the imu
     (gyro, local linear velocity, accelerometer, global linear and angular velocity), of
     the upvector; the imu site, the base body; per foot (``[F]``) its site, floor-contact
-    sensor, global linear velocity and force sensor (empty without one); contact groups:
+    sensors (``found_per_foot`` each, foot-major ``[F * found_per_foot]``: the foot touches
+    when any does), global linear velocity and force sensor (empty without one); contact groups:
     ``n_penalized`` groups, group ``b``'s sensors ``penalized[penalized_start[b] :
     penalized_start[b + 1]]``, ``n_terminating`` sensors ``terminating``; ``extra``: a
     task's own sensor addresses (its terms index them). Arrays of size >= 1."""
@@ -108,6 +109,7 @@ class Sensors:
     base_body: int
     foot_site: wp.array(dtype=int)
     foot_found: wp.array(dtype=int)
+    found_per_foot: int
     foot_vel: wp.array(dtype=int)
     foot_force: wp.array(dtype=int)
     n_penalized: int
@@ -1026,7 +1028,10 @@ def _make(spec: tuple) -> wp.Kernel:
         for f in range(wp.static(nfeet)):
             p = data.site_xpos[i, sn.foot_site[f]]
             foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
-            touch = sd[i, sn.foot_found[f]] > 0.0
+            touch = bool(False)  # any of the foot's contact sensors
+            for q in range(sn.found_per_foot):
+                if sd[i, sn.foot_found[f * sn.found_per_foot + q]] > 0.0:
+                    touch = True
             if touch:
                 contact[f] = 1.0
             if mode == MODE_STEP:

@@ -134,10 +134,12 @@ class LeggedTaskConfig:
     ``keyframe`` (reset and default pose), ``joint_scale`` (reset scales joint angles);
     sensor names of the imu (``gyro``, ``linvel``, ``accel``, ``upvector``,
     ``global_linvel``, ``global_angvel``) and its site ``imu_site``; ``feet`` (site names)
-    with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none);
+    with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none; several
+    ``foot_found`` patterns: the foot touches when any of its sensors does);
     ``extra_sensors`` (``Sensors.extra``), ``index_joints`` (``TaskModel.index``: actuator
-    index of ``<name>_joint``), ``pose_weight`` (per actuator, cycled), fixed contact
-    sensors ``terminating_sensors`` and penalized groups ``penalized_groups``.
+    index of joint ``<name>``, else ``<name>_joint``), ``pose_weight`` (per actuator,
+    cycled), fixed contact sensors ``terminating_sensors`` and penalized groups
+    ``penalized_groups``.
 
     Physics and recipe: ``frame_skip``, ``max_episode_steps``, ``sizes`` (``(njmax,
     nconmax)`` per scene ``"flat"``, ``"rough"``, ``"grid"``), ``recipe`` (keyword
@@ -184,7 +186,7 @@ class LeggedTaskConfig:
     global_linvel: str = "global_linvel"
     global_angvel: str = "global_angvel"
     imu_site: str = "imu"
-    foot_found: str = "{}_floor_found"
+    foot_found: str | tuple[str, ...] = "{}_floor_found"
     foot_vel: str = "{}_global_linvel"
     foot_force: str | None = None
     extra_sensors: tuple[str, ...] = ()
@@ -363,7 +365,9 @@ class LeggedTask(Task):
             w = np.resize(np.array(cfg.pose_weight, np.float32), mjm.nu)
             model.pose_weight = wp.array(w, dtype=float)
             act_joint = list(jnt)
-            idx = [act_joint.index(mjm.joint(f"{j}_joint").id) for j in cfg.index_joints]
+            idx = [act_joint.index(mjm.joint(j if mujoco.mj_name2id(
+                mjm, mujoco.mjtObj.mjOBJ_JOINT, j) >= 0 else f"{j}_joint").id)
+                for j in cfg.index_joints]
             model.index = wp.array(idx, dtype=int) if idx else _empty(1, int)
             self.terrain = TaskTerrain(mjm, backend, self.grid, self.points, n, dev)
             # views of buffers allocated once (the parameter table, MuJoCo Warp's data, the
@@ -415,7 +419,9 @@ class LeggedTask(Task):
         sn.base_body = backend.base
         # contact sensors are addressed by name, in the feet's order
         sn.foot_site = wp.array([mjm.site(f).id for f in cfg.feet], dtype=int)
-        sn.foot_found = wp.array([adr(cfg.foot_found.format(f)) for f in cfg.feet], dtype=int)
+        found = (cfg.foot_found,) if isinstance(cfg.foot_found, str) else cfg.foot_found
+        sn.foot_found = wp.array([adr(s.format(f)) for f in cfg.feet for s in found], dtype=int)
+        sn.found_per_foot = len(found)
         sn.foot_vel = wp.array([adr(cfg.foot_vel.format(f)) for f in cfg.feet], dtype=int)
         # a task's own addresses: empty arrays (no bytes) when it has none
         sn.foot_force = (wp.array([adr(cfg.foot_force.format(f)) for f in cfg.feet], dtype=int)
