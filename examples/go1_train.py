@@ -10,8 +10,9 @@ or its rewards on a terrain grid with a height scan (``Go1Terrain-v0``). The rec
   +U(-5, 5) cm, motor strength x U(0.9, 1.1), kp and kd x U(0.9, 1.1) per joint
   (Playground's ranges where it has them);
 - velocity commands (Playground's law); kicks with ``--kicks``;
-- a curriculum: on the flat task over the command ranges (``command_range``, from a
-  third of Playground's ranges up to them, promoted when an episode's mean linear
+- a curriculum: on the flat task over the command ranges (``command_low`` /
+  ``command_high``, from a third of Playground's ranges up to them, promoted when an
+  episode's mean linear
   tracking reward passes ``--promote``), on the terrain grid legged_gym's terrain
   curriculum (``env.terrain_curriculum()``);
 - an asymmetric actor-critic: the actor sees ``"observation"`` (48 values, 235 with the
@@ -140,7 +141,9 @@ def make_env(args, num_envs: int):
                               generator=torch.Generator().manual_seed(args.seed))
         curriculum.set_level(start.to(torch.int32).to(env.device))  # legged_gym: rows 0-3
     elif args.levels:
-        curriculum = gp.Curriculum(args.levels, params={"command_range": (EASY, HARD)},
+        neg = tuple(-x for x in EASY), tuple(-x for x in HARD)
+        curriculum = gp.Curriculum(args.levels, params={"command_low": neg,
+                                                        "command_high": (EASY, HARD)},
                                    metric=tracking.metric, promote=args.promote,
                                    demote=args.demote)
         env.add_curriculum(curriculum)
