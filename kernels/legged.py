@@ -30,6 +30,9 @@ STREAM_TASK_RESET = wp.constant(STREAM_TERM0 + (1 << 20) + 1)
 STREAM_OBS_NOISE = wp.constant(STREAM_TERM0 + (1 << 20) + 2)
 STREAM_COMMAND = wp.constant(STREAM_TERM0 + (1 << 20) + 3)
 STREAM_KICK = wp.constant(STREAM_TERM0 + (1 << 20) + 4)
+# what an action is relative to (``pre_step``'s ``action_mode``): the default pose, the
+# current joint angles, the previous targets
+ACTION_MODES = ("default", "current", "cumulative")
 # the step index of the draws made by a reset's observation (a step's are 0, 1, ...)
 RESET_STEP = wp.constant(-1)
 
@@ -292,9 +295,12 @@ def pre_step(
     default_pose: wp.array(dtype=float),
     body_subtreemass: wp.array2d(dtype=float),
     params: ActionParams,
+    action_mode: int,
+    qposadr: wp.array(dtype=int),
     # Data in:
     keys: StepKeys,
     action: wp.array2d(dtype=float),
+    qpos: wp.array2d(dtype=float),
     # Data out:
     state_out: LeggedState,
     ctrl_out: wp.array2d(dtype=float),
@@ -303,9 +309,12 @@ def pre_step(
     """Before the substeps of an env step, one thread per env. The action goes into the
     ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first; the zero
     action for an action with a NaN component, which the physics never sees); the PD
-    targets ``ctrl = default_pose + action * action_scale`` (Playground's, not clipped: the
+    targets ``ctrl = base + action * action_scale`` (Playground's, not clipped: the
     actuators clamp to their control range) use the action of ``round(action_delay)``
-    steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
+    steps before (clamped to ``[0, K]``; 0: this one); ``base`` by ``action_mode``
+    (:data:`ACTION_MODES`): 0 the default pose, 1 the current joint angles (``qpos`` at
+    ``qposadr [nu]``, Playground's Go1 Getup), 2 the previous targets ``ctrl`` (cumulative,
+    Go1 Handstand). Kicks (``kick_enable > 0.5``):
     Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
     ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
     # the bundles' fields under the names the math below reads (views: no copies)
@@ -327,13 +336,51 @@ def pre_step(
     slot = (hd - k + K1) % K1
     s = action_scale[i]
     for j in range(nu):
-        ctrl_out[i, j] = default_pose[j] + history[i, slot, j] * s
+        base = default_pose[j]
+        if action_mode == 1:
+            base = qpos[i, qposadr[j]]
+        elif action_mode == 2:
+            base = ctrl_out[i, j]
+        ctrl_out[i, j] = base + history[i, slot, j] * s
     force = wp.vec3(0.0)
     if kick_enable[i] > 0.5:
         h = step_bits(seed[0], env_offset + i, STREAM_KICK, episode_count[i] - 1, step_count[i])
         mass = body_subtreemass[i % body_subtreemass.shape[0], kick_body]
         force = _kick(i, h, dt, mass, kick_i, kick_f)
     xfrc_out[i, kick_body] = wp.spatial_vector(force[0], force[1], force[2], 0.0, 0.0, 0.0)
+
+
+@wp.kernel
+def settle_restore(
+    # Data in:
+    mask: wp.array(dtype=wp.bool),
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    warm: wp.array2d(dtype=float),
+    ctrl: wp.array2d(dtype=float),
+    time: wp.array(dtype=float),
+    # Data out:
+    qpos_out: wp.array2d(dtype=float),
+    qvel_out: wp.array2d(dtype=float),
+    warm_out: wp.array2d(dtype=float),
+    ctrl_out: wp.array2d(dtype=float),
+    time_out: wp.array(dtype=float),
+):
+    """After a reset's settling physics steps (all worlds): the worlds outside ``mask`` get
+    their saved ``qpos``, ``qvel``, warm start, ``ctrl`` and ``time`` back, bit for bit;
+    the settled worlds' time restarts at 0."""
+    i = thread_index(wp.tid())
+    if mask[i]:
+        time_out[i] = 0.0
+        return
+    time_out[i] = time[i]
+    for k in range(qpos.shape[1]):
+        qpos_out[i, k] = qpos[i, k]
+    for k in range(qvel.shape[1]):
+        qvel_out[i, k] = qvel[i, k]
+        warm_out[i, k] = warm[i, k]
+    for k in range(ctrl.shape[1]):
+        ctrl_out[i, k] = ctrl[i, k]
 
 
 # ----------------------------------------------------------------- reset

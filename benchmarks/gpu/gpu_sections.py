@@ -168,7 +168,7 @@ def _full_cartpole(n: int, device: str):
     """CartPole with 3 per-step terms + ObsNorm + RewardNorm, captured (the budgets' full):
     ``(wrapped env, core env, ObsNorm, action batches)``."""
     import gpuparam as gp
-    from benchmarks.features import randomization_terms
+    from benchmarks.config import randomization_terms
     from benchmarks.subjects import gp_actions
 
     core = gp.make("CartPole-v1", n, device=device, seed=0)

@@ -72,7 +72,8 @@ MIN_MASS = 1e-6  # kg: ``body_mass``'s lower bound, also the torso's with ``adde
 
 def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     """The dof each actuator drives, int ``[nu]``; raises ``ValueError`` unless every
-    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``, no ``kv``) on a
+    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``; a ``kv``,
+    ``biasprm[2] <= 0``, is kept as the model has it: Spot's feet-only scene) on a
     hinge or slide joint of its own, with a symmetric force range."""
     dofs = []
     for a in range(mjm.nu):
@@ -83,13 +84,13 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
                                            int(mujoco.mjtJoint.mjJNT_SLIDE))
               and mjm.actuator_gainprm[a, 0] > 0
               and mjm.actuator_biasprm[a, 1] == -mjm.actuator_gainprm[a, 0]
-              and mjm.actuator_biasprm[a, 2] == 0
+              and mjm.actuator_biasprm[a, 2] <= 0
               and mjm.actuator_forcelimited[a]
               and mjm.actuator_forcerange[a, 0] == -mjm.actuator_forcerange[a, 1])
         if not ok:
             raise ValueError(
-                f"actuator {name!r}: expected a position actuator (kp, no kv) on a hinge or "
-                "slide joint with a symmetric force range, got transmission "
+                f"actuator {name!r}: expected a position actuator (kp; kv >= 0) on a hinge "
+                "or slide joint with a symmetric force range, got transmission "
                 f"{mujoco.mjtTrn(mjm.actuator_trntype[a]).name}, gainprm[0] "
                 f"{mjm.actuator_gainprm[a, 0]}, biasprm[1:3] {mjm.actuator_biasprm[a, 1:3]}, "
                 f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "
@@ -270,6 +271,17 @@ class LeggedBackend(MjwBackend):
             ``reset_joint_scale`` (``legged_specs``), as Playground's G1 does.
         torso_body: the body ``added_mass`` adds to (``None``: the base; G1:
             ``"torso_link"``, Playground's and IsaacLab's torso).
+        action_mode: what the PD targets are relative to (``kernels.legged.ACTION_MODES``):
+            ``"default"`` the default pose, ``"current"`` the joint angles at the step's
+            start, ``"cumulative"`` the previous targets (reset with the env).
+        forward_after_step: run ``mjw.forward`` after the substeps, so that the task reads
+            sensors, site poses, actuator forces and ``qacc`` at the new ``qpos, qvel``
+            (envpool's ports of Go1 Getup / Handstand; Playground reads them one substep
+            stale). It changes no trajectory (``qacc_warmstart`` is left as it is).
+        settle_steps: physics steps run after a reset holding the reset's ``ctrl`` (Go1
+            Getup's settling; the episode starts from the settled state, time 0). They run
+            over all worlds, the others' state restored after, at every reset (with
+            ``gating="graph"`` only at steps where the mask holds an env).
 
     State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
     ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
@@ -288,7 +300,8 @@ class LeggedBackend(MjwBackend):
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, keyframe: str = "home",
                  joint_scale: bool = False, torso_body: str | None = None,
-                 gating: str = "mask"):
+                 gating: str = "mask", action_mode: str = "default",
+                 forward_after_step: bool = False, settle_steps: int = 0):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
                          deterministic=deterministic, gating=gating)
@@ -305,6 +318,11 @@ class LeggedBackend(MjwBackend):
             raise ValueError(f"keyframe: expected a keyframe of the model (the reset and "
                              f"default pose), got {keyframe!r}")
         self.joint_scale = bool(joint_scale)
+        if action_mode not in kleg.ACTION_MODES:
+            raise ValueError(f"action_mode: expected one of {kleg.ACTION_MODES}, got "
+                             f"{action_mode!r}")
+        self.action_mode = kleg.ACTION_MODES.index(action_mode)
+        self.forward_after_step, self.settle_steps = bool(forward_after_step), int(settle_steps)
         if mjm.npair:  # explicit contact pairs (G1's feet): their friction is a parameter
             self.recompute_on = (*self.recompute_on, "pair_friction")
             self.batched = (*self.batched, "pair_friction")
@@ -383,8 +401,8 @@ class LeggedBackend(MjwBackend):
         action.kick_enable = rows("kick_enable")
         self._pre_step = BoundLaunch(
             kleg.pre_step, n, device=dev,
-            inputs=[self.dt, self.base, default_pose, m.body_subtreemass, action, keys,
-                    self._action],
+            inputs=[self.dt, self.base, default_pose, m.body_subtreemass, action,
+                    self.action_mode, joint_qposadr, keys, self._action, d.qpos],
             outputs=[state, d.ctrl, d.xfrc_applied])
         spawn = kleg.SpawnParams()
         spawn.level, spawn.xy_range = rows("terrain_level"), rows("reset_xy_range")
@@ -400,6 +418,43 @@ class LeggedBackend(MjwBackend):
         reset_keys = step_keys(ctx)
         reset_keys.step_count = wp.empty(0, dtype=wp.int32, device=self._device)
         self._reset_keys, self._reset_outputs = reset_keys, [d.qpos, d.qvel, d.ctrl, state]
+        if self.settle_steps:  # the saved state of the worlds a settling leaves alone
+            with wp.ScopedDevice(self._device):
+                self._saved = [wp.empty_like(a) for a in
+                               (d.qpos, d.qvel, d.qacc_warmstart, d.ctrl, d.time)]
+
+    def step(self, ctx: StepContext) -> None:
+        super().step(ctx)
+        if self.forward_after_step:
+            with self.scope(ctx):
+                mjw.forward(self.m, self.d)
+
+    def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        super().reset(ctx, mask)
+        if not self.settle_steps:
+            return
+        d = self.d
+        live = [d.qpos, d.qvel, d.qacc_warmstart, d.ctrl, d.time]
+
+        def settle():
+            for src, dst in zip(live, self._saved, strict=True):
+                wp.copy(dst, src)
+            for _ in range(self.settle_steps):
+                mjw.step(self.m, d)
+            self.mask_launch("settle_restore", mask, lambda w: BoundLaunch(
+                kleg.settle_restore, ctx.num_envs, inputs=[w, *self._saved], outputs=live,
+                device=ctx.device)).launch()
+            self.in_arena(lambda: mjw.forward(self.m, d))
+
+        with self.scope(ctx):
+            if self.gating == "mask":
+                settle()
+                return
+            self._flag.zero_()
+            self.mask_launch("flag_reset", mask, lambda w: BoundLaunch(
+                kloco.flag_any, ctx.num_envs, inputs=[w], outputs=[self._flag],
+                device=ctx.device)).launch()
+            self.run_if(self._flag, settle)
 
     def write_ctrl(self, ctx: StepContext) -> None:
         self._pre_step.launch()  # on the scope's stream

@@ -212,9 +212,13 @@ class LeggedTaskConfig:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
     (parameter names stored one after the other: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
-    ``reward_clip``, ``progress_always`` (the terrain metric without a grid too),
+    ``reward_clip``, ``reward_exp`` (None, or ``(coef, names)``: the reward is ``dt * (sum
+    of the other terms) * exp(coef * sum of these)``),
+    ``progress_always`` (the terrain metric without a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
-    ``site_xpos``, ``site_xmat``, ``actuator_force``)."""
+    ``site_xpos``, ``site_xmat``, ``actuator_force``); ``action_mode``,
+    ``forward_after_step``, ``settle_steps``: ``legged.LeggedBackend``'s (what actions are
+    relative to, a ``mj_forward`` after the substeps, physics steps settling a reset)."""
 
     spec: Callable[[str], mujoco.MjSpec]
     base_body: str
@@ -257,8 +261,12 @@ class LeggedTaskConfig:
     ctx: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
     reward_clip: bool = False
+    reward_exp: tuple | None = None
     progress_always: bool = False
     data: tuple[str, ...] = ()
+    action_mode: str = "default"
+    forward_after_step: bool = False
+    settle_steps: int = 0
 
     @property
     def reward_names(self) -> tuple[str, ...]:
@@ -369,9 +377,13 @@ class LeggedTask(Task):
         resets, updates = (cfg.reset,), (cfg.update,)
         if cmd is not None:  # the command's laws, then the task's
             resets, updates = (cmd.reset, cfg.reset), (cmd.update, cfg.update)
+        rexp = None
+        if cfg.reward_exp is not None:
+            coef, names = cfg.reward_exp
+            rexp = (float(coef), tuple(r.name in names for r in cfg.rewards))
         return (nf, tuple(consts_k), obs, priv, tuple(r.term for r in cfg.rewards),
                 tuple(cfg.terminations), resets, updates, cfg.reward_clip, _command_mode(cfg),
-                cfg.progress_always)
+                cfg.progress_always, rexp)
 
     @staticmethod
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:
@@ -560,6 +572,7 @@ class LeggedEnv(RobotEnv):
     default_terminating: tuple[str, ...] = ()
     reward_defaults: dict = {}
     spawn_height = 0.0
+    backend_class = LeggedBackend  # a subclass may add its own reset draws
 
     def __init_subclass__(cls, **kw):
         if "config" in cls.__dict__:  # a task's class: its config's step, limit, terms
@@ -654,9 +667,11 @@ class LeggedEnv(RobotEnv):
             origins = self.grid.origins.copy()
             origins[..., 2] += self.spawn_height
         cfg = self.task_config
-        return LeggedBackend(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
+        return self.backend_class(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
-                             torso_body=cfg.torso_body, **self._sizes)
+                             torso_body=cfg.torso_body, action_mode=cfg.action_mode,
+                             forward_after_step=cfg.forward_after_step,
+                             settle_steps=cfg.settle_steps, **self._sizes)
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)
