@@ -217,3 +217,24 @@ def test_g1_pinned_and_standing():
         assert torch.equal(td["observation"][0, 9:12], torch.tensor([0.5, 0.0, -0.2]))
         assert (td["observation"][1, 9:12] == 0).all()
     assert math.isfinite(float(td["reward"].sum()))
+
+
+def test_play_command_pins_every_env(pair, tmp_path):
+    """``python -m gpuparam.play --command VX VY YAW``: parsed, checked, then pinned."""
+    pytest.importorskip("tyro")
+    from gpuparam.apps.cli import parse_play
+    from gpuparam.apps.play import pin_command
+
+    args = ["--task", FLAT, "--checkpoint", "examples/go1_policy.pt", "--out", str(tmp_path)]
+    assert parse_play([*args, "--command", "0.5", "0", "-0.2"]).cfg.command == (0.5, 0.0, -0.2)
+    with pytest.raises(SystemExit):
+        parse_play([*args, "--command", "nan", "0", "0"])
+    _, env = pair
+    _run_each(env, {})
+    with pytest.raises(SystemExit, match="--command"):
+        pin_command(env, (500.0, 0.0, 0.0))  # outside command_value's range
+    assert (env.params["command_fixed"] == 0).all()
+    pin_command(env, (0.5, 0.0, -0.2))
+    td = env.step(torch.zeros(N, 12))
+    assert torch.equal(td["observation"][:, CMD], torch.tensor([0.5, 0.0, -0.2]).expand(N, 3))
+    env.params.set("command_fixed", 0.0)
