@@ -440,8 +440,8 @@ class LeggedTask(Task):
                 params.cmd = rows_block(b, COMMAND_PARAMS)
             if cfg.command is not None and cfg.command.range_param is not None:
                 params.cmd_range = wp.from_torch(b.param_rows(cfg.command.range_param))
-                if cfg.command.prob_param is not None:
-                    params.cmd_prob = wp.from_torch(b.param_rows(cfg.command.prob_param))
+            if cfg.command is not None and cfg.command.prob_param is not None:
+                params.cmd_prob = wp.from_torch(b.param_rows(cfg.command.prob_param))
             params.extra = rows_block(b, cfg.extra_block) if cfg.extra_block else _empty(2)
             d, data = backend.d, kt.TaskData()
             for name, t in kt.TaskData.vars.items():
