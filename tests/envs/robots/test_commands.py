@@ -24,13 +24,17 @@ CMD = slice(45, 48)  # the command in Go1's observation
 STEPS = 6
 # commands resampled about every other step
 FAST = dict(command_resample_time=0.04)
+START: dict = {}
 
 
 @pytest.fixture(scope="module")
 def pair():
     """Two Go1 envs of the same seed: ``ref`` keeps the defaults, ``env`` gets the writes."""
-    return (gp.make(FLAT, N, device="cpu", seed=11, **FAST),
+    envs = (gp.make(FLAT, N, device="cpu", seed=11, **FAST),
             gp.make(FLAT, N, device="cpu", seed=11, **FAST))
+    for env in envs:
+        START[id(env)] = env.state_dict()  # each run starts from here: episode 0 again
+    return envs
 
 
 def _actions(steps: int = STEPS) -> torch.Tensor:
@@ -42,6 +46,7 @@ def _run_each(env, writes: dict, mask=MASK):
     """``writes`` set for ``mask`` (the rest of the block at its defaults), a reset, then
     STEPS steps; per step (the reset first) the observation, the command and heading
     states, the base quaternion."""
+    env.load_state_dict(START[id(env)])
     for name in (*COMMAND_PARAMS, "command_nonzero_prob", "command_keep_prob"):
         env.params.set(name, torch.tensor(env.params.spec[name].default))
     for name, value in writes.items():
