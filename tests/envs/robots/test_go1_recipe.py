@@ -69,6 +69,11 @@ NEW_PARAMS = [
     ("max_foot_height", 0.05, True), ("soft_joint_limit_factor", 0.9, True),
     ("command_keep_prob", 0.9, True), ("command_resample_time", 3.0, True),
     ("command_high", [0.5, 0.5, 0.5], True), ("command_nonzero_prob", [0.1, 0.9, 0.9], True),
+    ("command_low", [-0.2, 0.1, 0.0], True), ("rel_standing_envs", 1.0, True),
+    ("rel_heading_envs", 1.0, True), ("command_fixed", 1.0, True),
+    # (only for heading or pinned envs: none by default)
+    ("heading_stiffness", 2.0, False), ("heading_range", [0.0, 1.0], False),
+    ("command_value", [0.3, 0.0, 0.0], False),
     # (termination, stand_still, undesired_contacts: their terms are 0 in these steps, no
     # fall, moving commands, no penalized body; the parity tests check their scales)
     *[(f"reward_{t}", 3.0, t not in ("termination", "stand_still", "undesired_contacts"))
