@@ -518,7 +518,6 @@ def reset_command(h: wp.uint32, a: wp.array2d(dtype=float), i: int) -> wp.vec3:
     return c
 
 
-@wp.func
 def resample_command(h: wp.uint32, cmd: wp.vec3, a: wp.array2d(dtype=float),
                      b: wp.array2d(dtype=float), keep: float, i: int) -> wp.vec3:
     """Playground's ``sample_command``, per component ``k``: with probability ``keep`` the
