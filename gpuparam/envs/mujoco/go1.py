@@ -9,7 +9,8 @@ physics ``load_go1`` (sim dt 0.004 s, 5 substeps per 0.02 s env step, Euler, New
 iteration), PD position control (kp 35, kd 0.5; ``gpuparam.envs.mujoco.legged``) to ``ctrl
 = default_pose + action * action_scale`` (0.5; actions nominally in [-1, 1], not clipped);
 the observations, 16 reward terms and termination (base upside down) of the config
-``GO1_JOYSTICK`` (terms of ``kernels/legged_terms.py``); 1000-step episodes. Commands: at a reset ``U(low, high)`` per component
+``GO1_JOYSTICK`` (terms of ``kernels/legged_terms.py``); 1000-step episodes. Commands: at
+a reset ``U(low, high)`` per component
 (``command_low`` / ``command_high``, Playground's ``U(-a, a)`` by default: -a and a);
 after a countdown of ``round(Exponential(1) * command_resample_time / dt)`` steps each
 component is kept with probability ``command_keep_prob``, else replaced by ``U(low_k,
