@@ -8,10 +8,11 @@ reference the tests compare with; every formula: ``docs/tasks/t1_joystick.md``):
 position control to ``default_pose + action * action_scale`` (1.0); observation 85,
 privileged observation 180, 25 reward terms, the reward ``clip(dt sum, 0, 1e4)``;
 termination only upside down or NaN; a foot touches the ground when any of its 4 contact
-spheres does. Reset, commands (``command_range`` 1, 0.8, 1; all zero with probability
-0.1; redrawn after 500 steps) and pushes (``push_velocity`` 0.1 to 1 m/s) are G1's laws
-(``kernels.g1``), with gait frequency ``U(1.25, 1.75)`` Hz; the gait phase is held at pi
-while ``|command| <= 0.01``.
+spheres does. Reset, commands (``U(-a, a)`` with a = 1, 0.8, 1 as ``command_low`` /
+``command_high``; all zero with probability 0.1; redrawn after 500 steps; the command
+modes of ``legged_task.command_specs``) and pushes (``push_velocity`` 0.1 to 1 m/s) are
+G1's laws (``kernels.g1``), with gait frequency ``U(1.25, 1.75)`` Hz; the gait phase is
+held at pi while ``|command| <= 0.01``.
 
 Deviations from Playground: G1's (full resets, counter-based draws, ``round`` halves away
 from zero, no push at an episode's first step); each joint's ``actuatorfrcrange`` is its
@@ -29,6 +30,7 @@ from gpuparam.envs.mujoco.legged_task import (
     Obs,
     Reward,
     State,
+    command_specs,
     feet_state,
 )
 from gpuparam.envs.mujoco.t1_model import FEET, t1_spec
@@ -114,7 +116,7 @@ T1_JOYSTICK = LeggedTaskConfig(
           Obs("feet_vel", "3 * feet", kt.obs_feet_vel), Obs("air_time", "feet", kt.obs_air_time)),
     rewards=REWARDS, reward_clip=True,
     terminations=(kt.upside_down, kt.nan_state),
-    command=Command(kt.no_reset, kt.no_update, "command_range"),  # drawn by G1's laws
+    command=Command(kt.no_reset, kt.no_update, range_param=None),  # drawn by G1's laws
     reset=kg1.g1_reset, update=kt1.t1_update,
     state=feet_state(State("command", "command", (3,)),
                      State("step", "countdown", (), int32=True),
@@ -144,8 +146,7 @@ T1_JOYSTICK = LeggedTaskConfig(
         ParamSpec("push_enable", 1.0, 0.0, 1.0, doc="1: Playground's velocity pushes"),
     ),
     params=(
-        ParamSpec("command_range", (1.0, 0.8, 1.0), 0.0, 100.0, shape=(3,),
-                  unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a) (vx, vy, yaw)"),
+        *command_specs((1.0, 0.8, 1.0)),  # Playground's U(-a, a): low -a, high a
         ParamSpec("gait_frequency", (1.25, 1.75), 0.0, 100.0, shape=(2,), ordered=True,
                   unit="Hz", doc="(low, high): gait frequency, drawn per episode"),
         ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), ordered=True, unit="s",

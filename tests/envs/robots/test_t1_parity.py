@@ -230,7 +230,7 @@ def test_recipe_parameters_and_playground_randomization(case):
     for p in ("kp", "kd", "torque_limit", "motor_strength", "action_delay", "action_scale",
               "kick_enable", "noise_level", "push_enable", "push_velocity", "body_mass",
               "added_mass", "geom_friction", "dof_frictionloss", "dof_armature",
-              "joint_offset", "reset_joint_scale", "command_range", "gait_frequency"):
+              "joint_offset", "reset_joint_scale", "command_low", "command_high", "gait_frequency"):
         assert p in env.params.names, p
     env.params.reset_to_default()
     kp0, kd0 = env.params["kp"].clone(), env.params["kd"].clone()
