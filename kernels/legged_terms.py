@@ -1,0 +1,855 @@
+"""A legged task's kernel, generated from its config: the shared terms as named
+``@wp.func``\\ s and :func:`make_task_kernel`, which composes a task's observation,
+privileged observation, reward and termination terms and its state laws at code generation
+(``wp.static``, as ``kernels.randomize`` composes its draws).
+
+One kernel per task config, one thread per env, run in three modes (``MODE_STEP`` after a
+step for every env; ``MODE_RESET`` after a reset for the masked envs: the task state's reset
+then the observations; ``MODE_OBSERVE``: the observations only). One step of it:
+
+1. the step's context :class:`Ctx` (``i``, the keys, the named constants ``k[K_*]`` read
+   from the parameter table, the imu's local linear velocity, gyro, gravity, the global
+   velocities, upvector, the command); at a reset the task's ``reset`` law first;
+2. the feet: height above the ground under the foot, contact, first contact, air time
+   ``+= dt`` and swing peak (a step only);
+3. the observation terms in order (a term with a noise row draws one value per component,
+   in order, from the step's observation-noise bits; ``noisy(value) - bias``), copied into
+   the privileged observation, then the privileged terms, then the height scan (both);
+4. (a step only) termination: the OR of the termination terms; the reward terms, each times
+   its scale (``terms`` out), summed, times ``dt`` (clipped to ``[0, 1e4]`` if the config
+   says so, NaN stays NaN); NaN actions make every output NaN;
+5. the state laws: feet (air time and swing peak cleared on contact, last contact), last
+   action, then the task's ``update`` law (commands, gait phase, pushes, ...).
+
+Term signatures (every argument a struct of this module; ``act`` float32 ``[N, nu]``):
+
+- observation / privileged term, component ``j``:
+  ``f(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+  act: wp.array2d(dtype=float), j: int) -> float`` (a noisy term's ``bias`` the same);
+- reward term: ``f(c, m, sn, p, d, st, act) -> float`` (unscaled);
+- termination term: ``f(c, m, sn, p, d, st) -> bool``;
+- laws: ``reset(c, m, p, d, st, h: wp.uint32)`` (draws from the task-reset bits ``h``),
+  ``update(c, m, p, d, st)`` (``c.done`` is this step's termination).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import warp as wp
+from gpuparam.kernels.actions import action_or_zero, has_nan, nan_row
+from gpuparam.kernels.episode import StepKeys
+from gpuparam.kernels.index import thread_index
+from gpuparam.kernels.legged import (
+    RESET_STEP,
+    STREAM_COMMAND,
+    STREAM_OBS_NOISE,
+    STREAM_TASK_RESET,
+    Terrain,
+    exponential_steps,
+    ground,
+    noisy,
+    resample_command,
+    reset_command,
+    step_bits,
+    terrain_progress,
+    terrain_start,
+    write_height_scan,
+)
+from gpuparam.kernels.locomotion import copy_row
+from gpuparam.kernels.rng import next_bits, rng_key
+
+wp.set_module_options({"fuse_fp": False})
+
+MODE_STEP = wp.constant(0)
+MODE_RESET = wp.constant(1)
+MODE_OBSERVE = wp.constant(2)
+
+# the named constants of ``Ctx.k`` (a config maps each to a parameter, or leaves its default)
+CTX_CONSTS = ("tracking_sigma", "foot_height", "soft_limit", "cmd_keep", "cmd_resample",
+              "scan_offset", "scan_scale", "scan_noise", "terminate_contact", "base_height",
+              "max_force", "cmd_zero_prob")
+K_SIGMA = wp.constant(0)
+K_FOOT_HEIGHT = wp.constant(1)
+K_SOFT_LIMIT = wp.constant(2)
+K_CMD_KEEP = wp.constant(3)
+K_CMD_RESAMPLE = wp.constant(4)
+K_SCAN_OFFSET = wp.constant(5)
+K_SCAN_SCALE = wp.constant(6)
+K_SCAN_NOISE = wp.constant(7)
+K_TERMINATE_CONTACT = wp.constant(8)
+K_BASE_HEIGHT = wp.constant(9)
+K_MAX_FORCE = wp.constant(10)
+K_CMD_ZERO_PROB = wp.constant(11)
+vec16 = wp.types.vector(length=16, dtype=float)
+MAX_FEET = 4
+
+
+@wp.struct
+class Sensors:
+    """Where the task reads MuJoCo Warp's data: ``sensordata`` addresses of the imu
+    (gyro, local linear velocity, accelerometer, global linear and angular velocity), of
+    the upvector; the imu site, the base body; per foot (``[F]``) its site, floor-contact
+    sensor, global linear velocity and force sensor (empty without one); contact groups:
+    ``n_penalized`` groups, group ``b``'s sensors ``penalized[penalized_start[b] :
+    penalized_start[b + 1]]``, ``n_terminating`` sensors ``terminating``; ``extra``: a
+    task's own sensor addresses (its terms index them). Arrays of size >= 1."""
+
+    gyro: int
+    linvel: int
+    accel: int
+    upvector: int
+    global_linvel: int
+    global_angvel: int
+    imu_site: int
+    base_body: int
+    foot_site: wp.array(dtype=int)
+    foot_found: wp.array(dtype=int)
+    foot_vel: wp.array(dtype=int)
+    foot_force: wp.array(dtype=int)
+    n_penalized: int
+    penalized: wp.array(dtype=int)
+    penalized_start: wp.array(dtype=int)
+    n_terminating: int
+    terminating: wp.array(dtype=int)
+    extra: wp.array(dtype=int)
+
+
+@wp.struct
+class TaskModel:
+    """Constants of the model: seconds per env step; per actuated joint (``[nu]``) the
+    default pose, the joint range (low, high) and the pose reward's weight; ``index``: a
+    task's own actuator indices (its terms index them; empty if none)."""
+
+    dt: float
+    default_pose: wp.array(dtype=float)
+    joint_low: wp.array(dtype=float)
+    joint_high: wp.array(dtype=float)
+    pose_weight: wp.array(dtype=float)
+    index: wp.array(dtype=int)
+
+
+@wp.struct
+class TaskParams:
+    """The parameter rows the task reads (views of the effective table ``[rows, N]``):
+    reward scales (one row per reward term), the ``noise`` block (row 0 the level, then
+    the noisy terms' scales), the ``consts`` block, ``cmd_range`` ``[3, N]``, ``cmd_prob``
+    ``[3, N]`` (a command law's probabilities) and ``extra`` (a task's own block); a block
+    the task lacks is empty."""
+
+    scales: wp.array2d(dtype=float)
+    noise: wp.array2d(dtype=float)
+    consts: wp.array2d(dtype=float)
+    cmd_range: wp.array2d(dtype=float)
+    cmd_prob: wp.array2d(dtype=float)
+    extra: wp.array2d(dtype=float)
+
+
+@wp.struct
+class TaskData:
+    """What the task reads of MuJoCo Warp's data (``[N, ...]``; a field the task does not
+    read is empty), and the kick state ``[N, 4]`` (``kernels.legged.pre_step``); ``qvel``
+    may be written (a push)."""
+
+    qpos: wp.array2d(dtype=float)
+    qvel: wp.array2d(dtype=float)
+    qacc: wp.array2d(dtype=float)
+    sensordata: wp.array2d(dtype=float)
+    site_xpos: wp.array2d(dtype=wp.vec3)
+    site_xmat: wp.array2d(dtype=wp.mat33)
+    actuator_force: wp.array2d(dtype=float)
+    xfrc_applied: wp.array2d(dtype=wp.spatial_vector)
+    kick_i: wp.array2d(dtype=wp.int32)
+
+
+@wp.struct
+class TaskState:
+    """The task's per-env state (``[N, ...]``; a field the task does not keep is empty):
+    command (vx, vy, yaw rate), ``countdown`` (a command law's step counter), the previous
+    action, per foot air time, swing peak and last contact (0/1), gait phase per foot and
+    its advance per step, push step and interval; for the terrain curriculum the episode's
+    start xy, the commanded distance so far and the metric (+1 promote, -1 demote)."""
+
+    command: wp.array2d(dtype=float)
+    countdown: wp.array(dtype=wp.int32)
+    last_act: wp.array2d(dtype=float)
+    air_time: wp.array2d(dtype=float)
+    swing_peak: wp.array2d(dtype=float)
+    last_contact: wp.array2d(dtype=float)
+    phase: wp.array2d(dtype=float)
+    phase_dt: wp.array(dtype=float)
+    push_step: wp.array(dtype=wp.int32)
+    push_interval: wp.array(dtype=wp.int32)
+    start_xy: wp.array2d(dtype=float)
+    cmd_distance: wp.array(dtype=float)
+    metric: wp.array(dtype=float)
+
+
+@wp.struct
+class TaskOutputs:
+    """The step's outputs: observation ``[N, O]`` (its copy as the final observation),
+    privileged observation ``[N, Q]``, scaled reward terms ``[N, R]``, reward and
+    terminated ``[N]``."""
+
+    obs: wp.array2d(dtype=float)
+    final_obs: wp.array2d(dtype=float)
+    priv: wp.array2d(dtype=float)
+    terms: wp.array2d(dtype=float)
+    reward: wp.array(dtype=float)
+    terminated: wp.array(dtype=wp.bool)
+
+
+@wp.struct
+class Ctx:
+    """Env ``i``'s step context, computed once by the task kernel: the keys of its draws
+    (``seed``, global id ``gid``, episode index, step of the episode), ``dt``, the named
+    constants ``k`` (``K_*``), the noise level, the imu's local linear velocity ``lin``,
+    ``gyro``, gravity in the imu frame ``grav``, accelerometer, global angular and linear
+    velocity, upvector, the command and its norm; per foot (``[F]``, F <= 4) contact, first
+    contact, height above the ground; this step's termination ``done``."""
+
+    i: int
+    seed: int
+    gid: int
+    episode: int
+    step: int
+    dt: float
+    k: vec16
+    lvl: float
+    lin: wp.vec3
+    gyro: wp.vec3
+    grav: wp.vec3
+    accel: wp.vec3
+    gang: wp.vec3
+    glin: wp.vec3
+    up: wp.vec3
+    cmd: wp.vec3
+    cmd_norm: float
+    contact: wp.vec4
+    first: wp.vec4
+    foot_z: wp.vec4
+    done: bool
+
+
+@wp.func
+def sensor3(sd: wp.array2d(dtype=float), i: int, adr: int) -> wp.vec3:
+    """Three sensor values of env ``i`` from address ``adr``."""
+    return wp.vec3(sd[i, adr], sd[i, adr + 1], sd[i, adr + 2])
+
+
+@wp.func
+def block_value(p: TaskParams, block: int, row: int, i: int, default: float) -> float:
+    """Row ``row`` of block ``block`` (0: ``consts``, 1: ``noise``, 2: ``extra``; -1: the
+    ``default``) for env ``i``."""
+    if block == 0:
+        return p.consts[row, i]
+    if block == 1:
+        return p.noise[row, i]
+    if block == 2:
+        return p.extra[row, i]
+    return default
+
+
+# ----------------------------------------------------------------- observation terms
+@wp.func
+def obs_linvel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float), j: int) -> float:
+    """The imu's local linear velocity (3)."""
+    return c.lin[j]
+
+
+@wp.func
+def obs_gyro(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+             act: wp.array2d(dtype=float), j: int) -> float:
+    """The gyro (3)."""
+    return c.gyro[j]
+
+
+@wp.func
+def obs_gravity(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Gravity in the imu frame (3)."""
+    return c.grav[j]
+
+
+@wp.func
+def obs_accel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+              act: wp.array2d(dtype=float), j: int) -> float:
+    """The accelerometer (3)."""
+    return c.accel[j]
+
+
+@wp.func
+def obs_global_angvel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                      st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The imu's global angular velocity (3)."""
+    return c.gang[j]
+
+
+@wp.func
+def obs_joint_pos(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint angle (nu), before the default pose is subtracted (the bias
+    :func:`obs_default_pose`: a noisy term's noise is added first)."""
+    return d.qpos[c.i, 7 + j]
+
+
+@wp.func
+def obs_default_pose(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The default pose (nu): the bias of :func:`obs_joint_pos`."""
+    return m.default_pose[j]
+
+
+@wp.func
+def obs_joint_pos_rel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                      st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint angle minus the default pose (nu)."""
+    return d.qpos[c.i, 7 + j] - m.default_pose[j]
+
+
+@wp.func
+def obs_joint_vel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint velocity (nu)."""
+    return d.qvel[c.i, 6 + j]
+
+
+@wp.func
+def obs_actuator_force(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Actuator force (nu)."""
+    return d.actuator_force[c.i, j]
+
+
+@wp.func
+def obs_last_action(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                    st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The previous action (nu)."""
+    return st.last_act[c.i, j]
+
+
+@wp.func
+def obs_command(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The command (3)."""
+    return c.cmd[j]
+
+
+@wp.func
+def obs_base_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                    st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The base's world z (1)."""
+    return d.qpos[c.i, 2]
+
+
+@wp.func
+def obs_last_contact(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Per foot, its contact at the previous step (F)."""
+    return st.last_contact[c.i, j]
+
+
+@wp.func
+def obs_contact(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Per foot, its contact at this step (F)."""
+    return c.contact[j]
+
+
+@wp.func
+def obs_feet_vel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Per foot its global linear velocity (3 F: foot-major)."""
+    return d.sensordata[c.i, sn.foot_vel[j // 3] + j % 3]
+
+
+@wp.func
+def obs_air_time(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Per foot its air time (F)."""
+    return st.air_time[c.i, j]
+
+
+@wp.func
+def obs_kick(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+             act: wp.array2d(dtype=float), j: int) -> float:
+    """The kick force on the base (3), then 1 while kicking (1): 4 values."""
+    if j < 3:
+        return d.xfrc_applied[c.i, sn.base_body][j]
+    return wp.where(d.kick_i[c.i, 0] >= d.kick_i[c.i, 1], 1.0, 0.0)
+
+
+@wp.func
+def obs_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+              act: wp.array2d(dtype=float), j: int) -> float:
+    """cos of each foot's gait phase, then sin of each (2 F)."""
+    nf = st.phase.shape[1]
+    if j < nf:
+        return wp.cos(st.phase[c.i, j])
+    return wp.sin(st.phase[c.i, j - nf])
+
+
+# ----------------------------------------------------------------- reward terms
+@wp.func
+def tracking_lin_vel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``exp(-|cmd_xy - local linvel_xy|^2 / sigma)``."""
+    e0 = c.cmd[0] - c.lin[0]
+    e1 = c.cmd[1] - c.lin[1]
+    return wp.exp(-(e0 * e0 + e1 * e1) / c.k[K_SIGMA])
+
+
+@wp.func
+def tracking_ang_vel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``exp(-(cmd_yaw - gyro_z)^2 / sigma)``."""
+    ea = c.cmd[2] - c.gyro[2]
+    return wp.exp(-(ea * ea) / c.k[K_SIGMA])
+
+
+@wp.func
+def lin_vel_z(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+              act: wp.array2d(dtype=float)) -> float:
+    """``global linvel_z^2``."""
+    return c.glin[2] * c.glin[2]
+
+
+@wp.func
+def ang_vel_xy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``|global angvel_xy|^2``."""
+    return c.gang[0] * c.gang[0] + c.gang[1] * c.gang[1]
+
+
+@wp.func
+def orientation(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+                act: wp.array2d(dtype=float)) -> float:
+    """``|upvector_xy|^2``."""
+    return c.up[0] * c.up[0] + c.up[1] * c.up[1]
+
+
+@wp.func
+def dof_pos_limits(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """Joint angles beyond the soft limits (each bound times ``soft_limit``), summed."""
+    soft = c.k[K_SOFT_LIMIT]
+    limits = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        q = d.qpos[c.i, 7 + j]
+        limits += -wp.min(q - m.joint_low[j] * soft, 0.0) + wp.max(q - m.joint_high[j] * soft,
+                                                                  0.0)
+    return limits
+
+
+@wp.func
+def pose_exp(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+             act: wp.array2d(dtype=float)) -> float:
+    """``exp(-sum w (q - default)^2)`` (``w``: ``pose_weight``)."""
+    pose = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
+        pose += dq * dq * m.pose_weight[j]
+    return wp.exp(-pose)
+
+
+@wp.func
+def termination(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """1 at a termination."""
+    return wp.where(c.done, 1.0, 0.0)
+
+
+@wp.func
+def stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum |q - default|`` when ``|cmd| < 0.01``."""
+    stand = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        stand += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
+    return stand * wp.where(c.cmd_norm < 0.01, 1.0, 0.0)
+
+
+@wp.func
+def torques_l2_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|tau| + sum |tau|`` (actuator forces; Playground's Go1)."""
+    tau2 = float(0.0)
+    tau1 = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        tau = d.actuator_force[c.i, j]
+        tau2 += tau * tau
+        tau1 += wp.abs(tau)
+    return wp.sqrt(tau2) + tau1
+
+
+@wp.func
+def torques_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``sum |tau|`` (actuator forces)."""
+    tau1 = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        tau1 += wp.abs(d.actuator_force[c.i, j])
+    return tau1
+
+
+@wp.func
+def action_rate(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|action - last action|^2``."""
+    rate = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        da = act[c.i, j] - st.last_act[c.i, j]
+        rate += da * da
+    return rate
+
+
+@wp.func
+def energy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+           act: wp.array2d(dtype=float)) -> float:
+    """``sum |qvel| |tau|``."""
+    e = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        e += wp.abs(d.qvel[c.i, 6 + j]) * wp.abs(d.actuator_force[c.i, j])
+    return e
+
+
+@wp.func
+def dof_acc(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+            act: wp.array2d(dtype=float)) -> float:
+    """``|joint qacc|^2``."""
+    acc = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        a = d.qacc[c.i, 6 + j]
+        acc += a * a
+    return acc
+
+
+@wp.func
+def feet_clearance(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum |foot height - foot_height| |foot vel_xy|^(1/2)``."""
+    clear = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
+        v2 = fv[0] * fv[0] + fv[1] * fv[1]
+        clear += wp.abs(c.foot_z[f] - c.k[K_FOOT_HEIGHT]) * wp.sqrt(wp.sqrt(v2))
+    return clear
+
+
+@wp.func
+def _moving(c: Ctx) -> float:
+    return wp.where(c.cmd_norm > 0.01, 1.0, 0.0)
+
+
+@wp.func
+def feet_height_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum (swing peak / foot_height - 1)^2`` at first contacts, if ``|cmd| > 0.01``."""
+    height = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        err = st.swing_peak[c.i, f] / c.k[K_FOOT_HEIGHT] - 1.0
+        height += err * err * c.first[f]
+    return height * _moving(c)
+
+
+@wp.func
+def feet_slip_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum |foot vel_xy|^2`` of the feet in contact, if ``|cmd| > 0.01``."""
+    slip = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
+        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
+    return slip * _moving(c)
+
+
+@wp.func
+def feet_air_time_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                         st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum (air time - 0.1)`` at first contacts, if ``|cmd| > 0.01``."""
+    air = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        air += (st.air_time[c.i, f] - 0.1) * c.first[f]
+    return air * _moving(c)
+
+
+@wp.func
+def undesired_contacts(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """The number of penalized contact groups touching (any sensor of the group)."""
+    touching = float(0.0)
+    for g in range(sn.n_penalized):
+        hit = float(0.0)
+        for k in range(sn.penalized_start[g], sn.penalized_start[g + 1]):
+            if d.sensordata[c.i, sn.penalized[k]] > 0.0:
+                hit = 1.0
+        touching += hit
+    return touching
+
+
+@wp.func
+def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+          act: wp.array2d(dtype=float)) -> float:
+    """1."""
+    return 1.0
+
+
+# ----------------------------------------------------------------- termination terms
+@wp.func
+def upside_down(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState) -> bool:
+    """The upvector's z below 0."""
+    return c.up[2] < 0.0
+
+
+@wp.func
+def contact_terminating(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                        st: TaskState) -> bool:
+    """A terminating contact sensor touching, when ``terminate_contact`` > 0.5."""
+    done = bool(False)
+    for k in range(sn.n_terminating):
+        if d.sensordata[c.i, sn.terminating[k]] > 0.0 and c.k[K_TERMINATE_CONTACT] > 0.5:
+            done = True
+    return done
+
+
+@wp.func
+def nan_state(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+              st: TaskState) -> bool:
+    """A NaN in ``qpos`` or ``qvel``."""
+    done = bool(False)
+    for k in range(d.qpos.shape[1]):
+        if wp.isnan(d.qpos[c.i, k]):
+            done = True
+    for k in range(d.qvel.shape[1]):
+        if wp.isnan(d.qvel[c.i, k]):
+            done = True
+    return done
+
+
+# ----------------------------------------------------------------- state laws
+@wp.func
+def no_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState, h: wp.uint32):
+    """A task without state of its own to reset (no command)."""
+    pass
+
+
+@wp.func
+def no_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
+    """A task without state of its own to update."""
+    pass
+
+
+@wp.func
+def command_countdown_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
+                            st: TaskState, h: wp.uint32):
+    """Playground's Go1 command at a reset: ``U(-a, a)`` per component (``cmd_range``),
+    countdown ``round(Exponential(1) * cmd_resample / dt)`` steps (4 draws)."""
+    i = c.i
+    cmd = reset_command(h, p.cmd_range, i)
+    for k in range(3):
+        st.command[i, k] = cmd[k]
+        h = next_bits(h)
+    st.countdown[i] = exponential_steps(h, c.k[K_CMD_RESAMPLE], c.dt)
+
+
+@wp.func
+def command_countdown_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
+                             st: TaskState):
+    """Playground's Go1 command law after a step: when the countdown ends each component
+    is kept with probability ``cmd_keep``, else redrawn ``U(-a_k, a_k)`` with probability
+    ``cmd_prob[k]`` or 0; the countdown is redrawn then and at a termination."""
+    i = c.i
+    left = st.countdown[i] - 1
+    hc = step_bits(c.seed, c.gid, STREAM_COMMAND, c.episode, c.step)
+    if left <= 0:
+        cmd = resample_command(hc, c.cmd, p.cmd_range, p.cmd_prob, c.k[K_CMD_KEEP], i)
+        for k in range(3):
+            st.command[i, k] = cmd[k]
+    if left <= 0 or c.done:
+        for _k in range(9):  # past the resample's draws
+            hc = next_bits(hc)
+        left = exponential_steps(hc, c.k[K_CMD_RESAMPLE], c.dt)
+    st.countdown[i] = left
+
+
+# ----------------------------------------------------------------- the task kernel
+def make_task_kernel(spec: tuple) -> wp.Kernel:
+    """The task kernel of a config (``gpuparam.envs.mujoco.legged_task.LeggedTaskConfig``,
+    compiled by its ``kernel_spec``): ``spec`` is ``(nfeet, consts, obs, priv, rewards,
+    terminations, resets, updates, reward_clip, has_command, progress_always)`` with
+
+    - ``consts``: ``((k, block, row, default), ...)``: ``Ctx.k[k]`` from row ``row`` of
+      block ``block`` (``block_value``; -1: ``default``);
+    - ``obs``: ``((size, value, bias, noise_row), ...)`` (``bias`` a term or None;
+      ``noise_row`` -1: no noise); ``priv``: ``((size, value), ...)``;
+    - ``rewards``, ``terminations``: tuples of terms; ``resets``, ``updates``: tuples of
+      laws, run in order (each reset law gets the same task-reset bits ``h``);
+    - ``reward_clip``: clip the reward to ``[0, 1e4]``; ``has_command``: read
+      ``st.command``; ``progress_always``: the terrain metric also without a terrain.
+
+    Cached per spec: one Warp module per config (compiled once, cached on disk)."""
+    return _make(spec)
+
+
+@cache
+def _make(spec: tuple) -> wp.Kernel:
+    (nfeet, consts, obs, priv, rewards, terminations, resets, updates, reward_clip,
+     has_command, progress_always) = spec
+    nterms = len(rewards)
+    termvec = wp.types.vector(length=max(nterms, 1), dtype=float)
+
+    # every wp.static sits in the kernel itself (its module hash covers them)
+    @wp.kernel(module="unique", module_options={"fuse_fp": False}, enable_backward=False)
+    def legged_task(
+        # Model:
+        model: TaskModel,
+        sn: Sensors,
+        tr: Terrain,
+        params: TaskParams,
+        # Data in:
+        mode: int,
+        mask: wp.array(dtype=wp.bool),
+        keys: StepKeys,
+        data: TaskData,
+        action: wp.array2d(dtype=float),
+        # Data out:
+        task_out: TaskState,
+        out: TaskOutputs,
+    ):
+        """The task of one env (module docstring), ``mode`` ``MODE_*``; ``mask`` (bool
+        ``[N]``) selects the envs of the reset modes."""
+        i = thread_index(wp.tid())
+        if mode != MODE_STEP and not mask[i]:
+            return
+        st = task_out
+        sd = data.sensordata
+        c = Ctx()
+        c.i = i
+        c.seed = keys.seed[0]
+        c.gid = keys.env_offset + i
+        c.episode = keys.episode_count[i] - 1
+        c.step = keys.step_count[i]
+        c.dt = model.dt
+        kv = vec16(0.0)
+        for q in range(wp.static(len(consts))):
+            kv[wp.static(consts[q][0])] = block_value(
+                params, wp.static(consts[q][1]), wp.static(consts[q][2]), i,
+                wp.static(consts[q][3]))
+        c.k = kv
+        c.lvl = params.noise[0, i]
+        if mode == MODE_RESET:
+            h = rng_key(c.seed, c.gid, STREAM_TASK_RESET, c.episode)
+            for t in range(wp.static(len(resets))):
+                wp.static(resets[t])(c, model, params, data, st, h)
+            for j in range(st.last_act.shape[1]):
+                st.last_act[i, j] = 0.0
+            for f in range(wp.static(nfeet)):
+                st.air_time[i, f] = 0.0
+                st.swing_peak[i, f] = 0.0
+                st.last_contact[i, f] = 0.0
+            terrain_start(i, data.qpos, st.start_xy, st.cmd_distance, st.metric)
+        step = wp.where(mode == MODE_STEP, c.step, RESET_STEP)
+        hn = step_bits(c.seed, c.gid, STREAM_OBS_NOISE, c.episode, step)
+
+        # the feet: height above the ground, contact; first contact and timing (a step)
+        contact = wp.vec4(0.0)
+        first = wp.vec4(0.0)
+        foot_z = wp.vec4(0.0)
+        for f in range(wp.static(nfeet)):
+            p = data.site_xpos[i, sn.foot_site[f]]
+            foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
+            touch = sd[i, sn.foot_found[f]] > 0.0
+            if touch:
+                contact[f] = 1.0
+            if mode == MODE_STEP:
+                air = st.air_time[i, f]
+                if air > 0.0 and (touch or st.last_contact[i, f] > 0.5):
+                    first[f] = 1.0
+                st.air_time[i, f] = air + c.dt
+                st.swing_peak[i, f] = wp.max(st.swing_peak[i, f], foot_z[f])
+        c.contact = contact
+        c.first = first
+        c.foot_z = foot_z
+
+        c.lin = sensor3(sd, i, sn.linvel)
+        c.gyro = sensor3(sd, i, sn.gyro)
+        xm = data.site_xmat[i, sn.imu_site]
+        c.grav = wp.vec3(-xm[2, 0], -xm[2, 1], -xm[2, 2])
+        c.accel = sensor3(sd, i, sn.accel)
+        c.gang = sensor3(sd, i, sn.global_angvel)
+        c.glin = sensor3(sd, i, sn.global_linvel)
+        c.up = sensor3(sd, i, sn.upvector)
+        c.cmd = wp.vec3(0.0)
+        if wp.static(has_command):
+            c.cmd = wp.vec3(st.command[i, 0], st.command[i, 1], st.command[i, 2])
+        c.cmd_norm = wp.length(c.cmd)
+
+        # observation (noisy terms draw in order), copied into the privileged observation
+        col = int(0)
+        for t in range(wp.static(len(obs))):
+            for j in range(wp.static(obs[t][0])):
+                v = wp.static(obs[t][1])(c, model, sn, params, data, st, action, j)
+                if wp.static(obs[t][3] >= 0):
+                    v = noisy(v, hn, c.lvl, params.noise[wp.static(obs[t][3]), i])
+                    hn = next_bits(hn)
+                if wp.static(obs[t][2] is not None):
+                    v = v - wp.static(obs[t][2])(c, model, sn, params, data, st, action, j)
+                out.obs[i, col] = v
+                out.priv[i, col] = v
+                col += 1
+        n_obs = col
+        for t in range(wp.static(len(priv))):
+            for j in range(wp.static(priv[t][0])):
+                out.priv[i, col] = wp.static(priv[t][1])(c, model, sn, params, data, st,
+                                                         action, j)
+                col += 1
+        hn = write_height_scan(tr, i, data.qpos[i, 2], c.k[K_SCAN_OFFSET], c.k[K_SCAN_SCALE],
+                               c.lvl, c.k[K_SCAN_NOISE], hn, out.obs, n_obs, out.priv, col)
+        if mode != MODE_STEP:
+            return
+        copy_row(out.obs, out.final_obs, i)
+
+        # termination, then the rewards with it
+        done = bool(False)
+        for t in range(wp.static(len(terminations))):
+            if wp.static(terminations[t])(c, model, sn, params, data, st):
+                done = True
+        c.done = done
+        tv = termvec()
+        for t in range(wp.static(nterms)):
+            tv[t] = wp.static(rewards[t])(c, model, sn, params, data, st, action)
+        total = float(0.0)
+        for t in range(wp.static(nterms)):
+            s = tv[t] * params.scales[t, i]
+            out.terms[i, t] = s
+            total += s
+        r = total * c.dt
+        if wp.static(reward_clip):
+            r = wp.where(wp.isnan(r), r, wp.clamp(r, 0.0, 10000.0))  # NaN stays NaN
+        out.reward[i] = r
+        out.terminated[i] = done
+        bad = has_nan(action, i)  # stepped with the zero action: every output NaN
+        if bad:
+            nan_row(out.obs, i)
+            nan_row(out.final_obs, i)
+            nan_row(out.priv, i)
+            nan_row(out.terms, i)
+            out.reward[i] = wp.nan
+        if wp.static(progress_always) or tr.on != 0:  # terrain curriculum bookkeeping
+            terrain_progress(i, data.qpos, c.cmd[0], c.cmd[1], c.dt, tr.tile, st.start_xy,
+                             st.cmd_distance, st.metric)
+
+        # state laws: last action, the task's own, the feet
+        for j in range(st.last_act.shape[1]):
+            st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
+        for t in range(wp.static(len(updates))):
+            wp.static(updates[t])(c, model, params, data, st)
+        for f in range(wp.static(nfeet)):
+            if c.contact[f] > 0.5:
+                st.air_time[i, f] = 0.0
+                st.swing_peak[i, f] = 0.0
+            st.last_contact[i, f] = c.contact[f]
+
+    return legged_task
