@@ -151,6 +151,7 @@ def copy_pd(
     motor_strength: wp.array2d(dtype=float),
     damping: wp.array2d(dtype=float),
     dof_actuator: wp.array(dtype=int),
+    kd_in_actuator: wp.array(dtype=int),
     # Model out:
     gainprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
     biasprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
@@ -162,19 +163,25 @@ def copy_pd(
     driving the dof (``dof_actuator[d]``, -1 for none), whose position actuator gets the P
     gain ``kp * motor_strength`` (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``) and
     ``forcerange = (-limit, limit)``; ``kp``, ``kd``, ``limit``, ``motor_strength``: rows
-    ``[nu, N]``. The actuator's other parameters are kept."""
+    ``[nu, N]``. An actuator with ``kd_in_actuator[a]`` (MuJoCo's ``kv`` / ``dampratio``:
+    H1) keeps the D part in the actuator instead (``biasprm[2] = -kd * motor_strength``,
+    inside its force range), its joint the passive damping only. The actuator's other
+    parameters are kept."""
     i, d = wp.tid()
     v = damping[d, i]
     a = dof_actuator[d]
     if a >= 0:
         ms = motor_strength[a, i]
-        v = v + kd[a, i] * ms
         k = kp[a, i] * ms
         g = gainprm_out[i, a]
         g[0] = k
         gainprm_out[i, a] = g
         bp = biasprm_out[i, a]
         bp[1] = -k
+        if kd_in_actuator[a] != 0:
+            bp[2] = -kd[a, i] * ms
+        else:
+            v = v + kd[a, i] * ms
         biasprm_out[i, a] = bp
         forcerange_out[i, a] = wp.vec2(-limit[a, i], limit[a, i])
     damping_out[i, d] = v
@@ -282,6 +289,12 @@ class ActionParams:
     action_scale: wp.array(dtype=float)
     action_delay: wp.array(dtype=float)
     kick_enable: wp.array(dtype=float)
+    # the target law (constants of the env): ``accumulate`` != 0: ``ctrl + action * scale``
+    # (Playground's H1 joystick); ``clip`` != 0: clipped to ``[ctrl_low, ctrl_high] [nu]``
+    accumulate: int
+    clip: int
+    ctrl_low: wp.array(dtype=float)
+    ctrl_high: wp.array(dtype=float)
 
 
 @wp.kernel
@@ -304,7 +317,9 @@ def pre_step(
     ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first; the zero
     action for an action with a NaN component, which the physics never sees); the PD
     targets ``ctrl = default_pose + action * action_scale`` (Playground's, not clipped: the
-    actuators clamp to their control range) use the action of ``round(action_delay)``
+    actuators clamp to their control range; with ``accumulate`` ``ctrl + action *
+    action_scale`` from the current ctrl, with ``clip`` clipped to the control range) use
+    the action of ``round(action_delay)``
     steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
     Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
     ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
@@ -327,7 +342,13 @@ def pre_step(
     slot = (hd - k + K1) % K1
     s = action_scale[i]
     for j in range(nu):
-        ctrl_out[i, j] = default_pose[j] + history[i, slot, j] * s
+        base = default_pose[j]
+        if params.accumulate != 0:
+            base = ctrl_out[i, j]
+        target = base + history[i, slot, j] * s
+        if params.clip != 0:
+            target = wp.clamp(target, params.ctrl_low[j], params.ctrl_high[j])
+        ctrl_out[i, j] = target
     force = wp.vec3(0.0)
     if kick_enable[i] > 0.5:
         h = step_bits(seed[0], env_offset + i, STREAM_KICK, episode_count[i] - 1, step_count[i])

@@ -10,16 +10,21 @@ then the observations; ``MODE_OBSERVE``: the observations only). One step of it:
 1. the step's context :class:`Ctx` (``i``, the keys, the named constants ``k[K_*]`` read
    from the parameter table, the imu's local linear velocity, gyro, gravity, the global
    velocities, upvector, the command); at a reset the task's ``reset`` law first;
-2. the feet: height above the ground under the foot, contact, first contact, air time
-   ``+= dt`` and swing peak (a step only);
+2. the feet: height above the ground under the foot, contact (any of the foot's contact
+   sensors), first contact, air time ``+= dt`` and swing peak (a step only); then the
+   task's ``observe`` laws (a step and a reset: state the observation shows, e.g.
+   histories);
 3. the observation terms in order (a term with a noise row draws one value per component,
    in order, from the step's observation-noise bits; ``noisy(value) - bias``), copied into
    the privileged observation, then the privileged terms, then the height scan (both);
 4. (a step only) termination: the OR of the termination terms; the reward terms, each times
    its scale (``terms`` out), summed, times ``dt`` (clipped to ``[0, 1e4]`` if the config
-   says so, NaN stays NaN); NaN actions make every output NaN;
+   says so, NaN stays NaN; with exponent terms ``E``: ``dt * sum_{k not in E} s_k *
+   exp(coef * sum_{k in E} s_k)``, Playground's H1 inplace); NaN actions make every output
+   NaN;
 5. the state laws: feet (air time and swing peak cleared on contact, last contact), last
-   action, then the task's ``update`` law (commands, gait phase, pushes, ...).
+   action (and the one before it, if kept), then the task's ``update`` law (commands,
+   gait phase, pushes, ...).
 
 Term signatures (every argument a struct of this module; ``act`` float32 ``[N, nu]``):
 
@@ -29,7 +34,8 @@ Term signatures (every argument a struct of this module; ``act`` float32 ``[N, n
 - reward term: ``f(c, m, sn, p, d, st, act) -> float`` (unscaled);
 - termination term: ``f(c, m, sn, p, d, st) -> bool``;
 - laws: ``reset(c, m, p, d, st, h: wp.uint32)`` (draws from the task-reset bits ``h``),
-  ``update(c, m, p, d, st)`` (``c.done`` is this step's termination).
+  ``update(c, m, p, d, st)`` (``c.done`` is this step's termination), ``observe(c, m, p,
+  d, st)`` (before the observation, at a step and a reset; not in ``MODE_OBSERVE``).
 """
 
 from __future__ import annotations
@@ -93,7 +99,10 @@ class Sensors:
     sensor, global linear velocity and force sensor (empty without one); contact groups:
     ``n_penalized`` groups, group ``b``'s sensors ``penalized[penalized_start[b] :
     penalized_start[b + 1]]``, ``n_terminating`` sensors ``terminating``; ``extra``: a
-    task's own sensor addresses (its terms index them). Arrays of size >= 1."""
+    task's own sensor addresses (its terms index them). A foot has ``found_per_foot``
+    contact sensors (foot-major in ``foot_found``; in contact: any > 0); after a step they
+    are read at ``foot_found_step`` (``foot_found`` but for Playground's H1, which indexes
+    ``sensordata`` by the sensors' ids there). Arrays of size >= 1."""
 
     gyro: int
     linvel: int
@@ -104,7 +113,9 @@ class Sensors:
     imu_site: int
     base_body: int
     foot_site: wp.array(dtype=int)
+    found_per_foot: int
     foot_found: wp.array(dtype=int)
+    foot_found_step: wp.array(dtype=int)
     foot_vel: wp.array(dtype=int)
     foot_force: wp.array(dtype=int)
     n_penalized: int
@@ -148,8 +159,8 @@ class TaskParams:
 @wp.struct
 class TaskData:
     """What the task reads of MuJoCo Warp's data (``[N, ...]``; a field the task does not
-    read is empty), and the kick state ``[N, 4]`` (``kernels.legged.pre_step``); ``qvel``
-    may be written (a push)."""
+    read is empty; ``ctrl``: the PD targets the step used), and the kick state ``[N, 4]``
+    (``kernels.legged.pre_step``); ``qvel`` may be written (a push)."""
 
     qpos: wp.array2d(dtype=float)
     qvel: wp.array2d(dtype=float)
@@ -158,6 +169,7 @@ class TaskData:
     site_xpos: wp.array2d(dtype=wp.vec3)
     site_xmat: wp.array2d(dtype=wp.mat33)
     actuator_force: wp.array2d(dtype=float)
+    ctrl: wp.array2d(dtype=float)
     xfrc_applied: wp.array2d(dtype=wp.spatial_vector)
     kick_i: wp.array2d(dtype=wp.int32)
 
@@ -168,7 +180,10 @@ class TaskState:
     command (vx, vy, yaw rate), ``countdown`` (a command law's step counter), the previous
     action, per foot air time, swing peak and last contact (0/1), gait phase per foot and
     its advance per step, push step and interval; for the terrain curriculum the episode's
-    start xy, the commanded distance so far and the metric (+1 promote, -1 demote)."""
+    start xy, the commanded distance so far and the metric (+1 promote, -1 demote); the
+    action before the previous one; observation histories (joint velocities, joint angle
+    minus PD target, newest first); per-env gait draws (frequency Hz, gait index, swing
+    apex height m)."""
 
     command: wp.array2d(dtype=float)
     countdown: wp.array(dtype=wp.int32)
@@ -183,6 +198,12 @@ class TaskState:
     start_xy: wp.array2d(dtype=float)
     cmd_distance: wp.array(dtype=float)
     metric: wp.array(dtype=float)
+    last_last_act: wp.array2d(dtype=float)
+    qvel_history: wp.array2d(dtype=float)
+    qpos_error_history: wp.array2d(dtype=float)
+    gait_freq: wp.array(dtype=float)
+    gait: wp.array(dtype=wp.int32)
+    foot_height: wp.array(dtype=float)
 
 
 @wp.struct
@@ -678,7 +699,8 @@ def command_countdown_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
 def make_task_kernel(spec: tuple) -> wp.Kernel:
     """The task kernel of a config (``gpuparam.envs.mujoco.legged_task.LeggedTaskConfig``,
     compiled by its ``kernel_spec``): ``spec`` is ``(nfeet, consts, obs, priv, rewards,
-    terminations, resets, updates, reward_clip, has_command, progress_always)`` with
+    terminations, resets, updates, reward_clip, has_command, progress_always, observes,
+    reward_exp)`` with
 
     - ``consts``: ``((k, block, row, default), ...)``: ``Ctx.k[k]`` from row ``row`` of
       block ``block`` (``block_value``; -1: ``default``);
@@ -687,7 +709,10 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
     - ``rewards``, ``terminations``: tuples of terms; ``resets``, ``updates``: tuples of
       laws, run in order (each reset law gets the same task-reset bits ``h``);
     - ``reward_clip``: clip the reward to ``[0, 1e4]``; ``has_command``: read
-      ``st.command``; ``progress_always``: the terrain metric also without a terrain.
+      ``st.command``; ``progress_always``: the terrain metric also without a terrain;
+    - ``observes``: laws run before the observation (a step, a reset); ``reward_exp``:
+      None (the reward is the sum) or ``(coef, in_exp)``, ``in_exp`` one bool per reward
+      term (the terms in the exponent).
 
     Cached per spec: one Warp module per config (compiled once, cached on disk)."""
     return _make(spec)
@@ -696,8 +721,9 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
 @cache
 def _make(spec: tuple) -> wp.Kernel:
     (nfeet, consts, obs, priv, rewards, terminations, resets, updates, reward_clip,
-     has_command, progress_always) = spec
+     has_command, progress_always, observes, reward_exp) = spec
     nterms = len(rewards)
+    exp_coef, in_exp = (0.0, (False,) * nterms) if reward_exp is None else reward_exp
     termvec = wp.types.vector(length=max(nterms, 1), dtype=float)
 
     # every wp.static sits in the kernel itself (its module hash covers them)
@@ -745,6 +771,8 @@ def _make(spec: tuple) -> wp.Kernel:
                 wp.static(resets[t])(c, model, params, data, st, h)
             for j in range(st.last_act.shape[1]):
                 st.last_act[i, j] = 0.0
+            for j in range(st.last_last_act.shape[1]):
+                st.last_last_act[i, j] = 0.0
             for f in range(wp.static(nfeet)):
                 st.air_time[i, f] = 0.0
                 st.swing_peak[i, f] = 0.0
@@ -760,7 +788,13 @@ def _make(spec: tuple) -> wp.Kernel:
         for f in range(wp.static(nfeet)):
             p = data.site_xpos[i, sn.foot_site[f]]
             foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
-            touch = sd[i, sn.foot_found[f]] > 0.0
+            touch = bool(False)
+            for fs in range(sn.found_per_foot):
+                adr = sn.foot_found[f * sn.found_per_foot + fs]
+                if mode == MODE_STEP:
+                    adr = sn.foot_found_step[f * sn.found_per_foot + fs]
+                if sd[i, adr] > 0.0:
+                    touch = True
             if touch:
                 contact[f] = 1.0
             if mode == MODE_STEP:
@@ -785,6 +819,9 @@ def _make(spec: tuple) -> wp.Kernel:
         if wp.static(has_command):
             c.cmd = wp.vec3(st.command[i, 0], st.command[i, 1], st.command[i, 2])
         c.cmd_norm = wp.length(c.cmd)
+        if mode != MODE_OBSERVE:
+            for t in range(wp.static(len(observes))):
+                wp.static(observes[t])(c, model, params, data, st)
 
         # observation (noisy terms draw in order), copied into the privileged observation
         col = int(0)
@@ -821,10 +858,16 @@ def _make(spec: tuple) -> wp.Kernel:
         for t in range(wp.static(nterms)):
             tv[t] = wp.static(rewards[t])(c, model, sn, params, data, st, action)
         total = float(0.0)
+        expo = float(0.0)
         for t in range(wp.static(nterms)):
             s = tv[t] * params.scales[t, i]
             out.terms[i, t] = s
-            total += s
+            if wp.static(in_exp[t]):
+                expo += s
+            else:
+                total += s
+        if wp.static(reward_exp is not None):
+            total = total * wp.exp(wp.static(exp_coef) * expo)
         r = total * c.dt
         if wp.static(reward_clip):
             r = wp.where(wp.isnan(r), r, wp.clamp(r, 0.0, 10000.0))  # NaN stays NaN
@@ -842,6 +885,8 @@ def _make(spec: tuple) -> wp.Kernel:
                              st.cmd_distance, st.metric)
 
         # state laws: last action, the task's own, the feet
+        for j in range(st.last_last_act.shape[1]):
+            st.last_last_act[i, j] = st.last_act[i, j]
         for j in range(st.last_act.shape[1]):
             st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
         for t in range(wp.static(len(updates))):

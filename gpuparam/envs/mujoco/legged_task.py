@@ -123,7 +123,10 @@ class LeggedTaskConfig:
     ``keyframe`` (reset and default pose), ``joint_scale`` (reset scales joint angles);
     sensor names of the imu (``gyro``, ``linvel``, ``accel``, ``upvector``,
     ``global_linvel``, ``global_angvel``) and its site ``imu_site``; ``feet`` (site names)
-    with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none);
+    with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none;
+    ``foot_found`` a pattern or a tuple of them: a foot touches when any of its sensors
+    does; ``contact_by_id``: after a step they are read at ``sensordata[sensor id]``,
+    Playground's H1 quirk, not at their addresses);
     ``extra_sensors`` (``Sensors.extra``), ``index_joints`` (``TaskModel.index``: actuator
     index of ``<name>_joint``), ``pose_weight`` (per actuator, cycled), fixed contact
     sensors ``terminating_sensors`` and penalized groups ``penalized_groups``.
@@ -131,7 +134,8 @@ class LeggedTaskConfig:
     Physics and recipe: ``frame_skip``, ``max_episode_steps``, ``sizes`` (``(njmax,
     nconmax)`` per scene ``"flat"``, ``"rough"``, ``"grid"``), ``recipe`` (keyword
     arguments of ``legged.legged_specs``: action scale, reset ranges), ``randomization``
-    (keyword arguments of ``legged.playground_randomization``).
+    (keyword arguments of ``legged.playground_randomization``), ``accumulate`` and
+    ``clip_ctrl`` (the PD target law: ``legged.LeggedBackend``).
 
     Task: ``noise`` ``((param, default, doc), ...)`` (the first: the level), ``obs`` and
     ``priv`` (:class:`Obs`), ``rewards`` (:class:`Reward`), ``terminations`` (terms),
@@ -141,7 +145,10 @@ class LeggedTaskConfig:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
     (scalar parameter names: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
-    ``reward_clip``, ``progress_always`` (the terrain metric without a grid too),
+    ``observe`` (laws run before the observation, at a step and a reset), ``reward_clip``,
+    ``reward_exp`` (None, or ``(coef, names)``: the reward is ``dt * (sum of the other
+    terms) * exp(coef * sum of these)``), ``progress_always`` (the terrain metric without
+    a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
     ``site_xpos``, ``site_xmat``, ``actuator_force``)."""
 
@@ -169,7 +176,8 @@ class LeggedTaskConfig:
     global_linvel: str = "global_linvel"
     global_angvel: str = "global_angvel"
     imu_site: str = "imu"
-    foot_found: str = "{}_floor_found"
+    foot_found: str | tuple[str, ...] = "{}_floor_found"
+    contact_by_id: bool = False
     foot_vel: str = "{}_global_linvel"
     foot_force: str | None = None
     extra_sensors: tuple[str, ...] = ()
@@ -185,7 +193,11 @@ class LeggedTaskConfig:
     extra_block: tuple[str, ...] = ()
     ctx: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
+    observe: tuple = ()
     reward_clip: bool = False
+    reward_exp: tuple | None = None
+    accumulate: bool = False
+    clip_ctrl: bool = False
     progress_always: bool = False
     data: tuple[str, ...] = ()
 
@@ -286,9 +298,13 @@ class LeggedTask(Task):
         resets, updates = (cfg.reset,), (cfg.update,)
         if cmd is not None:  # the command's laws, then the task's
             resets, updates = (cmd.reset, cfg.reset), (cmd.update, cfg.update)
+        rexp = None
+        if cfg.reward_exp is not None:
+            coef, names = cfg.reward_exp
+            rexp = (float(coef), tuple(r.name in names for r in cfg.rewards))
         return (nf, tuple(consts_k), obs, priv, tuple(r.term for r in cfg.rewards),
                 tuple(cfg.terminations), resets, updates, cfg.reward_clip, cmd is not None,
-                cfg.progress_always)
+                cfg.progress_always, tuple(cfg.observe), rexp)
 
     @staticmethod
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:
@@ -380,7 +396,12 @@ class LeggedTask(Task):
         sn.base_body = backend.base
         # contact sensors are addressed by name, in the feet's order
         sn.foot_site = wp.array([mjm.site(f).id for f in cfg.feet], dtype=int)
-        sn.foot_found = wp.array([adr(cfg.foot_found.format(f)) for f in cfg.feet], dtype=int)
+        found = (cfg.foot_found,) if isinstance(cfg.foot_found, str) else cfg.foot_found
+        names = [p.format(f) for f in cfg.feet for p in found]  # foot-major
+        sn.found_per_foot = len(found)
+        sn.foot_found = wp.array([adr(x) for x in names], dtype=int)
+        sn.foot_found_step = wp.array([mjm.sensor(x).id if cfg.contact_by_id else adr(x)
+                                       for x in names], dtype=int)
         sn.foot_vel = wp.array([adr(cfg.foot_vel.format(f)) for f in cfg.feet], dtype=int)
         sn.foot_force = ints([adr(cfg.foot_force.format(f)) for f in cfg.feet]
                              if cfg.foot_force else [])
@@ -558,7 +579,8 @@ class LeggedEnv(RobotEnv):
         cfg = self.config
         return LeggedBackend(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
-                             torso_body=cfg.torso_body, **self._sizes)
+                             torso_body=cfg.torso_body, accumulate=cfg.accumulate,
+                             clip_ctrl=cfg.clip_ctrl, **self._sizes)
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)
