@@ -74,7 +74,7 @@ MODE_OBSERVE = wp.constant(2)
 # the named constants of ``Ctx.k`` (a config maps each to a parameter, or leaves its default)
 CTX_CONSTS = ("tracking_sigma", "foot_height", "soft_limit", "cmd_keep", "cmd_resample",
               "scan_offset", "scan_scale", "scan_noise", "terminate_contact", "base_height",
-              "max_force", "cmd_zero_prob")
+              "max_force", "cmd_zero_prob", "push_enable")
 K_SIGMA = wp.constant(0)
 K_FOOT_HEIGHT = wp.constant(1)
 K_SOFT_LIMIT = wp.constant(2)
@@ -87,6 +87,7 @@ K_TERMINATE_CONTACT = wp.constant(8)
 K_BASE_HEIGHT = wp.constant(9)
 K_MAX_FORCE = wp.constant(10)
 K_CMD_ZERO_PROB = wp.constant(11)
+K_PUSH = wp.constant(12)
 vec16 = wp.types.vector(length=16, dtype=float)
 MAX_FEET = 4
 
@@ -575,6 +576,17 @@ def feet_height_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: Task
 
 
 @wp.func
+def feet_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum (swing peak / foot_height - 1)^2`` at first contacts."""
+    height = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        err = st.swing_peak[c.i, f] / c.k[K_FOOT_HEIGHT] - 1.0
+        height += err * err * c.first[f]
+    return height
+
+
+@wp.func
 def feet_slip_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                      st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum |foot vel_xy|^2`` of the feet in contact, if ``|cmd| > 0.01``."""
@@ -607,6 +619,36 @@ def undesired_contacts(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: Task
                 hit = 1.0
         touching += hit
     return touching
+
+
+@wp.func
+def base_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``(base z - base_height)^2``."""
+    bh = d.qpos[c.i, 2] - c.k[K_BASE_HEIGHT]
+    return bh * bh
+
+
+@wp.func
+def contact_force(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum max(|foot force_z| - max_force, 0)`` (the feet's force sensors)."""
+    force = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        fz = wp.abs(d.sensordata[c.i, sn.foot_force[f] + 2])
+        force += wp.max(fz - c.k[K_MAX_FORCE], 0.0)
+    return force
+
+
+@wp.func
+def pose_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+            act: wp.array2d(dtype=float)) -> float:
+    """``|q - default|^2``."""
+    pose = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
+        pose += dq * dq
+    return pose
 
 
 @wp.func

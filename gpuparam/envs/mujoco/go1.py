@@ -219,7 +219,7 @@ class Go1Env(LeggedEnv):
         or another trigger. Details and the deviations: ``legged.playground_randomization``;
         ``set_const`` follows the mass and centre-of-mass writes (Playground's MJX does not
         recompute the model's derived quantities)."""
-        return playground_randomization(self, on, **self.config.randomization)
+        return playground_randomization(self, on, **self.task_config.randomization)
 
 
 class Go1RoughEnv(Go1Env):

@@ -34,10 +34,11 @@ per-env parameters and a backend that uses them (``kernels.legged``).
   body). Mass and centre-of-mass writes run ``set_const``; a joint offset changes nothing
   it derives. :func:`playground_randomization` builds Playground's terms.
 
-Commands, observation noise, contacts and the height scan are the task's (Go1:
-``go1.py``, ``kernels/go1.py``; G1: ``g1.py``, ``kernels/g1.py``), built from the helpers
-of ``kernels.legged`` (noise, command draws, step-keyed draws). What a new robot needs:
-``docs/robots.md``.
+Commands, observation noise, contacts and the height scan are the task's: a
+``legged_task.LeggedTaskConfig`` (Go1: ``go1.py``; G1: ``g1.py`` and its own terms in
+``kernels/g1.py``) whose kernel is generated from the shared terms of
+``kernels/legged_terms.py``, built on the helpers of ``kernels.legged`` (noise, command
+draws, step-keyed draws). What a new robot needs: ``docs/robots.md``.
 """
 
 from __future__ import annotations

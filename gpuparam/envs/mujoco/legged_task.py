@@ -5,19 +5,30 @@ one :class:`LeggedEnv`. The task's kernel is generated from the config
 (``kernels.legged_terms.make_task_kernel``); its terms are ``@wp.func``\\ s, the shared
 ones in ``kernels/legged_terms.py``, a robot's own in its kernel module.
 
-A new task (sketch; ``go1.py`` is a complete one)::
+A new task (a complete one: ``go1.py``)::
+
+    import dataclasses
+    import warp as wp
+    from gpuparam.envs.mujoco.go1 import GO1_JOYSTICK, Go1Env
+    from gpuparam.envs.mujoco.legged_task import Obs, Reward
+    from gpuparam.kernels import legged_terms as kt
+    from gpuparam.kernels.legged_terms import (Ctx, Sensors, TaskData, TaskModel,
+                                               TaskParams, TaskState)
 
     @wp.func
     def upright(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
-        return c.up[2]
+        return c.up[2]  # the upvector's z (c: the step's context, kernels.legged_terms)
 
-    MY_TASK = dataclasses.replace(GO1_FLAT, name="Go1Upright-v0", command=None,
+    GO1_UPRIGHT = dataclasses.replace(
+        GO1_JOYSTICK, command=None,  # no command: c.cmd is 0, no command state drawn
+        obs=GO1_JOYSTICK.obs[:6],  # without the command
         rewards=(Reward("upright", 1.0, upright, "upvector z"),
                  Reward("action_rate", -0.01, kt.action_rate, "|a - last a|^2")))
 
-    class Go1UprightEnv(LeggedEnv):
-        config = MY_TASK
+    class Go1UprightEnv(Go1Env):
+        name = "Go1Upright-v0"
+        config = GO1_UPRIGHT
 
 Sizes: an observation term's ``size`` is an int or an expression of ``nu`` (actuators)
 and ``feet`` (``"nu"``, ``"3 * feet"``). Outputs: ``"observation"`` float32 ``[N, O + P]``
@@ -143,7 +154,7 @@ class LeggedTaskConfig:
     ``update`` (the task's own state laws, after the command's), ``state``
     (:class:`State`), ``consts`` (scalar parameters, one consecutive block:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
-    (scalar parameter names: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
+    (parameter names stored one after the other: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
     ``observe`` (laws run before the observation, at a step and a reset), ``reward_clip``,
     ``reward_exp`` (None, or ``(coef, names)``: the reward is ``dt * (sum of the other
@@ -250,6 +261,18 @@ def build_model(cfg: LeggedTaskConfig, terrain: str | TerrainGrid, penalized: Se
     return spec.compile()
 
 
+def rows_block(b: BindContext, names: Sequence[str]) -> wp.array:
+    """The effective-table rows ``[rows, N]`` of parameters (scalars or vectors) stored one
+    after the other, in ``names`` order (a view: kernels see every write)."""
+    cols = [b.params.columns(n) for n in names]
+    end = cols[0][0]
+    for c0, size in cols:
+        if c0 != end:
+            raise ValueError(f"parameters {list(names)} are not stored one after the other")
+        end = c0 + size
+    return wp.from_torch(b.params.effective_table[cols[0][0] : end])
+
+
 def _empty(ndim: int, dtype=float) -> wp.array:
     return wp.zeros((0,) * ndim, dtype=dtype)
 
@@ -263,7 +286,7 @@ class LeggedTask(Task):
     tests write MuJoCo Warp's data and the task state, then call it."""
 
     def __init__(self, env: LeggedEnv):
-        self.cfg, self.mjm, self.grid = env.config, env.mjm, env.grid
+        self.cfg, self.mjm, self.grid = env.task_config, env.mjm, env.grid
         self.penalized, self.terminating = env.penalized_contacts, env.terminating_contacts
         self.points = scan_points() if env.num_scan_points else None
 
@@ -310,7 +333,7 @@ class LeggedTask(Task):
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:
         """(O, O + Q): the observation's and privileged observation's sizes without the
         height scan."""
-        cfg, nu = env.config, env.mjm.nu
+        cfg, nu = env.task_config, env.mjm.nu
         nf = len(cfg.feet)
         o = sum(_size(t.size, nu, nf) for t in cfg.obs)
         return o, o + sum(_size(t.size, nu, nf) for t in cfg.priv)
@@ -358,7 +381,7 @@ class LeggedTask(Task):
                 params.cmd_range = wp.from_torch(b.param_rows(cfg.command.range_param))
                 if cfg.command.prob_param is not None:
                     params.cmd_prob = wp.from_torch(b.param_rows(cfg.command.prob_param))
-            params.extra = param_block(b, cfg.extra_block) if cfg.extra_block else _empty(2)
+            params.extra = rows_block(b, cfg.extra_block) if cfg.extra_block else _empty(2)
             d, data = backend.d, kt.TaskData()
             for name, t in kt.TaskData.vars.items():
                 read = name in ("qpos", "qvel", "sensordata", "site_xpos", "site_xmat",
@@ -482,6 +505,7 @@ class LeggedEnv(RobotEnv):
     """
 
     config: LeggedTaskConfig
+    scan_config: LeggedTaskConfig | None = None  # with a height scan (None: ``config``)
     terrain = "flat"
     robot = "robot"
     per_element = LEGGED_PER_ELEMENT
@@ -492,10 +516,11 @@ class LeggedEnv(RobotEnv):
     spawn_height = 0.0
 
     def __init_subclass__(cls, **kw):
+        if "config" in cls.__dict__:  # a task's class: its config's step, limit, terms
+            cls.frame_skip = cls.config.frame_skip
+            cls.max_episode_steps = cls.config.max_episode_steps  # VecEnv's default limit
+            cls.reward_term_names = cls.config.reward_names
         super().__init_subclass__(**kw)
-        cls.frame_skip = cls.config.frame_skip
-        cls.max_episode_steps = cls.config.max_episode_steps
-        cls.reward_term_names = cls.config.reward_names
 
     def __init__(self, num_envs: int, device: str | torch.device | None = None, seed: int = 0,
                  max_episode_steps: int | None = None, capture: bool = True,
@@ -530,6 +555,12 @@ class LeggedEnv(RobotEnv):
                          nconmax=kind if nconmax is None else nconmax,
                          deterministic=deterministic, **kwargs)
 
+    @property
+    def task_config(self) -> LeggedTaskConfig:
+        """The config in use: ``scan_config`` with a height scan (if set), else ``config``."""
+        scan = self.num_scan_points and self.scan_config is not None
+        return self.scan_config if scan else self.config
+
     @classmethod
     def bodies(cls) -> tuple[str, ...]:
         """The bodies of the robot's model, in its order (the world excluded)."""
@@ -553,7 +584,7 @@ class LeggedEnv(RobotEnv):
     def make_param_specs(self) -> tuple[ParamSpec, ...]:
         rows = 1 if self.grid is None else len(self.grid.difficulty)
         return (*legged_specs(self.mjm, self.max_action_delay, rows, **self.config.recipe),
-                *self.config.param_specs(self.reward_defaults))
+                *self.task_config.param_specs(self.reward_defaults))
 
     def make_action_spec(self) -> BoxSpec:
         return BoxSpec(shape=(self.mjm.nu,), low=-1.0, high=1.0)
@@ -576,7 +607,7 @@ class LeggedEnv(RobotEnv):
         if self.grid is not None:
             origins = self.grid.origins.copy()
             origins[..., 2] += self.spawn_height
-        cfg = self.config
+        cfg = self.task_config
         return LeggedBackend(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
                              torso_body=cfg.torso_body, accumulate=cfg.accumulate,
