@@ -7,13 +7,13 @@
 from __future__ import annotations
 
 import warp as wp
+from gpuparam.kernels.g1 import PI, foot_target  # Playground's gait.get_rz, G1's law
 from gpuparam.kernels.legged import STREAM_COMMAND, reset_command, step_bits
 from gpuparam.kernels.legged_terms import Ctx, Sensors, TaskData, TaskModel, TaskParams, TaskState
 from gpuparam.kernels.rng import next_bits, uniform_in
 
 wp.set_module_options({"fuse_fp": False})
 
-PI = wp.constant(3.14159265358979)
 C_PHASE_SIGMA = wp.constant(1)
 C_FREQ_MIN = wp.constant(2)
 C_FREQ_MAX = wp.constant(3)
@@ -29,21 +29,6 @@ CONST_ROWS = ("tracking_sigma", "feet_phase_sigma", "gait_frequency_min",
               "gait_frequency_max", "gait_count", "foot_height_min", "foot_height_max",
               "early_termination", "fall_upvector_z", "lin_vel_threshold",
               "ang_vel_threshold", "command_resample_steps")
-
-
-@wp.func
-def _bezier(x: float) -> float:
-    return x * x * x + 3.0 * x * x * (1.0 - x)
-
-
-@wp.func
-def foot_target(phase: float, height: float) -> float:
-    """Playground's ``gait.get_rz``: the target foot height at gait ``phase`` (radians in
-    [-pi, pi)), a cubic Bezier up to ``height`` (phase 0) and back to 0."""
-    x = (phase + PI) / (2.0 * PI)
-    if x <= 0.5:
-        return height * _bezier(2.0 * x)
-    return height + (0.0 - height) * _bezier(2.0 * x - 1.0)
 
 
 # ----------------------------------------------------------------- observation terms
@@ -110,7 +95,7 @@ def lin_vel_z_jump(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 
 
 @wp.func
-def pose_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
             act: wp.array2d(dtype=float)) -> float:
     """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
     pose = float(0.0)
