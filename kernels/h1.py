@@ -31,28 +31,7 @@ CONST_ROWS = ("tracking_sigma", "feet_phase_sigma", "gait_frequency_min",
               "ang_vel_threshold", "command_resample_steps")
 
 
-# ----------------------------------------------------------------- observation terms
-@wp.func
-def obs_upvector(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                 st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
-    """The torso's z axis in world coordinates (3; Playground's H1 "gravity")."""
-    return c.up[j]
-
-
-@wp.func
-def obs_qvel_history(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                     st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
-    """Joint velocities, now then the previous steps' (nu x history)."""
-    return st.qvel_history[c.i, j]
-
-
-@wp.func
-def obs_qpos_error_history(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                           st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
-    """Joint angle minus PD target, now then the previous steps' (nu x history)."""
-    return st.qpos_error_history[c.i, j]
-
-
+# ----------------------------------------------------------------- terms
 @wp.func
 def obs_gait(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
              act: wp.array2d(dtype=float), j: int) -> float:
@@ -64,7 +43,6 @@ def obs_gait(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: 
     return st.foot_height[c.i]
 
 
-# ----------------------------------------------------------------- reward terms
 @wp.func
 def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                st: TaskState, act: wp.array2d(dtype=float)) -> float:
@@ -92,72 +70,6 @@ def lin_vel_z_jump(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
                    st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``global linvel_z^2`` under the jump gait (gait > 0), else 0."""
     return wp.where(st.gait[c.i] > 0, c.glin[2] * c.glin[2], 0.0)
-
-
-@wp.func
-def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-            act: wp.array2d(dtype=float)) -> float:
-    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
-    pose = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
-        pose += dq * dq * m.pose_weight[j]
-    return pose
-
-
-@wp.func
-def foot_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-              st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum |foot vel_xy|^2`` of the feet in contact (each foot's own velocity)."""
-    slip = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        a = sn.foot_vel[f]
-        vx = d.sensordata[c.i, a]
-        vy = d.sensordata[c.i, a + 1]
-        slip += (vx * vx + vy * vy) * c.contact[f]
-    return slip
-
-
-@wp.func
-def action_rate2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """Playground's ``_cost_action_rate(last_act, last_last_act, act)`` (its argument
-    order, envpool's too): ``|la - lla|^2 + |la - 2 lla + a|^2``."""
-    rate = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        la = st.last_act[c.i, j]
-        lla = st.last_last_act[c.i, j]
-        d1 = la - lla
-        d2 = la - 2.0 * lla + act[c.i, j]
-        rate += d1 * d1 + d2 * d2
-    return rate
-
-
-@wp.func
-def ang_vel_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-               act: wp.array2d(dtype=float)) -> float:
-    """``|global angvel|^2`` (3 axes)."""
-    return wp.dot(c.gang, c.gang)
-
-
-@wp.func
-def lin_vel_xy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-               act: wp.array2d(dtype=float)) -> float:
-    """``|global linvel_xy|^2``."""
-    return c.glin[0] * c.glin[0] + c.glin[1] * c.glin[1]
-
-
-# ----------------------------------------------------------------- termination terms
-@wp.func
-def joint_out_of_range(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                       st: TaskState) -> bool:
-    """An actuated joint strictly outside its range."""
-    out = bool(False)
-    for j in range(m.default_pose.shape[0]):
-        q = d.qpos[c.i, 7 + j]
-        if q < m.joint_low[j] or q > m.joint_high[j]:
-            out = True
-    return out
 
 
 @wp.func
@@ -204,7 +116,7 @@ def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
                h: wp.uint32):
     """Gait draws (draws 3-5 of ``h``): frequency ``U(gait_frequency_min, max)`` (phase
     advance ``2 pi dt f``), gait ``min(floor(U(0, gait_count)), gait_count - 1)`` (0 walk:
-    phases (0, pi); 1 jump: (0, 0)), apex ``U(foot_height_min, max)``; histories 0."""
+    phases (0, pi); 1 jump: (0, 0)), apex ``U(foot_height_min, max)``."""
     i = c.i
     for _k in range(3):  # past the command's draws
         h = next_bits(h)
@@ -219,9 +131,6 @@ def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
     st.phase_dt[i] = 2.0 * PI * c.dt * f
     st.phase[i, 0] = 0.0
     st.phase[i, 1] = wp.where(g == 0, PI, 0.0)
-    for j in range(st.qvel_history.shape[1]):
-        st.qvel_history[i, j] = 0.0
-        st.qpos_error_history[i, j] = 0.0
 
 
 @wp.func
@@ -230,16 +139,3 @@ def gait_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState)
     for f in range(st.phase.shape[1]):
         st.phase[c.i, f] = wp.mod(st.phase[c.i, f] + st.phase_dt[c.i] + PI, 2.0 * PI) - PI
 
-
-@wp.func
-def roll_histories(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
-    """Before the observation (a step, a reset): each history moves one step back and
-    takes the joint velocities and ``q - ctrl`` (the PD targets) in front."""
-    i = c.i
-    nu = m.default_pose.shape[0]
-    for k in range(st.qvel_history.shape[1] - 1, nu - 1, -1):
-        st.qvel_history[i, k] = st.qvel_history[i, k - nu]
-        st.qpos_error_history[i, k] = st.qpos_error_history[i, k - nu]
-    for j in range(nu):
-        st.qvel_history[i, j] = d.qvel[i, 6 + j]
-        st.qpos_error_history[i, j] = d.qpos[i, 7 + j] - d.ctrl[i, j]

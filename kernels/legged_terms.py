@@ -412,6 +412,27 @@ def obs_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st:
     return wp.sin(st.phase[c.i, j - nf])
 
 
+@wp.func
+def obs_upvector(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """The torso's z axis in world coordinates (3; Playground's H1 "gravity")."""
+    return c.up[j]
+
+
+@wp.func
+def obs_qvel_history(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint velocities, now then the previous steps' (nu x history)."""
+    return st.qvel_history[c.i, j]
+
+
+@wp.func
+def obs_qpos_error_history(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                           st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint angle minus PD target, now then the previous steps' (nu x history)."""
+    return st.qpos_error_history[c.i, j]
+
+
 # ----------------------------------------------------------------- reward terms
 @wp.func
 def tracking_lin_vel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
@@ -658,6 +679,59 @@ def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: Tas
     return 1.0
 
 
+@wp.func
+def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+            act: wp.array2d(dtype=float)) -> float:
+    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
+    pose = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
+        pose += dq * dq * m.pose_weight[j]
+    return pose
+
+
+@wp.func
+def foot_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+              st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum |foot vel_xy|^2`` of the feet in contact (each foot's own velocity)."""
+    slip = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        a = sn.foot_vel[f]
+        vx = d.sensordata[c.i, a]
+        vy = d.sensordata[c.i, a + 1]
+        slip += (vx * vx + vy * vy) * c.contact[f]
+    return slip
+
+
+@wp.func
+def action_rate2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """Playground's ``_cost_action_rate(last_act, last_last_act, act)`` (its argument
+    order, envpool's too): ``|la - lla|^2 + |la - 2 lla + a|^2``."""
+    rate = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        la = st.last_act[c.i, j]
+        lla = st.last_last_act[c.i, j]
+        d1 = la - lla
+        d2 = la - 2.0 * lla + act[c.i, j]
+        rate += d1 * d1 + d2 * d2
+    return rate
+
+
+@wp.func
+def ang_vel_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``|global angvel|^2`` (3 axes)."""
+    return wp.dot(c.gang, c.gang)
+
+
+@wp.func
+def lin_vel_xy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``|global linvel_xy|^2``."""
+    return c.glin[0] * c.glin[0] + c.glin[1] * c.glin[1]
+
+
 # ----------------------------------------------------------------- termination terms
 @wp.func
 def upside_down(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
@@ -689,6 +763,18 @@ def nan_state(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
         if wp.isnan(d.qvel[c.i, k]):
             done = True
     return done
+
+
+@wp.func
+def joint_out_of_range(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState) -> bool:
+    """An actuated joint strictly outside its range."""
+    out = bool(False)
+    for j in range(m.default_pose.shape[0]):
+        q = d.qpos[c.i, 7 + j]
+        if q < m.joint_low[j] or q > m.joint_high[j]:
+            out = True
+    return out
 
 
 # ----------------------------------------------------------------- state laws
@@ -735,6 +821,20 @@ def command_countdown_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
             hc = next_bits(hc)
         left = exponential_steps(hc, c.k[K_CMD_RESAMPLE], c.dt)
     st.countdown[i] = left
+
+
+@wp.func
+def roll_histories(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
+    """Before the observation (a step, a reset): each history moves one step back and
+    takes the joint velocities and ``q - ctrl`` (the PD targets) in front."""
+    i = c.i
+    nu = m.default_pose.shape[0]
+    for k in range(st.qvel_history.shape[1] - 1, nu - 1, -1):
+        st.qvel_history[i, k] = st.qvel_history[i, k - nu]
+        st.qpos_error_history[i, k] = st.qpos_error_history[i, k - nu]
+    for j in range(nu):
+        st.qvel_history[i, j] = d.qvel[i, 6 + j]
+        st.qpos_error_history[i, j] = d.qpos[i, 7 + j] - d.ctrl[i, j]
 
 
 # ----------------------------------------------------------------- the task kernel
@@ -815,11 +915,16 @@ def _make(spec: tuple) -> wp.Kernel:
                 st.last_act[i, j] = 0.0
             for j in range(st.last_last_act.shape[1]):
                 st.last_last_act[i, j] = 0.0
+            for j in range(st.qvel_history.shape[1]):
+                st.qvel_history[i, j] = 0.0
+            for j in range(st.qpos_error_history.shape[1]):
+                st.qpos_error_history[i, j] = 0.0
             for f in range(wp.static(nfeet)):
                 st.air_time[i, f] = 0.0
                 st.swing_peak[i, f] = 0.0
                 st.last_contact[i, f] = 0.0
-            terrain_start(i, data.qpos, st.start_xy, st.cmd_distance, st.metric)
+            if st.start_xy.shape[0] > 0:  # kept (the terrain curriculum's state)
+                terrain_start(i, data.qpos, st.start_xy, st.cmd_distance, st.metric)
         step = wp.where(mode == MODE_STEP, c.step, RESET_STEP)
         hn = step_bits(c.seed, c.gid, STREAM_OBS_NOISE, c.episode, step)
 

@@ -1,34 +1,29 @@
 """Unitree H1 gait tracking on MuJoCo Warp: MuJoCo Playground's
-``H1JoystickGaitTracking`` and ``H1InplaceGaitTracking`` (``-v1``, as envpool names its
-ports), configs of the legged-task framework (``legged_task.py``).
+``H1JoystickGaitTracking`` and ``H1InplaceGaitTracking`` (``-v1``, envpool's names), as
+configs of the legged-task framework (``legged_task.py``); every formula, the envpool port
+(the tests' reference: ``tests/fixtures/h1_envpool_{gait,inplace}.npz``) and Playground:
+``docs/tasks/h1_gait.md``.
 
-The tasks are Playground's ``locomotion/h1/{joystick,inplace}_gait_tracking.py``
-(envpool 1.2.5's C++ port is the reference the tests compare with,
-``tests/fixtures/h1_envpool_{gait,inplace}.npz``; every formula: ``docs/tasks/h1_gait.md``):
-physics ``load_h1`` (sim dt 0.004 s, 5 substeps per 0.02 s step, Euler, Newton with 1
-iteration), 19 position actuators whose D part is their ``kv`` (``dampratio`` 1, inside
-the force range); PD targets clipped to the control range: joystick ``ctrl + action *
-0.3``, accumulated from ctrl 0 at a reset (zero actions hold every joint at 0 and H1
-falls), inplace ``home + action * 0.6``. Per env a gait drawn at reset (frequency, walk
-or jump, swing apex height) drives the feet-phase reward (Playground's ``gait.get_rz``);
-the observation adds joint velocity and ``q - target`` histories (1 step joystick, 3
-inplace), foot contacts, the phase and the gait. Joystick reward: 9 terms summed, times
-dt, clipped at 0; inplace: ``feet_phase * exp(0.2 * (ang_vel + lin_vel + pose)) * dt``.
-Termination: a joint outside its range, or the torso's upvector z below 0.85. Every
-reward scale, noise scale and level, gait range, threshold, PD gain and action scale is a
-per-env parameter (``env.params``).
+Physics ``load_h1`` (sim dt 0.004 s, 5 substeps per 0.02 s step, Euler, Newton with 1
+iteration); 19 position actuators whose D part is their ``kv`` (inside the force range).
+PD targets clipped to the control range: joystick ``ctrl + action * 0.3``, accumulated
+from ctrl 0 at a reset (zero actions hold every joint at 0: H1 falls), inplace ``home +
+action * 0.6``. A gait drawn per env at reset (frequency, walk or jump, swing apex
+height) drives the feet-phase reward (Playground's ``gait.get_rz``); the observation adds
+joint velocity and ``q - target`` histories (1 step joystick, 3 inplace), foot contacts,
+the phase and the gait. Joystick reward: 9 terms summed, times dt, clipped at 0; inplace:
+``feet_phase * exp(0.2 * (ang_vel + lin_vel + pose)) * dt``. Termination: a joint outside
+its range or the torso's upvector z below 0.85. Reward and noise scales, gait ranges,
+thresholds, PD gains and the action scale are per-env parameters (``env.params``).
 
 Playground's quirks, kept (envpool copies them): after a step the foot contacts read
 ``sensordata`` at the six contact sensors' ids (11-16: imu position z, upvector,
-forwardvector x, y), not their addresses, so both feet read "in contact" while the robot
-is upright (the reset's observation reads the real contacts); hence ``feet_air_time`` is
-always 0 (scale 0 by default anyway) and ``foot_slip`` counts both feet. The action rate
-is ``|la - lla|^2 + |la - 2 lla + a|^2`` (Playground's argument order). The observation's
-"gravity" is the torso's z axis in world coordinates. Deviations: counter-based draws
-(same distributions); Playground ships no H1 randomizer (``playground_randomization``
-applies its Go1/G1 recipe); "reward_terms" holds each task's own terms only.
+forwardvector x, y), not their addresses, so both feet read "in contact" while H1 is
+upright (the reset reads the real contacts): ``feet_air_time`` is always 0 (scale 0 by
+default) and ``foot_slip`` counts both feet. The action rate is ``|la - lla|^2 + |la - 2
+lla + a|^2`` (Playground's argument order). The "gravity" observation is the torso's z
+axis in world coordinates. Deviations: counter-based draws (same distributions).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -97,13 +92,13 @@ NOISE = (("noise_level", 0.6, "scale of every observation noise (0: none, bit fo
 def observations(history: int, command: bool) -> tuple[Obs, ...]:
     """The observation terms (113 values joystick, 186 inplace)."""
     return (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
-            Obs("gravity", 3, kh.obs_upvector, "noise_gravity"),
+            Obs("gravity", 3, kt.obs_upvector, "noise_gravity"),
             Obs("joint_pos", "nu", kt.obs_joint_pos, "noise_joint_pos", kt.obs_default_pose),
             Obs("joint_vel", "nu", kt.obs_joint_vel, "noise_joint_vel"),
             Obs("last_action", "nu", kt.obs_last_action),
             *((Obs("command", 3, kt.obs_command),) if command else ()),
-            Obs("qvel_history", f"{history} * nu", kh.obs_qvel_history),
-            Obs("qpos_error_history", f"{history} * nu", kh.obs_qpos_error_history),
+            Obs("qvel_history", f"{history} * nu", kt.obs_qvel_history),
+            Obs("qpos_error_history", f"{history} * nu", kt.obs_qpos_error_history),
             Obs("contact", "feet", kt.obs_contact),
             Obs("phase", "2 * feet", kt.obs_phase),
             Obs("gait", 3, kh.obs_gait))
@@ -120,10 +115,7 @@ def task_state(history: int, *extra: State) -> tuple[State, ...]:
             State("qpos_error_history", "qpos_error_history", (history * NU,)),
             State("phase", "phase", ("feet",)), State("phase_dt", "phase_dt"),
             State("gait_freq", "gait_freq"), State("gait", "gait", (), int32=True),
-            State("foot_height", "foot_height"),  # then what the framework's reset writes:
-            State("start_xy", "start_xy", (2,), terrain_only=True),
-            State("cmd_distance", "cmd_distance", terrain_only=True),
-            State("metric", "metric", terrain_only=True))
+            State("foot_height", "foot_height"))
 
 
 H1_JOYSTICK_GAIT = LeggedTaskConfig(
@@ -143,12 +135,12 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
                "sum (air time - 0.1) at first contacts, if |cmd_xy| > 0.05"),
         Reward("ang_vel_xy", 0.0, kt.ang_vel_xy, "|global angvel_xy|^2"),
         Reward("lin_vel_z", 0.0, kh.lin_vel_z_jump, "global linvel_z^2 under the jump gait"),
-        Reward("pose", -2.5, kh.pose_weighted, "sum w (q - default)^2"),
-        Reward("foot_slip", 0.0, kh.foot_slip, "sum |foot vel_xy|^2 in contact"),
-        Reward("action_rate", -0.01, kh.action_rate2, "|la - lla|^2 + |la - 2 lla + a|^2")),
-    reward_clip=True, terminations=(kh.joint_out_of_range, kh.fallen),
+        Reward("pose", -2.5, kt.pose_weighted, "sum w (q - default)^2"),
+        Reward("foot_slip", 0.0, kt.foot_slip, "sum |foot vel_xy|^2 in contact"),
+        Reward("action_rate", -0.01, kt.action_rate2, "|la - lla|^2 + |la - 2 lla + a|^2")),
+    reward_clip=True, terminations=(kt.joint_out_of_range, kh.fallen),
     command=Command(kh.command_reset, kh.command_update, "command_range"),
-    reset=kh.gait_reset, update=kh.gait_update, observe=(kh.roll_histories,),
+    reset=kh.gait_reset, update=kh.gait_update, observe=(kt.roll_histories,),
     state=task_state(1, State("command", "command", (3,)),
                      State("step", "countdown", (), int32=True)),
     # hip yaw, hip roll, ankle 5 each; hip pitch and knee 0; torso 2; arms 1
@@ -161,21 +153,18 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
 """Playground's ``H1JoystickGaitTracking`` as a config (module docstring)."""
 
 
-def _with(specs: tuple[ParamSpec, ...], **defaults: float) -> tuple[ParamSpec, ...]:
-    return tuple(dataclasses.replace(s, default=defaults.get(s.name, s.default)) for s in specs)
-
-
 H1_INPLACE_GAIT = dataclasses.replace(
     H1_JOYSTICK_GAIT, accumulate=False, obs=observations(3, False), command=None,
     recipe={**H1_JOYSTICK_GAIT.recipe, "action_scale": 0.6},
     noise=(("noise_level", 1.0, NOISE[0][2]), *NOISE[1:]),
     rewards=(Reward("feet_phase", 2.0, kh.feet_phase, "exp(-|foot z - rz(phase)|^2 / sigma)"),
-             Reward("ang_vel", -0.5, kh.ang_vel_l2, "|global angvel|^2"),
-             Reward("lin_vel", -0.5, kh.lin_vel_xy, "|global linvel_xy|^2"),
-             Reward("pose", -0.5, kh.pose_weighted, "sum w (q - default)^2")),
+             Reward("ang_vel", -0.5, kt.ang_vel_l2, "|global angvel|^2"),
+             Reward("lin_vel", -0.5, kt.lin_vel_xy, "|global linvel_xy|^2"),
+             Reward("pose", -0.5, kt.pose_weighted, "sum w (q - default)^2")),
     reward_clip=False, reward_exp=(0.2, ("ang_vel", "lin_vel", "pose")),
-    state=task_state(3), consts=_with(CONSTS, feet_phase_sigma=0.1, gait_frequency_max=4.0,
-                                      gait_count=2.0), params=(),
+    state=task_state(3), params=(), consts=tuple(dataclasses.replace(s, default={
+        "feet_phase_sigma": 0.1, "gait_frequency_max": 4.0, "gait_count": 2.0}.get(
+            s.name, s.default)) for s in CONSTS),
 )
 """Playground's ``H1InplaceGaitTracking`` as a config (module docstring)."""
 
@@ -190,13 +179,10 @@ class H1JoystickGaitEnv(LeggedEnv):
     robot = "H1"
 
     def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """Playground's G1 recipe on H1 (Playground has none for H1), for
-        ``env.randomize(*env.playground_randomization())``: floor friction ``U(0.4,
-        1.0)`` (the contact takes the larger of the floor's and the feet's 1.0: no effect
-        unless the feet's is lowered), joint frictionloss ``x U(0.5, 2.0)``, armature ``x
-        U(1.0, 1.05)``, every body mass ``x U(0.9, 1.1)``, ``torso_link`` ``+ U(-1, 1)``
-        kg, joint offsets ``U(-0.05, 0.05)`` rad. Details: ``legged.playground_randomization``."""
-        return playground_randomization(self, on, **self.config.randomization)
+        """Playground's G1 recipe (it has none for H1): ``legged.playground_randomization``
+        with joint frictionloss ``x U(0.5, 2.0)`` and the floor's friction (the contact
+        takes the larger of it and the feet's 1.0)."""
+        return playground_randomization(self, on, **self.task_config.randomization)
 
 
 class H1InplaceGaitEnv(H1JoystickGaitEnv):
