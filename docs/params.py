@@ -21,7 +21,8 @@ PAGE = Path(__file__).with_name("params.md")
 CLASSIC = ("CartPole-v1", "Pendulum-v1")
 ROBOTS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
           "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
-          "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0")
+          "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0",
+          "H1JoystickGaitTracking-v1", "H1InplaceGaitTracking-v1")
 COMPONENTS = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "dofs",
               "dof_armature": "dofs", "actuator_gear": "actuators",
               "dof_frictionloss": "dofs", "body_ipos": "bodies"}

@@ -680,8 +680,8 @@ def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: Tas
 
 
 @wp.func
-def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-            act: wp.array2d(dtype=float)) -> float:
+def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
     pose = float(0.0)
     for j in range(m.default_pose.shape[0]):
