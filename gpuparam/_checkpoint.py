@@ -1,15 +1,12 @@
-"""Checkpoints of an env (``EnvCheckpoint``, behind ``env.state_dict``,
-``load_state_dict`` and ``check_state_dict``): a state dict is checked whole before any of
-it is written.
+"""Checkpoints of an env (``EnvCheckpoint``, behind ``env.state_dict``, ``load_state_dict``
+and ``check_state_dict``): a state dict is checked whole before any of it is written.
 
-The saved dict is first compared with a template (the target's own ``state_dict()``): the
-same keys, list lengths, strings and tuples (env name, parameter and term names), ints,
-tensor shapes and dtypes (any device, but dense tensors holding data: not sparse, not on
-the meta device, so that every copy of the load succeeds once the checks have); then the
-values, as ``docs/checkpoints.md`` lists them (the physical state and output buffers may
-hold NaN), and the settings that define the env's model (``VecEnv.model_config``). Loads
-copy under ``torch.no_grad()``: a saved tensor that requires grad does not make the
-target's buffers join its graph. Host code: it synchronizes.
+One :func:`check_like` compares the saved dict with a template of the target's live buffers
+(keys, list lengths, strings, ints, tensor dtypes and shapes; tensors dense and holding data,
+on any device, so every copy of the load succeeds once the checks have); then the values,
+as ``docs/checkpoints.md`` lists them (the physical state and outputs may hold NaN), and the
+settings that define the env's model (``VecEnv.model_config``). Loads copy under
+``torch.no_grad()``. Host code: it synchronizes.
 """
 
 from __future__ import annotations
@@ -71,7 +68,8 @@ def _env_name(state: Mapping) -> str:
 
 
 def check_like(saved: object, template: object, path: str = "state") -> None:
-    """Raise ``ValueError`` naming the first place where ``saved`` differs from ``template``."""
+    """Raise ``ValueError`` naming the first place where ``saved`` differs from ``template``
+    (a template entry of no type below, e.g. ``object()``, accepts any value)."""
     if isinstance(template, torch.Tensor):
         if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
                 or saved.shape != template.shape):
@@ -190,15 +188,11 @@ def _plain(v: object) -> object:
     return v if v is None or isinstance(v, (str, numbers.Real)) else None
 
 
-def check_config(saved: Mapping, config: Mapping, path: str = "config") -> None:
+def check_config(saved: object, config: Mapping, path: str = "config") -> None:
     """The settings that define the env's model (``VecEnv.model_config``) equal the saved
-    ones; a setting the checkpoint does not hold (an older one) is not compared."""
-    unknown = sorted(str(k) for k in saved if k not in config)
-    if unknown:
-        _fail(path, f"settings among {sorted(config)}", f"unknown settings {unknown}")
+    ones, every one of them."""
+    check_like(saved, {k: object() for k in config}, path)  # a dict of the same keys
     for key, want in config.items():
-        if key not in saved:
-            continue
         got, want = _plain(saved[key]), _plain(want)
         if got is None and saved[key] is not None:
             _fail(f"{path}.{key}", repr(want), _describe(saved[key]))
@@ -207,6 +201,9 @@ def check_config(saved: Mapping, config: Mapping, path: str = "config") -> None:
                 f"load_state_dict: {path}.{key}: expected {want!r} (this env's {key}, a "
                 f"setting that defines its model), got {got!r} (the checkpoint's env was "
                 f"built with it); build the env with {key}={got!r} to load this checkpoint")
+
+
+_OWN = object()  # a template entry checked by its owner (randomization, a curriculum)
 
 
 class EnvCheckpoint:
@@ -228,7 +225,11 @@ class EnvCheckpoint:
         }
 
     def state_dict(self) -> dict[str, object]:
-        """``env.state_dict()``: refused from inside a step, one call on the env."""
+        """``env.state_dict()``: seed, parameters (nominal and effective), state, counters,
+        output buffers, randomization and curricula (``docs/checkpoints.md``; clones, this
+        rank's envs; normalization statistics are saved by their modules). Synchronizes.
+        Refused (``RuntimeError``) from inside a step (a half-done step would not continue
+        as the run does) and while another thread's call on the env runs."""
         if self._env.stepping:
             raise RuntimeError(
                 "state_dict (or save): called during a step (from a hook or stage inside it, "
@@ -236,63 +237,54 @@ class EnvCheckpoint:
                 "(counters and schedules advance at its end); save between steps"
             )
         with self._lock.call("save"):
-            return self._collect()
-
-    def _collect(self) -> dict[str, object]:
-        env = self._env
-        state = {
-            "env": env.name,
-            "num_envs": env.num_envs,
-            "env_offset": env.env_offset,
-            "seed": env.seed,
-            # settable at any time (env.max_episode_steps = k, SB3's set_attr): saved with
-            # the counters it truncates
-            "max_episode_steps": env.max_episode_steps,
-            "params": env.params.state_dict(),
-            "tensors": {k: v.clone() for k, v in self._tensors().items()},
-            "randomization": env.randomization.state_dict(),
-            "curricula": [c.state_dict() for c in env.curricula],
-        }
-        config = env.model_config()
-        if config:  # an env without such settings saves none (its checkpoints as before)
-            state["config"] = dict(config)
-        return state
+            env = self._env
+            state = {
+                "env": env.name, "num_envs": env.num_envs, "env_offset": env.env_offset,
+                "seed": env.seed,
+                # settable at any time (SB3's set_attr): saved with the counters it truncates
+                "max_episode_steps": env.max_episode_steps,
+                "params": env.params.state_dict(),
+                "tensors": {k: v.clone() for k, v in self._tensors().items()},
+                "randomization": env.randomization.state_dict(),
+                "curricula": [c.state_dict() for c in env.curricula],
+            }
+            if env.model_config():  # an env without such settings saves none
+                state["config"] = dict(env.model_config())
+            return state
 
     def check(self, state: object) -> dict:
         """Every check of :meth:`load_state_dict`, writing nothing; raises ``ValueError``
-        naming the entry, what was expected and what was got. Returns ``state`` as it loads
-        (older checkpoints get ``env_offset`` 0 and the target's ``max_episode_steps``)."""
-        env = self._env
+        naming the entry, what was expected and what was got. Returns ``state``."""
+        env, params = self._env, self._env.params
         if not isinstance(state, Mapping):
             _fail("state", "a dict from env.state_dict()", _describe(state))
         if "tensors" not in state and state_kind(state) is not None:  # another kind of file
             _fail("state", f"the state of a {env.name!r} env (env.state_dict(), env.save)",
                   state_kind(state))
-        state = {"env_offset": 0, "max_episode_steps": env.max_episode_steps, **state}
-        template = self._collect()
-        for key in ("env", "num_envs"):
-            if key in state and state[key] != template[key]:
-                _fail(key, repr(template[key]), _describe(state[key]))
-        if "config" in template:  # older checkpoints hold none, or fewer settings
-            saved = state.get("config", {})
-            if isinstance(saved, Mapping):
-                check_config(saved, template["config"])
-                state["config"] = {**template["config"], **saved}
+        for key, want in (("env", env.name), ("num_envs", env.num_envs)):
+            if key in state and state[key] != want:
+                _fail(key, repr(want), _describe(state[key]))
+        config = env.model_config()
+        if config and "config" in state:
+            check_config(state["config"], config)
         if isinstance(state.get("curricula"), (list, tuple)):
-            if len(state["curricula"]) != len(template["curricula"]):
-                _fail("curricula", f"{len(template['curricula'])} saved curricula (one per "
+            if len(state["curricula"]) != len(env.curricula):
+                _fail("curricula", f"{len(env.curricula)} saved curricula (one per "
                       "curriculum added to this env)", len(state["curricula"]))
-        try:
-            saved_terms = [t["name"] for t in state["randomization"]["terms"]]
-        except (KeyError, TypeError):
-            saved_terms = None
-        want_terms = [t["name"] for t in template["randomization"]["terms"]]
-        if saved_terms is not None and saved_terms != want_terms:
-            _fail("randomization", f"terms {want_terms} (add them first)", saved_terms)
+        # the structure (keys, types, tensor dtypes and shapes) of the target's own state
+        template = {
+            "env": env.name, "num_envs": 0, "env_offset": 0, "seed": 0, "max_episode_steps": 0,
+            "params": {"names": params.names, "nominal": params.nominal_table,
+                       "effective": params.effective_table},
+            "tensors": self._tensors(), "randomization": _OWN,
+            "curricula": [_OWN] * len(env.curricula),
+        }
+        if config:
+            template["config"] = _OWN
         check_like(state, template)
         if not -(2**31) <= state["seed"] < 2**31:
             _fail("seed", "an int32 value", state["seed"])
-        check_param_tables(state["params"], env.params)
+        check_param_tables(state["params"], params)
         for key in ("step_count", "episode_count", "episode_length"):
             check_nonneg(state["tensors"][key], f"tensors.{key}")
         for key, (low, high) in env.backend.state_bounds.items():  # ring slots, counters
@@ -316,62 +308,20 @@ class EnvCheckpoint:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """``env.load_state_dict(state)``: refused from inside a step, one call on the env;
-        everything checked before anything is written."""
+        """``env.load_state_dict(state)``: a ``state_dict()`` of an env of the same kind,
+        size and ``env_offset`` holding the same terms and curricula (add them first),
+        checked whole first (:meth:`check`): a rejected load raises ``ValueError`` and
+        changes nothing. Synchronizes; refused as :meth:`state_dict` is."""
         self._check_not_stepping("load_state_dict")
         with self._lock.call("load"):
-            self._load(self.check(state))
-
-    def _load(self, state: dict) -> None:
-        env = self._env
-        with torch.no_grad():  # a saved tensor requiring grad must not attach the buffers
-            env.restore_seed(int(state["seed"]))
-            env.max_episode_steps = int(state["max_episode_steps"])
-            env.params.load_state_dict(state["params"])
-            for k, t in self._tensors().items():
-                t.copy_(state["tensors"][k])
-            env.randomization.load_state_dict(state["randomization"])
-            for cur, s in zip(env.curricula, state["curricula"], strict=True):
-                cur.load_state_dict(s)
-
-
-class CheckpointMethods:
-    """The checkpoint methods of ``VecEnv`` (a base class of it, beside ``SavesState``'s
-    ``save`` and ``load``), over the env's ``EnvCheckpoint`` (``self._checkpoint``)."""
-
-    _checkpoint: EnvCheckpoint
-
-    def state_dict(self) -> dict[str, object]:
-        """Everything needed to continue bit for bit (checked on load as
-        ``gpuparam._checkpoint`` says): seed, parameters (nominal and effective), the env's
-        state, counters and output buffers, randomization and curricula. Tensors are
-        clones; synchronizes. In a sharded run each rank saves its own envs; normalization
-        statistics are saved by their modules.
-
-        Refused (``RuntimeError``) from inside a step (a hook or stage: the step is half
-        done, e.g. the global step of schedules not yet advanced, so the state would not
-        continue as the run does) and while another thread's call on the env runs, as
-        ``load_state_dict`` is; ``save(path)`` goes through here."""
-        return self._checkpoint.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore a ``state_dict()`` of an env of the same kind and size holding the same
-        randomization terms and curricula (add them first), and the same global envs
-        (``env_offset``). Everything is validated first; a rejected load raises
-        ``ValueError`` and changes nothing. Synchronizes. Refused (``RuntimeError``,
-        nothing changed) from inside a step and while another thread's call on the env
-        runs, as ``step`` and ``reset`` are."""
-        self._checkpoint.load_state_dict(state)
-
-    def check_state_dict(self, state: dict) -> None:
-        """Raise ``ValueError`` unless ``load_state_dict(state)`` would load it (the same
-        checks; writes nothing). Synchronizes."""
-        self._checkpoint.check(state)
-
-    def __reduce_ex__(self, protocol):
-        raise TypeError(
-            f"{type(self).__name__} cannot be pickled (it holds Warp kernels and device "
-            "buffers); save it with env.save(path) (env.state_dict() in memory) and restore "
-            "it with env.load(path) (env.load_state_dict(state)) into an env built by "
-            "gp.make with the same arguments, terms and curricula"
-        )
+            self.check(state)
+            env = self._env
+            with torch.no_grad():  # a saved tensor requiring grad must not attach the buffers
+                env.restore_seed(int(state["seed"]))
+                env.max_episode_steps = int(state["max_episode_steps"])
+                env.params.load_state_dict(state["params"])
+                for k, t in self._tensors().items():
+                    t.copy_(state["tensors"][k])
+                env.randomization.load_state_dict(state["randomization"])
+                for cur, s in zip(env.curricula, state["curricula"], strict=True):
+                    cur.load_state_dict(s)

@@ -137,6 +137,10 @@ class BoundLaunch:
         """Run the bound launch (on ``stream``, a ``wp.Stream``, on CUDA; on CPU None)."""
         self.cmd.launch(stream)
 
+    def launch_in(self, ctx) -> None:
+        """Run it on ``ctx.stream`` (a ``StepContext``'s): the ``run`` of a stage."""
+        self.cmd.launch(ctx.stream)
+
     def __call__(self) -> None:
         """Run it on torch's current stream (CUDA) of its device."""
         self.cmd.launch(stream_for(self._device))

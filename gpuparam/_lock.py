@@ -1,7 +1,6 @@
-"""One call at a time on an env: its ``step``, ``reset`` and checkpoint loads, and
-``env.hold()`` blocks. An env is not thread-safe; a second call while one runs (another
-thread's, or a hook's calling ``step``) raises ``RuntimeError`` before anything changes.
-Host code; the check takes a non-blocking lock, never waits."""
+"""One call at a time on an env (``step``, ``reset``, checkpoints, ``env.hold()`` blocks): a
+second call while one runs raises ``RuntimeError`` before anything changes (a non-blocking
+lock, never a wait)."""
 
 from __future__ import annotations
 
@@ -10,13 +9,10 @@ import threading
 
 
 class EnvLock:
-    """The lock of one env (an object every ``VecEnv`` owns). ``owner`` names the env in
-    the error (its ``repr``) and is what ``with lock.call() as x`` binds to ``x``.
-
-    ``busy``: the lock, held while a call or a ``hold()`` block runs; ``holder``: the id of
-    the thread holding the env through ``hold()``, or None; ``running``: the call running
-    (``"step"``, ``"reset"``, ``"load"``, ``"save"``) or None, the one place that says a
-    step runs."""
+    """The lock of one env (``owner``, named in the error). ``busy``: held while a call or a
+    ``hold()`` block runs; ``holder``: the thread holding the env through ``hold()``, or
+    None; ``running``: the call running (``"step"``, ``"reset"``, ``"load"``, ``"save"``)
+    or None, the one place that says a step runs."""
 
     def __init__(self, owner: object):
         self.owner = owner

@@ -1,5 +1,5 @@
 """The stage lists of an env's pipelines (their order: ``docs/pipeline.md``) and what users
-add to them: hooks (with the TensorDict they receive), curricula and stages."""
+add to them: hooks, curricula and stages."""
 
 from __future__ import annotations
 
@@ -29,10 +29,9 @@ def _hook_name(fn: Hook) -> str:
 
 
 class EnvStages:
-    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` (an object
-    every ``VecEnv`` owns) and holds what users add to them: hooks, curricula and stages,
-    each list in the order added. Every change drops the env's captures. ``hook_outputs``:
-    the locked TensorDict hooks receive (``env.hook_outputs``), over ``env.context``'s
+    """Builds the stage lists of ``env.pipeline`` and ``env.reset_pipeline`` and holds what
+    users add to them (hooks, curricula, stages; in the order added; a change drops the
+    captures). ``hook_outputs``: the locked TensorDict hooks receive, over the context's
     outputs and action."""
 
     def __init__(self, env: Any):
@@ -58,7 +57,7 @@ class EnvStages:
             stages.append(Stage("randomize_step", randomization.launch_step, listeners))
         stages += commit  # the model as written before the physics reads it
         stages.append(Stage("physics", self._physics, physics))
-        stages.append(Stage("episode", self._episode, "warp"))
+        stages.append(Stage("episode", self._launches["end_step"].launch_in, "warp"))
         stages += self._hook_stages("after_step", self.after)
         for cur in self.curricula:  # a callable metric runs Python
             stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
@@ -66,7 +65,7 @@ class EnvStages:
             stages.append(Stage("randomize_reset", lambda c: randomization.launch_reset(c, c.done),
                                 listeners))
         stages += commit  # ... before the auto-reset reads it
-        stages.append(Stage("clock", self._tick, "warp"))
+        stages.append(Stage("clock", self._launches["tick"].launch_in, "warp"))
         stages.append(Stage("autoreset", lambda c: self._reset_envs(c, c.done), physics))
         return stages + self.extra + (commit if self.extra else [])
 
@@ -82,10 +81,8 @@ class EnvStages:
         return stages
 
     def _commit_stages(self) -> list[Stage]:
-        """A ``"model_writes"`` stage of its own (``"warp"``) committing what the writes
-        before it marked on the device (the backend's ``commit``: for the MuJoCo robots the
-        derived constants of the written worlds, one masked launch); none for a backend
-        without commits."""
+        """A ``"warp"`` stage committing what the writes before it marked on the device (the
+        backend's ``commit``, e.g. the robots' derived constants); none without commits."""
         backend = self._env.backend
         return [Stage("model_writes", backend.commit, "warp")] if backend.commits else []
 
@@ -147,21 +144,12 @@ class EnvStages:
                                                    to_wp(ctx.running_return)], device=dev),
         }
 
-    def _launch(self, ctx: StepContext, name: str) -> None:
-        self._launches[name].launch(ctx.stream)
-
     def _physics(self, ctx: StepContext) -> None:
         env = self._env
-        self._launch(ctx, "invalid_actions")
+        self._launches["invalid_actions"].launch(ctx.stream)
         env.backend.step(ctx)
         if env.task is not None:
             env.task.compute(ctx)
-
-    def _episode(self, ctx: StepContext) -> None:
-        self._launch(ctx, "end_step")
-
-    def _tick(self, ctx: StepContext) -> None:
-        self._launch(ctx, "tick")
 
     def _reset_envs(self, ctx: StepContext, mask: torch.Tensor) -> None:
         self._env.backend.reset(ctx, mask)
@@ -169,7 +157,7 @@ class EnvStages:
             self._env.task.observe(ctx, mask)
 
     def _explicit_reset(self, ctx: StepContext) -> None:
-        self._launch(ctx, "clear_counters")
+        self._launches["clear_counters"].launch(ctx.stream)
         self._reset_envs(ctx, ctx.reset_mask)
 
     # ------------------------------------------------------------------ registration
@@ -189,17 +177,36 @@ class EnvStages:
         return remove
 
     def add_hook(self, where: list, fn: Hook, kind: str) -> Callable[[], None]:
+        """``env.before_step(fn, kind)`` (``where``: ``before``) and ``env.after_step``
+        (``after``): call ``fn(env, td)``, ``td`` being ``hook_outputs`` (locked: assigning
+        a key raises). Before-step hooks run after the action is loaded, before step-time
+        randomization; writing ``td["action"]`` in place changes the action taken.
+        After-step hooks run after the physics and episode bookkeeping, before curricula,
+        reset-time randomization and auto-reset: ``td`` holds this step's outputs
+        (``"observation"`` pre-reset) and in-place writes (reward shaping) are seen by the
+        caller. ``kind``: ``"python"`` runs ``fn`` at every step; ``"torch"`` or ``"warp"``
+        declares device work only, recorded once into the step's graphs
+        (``docs/pipeline.md``). Returns the remover; both refused from inside a step."""
         if not callable(fn):
             raise TypeError(f"hook: expected a callable fn(env, td), got {fn!r}")
         if kind not in KINDS:
             raise ValueError(f"hook kind: expected one of {KINDS}, got {kind!r}")
         return self.add(where, (fn, kind), "a hook")
 
+    def add_stage(self, stage: Stage, first: bool) -> Callable[[], None]:
+        """``env.add_stage``: append ``stage`` to every step, after the auto-reset
+        (transforms), or with ``first`` before every other stage (an adapter's action
+        conversion); returns its remover. The capture is redone. Refused inside a step."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
+        return self.add(self.first if first else self.extra, stage, f"stage {stage.name!r}")
+
     def add_curriculum(
         self, curriculum, synced_by: Callable[[object], object]
     ) -> Callable[[], None]:
-        """Bind ``curriculum`` to the env and append it; returns its remover, which refuses
-        while ``synced_by(curriculum)`` (the env's sync schedule of it) is not None."""
+        """``env.add_curriculum``: bind a ``gp.Curriculum`` to the env; it updates at every
+        step for the done envs, before reset-time randomization. Returns its remover, which
+        refuses while ``synced_by(curriculum)`` (the env's sync schedule of it) is not None."""
         self.check_not_stepping("add a curriculum")
         curriculum.bind(self._env)
         remove = self.add(self.curricula, curriculum, "a curriculum")
@@ -228,61 +235,3 @@ class EnvStages:
         """The step's work changed: rebuild the stages and capture again."""
         self._env.pipeline.invalidate()
         self._env.reset_pipeline.invalidate()
-
-
-class StageMethods:
-    """The methods of ``VecEnv`` (a base class of it) that add hooks, curricula and stages
-    to its step, over the env's ``EnvStages`` (``self._stages``; a curriculum's remover
-    asks the env's ``EnvSyncs``, ``self._syncs``, whether a schedule syncs it)."""
-
-    _stages: EnvStages
-    _syncs: Any
-
-    @property
-    def hook_outputs(self) -> TensorDict:
-        """The locked TensorDict hooks receive (batch ``[num_envs]``): the step's outputs
-        and ``"action"``, the env's own buffers."""
-        return self._stages.hook_outputs
-
-    def before_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
-        """Call ``fn(env, td)`` at the start of every ``step``, after the action is loaded
-        and before step-time randomization. ``td`` (batch ``[num_envs]``, on the device)
-        holds ``"action"`` (writable in place, e.g. ``td["action"].copy_(a)``: that changes
-        the action taken) and the previous step's outputs; the TensorDict is locked, so
-        assigning a key raises.
-
-        ``kind``: ``"python"`` (default) runs ``fn`` at every step; ``"torch"`` or ``"warp"``
-        declares that ``fn`` only launches device work (``docs/pipeline.md``), recorded once
-        into the step's graphs. Returns a function removing the hook. Refused from inside a
-        step."""
-        return self._stages.add_hook(self._stages.before, fn, kind)
-
-    def after_step(self, fn: Hook, *, kind: str = "python") -> Callable[[], None]:
-        """Call ``fn(env, td)`` after the env kernel and truncation, before curricula,
-        reset-time randomization and auto-reset: ``td`` holds this step's ``"reward"``,
-        ``"terminated"``, ``"truncated"``, ``"done"``, ``"episode_return"``, ...,
-        ``"observation"`` (pre-reset here) and ``"action"``; writes in place (e.g. reward
-        shaping, ``td["reward"].mul_(0.1)``) are seen by the caller. ``td`` (locked) and
-        ``kind`` as in :meth:`before_step`. Returns a function removing the hook."""
-        return self._stages.add_hook(self._stages.after, fn, kind)
-
-    @property
-    def curricula(self) -> tuple:
-        """The curricula added with :meth:`add_curriculum`, in order."""
-        return tuple(self._stages.curricula)
-
-    def add_curriculum(self, curriculum) -> Callable[[], None]:
-        """Bind a ``gp.Curriculum`` to this env; it updates at every step for the done envs,
-        before reset-time randomization. Returns a function removing it (refused while a
-        sync schedule of ``sync_every`` syncs it)."""
-        return self._stages.add_curriculum(curriculum, self._syncs.schedule_of)
-
-    def add_stage(self, stage: Stage, first: bool = False) -> Callable[[], None]:
-        """Append ``stage`` to every step, after the auto-reset (transforms use this), or
-        with ``first=True`` put it before every other stage of the step (where an adapter
-        turns a library's actions into ``context.action``); returns a function removing
-        it. The capture is redone. Refused from inside a step."""
-        if not isinstance(stage, Stage):
-            raise TypeError(f"add_stage: expected a gp.Stage, got {type(stage).__name__}")
-        where = self._stages.first if first else self._stages.extra
-        return self._stages.add(where, stage, f"stage {stage.name!r}")

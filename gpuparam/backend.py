@@ -159,6 +159,16 @@ class KernelBackend(Backend):
         self.kernel_params = tuple(kernel_params)
         self.params_type = params_type
 
+    @classmethod
+    def declared_by(cls, env) -> KernelBackend:
+        """The backend of an env class declaring ``step_kernel``, ``reset_kernel``,
+        ``state_dtype``, ``obs_dtype`` and ``kernel_params`` (default: every parameter)."""
+        if env.step_kernel is None or env.reset_kernel is None:
+            raise TypeError(f"{type(env).__name__}: override make_backend() or set "
+                            "step_kernel, reset_kernel, state_dtype and obs_dtype")
+        names = env.kernel_params or tuple(s.name for s in env.param_specs)
+        return cls(env.step_kernel, env.reset_kernel, env.state_dtype, env.obs_dtype, names)
+
     def bind(self, b: BindContext) -> None:
         n, ctx = b.num_envs, b.step
         state = torch.zeros(n, self.state_dtype._length_, dtype=torch.float32, device=b.device)

@@ -27,8 +27,6 @@ from gpuparam.randomization.terms import Term, check_int
 __all__ = ["ADR", "Curriculum", "Metric"]
 
 Metric = str | torch.Tensor | Callable[[object], torch.Tensor]
-# checkpoint entries absent in checkpoints of older versions (loaded as zeros)
-_OPTIONAL = ("level_counts", "adr_local_sums", "adr_local_counts")
 
 
 class Curriculum:
@@ -337,18 +335,14 @@ class Curriculum:
         self._adr.in_flight.zero_()
         with torch.no_grad():  # a saved tensor requiring grad must not attach ours
             for key, buf in self._state.items():
-                if state.get(key) is not None:  # None: absent (check_state lets it pass)
-                    buf.copy_(state[key])
-                else:
-                    buf.zero_()
+                buf.copy_(state[key])
 
     def check_state(self, state: Mapping[str, object]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this curriculum."""
         self._require_env()
         check_like(state.get("num_levels"), self.num_levels, f"{self}.num_levels")
         for key, buf in self._state.items():
-            if key not in _OPTIONAL or state.get(key) is not None:
-                check_like(state.get(key), buf, f"{self}.{key}")
+            check_like(state.get(key), buf, f"{self}.{key}")
         check_curriculum(state, self.num_levels, f"{self}")
 
 

@@ -278,8 +278,11 @@ class EnvSyncs:
 
     def add(self, every: int, targets: Sequence[Syncable], group: object = None,
             overlap: bool = True) -> Callable[[], None]:
-        """``env.sync_every``: a new schedule; returns a function removing it (after
-        settling its exchange in flight)."""
+        """``env.sync_every(every, *targets, group, overlap)``: sync ``targets``
+        (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(..., sync=True)``) over the
+        ``torch.distributed`` ranks after every ``every``-th step, in one collective, a
+        ``gp.SyncSchedule`` (its docstring: ``group``, ``overlap``). Every rank makes the
+        same calls. Returns a function removing it (after settling its exchange in flight)."""
         for t in targets:
             check = getattr(t, "check_syncable", None)
             if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
@@ -312,32 +315,3 @@ class EnvSyncs:
         """``env.sync_now``: settle and sync every schedule now (collective)."""
         for s in self.schedules:
             s.sync()
-
-
-class SyncMethods:
-    """The sync methods of ``VecEnv`` (a base class of it), over the env's ``EnvSyncs``
-    (``self._syncs``)."""
-
-    _syncs: EnvSyncs
-
-    def sync_every(self, every: int, *targets: Syncable, group: object = None,
-                   overlap: bool = True) -> Callable[[], None]:
-        """Sync ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(...,
-        sync=True)``) over the ``torch.distributed`` ranks after every ``every``-th
-        ``step``, all in one collective: a ``gp.SyncSchedule`` (its docstring says what
-        ``group`` and ``overlap`` do). Every rank must make the same calls. Returns a
-        function removing the schedule (after settling its exchange in flight)."""
-        return self._syncs.add(every, targets, group, overlap)
-
-    @property
-    def sync_schedules(self) -> tuple[SyncSchedule, ...]:
-        """The schedules registered by :meth:`sync_every`, in order (their ``syncs``,
-        ``host_seconds`` and ``wait_seconds`` say what syncing cost)."""
-        return tuple(self._syncs.schedules)
-
-    def sync_now(self) -> None:
-        """Settle every schedule's exchange in flight and sync all their targets now
-        (blocking, collective: every rank calls it). Afterwards every rank holds the same
-        statistics: call it before reading or saving global statistics at the end of a
-        run."""
-        self._syncs.sync()

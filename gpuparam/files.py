@@ -1,32 +1,15 @@
-"""Checkpoint files: a state dict on disk, written atomically, refused when altered.
+"""Checkpoint files: a state dict on disk, written atomically, refused when altered (host code).
 
-``save_state(state, path)`` serializes ``state`` (``torch.save``), then writes a header and
-that payload to a temporary file in the directory of ``path`` (flushed and ``fsync``-ed)
-and renames it over ``path`` (``os.replace``, atomic on POSIX and Windows): a reader sees
-the old file or the new one, never part of one, and a failure at any point (an object that
-does not serialize, a full disk) leaves the old file as it was and no temporary file.
-A symbolic link at ``path`` is written through: the file it points to is replaced, the
-link stays.
-
-A process killed while saving (``SIGKILL``, a power cut) cannot remove its temporary
-file: it stays beside the target as ``.<name>.<pid>.<8 hex digits>.tmp``, and the next
-``save_state`` of that target removes it. A writer holds an exclusive ``flock`` on its
-temporary file until the rename, and only temporaries of other processes that nobody
-holds are removed, so concurrent saves of one target keep theirs (POSIX; where ``fcntl``
-does not exist, stale temporaries stay).
-
-``load_state(path)`` reads the whole file and checks the header before deserializing: the
-magic bytes, the payload length (a truncated or extended file is refused) and the SHA-256
-digest of the payload (any altered byte is refused). Then the payload is loaded with
-``torch.load(weights_only=True)`` (tensors, dicts, lists, tuples, strings and numbers: no
-code runs) onto the CPU. A refused file raises ``ValueError`` naming what was expected
-and what was found. The digest detects corruption (bit rot, torn copies, edits), not
-tampering by someone who can also rewrite the digest.
-
-File layout: ``MAGIC`` (16 bytes), payload length (8 bytes, little endian), SHA-256 of the
-payload (32 bytes), payload (``torch.save`` bytes).
-
-Host code: never on the step path.
+Layout: ``MAGIC`` (16 bytes), payload length (8 bytes, little endian), SHA-256 of the payload
+(32 bytes), payload (``torch.save`` bytes). ``save_state`` writes it to a temporary file
+``.<name>.<pid>.<8 hex>.tmp`` beside the target (flushed, ``fsync``-ed, held under an
+exclusive ``flock`` where ``fcntl`` exists) and renames it over the target (``os.replace``):
+a reader sees the old file or the new one, and a save that raises leaves the old file and no
+temporary. A symbolic link at the target is written through. A save killed outright leaves
+its temporary, which the next save of that target removes (only other processes' ones that
+nobody holds). ``load_state`` checks the magic, the length and the digest (corruption, not
+tampering) before ``torch.load(weights_only=True)`` onto the CPU; a refused file raises
+``ValueError`` naming what was expected and what was found.
 """
 
 from __future__ import annotations
@@ -49,7 +32,7 @@ try:
 except ImportError:  # Windows: no flock; stale temporaries are not cleaned there
     fcntl = None
 
-__all__ = ["MAGIC", "SavesState", "load_state", "remove_stale_temporaries", "save_state"]
+__all__ = ["MAGIC", "load_state", "remove_stale_temporaries", "save_state"]
 
 MAGIC = b"gpuparam-state\x00\x01"  # name, then format version 1
 _LENGTH = struct.Struct("<Q")
@@ -59,23 +42,29 @@ _HEADER = len(MAGIC) + _LENGTH.size + hashlib.sha256().digest_size
 def save_state(state: Mapping, path: str | os.PathLike) -> None:
     """Write ``state`` (a dict of tensors, dicts, lists, tuples, strings and numbers, e.g.
     ``env.state_dict()``) to ``path`` atomically, with a digest (see the module docstring).
-
-    Raises whatever serializing or writing raised (``path`` then keeps its old contents);
+    Raises whatever serializing or writing raised (``path`` keeps its old contents);
     ``TypeError`` when ``state`` is not a mapping."""
     if not isinstance(state, Mapping):
         raise TypeError(f"save_state: expected a dict, got {type(state).__name__}")
     buf = io.BytesIO()
     torch.save(state, buf)
     payload = buf.getbuffer()
-    header = MAGIC + _LENGTH.pack(len(payload)) + hashlib.sha256(payload).digest()
-    # through a symbolic link (chains and relative targets too): its target is replaced
-    folder, name = os.path.split(os.path.realpath(os.fspath(path)))
+    folder, name = os.path.split(os.path.realpath(os.fspath(path)))  # through links
     path = os.path.join(folder, name)
     remove_stale_temporaries(path)
-    f, tmp = _create_temporary(folder, name)
+    while True:  # a temporary still named as created once locked (a cleanup may race us)
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        f = open(tmp, "xb")
+        try:
+            if fcntl is None or _lock_if_named(f.fileno(), tmp, blocking=True):
+                break
+        except BaseException:
+            f.close()
+            raise
+        f.close()
     try:
         with f:  # held (locked) until renamed: a concurrent save's cleanup leaves it
-            f.write(header)
+            f.write(MAGIC + _LENGTH.pack(len(payload)) + hashlib.sha256(payload).digest())
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
@@ -86,43 +75,29 @@ def save_state(state: Mapping, path: str | os.PathLike) -> None:
         with contextlib.suppress(FileNotFoundError):  # (renamed, or cleaned once unlocked)
             os.unlink(tmp)
         raise
-    _sync_folder(folder)
-
-
-def _create_temporary(folder: str, name: str) -> tuple[io.BufferedWriter, str]:
-    """A new temporary file for the target ``name`` in ``folder``, opened for writing and,
-    where ``fcntl`` exists, locked (``flock``) and still linked under its name (a cleanup
-    may have removed it between its creation and the lock: then another one)."""
-    while True:
-        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        f = open(tmp, "xb")  # created with the usual permissions (umask)
-        if fcntl is None:
-            return f, tmp
+    with contextlib.suppress(OSError):  # the rename made durable where a folder opens
+        fd = os.open(folder, os.O_RDONLY)
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            if _same_file(f.fileno(), tmp):
-                return f, tmp
-        except BaseException:
-            f.close()
-            raise
-        f.close()
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
-def _same_file(fd: int, path: str) -> bool:
-    """``path`` still names the open file ``fd``."""
+def _lock_if_named(fd: int, path: str, blocking: bool) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` (``OSError`` if held and not ``blocking``);
+    True when ``path`` still names that file."""
+    fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
     try:
-        st = os.stat(path)
+        st, own = os.stat(path), os.fstat(fd)
     except FileNotFoundError:
         return False
-    own = os.fstat(fd)
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
-    """Remove the temporary files that saves of ``path`` killed midway left beside it
-    (``.<name>.<pid>.<8 hex digits>.tmp``, of another process, not held by a running
-    save); return their paths. :func:`save_state` calls it before writing. Does nothing
-    where ``fcntl`` does not exist (a running save cannot be told from a dead one there)."""
+    """Remove the temporaries that killed saves of ``path`` left beside it (another
+    process's, not held by a running save); return their paths. Does nothing where
+    ``fcntl`` does not exist (a running save cannot be told from a dead one there)."""
     folder, name = os.path.split(os.path.realpath(os.fspath(path)))
     if fcntl is None:
         return []
@@ -130,13 +105,12 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
         entries = os.listdir(folder)
     except OSError:
         return []
-    # exactly the names _create_temporary gives (another target's never match)
     pattern = re.compile(rf"\.{re.escape(name)}\.([0-9]+)\.[0-9a-f]{{8}}\.tmp")
     removed = []
     for entry in entries:
         match = pattern.fullmatch(entry)
-        # this process's own are never stale (and where flock is a per-process POSIX lock,
-        # as on NFS, another thread's would look free)
+        # this process's own are never stale (where flock is per process, as on NFS,
+        # another thread's would look free)
         if match is None or int(match.group(1)) == os.getpid():
             continue
         tmp = os.path.join(folder, entry)
@@ -145,8 +119,7 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
         except OSError:  # gone (renamed by its save), or not ours to read
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a save is writing it
-            if _same_file(fd, tmp):
+            if _lock_if_named(fd, tmp, blocking=False):  # OSError: a save holds it
                 os.unlink(tmp)
                 removed.append(tmp)
         except OSError:
@@ -158,25 +131,22 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
 
 def load_state(path: str | os.PathLike) -> dict:
     """Read a file written by :func:`save_state` and return its dict (tensors on the CPU).
-
     Raises ``ValueError`` when the file is not such a file, is truncated or extended, or its
     digest does not match its contents; ``OSError`` when it cannot be read."""
     path = os.fspath(path)
     with open(path, "rb") as f:
         data = f.read()
-    what = f"load_state({path!r})"
+    what, v = f"load_state({path!r})", len(MAGIC) - 1
     if not data.startswith(MAGIC[:-1]):
         raise ValueError(f"{what}: expected a gpuparam state file (written by env.save or "
                          f"gpuparam.files.save_state), got {len(data)} bytes without its header")
     if len(data) < _HEADER:
         raise ValueError(f"{what}: expected a header of {_HEADER} bytes, got {len(data)} "
                          "bytes (the file is truncated)")
-    if data[len(MAGIC) - 1] != MAGIC[-1]:
-        raise ValueError(f"{what}: expected format version {MAGIC[-1]}, got "
-                         f"{data[len(MAGIC) - 1]}")
+    if data[v] != MAGIC[-1]:
+        raise ValueError(f"{what}: expected format version {MAGIC[-1]}, got {data[v]}")
     (length,) = _LENGTH.unpack_from(data, len(MAGIC))
-    digest = data[len(MAGIC) + _LENGTH.size : _HEADER]
-    payload = memoryview(data)[_HEADER:]
+    digest, payload = data[len(MAGIC) + _LENGTH.size : _HEADER], memoryview(data)[_HEADER:]
     if len(payload) != length:
         raise ValueError(f"{what}: expected a payload of {length} bytes, got {len(payload)} "
                          "(the file is truncated or extended)")
@@ -192,36 +162,3 @@ def load_state(path: str | os.PathLike) -> dict:
     if not isinstance(state, dict):
         raise ValueError(f"{what}: expected a saved dict, got {type(state).__name__}")
     return state
-
-
-def _sync_folder(folder: str) -> None:
-    """Make the rename durable where the OS allows opening a folder (POSIX)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class SavesState:
-    """``save(path)`` / ``load(path)`` for an object with ``state_dict()`` and a validating
-    ``load_state_dict(state)`` (envs, normalization modules, ``TransformedEnv``)."""
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write ``state_dict()`` to the file ``path`` atomically, with a digest
-        (:func:`save_state`): an interrupted save leaves the old file (a killed one also a
-        temporary file, which the next save of ``path`` removes); a symbolic link at
-        ``path`` is written through. Synchronizes."""
-        save_state(self.state_dict(), path)
-
-    def load(self, path: str | os.PathLike) -> None:
-        """Restore a file written by :meth:`save`: a file that is not one, truncated or
-        altered is refused (:func:`load_state`), then ``load_state_dict`` validates the
-        state whole. A refused load raises ``ValueError`` and changes nothing.
-        Synchronizes."""
-        self.load_state_dict(load_state(path))

@@ -288,81 +288,100 @@ class Pipeline:
 
     # ------------------------------------------------------------------ running
     def __call__(self) -> None:
-        """Run one step's stages (replayed when captured). One call at a time: the env
-        calling it guards that (``VecEnv.step`` and ``reset`` refuse a concurrent call)."""
+        """Run one step's stages: replayed when captured, captured when due (after
+        ``warmup`` eager calls), else eagerly. A stage's error is raised once every stage
+        ran. One call at a time: the env calling it guards that."""
         if self._stages is not None and self._keys != self._current_keys():
             self.invalidate()  # built or captured for other settings (e.g. listener kinds)
         self.stages  # noqa: B018
+        with self._on_stream():
+            if self._graphs is not None:  # replay: each segment's graph, or its stages
+                error = None
+                for (kind, stages), graph in zip(self._segments, self._graphs, strict=True):
+                    error = self._run_segment(kind, stages, graph, error)
+            elif self.capture_enabled and self._due():
+                error = self._capture()
+            else:
+                error = self._eager(self._stages, None)
+        self.runs += 1
+        if error is not None:
+            raise error
+
+    @contextlib.contextmanager
+    def _on_stream(self):
+        """On CUDA, run on the context's stream, ordered after and before torch's current
+        one (also when a stage raised); nothing on CPU."""
         if not self._cuda:
-            self._run()
+            yield
             return
-        current = torch.cuda.current_stream(self.ctx.device)
-        stream = self.ctx.torch_stream
+        current, stream = torch.cuda.current_stream(self.ctx.device), self.ctx.torch_stream
         stream.wait_stream(current)
         try:
             with torch.cuda.stream(stream):
-                self._run()
+                yield
         finally:
-            current.wait_stream(stream)  # also when a stage raised
+            current.wait_stream(stream)
+
+    def _due(self) -> bool:
+        self._calls += 1
+        return self._calls > self.warmup
 
     def _current_keys(self) -> tuple:
         keys = tuple(s.key() for s in self.stages if s.key is not None)
         return keys if self.key is None else (*keys, self.key())
 
-    def _run(self) -> None:
-        """Replay the captured segments, run the others eagerly; when due, capture each
-        capturable segment and replay it at once (a capture does not run the work)."""
-        capture = False
-        if self._graphs is None and self.capture_enabled:
-            self._calls += 1
-            capture = self._calls > self.warmup
-        if capture:
-            # a new pool per capture (torch refuses a pool with live users of another
-            # capture), and the settings it is made for (a change during it, e.g. a
-            # listener a hook adds, drops it at the next call)
-            self._keep, self._pool = [], None
-            keys = self._current_keys()
-        segments, error = self._segments, None
-        graphs = self._graphs or [None] * len(segments)
-        for i, (kind, stages) in enumerate(segments):
-            if capture and (kind == "warp" or (kind == "torch" and self._cuda)):
+    def _capture(self) -> BaseException | None:
+        """Capture each capturable segment and replay it at once (a capture does not run
+        the work); run the others eagerly. When a capture raises, the rest of the step runs
+        eagerly and the capture is retried after ``warmup`` calls."""
+        # a new pool per capture (torch refuses a pool with live users of another capture),
+        # and the settings it is made for (a change during it drops it at the next call)
+        self._keep, self._pool, keys = [], None, self._current_keys()
+        graphs: list[object | None] = []
+        error = None
+        for i, (kind, stages) in enumerate(self._segments):
+            graph = None
+            if kind == "warp" or (kind == "torch" and self._cuda):
                 try:
-                    graphs[i] = self._capture_segment(kind, stages)
+                    graph = self._capture_segment(kind, stages)
                 except BaseException as e:  # (as in _eager)
+                    self._calls = 0
                     error = first_error(error, e)
-                    for _, rest in segments[i:]:
+                    for _, rest in self._segments[i:]:
                         error = self._eager(rest, error)
-                    self._calls = 0  # warm up and try again later
-                    self.runs += 1
-                    raise error from None
-            if graphs[i] is None:
-                error = self._eager(stages, error)
-            elif kind == "warp":
-                wp.capture_launch(graphs[i], stream=self.ctx.stream)
-            else:
-                graphs[i].replay()
-        if capture:
-            self._graphs, self._keys = graphs, keys
-            self.captures += 1
-        self.runs += 1
-        if error is not None:
-            raise error
+                    return error
+            graphs.append(graph)
+            error = self._run_segment(kind, stages, graph, error)
+        self._graphs, self._keys = graphs, keys
+        self.captures += 1
+        return error
+
+    def _run_segment(self, kind: str, stages: Sequence[Stage], graph: object | None,
+                     error: BaseException | None) -> BaseException | None:
+        """Launch ``graph``, or run ``stages`` eagerly when it is None."""
+        if graph is None:
+            return self._eager(stages, error)
+        if kind == "warp":
+            wp.capture_launch(graph, stream=self.ctx.stream)
+        else:
+            graph.replay()
+        return error
 
     def _eager(self, stages: Sequence[Stage], error: BaseException | None) -> BaseException | None:
-        ctx = self.ctx
+        """Run ``stages``; a raising one does not stop the later ones: the first error is
+        returned (:func:`first_error`)."""
         for s in stages:
             try:
-                s.run(ctx)
-            except BaseException as e:  # the step completes, then the first error is raised
+                s.run(self.ctx)
+            except BaseException as e:
                 error = first_error(error, e)
         return error
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
-        """A Warp graph of a ``"warp"`` segment (no torch memory may be made while it is
-        captured: :class:`WarpSegmentGuard`); for a ``"torch"`` one (CUDA) a torch graph
-        (Warp's launches captured into it), all in one memory pool (their scratch stays
-        private to the pipeline's graphs) with ``thread_local`` errors (Warp's default: CUDA
-        calls from other threads, e.g. NCCL's watchdog, do not invalidate the capture)."""
+        """A Warp graph of a ``"warp"`` segment (under :class:`WarpSegmentGuard`); for a
+        ``"torch"`` one (CUDA) a torch graph holding Warp's launches, in the pipeline's one
+        memory pool, with ``thread_local`` errors (CUDA calls of other threads, e.g. NCCL's
+        watchdog, do not invalidate the capture)."""
         ctx, graph, outer = self.ctx, None, contextlib.nullcontext()
         if kind == "torch":
             self._pool = self._pool or torch.cuda.graph_pool_handle()

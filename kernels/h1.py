@@ -14,17 +14,10 @@ from gpuparam.kernels.rng import next_bits, uniform_in
 
 wp.set_module_options({"fuse_fp": False})
 
-C_PHASE_SIGMA = wp.constant(1)
-C_FREQ_MIN = wp.constant(2)
-C_FREQ_MAX = wp.constant(3)
-C_GAIT_COUNT = wp.constant(4)
-C_HEIGHT_MIN = wp.constant(5)
-C_HEIGHT_MAX = wp.constant(6)
-C_EARLY_TERMINATION = wp.constant(7)
-C_FALL_UP_Z = wp.constant(8)
-C_LIN_THRESHOLD = wp.constant(9)
-C_ANG_THRESHOLD = wp.constant(10)
-C_RESAMPLE_STEPS = wp.constant(11)
+# the rows of CONST_ROWS the terms read (row 0, tracking_sigma, is Ctx.k's)
+(C_PHASE_SIGMA, C_FREQ_MIN, C_FREQ_MAX, C_GAIT_COUNT, C_HEIGHT_MIN, C_HEIGHT_MAX,
+ C_EARLY_TERMINATION, C_FALL_UP_Z, C_LIN_THRESHOLD, C_ANG_THRESHOLD,
+ C_RESAMPLE_STEPS) = (wp.constant(k) for k in range(1, 12))
 CONST_ROWS = ("tracking_sigma", "feet_phase_sigma", "gait_frequency_min",
               "gait_frequency_max", "gait_count", "foot_height_min", "foot_height_max",
               "early_termination", "fall_upvector_z", "lin_vel_threshold",
@@ -33,14 +26,17 @@ CONST_ROWS = ("tracking_sigma", "feet_phase_sigma", "gait_frequency_min",
 
 # ----------------------------------------------------------------- terms
 @wp.func
-def obs_gait(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-             act: wp.array2d(dtype=float), j: int) -> float:
-    """Gait frequency (Hz), gait index, swing apex height (m): 3."""
-    if j == 0:
-        return st.gait_freq[c.i]
-    if j == 1:
-        return float(st.gait[c.i])
-    return st.foot_height[c.i]
+def action_rate_h1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """Playground's ``_cost_action_rate(last_act, last_last_act, act)`` (its argument
+    order, envpool's too): ``|la - lla|^2 + |la - 2 lla + a|^2``."""
+    rate = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        la = st.last_act[c.i, j]
+        lla = st.last_last_act[c.i, j]
+        rate += (la - lla) * (la - lla) + (la - 2.0 * lla + act[c.i, j]) * (
+            la - 2.0 * lla + act[c.i, j])
+    return rate
 
 
 @wp.func
@@ -131,11 +127,4 @@ def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
     st.phase_dt[i] = 2.0 * PI * c.dt * f
     st.phase[i, 0] = 0.0
     st.phase[i, 1] = wp.where(g == 0, PI, 0.0)
-
-
-@wp.func
-def gait_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
-    """The phases advance: ``fmod(phase + phase_dt + pi, 2 pi) - pi``."""
-    for f in range(st.phase.shape[1]):
-        st.phase[c.i, f] = wp.mod(st.phase[c.i, f] + st.phase_dt[c.i] + PI, 2.0 * PI) - PI
 

@@ -30,6 +30,9 @@ STREAM_TASK_RESET = wp.constant(STREAM_TERM0 + (1 << 20) + 1)
 STREAM_OBS_NOISE = wp.constant(STREAM_TERM0 + (1 << 20) + 2)
 STREAM_COMMAND = wp.constant(STREAM_TERM0 + (1 << 20) + 3)
 STREAM_KICK = wp.constant(STREAM_TERM0 + (1 << 20) + 4)
+# what an action is relative to (``pre_step``'s ``action_mode``): the default pose, the
+# current joint angles, the previous targets
+ACTION_MODES = ("default", "current", "cumulative")
 # the step index of the draws made by a reset's observation (a step's are 0, 1, ...)
 RESET_STEP = wp.constant(-1)
 
@@ -151,7 +154,6 @@ def copy_pd(
     motor_strength: wp.array2d(dtype=float),
     damping: wp.array2d(dtype=float),
     dof_actuator: wp.array(dtype=int),
-    kd_in_actuator: wp.array(dtype=int),
     # Model out:
     gainprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
     biasprm_out: wp.array2d(dtype=wp.types.vector(length=10, dtype=float)),
@@ -163,25 +165,19 @@ def copy_pd(
     driving the dof (``dof_actuator[d]``, -1 for none), whose position actuator gets the P
     gain ``kp * motor_strength`` (MuJoCo's ``gainprm[0] = kp``, ``biasprm[1] = -kp``) and
     ``forcerange = (-limit, limit)``; ``kp``, ``kd``, ``limit``, ``motor_strength``: rows
-    ``[nu, N]``. An actuator with ``kd_in_actuator[a]`` (MuJoCo's ``kv`` / ``dampratio``:
-    H1) keeps the D part in the actuator instead (``biasprm[2] = -kd * motor_strength``,
-    inside its force range), its joint the passive damping only. The actuator's other
-    parameters are kept."""
+    ``[nu, N]``. The actuator's other parameters are kept."""
     i, d = wp.tid()
     v = damping[d, i]
     a = dof_actuator[d]
     if a >= 0:
         ms = motor_strength[a, i]
+        v = v + kd[a, i] * ms
         k = kp[a, i] * ms
         g = gainprm_out[i, a]
         g[0] = k
         gainprm_out[i, a] = g
         bp = biasprm_out[i, a]
         bp[1] = -k
-        if kd_in_actuator[a] != 0:
-            bp[2] = -kd[a, i] * ms
-        else:
-            v = v + kd[a, i] * ms
         biasprm_out[i, a] = bp
         forcerange_out[i, a] = wp.vec2(-limit[a, i], limit[a, i])
     damping_out[i, d] = v
@@ -289,9 +285,7 @@ class ActionParams:
     action_scale: wp.array(dtype=float)
     action_delay: wp.array(dtype=float)
     kick_enable: wp.array(dtype=float)
-    # the target law (constants of the env): ``accumulate`` != 0: ``ctrl + action * scale``
-    # (Playground's H1 joystick); ``clip`` != 0: clipped to ``[ctrl_low, ctrl_high] [nu]``
-    accumulate: int
+    # constants of the env: ``clip`` != 0: targets clipped to ``[ctrl_low, ctrl_high] [nu]``
     clip: int
     ctrl_low: wp.array(dtype=float)
     ctrl_high: wp.array(dtype=float)
@@ -305,9 +299,12 @@ def pre_step(
     default_pose: wp.array(dtype=float),
     body_subtreemass: wp.array2d(dtype=float),
     params: ActionParams,
+    action_mode: int,
+    qposadr: wp.array(dtype=int),
     # Data in:
     keys: StepKeys,
     action: wp.array2d(dtype=float),
+    qpos: wp.array2d(dtype=float),
     # Data out:
     state_out: LeggedState,
     ctrl_out: wp.array2d(dtype=float),
@@ -316,11 +313,13 @@ def pre_step(
     """Before the substeps of an env step, one thread per env. The action goes into the
     ring buffer ``history [N, K + 1, nu]`` (slot ``head[i]``, advanced first; the zero
     action for an action with a NaN component, which the physics never sees); the PD
-    targets ``ctrl = default_pose + action * action_scale`` (Playground's, not clipped: the
-    actuators clamp to their control range; with ``accumulate`` ``ctrl + action *
-    action_scale`` from the current ctrl, with ``clip`` clipped to the control range) use
-    the action of ``round(action_delay)``
-    steps before (clamped to ``[0, K]``; 0: this one). Kicks (``kick_enable > 0.5``):
+    targets ``ctrl = base + action * action_scale`` (Playground's, not clipped: the
+    actuators clamp to their control range) use the action of ``round(action_delay)``
+    steps before (clamped to ``[0, K]``; 0: this one); ``base`` by ``action_mode``
+    (:data:`ACTION_MODES`): 0 the default pose, 1 the current joint angles (``qpos`` at
+    ``qposadr [nu]``, Playground's Go1 Getup), 2 the previous targets ``ctrl`` (cumulative,
+    Go1 Handstand); with ``clip`` the targets are clipped to the control range. Kicks
+    (``kick_enable > 0.5``):
     Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
     ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
     # the bundles' fields under the names the math below reads (views: no copies)
@@ -343,10 +342,12 @@ def pre_step(
     s = action_scale[i]
     for j in range(nu):
         base = default_pose[j]
-        if params.accumulate != 0:
+        if action_mode == 1:
+            base = qpos[i, qposadr[j]]
+        elif action_mode == 2:
             base = ctrl_out[i, j]
         target = base + history[i, slot, j] * s
-        if params.clip != 0:
+        if params.clip != 0:  # kept clipped (Playground's H1: the cumulative base)
             target = wp.clamp(target, params.ctrl_low[j], params.ctrl_high[j])
         ctrl_out[i, j] = target
     force = wp.vec3(0.0)
@@ -355,6 +356,39 @@ def pre_step(
         mass = body_subtreemass[i % body_subtreemass.shape[0], kick_body]
         force = _kick(i, h, dt, mass, kick_i, kick_f)
     xfrc_out[i, kick_body] = wp.spatial_vector(force[0], force[1], force[2], 0.0, 0.0, 0.0)
+
+
+@wp.kernel
+def settle_restore(
+    # Data in:
+    mask: wp.array(dtype=wp.bool),
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    warm: wp.array2d(dtype=float),
+    ctrl: wp.array2d(dtype=float),
+    time: wp.array(dtype=float),
+    # Data out:
+    qpos_out: wp.array2d(dtype=float),
+    qvel_out: wp.array2d(dtype=float),
+    warm_out: wp.array2d(dtype=float),
+    ctrl_out: wp.array2d(dtype=float),
+    time_out: wp.array(dtype=float),
+):
+    """After a reset's settling physics steps (all worlds): the worlds outside ``mask`` get
+    their saved ``qpos``, ``qvel``, warm start, ``ctrl`` and ``time`` back, bit for bit;
+    the settled worlds' time restarts at 0."""
+    i = thread_index(wp.tid())
+    if mask[i]:
+        time_out[i] = 0.0
+        return
+    time_out[i] = time[i]
+    for k in range(qpos.shape[1]):
+        qpos_out[i, k] = qpos[i, k]
+    for k in range(qvel.shape[1]):
+        qvel_out[i, k] = qvel[i, k]
+        warm_out[i, k] = warm[i, k]
+    for k in range(ctrl.shape[1]):
+        ctrl_out[i, k] = ctrl[i, k]
 
 
 # ----------------------------------------------------------------- reset

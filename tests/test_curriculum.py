@@ -370,9 +370,9 @@ def test_level_ranges_take_any_number_float_takes():
         env.add_curriculum(gp.Curriculum(2, ranges={term: [(0.9, 1.1), (2.0, np.inf)]}))
 
 
-def test_checkpoints_without_the_optional_entries_load_with_zeros():
-    """Older checkpoints lack level_counts and ADR's local statistics (absent or None):
-    they load as zeros, the levels with them."""
+def test_checkpoints_without_every_entry_are_refused():
+    """A curriculum state lacking an entry (or holding None for it) is refused, naming it,
+    and loads nothing."""
     env = pendulum()
     term = gp.Uniform("m", 0.9, 1.1, on="reset")
     env.randomize(term)
@@ -381,13 +381,13 @@ def test_checkpoints_without_the_optional_entries_load_with_zeros():
     env.add_curriculum(cur)
     state = cur.state_dict()
     state["levels"] = torch.full((N,), 2, dtype=torch.int32)
-    optional = ("level_counts", "adr_local_sums", "adr_local_counts")
-    for missing in ({k: None for k in optional}, {}):
-        cur.set_level(1)
-        old = {k: v for k, v in state.items() if k not in optional} | missing
-        cur.load_state_dict(old)
-        assert torch.equal(cur.levels, state["levels"])
-        assert int(cur.state_dict()["level_counts"].abs().sum()) == 0
+    cur.set_level(1)
+    for key in ("level_counts", "adr_local_sums", "adr_local_counts"):
+        for missing in ({key: None}, {}):
+            old = {k: v for k, v in state.items() if k != key} | missing
+            with pytest.raises(ValueError, match=key):
+                cur.load_state_dict(old)
+            assert int(cur.levels.min()) == int(cur.levels.max()) == 1
 
 
 @pytest.mark.parametrize("kind", ["callable", "float64 tensor", "float32 tensor"])

@@ -17,6 +17,8 @@ _REGISTRY: dict[str, type[VecEnv] | None] = {
     **dict.fromkeys(("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
                      "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
                      "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0",
+                     "SpotFlatTerrainJoystick-v1", "SpotJoystickGaitTracking-v1",
+                     "Go1Getup-v1", "Go1Handstand-v1", "Go1Footstand-v1",
                      "H1JoystickGaitTracking-v1", "H1InplaceGaitTracking-v1")),
 }
 

@@ -28,7 +28,7 @@ from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, stream_for, wp_device
 from gpuparam._launch import BoundLaunch
 from gpuparam.distributed import exchange
-from gpuparam.files import SavesState
+from gpuparam.files import load_state, save_state
 from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
 
@@ -263,8 +263,7 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
     keys = {k[len(prefix):] for k in state if k.startswith(prefix) and "." not in k[len(prefix):]}
     settings = m.saved_settings
     if strict:
-        # (settings may be missing: files saved before they were saved)
-        missing = sorted(k for k in own if k not in keys and k not in settings)
+        missing = sorted(k for k in own if k not in keys)
         unexpected = sorted(keys - expected)
         if missing or unexpected:
             # a file of another kind (an env's) is named; a module's lists the keys
@@ -309,7 +308,7 @@ def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
             _fail(name, key, "whole numbers", "a fraction")
 
 
-class GroupedRunningStats(SavesState, nn.Module):
+class GroupedRunningStats(nn.Module):
     """Base module: per-group statistics of ``[N, *shape]`` batches, one group per env.
 
     Buffers (persistent, float64 on the module's device): ``count`` ``[G]``, ``mean`` and
@@ -689,7 +688,7 @@ class GroupedRunningStats(SavesState, nn.Module):
     # ------------------------------------------------------------------ checkpoints
     per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
     # settings that define the statistics, saved as float64 scalars beside the buffers and
-    # compared on load (absent in older files: not compared)
+    # compared on load
     saved_settings: tuple[str, ...] = ()
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
@@ -701,11 +700,19 @@ class GroupedRunningStats(SavesState, nn.Module):
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, validated whole first: keys (with ``strict``),
         shapes, dtypes, dense tensors holding data, group ids, values (counts whole and >=
-        0, statistics finite, M2 >= 0) and ``saved_settings`` (equal to this module's; a
-        state without them loads). A rejected load raises ``ValueError`` and changes
-        nothing; tensors requiring grad are copied outside any graph. Synchronizes."""
+        0, statistics finite, M2 >= 0) and ``saved_settings`` (equal to this module's). A
+        rejected load raises ``ValueError`` and changes nothing; tensors requiring grad are
+        copied outside any graph. Synchronizes."""
         check_stats_state(self, state_dict, "", strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically (``gpuparam.files``)."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`, validated whole (``ValueError``)."""
+        self.load_state_dict(load_state(path))
 
     def check_state_dict(self, state_dict, strict: bool = True) -> None:
         """Raise ``ValueError`` unless ``load_state_dict(state_dict, strict)`` would load

@@ -11,7 +11,7 @@ from gpuparam._checkpoint import state_kind
 from gpuparam._checks import check_mask
 from gpuparam._device import init_warp, stream_for
 from gpuparam._launch import BoundLaunch
-from gpuparam.files import SavesState
+from gpuparam.files import load_state, save_state
 from gpuparam.kernels import stats as kstats
 from gpuparam.params import ParamTable
 from gpuparam.pipeline import Stage
@@ -21,7 +21,7 @@ from gpuparam.transforms.reward_norm import RewardNorm
 _OBS_KEYS = ("observation", "final_observation")
 
 
-class TransformedEnv(SavesState):
+class TransformedEnv:
     """Wrap a batched env and normalize what it returns.
 
     Args:
@@ -36,29 +36,21 @@ class TransformedEnv(SavesState):
 
     Output: a TensorDict batch ``[N]`` on ``env.device`` with the env's keys, where
     ``"observation"``, ``"final_observation"`` (float32 ``[N, *obs_shape]``) and ``"reward"``
-    (float32 ``[N]``) hold normalized values, and the raw ones stay reachable under
-    ``"observation_raw"``, ``"final_observation_raw"`` and ``"reward_raw"`` (only for keys a
-    transform changed). Normalized values live in this wrapper's preallocated buffers and raw
-    ones in the env's: both are overwritten by the next ``reset`` or ``step``. Read-only:
-    ``outputs``, the TensorDict ``step`` returns (None before the first step; the wrapped
-    env's are ``env.env.outputs``), e.g. for a stage added with ``add_stage`` after this
-    wrapper; ``transforms``, the transforms, in the order given.
+    (float32 ``[N]``) are normalized; the raw ones are ``"observation_raw"``,
+    ``"final_observation_raw"`` and ``"reward_raw"`` (keys a transform changed). Both live in
+    preallocated buffers overwritten by the next ``reset`` or ``step``. ``outputs``: the
+    TensorDict ``step`` returns (None before the first step); ``transforms``: in order.
 
-    In ``step`` the observation statistics are updated once, from ``"final_observation"``
-    (the true next states, before auto-reset), and ``"observation"`` is normalized with the
-    same statistics. ``reset`` normalizes observations without updating, leaves any other
-    key untouched and clears the discounted returns of the reset envs. ``reset_on`` resets
-    triggered during ``env.step`` (auto-reset randomization) run after that step's update, so
-    observations produced under the old parameters never enter the reset statistics. Each
-    transform's ``reset_on`` is read when the wrapper is built; changing it later has no
-    effect on this wrapper.
+    ``step`` updates the observation statistics once, from ``"final_observation"`` (before
+    auto-reset), and normalizes ``"observation"`` with the same statistics. ``reset``
+    normalizes without updating and clears the discounted returns of the reset envs.
+    ``reset_on`` resets triggered during ``env.step`` run after that step's update. Each
+    transform's ``reset_on`` is read when the wrapper is built.
 
     Over a gpuparam env the transforms are the last stage of the env's own (captured) step,
-    so a plain ``env.step`` normalizes too, until :meth:`close` takes them out.
-
-    Every other attribute (``params``, ``randomize``, ``num_envs``, ``device``,
-    ``observation_spec`` (raw observations), ``action_spec``, ``capture`` (transforms
-    included), ...) is the wrapped env's.
+    so a plain ``env.step`` normalizes too, until :meth:`close` takes them out. Every other
+    attribute (``params``, ``randomize``, ``observation_spec`` (raw), ``capture``, ...) is
+    the wrapped env's.
     """
 
     def __init__(self, env, *transforms: ObsNorm | RewardNorm):
@@ -119,6 +111,14 @@ class TransformedEnv(SavesState):
         normalized run holds its statistics: ``{"env": ..., "transforms": [...]}``."""
         return {"env": self.env.state_dict(),
                 "transforms": [t.state_dict() for t in self.transforms]}
+
+    def save(self, path) -> None:
+        """Write ``state_dict()`` to the file ``path`` atomically (``gpuparam.files``)."""
+        save_state(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Restore a file written by :meth:`save`, validated whole (``ValueError``)."""
+        self.load_state_dict(load_state(path))
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a :meth:`state_dict` into a ``TransformedEnv`` of the same env and

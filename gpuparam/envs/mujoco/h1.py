@@ -101,7 +101,7 @@ def observations(history: int, command: bool) -> tuple[Obs, ...]:
             Obs("qpos_error_history", f"{history} * nu", kt.obs_qpos_error_history),
             Obs("contact", "feet", kt.obs_contact),
             Obs("phase", "2 * feet", kt.obs_phase),
-            Obs("gait", 3, kh.obs_gait))
+            Obs("gait", 3, kt.obs_gait))
 
 
 def task_state(history: int, *extra: State) -> tuple[State, ...]:
@@ -121,7 +121,7 @@ def task_state(history: int, *extra: State) -> tuple[State, ...]:
 H1_JOYSTICK_GAIT = LeggedTaskConfig(
     spec=h1_scene, base_body="pelvis", torso_body="torso_link", feet=FEET,
     foot_found=tuple(f"{{}}{k}_floor_found" for k in (1, 2, 3)), contact_by_id=True,
-    sizes={"flat": (80, 12)}, accumulate=True, clip_ctrl=True, data=("ctrl",),
+    sizes={"flat": (80, 12)}, action_mode="cumulative", clip_ctrl=True, data=("ctrl",),
     recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
     randomization=dict(frictionloss=(0.5, 2.0), floor_geom="floor"),
     noise=NOISE, obs=observations(1, True), priv=(),
@@ -136,11 +136,11 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
         Reward("ang_vel_xy", 0.0, kt.ang_vel_xy, "|global angvel_xy|^2"),
         Reward("lin_vel_z", 0.0, kh.lin_vel_z_jump, "global linvel_z^2 under the jump gait"),
         Reward("pose", -2.5, kt.pose_weighted, "sum w (q - default)^2"),
-        Reward("foot_slip", 0.0, kt.foot_slip, "sum |foot vel_xy|^2 in contact"),
-        Reward("action_rate", -0.01, kt.action_rate2, "|la - lla|^2 + |la - 2 lla + a|^2")),
+        Reward("foot_slip", 0.0, kt.feet_slip, "sum |foot vel_xy|^2 in contact"),
+        Reward("action_rate", -0.01, kh.action_rate_h1, "|la - lla|^2 + |la - 2 lla + a|^2")),
     reward_clip=True, terminations=(kt.joint_out_of_range, kh.fallen),
     command=Command(kh.command_reset, kh.command_update, "command_range"),
-    reset=kh.gait_reset, update=kh.gait_update, observe=(kt.roll_histories,),
+    reset=kh.gait_reset, update=kt.gait_update,
     state=task_state(1, State("command", "command", (3,)),
                      State("step", "countdown", (), int32=True)),
     # hip yaw, hip roll, ankle 5 each; hip pitch and knee 0; torso 2; arms 1
@@ -154,7 +154,7 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
 
 
 H1_INPLACE_GAIT = dataclasses.replace(
-    H1_JOYSTICK_GAIT, accumulate=False, obs=observations(3, False), command=None,
+    H1_JOYSTICK_GAIT, action_mode="default", obs=observations(3, False), command=None,
     recipe={**H1_JOYSTICK_GAIT.recipe, "action_scale": 0.6},
     noise=(("noise_level", 1.0, NOISE[0][2]), *NOISE[1:]),
     rewards=(Reward("feet_phase", 2.0, kh.feet_phase, "exp(-|foot z - rz(phase)|^2 / sigma)"),

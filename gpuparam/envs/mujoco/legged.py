@@ -72,8 +72,9 @@ MIN_MASS = 1e-6  # kg: ``body_mass``'s lower bound, also the torso's with ``adde
 
 def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     """The dof each actuator drives, int ``[nu]``; raises ``ValueError`` unless every
-    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``, ``kv = -biasprm[2]
-    >= 0``) on a hinge or slide joint of its own, with a symmetric force range."""
+    actuator is a position actuator (``gainprm[0] = -biasprm[1] > 0``; a ``kv``,
+    ``biasprm[2] <= 0``, is kept as the model has it: Spot's feet-only scene) on a
+    hinge or slide joint of its own, with a symmetric force range."""
     dofs = []
     for a in range(mjm.nu):
         name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
@@ -88,11 +89,10 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
               and mjm.actuator_forcerange[a, 0] == -mjm.actuator_forcerange[a, 1])
         if not ok:
             raise ValueError(
-                f"actuator {name!r}: expected a position actuator (kp, no kv) on a hinge or "
-                "slide joint with a symmetric force range, got transmission "
+                f"actuator {name!r}: expected a position actuator (kp; kv >= 0) on a hinge "
+                "or slide joint with a symmetric force range, got transmission "
                 f"{mujoco.mjtTrn(mjm.actuator_trntype[a]).name}, gainprm[0] "
-                f"{mjm.actuator_gainprm[a, 0]}, biasprm[1:3] {mjm.actuator_biasprm[a, 1:3]} "
-                "(expected -kp, -kv <= 0), "
+                f"{mjm.actuator_gainprm[a, 0]}, biasprm[1:3] {mjm.actuator_biasprm[a, 1:3]}, "
                 f"forcelimited {mjm.actuator_forcelimited[a]}, forcerange "
                 f"{mjm.actuator_forcerange[a]}")
         dofs.append(int(mjm.jnt_dofadr[j]))
@@ -111,30 +111,24 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
     offset, dry friction per dof, joint offsets, every body's centre of mass, the torso's
     added mass, action scale and delay, kicks, the reset ranges and the terrain level; with
     ``reset_joint_scale`` (low, high) also ``reset_joint_scale``, the range of the factor
-    on each actuated joint's reset angle (Playground's G1: 0.5, 1.5). An actuator with a
-    ``kv`` (``dampratio``: H1) has it as its ``kd`` (kept in the actuator, inside its force
-    range: ``kd_in_actuator``) and its joint's damping as passive damping."""
+    on each actuated joint's reset angle (Playground's G1: 0.5, 1.5)."""
     dofs = actuated_dofs(mjm)
     nu = mjm.nu
-    kv = kd_in_actuator(mjm)
     phys = []
     for s in physical_specs(mjm):
         if s.name == "dof_damping":
             passive = mjm.dof_damping.copy()
-            passive[dofs[~kv]] = 0.0
+            passive[dofs] = 0.0
             s = ParamSpec("dof_damping", f32(passive), 0.0, 1e6, shape=(mjm.nv,),
                           unit="N m s/rad", doc="passive damping of each dof beyond the PD's "
-                          "kd (0 on the actuated joints by default, unless kd is the "
-                          "actuator's kv)")
+                          "kd (0 on the actuated joints by default)")
         phys.append(s)
     limit = mjm.actuator_forcerange[:, 1]
     return (*phys,
         ParamSpec("kp", f32(mjm.actuator_gainprm[:, 0]), 0.0, 1e4, shape=(nu,),
                   unit="N m/rad", doc="PD proportional gain of each actuator"),
-        ParamSpec("kd", f32(np.where(kv, -mjm.actuator_biasprm[:, 2], mjm.dof_damping[dofs])),
-                  0.0, 1e3, shape=(nu,), unit="N m s/rad",
-                  doc="PD derivative gain of each actuator (as joint damping; the "
-                      "actuator's kv where the model has one)"),
+        ParamSpec("kd", f32(mjm.dof_damping[dofs]), 0.0, 1e3, shape=(nu,),
+                  unit="N m s/rad", doc="PD derivative gain of each actuator (as joint damping)"),
         ParamSpec("torque_limit", f32(limit), 0.0, 1e4, shape=(nu,), unit="N m",
                   doc="PD torque limit of each actuator (its force range +-limit)"),
         ParamSpec("motor_strength", 1.0, 0.0, 10.0, shape=(nu,),
@@ -186,13 +180,6 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
                       "pair (both tangential directions; geom_friction does not reach "
                       "pairs), in the model's pair order"),)),
     )
-
-
-def kd_in_actuator(mjm: mujoco.MjModel) -> np.ndarray:
-    """bool ``[nu]``: the actuators with a ``kv`` (``biasprm[2] < 0``), whose PD keeps its D
-    part in the actuator (clamped with the P part by the force range, as MuJoCo's
-    ``position`` actuator with ``kv`` / ``dampratio``)."""
-    return mjm.actuator_biasprm[:, 2] < 0
 
 
 def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
@@ -284,12 +271,21 @@ class LeggedBackend(MjwBackend):
             ``reset_joint_scale`` (``legged_specs``), as Playground's G1 does.
         torso_body: the body ``added_mass`` adds to (``None``: the base; G1:
             ``"torso_link"``, Playground's and IsaacLab's torso).
-        accumulate: PD targets ``ctrl + action * action_scale`` (accumulated from the
-            reset's ctrl, Playground's H1 joystick), not ``default + action * scale``.
-        clip_ctrl: PD targets clipped to the actuators' control range (kept in ``ctrl``).
+        action_mode: what the PD targets are relative to (``kernels.legged.ACTION_MODES``):
+            ``"default"`` the default pose, ``"current"`` the joint angles at the step's
+            start, ``"cumulative"`` the previous targets (reset with the env; ``ctrl`` is then
+            state, ``state["ctrl"]`` float32 ``[N, nu]``, checkpointed).
+        clip_ctrl: the PD targets clipped to the actuators' control range (Playground's H1).
+        forward_after_step: run ``mjw.forward`` after the substeps, so that the task reads
+            sensors, site poses, actuator forces and ``qacc`` at the new ``qpos, qvel``
+            (envpool's ports of Go1 Getup / Handstand; Playground reads them one substep
+            stale). It changes no trajectory (``qacc_warmstart`` is left as it is).
+        settle_steps: physics steps run after a reset holding the reset's ``ctrl`` (Go1
+            Getup's settling; the episode starts from the settled state, time 0). They run
+            over all worlds, the others' state restored after, at every reset (with
+            ``gating="graph"`` only at steps where the mask holds an env).
 
-    State (beyond ``MjwBackend``'s; with ``accumulate`` also ``"ctrl"`` float32 ``[N,
-    nu]``, the PD targets): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
+    State (beyond ``MjwBackend``'s): ``"action_history"`` float32 ``[N, K + 1, nu]`` and
     ``"action_head"`` int32 ``[N]`` (the ring buffer), ``"kick_steps"`` int32 ``[N, 4]``
     (since the last kick, until the next, into the kick, kick length) and ``"kick_shape"``
     float32 ``[N, 4]`` (duration s, velocity m/s, direction x, y). A checkpoint load
@@ -306,7 +302,9 @@ class LeggedBackend(MjwBackend):
                  njmax: int | None = None, nconmax: int | None = None,
                  deterministic: bool = False, keyframe: str = "home",
                  joint_scale: bool = False, torso_body: str | None = None,
-                 accumulate: bool = False, clip_ctrl: bool = False, gating: str = "mask"):
+                 gating: str = "mask", action_mode: str = "default",
+                 forward_after_step: bool = False, settle_steps: int = 0,
+                 clip_ctrl: bool = False):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
                          deterministic=deterministic, gating=gating)
@@ -323,7 +321,12 @@ class LeggedBackend(MjwBackend):
             raise ValueError(f"keyframe: expected a keyframe of the model (the reset and "
                              f"default pose), got {keyframe!r}")
         self.joint_scale = bool(joint_scale)
-        self.accumulate, self.clip_ctrl = bool(accumulate), bool(clip_ctrl)
+        if action_mode not in kleg.ACTION_MODES:
+            raise ValueError(f"action_mode: expected one of {kleg.ACTION_MODES}, got "
+                             f"{action_mode!r}")
+        self.action_mode = kleg.ACTION_MODES.index(action_mode)
+        self.clip_ctrl = bool(clip_ctrl)
+        self.forward_after_step, self.settle_steps = bool(forward_after_step), int(settle_steps)
         if mjm.npair:  # explicit contact pairs (G1's feet): their friction is a parameter
             self.recompute_on = (*self.recompute_on, "pair_friction")
             self.batched = (*self.batched, "pair_friction")
@@ -354,8 +357,6 @@ class LeggedBackend(MjwBackend):
             self.state[k] = torch.zeros(n, *shape, dtype=dtype, device=dev)
         self.state_bounds.update(action_head=(0, self.max_action_delay),
                                  kick_steps=(0, 2**31 - 1))
-        if self.accumulate:  # the PD targets carry over between steps: state, checkpointed
-            self.state["ctrl"] = wp.to_torch(self.d.ctrl)
         state.history = wp.from_torch(self.state["action_history"])
         state.head = wp.from_torch(self.state["action_head"])
         state.kick_i = wp.from_torch(self.state["kick_steps"])
@@ -365,15 +366,13 @@ class LeggedBackend(MjwBackend):
             return wp.from_torch(b.param_rows(name))
 
         with wp.ScopedDevice(self._device):
-            default_pose, home_qpos, home_ctrl, dof_actuator, kv, ctrl_lo, ctrl_hi = (
-                wp.array(a) for a in  # float32, float32, float32, int32, int32, float32 x 2
-                (self.default_pose, self.home_qpos, self.home_ctrl, self.dof_actuator,
-                 kd_in_actuator(mjm).astype(np.int32),
-                 *(np.ascontiguousarray(r, np.float32) for r in mjm.actuator_ctrlrange.T)))
+            default_pose, home_qpos, home_ctrl, dof_actuator = (
+                wp.array(a) for a in  # float32, float32, float32, int32
+                (self.default_pose, self.home_qpos, self.home_ctrl, self.dof_actuator))
             origins = wp.array(self.origins, dtype=wp.vec3)
             joint_qposadr = wp.array(self.actuator_qposadr)
         self.add_copy((*PD, "dof_damping"), kleg.copy_pd, (n, mjm.nv),
-                      [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator, kv],
+                      [*(rows(p) for p in (*PD, "dof_damping")), dof_actuator],
                       [m.actuator_gainprm, m.actuator_biasprm, m.actuator_forcerange,
                        m.dof_damping], replace="dof_damping")
         # a centre of mass or a mass moves the inertia at qpos0 (and a mass the subtree
@@ -404,12 +403,16 @@ class LeggedBackend(MjwBackend):
         action = kleg.ActionParams()
         action.action_scale, action.action_delay = rows("action_scale"), rows("action_delay")
         action.kick_enable = rows("kick_enable")
-        action.accumulate, action.clip = int(self.accumulate), int(self.clip_ctrl)
-        action.ctrl_low, action.ctrl_high = ctrl_lo, ctrl_hi
+        action.clip = int(self.clip_ctrl)
+        with wp.ScopedDevice(self._device):
+            action.ctrl_low, action.ctrl_high = (
+                wp.array(np.ascontiguousarray(r, np.float32)) for r in mjm.actuator_ctrlrange.T)
+        if self.action_mode == 2:  # cumulative: the targets carry over, checkpointed state
+            self.state["ctrl"] = wp.to_torch(d.ctrl)
         self._pre_step = BoundLaunch(
             kleg.pre_step, n, device=dev,
-            inputs=[self.dt, self.base, default_pose, m.body_subtreemass, action, keys,
-                    self._action],
+            inputs=[self.dt, self.base, default_pose, m.body_subtreemass, action,
+                    self.action_mode, joint_qposadr, keys, self._action, d.qpos],
             outputs=[state, d.ctrl, d.xfrc_applied])
         spawn = kleg.SpawnParams()
         spawn.level, spawn.xy_range = rows("terrain_level"), rows("reset_xy_range")
@@ -425,6 +428,43 @@ class LeggedBackend(MjwBackend):
         reset_keys = step_keys(ctx)
         reset_keys.step_count = wp.empty(0, dtype=wp.int32, device=self._device)
         self._reset_keys, self._reset_outputs = reset_keys, [d.qpos, d.qvel, d.ctrl, state]
+        if self.settle_steps:  # the saved state of the worlds a settling leaves alone
+            with wp.ScopedDevice(self._device):
+                self._saved = [wp.empty_like(a) for a in
+                               (d.qpos, d.qvel, d.qacc_warmstart, d.ctrl, d.time)]
+
+    def step(self, ctx: StepContext) -> None:
+        super().step(ctx)
+        if self.forward_after_step:
+            with self.scope(ctx):
+                mjw.forward(self.m, self.d)
+
+    def reset(self, ctx: StepContext, mask: torch.Tensor) -> None:
+        super().reset(ctx, mask)
+        if not self.settle_steps:
+            return
+        d = self.d
+        live = [d.qpos, d.qvel, d.qacc_warmstart, d.ctrl, d.time]
+
+        def settle():
+            for src, dst in zip(live, self._saved, strict=True):
+                wp.copy(dst, src)
+            for _ in range(self.settle_steps):
+                mjw.step(self.m, d)
+            self.mask_launch("settle_restore", mask, lambda w: BoundLaunch(
+                kleg.settle_restore, ctx.num_envs, inputs=[w, *self._saved], outputs=live,
+                device=ctx.device)).launch()
+            self.in_arena(lambda: mjw.forward(self.m, d))
+
+        with self.scope(ctx):
+            if self.gating == "mask":
+                settle()
+                return
+            self._flag.zero_()
+            self.mask_launch("flag_reset", mask, lambda w: BoundLaunch(
+                kloco.flag_any, ctx.num_envs, inputs=[w], outputs=[self._flag],
+                device=ctx.device)).launch()
+            self.run_if(self._flag, settle)
 
     def write_ctrl(self, ctx: StepContext) -> None:
         self._pre_step.launch()  # on the scope's stream

@@ -136,8 +136,8 @@ class LeggedTaskConfig:
     ``global_linvel``, ``global_angvel``) and its site ``imu_site``; ``feet`` (site names)
     with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none;
     ``foot_found`` a pattern or a tuple of them: a foot touches when any of its sensors
-    does; ``contact_by_id``: after a step they are read at ``sensordata[sensor id]``,
-    Playground's H1 quirk, not at their addresses);
+    does; ``contact_by_id``: after a step read at ``sensordata[sensor id]``, Playground's H1
+    quirk); ``clip_ctrl``: ``legged.LeggedBackend``'s;
     ``extra_sensors`` (``Sensors.extra``), ``index_joints`` (``TaskModel.index``: actuator
     index of ``<name>_joint``), ``pose_weight`` (per actuator, cycled), fixed contact
     sensors ``terminating_sensors`` and penalized groups ``penalized_groups``.
@@ -145,8 +145,7 @@ class LeggedTaskConfig:
     Physics and recipe: ``frame_skip``, ``max_episode_steps``, ``sizes`` (``(njmax,
     nconmax)`` per scene ``"flat"``, ``"rough"``, ``"grid"``), ``recipe`` (keyword
     arguments of ``legged.legged_specs``: action scale, reset ranges), ``randomization``
-    (keyword arguments of ``legged.playground_randomization``), ``accumulate`` and
-    ``clip_ctrl`` (the PD target law: ``legged.LeggedBackend``).
+    (keyword arguments of ``legged.playground_randomization``).
 
     Task: ``noise`` ``((param, default, doc), ...)`` (the first: the level), ``obs`` and
     ``priv`` (:class:`Obs`), ``rewards`` (:class:`Reward`), ``terminations`` (terms),
@@ -156,12 +155,13 @@ class LeggedTaskConfig:
     ``TaskParams.consts``), ``params`` (the other parameters, after it), ``extra_block``
     (parameter names stored one after the other: ``TaskParams.extra``), ``ctx`` (``Ctx.k`` name ->
     parameter), ``defaults`` (``Ctx.k`` name -> value for the unmapped),
-    ``observe`` (laws run before the observation, at a step and a reset), ``reward_clip``,
-    ``reward_exp`` (None, or ``(coef, names)``: the reward is ``dt * (sum of the other
-    terms) * exp(coef * sum of these)``), ``progress_always`` (the terrain metric without
-    a grid too),
+    ``reward_clip``, ``reward_exp`` (None, or ``(coef, names)``: the reward is ``dt * (sum
+    of the other terms) * exp(coef * sum of these)``),
+    ``progress_always`` (the terrain metric without a grid too),
     ``data`` (the ``TaskData`` fields read beyond ``qpos``, ``qvel``, ``sensordata``,
-    ``site_xpos``, ``site_xmat``, ``actuator_force``)."""
+    ``site_xpos``, ``site_xmat``, ``actuator_force``); ``action_mode``,
+    ``forward_after_step``, ``settle_steps``: ``legged.LeggedBackend``'s (what actions are
+    relative to, a ``mj_forward`` after the substeps, physics steps settling a reset)."""
 
     spec: Callable[[str], mujoco.MjSpec]
     base_body: str
@@ -204,13 +204,14 @@ class LeggedTaskConfig:
     extra_block: tuple[str, ...] = ()
     ctx: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
-    observe: tuple = ()
     reward_clip: bool = False
     reward_exp: tuple | None = None
-    accumulate: bool = False
-    clip_ctrl: bool = False
     progress_always: bool = False
     data: tuple[str, ...] = ()
+    action_mode: str = "default"
+    forward_after_step: bool = False
+    settle_steps: int = 0
+    clip_ctrl: bool = False
 
     @property
     def reward_names(self) -> tuple[str, ...]:
@@ -327,7 +328,7 @@ class LeggedTask(Task):
             rexp = (float(coef), tuple(r.name in names for r in cfg.rewards))
         return (nf, tuple(consts_k), obs, priv, tuple(r.term for r in cfg.rewards),
                 tuple(cfg.terminations), resets, updates, cfg.reward_clip, cmd is not None,
-                cfg.progress_always, tuple(cfg.observe), rexp)
+                cfg.progress_always, rexp)
 
     @staticmethod
     def obs_sizes_of(env: LeggedEnv) -> tuple[int, int]:
@@ -426,8 +427,9 @@ class LeggedTask(Task):
         sn.foot_found_step = wp.array([mjm.sensor(x).id if cfg.contact_by_id else adr(x)
                                        for x in names], dtype=int)
         sn.foot_vel = wp.array([adr(cfg.foot_vel.format(f)) for f in cfg.feet], dtype=int)
-        sn.foot_force = ints([adr(cfg.foot_force.format(f)) for f in cfg.feet]
-                             if cfg.foot_force else [])
+        # a task's own addresses: empty arrays (no bytes) when it has none
+        sn.foot_force = (wp.array([adr(cfg.foot_force.format(f)) for f in cfg.feet], dtype=int)
+                         if cfg.foot_force else _empty(1, int))
         groups = [[adr(s) for s in self._sensors_of(b)] for b in self.penalized]
         groups += [[adr(s) for s in g] for g in cfg.penalized_groups]
         pen, start = [], [0]
@@ -439,7 +441,8 @@ class LeggedTask(Task):
         sn.n_penalized, sn.n_terminating = len(groups), len(term)
         sn.penalized, sn.penalized_start = ints(pen), ints(start)
         sn.terminating = ints(term)
-        sn.extra = ints([adr(s) for s in cfg.extra_sensors])
+        sn.extra = (wp.array([adr(s) for s in cfg.extra_sensors], dtype=int)
+                    if cfg.extra_sensors else _empty(1, int))
         return sn
 
     def compute(self, ctx: StepContext) -> None:
@@ -514,6 +517,7 @@ class LeggedEnv(RobotEnv):
     default_terminating: tuple[str, ...] = ()
     reward_defaults: dict = {}
     spawn_height = 0.0
+    backend_class = LeggedBackend  # a subclass may add its own reset draws
 
     def __init_subclass__(cls, **kw):
         if "config" in cls.__dict__:  # a task's class: its config's step, limit, terms
@@ -608,10 +612,12 @@ class LeggedEnv(RobotEnv):
             origins = self.grid.origins.copy()
             origins[..., 2] += self.spawn_height
         cfg = self.task_config
-        return LeggedBackend(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
+        return self.backend_class(self.mjm, self.frame_skip, cfg.base_body, self.max_action_delay,
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
-                             torso_body=cfg.torso_body, accumulate=cfg.accumulate,
-                             clip_ctrl=cfg.clip_ctrl, **self._sizes)
+                             torso_body=cfg.torso_body, action_mode=cfg.action_mode,
+                             forward_after_step=cfg.forward_after_step,
+                             settle_steps=cfg.settle_steps, clip_ctrl=cfg.clip_ctrl,
+                             **self._sizes)
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)

@@ -185,28 +185,29 @@ def test_zero_actions_match_envpool_statistics(case):
 
 
 def test_recipe_parameters_come_from_the_framework(case):
-    """The legged recipe's parameters are H1's too; ``kd`` is the actuators' kv (H1's D
-    part sits in its position actuators): a masked write reaches ``actuator_biasprm[2]``
-    of the masked worlds only and leaves the joints' passive damping; Playground's
-    randomization terms apply."""
+    """The legged recipe's parameters are H1's too; ``kd`` is the joints' damping (H1's
+    actuators keep their own kv, as the model has it): a masked write reaches
+    ``dof_damping`` of the masked worlds only; Playground's randomization terms apply."""
     task, _, _, env = case
     recipe = ("kp", "kd", "torque_limit", "motor_strength", "action_scale", "action_delay",
               "kick_enable", "body_mass", "added_mass", "dof_frictionloss", "joint_offset",
               "geom_friction", "dof_armature", "noise_level")
     assert set(recipe) <= set(env.params.names)
-    m = env.backend.m
-    kv = -env.mjm.actuator_biasprm[:, 2].astype(np.float32)
-    np.testing.assert_array_equal(env.params["kd"].numpy()[0], kv)
+    m, mjm = env.backend.m, env.mjm
+    kd = mjm.dof_damping[6:].astype(np.float32)  # 1 on every joint
+    np.testing.assert_array_equal(env.params["kd"].numpy()[0], kd)
     mask = torch.zeros(env.num_envs, dtype=torch.bool)
     mask[1] = True
-    env.params.set("kd", 2.0 * torch.as_tensor(kv), mask=mask)
+    env.params.set("kd", 3.0 * torch.as_tensor(kd), mask=mask)
     env.step(torch.zeros(env.num_envs, 19))  # the write is committed before the physics
-    bias = m.actuator_biasprm.numpy()[..., 2]
-    np.testing.assert_array_equal(bias[1], -2.0 * kv)
-    np.testing.assert_array_equal(bias[0], -kv)  # unmasked worlds: bit for bit
-    np.testing.assert_array_equal(m.dof_damping.numpy()[1], env.mjm.dof_damping)
-    env.params.set("kd", torch.as_tensor(kv))
+    damping = m.dof_damping.numpy()
+    np.testing.assert_array_equal(damping[1, 6:], 3.0 * kd)
+    np.testing.assert_array_equal(damping[0, 6:], kd)  # unmasked worlds: bit for bit
+    kv = m.actuator_biasprm.numpy()[..., 2]
+    np.testing.assert_array_equal(kv, np.broadcast_to(mjm.actuator_biasprm[:, 2], kv.shape)
+                                  .astype(np.float32))  # MuJoCo 3.6's kv, untouched
+    env.params.set("kd", torch.as_tensor(kd))
     env.randomize(*env.playground_randomization("reset"))
     env.reset()
-    mass = env.params["body_mass"].numpy() / env.mjm.body_mass[1:]
+    mass = env.params["body_mass"].numpy() / mjm.body_mass[1:]
     assert ((mass > 0.9 - 1e-6) & (mass < 1.1 + 1e-6)).all() and mass.std() > 0.01
