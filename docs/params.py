@@ -1,5 +1,7 @@
 """Generate docs/params.md: every parameter of every built-in env, from the envs' own
-``param_specs`` (the robots' from their models, so with their component names).
+``param_specs`` (the robots' from their models, so with their component names). The robots
+are ``gpuparam.envs.mujoco.ROBOTS``, in its order: a new task listed there is documented
+here without a change to this file.
 
     python -m docs.params            # rewrite docs/params.md
     python -m docs.params --check    # exit 1 if docs/params.md is stale
@@ -19,10 +21,6 @@ import gpuparam as gp
 
 PAGE = Path(__file__).with_name("params.md")
 CLASSIC = ("CartPole-v1", "Pendulum-v1")
-ROBOTS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5",
-          "Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0",
-          "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0",
-          "H1JoystickGaitTracking-v1", "H1InplaceGaitTracking-v1")
 COMPONENTS = {"body_mass": "bodies", "geom_friction": "geoms", "dof_damping": "dofs",
               "dof_armature": "dofs", "actuator_gear": "actuators",
               "dof_frictionloss": "dofs", "body_ipos": "bodies"}
@@ -181,8 +179,10 @@ def render() -> str:
         raise RuntimeError("docs/params.md covers the robots: install gpuparam[mujoco]")
     api = "\n".join(["| `env.params.` | what |", "| --- | --- |",
                       *(f"| {k} | {v} |" for k, v in API)])
+    from gpuparam.envs.mujoco import ROBOTS  # every built-in robot task, in its order
+
     parts = [HEADER.format(api=api)]
-    for name in (*CLASSIC, *ROBOTS):
+    for name in (*CLASSIC, *(cls.name for cls in ROBOTS)):
         parts.append("\n".join(_section(name)))
     return "\n".join(parts).rstrip("\n") + "\n"
 
