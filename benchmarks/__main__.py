@@ -1,13 +1,10 @@
 """``python -m benchmarks [--device D] [--quick] [--sizes N ...] [--threads T] [--output DIR]``.
 
-Measures, in one run: throughput vs N (gpuparam and peers), parameter-update latency,
-overheads of randomization / normalization / hooks, the time of each stage of the step
-(CPU), host time per captured step, adapter overheads, training loops, memory, weak scaling
-over torch.distributed ranks (1 vs 2 ranks, ObsNorm synced every 10 steps), (CUDA) the
-roofline, and the MuJoCo Warp robots (benchmarks/robots.py). Writes
-``DIR/<device>[_quick].json`` with every figure and the machine, PNG plots next to it, and
-prints a summary with the goals of the issues as PASS / FAIL / SKIP lines. Exits 1 when
-any measurement raised (its error is recorded in the JSON and printed), else 0.
+Measures, in one run, gpuparam against its peers side by side (``SECTIONS``, in order; what
+and at which sizes is data, in benchmarks/config.py), writes ``DIR/<device>[_quick].json``
+with every figure, the goals and the machine, and prints the figures and the goals as
+PASS / FAIL / SKIP lines. Exits 1 when any measurement raised (its error is recorded in the
+JSON and printed), else 0.
 
 torch runs on one intra-op thread unless --threads says otherwise: CPU figures then do not
 depend on the machine's core count, and other processes on the machine disturb them less; the
@@ -30,7 +27,6 @@ import warnings
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from benchmarks import (
     adapters,
@@ -41,7 +37,6 @@ from benchmarks import (
     machine,
     memory,
     overhead,
-    plots,
     report,
     robots,
     roofline,
@@ -50,8 +45,16 @@ from benchmarks import (
     training,
 )
 from benchmarks.config import DEFAULT_OUTPUT, RunConfig
-from benchmarks.features import attempt
 from benchmarks.goals import evaluate
+from benchmarks.timing import attempt
+
+SECTIONS = {  # results key: measure(cfg); the roofline also takes the throughput measured
+    "budgets": budgets.measure, "throughput": throughput.measure,
+    "throughput_paired": throughput.measure_paired, "latency": latency.measure,
+    "overhead": overhead.measure, "stages": stages.measure, "host_time": host_time.measure,
+    "adapters": adapters.measure, "training": training.measure, "memory": memory.measure,
+    "distributed": distributed.measure, "roofline": roofline.measure, "robots": robots.measure,
+}
 
 
 def parse(argv: list[str] | None) -> RunConfig:
@@ -59,22 +62,18 @@ def parse(argv: list[str] | None) -> RunConfig:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     default_dev = "cuda" if torch.cuda.is_available() else "cpu"
     p.add_argument("--device", default=default_dev, help=f"cpu or cuda[:i] (default {default_dev})")
-    p.add_argument("--quick", action="store_true",
-                   help="fewer sizes and steps (the committed full CPU run took 596 s on 2 "
-                        "cores; each JSON records its wall_time_s)")
+    p.add_argument("--quick", action="store_true", help="fewer sizes, steps and repeats")
     p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="numbers of envs to sweep")
     p.add_argument("--threads", type=int, default=1, metavar="T",
                    help="torch intra-op threads (default 1, so CPU figures do not depend on "
                         "the core count; 0: torch's own choice)")
     p.add_argument("--output", default=DEFAULT_OUTPUT, metavar="DIR",
-                   help=f"where the JSON, PNGs and MuJoCo's log go (default {DEFAULT_OUTPUT}; "
+                   help=f"where the JSON and MuJoCo's log go (default {DEFAULT_OUTPUT}; "
                         "the committed results: benchmarks/results)")
     hidden = argparse.SUPPRESS  # for tests and debugging
     p.add_argument("--peer-sizes", type=int, nargs="+", help=hidden)
-    p.add_argument("--steps", type=int, help=hidden)
-    p.add_argument("--repeats", type=int, help=hidden)
-    p.add_argument("--memory-steps", type=int, help=hidden)
-    p.add_argument("--recreate-repeats", type=int, help=hidden)
+    for flag in ("--steps", "--repeats", "--memory-steps", "--recreate-repeats"):
+        p.add_argument(flag, type=int, help=hidden)
     p.add_argument("--collector-methods", nargs="+", choices=("spawn", "fork", "forkserver"),
                    help=hidden)
     a = p.parse_args(argv)
@@ -99,7 +98,7 @@ def parse(argv: list[str] | None) -> RunConfig:
 
 
 def run(cfg: RunConfig) -> dict:
-    """Every measurement, in order, under one progress bar; returns the results dict."""
+    """Every section, in order; returns the results dict."""
     t0 = time.perf_counter()
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
@@ -114,29 +113,12 @@ def run(cfg: RunConfig) -> dict:
         },
         "machine": machine.describe(cfg.device),
     }
-    modules = (budgets, throughput, latency, overhead, stages, host_time, adapters, training,
-               memory, distributed, roofline, robots)
-    total = sum(m.units(cfg) for m in modules) + 1  # + the paired throughput ratio
-    with tqdm(total=total, desc="benchmarks", unit="part", file=sys.stderr,
-              dynamic_ncols=True) as bar:
-        steps = (
-            ("budgets", lambda: budgets.measure(cfg, bar)),
-            ("throughput", lambda: throughput.measure(cfg, bar)),
-            ("throughput_paired", lambda: throughput.measure_paired(cfg, bar)),
-            ("latency", lambda: latency.measure(cfg, bar)),
-            ("overhead", lambda: overhead.measure(cfg, bar)),
-            ("stages", lambda: stages.measure(cfg, bar)),
-            ("host_time", lambda: host_time.measure(cfg, bar)),
-            ("adapters", lambda: adapters.measure(cfg, bar)),
-            ("training", lambda: training.measure(cfg, bar)),
-            ("memory", lambda: memory.measure(cfg, bar)),
-            ("distributed", lambda: distributed.measure(cfg, bar)),
-            ("roofline", lambda: roofline.measure(cfg, res.get("throughput", {}), bar)),
-            ("robots", lambda: robots.measure(cfg, bar)),
-        )
-        for key, fn in steps:
-            val, failed = attempt(fn)
-            res[key] = failed or val
+    for i, (key, measure) in enumerate(SECTIONS.items()):
+        print(f"[{i + 1}/{len(SECTIONS)}] {key} ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+        extra = (res.get("throughput") or {},) if key == "roofline" else ()
+        val, failed = attempt(measure, cfg, *extra)
+        res[key] = failed or val
     res["machine"]["load_average_at_end"] = machine.load_average()
     res["goals"] = evaluate(res)
     res["wall_time_s"] = time.perf_counter() - t0
@@ -165,13 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mujoco_log = route_mujoco_log(out)
     res = run(cfg)
-    stem = cfg.device.split(":")[0] + ("_quick" if cfg.quick else "")
-    res["plots"] = plots.write_all(res, out, stem)
-    path = out / f"{stem}.json"
+    path = out / f"{cfg.kind}{'_quick' if cfg.quick else ''}.json"
     path.write_text(json.dumps(res, indent=1, default=str) + "\n")
     print(report.text(res))
-    print(f"\nwall time {res['wall_time_s']:.1f} s; wrote {path} and "
-          f"{', '.join(res['plots']) or 'no plots'} in {out}")
+    print(f"\nwall time {res['wall_time_s']:.1f} s; wrote {path}")
     if mujoco_log is not None and mujoco_log.exists():
         lines = mujoco_log.read_text(errors="replace").splitlines()
         print(f"MuJoCo logged {len(lines)} lines to {mujoco_log} (Gymnasium's half_cheetah.xml "

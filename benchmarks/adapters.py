@@ -21,10 +21,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt, optional_import
-from benchmarks.subjects import BARE, NUM_ACTION_BATCHES, Subject, gp_subject, make_gp_env
-from benchmarks.timing import interleave, median, paired_ratio
+from benchmarks.config import BARE, RunConfig
+from benchmarks.subjects import NUM_ACTION_BATCHES, Subject, gp_subject, make_gp_env
+from benchmarks.timing import attempt, interleave, median, optional_import, paired_ratio
 
 LABELS = {
     "rsl_rl": "rsl_rl RslRlVecEnv.step (incl. copies + episode stats)",
@@ -120,13 +119,12 @@ BUILDERS = {
 }
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     repeats = cfg.repeats_for("paired")
     # the NumPy adapters build per-env Python objects every step (SB3: 0.3 s per step at
     # N=2^20, the CUDA goal N): their group runs the host peers' step counts
     steps = (cfg.steps_for(n), cfg.steps_for(n, host=True))
-    bar.set_postfix_str(f"adapter overheads N={n}")
     out: dict = {"num_envs": n, "steps": steps[0], "steps_numpy": steps[1],
                  "repeats": repeats, "configs": {}}
     groups = [{"bare": gp_subject(BARE, n, cfg.device)}, {"bare": gp_subject(BARE, n, cfg.device)}]
@@ -154,9 +152,4 @@ def measure(cfg: RunConfig, bar) -> dict:
                 "overhead": paired_ratio(ts, bare) - 1.0,
                 "goal": key in GOALS,
             }
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1

@@ -25,7 +25,7 @@ import warp as wp
 from torch.utils._python_dispatch import TorchDispatchMode  # (documented: "Extending PyTorch")
 
 import gpuparam as gp
-from benchmarks.features import randomization_terms
+from benchmarks.config import randomization_terms
 from gpuparam._launch import BoundLaunch
 
 N = 64  # small: the counts per env do not depend on N
@@ -228,24 +228,16 @@ SUBJECTS = {
 }
 
 
-def units(cfg) -> int:
-    return len(SUBJECTS) + 1
-
-
-def measure(cfg, bar) -> dict:
+def measure(cfg) -> dict:
     """Counts per subject (device-independent: measured on the CPU whatever ``cfg``)."""
     out: dict = {"num_envs": N, "subjects": {}}
     for name, fn in SUBJECTS.items():
-        bar.set_postfix_str(f"budgets {name}")
         try:
             out["subjects"][name] = fn()
         except ImportError as e:  # the robots need gpuparam[mujoco]
             out["subjects"][name] = {"skipped": str(e)}
-        bar.update(1)
-    bar.set_postfix_str("budgets masked writes")
     try:
         out["masked_writes"] = masked_writes()
     except Exception as e:  # noqa: BLE001 (recorded, as attempt() does)
         out["masked_writes"] = {"error": f"{type(e).__name__}: {e}"}
-    bar.update(1)
     return out

@@ -3,8 +3,8 @@
 One launch of W processes (spawned, joined by a file-store process group: gloo on CPU,
 NCCL on GPUs, one GPU per rank), each stepping CartPole-v1 with ``ObsNorm`` through a
 ``TransformedEnv`` and ``env.sync_every(10, obs_norm)`` (the library default: one
-all-gather per sync, overlapped with the next 10 steps; ``--blocking`` for
-``overlap=False``). Rank 0 also holds a second, identical env of N envs whose schedule syncs
+all-gather per sync, overlapped with the next 10 steps; ``overlap=False`` of
+``weak_scaling`` blocks). Rank 0 also holds a second, identical env of N envs whose schedule syncs
 over a process group of rank 0 alone: a 1-rank run in the same processes. Rounds alternate
 (1, W, W, 1, ...): in a 1-rank round rank 0 steps its solo env while the other ranks wait
 at a barrier; in a W-rank round every rank steps. Each round is barrier, ``steps`` steps,
@@ -19,13 +19,10 @@ collective), its share of the round time, and, after the rounds, per call: one b
 ``ObsNorm.sync()`` (pack, one all-gather, merge), one bare ``all_gather`` and one bare
 ``all_reduce`` of the same payload (``1 + 4 + 4 + 1`` float64 values per rank), back to
 back on otherwise idle ranks.
-
-Run alone: ``python -m benchmarks.distributed [--device cpu] [--num-envs N] [--steps S]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -37,8 +34,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from benchmarks.config import GOAL_N, RunConfig
-from benchmarks.features import Skipped
 from benchmarks.machine import load_average
+from benchmarks.timing import Skipped
 
 SYNC_EVERY = 10
 WORLD = 2
@@ -176,56 +173,9 @@ def weak_scaling(device: str, num_envs: int, steps: int, rounds: int, repeats: i
     return out
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     """N per rank: 16384 (the issue's), or the largest ``--sizes`` when given."""
-    n = max(cfg.sizes) if cfg.sizes and GOAL_N not in cfg.sizes else GOAL_N
+    n = max(cfg.sizes) if GOAL_N["cpu"] not in cfg.sizes else GOAL_N["cpu"]
     steps = cfg.steps if cfg.steps is not None else (200 if cfg.quick else 500)
-    bar.set_postfix_str(f"distributed: 1 vs {WORLD} ranks x N={n}")
-    try:
-        return weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 10,
-                            repeats=1 if cfg.quick else 2)
-    finally:
-        bar.update(1)
-
-
-def units(cfg: RunConfig) -> int:
-    return 1
-
-
-def summary(res: dict) -> str:
-    w = str(WORLD)
-    us = 1e6
-    return (f"{WORLD} ranks x {res['num_envs_per_rank']}: {res[f'env_steps_per_s_{w}']:.3g} "
-            f"env-steps/s; 1 rank: {res['env_steps_per_s_1']:.3g}; ratio {res['ratio']:.2f}x "
-            f"(goal >= 1.8x; rounds {min(res['round_ratios']):.2f}-"
-            f"{max(res['round_ratios']):.2f}); sync every {res['sync_every']} "
-            f"({'overlapped' if res['overlap'] else 'blocking'}), in the loop per sync: "
-            f"{res[f'in_loop_sync_s_{w}'] * us:.0f} us host at {WORLD} ranks (waits "
-            f"{res[f'in_loop_wait_s_{w}'] * us:.0f} us, {res[f'in_loop_sync_share_{w}']:.1%} "
-            f"of the time), {res['in_loop_sync_s_1'] * us:.0f} us at 1 rank; per call at "
-            f"{WORLD} ranks: ObsNorm.sync {res[f'sync_s_{w}'] * us:.0f} us, bare all_gather "
-            f"{res[f'all_gather_s_{w}'] * us:.0f} us, bare all_reduce "
-            f"{res[f'all_reduce_s_{w}'] * us:.0f} us; load {res['load_average_before']} -> "
-            f"{res['load_average_after']}")
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.distributed", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--num-envs", type=int, default=GOAL_N, help="per rank")
-    p.add_argument("--steps", type=int, default=500, help="per round")
-    p.add_argument("--rounds", type=int, default=10, help="round pairs per launch")
-    p.add_argument("--repeats", type=int, default=2, help="launches")
-    p.add_argument("--sync-every", type=int, default=SYNC_EVERY)
-    p.add_argument("--blocking", action="store_true",
-                   help="sync_every(..., overlap=False): apply each sync at once")
-    a = p.parse_args()
-    res = weak_scaling(a.device, a.num_envs, a.steps, a.rounds, a.repeats, a.sync_every,
-                       overlap=not a.blocking)
-    print(json.dumps(res, indent=1))
-    print("\n" + summary(res))
-
-
-if __name__ == "__main__":
-    main()
+    return weak_scaling(cfg.device, n, steps, rounds=4 if cfg.quick else 10,
+                        repeats=1 if cfg.quick else 2)

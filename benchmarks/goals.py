@@ -1,201 +1,111 @@
-"""The numbers the issues ask for, evaluated on one results dict: PASS / FAIL / SKIP."""
+"""The numbers the issues ask for, as data, evaluated on one results dict: PASS / FAIL / SKIP.
+
+The CPU overheads of randomization, normalization and the adapters over the bare step are
+figures, not goals (issue 22: the CPU runs the GPU's kernels, one thread per env, and is not
+tuned for; what a GPU will pay is guarded by the device-independent budgets,
+``tests/benchmarks/test_budgets.py``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from benchmarks.report import get, pct, times, us
 
 MIB = 1 << 20
-MEMORY_GROWTH_LIMIT = 4 * MIB  # page-granular RSS noise; a leak of 1 tensor/step is far above
 
 
-def _get(d: dict, *keys):
-    for k in keys:
-        if not isinstance(d, dict) or k not in d:
-            return None
-        d = d[k]
-    return d
+def _gpu_rate(res: dict):
+    """The best rate of CartPole rand3(step)+ObsNorm at N >= 1M."""
+    pts = get(res, "throughput/gpuparam CartPole-v1 rand3(step)+ObsNorm/points") or []
+    rates = [p["env_steps_per_s"] for p in pts if p["num_envs"] >= 1 << 20
+             and "env_steps_per_s" in p]
+    return max(rates, default=None)
 
 
-def _reason(d) -> str:
-    """The skip/error reason recorded in a result entry ("" when there is none)."""
-    if isinstance(d, dict):
-        return d.get("skipped") or d.get("error") or ""
-    return ""
-
-
-def _goal(gid: str, text: str, value, ok: Callable[[float], bool],
-          fmt: str | Callable[[float], str], why: str = "") -> dict:
-    """A goal record; ``why`` is the skip reason when ``value`` is None, else a detail."""
-    if value is None:
-        return {"id": gid, "goal": text, "status": "SKIP", "reason": why or "not measured"}
-    out = {
-        "id": gid,
-        "goal": text,
-        "measured": value,
-        "display": fmt(value) if callable(fmt) else fmt.format(value),
-        "status": "PASS" if ok(value) else "FAIL",
-    }
-    if why:
-        out["detail"] = why
-    return out
-
-
-def _switch_ratio(res: dict, n: int) -> tuple[float | None, str]:
-    """Recreate time (TorchRL's default start method) / switch time, and what was compared."""
-    ratios = _get(res, "latency", "ratios") or {}
-    method = _get(res, "latency", "torchrl_collector_recreate", "start_method")
-    for key, what in (("gpuparam_write_reset_stats", "write + reset_stats"),
-                      ("gpuparam_write", "write only: ObsNorm.reset_stats unavailable")):
-        v = ratios.get(f"collector_recreate_over_{key}_N{n}")
-        if v is None:
-            continue
-        others = [f"{m}: {r:,.0f}x" for m, r in (
-            (m, ratios.get(f"collector_recreate_{m}_over_{key}_N{n}"))
-            for m in ("spawn", "fork", "forkserver")) if r is not None and m != method]
-        detail = f"{what}; collector started with {method}"
-        return v, detail + (f" (with {', '.join(others)})" if others else "")
-    rec = _get(res, "latency", "torchrl_collector_recreate")
-    return None, _reason(rec) or _reason(_get(res, "latency", "gpuparam_error"))
-
-
-def _overhead(res: dict, key: str) -> tuple[float | None, str]:
-    c = _get(res, "overhead", "configs", key)
-    return (c.get("overhead") if isinstance(c, dict) else None), _reason(c)
-
-
-def cpu_goals(res: dict) -> list[dict]:
-    """The CPU goals. The CPU overheads of randomization, normalization and the adapters
-    over the bare step are figures, not goals (issue 22: the CPU runs the GPU's kernels,
-    one thread per env, and is not tuned for; what a GPU will pay is guarded by the
-    device-independent budgets, ``benchmarks/budgets.py``)."""
-    n = _get(res, "throughput_paired", "num_envs")
-    paired = res.get("throughput_paired", {})
-    goals = [
-        _goal("cartpole_vs_gymnasium", f"CartPole step >= 2.5x Gymnasium vector (N={n})",
-              paired.get("ratio"), lambda v: v >= 2.5, "{:.2f}x", _reason(paired)),
-    ]
-    for gid, n_sw, target in (("switch_vs_recreate", 16384, 1e4), ("issue5_switch", 4096, 1e3)):
-        v, what = _switch_ratio(res, n_sw)
-        text = f"parameter switch >= {target:,.0f}x faster than collector recreate (N={n_sw})"
-        goals.append(_goal(gid, text, v, lambda x, t=target: x >= t, "{:,.0f}x", what))
-    ht = res.get("host_time") or {}
-    host_only = ht.get("measures", "host") == "host"  # on CUDA: to completion, not host time
-    goals.append(_goal(
-        "host_time", "host time per captured step < 15 us (N=1, CartPole rand3(step)+ObsNorm"
-        "+RewardNorm)", ht.get("full_step_s") if host_only else None, lambda v: v < 15e-6,
-        lambda v: f"{v * 1e6:.1f} us",
-        _reason(ht) if host_only else "CUDA: steps timed to completion (a CPU goal)",
-    ))
-    return goals + _write_goals(res) + [_memory_goal(res), _distributed_goal(res)]
-
-
-def _write_goals(res: dict) -> list[dict]:
-    """Issue 41 item 3: host time per masked write and per write + ``reset_stats`` at N=1
-    (fastest of 300 calls), with a Python number and with a device tensor value that does
-    not synchronize (``validate=False``); the validated tensor (one flag read) is a figure."""
-    mw = _get(res, "host_time", "masked_writes")
-    if mw is None:  # a results file from before these were measured
-        return []
-    goals = []
-    for key, what, limit in (("set", "params.set(name, value, mask)", 12e-6),
-                             ("set_reset_stats", "params.set + ObsNorm.reset_stats(mask)",
-                              20e-6)):
-        for suffix, value in (("", "a number"), ("_tensor", "a device tensor, validate=False")):
-            goals.append(_goal(
-                f"write_host_time_{key}{suffix}",
-                f"{what} <= {limit * 1e6:.0f} us host time (N=1, fastest of 300; {value})",
-                mw.get(f"{key}{suffix}_s"), lambda v, lim=limit: v <= lim,
-                lambda v: f"{v * 1e6:.1f} us", _reason(mw)))
-    return goals
-
-
-def _distributed_goal(res: dict) -> dict:
-    d = res.get("distributed", {})
-    n = d.get("num_envs_per_rank")
-    sync = d.get("in_loop_sync_s_2", d.get("sync_s_2"))
-    wait = d.get("in_loop_wait_s_2")
-    why = _reason(d) or (f"sync {sync * 1e6:.0f} us host per sync at 2 ranks"
-                         + (f" ({wait * 1e6:.0f} us waiting)" if wait is not None else "")
-                         + f"; load average {d.get('load_average_before')} -> "
-                         f"{d.get('load_average_after')}" if sync is not None else "")
-    return _goal("distributed_weak_scaling",
-                 f"2 ranks x N >= 1.8x the env-steps/s of 1 rank x N (N={n}, ObsNorm synced "
-                 f"every {d.get('sync_every')} steps)", d.get("ratio"), lambda v: v >= 1.8,
-                 "{:.2f}x", why)
-
-
-def _memory_goal(res: dict) -> dict:
-    ss = _get(res, "memory", "steady_state") or {}
-    growth = ss.get("growth_bytes")
-    steps = ss.get("steps")
-    return _goal("memory_growth", f"no memory growth over {steps} steps (<= 4 MiB, "
-                 f"{ss.get('metric', '')})", growth, lambda g: g <= MEMORY_GROWTH_LIMIT,
-                 "{:+,d} B", _reason(ss))
-
-
-def gpu_goals(res: dict) -> list[dict]:
-    name = "gpuparam CartPole-v1 rand3(step)+ObsNorm"
-    pts = _get(res, "throughput", name, "points") or []
-    big = [p["env_steps_per_s"] for p in pts if p.get("num_envs", 0) >= 1 << 20
-           and "env_steps_per_s" in p]
-    roof = _get(res, "roofline", "full") or {}
-    gt = _get(res, "latency", "gpu_time_masked_write_N1048576") or {}
-    # kernels: the mask's copy into the table's staging buffer is a memcpy, reported apart
+def _one_kernel(res: dict):
+    """1.0 when a masked write at N=1M is one kernel and no torch host sync, else 0.0."""
+    gt = get(res, "latency/gpu_time_masked_write_N1048576") or {}
     ops = gt.get("kernels_per_call")
-    one = None if ops is None else float(ops == 1 and not gt.get("torch_sync_inside"))
-    return [
-        _goal("gpu_throughput", "CartPole rand3(step)+ObsNorm, N >= 1M: >= 1e10 env-steps/s",
-              max(big) if big else None, lambda v: v >= 1e10, "{:.3g} env-steps/s",
-              "no point at N >= 1M"),
-        _goal("gpu_roofline", ">= 50% of copy bandwidth for the counted bytes (full config)",
-              roof.get("fraction_of_copy_bandwidth"), lambda v: v >= 0.5, "{:.1%}",
-              _reason(roof)),
-        _goal("gpu_write_time", "masked parameter write at N=1M < 20 us GPU time",
-              gt.get("gpu_s_per_call"), lambda v: v < 20e-6, "{:.3g} s", _reason(gt)),
-        _goal("gpu_write_one_kernel", "masked write: one kernel, no torch host sync",
-              one, lambda v: v == 1.0,
-              lambda _: (f"{ops:g} kernels + {gt.get('copies_per_call', 0):g} copies per call, "
-                         f"torch sync: {gt.get('torch_sync_inside')}"),
-              _reason(gt)),
-        _memory_goal(res),
-        _distributed_goal(res),
-    ]
+    return None if ops is None else float(ops == 1 and not gt.get("torch_sync_inside"))
 
 
-def robot_goals(res: dict) -> list[dict]:
-    """Issue 12: robots on MuJoCo Warp."""
-    ov = _get(res, "robots", "overhead") or {}
-    n = ov.get("num_envs")
-    rand3 = ov.get("rand3") or {}
-    host = _get(res, "robots", "host_time") or {}
-    return [
-        _goal("robot_step_rand3", f"Ant per-step friction+damping+gear <= 10% over bare (N={n})",
-              rand3.get("extra_share", rand3.get("overhead")), lambda x: x <= 0.10, "{:+.1%}",
-              _reason(rand3 or ov) or "its stages timed alone over the bare step"),
-        _goal("robot_host_time", "Ant captured step at N=1: host time beyond physics < 50 us",
-              host.get("beyond_physics_s"), lambda x: x < 50e-6,
-              lambda x: f"{x * 1e6:.1f} us", _reason(host)),
-        *go1_goals(res),
-    ]
+def _go1_8192(res: dict):
+    rec = get(res, "robots/go1_recipe") or {}
+    return rec.get("full_env_steps_per_s") if rec.get("num_envs") == 8192 else None
 
 
-def go1_goals(res: dict) -> list[dict]:
-    """Issue 23: the Go1 recipe's cost, and on a GPU its throughput at N=8192."""
-    rec = _get(res, "robots", "go1_recipe") or {}
-    n = rec.get("num_envs")
-    goals = [_goal("go1_recipe", f"Go1 full recipe <= 15% over the bare Go1 step (N={n})",
-                   rec.get("overhead"), lambda x: x <= 0.15, "{:+.1%}", _reason(rec))]
-    if str(_get(res, "config", "device") or "cpu").startswith("cuda"):
-        goals.append(_goal("go1_gpu_8192", "Go1 full recipe at N=8192: >= 1M env-steps/s",
-                           rec.get("full_env_steps_per_s") if n == 8192 else None,
-                           lambda x: x >= 1e6, lambda x: f"{x / 1e6:.2f}M env-steps/s",
-                           _reason(rec)))
-    return goals
+WRITES = "host time (N=1, fastest of 300; {})"
+GOALS = [  # (id, devices, goal, value: a results path or a function of the results,
+    #           passes, display)
+    ("cartpole_vs_gymnasium", "cpu", "CartPole step >= 2.5x Gymnasium vector (N=16384)",
+     "throughput_paired/ratio", lambda v: v >= 2.5, times),
+    ("switch_vs_recreate", "cpu", "parameter switch (write + reset_stats) >= 10,000x faster "
+     "than collector recreate (spawn, N=16384)",
+     "latency/ratios/collector_recreate_over_gpuparam_write_reset_stats_N16384",
+     lambda v: v >= 1e4, "{:,.0f}x".format),
+    ("issue5_switch", "cpu", "parameter switch (write + reset_stats) >= 1,000x faster than "
+     "collector recreate (spawn, N=4096)",
+     "latency/ratios/collector_recreate_over_gpuparam_write_reset_stats_N4096",
+     lambda v: v >= 1e3, "{:,.0f}x".format),
+    ("host_time", "cpu", "host time per captured step < 15 us (N=1, CartPole rand3(step)"
+     "+ObsNorm+RewardNorm)", "host_time/full_step_s", lambda v: v < 15e-6, us),
+    ("write_host_time_set", "cpu", "params.set(name, value, mask) <= 12 us "
+     + WRITES.format("a number"), "host_time/masked_writes/set_s", lambda v: v <= 12e-6, us),
+    ("write_host_time_set_tensor", "cpu", "params.set(name, value, mask) <= 12 us "
+     + WRITES.format("a device tensor, validate=False"),
+     "host_time/masked_writes/set_tensor_s", lambda v: v <= 12e-6, us),
+    ("write_host_time_set_reset_stats", "cpu", "params.set + ObsNorm.reset_stats(mask) <= "
+     "20 us " + WRITES.format("a number"), "host_time/masked_writes/set_reset_stats_s",
+     lambda v: v <= 20e-6, us),
+    ("write_host_time_set_reset_stats_tensor", "cpu", "params.set + ObsNorm.reset_stats(mask)"
+     " <= 20 us " + WRITES.format("a device tensor, validate=False"),
+     "host_time/masked_writes/set_reset_stats_tensor_s", lambda v: v <= 20e-6, us),
+    ("gpu_throughput", "cuda", "CartPole rand3(step)+ObsNorm, N >= 1M: >= 1e10 env-steps/s",
+     _gpu_rate, lambda v: v >= 1e10, "{:.3g} env-steps/s".format),
+    ("gpu_roofline", "cuda", ">= 50% of copy bandwidth for the counted bytes (full config)",
+     "roofline/full/fraction_of_copy_bandwidth", lambda v: v >= 0.5, "{:.1%}".format),
+    ("gpu_write_time", "cuda", "masked parameter write at N=1M < 20 us GPU time",
+     "latency/gpu_time_masked_write_N1048576/gpu_s_per_call", lambda v: v < 20e-6, us),
+    ("gpu_write_one_kernel", "cuda", "masked write: one kernel, no torch host sync",
+     _one_kernel, lambda v: v == 1.0, {1.0: "yes", 0.0: "no"}.get),
+    ("memory_growth", "cpu cuda", "no memory growth over the steady-state run (<= 4 MiB)",
+     "memory/steady_state/growth_bytes", lambda v: v <= 4 * MIB, "{:+,d} B".format),
+    ("distributed_weak_scaling", "cpu cuda", "2 ranks x N >= 1.8x the env-steps/s of 1 rank "
+     "x N (ObsNorm synced every 10 steps)", "distributed/ratio", lambda v: v >= 1.8, times),
+    ("robot_step_rand3", "cpu cuda", "Ant per-step friction+damping+gear <= 10% over bare "
+     "(N=64, its stages timed alone over the bare step)",
+     "robots/overhead/rand3/extra_share", lambda v: v <= 0.10, pct),
+    ("robot_host_time", "cpu cuda", "Ant captured step at N=1: host time beyond physics "
+     "< 50 us", "robots/host_time/beyond_physics_s", lambda v: v < 50e-6, us),
+    ("go1_recipe", "cpu cuda", "Go1 full recipe <= 15% over the bare Go1 step (N=64)",
+     "robots/go1_recipe/overhead", lambda v: v <= 0.15, pct),
+    ("go1_gpu_8192", "cuda", "Go1 full recipe at N=8192: >= 1M env-steps/s", _go1_8192,
+     lambda v: v >= 1e6, lambda v: f"{v / 1e6:.2f}M env-steps/s"),
+]
+
+
+def _reason(res: dict, path) -> str:
+    """The skip or error recorded nearest the figure's path, else "not measured"."""
+    d, why = res, "not measured"
+    for key in path.split("/") if isinstance(path, str) else ():
+        if not isinstance(d, dict):
+            break
+        why = d.get("skipped") or d.get("error") or why
+        d = d.get(key)
+    return why
 
 
 def evaluate(res: dict) -> list[dict]:
-    """Goals of the run's device: CPU goals (issues 3-6) or GPU goals (issue 7), plus the
-    robots' (issue 12)."""
-    device = _get(res, "config", "device") or "cpu"
-    goals = gpu_goals(res) if str(device).startswith("cuda") else cpu_goals(res)
-    return goals + robot_goals(res)
+    """The goals of the run's device (``res["config"]["device"]``), each a dict with
+    ``id``, ``goal``, ``status`` and ``measured`` / ``display``, or ``reason`` when SKIP."""
+    kind = "cuda" if str(get(res, "config/device") or "cpu").startswith("cuda") else "cpu"
+    out = []
+    for gid, devices, goal, where, passes, display in GOALS:
+        if kind not in devices.split():
+            continue
+        value = where(res) if callable(where) else get(res, where)
+        if value is None:
+            out.append({"id": gid, "goal": goal, "status": "SKIP", "reason": _reason(res, where)})
+        else:
+            out.append({"id": gid, "goal": goal, "measured": value, "display": display(value),
+                        "status": "PASS" if passes(value) else "FAIL"})
+    return out

@@ -35,22 +35,18 @@ import time
 import torch
 
 import gpuparam as gp
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import BARE, GpSetup, gp_subject
-from benchmarks.timing import interleave, median, sync
+from benchmarks.config import BARE, FULLEST, RunConfig
+from benchmarks.subjects import gp_subject
+from benchmarks.timing import attempt, interleave, median, sync
 
-FULL = GpSetup("rand3(step)+ObsNorm+RewardNorm", randomize="step",
-               transforms=("ObsNorm", "RewardNorm"))
 STEPS = 2000
 WRITE_CALLS = 300  # calls timed one by one; the figure is the fastest (issue 41)
 NUM_MASKS = 8
 WRITE_GOALS_S = {"set": 12e-6, "set_reset_stats": 20e-6}  # issue 41 item 3, N=1, CPU
 
 
-def measure(cfg: RunConfig, bar) -> dict:
-    bar.set_postfix_str("host time per captured step, N=1")
-    subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULL, 1, cfg.device)}
+def measure(cfg: RunConfig) -> dict:
+    subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULLEST, 1, cfg.device)}
     inner = subjects["full"].env.env  # the TransformedEnv's VecEnv
     try:
         runs = {k: (lambda s=s: s.run(STEPS)) for k, s in subjects.items()}
@@ -59,21 +55,18 @@ def measure(cfg: RunConfig, bar) -> dict:
     finally:
         for s in subjects.values():
             s.close()
-    out = {"num_envs": 1, "steps": STEPS, "config": FULL.label,
+    out = {"num_envs": 1, "steps": STEPS, "config": FULLEST.label,
            "measures": "host+device" if cfg.is_cuda else "host",
            "plan": [list(names) + [graphed] for names, graphed in inner.pipeline.plan]}
     for k, ts in times.items():
         out[f"{k}_step_s"] = min(ts) / STEPS
         out[f"{k}_step_median_s"] = median(ts) / STEPS
-    bar.update(1)
-    bar.set_postfix_str("host time per masked write, N=1")
     val, failed = attempt(masked_writes, cfg.device)
     out["masked_writes"] = failed or val
     if cfg.is_cuda:
         for n in (1, 1 << 20):
             val, failed = attempt(masked_write_device_time, cfg.device, n)
             out["masked_writes"][f"device_time_N{n}"] = failed or val
-    bar.update(1)
     return out
 
 
@@ -198,7 +191,3 @@ def _replay(env, device: str) -> float:
         call()
     sync(device)  # (as Subject.run: on CUDA, to completion)
     return time.perf_counter() - t0
-
-
-def units(cfg: RunConfig) -> int:
-    return 2

@@ -16,9 +16,16 @@ import torch
 
 import gpuparam as gp
 from benchmarks.config import LATENCY_SIZES, RunConfig
-from benchmarks.features import Skipped, attempt, optional_import, transforms
 from benchmarks.subjects import gym_cartpole, torchrl_cartpole
-from benchmarks.timing import median, preserve_torch_threads, start_method, timed
+from benchmarks.timing import (
+    Skipped,
+    attempt,
+    median,
+    optional_import,
+    preserve_torch_threads,
+    start_method,
+    timed,
+)
 
 NUM_MASKS = 8
 SET_VALUE = 0.9
@@ -36,27 +43,21 @@ def _per_call(fn, calls: int, repeats: int, device) -> dict:
 
 
 def _switch_fns(n: int, device: str):
-    """``(write, build_reset)``: ``write(i)`` does one masked write with mask ``i % K``;
-    ``build_reset()`` returns the same plus ``ObsNorm.reset_stats`` (or raises Skipped)."""
+    """``(write, write_and_reset)``: ``write(i)`` does one masked write with mask ``i % K``,
+    ``write_and_reset(i)`` the same plus ``ObsNorm.reset_stats``."""
     env = gp.make("CartPole-v1", num_envs=n, device=device, seed=0)
     masks = _masks(n, env.device)
+    norm = gp.ObsNorm(env.observation_spec.shape, num_envs=n, device=env.device)
+    norm(env.reset()["observation"])  # statistics hold one batch
 
     def write(i: int) -> None:
         env.params.set("length", SET_VALUE, mask=masks[i % NUM_MASKS])
 
-    def build_reset():
-        (ObsNorm,) = transforms("ObsNorm")
-        norm = ObsNorm(env.observation_spec.shape, num_envs=n, device=env.device)
-        norm(env.reset()["observation"])  # statistics hold one batch
+    def write_and_reset(i: int) -> None:
+        write(i)
+        norm.reset_stats(masks[i % NUM_MASKS])
 
-        def write_and_reset(i: int) -> None:
-            m = masks[i % NUM_MASKS]
-            env.params.set("length", SET_VALUE, mask=m)
-            norm.reset_stats(m)
-
-        return write_and_reset
-
-    return write, build_reset
+    return write, write_and_reset
 
 
 def measure_gpuparam(cfg: RunConfig, sizes: tuple[int, ...]) -> tuple[dict, dict]:
@@ -65,10 +66,10 @@ def measure_gpuparam(cfg: RunConfig, sizes: tuple[int, ...]) -> tuple[dict, dict
     write_res: dict = {}
     reset_res: dict = {}
     for n in sizes:
-        write, build_reset = _switch_fns(n, cfg.device)
+        write, write_and_reset = _switch_fns(n, cfg.device)
         write_res[str(n)] = {"num_envs": n, **_per_call(write, calls, repeats, cfg.device)}
-        fn, failed = attempt(build_reset)
-        reset_res[str(n)] = {"num_envs": n, **(failed or _per_call(fn, calls, repeats, cfg.device))}
+        reset_res[str(n)] = {"num_envs": n,
+                             **_per_call(write_and_reset, calls, repeats, cfg.device)}
     return write_res, reset_res
 
 
@@ -172,9 +173,8 @@ def _ratios(res: dict) -> dict:
     return out
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     sizes = LATENCY_SIZES + ((1048576,) if cfg.is_cuda else ())
-    bar.set_postfix_str("latency: gpuparam masked writes")
     res: dict = {}
     val, failed = attempt(measure_gpuparam, cfg, sizes)
     if failed is None:
@@ -182,15 +182,10 @@ def measure(cfg: RunConfig, bar) -> dict:
     else:
         res["gpuparam_write"], res["gpuparam_write_reset_stats"] = {}, {}
         res["gpuparam_error"] = failed
-    bar.update(1)
-    bar.set_postfix_str("latency: gymnasium set_attr")
     val, failed = attempt(measure_set_attr, cfg)
     res["gymnasium_async_set_attr"] = failed or val
-    bar.update(1)
-    bar.set_postfix_str("latency: torchrl collector recreate")
     val, failed = attempt(measure_collector_recreate, cfg)
     res["torchrl_collector_recreate"] = failed or val
-    bar.update(1)
     if cfg.is_cuda:
         from benchmarks.gpu.gpu_time import masked_write_gpu_time
 
@@ -198,7 +193,3 @@ def measure(cfg: RunConfig, bar) -> dict:
         res["gpu_time_masked_write_N1048576"] = failed or val
     res["ratios"] = _ratios(res)
     return res
-
-
-def units(cfg: RunConfig) -> int:
-    return 3

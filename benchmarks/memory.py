@@ -15,23 +15,9 @@ import resource
 
 import torch
 
-from benchmarks.config import RunConfig
-from benchmarks.features import Skipped, attempt
-from benchmarks.subjects import BARE, FULL, GpSetup, gp_actions, make_gp_env
-from benchmarks.timing import sync
-
-EVERYTHING = GpSetup(
-    "rand3(step)+ObsNorm+RewardNorm+hooks",
-    randomize="step",
-    transforms=("ObsNorm", "RewardNorm"),
-    hooks=True,
-)
-
-
-def device_bytes(env) -> dict:
-    """Distinct bytes of all buffers the env holds, per device and per attribute
-    (``env.device_bytes()``)."""
-    return env.device_bytes()
+from benchmarks.config import BARE, EVERYTHING, GpSetup, RunConfig
+from benchmarks.subjects import gp_actions, make_gp_env
+from benchmarks.timing import attempt, sync
 
 
 def _host_rss() -> int:
@@ -46,11 +32,10 @@ def _per_env(setup: GpSetup, n: int, device: str) -> dict:
     if device.startswith("cuda"):
         sync(device)
         before = torch.cuda.memory_allocated(device)
-    notes: list[str] = []
-    env = make_gp_env(setup, n, device, notes)
+    env = make_gp_env(setup, n, device)
     env.reset()
     env.step(gp_actions(env, n, env.device)[0])
-    res = device_bytes(env)
+    res = env.device_bytes()
     dev_total = res["bytes_by_device"].get(str(env.device), 0)
     res.update(config=setup.label, num_envs=n, counted_bytes=dev_total,
                counted_bytes_per_env=dev_total / n)
@@ -58,23 +43,13 @@ def _per_env(setup: GpSetup, n: int, device: str) -> dict:
         sync(device)
         delta = torch.cuda.memory_allocated(device) - before
         res.update(cuda_allocated_delta=delta, cuda_allocated_delta_per_env=delta / n)
-    res["notes"] = notes
     return res
 
 
-def _first_buildable(n: int, device: str):
-    reasons = []
-    for setup in (EVERYTHING, FULL, BARE):
-        try:
-            return setup, make_gp_env(setup, n, device)
-        except Skipped as e:
-            reasons.append(f"{setup.label}: {e}")
-    raise Skipped("; ".join(reasons))
-
-
-def steady_state(cfg: RunConfig, n: int, bar) -> dict:
+def steady_state(cfg: RunConfig, n: int) -> dict:
     """Sample memory while stepping; returns samples and the growth after warm-up."""
-    setup, env = _first_buildable(n, cfg.device)
+    setup = EVERYTHING
+    env = make_gp_env(setup, n, cfg.device)
     actions = gp_actions(env, n, env.device)
     env.reset()
     steps = cfg.memory_steps()
@@ -105,22 +80,12 @@ def steady_state(cfg: RunConfig, n: int, bar) -> dict:
     }
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     out: dict = {"per_env": {}}
-    bar.set_postfix_str("memory per env")
     for key, setup in (("bare", BARE), ("full", EVERYTHING)):
         val, failed = attempt(_per_env, setup, n, cfg.device)
-        if failed and setup is EVERYTHING:  # fall back to what exists
-            val, failed = attempt(_per_env, FULL, n, cfg.device)
         out["per_env"][key] = failed or val
-    bar.update(1)
-    bar.set_postfix_str("memory steady state")
-    val, failed = attempt(steady_state, cfg, n, bar)
+    val, failed = attempt(steady_state, cfg, n)
     out["steady_state"] = failed or val
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 2

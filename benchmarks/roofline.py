@@ -23,7 +23,7 @@ from benchmarks.timing import sync
 
 # kernels/episode.py writes these only where done
 CONDITIONAL_WRITES = frozenset({"episode_return_out", "episode_length_out"})
-RANDOMIZED_PARAMS = 3  # benchmarks.features.randomization_terms
+RANDOMIZED_PARAMS = 3  # benchmarks.config.randomization_terms
 COPY_BYTES = 1 << 30
 
 
@@ -84,13 +84,11 @@ def _best_point(series: dict) -> dict | None:
     return max(pts, key=lambda p: p["num_envs"]) if pts else None
 
 
-def measure(cfg: RunConfig, throughput: dict, bar) -> dict:
-    bar.set_postfix_str("roofline")
+def measure(cfg: RunConfig, throughput: dict) -> dict:
     counted = step_bytes()
     out: dict = {"bytes_per_env_step": counted}
     if not cfg.is_cuda:
         out["skipped"] = "GPU only: the roofline compares against device memory bandwidth"
-        bar.update(1)
         return out
     bw = copy_bandwidth(cfg.device)
     out["copy_bandwidth"] = bw
@@ -111,9 +109,4 @@ def measure(cfg: RunConfig, throughput: dict, bar) -> dict:
             "achieved_bytes_per_s": achieved,
             "fraction_of_copy_bandwidth": achieved / bw["bytes_per_s"],
         }
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1

@@ -18,16 +18,9 @@ import time
 
 import warp as wp
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import BARE, GpSetup, gp_actions, gp_subject
-from benchmarks.timing import median
-
-CONFIGS: dict[str, GpSetup] = {
-    "bare": BARE,
-    "reset_randomization_3": GpSetup("rand3(reset)", randomize="reset"),
-    "ObsNorm+RewardNorm": GpSetup("ObsNorm+RewardNorm", transforms=("ObsNorm", "RewardNorm")),
-}
+from benchmarks.config import STAGES, RunConfig
+from benchmarks.subjects import gp_actions, gp_subject
+from benchmarks.timing import attempt, median
 
 
 def _timer_cost_ns(reps: int = 2000, clock=time.perf_counter_ns) -> float:
@@ -85,17 +78,15 @@ def profile(env, steps: int, repeats: int) -> dict:
     return {"stages_s": stages, "sum_s": sum(stages.values()), "step_s": median(whole)}
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = cfg.goal_n
     steps, repeats = cfg.steps_for(n), cfg.repeats_for("paired")
-    bar.set_postfix_str(f"stage costs N={n}")
     out: dict = {"num_envs": n, "steps": steps, "repeats": repeats, "configs": {}}
     if cfg.is_cuda:
         out["skipped"] = ("CPU only: CUDA stages run asynchronously inside one graph "
                           "(time them with torch.profiler or Nsight Systems)")
-        bar.update(1)
         return out
-    for key, setup in CONFIGS.items():
+    for key, setup in STAGES.items():
         subject, failed = attempt(gp_subject, setup, n, cfg.device)
         if failed:
             out["configs"][key] = failed
@@ -105,10 +96,5 @@ def measure(cfg: RunConfig, bar) -> dict:
         finally:
             subject.close()
         out["configs"][key] = {"label": setup.label, **(failed or res)}
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1
 

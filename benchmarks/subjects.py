@@ -2,7 +2,7 @@
 
 A ``Subject`` owns its env and pre-generated actions (built before any timing, cycled in the
 timed loop), and ``run(steps)`` returns the seconds ``steps`` batched steps take, device work
-included. Builders raise ``Skipped`` when a peer or a gpuparam feature is missing.
+included. Peer builders raise ``Skipped`` when the peer is not installed.
 """
 
 from __future__ import annotations
@@ -16,14 +16,8 @@ import numpy as np
 import torch
 
 import gpuparam as gp
-from benchmarks.features import (
-    Skipped,
-    optional_import,
-    randomization_terms,
-    require_method,
-    transforms,
-)
-from benchmarks.timing import preserve_torch_threads, sync
+from benchmarks.config import GpSetup, randomization_terms
+from benchmarks.timing import optional_import, preserve_torch_threads, sync
 
 NUM_ACTION_BATCHES = 8  # distinct pre-generated action batches, cycled
 
@@ -52,22 +46,6 @@ class Subject:
 
 
 # ----------------------------------------------------------------------------- gpuparam
-@dataclass(frozen=True)
-class GpSetup:
-    """A gpuparam configuration: env id plus optional randomization, transforms and hooks."""
-
-    label: str
-    env_id: str = "CartPole-v1"
-    randomize: str | None = None  # "step" or "reset": three terms (features.randomization_terms)
-    transforms: tuple[str, ...] = ()  # "ObsNorm", "RewardNorm"
-    hooks: bool = False  # one before_step and one after_step hook, one tiny device op each
-
-
-BARE = GpSetup("bare")
-PENDULUM = GpSetup("bare", env_id="Pendulum-v1")
-FULL = GpSetup("rand3(step)+ObsNorm", randomize="step", transforms=("ObsNorm",))
-
-
 def gp_actions(env, n: int, device: torch.device) -> list[torch.Tensor]:
     """K pre-generated action batches matching ``env.action_spec``."""
     spec = env.action_spec
@@ -82,19 +60,12 @@ def gp_actions(env, n: int, device: torch.device) -> list[torch.Tensor]:
     return list(a.to(device).unbind(0))
 
 
-def make_gp_env(setup: GpSetup, n: int, device: str, notes: list[str] | None = None):
-    """Build the (possibly wrapped) gpuparam env of ``setup``; raises Skipped if unsupported."""
-    notes = [] if notes is None else notes
-    env = gp.make(setup.env_id, num_envs=n, device=device, seed=0)  # captured step
+def make_gp_env(setup: GpSetup, n: int, device: str):
+    """Build the (possibly wrapped) gpuparam env of ``setup``, its step captured."""
+    env = gp.make(setup.env_id, num_envs=n, device=device, seed=0)
     if setup.randomize:
-        require_method(env, "randomize")
-        terms = randomization_terms(setup.randomize)
-        try:
-            env.randomize(*terms)
-        except Exception as e:  # a rejected term is reported, not fatal
-            raise Skipped(f"env.randomize rejected the terms: {type(e).__name__}: {e}") from e
+        env.randomize(*randomization_terms(setup.randomize))
     if setup.hooks:
-        require_method(env, "before_step", "after_step")
         counter = torch.zeros(n, dtype=torch.int32, device=env.device)
 
         def hook(_env, _td) -> None:
@@ -103,19 +74,15 @@ def make_gp_env(setup: GpSetup, n: int, device: str, notes: list[str] | None = N
         env.before_step(hook)
         env.after_step(hook)
     if setup.transforms:
-        TransformedEnv = transforms("TransformedEnv")[0]
-        mods = []
-        for name in setup.transforms:
-            cls = transforms(name)[0]
-            obs_shape = env.observation_spec.shape
-            mods.append(cls(obs_shape) if name == "ObsNorm" else cls(gamma=0.99))
-        env = TransformedEnv(env, *mods)
+        norms = {"ObsNorm": lambda: gp.ObsNorm(env.observation_spec.shape),
+                 "RewardNorm": lambda: gp.RewardNorm(gamma=0.99)}
+        env = gp.TransformedEnv(env, *(norms[name]() for name in setup.transforms))
     return env
 
 
 def gp_subject(setup: GpSetup, n: int, device: str, warmup: int = 5) -> Subject:
     notes: list[str] = []
-    env = make_gp_env(setup, n, device, notes)
+    env = make_gp_env(setup, n, device)
     actions = gp_actions(env, n, env.device)
     env.reset()
     k = len(actions)
@@ -131,7 +98,6 @@ def gp_subject(setup: GpSetup, n: int, device: str, warmup: int = 5) -> Subject:
 def obs_norm_subject(n: int, features: int, device: str, warmup: int = 5) -> Subject:
     """What ``TransformedEnv`` does per step with an ``ObsNorm`` on a ``features``-dim
     observation: update with ``final_observation``, normalize it and ``observation``."""
-    require_method(gp.ObsNorm, "forward_pair")
     norm = gp.ObsNorm((features,), num_envs=n, device=device)
     g = torch.Generator(device="cpu").manual_seed(0)
     x, x2 = (torch.randn(n, features, generator=g).to(device) for _ in range(2))

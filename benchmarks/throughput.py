@@ -9,32 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from benchmarks.config import RunConfig
-from benchmarks.features import attempt
-from benchmarks.subjects import (
-    BARE,
-    FULL,
-    PEERS,
-    PENDULUM,
-    GpSetup,
-    Subject,
-    gp_subject,
-    gym_vector_subject,
-)
-from benchmarks.timing import interleave, median, paired_ratio
+from benchmarks.config import BARE, FULL, THROUGHPUT, RunConfig
+from benchmarks.subjects import PEERS, Subject, gp_subject, gym_vector_subject
+from benchmarks.timing import attempt, interleave, median, paired_ratio
 
 GP_VECTOR = "gymnasium vector CartPole-v1"
 HOST_PEER_MAX_N = 1 << 20
-GP_SERIES: dict[str, GpSetup] = {
-    "gpuparam CartPole-v1": BARE,
-    "gpuparam Pendulum-v1": PENDULUM,
-    "gpuparam CartPole-v1 rand3(step)+ObsNorm": FULL,
-}
 
 
 def _builders(cfg: RunConfig) -> dict[str, Callable[[int], Subject]]:
     out: dict[str, Callable[[int], Subject]] = {
-        name: partial(gp_subject, setup, device=cfg.device) for name, setup in GP_SERIES.items()
+        name: partial(gp_subject, setup, device=cfg.device) for name, setup in THROUGHPUT.items()
     }
     out[GP_VECTOR] = gym_vector_subject
     return out
@@ -81,13 +66,12 @@ def _series(kind: str) -> dict:
     return {"kind": kind, "points": []}
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     """All series over ``cfg.sizes`` (and the process-per-env peers over ``cfg.peer_sizes``)."""
     builders = _builders(cfg)
     series = {name: _series("gpuparam" if name.startswith("gpuparam") else "peer")
               for name in [*builders, *PEERS]}
     for n in cfg.sizes:
-        bar.set_postfix_str(f"throughput N={n}")
         here = dict(builders)
         if cfg.is_cuda and n > HOST_PEER_MAX_N:
             here.pop(GP_VECTOR)
@@ -96,13 +80,10 @@ def measure(cfg: RunConfig, bar) -> dict:
         pts = _sweep_point(here, n, _steps(cfg, n), cfg.repeats_for("sweep"))
         for name, p in pts.items():
             series[name]["points"].append(p)
-        bar.update(1)
     for n in cfg.peer_sizes:
-        bar.set_postfix_str(f"peers N={n}")
         for name, build in PEERS.items():
             pts = _sweep_point({name: build}, n, cfg.peer_steps(), cfg.repeats_for("peer"))
             series[name]["points"].append(pts[name])
-        bar.update(1)
     for s in series.values():
         measured = [p for p in s["points"] if "env_steps_per_s" in p]
         if not measured and s["points"]:
@@ -111,13 +92,12 @@ def measure(cfg: RunConfig, bar) -> dict:
     return series
 
 
-def measure_paired(cfg: RunConfig, bar) -> dict:
+def measure_paired(cfg: RunConfig) -> dict:
     """gpuparam vs Gymnasium vector CartPole at the goal N, interleaved round by round.
 
     ``ratio`` is the median over rounds of (gpuparam rate / Gymnasium rate).
     """
     n = cfg.goal_n
-    bar.set_postfix_str(f"paired ratio N={n}")
     steps, repeats = _steps(cfg, n), cfg.repeats_for("paired")
     builders = {
         "gpuparam": partial(gp_subject, BARE, device=cfg.device),
@@ -125,7 +105,6 @@ def measure_paired(cfg: RunConfig, bar) -> dict:
         "gpuparam_full": partial(gp_subject, FULL, device=cfg.device),
     }
     pts = _sweep_point(builders, n, steps, repeats)
-    bar.update(1)
     out: dict = {"num_envs": n, "repeats": repeats, "points": pts}
     gpp, gym, full = pts["gpuparam"], pts["gymnasium"], pts["gpuparam_full"]
     if "env_steps_per_s" not in gpp or "env_steps_per_s" not in gym:
@@ -142,8 +121,3 @@ def measure_paired(cfg: RunConfig, bar) -> dict:
     else:
         out["full_ratio_skipped"] = full.get("skipped") or full.get("error")
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    """Progress-bar units this module reports."""
-    return len(cfg.sizes) + len(cfg.peer_sizes) + 1

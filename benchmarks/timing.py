@@ -1,8 +1,10 @@
-"""Timing helpers: device sync, interleaved repeats, medians."""
+"""Timing helpers: device sync, interleaved repeats, medians; and how a measurement that
+cannot run here (a peer not installed) is recorded: ``Skipped``, ``attempt``."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing as mp
 import statistics
 import time
@@ -72,3 +74,29 @@ def start_method(method: str) -> Iterator[None]:
         yield
     finally:
         mp.set_start_method(before, force=True)
+
+
+class Skipped(Exception):
+    """A measurement that cannot run here; ``str(e)`` is the reason recorded in the JSON."""
+
+
+def optional_import(module: str, hint: str = ""):
+    """Import ``module`` or raise Skipped("<module> not installed...")."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise Skipped(f"{module} not installed ({e}){'; ' + hint if hint else ''}") from None
+
+
+def attempt(fn, *args, **kwargs) -> tuple[object, dict | None]:
+    """``(fn(...), None)``, or ``(None, {"skipped": reason})`` / ``(None, {"error": msg})``.
+
+    A missing peer is a skip; any other exception is recorded as an error so that one
+    broken measurement does not hide the others (and is never turned into a number).
+    """
+    try:
+        return fn(*args, **kwargs), None
+    except Skipped as e:
+        return None, {"skipped": str(e)}
+    except Exception as e:
+        return None, {"error": f"{type(e).__name__}: {e}"}

@@ -32,8 +32,7 @@ import torch
 
 import gpuparam as gp
 from benchmarks.config import RunConfig
-from benchmarks.features import attempt, optional_import
-from benchmarks.timing import median, paired_ratio, preserve_torch_threads
+from benchmarks.timing import attempt, median, optional_import, paired_ratio, preserve_torch_threads
 
 STEPS = 16  # rollout length per iteration, both sides
 
@@ -256,12 +255,11 @@ GYM_SIDE = {
 }
 
 
-def measure(cfg: RunConfig, bar) -> dict:
+def measure(cfg: RunConfig) -> dict:
     n = 256
     iterations = cfg.steps if cfg.steps is not None else (3 if cfg.quick else 10)
     iterations = max(1, min(iterations, 10))
     rounds = 1 if cfg.repeats == 1 else (2 if cfg.quick else 5)
-    bar.set_postfix_str(f"training loops N={n}")
     out: dict = {"num_envs": n, "iterations": iterations, "rollout_steps": STEPS,
                  "rounds": rounds, "libraries": {}}
     for lib, make in PAIRS.items():
@@ -285,9 +283,4 @@ def measure(cfg: RunConfig, bar) -> dict:
             "gymnasium_s": median(times["gymnasium"]),
             "ratio": paired_ratio(times["gymnasium"], times["gpuparam"]),
         }
-    bar.update(1)
     return out
-
-
-def units(cfg: RunConfig) -> int:
-    return 1

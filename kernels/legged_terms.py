@@ -94,11 +94,12 @@ class Sensors:
     """Where the task reads MuJoCo Warp's data: ``sensordata`` addresses of the imu
     (gyro, local linear velocity, accelerometer, global linear and angular velocity), of
     the upvector; the imu site, the base body; per foot (``[F]``) its site, floor-contact
-    sensor, global linear velocity and force sensor (empty without one); contact groups:
+    sensors (``found_per_foot`` each, foot-major ``[F * found_per_foot]``: the foot touches
+    when any does), global linear velocity and force sensor (empty without one); contact
+    groups:
     ``n_penalized`` groups, group ``b``'s sensors ``penalized[penalized_start[b] :
     penalized_start[b + 1]]``, ``n_terminating`` sensors ``terminating``; ``extra``: a
-    task's own sensor addresses (its terms index them). A foot has ``found_per_foot``
-    contact sensors (foot-major in ``foot_found``; in contact: any > 0); after a step they
+    task's own sensor addresses (its terms index them). After a step the contact sensors
     are read at ``foot_found_step`` (``foot_found`` but for Playground's H1, which indexes
     ``sensordata`` by the sensors' ids there). Arrays of size >= 1."""
 

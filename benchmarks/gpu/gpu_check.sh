@@ -19,8 +19,8 @@
 # GPU_CHECK_CAPS="go1_train=330 robots=120" overrides caps: whole seconds), and appends
 # JSON lines {"section", "ok", ...figures} to $OUT/results.jsonl as it ends: a run killed
 # later keeps what it measured. $OUT is a new folder, an empty one, or one holding only an
-# earlier check's files; it ends holding at most 8 files: results.jsonl, check.log (every
-# section's output), go1_history.json, go1_curve.png, go1_model.pt and go1_policy.pt.
+# earlier check's files; it ends holding at most 9 files: results.jsonl, check.log (every
+# section's output), go1_history.json, go1_curve.png, go1_model.pt, go1_policy.pt2 and go1_policy.onnx.
 # Every setting is checked before anything is written; a bad one ends with one
 # `gpu_check:` line and exit status 2.
 set -u

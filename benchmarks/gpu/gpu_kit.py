@@ -73,7 +73,7 @@ PINS = (
     "pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "pygments==2.21.0",
     "pytest-timeout==2.4.0",
     "torchrl==0.14.1", "hoptorch==0.1.4",  # tests/integrations/test_torchrl.py's GPU test
-    # examples/go1_train.py draws its curve
+    # the go1_train section draws its curve
     "matplotlib==3.11.2", "contourpy==1.3.3", "cycler==0.12.1", "fonttools==4.68.0",
     "kiwisolver==1.5.1", "pillow==13.0.0", "pyparsing==3.3.3", "python-dateutil==4.0.0",
     "tzdata==2026.6",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -168,7 +169,7 @@ def _full_cartpole(n: int, device: str):
     """CartPole with 3 per-step terms + ObsNorm + RewardNorm, captured (the budgets' full):
     ``(wrapped env, core env, ObsNorm, action batches)``."""
     import gpuparam as gp
-    from benchmarks.features import randomization_terms
+    from benchmarks.config import randomization_terms
     from benchmarks.subjects import gp_actions
 
     core = gp.make("CartPole-v1", n, device=device, seed=0)
@@ -442,30 +443,46 @@ def gpu_tests(run: Run) -> dict:
 
 
 def go1_train(run: Run) -> dict:
-    """rsl_rl PPO on Go1 flat by examples/go1_train.py for what the section's budget allows
-    (Playground's full command ranges, 512-256-128 MLPs, the legged recipe): its curve
-    (``go1_history.json``, ``go1_curve.png``), rsl_rl checkpoint (``go1_model.pt``) and
-    exported TorchScript policy (``go1_policy.pt``) go to the output folder."""
+    """rsl_rl PPO on Go1 flat by ``python -m gpuparam.train`` for what the section's budget
+    allows (the task's train config: Playground's command ranges, 512-256-128 MLPs, the
+    legged recipe): its curve (``go1_history.json`` from the run's TensorBoard scalars,
+    ``go1_curve.png``), last rsl_rl checkpoint (``go1_model.pt``) and exported policies
+    (``go1_policy.pt2``, ``go1_policy.onnx``) go to the output folder."""
     cfg = run.size("train")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "examples/go1_train.py", "--device", run.device,
-               "--num-envs", str(cfg["num_envs"]), "--iterations", str(cfg["iterations"]),
-               "--steps-per-env", str(cfg["steps_per_env"]), "--out", tmp,
-               "--save-every", str(cfg["save_every"]), "--log-every", "5",
-               "--hidden", "512,256,128", "--levels", "0",
-               "--max-seconds", str(max(5.0, run.budget - 40)),
-               "--export", str(run.out / "go1_policy.pt")]
+        cmd = [sys.executable, "-m", "gpuparam.train", "--task", "Go1JoystickFlatTerrain-v1",
+               "--device", run.device, "--num-envs", str(cfg["num_envs"]),
+               "--max-iterations", str(cfg["iterations"]), "--log-dir", tmp,
+               "--agent.num-steps-per-env", str(cfg["steps_per_env"]),
+               "--agent.save-interval", str(cfg["save_every"]),
+               "--max-seconds", str(max(5.0, run.budget - 40))]
         try:
-            r = subprocess.run(cmd, cwd=ROOT, timeout=max(10.0, run.budget - 10))
-            rc = r.returncode
+            rc = subprocess.run(cmd, cwd=ROOT, timeout=max(10.0, run.budget - 10)).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
-        for src, dst in (("history.json", "go1_history.json"), ("curve.png", "go1_curve.png"),
-                         ("model.pt", "go1_model.pt")):
-            if (Path(tmp) / src).exists():
-                shutil.copy(Path(tmp) / src, run.out / dst)
-        hist = Path(tmp) / "history.json"
-        history = json.loads(hist.read_text())["history"] if hist.exists() else []
+        runs = sorted(Path(tmp).glob("*/*/"))
+        history = _train_history(runs[-1], cfg) if runs else []
+        if runs:
+            models = sorted(runs[-1].glob("model_*.pt"), key=lambda p: int(p.stem[6:]))
+            for src, dst in ((models[-1] if models else None, "go1_model.pt"),
+                             (runs[-1] / "exported" / "policy.pt2", "go1_policy.pt2"),
+                             (runs[-1] / "exported" / "policy.onnx", "go1_policy.onnx")):
+                if src is not None and src.exists():
+                    shutil.copy(src, run.out / dst)
+    (run.out / "go1_history.json").write_text(json.dumps({"history": history}))
+    if history:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ax.plot([h["env_steps"] / 1e6 for h in history],
+                [h["tracking_lin_vel"] for h in history])
+        ax.set(xlabel="env steps (M)", ylabel="tracking_lin_vel per episode")
+        fig.tight_layout()
+        fig.savefig(run.out / "go1_curve.png", dpi=100)
+        plt.close(fig)
     out = {**cfg, "returncode": rc, "iterations_done": len(history)}
     if history:
         last = history[-1]
@@ -474,6 +491,29 @@ def go1_train(run: Run) -> dict:
                    tracking_lin_vel=[round(h["tracking_lin_vel"], 4) for h in history])
     if rc != 0:
         raise AssertionError(json.dumps(out))
+    return out
+
+
+def _train_history(run_dir: Path, cfg: dict) -> list[dict]:
+    """Per iteration of a ``gpuparam.train`` run (its TensorBoard scalars): env steps, the
+    training seconds so far (rsl_rl's collection plus learning time), and the finished
+    episodes' mean ``tracking_lin_vel`` reward (0 before any episode ends)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir)).Reload()
+    tags = acc.Tags()["scalars"]
+    if "Perf/collection_time" not in tags:
+        return []
+    track = {e.step: e.value for e in acc.Scalars("Episode_Reward/tracking_lin_vel")} \
+        if "Episode_Reward/tracking_lin_vel" in tags else {}
+    per_iter, seconds, out = cfg["num_envs"] * cfg["steps_per_env"], 0.0, []
+    for c, lt in zip(acc.Scalars("Perf/collection_time"), acc.Scalars("Perf/learning_time"),
+                     strict=True):
+        seconds += c.value + lt.value
+        v = track.get(c.step, 0.0)
+        out.append({"iteration": c.step, "env_steps": (c.step + 1) * per_iter,
+                    "seconds": max(seconds, 1e-9),
+                    "tracking_lin_vel": v if math.isfinite(v) else 0.0})
     return out
 
 

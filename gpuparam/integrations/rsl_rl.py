@@ -106,6 +106,18 @@ class RslRlVecEnv(Adapter, VecEnv):
             from the env's ``episode_return`` / ``episode_length`` at the entry;
             ``"sums"``: the exact mean over every episode finished since the last entry,
             accumulated on the device (4 tensor ops a step); ``None``: no entries.
+        log_values: more entries: ``{name: fn}``, each ``fn()`` a 0-dim device tensor
+            computed at each entry without a host sync (e.g. ``{"Curriculum/level":
+            lambda: curriculum.levels.float().mean()}``).
+
+    Reward terms and terminations: over an env that declares a ``"reward_terms"`` output
+    and ``reward_term_names`` (the legged tasks), each entry also holds
+    ``"Episode_Reward/<term>"`` for every term (IsaacLab's convention: the mean over the
+    episodes finished since the last entry of the term's sum over the episode, divided by
+    ``max_episode_length``: a term paid at its scale at every step of a full episode reads
+    its scale) and ``"Episode_Termination/terminated"`` / ``"Episode_Termination/time_out"``
+    (the fraction of those episodes ended by a termination or by the time limit); 5 tensor
+    ops a step, on the device. rsl_rl's logger writes every entry to TensorBoard.
 
     Critic group: over a gpuparam env that declares a ``"privileged_observation"`` output
     (``VecEnv.output_specs``, e.g. Go1's, float32 ``[N, C]``: the noise-free state its
@@ -142,6 +154,7 @@ class RslRlVecEnv(Adapter, VecEnv):
         clip_actions: bool = False,
         log_interval: int = 24,
         episode_stats: str | None = "latest",
+        log_values: Mapping[str, object] | None = None,
     ):
         if isinstance(privileged, str):
             privileged = (privileged,)
@@ -230,6 +243,23 @@ class RslRlVecEnv(Adapter, VecEnv):
             self._removers.append(base.add_stage(
                 Stage("rsl_rl_actions", self._action_stage, "warp"), first=True))
         self._episode_stats, self._log_interval, self._steps = episode_stats, log_interval, 0
+        log_values = dict(log_values or {})
+        bad = [k for k, f in log_values.items() if not isinstance(k, str) or not callable(f)]
+        if bad:
+            raise ValueError(f"RslRlVecEnv: log_values expected {{name: callable}}, got "
+                             f"entries {bad}")
+        self._log_values = log_values
+        # reward terms and termination causes of the finished episodes (see the docstring)
+        term_names = tuple(getattr(base, "reward_term_names", ()) or ())
+        terms = base.context.outputs.get("reward_terms") if self._staged else None
+        self._terms = None
+        if episode_stats is not None and terms is not None and term_names and (
+                terms.shape[1:] == (len(term_names),)):
+            t = len(term_names)
+            # per env: this episode's sums [N, T]; finished: sums [1, T], a product buffer,
+            # and per env the number of finished episodes that terminated [N]
+            self._terms = (term_names, torch.zeros(n, t, **f32), torch.zeros(1, t, **f32),
+                           torch.zeros(1, t, **f32), torch.zeros(n, **f32))
         self._launches: dict[str, tuple] = {}  # the stages' bound launches (_bound)
         self._donef = torch.zeros(n, **f32)
         self._acc = torch.zeros(3, n, **f32)
@@ -387,15 +417,35 @@ class RslRlVecEnv(Adapter, VecEnv):
         """Accumulate this step's finished episodes ("sums"); every ``log_interval`` steps,
         the entry (also ``last_log``)."""
         acc = self._acc  # return, length, count of finished episodes
-        if self._episode_stats == "sums":
+        if self._episode_stats == "sums" or self._terms is not None:
             done = self._donef.copy_(td["done"])
+            acc[2].add_(done)
+        if self._episode_stats == "sums":
             acc[0].addcmul_(td["episode_return"], done)
             acc[1].addcmul_(td["episode_length"], done)
-            acc[2].add_(done)
+        if self._terms is not None:
+            _, running, finished, prod, terminated = self._terms
+            running.add_(td["reward_terms"])
+            torch.mm(done[None], running, out=prod)  # the finished episodes' sums
+            finished.add_(prod)
+            running.addcmul_(running, done[:, None], value=-1.0)  # those envs start at 0
+            terminated.add_(td["terminated"])
         self._steps += 1
         if self._steps < self._log_interval:
             return None
         self._steps = 0
+        log = {}
+        if self._terms is not None:  # over the episodes finished since the last entry
+            names, _, finished, _, terminated = self._terms
+            ended = acc[2].sum()
+            per_term = finished[0] / (ended * self.max_episode_length)
+            for k, name in enumerate(names):
+                log[f"Episode_Reward/{name}"] = per_term[k]
+            term = terminated.sum() / ended
+            log["Episode_Termination/terminated"] = term
+            log["Episode_Termination/time_out"] = 1.0 - term
+            finished.zero_()
+            terminated.zero_()
         if self._episode_stats == "latest":  # each env's last finished episode, if any
             length = td["episode_length"]
             torch.gt(length, 0, out=acc[2])
@@ -403,8 +453,9 @@ class RslRlVecEnv(Adapter, VecEnv):
             acc[1].copy_(length)
         ret, length, count = acc.sum(1).unbind()
         acc.zero_()
+        log.update({name: fn() for name, fn in self._log_values.items()})
         self.last_log = {"Episode/return": ret / count, "Episode/length": length / count,
-                         "Episode/count": count}
+                         "Episode/count": count, **log}
         return self.last_log
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gpuparam.integrations._extras import Adapter, gym_spaces, held, require
+from gpuparam.integrations._extras import Adapter, base_env, gym_spaces, held, require
 
 require("skrl", "skrl", "gpuparam.integrations.skrl")
 gym = require("gymnasium", "skrl", "gpuparam.integrations.skrl")
@@ -22,6 +22,8 @@ from gpuparam.transforms import ObsNorm  # noqa: E402
 
 __all__ = ["FinalObservation", "ObsNormPreprocessor", "SkrlWrapper", "wrap"]
 
+PRIVILEGED = "privileged_observation"  # the env output skrl's "state" is
+
 
 class SkrlWrapper(Adapter, Wrapper):
     """skrl's torch ``Wrapper`` over a gpuparam env or ``gp.TransformedEnv``, torch-native.
@@ -30,7 +32,13 @@ class SkrlWrapper(Adapter, Wrapper):
         env: the gpuparam env; its public attributes (``params``, ``randomize``, ...) are
             reachable on the wrapper (skrl's ``Wrapper.__getattr__``).
 
-    Spaces are single-env Gymnasium ones; ``state_space`` is ``None``.
+    Spaces are single-env Gymnasium ones. ``state_space``: over an env that declares a
+    ``"privileged_observation"`` output (the legged tasks: the critic's noise-free state), a
+    ``Box`` of its shape, and ``state()`` returns it, float32 ``[N, *state_shape]`` (a fresh
+    copy, of the last ``step`` or first ``reset``: after the auto-reset, as the
+    observations), for skrl's agents that give their critic ``states`` (e.g. PPO's
+    ``value`` model with ``state_preprocessor``); otherwise ``None`` and ``state()``
+    returns ``None``.
 
     Truncated episodes: build the agent with :class:`FinalObservation` (``class
     Agent(FinalObservation, PPO)``). A plain skrl agent bootstraps a truncated episode from
@@ -53,6 +61,21 @@ class SkrlWrapper(Adapter, Wrapper):
         self._last_obs = torch.zeros(n, *env.observation_spec.shape,
                                      dtype=torch.float32, device=torch.device(env.device))
         self._started = False  # reset() has reset once
+        # the critic's state: the env's "privileged_observation" output, if it declares one
+        specs = base_env(env).output_specs()
+        priv = specs.get(PRIVILEGED)
+        self._state_space, self._last_state = None, None
+        if priv is not None:
+            self._state_space = gym.spaces.Box(-np.inf, np.inf, shape=tuple(priv.shape),
+                                               dtype=np.float32)
+            self._last_state = torch.zeros(n, *priv.shape, dtype=torch.float32,
+                                           device=torch.device(env.device))
+
+    @property
+    def state_space(self) -> gym.Space | None:
+        """``Box`` of the ``"privileged_observation"`` shape, or ``None`` (see the class
+        docstring)."""
+        return self._state_space
 
     @property
     def observation_space(self) -> gym.Space:
@@ -72,7 +95,10 @@ class SkrlWrapper(Adapter, Wrapper):
         ``train()`` or ``eval()``). ``gp_env.reset()`` resets for real."""
         with held(self.gp_env):  # until the env's buffers are read
             if not self._started:
-                self._last_obs.copy_(self.gp_env.reset()["observation"])
+                td = self.gp_env.reset()
+                self._last_obs.copy_(td["observation"])
+                if self._last_state is not None:
+                    self._last_state.copy_(td[PRIVILEGED])
                 self._started = True
             return self._last_obs.clone(), {}
 
@@ -99,12 +125,16 @@ class SkrlWrapper(Adapter, Wrapper):
             td = self.gp_env.step(actions)
             obs = td["observation"]
             self._last_obs.copy_(obs)
+            if self._last_state is not None:
+                self._last_state.copy_(td[PRIVILEGED])
             return (obs.clone(), td["reward"].view(-1, 1).clone(),
                     td["terminated"].view(-1, 1).clone(), td["truncated"].view(-1, 1).clone(),
                     {"final_observation": td["final_observation"].clone()})
 
-    def state(self) -> None:
-        """No separate state: ``None``."""
+    def state(self) -> torch.Tensor | None:
+        """The critic's state, float32 ``[N, *state_shape]`` (a fresh copy), or ``None``
+        where the env declares no ``"privileged_observation"``."""
+        return None if self._last_state is None else self._last_state.clone()
 
     def render(self, *args, **kwargs) -> None:
         """Nothing to render."""

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 
 import torch
 
-from gpuparam.integrations._extras import Adapter, check_tensor, env_seed, held, require
+from gpuparam.integrations._extras import (
+    Adapter,
+    base_env,
+    check_tensor,
+    env_seed,
+    held,
+    require,
+)
 
 require("torchrl", "torchrl", "gpuparam.integrations.torchrl")
 
@@ -21,6 +28,7 @@ from gpuparam.transforms import TransformedEnv as GpTransformedEnv  # noqa: E402
 __all__ = ["ObsNormTransform", "TorchRLEnv"]
 
 _DONE_KEYS = ("done", "terminated", "truncated")
+PRIVILEGED = "privileged_observation"  # the critic's observation an env may declare
 
 class TorchRLEnv(Adapter, EnvBase):
     """A TorchRL ``EnvBase`` over a gpuparam env, batch ``[N]`` on the env's device.
@@ -52,6 +60,12 @@ class TorchRLEnv(Adapter, EnvBase):
         ``"episode_return"`` float32 ``[N, 1]`` and ``"episode_length"`` int32 ``[N, 1]``
         (observation-spec entries): return (raw, before any ``gp.RewardNorm``) and length of
         the episode that ended at this step, valid where ``done`` (0 after a reset).
+        ``"privileged_observation"`` float32 ``[N, *shape]`` (``Unbounded``), only over an
+        env that declares that output (the legged tasks: the critic's noise-free state;
+        e.g. a critic ``TensorDictModule(in_keys=["privileged_observation"])``): in
+        ``reset`` and in ``"next"``; as the env writes it after its auto-reset, so for the
+        envs done at a step ``("next", "privileged_observation")`` holds the new episode's
+        first one (the env keeps no pre-reset copy; ``"observation"`` is the pre-reset one).
         ``"reward_raw"`` float32 ``[N, 1]``, only when ``env`` is a ``gp.TransformedEnv``
         holding a ``gp.RewardNorm``: the reward before normalization, a second entry of
         ``reward_spec`` (so ``env.reward_key`` is ambiguous), e.g. for
@@ -84,10 +98,15 @@ class TorchRLEnv(Adapter, EnvBase):
         # what a step returns besides "observation": [N, 1] views of the env's outputs
         self._keys = ("reward", "episode_return", "episode_length",
                       *(("reward_raw",) if raw_reward else ()), *_DONE_KEYS)
+        priv = base_env(env).output_specs().get(PRIVILEGED)
+        self._priv = priv is not None
+        extra = {} if priv is None else {PRIVILEGED: Unbounded(
+            shape=(n, *priv.shape), dtype=torch.float32, device=dev)}
         self.observation_spec = Composite(
             observation=Unbounded(shape=(n, *obs.shape), dtype=torch.float32, device=dev),
             episode_return=Unbounded(shape=(n, 1), dtype=torch.float32, device=dev),
             episode_length=Unbounded(shape=(n, 1), dtype=torch.int32, device=dev),
+            **extra,
             shape=(n,),
             device=dev,
         )
@@ -155,6 +174,8 @@ class TorchRLEnv(Adapter, EnvBase):
             if self._views[0] is not td:  # a new output TensorDict (a bare env keeps one)
                 views = [("observation", td["final_observation"])]
                 views += [(k, td[k].unsqueeze(-1)) for k in self._keys]  # TorchRL's shapes
+                if self._priv:
+                    views.append((PRIVILEGED, td[PRIVILEGED]))
                 # (td, ((key, view), ...), done), no nn.Module bookkeeping (rebound per step)
                 self.__dict__["_views"] = (td, tuple(views), td["done"])
             # a fresh copy of every entry: TorchRL keeps what it is given (rollouts stack them)
@@ -172,18 +193,22 @@ class TorchRLEnv(Adapter, EnvBase):
         auto = self._autoreset
         with held(self.gp_env):  # until the env's buffers are read
             if mask is None:
-                obs = self.gp_env.reset()["observation"].clone()
+                td = self.gp_env.reset()
                 auto.zero_()
             else:
                 if self._stepped[0]:  # the envs the last step reset (the env has not run since)
                     auto.copy_(self._views[2])
                 # the other masked envs run the reset kernel; the output buffer keeps the
                 # observations the step's auto-reset wrote for the envs it reset
-                obs = self.gp_env.reset(mask & ~auto)["observation"].clone()
+                td = self.gp_env.reset(mask & ~auto)
                 auto &= ~mask
+            obs = td["observation"].clone()
+            priv = td[PRIVILEGED].clone() if self._priv else None
             self._stepped[0] = False
         # zero episode statistics and done flags, in their spec shapes
         out = self.full_observation_spec.zero().update(self.full_done_spec.zero())
+        if priv is not None:
+            out.set(PRIVILEGED, priv)
         return out.set("observation", obs)
 
     def _one_hot_index(self, action) -> torch.Tensor:

@@ -26,7 +26,7 @@ def results(tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", *TINY, "--device", "cpu", "--output", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=900,  # a shared, loaded CPU
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "PASS" in proc.stdout or "FAIL" in proc.stdout or "SKIP" in proc.stdout
@@ -107,13 +107,6 @@ def test_robot_rows(results):
     assert {"robot_step_rand3", "robot_host_time"} <= {g["id"] for g in res["goals"]}
 
 
-def test_plots_written(results):
-    res, out = results
-    pngs = list(out.glob("*.png"))
-    assert pngs and res["plots"]
-    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-
-
 def test_report_markdown_and_readme_update(results, tmp_path):
     res, out = results
     md = report.summary_markdown(res)
@@ -144,7 +137,7 @@ def test_readme_without_markers_is_refused(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
     with pytest.raises(SystemExit, match="markers"):
-        report.update_readme(readme, f"{report.START}\n{report.END}")
+        report.update_section(readme, f"{report.START}\n{report.END}")
     assert readme.read_text() == "# no markers\n"
 
 
@@ -173,7 +166,7 @@ def test_training_loop_ratios(results):
         if "ratio" in lib:
             assert lib["ratio"] > 0 and lib["gpuparam_s"] > 0 and lib["gymnasium_s"] > 0
             assert lib["gymnasium_side"]
-    rows = dict(report.key_figures(res))
+    rows = dict(report.rows(res, report.FIGURES))
     for lib in ("rsl_rl", "skrl", "sb3", "torchrl"):
         side = tr["libraries"][lib].get("gymnasium_side")
         side = f" ({side})" if side else ""
@@ -190,5 +183,5 @@ def test_masked_write_rows_and_goals(results):
     assert {"write_host_time_set", "write_host_time_set_reset_stats_tensor"} <= ids
     assert res["budgets"]["masked_writes"]["set"]["kernels"] == 1
     full = report.full_markdown(res)
-    assert "host time, params.set(mask), a number" in full
-    assert "kernels / host reads per call" in full
+    assert "host time per masked write, set (N=1, fastest of 300)" in full
+    assert "budget set_reset_stats_tensor: kernels / host reads per call | 2 / 0" in full

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tqdm")  # the CLI's progress bar (an examples extra)
-from benchmarks.__main__ import parse  # noqa: E402
+from benchmarks.__main__ import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from test_bad_input import assert_same_state
 
-from benchmarks.stages import CONFIGS, profile
+from benchmarks.config import STAGES as CONFIGS
+from benchmarks.stages import profile
 from benchmarks.subjects import gp_actions, make_gp_env
 
 N, STEPS = 64, 15  # 30 steps in all: CartPole episodes end and reset (and randomize)

@@ -22,11 +22,12 @@ from gpuparam.envs.mujoco.humanoid import HumanoidEnv
 from gpuparam.envs.mujoco.planar import HalfCheetahEnv, HopperEnv, Walker2dEnv
 from gpuparam.envs.mujoco.robot_env import RobotEnv
 from gpuparam.envs.mujoco.spot import SPOT_ENVS, SpotEnv, SpotGaitEnv
+from gpuparam.envs.mujoco.t1 import T1_ENVS, T1Env, T1RoughEnv
 
 ROBOTS = (AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv, HumanoidEnv, *GO1_ENVS,
-          *G1_ENVS, *GO1_TASK_ENVS, *SPOT_ENVS, *H1_ENVS)
+          *G1_ENVS, *GO1_TASK_ENVS, *SPOT_ENVS, *T1_ENVS, *H1_ENVS)
 
 __all__ = ["ROBOTS", "AntEnv", "G1Env", "G1RoughEnv", "G1TerrainEnv", "Go1Env", "Go1RoughEnv",
            "Go1TerrainEnv", "H1InplaceGaitEnv", "H1JoystickGaitEnv", "HalfCheetahEnv",
-           "HopperEnv", "HumanoidEnv", "Push", "RobotEnv", "SpotEnv", "SpotGaitEnv",
-           "Walker2dEnv"]
+           "HopperEnv", "HumanoidEnv", "Push", "RobotEnv", "SpotEnv", "SpotGaitEnv", "T1Env",
+           "T1RoughEnv", "Walker2dEnv"]

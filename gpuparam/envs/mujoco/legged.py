@@ -184,21 +184,23 @@ def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, 
 
 def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
                              floor_geom: str | None = None, floor_pairs: Sequence[int] = (),
-                             com_jitter: float = 0.0) -> tuple[Term, ...]:
+                             com_jitter: float = 0.0, floor_friction: tuple = (0.4, 1.0),
+                             body_mass: tuple = (0.9, 1.1)) -> tuple[Term, ...]:
     """The terms of MuJoCo Playground's ``domain_randomize`` (``locomotion/<robot>/
     randomize.py``) for the legged env ``env`` (its ``backend`` built), drawn ``on`` a
     trigger (``"startup"``: once, as Playground at construction; ``"reset"``: each
     episode; any trigger ``gp.Uniform`` takes). Per component, independent draws:
 
-    - floor friction ``= U(0.4, 1.0)``: ``geom_friction`` of ``floor_geom`` (op ``set``;
-      the other geoms are set to their defaults), or both tangential ``pair_friction``
-      components of the pairs ``floor_pairs`` (each pair its own draw; the other pairs
-      set to their defaults);
+    - floor friction ``= U(*floor_friction)`` (default ``(0.4, 1.0)``): ``geom_friction``
+      of ``floor_geom`` (op ``set``; the other geoms are set to their defaults), or both
+      tangential ``pair_friction`` components of the pairs ``floor_pairs`` (each pair its
+      own draw; the other pairs set to their defaults);
     - ``dof_frictionloss`` of the actuated dofs ``x U(*frictionloss)``, ``dof_armature``
       ``x U(1.0, 1.05)`` (the base's dofs kept: op ``scale`` by 1);
     - with ``com_jitter`` ``r``: the torso's ``body_ipos + U(-r, r)`` per axis (op ``add``;
       the other bodies + 0);
-    - every ``body_mass x U(0.9, 1.1)``, then ``added_mass + U(-1, 1)`` kg on the torso;
+    - every ``body_mass x U(*body_mass)`` (default ``(0.9, 1.1)``), then ``added_mass +
+      U(-1, 1)`` kg on the torso;
     - ``joint_offset + U(-0.05, 0.05)`` rad per actuated joint (Playground's ``qpos0[7:]``).
 
     Additive and scaling terms act on the nominal values (at their defaults: Playground's
@@ -223,12 +225,12 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
     if floor_geom is not None:
         g = env.component_index("geom_friction", floor_geom)
         lo, hi = list(specs["geom_friction"].default), list(specs["geom_friction"].default)
-        lo[g], hi[g] = 0.4, 1.0
+        lo[g], hi[g] = floor_friction
         terms.append(term("geom_friction", lo, hi))
     if floor_pairs:
         lo, hi = list(specs["pair_friction"].default), list(specs["pair_friction"].default)
         for p in floor_pairs:
-            lo[p], hi[p] = 0.4, 1.0
+            lo[p], hi[p] = floor_friction
         terms.append(term("pair_friction", lo, hi))
     terms += [term("dof_frictionloss", *per_dof(*frictionloss), op="scale"),
               term("dof_armature", *per_dof(1.0, 1.05), op="scale")]
@@ -239,7 +241,7 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
         lo[3 * torso : 3 * torso + 3] = [-com_jitter] * 3
         hi[3 * torso : 3 * torso + 3] = [com_jitter] * 3
         terms.append(term("body_ipos", lo, hi, op="add"))
-    return (*terms, term("body_mass", 0.9, 1.1, op="scale"), added,
+    return (*terms, term("body_mass", *body_mass, op="scale"), added,
             term("joint_offset", -0.05, 0.05, op="add"))
 
 

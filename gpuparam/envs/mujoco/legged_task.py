@@ -139,8 +139,9 @@ class LeggedTaskConfig:
     does; ``contact_by_id``: after a step read at ``sensordata[sensor id]``, Playground's H1
     quirk); ``clip_ctrl``: ``legged.LeggedBackend``'s;
     ``extra_sensors`` (``Sensors.extra``), ``index_joints`` (``TaskModel.index``: actuator
-    index of ``<name>_joint``), ``pose_weight`` (per actuator, cycled), fixed contact
-    sensors ``terminating_sensors`` and penalized groups ``penalized_groups``.
+    index of joint ``<name>``, else ``<name>_joint``), ``pose_weight`` (per actuator,
+    cycled), fixed contact sensors ``terminating_sensors`` and penalized groups
+    ``penalized_groups``.
 
     Physics and recipe: ``frame_skip``, ``max_episode_steps``, ``sizes`` (``(njmax,
     nconmax)`` per scene ``"flat"``, ``"rough"``, ``"grid"``), ``recipe`` (keyword
@@ -368,7 +369,9 @@ class LeggedTask(Task):
             w = np.resize(np.array(cfg.pose_weight, np.float32), mjm.nu)
             model.pose_weight = wp.array(w, dtype=float)
             act_joint = list(jnt)
-            idx = [act_joint.index(mjm.joint(f"{j}_joint").id) for j in cfg.index_joints]
+            idx = [act_joint.index(mjm.joint(j if mujoco.mj_name2id(
+                mjm, mujoco.mjtObj.mjOBJ_JOINT, j) >= 0 else f"{j}_joint").id)
+                for j in cfg.index_joints]
             model.index = wp.array(idx, dtype=int) if idx else _empty(1, int)
             self.terrain = TaskTerrain(mjm, backend, self.grid, self.points, n, dev)
             # views of buffers allocated once (the parameter table, MuJoCo Warp's data, the
