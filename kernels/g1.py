@@ -21,6 +21,8 @@ from __future__ import annotations
 import warp as wp
 from gpuparam.kernels.legged import STREAM_COMMAND, round_steps, step_bits
 from gpuparam.kernels.legged_terms import (
+    CMD_HIGH,
+    CMD_LOW,
     K_CMD_RESAMPLE,
     K_CMD_ZERO_PROB,
     K_FOOT_HEIGHT,
@@ -32,6 +34,7 @@ from gpuparam.kernels.legged_terms import (
     TaskModel,
     TaskParams,
     TaskState,
+    command_drawn,
     sensor3,
 )
 from gpuparam.kernels.rng import STREAM_TERM0, next_bits, uniform, uniform_in
@@ -46,11 +49,12 @@ PI = wp.constant(3.14159265358979)
 @wp.func
 def sample_command(h: wp.uint32, a: wp.array2d(dtype=float), zero_prob: float,
                    i: int) -> wp.vec3:
-    """Playground's G1 ``sample_command``: ``U(-a_k, a_k)`` per component (``a`` rows ``[3,
-    N]``), all three zeroed with probability ``zero_prob``; 4 draws from ``h``."""
+    """Playground's G1 ``sample_command``: ``U(low_k, high_k)`` per component (``a``: the
+    command block ``TaskParams.cmd``, rows ``CMD_LOW``, ``CMD_HIGH``; Playground's ``U(-a,
+    a)`` by default), all three zeroed with probability ``zero_prob``; 4 draws from ``h``."""
     c = wp.vec3(0.0)
     for k in range(3):
-        c[k] = uniform_in(h, -a[k, i], a[k, i])
+        c[k] = uniform_in(h, a[CMD_LOW + k, i], a[CMD_HIGH + k, i])
         h = next_bits(h)
     if uniform(h) < zero_prob:
         c = wp.vec3(0.0)
@@ -84,7 +88,7 @@ def g1_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState, h:
     st.phase_dt[i] = 2.0 * PI * c.dt * f
     st.phase[i, 0] = 0.0
     st.phase[i, 1] = PI
-    cmd = sample_command(h, p.cmd_range, c.k[K_CMD_ZERO_PROB], i)
+    cmd = sample_command(h, p.cmd, c.k[K_CMD_ZERO_PROB], i)
     for _k in range(4):  # past the command's draws
         h = next_bits(h)
     for k in range(3):
@@ -109,9 +113,10 @@ def g1_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
     resample = float(n) > c.k[K_CMD_RESAMPLE]
     if resample:
         hc = step_bits(c.seed, c.gid, STREAM_COMMAND, c.episode, c.step)
-        cmd = sample_command(hc, p.cmd_range, c.k[K_CMD_ZERO_PROB], i)
+        cmd = sample_command(hc, p.cmd, c.k[K_CMD_ZERO_PROB], i)
         for k in range(3):
             st.command[i, k] = cmd[k]
+        command_drawn(c, p, st, c.step)  # standing and heading envs
     if resample or c.done:
         n = 0
     st.countdown[i] = n

@@ -526,25 +526,6 @@ def reset_command(h: wp.uint32, a: wp.array2d(dtype=float), i: int) -> wp.vec3:
     return c
 
 
-@wp.func
-def resample_command(h: wp.uint32, cmd: wp.vec3, a: wp.array2d(dtype=float),
-                     b: wp.array2d(dtype=float), keep: float, i: int) -> wp.vec3:
-    """Playground's ``sample_command``, per component ``k``: with probability ``keep`` the
-    command is kept, else replaced by ``y * z``, ``y ~ U(-a_k, a_k)``, ``z ~ Bernoulli(b_k)``
-    (``b``: the probability of a non-zero new value); 9 draws from ``h``."""
-    out = cmd
-    for k in range(3):
-        y = uniform_in(h, -a[k, i], a[k, i])
-        h = next_bits(h)
-        z = uniform(h) < b[k, i]
-        h = next_bits(h)
-        replace = uniform(h) >= keep
-        h = next_bits(h)
-        if replace:
-            out[k] = wp.where(z, y, 0.0)
-    return out
-
-
 # ----------------------------------------------------------------- height scan input
 @wp.kernel
 def base_pose(qpos: wp.array2d(dtype=float), pos_out: wp.array(dtype=wp.vec3),

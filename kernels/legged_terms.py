@@ -52,7 +52,6 @@ from gpuparam.kernels.legged import (
     exponential_steps,
     ground,
     noisy,
-    resample_command,
     reset_command,
     step_bits,
     terrain_progress,
@@ -60,7 +59,7 @@ from gpuparam.kernels.legged import (
     write_height_scan,
 )
 from gpuparam.kernels.locomotion import copy_row
-from gpuparam.kernels.rng import next_bits, rng_key, uniform, uniform_in
+from gpuparam.kernels.rng import STREAM_TERM0, next_bits, rng_key, uniform, uniform_in
 
 wp.set_module_options({"fuse_fp": False})
 
@@ -87,6 +86,20 @@ K_CMD_ZERO_PROB = wp.constant(11)
 K_PUSH = wp.constant(12)
 vec16 = wp.types.vector(length=16, dtype=float)
 MAX_FEET = 4
+
+# the command block ``TaskParams.cmd``: rows of ``legged_task.COMMAND_PARAMS`` in order
+CMD_LOW = wp.constant(0)  # command_low (vx, vy, yaw rate): 3 rows
+CMD_HIGH = wp.constant(3)  # command_high: 3 rows
+CMD_STANDING = wp.constant(6)  # rel_standing_envs
+CMD_HEADING_ENVS = wp.constant(7)  # rel_heading_envs
+CMD_STIFFNESS = wp.constant(8)  # heading_stiffness
+CMD_HEADING = wp.constant(9)  # heading_range (low, high): 2 rows
+CMD_FIXED = wp.constant(11)  # command_fixed
+CMD_VALUE = wp.constant(12)  # command_value: 3 rows
+CMD_ROWS = 15
+# the standing and heading draws of a command (a stream of their own: the command laws'
+# draws are unchanged by them)
+STREAM_COMMAND_MODE = wp.constant(STREAM_TERM0 + (1 << 20) + 64)
 
 
 @wp.struct
@@ -143,15 +156,18 @@ class TaskModel:
 class TaskParams:
     """The parameter rows the task reads (views of the effective table ``[rows, N]``):
     reward scales (one row per reward term), the ``noise`` block (row 0 the level, then
-    the noisy terms' scales), the ``consts`` block, ``cmd_range`` ``[3, N]``, ``cmd_prob``
-    ``[3, N]`` (a command law's probabilities) and ``extra`` (a task's own block); a block
-    the task lacks is empty."""
+    the noisy terms' scales), the ``consts`` block, ``cmd_range`` ``[3, N]`` (a symmetric
+    command law's half-widths, ``Command.range_param``), ``cmd_prob`` ``[3, N]`` (a command
+    law's probabilities), ``cmd`` ``[CMD_ROWS, N]`` (the command block: ranges, standing and
+    heading shares, pinned commands; rows ``CMD_*``) and ``extra`` (a task's own block); a
+    block the task lacks is empty."""
 
     scales: wp.array2d(dtype=float)
     noise: wp.array2d(dtype=float)
     consts: wp.array2d(dtype=float)
     cmd_range: wp.array2d(dtype=float)
     cmd_prob: wp.array2d(dtype=float)
+    cmd: wp.array2d(dtype=float)
     extra: wp.array2d(dtype=float)
 
 
@@ -182,8 +198,8 @@ class TaskState:
     start xy, the commanded distance so far and the metric (+1 promote, -1 demote); the
     action before the previous one (zeroed at a reset; the previous action before that is
     updated); the joint angle minus PD target and joint velocity histories (newest
-    first); per-env gait draws
-    (frequency Hz, gait index, swing apex height m)."""
+    first); per-env gait draws (frequency Hz, gait index, swing apex height m);
+    ``heading`` ``[N, 2]``: (1 for a heading env else 0, its heading target in rad)."""
 
     command: wp.array2d(dtype=float)
     countdown: wp.array(dtype=wp.int32)
@@ -204,6 +220,7 @@ class TaskState:
     gait_freq: wp.array(dtype=float)
     gait: wp.array(dtype=wp.int32)
     foot_height: wp.array(dtype=float)
+    heading: wp.array2d(dtype=float)
 
 
 @wp.struct
@@ -881,13 +898,86 @@ def no_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
     pass
 
 
+# ----------------------------------------------------------------- commands
+@wp.func
+def command_draw(h: wp.uint32, p: TaskParams, i: int) -> wp.vec3:
+    """A command ``U(command_low_k, command_high_k)`` per component (``p.cmd`` rows
+    ``CMD_LOW``, ``CMD_HIGH``); 3 draws from ``h``. With ``low = -a``, ``high = a`` it is
+    bit for bit the symmetric ``U(-a, a)`` (``uniform_in``: ``(high - low) u + low``)."""
+    c = wp.vec3(0.0)
+    for k in range(3):
+        c[k] = uniform_in(h, p.cmd[CMD_LOW + k, i], p.cmd[CMD_HIGH + k, i])
+        h = next_bits(h)
+    return c
+
+
+@wp.func
+def command_drawn(c: Ctx, p: TaskParams, st: TaskState, step: int):
+    """After a command law drew a command (at a reset: ``step`` ``RESET_STEP``; at a
+    resample: the step): with probability ``rel_standing_envs`` the env stands (command 0,
+    no heading), else with probability ``rel_heading_envs`` it is a heading env, its target
+    ``U(heading_range)``. 3 draws of its own stream; nothing without a command block."""
+    i = c.i
+    if p.cmd.shape[0] == 0:
+        return
+    h = step_bits(c.seed, c.gid, STREAM_COMMAND_MODE, c.episode, step)
+    standing = uniform(h) < p.cmd[CMD_STANDING, i]
+    h = next_bits(h)
+    heading = uniform(h) < p.cmd[CMD_HEADING_ENVS, i]
+    h = next_bits(h)
+    st.heading[i, 1] = uniform_in(h, p.cmd[CMD_HEADING, i], p.cmd[CMD_HEADING + 1, i])
+    st.heading[i, 0] = 0.0
+    if standing:
+        for k in range(3):
+            st.command[i, k] = 0.0
+    elif heading:
+        st.heading[i, 0] = 1.0
+
+
+@wp.func
+def base_yaw(d: TaskData, i: int) -> float:
+    """The free-joint base's yaw (of ``qpos[3:7]``, w x y z), in ``[-pi, pi]``."""
+    w = d.qpos[i, 3]
+    x = d.qpos[i, 4]
+    y = d.qpos[i, 5]
+    z = d.qpos[i, 6]
+    return wp.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+@wp.func
+def command_now(p: TaskParams, st: TaskState, i: int) -> wp.vec3:
+    """The command env ``i`` follows: ``command_value`` while ``command_fixed`` is 1, else
+    its command state."""
+    if p.cmd[CMD_FIXED, i] > 0.5:
+        return wp.vec3(p.cmd[CMD_VALUE, i], p.cmd[CMD_VALUE + 1, i], p.cmd[CMD_VALUE + 2, i])
+    return wp.vec3(st.command[i, 0], st.command[i, 1], st.command[i, 2])
+
+
+@wp.func
+def command_steer(c: Ctx, p: TaskParams, d: TaskData, st: TaskState):
+    """After the command laws (a reset, a step), IsaacLab's ``heading_command``: a heading
+    env's yaw rate is ``clip(heading_stiffness * wrap(target - yaw), command_low_2,
+    command_high_2)`` (``wrap`` to ``[-pi, pi]``); then a pinned env (``command_fixed`` 1)
+    gets ``command_value``."""
+    i = c.i
+    if st.heading[i, 0] > 0.5:
+        err = st.heading[i, 1] - base_yaw(d, i)
+        err = wp.atan2(wp.sin(err), wp.cos(err))
+        st.command[i, 2] = wp.clamp(p.cmd[CMD_STIFFNESS, i] * err, p.cmd[CMD_LOW + 2, i],
+                                    p.cmd[CMD_HIGH + 2, i])
+    cmd = command_now(p, st, i)
+    for k in range(3):
+        st.command[i, k] = cmd[k]
+
+
 @wp.func
 def command_countdown_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
                             st: TaskState, h: wp.uint32):
-    """Playground's Go1 command at a reset: ``U(-a, a)`` per component (``cmd_range``),
-    countdown ``round(Exponential(1) * cmd_resample / dt)`` steps (4 draws)."""
+    """Playground's Go1 command at a reset: ``U(low, high)`` per component
+    (:func:`command_draw`; Playground's ``U(-a, a)`` by default), countdown
+    ``round(Exponential(1) * cmd_resample / dt)`` steps (4 draws)."""
     i = c.i
-    cmd = reset_command(h, p.cmd_range, i)
+    cmd = command_draw(h, p, i)
     for k in range(3):
         st.command[i, k] = cmd[k]
         h = next_bits(h)
@@ -898,15 +988,24 @@ def command_countdown_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
 def command_countdown_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData,
                              st: TaskState):
     """Playground's Go1 command law after a step: when the countdown ends each component
-    is kept with probability ``cmd_keep``, else redrawn ``U(-a_k, a_k)`` with probability
-    ``cmd_prob[k]`` or 0; the countdown is redrawn then and at a termination."""
+    is kept with probability ``cmd_keep``, else redrawn ``U(low_k, high_k)`` with
+    probability ``cmd_prob[k]`` or 0 (9 draws; then :func:`command_drawn`); the countdown
+    is redrawn then and at a termination."""
     i = c.i
     left = st.countdown[i] - 1
     hc = step_bits(c.seed, c.gid, STREAM_COMMAND, c.episode, c.step)
     if left <= 0:
-        cmd = resample_command(hc, c.cmd, p.cmd_range, p.cmd_prob, c.k[K_CMD_KEEP], i)
+        h = hc
         for k in range(3):
-            st.command[i, k] = cmd[k]
+            y = uniform_in(h, p.cmd[CMD_LOW + k, i], p.cmd[CMD_HIGH + k, i])
+            h = next_bits(h)
+            z = uniform(h) < p.cmd_prob[k, i]
+            h = next_bits(h)
+            replace = uniform(h) >= c.k[K_CMD_KEEP]
+            h = next_bits(h)
+            if replace:
+                st.command[i, k] = wp.where(z, y, 0.0)
+        command_drawn(c, p, st, c.step)
     if left <= 0 or c.done:
         for _k in range(9):  # past the resample's draws
             hc = next_bits(hc)
@@ -1029,8 +1128,11 @@ def make_task_kernel(spec: tuple) -> wp.Kernel:
       laws, run in order (each reset law gets the same task-reset bits ``h``);
     - ``reward_exp``: None (the reward is the sum) or ``(coef, in_exp)``, ``in_exp`` one
       bool per reward term (the terms in the exponent);
-    - ``reward_clip``: clip the reward to ``[0, 1e4]``; ``has_command``: read
-      ``st.command``; ``progress_always``: the terrain metric also without a terrain.
+    - ``reward_clip``: clip the reward to ``[0, 1e4]``; ``has_command``: 0 none, 1 read
+      ``st.command``, 2 also the command block ``params.cmd`` (after the reset laws
+      :func:`command_drawn` then :func:`command_steer`; after the update laws
+      :func:`command_steer`; the command read is :func:`command_now`);
+      ``progress_always``: the terrain metric also without a terrain.
 
     Cached per spec: one Warp module per config (compiled once, cached on disk)."""
     return _make(spec)
@@ -1090,6 +1192,9 @@ def _make(spec: tuple) -> wp.Kernel:
             h = rng_key(c.seed, c.gid, STREAM_TASK_RESET, c.episode)
             for t in range(wp.static(len(resets))):
                 wp.static(resets[t])(c, model, params, data, st, h)
+            if wp.static(has_command == 2):
+                command_drawn(c, params, st, RESET_STEP)
+                command_steer(c, params, data, st)
             for j in range(st.last_act.shape[1]):
                 st.last_act[i, j] = 0.0
             for j in range(st.last_last_act.shape[1]):
@@ -1142,8 +1247,10 @@ def _make(spec: tuple) -> wp.Kernel:
         c.glin = sensor3(sd, i, sn.global_linvel)
         c.up = sensor3(sd, i, sn.upvector)
         c.cmd = wp.vec3(0.0)
-        if wp.static(has_command):
+        if wp.static(has_command == 1):
             c.cmd = wp.vec3(st.command[i, 0], st.command[i, 1], st.command[i, 2])
+        if wp.static(has_command == 2):
+            c.cmd = command_now(params, st, i)  # a pinned command from the step it is set
         c.cmd_norm = wp.length(c.cmd)
 
         # observation (noisy terms draw in order), copied into the privileged observation
@@ -1214,6 +1321,8 @@ def _make(spec: tuple) -> wp.Kernel:
             st.last_act[i, j] = action_or_zero(action, i, j, bad)  # the action stepped with
         for t in range(wp.static(len(updates))):
             wp.static(updates[t])(c, model, params, data, st)
+        if wp.static(has_command == 2):
+            command_steer(c, params, data, st)
         for f in range(wp.static(nfeet)):
             if c.contact[f] > 0.5:
                 st.air_time[i, f] = 0.0

@@ -180,7 +180,9 @@ class PlayCfg:
     ``examples/go1_policy.pt``), run ``--steps`` steps of ``--num-envs`` envs, and write
     under ``--out`` (default: the run folder) ``play.gif`` (or ``play.mp4``: ``--format
     mp4``) of the first ``--video-envs`` envs and, from a checkpoint,
-    ``exported/policy.pt2`` and ``exported/policy.onnx``. Nothing else is written."""
+    ``exported/policy.pt2`` and ``exported/policy.onnx``. Nothing else is written.
+    ``--command VX VY YAW``: every env's velocity command pinned to (vx m/s, vy m/s, yaw
+    rate rad/s) (``command_fixed``, ``command_value``; a legged task with a command)."""
 
     task: str = "Go1JoystickFlatTerrain-v1"
     num_envs: int = 4
@@ -198,6 +200,7 @@ class PlayCfg:
     height: int = 240
     format: str = "gif"
     threads: int = 1
+    command: tuple[float, float, float] | None = None
 
 
 @dataclass
@@ -221,6 +224,9 @@ def parse_play(argv: list[str] | None = None, prog: str = "gpuparam.play") -> Re
                                ("threads", 1, int)])
     if cfg.format not in ("gif", "mp4"):
         fail(prog, f"--format: expected gif or mp4, got {cfg.format!r}")
+    if cfg.command is not None and not all(math.isfinite(x) for x in cfg.command):
+        fail(prog, f"--command: expected three finite numbers VX VY YAW, got "
+                   f"{' '.join(map(str, cfg.command))}")
     if cfg.video and cfg.format == "mp4":
         import importlib.util
 

@@ -8,7 +8,24 @@ import contextlib
 import io
 import os
 
-__all__ = ["main", "play"]
+__all__ = ["main", "pin_command", "play"]
+
+
+def pin_command(env, command) -> None:
+    """Pin every env's velocity command to ``command`` (vx m/s, vy m/s, yaw rate rad/s):
+    ``command_value`` then ``command_fixed`` 1 (the command block of a legged task,
+    ``docs/legged.md``; from the next step, never resampled). ``SystemExit`` naming
+    ``--command`` if the task has no command block or a value is outside its range."""
+    import torch
+
+    if "command_fixed" not in env.params.names:
+        raise SystemExit(f"--command: {type(env).__name__} has no velocity command block "
+                         f"(command_fixed, command_value)")
+    try:
+        env.params.set("command_value", torch.tensor([float(x) for x in command]))
+    except ValueError as e:
+        raise SystemExit(f"--command: {e}") from None
+    env.params.set("command_fixed", 1.0)
 
 
 def play(resolved) -> dict[str, str]:
@@ -51,6 +68,9 @@ def play(resolved) -> dict[str, str]:
         rec = Recorder(built.env, cfg.task, num=cfg.video_envs, width=cfg.width,
                        height=cfg.height)
     obs = wrapped.get_observations()
+    if cfg.command is not None:  # pinned, then a reset: the first observation shows it
+        pin_command(built.env, cfg.command)
+        obs, _ = wrapped.reset()
     total = torch.zeros((), device=dev)
     with torch.inference_mode():
         for t in range(cfg.steps):

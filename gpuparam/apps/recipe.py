@@ -109,7 +109,9 @@ def _legged_recipe(env, cfg: TrainCfg, num_envs: int, env_offset: int) -> tuple:
     if e.command_levels and task in GO1:
         tracking = hooks["tracking"] = Tracking(env)
         env.after_step(tracking, kind="torch")
-        curriculum = gp.Curriculum(e.command_levels, params={"command_range": (EASY, HARD)},
+        neg = tuple(-a for a in EASY), tuple(-a for a in HARD)  # command_low: -a
+        curriculum = gp.Curriculum(e.command_levels,
+                                   params={"command_low": neg, "command_high": (EASY, HARD)},
                                    metric=tracking.metric, promote=e.promote, demote=e.demote)
         env.add_curriculum(curriculum)
         return curriculum, hooks

@@ -13,9 +13,11 @@ termination and gait phase of the config ``G1_JOYSTICK`` (shared terms of
 (``legged.py``): keyframe ``knees_bent``, ``U(-0.5, 0.5)`` in x and y, yaw ``U(-3.14,
 3.14)``, each joint angle times ``U(0.5, 1.5)`` (``reset_joint_scale``; the PD target the
 same), base velocities ``U(-0.5, 0.5)``; then (the task) gait frequency ``U(1.25, 1.5)``
-Hz, a command, a push interval. Commands: ``U(-a, a)`` per component (``command_range``:
-1, 0.5, 1), all zero with probability 0.1 (``command_zero_prob``), redrawn once more than
-500 steps (``command_resample_steps``) have passed since the last. Pushes (on, as
+Hz, a command, a push interval. Commands: ``U(low, high)`` per component (``command_low`` /
+``command_high``: Playground's ``U(-a, a)``, a = 1, 0.5, 1), all zero with probability 0.1
+(``command_zero_prob``), redrawn once more than 500 steps (``command_resample_steps``) have
+passed since the last; standing, heading and pinned commands (off by default):
+``legged_task.command_specs``. Pushes (on, as
 Playground's): every ``round(U(5, 10) s / dt)`` steps (drawn per episode) the base's x and
 y velocity get ``U(0.1, 2.0)`` m/s in a direction ``U(0, 2 pi)``. Every reward scale,
 noise scale and level, command range, PD gain, action scale, push and reset range is a
@@ -50,6 +52,7 @@ from gpuparam.envs.mujoco.legged_task import (
     Reward,
     State,
     build_model,
+    command_specs,
     feet_state,
 )
 from gpuparam.envs.mujoco.robot_env import RobotEnv
@@ -156,7 +159,7 @@ G1_JOYSTICK = LeggedTaskConfig(
           Obs("feet_vel", "3 * feet", kt.obs_feet_vel), Obs("air_time", "feet", kt.obs_air_time)),
     rewards=REWARDS,
     terminations=(kt.upside_down, kt.contact_terminating, kt.nan_state),
-    command=Command(kt.no_reset, kt.no_update, "command_range"),  # drawn by G1's laws
+    command=Command(kt.no_reset, kt.no_update, range_param=None),  # drawn by G1's laws
     reset=kg1.g1_reset, update=kg1.g1_update,
     state=feet_state(State("command", "command", (3,)),
                      State("step", "countdown", (), int32=True),
@@ -184,8 +187,7 @@ G1_JOYSTICK = LeggedTaskConfig(
                   doc="soft joint limits: each range shrunk about its centre by the factor"),
     ),
     params=(
-        ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
-                  unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a) (vx, vy, yaw)"),
+        *command_specs((1.0, 0.5, 1.0)),  # Playground's U(-a, a): low -a, high a
         ParamSpec("gait_frequency", (1.25, 1.5), 0.0, 100.0, shape=(2,), ordered=True, unit="Hz",
                   doc="(low, high): gait frequency, drawn per episode"),
         ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), ordered=True, unit="s",

@@ -8,13 +8,17 @@ C++ port is the reference the tests compare with, ``tests/fixtures/go1_envpool_*
 physics ``load_go1`` (sim dt 0.004 s, 5 substeps per 0.02 s env step, Euler, Newton with 1
 iteration), PD position control (kp 35, kd 0.5; ``gpuparam.envs.mujoco.legged``) to ``ctrl
 = default_pose + action * action_scale`` (0.5; actions nominally in [-1, 1], not clipped);
-the observations, 16 reward terms and termination (base upside down) of
-``kernels/go1.py``; 1000-step episodes. Commands: at a reset ``U(-a, a)`` per component;
+the observations, 16 reward terms and termination (base upside down) of the config
+``GO1_JOYSTICK`` (terms of ``kernels/legged_terms.py``); 1000-step episodes. Commands: at
+a reset ``U(low, high)`` per component
+(``command_low`` / ``command_high``, Playground's ``U(-a, a)`` by default: -a and a);
 after a countdown of ``round(Exponential(1) * command_resample_time / dt)`` steps each
-component is kept with probability ``command_keep_prob``, else replaced by ``U(-a_k,
-a_k)`` with probability ``b_k`` (``command_nonzero_prob``) or by 0; the countdown is
-redrawn then and at a termination. Kicks (``kick_*``, off by default), the reset (home
-pose, ``U(-0.5, 0.5)`` in x and y, yaw ``U(-3.14, 3.14)``, base velocities ``U(-0.5,
+component is kept with probability ``command_keep_prob``, else replaced by ``U(low_k,
+high_k)`` with probability ``b_k`` (``command_nonzero_prob``) or by 0; the countdown is
+redrawn then and at a termination. Standing envs, heading commands and pinned commands
+(``rel_standing_envs``, ``rel_heading_envs``, ``command_fixed``; off by default):
+``legged_task.command_specs`` and ``docs/legged.md``. Kicks (``kick_*``, off by default),
+the reset (home pose, ``U(-0.5, 0.5)`` in x and y, yaw ``U(-3.14, 3.14)``, base velocities ``U(-0.5,
 0.5)``) and action latency (``action_delay``, 0 by default): ``legged.py``. Every reward
 scale, noise scale and level, command range, PD gain, action scale, kick range and reset
 range is a per-env parameter (``env.params``).
@@ -23,8 +27,8 @@ Deviations from Playground (each deliberate): resets are full resets as Playgrou
 ``reset()`` defines them (fresh draws, task state zeroed), not its training wrapper's
 cached first state; random numbers are gpuparam's counter-based draws, not JAX's (same
 distributions); ``round`` of the countdown rounds halves away from zero (JAX: to even);
-commands are resampled at Playground's exponential countdown, not at ``gp.Interval``\\ s,
-and have no heading mode; a kick's force uses the base subtree's mass of the env's world
+commands are resampled at Playground's exponential countdown, not at ``gp.Interval``\\ s;
+a kick's force uses the base subtree's mass of the env's world
 (randomized masses included; Playground: the nominal model's); with kicks off the base's
 applied wrench is written 0 at every step (Playground leaves it 0); ``"reward_terms"`` has a
 17th term, the undesired-contact penalty (0 on Playground's scenes). On ``Go1Terrain-v0``
@@ -50,6 +54,7 @@ from gpuparam.envs.mujoco.legged_task import (
     State,
     build_model,
     check_bodies,
+    command_specs,
     feet_state,
 )
 from gpuparam.envs.mujoco.terrain import TerrainGrid
@@ -123,7 +128,7 @@ GO1_JOYSTICK = LeggedTaskConfig(
     rewards=REWARDS, reward_clip=True,
     terminations=(kt.upside_down, kt.contact_terminating),
     command=Command(kt.command_countdown_reset, kt.command_countdown_update,
-                    "command_range", "command_nonzero_prob"),
+                    range_param=None, prob_param="command_nonzero_prob"),
     state=feet_state(State("command", "command", (3,)),
                      State("countdown", "countdown", (), int32=True),
                      State("start_xy", "start_xy", (2,)), State("cmd_distance", "cmd_distance"),
@@ -146,8 +151,7 @@ GO1_JOYSTICK = LeggedTaskConfig(
                   doc="1: a terminating body touching the ground ends the episode"),
     ),
     params=(
-        ParamSpec("command_range", (1.5, 0.8, 1.2), 0.0, 100.0, shape=(3,),
-                  unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a) (vx, vy, yaw)"),
+        *command_specs((1.5, 0.8, 1.2)),  # Playground's U(-a, a): low -a, high a
         ParamSpec("command_nonzero_prob", (0.9, 0.25, 0.5), 0.0, 1.0, shape=(3,),
                   doc="b: at a resample, probability of a non-zero new component"),
     ),

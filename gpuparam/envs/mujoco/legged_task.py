@@ -106,13 +106,73 @@ class State:
 @dataclass(frozen=True)
 class Command:
     """A command law: its ``reset`` and ``update`` laws (``kernels.legged_terms``), its
-    range parameter (``[3]``, read as ``TaskParams.cmd_range``) and probability parameter
-    (``[3]`` or None, ``TaskParams.cmd_prob``)."""
+    symmetric range parameter (``[3]`` or None, read as ``TaskParams.cmd_range``) and
+    probability parameter (``[3]`` or None, ``TaskParams.cmd_prob``).
+
+    A config whose parameters hold the command block (:data:`COMMAND_PARAMS`, made by
+    :func:`command_specs`, one after the other) gets IsaacLab's command features for any
+    law: the block is read as ``TaskParams.cmd`` (the laws draw ``U(command_low,
+    command_high)``, ``kernels.legged_terms.command_draw``), standing and heading envs are
+    drawn at each command draw (``command_drawn``, called by the kernel after a reset and
+    by a law at its resample), the heading control and pinned commands run after the laws
+    (``command_steer``), and the task keeps the state ``heading`` ``[N, 2]``."""
 
     reset: object
     update: object
-    range_param: str = "command_range"
+    range_param: str | None = "command_range"
     prob_param: str | None = None
+
+
+# the command block (``kernels.legged_terms.CMD_*`` rows, in this order)
+COMMAND_PARAMS = ("command_low", "command_high", "rel_standing_envs", "rel_heading_envs",
+                  "heading_stiffness", "heading_range", "command_fixed", "command_value")
+
+
+def command_specs(high: Sequence[float], low: Sequence[float] | None = None,
+                  heading_stiffness: float = 0.5) -> tuple[ParamSpec, ...]:
+    """The command block's parameters (:data:`COMMAND_PARAMS`, in order): per component
+    (vx m/s, vy m/s, yaw rate rad/s) ``command_low`` (default ``-high``) and
+    ``command_high``; ``rel_standing_envs`` and ``rel_heading_envs`` (0: off);
+    ``heading_stiffness``; ``heading_range`` (-pi, pi); ``command_fixed`` (0/1) and
+    ``command_value`` (0, 0, 0). IsaacLab's ``UniformVelocityCommandCfg`` names in
+    ``docs/legged.md``."""
+    high = tuple(float(x) for x in high)
+    low = tuple(-x for x in high) if low is None else tuple(float(x) for x in low)
+    if len(high) != 3 or len(low) != 3:
+        raise ValueError(f"command_specs: expected 3 values (vx, vy, yaw rate) for high and "
+                         f"low, got {high!r} and {low!r}")
+    unit = "m/s, m/s, rad/s"
+    return (
+        ParamSpec("command_low", low, -100.0, 100.0, shape=(3,), unit=unit,
+                  doc="low end of the commands drawn from U(low, high) (vx, vy, yaw rate)"),
+        ParamSpec("command_high", high, -100.0, 100.0, shape=(3,), unit=unit,
+                  doc="high end of the commands drawn from U(low, high) (vx, vy, yaw rate)"),
+        ParamSpec("rel_standing_envs", 0.0, 0.0, 1.0,
+                  doc="at each command draw, probability that the command is 0 (standing)"),
+        ParamSpec("rel_heading_envs", 0.0, 0.0, 1.0,
+                  doc="at each command draw, probability of a heading env (yaw rate steered "
+                      "to a heading target)"),
+        ParamSpec("heading_stiffness", heading_stiffness, 0.0, 100.0, unit="1/s",
+                  doc="yaw rate = clip(stiffness * wrap(target - yaw), yaw range)"),
+        ParamSpec("heading_range", (-np.pi, np.pi), -10.0, 10.0, shape=(2,), ordered=True,
+                  unit="rad", doc="(low, high): a heading env's target, drawn per command"),
+        ParamSpec("command_fixed", 0.0, 0.0, 1.0, integer=True,
+                  doc="1: the env's command is command_value (pinned, never resampled)"),
+        ParamSpec("command_value", (0.0, 0.0, 0.0), -100.0, 100.0, shape=(3,), unit=unit,
+                  doc="the pinned command while command_fixed is 1 (vx, vy, yaw rate)"),
+    )
+
+
+def _command_mode(cfg: LeggedTaskConfig) -> int:
+    """0: no command; 1: a command law; 2: with the command block (all of it, or an error)."""
+    if cfg.command is None:
+        return 0
+    names = {s.name for s in (*cfg.consts, *cfg.params)}
+    have = [n for n in COMMAND_PARAMS if n in names]
+    if have and len(have) != len(COMMAND_PARAMS):
+        raise ValueError(f"LeggedTaskConfig: the command block needs all of "
+                         f"{list(COMMAND_PARAMS)} (command_specs), got only {have}")
+    return 2 if have else 1
 
 
 def feet_state(*extra: State) -> tuple[State, ...]:
@@ -328,7 +388,7 @@ class LeggedTask(Task):
             coef, names = cfg.reward_exp
             rexp = (float(coef), tuple(r.name in names for r in cfg.rewards))
         return (nf, tuple(consts_k), obs, priv, tuple(r.term for r in cfg.rewards),
-                tuple(cfg.terminations), resets, updates, cfg.reward_clip, cmd is not None,
+                tuple(cfg.terminations), resets, updates, cfg.reward_clip, _command_mode(cfg),
                 cfg.progress_always, rexp)
 
     @staticmethod
@@ -350,7 +410,10 @@ class LeggedTask(Task):
             ts = kt.TaskState()
             for name, t in kt.TaskState.vars.items():  # empty unless the config keeps it
                 setattr(ts, name, _empty(t.type.ndim, t.type.dtype))
-            for s in cfg.state:
+            states = cfg.state
+            if _command_mode(cfg) == 2:  # the heading command's state, after the config's
+                states = (*states, State("heading", "heading", (2,)))
+            for s in states:
                 shape = tuple({"nu": mjm.nu, "feet": nf}.get(x, x) for x in s.shape)
                 v = self.state[s.key] = torch.zeros(
                     n, *shape, dtype=torch.int32 if s.int32 else torch.float32, device=dev)
@@ -380,11 +443,13 @@ class LeggedTask(Task):
             params.scales = param_block(b, [f"reward_{r}" for r in cfg.reward_names])
             params.noise = param_block(b, [name for name, _, _ in cfg.noise])
             params.consts = param_block(b, [s.name for s in cfg.consts])
-            params.cmd_range = params.cmd_prob = _empty(2)
-            if cfg.command is not None:
+            params.cmd_range = params.cmd_prob = params.cmd = _empty(2)
+            if _command_mode(cfg) == 2:
+                params.cmd = rows_block(b, COMMAND_PARAMS)
+            if cfg.command is not None and cfg.command.range_param is not None:
                 params.cmd_range = wp.from_torch(b.param_rows(cfg.command.range_param))
-                if cfg.command.prob_param is not None:
-                    params.cmd_prob = wp.from_torch(b.param_rows(cfg.command.prob_param))
+            if cfg.command is not None and cfg.command.prob_param is not None:
+                params.cmd_prob = wp.from_torch(b.param_rows(cfg.command.prob_param))
             params.extra = rows_block(b, cfg.extra_block) if cfg.extra_block else _empty(2)
             d, data = backend.d, kt.TaskData()
             for name, t in kt.TaskData.vars.items():

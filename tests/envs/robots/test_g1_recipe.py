@@ -55,7 +55,7 @@ PARAMS = [
     ("kick_enable", 0.0), ("kick_velocity", [2.0, 2.5]), ("reset_xy_range", 0.1),
     ("reset_yaw_range", 0.5), ("reset_velocity_range", 0.1), ("reset_joint_scale", [1.0, 1.0]),
     ("noise_level", 0.5), ("noise_joint_vel", 0.5), ("tracking_sigma", 0.5),
-    ("max_foot_height", 0.05), ("soft_joint_limit_factor", 0.5), ("command_range", [0.2] * 3),
+    ("max_foot_height", 0.05), ("soft_joint_limit_factor", 0.5), ("command_high", [0.2] * 3),
     ("command_zero_prob", 1.0), ("command_resample_steps", 100.0), ("gait_frequency", [2, 3]),
     ("push_enable", 0.0), ("push_velocity", [1.0, 1.5]), ("push_interval", [1.0, 2.0]),
     ("reward_feet_phase", 3.0), ("reward_pose", -1.0), ("reward_alive", 1.0),
@@ -124,7 +124,7 @@ def test_command_law_and_pushes():
     assert torch.equal(st["command"], c0) and torch.equal(st["step"], torch.full((N,), 2))
     env.step(a)  # a third step: more than command_resample_steps (2) since the last command
     assert not torch.equal(st["command"], c0) and torch.equal(st["step"], torch.zeros(N))
-    bound = env.params["command_range"]
+    bound = env.params["command_high"]
     assert (st["command"].abs() <= bound).all()
     # a push every step (interval 1 step): qvel after the task differs from the physics'
     env.reset()

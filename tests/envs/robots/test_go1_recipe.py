@@ -68,7 +68,12 @@ NEW_PARAMS = [
     ("noise_joint_vel", 0.5, True), ("tracking_sigma", 0.5, True),
     ("max_foot_height", 0.05, True), ("soft_joint_limit_factor", 0.9, True),
     ("command_keep_prob", 0.9, True), ("command_resample_time", 3.0, True),
-    ("command_range", [0.5, 0.5, 0.5], True), ("command_nonzero_prob", [0.1, 0.9, 0.9], True),
+    ("command_high", [0.5, 0.5, 0.5], True), ("command_nonzero_prob", [0.1, 0.9, 0.9], True),
+    ("command_low", [-0.2, 0.1, 0.0], True), ("rel_standing_envs", 1.0, True),
+    ("rel_heading_envs", 1.0, True), ("command_fixed", 1.0, True),
+    # (only for heading or pinned envs: none by default)
+    ("heading_stiffness", 2.0, False), ("heading_range", [0.0, 1.0], False),
+    ("command_value", [0.3, 0.0, 0.0], False),
     # (termination, stand_still, undesired_contacts: their terms are 0 in these steps, no
     # fall, moving commands, no penalized body; the parity tests check their scales)
     *[(f"reward_{t}", 3.0, t not in ("termination", "stand_still", "undesired_contacts"))
@@ -218,7 +223,8 @@ def test_draws_are_the_same_for_env_i_whatever_num_envs():
 def test_commands_follow_playgrounds_law():
     n = 1000
     env = gp.make(FLAT, n, device="cpu", seed=7)
-    a = torch.tensor(env.params.spec["command_range"].default)
+    a = torch.tensor(env.params.spec["command_high"].default)
+    assert torch.equal(torch.tensor(env.params.spec["command_low"].default), -a)
     cmd = env.task.state["command"].clone()
     assert (cmd.abs() <= a).all()
     # at a reset: U(-a, a), never zeroed; countdown round(Exp(1) * 5 s / 0.02 s), mean 250
@@ -248,18 +254,21 @@ def test_commands_follow_playgrounds_law():
 def test_command_and_noise_curriculum_over_their_parameters():
     env = gp.make(FLAT, 8, device="cpu", seed=2)
     easy, hard = [0.1, 0.1, 0.1], [1.5, 0.8, 1.2]
-    cur = gp.Curriculum(2, params={"command_range": (easy, hard), "noise_level": (0.0, 1.0)},
+    neg = [-x for x in easy], [-x for x in hard]
+    cur = gp.Curriculum(2, params={"command_low": neg, "command_high": (easy, hard),
+                                   "noise_level": (0.0, 1.0)},
                         metric="episode_return", promote=-1e9, demote=-2e9)
     env.add_curriculum(cur)
-    assert torch.equal(env.params["command_range"], torch.tensor(easy).expand(8, 3))
+    assert torch.equal(env.params["command_high"], torch.tensor(easy).expand(8, 3))
     env.reset()
     assert (env.task.state["command"].abs() <= torch.tensor(easy)).all()
     ended = torch.tensor([True, False] * 4)
     env.episode_length = torch.where(ended, 999, 0).int()
     env.step(torch.zeros(8, 12))  # the ended episodes are promoted, then reset
     assert torch.equal(cur.levels, ended.int())
-    assert torch.equal(env.params["command_range"][ended], torch.tensor(hard).expand(4, 3))
-    assert torch.equal(env.params["command_range"][~ended], torch.tensor(easy).expand(4, 3))
+    assert torch.equal(env.params["command_high"][ended], torch.tensor(hard).expand(4, 3))
+    assert torch.equal(env.params["command_high"][~ended], torch.tensor(easy).expand(4, 3))
+    assert torch.equal(env.params["command_low"][ended], -torch.tensor(hard).expand(4, 3))
     new = env.task.state["command"][ended]
     assert (new.abs() <= torch.tensor(hard)).all() and (new.abs() > 0.1).any()
     assert env.params["noise_level"].tolist() == ended.float().tolist()  # raised with it

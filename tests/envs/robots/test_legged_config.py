@@ -33,8 +33,9 @@ def test_the_configs_give_the_tasks_observation_sizes():
 def test_the_configs_parameter_tables_keep_their_order():
     names = [s.name for s in go1.go1_task_specs()]
     assert names[:17] == [f"reward_{t}" for t in go1.REWARD_TERMS]
-    assert names[17] == "noise_level" and names[-2:] == ["command_range",
-                                                         "command_nonzero_prob"]
+    assert names[17] == "noise_level" and names[-9:] == ["command_low", "command_high",
+        "rel_standing_envs", "rel_heading_envs", "heading_stiffness", "heading_range",
+        "command_fixed", "command_value", "command_nonzero_prob"]
     scan = [s.name for s in g1.g1_task_specs(True)]
     plain = [s.name for s in g1.g1_task_specs()]
     assert scan == plain[:30] + [s.name for s in g1.SCAN_SPECS] + plain[30:]
