@@ -285,6 +285,10 @@ class ActionParams:
     action_scale: wp.array(dtype=float)
     action_delay: wp.array(dtype=float)
     kick_enable: wp.array(dtype=float)
+    # constants of the env: ``clip`` != 0: targets clipped to ``[ctrl_low, ctrl_high] [nu]``
+    clip: int
+    ctrl_low: wp.array(dtype=float)
+    ctrl_high: wp.array(dtype=float)
 
 
 @wp.kernel
@@ -314,7 +318,8 @@ def pre_step(
     steps before (clamped to ``[0, K]``; 0: this one); ``base`` by ``action_mode``
     (:data:`ACTION_MODES`): 0 the default pose, 1 the current joint angles (``qpos`` at
     ``qposadr [nu]``, Playground's Go1 Getup), 2 the previous targets ``ctrl`` (cumulative,
-    Go1 Handstand). Kicks (``kick_enable > 0.5``):
+    Go1 Handstand); with ``clip`` the targets are clipped to the control range. Kicks
+    (``kick_enable > 0.5``):
     Playground's half-sine force on body ``kick_body`` (mass its subtree's) into
     ``xfrc_applied`` (torque 0); off: that wrench is 0 and the kick state is left alone."""
     # the bundles' fields under the names the math below reads (views: no copies)
@@ -341,7 +346,10 @@ def pre_step(
             base = qpos[i, qposadr[j]]
         elif action_mode == 2:
             base = ctrl_out[i, j]
-        ctrl_out[i, j] = base + history[i, slot, j] * s
+        target = base + history[i, slot, j] * s
+        if params.clip != 0:  # kept clipped (Playground's H1: the cumulative base)
+            target = wp.clamp(target, params.ctrl_low[j], params.ctrl_high[j])
+        ctrl_out[i, j] = target
     force = wp.vec3(0.0)
     if kick_enable[i] > 0.5:
         h = step_bits(seed[0], env_offset + i, STREAM_KICK, episode_count[i] - 1, step_count[i])

@@ -10,7 +10,8 @@ then the observations; ``MODE_OBSERVE``: the observations only). One step of it:
 1. the step's context :class:`Ctx` (``i``, the keys, the named constants ``k[K_*]`` read
    from the parameter table, the imu's local linear velocity, gyro, gravity, the global
    velocities, upvector, the command); at a reset the task's ``reset`` law first;
-2. the feet: height above the ground under the foot, contact, first contact, air time
+2. the feet: height above the ground under the foot, contact (any of its sensors), first
+   contact, air time
    ``+= dt`` and swing peak (a step only);
 3. the observation terms in order (a term with a noise row draws one value per component,
    in order, from the step's observation-noise bits; ``noisy(value) - bias``), copied into
@@ -107,10 +108,13 @@ class Sensors:
     (gyro, local linear velocity, accelerometer, global linear and angular velocity), of
     the upvector; the imu site, the base body; per foot (``[F]``) its site, floor-contact
     sensors (``found_per_foot`` each, foot-major ``[F * found_per_foot]``: the foot touches
-    when any does), global linear velocity and force sensor (empty without one); contact groups:
+    when any does), global linear velocity and force sensor (empty without one); contact
+    groups:
     ``n_penalized`` groups, group ``b``'s sensors ``penalized[penalized_start[b] :
     penalized_start[b + 1]]``, ``n_terminating`` sensors ``terminating``; ``extra``: a
-    task's own sensor addresses (its terms index them). Arrays of size >= 1."""
+    task's own sensor addresses (its terms index them). After a step the contact sensors
+    are read at ``foot_found_step`` (``foot_found`` but for Playground's H1, which indexes
+    ``sensordata`` by the sensors' ids there). Arrays of size >= 1."""
 
     gyro: int
     linvel: int
@@ -121,8 +125,9 @@ class Sensors:
     imu_site: int
     base_body: int
     foot_site: wp.array(dtype=int)
-    foot_found: wp.array(dtype=int)
     found_per_foot: int
+    foot_found: wp.array(dtype=int)
+    foot_found_step: wp.array(dtype=int)
     foot_vel: wp.array(dtype=int)
     foot_force: wp.array(dtype=int)
     n_penalized: int
@@ -192,8 +197,8 @@ class TaskState:
     its advance per step, push step and interval; for the terrain curriculum the episode's
     start xy, the commanded distance so far and the metric (+1 promote, -1 demote); the
     action before the previous one (zeroed at a reset; the previous action before that is
-    updated); the joint angle minus PD target history (newest first); per-env gait draws
-    (frequency Hz, gait index, swing apex height m);
+    updated); the joint angle minus PD target and joint velocity histories (newest
+    first); per-env gait draws (frequency Hz, gait index, swing apex height m);
     ``heading`` ``[N, 2]``: (1 for a heading env else 0, its heading target in rad)."""
 
     command: wp.array2d(dtype=float)
@@ -211,6 +216,7 @@ class TaskState:
     cmd_distance: wp.array(dtype=float)
     metric: wp.array(dtype=float)
     qpos_error_history: wp.array2d(dtype=float)
+    qvel_history: wp.array2d(dtype=float)
     gait_freq: wp.array(dtype=float)
     gait: wp.array(dtype=wp.int32)
     foot_height: wp.array(dtype=float)
@@ -437,6 +443,45 @@ def obs_upvector(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
     """The upvector sensor (3: the imu's z axis in world coordinates, Playground's Spot
     ``get_gravity``)."""
     return c.up[j]
+
+
+@wp.func
+def _roll(c: Ctx, nu: int, hist: wp.array2d(dtype=float), j: int, new: float) -> float:
+    """Component ``j`` of a history shown with its new block (``new``: component ``j <
+    nu``) in front; once its last component is read (a step, a reset) the history is
+    rolled by nu (the caller writes the front block); observe-only shows it as is."""
+    if c.mode == MODE_OBSERVE:
+        return hist[c.i, j]
+    v = wp.where(j < nu, new, hist[c.i, wp.max(j - nu, 0)])
+    if j == hist.shape[1] - 1:
+        for k in range(hist.shape[1] - 1, nu - 1, -1):
+            hist[c.i, k] = hist[c.i, k - nu]
+    return v
+
+
+@wp.func
+def obs_qvel_history(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                     st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint velocities, now then the previous steps' (nu x history), rolled."""
+    nu = m.default_pose.shape[0]
+    v = _roll(c, nu, st.qvel_history, j, d.qvel[c.i, 6 + j % nu])
+    if c.mode != MODE_OBSERVE and j == st.qvel_history.shape[1] - 1:
+        for k in range(nu):
+            st.qvel_history[c.i, k] = d.qvel[c.i, 6 + k]
+    return v
+
+
+@wp.func
+def obs_qpos_error_history(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                           st: TaskState, act: wp.array2d(dtype=float), j: int) -> float:
+    """Joint angle minus PD target (``ctrl``), now then the previous steps', rolled."""
+    nu = m.default_pose.shape[0]
+    k = j % nu
+    v = _roll(c, nu, st.qpos_error_history, j, d.qpos[c.i, 7 + k] - d.ctrl[c.i, k])
+    if c.mode != MODE_OBSERVE and j == st.qpos_error_history.shape[1] - 1:
+        for q in range(nu):
+            st.qpos_error_history[c.i, q] = d.qpos[c.i, 7 + q] - d.ctrl[c.i, q]
+    return v
 
 
 # ----------------------------------------------------------------- reward terms
@@ -770,7 +815,44 @@ def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st:
     return slip
 
 
+@wp.func
+def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
+    pose = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
+        pose += dq * dq * m.pose_weight[j]
+    return pose
+
+
+@wp.func
+def ang_vel_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``|global angvel|^2`` (3 axes)."""
+    return wp.dot(c.gang, c.gang)
+
+
+@wp.func
+def lin_vel_xy(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+               act: wp.array2d(dtype=float)) -> float:
+    """``|global linvel_xy|^2``."""
+    return c.glin[0] * c.glin[0] + c.glin[1] * c.glin[1]
+
+
 # ----------------------------------------------------------------- termination terms
+@wp.func
+def joint_out_of_range(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState) -> bool:
+    """An actuated joint strictly outside its range."""
+    out = bool(False)
+    for j in range(m.default_pose.shape[0]):
+        q = d.qpos[c.i, 7 + j]
+        if q < m.joint_low[j] or q > m.joint_high[j]:
+            out = True
+    return out
+
+
 @wp.func
 def upside_down(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState) -> bool:
@@ -1119,11 +1201,14 @@ def _make(spec: tuple) -> wp.Kernel:
                 st.last_last_act[i, j] = 0.0
             for j in range(st.qpos_error_history.shape[1]):
                 st.qpos_error_history[i, j] = 0.0
+            for j in range(st.qvel_history.shape[1]):
+                st.qvel_history[i, j] = 0.0
             for f in range(wp.static(nfeet)):
                 st.air_time[i, f] = 0.0
                 st.swing_peak[i, f] = 0.0
                 st.last_contact[i, f] = 0.0
-            terrain_start(i, data.qpos, st.start_xy, st.cmd_distance, st.metric)
+            if st.start_xy.shape[0] > 0:  # kept (the terrain curriculum's state)
+                terrain_start(i, data.qpos, st.start_xy, st.cmd_distance, st.metric)
         step = wp.where(mode == MODE_STEP, c.step, RESET_STEP)
         hn = step_bits(c.seed, c.gid, STREAM_OBS_NOISE, c.episode, step)
 
@@ -1134,9 +1219,12 @@ def _make(spec: tuple) -> wp.Kernel:
         for f in range(wp.static(nfeet)):
             p = data.site_xpos[i, sn.foot_site[f]]
             foot_z[f] = p[2] - ground(tr, i, p[0], p[1])
-            touch = bool(False)  # any of the foot's contact sensors
-            for q in range(sn.found_per_foot):
-                if sd[i, sn.foot_found[f * sn.found_per_foot + q]] > 0.0:
+            touch = bool(False)
+            for fs in range(sn.found_per_foot):
+                adr = sn.foot_found[f * sn.found_per_foot + fs]
+                if mode == MODE_STEP:
+                    adr = sn.foot_found_step[f * sn.found_per_foot + fs]
+                if sd[i, adr] > 0.0:
                     touch = True
             if touch:
                 contact[f] = 1.0

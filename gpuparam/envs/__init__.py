@@ -19,7 +19,8 @@ _REGISTRY: dict[str, type[VecEnv] | None] = {
                      "G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0",
                      "SpotFlatTerrainJoystick-v1", "SpotJoystickGaitTracking-v1",
                      "Go1Getup-v1", "Go1Handstand-v1", "Go1Footstand-v1",
-                     "T1JoystickFlatTerrain-v1", "T1JoystickRoughTerrain-v1")),
+                     "T1JoystickFlatTerrain-v1", "T1JoystickRoughTerrain-v1",
+                     "H1JoystickGaitTracking-v1", "H1InplaceGaitTracking-v1")),
 }
 
 

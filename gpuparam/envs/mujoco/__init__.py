@@ -17,6 +17,7 @@ from gpuparam.envs.mujoco.events import Push
 from gpuparam.envs.mujoco.g1 import G1_ENVS, G1Env, G1RoughEnv, G1TerrainEnv
 from gpuparam.envs.mujoco.go1 import GO1_ENVS, Go1Env, Go1RoughEnv, Go1TerrainEnv
 from gpuparam.envs.mujoco.go1_tasks import GO1_TASK_ENVS
+from gpuparam.envs.mujoco.h1 import H1_ENVS, H1InplaceGaitEnv, H1JoystickGaitEnv
 from gpuparam.envs.mujoco.humanoid import HumanoidEnv
 from gpuparam.envs.mujoco.planar import HalfCheetahEnv, HopperEnv, Walker2dEnv
 from gpuparam.envs.mujoco.robot_env import RobotEnv
@@ -24,8 +25,9 @@ from gpuparam.envs.mujoco.spot import SPOT_ENVS, SpotEnv, SpotGaitEnv
 from gpuparam.envs.mujoco.t1 import T1_ENVS, T1Env, T1RoughEnv
 
 ROBOTS = (AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv, HumanoidEnv, *GO1_ENVS,
-          *G1_ENVS, *GO1_TASK_ENVS, *SPOT_ENVS, *T1_ENVS)
+          *G1_ENVS, *GO1_TASK_ENVS, *SPOT_ENVS, *T1_ENVS, *H1_ENVS)
 
 __all__ = ["ROBOTS", "AntEnv", "G1Env", "G1RoughEnv", "G1TerrainEnv", "Go1Env", "Go1RoughEnv",
-           "Go1TerrainEnv", "HalfCheetahEnv", "HopperEnv", "HumanoidEnv", "Push", "RobotEnv",
-           "SpotEnv", "SpotGaitEnv", "T1Env", "T1RoughEnv", "Walker2dEnv"]
+           "Go1TerrainEnv", "H1InplaceGaitEnv", "H1JoystickGaitEnv", "HalfCheetahEnv",
+           "HopperEnv", "HumanoidEnv", "Push", "RobotEnv", "SpotEnv", "SpotGaitEnv", "T1Env",
+           "T1RoughEnv", "Walker2dEnv"]

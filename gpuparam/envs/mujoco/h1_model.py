@@ -31,11 +31,22 @@ KEYFRAME = "home"
 NUM_ACTUATORS = 19
 
 
+# The actuators' kv (N m s/rad, actuator order) that MuJoCo 3.6 (envpool's, Playground's)
+# derives from the model's ``dampratio="1"``: MuJoCo 4 derives other values from the same
+# dampratio (20.97 for the hip yaw instead of 25.40), so they are set explicitly.
+KV = (25.39807, 59.44468, 57.79198, 27.59756, 18.34125) * 2 + (
+    30.78294, 21.28285, 20.69702, 14.30667, 14.0344, 21.28285, 20.69702, 14.30667, 14.0344)
+
+
 def h1_spec() -> mujoco.MjSpec:
-    """The H1 flat scene as an editable ``mujoco.MjSpec``, as shipped (the torque limits
-    are already actuator ``forcerange``s: hips and torso 200 N m, knees 300, ankles and
-    shoulder pitch/roll 40, shoulder yaw and elbows 18)."""
-    return mujoco.MjSpec.from_file(str(ASSET_DIR / SCENE))
+    """The H1 flat scene as an editable ``mujoco.MjSpec`` (the torque limits are already
+    actuator ``forcerange``s: hips and torso 200 N m, knees 300, ankles and shoulder
+    pitch/roll 40, shoulder yaw and elbows 18), its actuators' damping the ``KV`` of
+    MuJoCo 3.6's ``dampratio 1``."""
+    spec = mujoco.MjSpec.from_file(str(ASSET_DIR / SCENE))
+    for act, kv in zip(spec.actuators, KV, strict=True):
+        act.biasprm[2] = -kv  # negative: a kv, not a dampratio
+    return spec
 
 
 def load_h1() -> mujoco.MjModel:
@@ -43,7 +54,8 @@ def load_h1() -> mujoco.MjModel:
     ``H1InplaceGaitTracking`` simulate it: timestep 0.004 s (``sim_dt``; 5 substeps per
     0.02 s control step), Euler without implicit damping (``eulerdamp`` disabled),
     Newton solver, 1 solver iteration, 5 line-search iterations, pyramidal cone;
-    19 position actuators (kp 800 on the legs, 400 on torso and arms, ``dampratio 1``,
+    19 position actuators (kp 800 on the legs, 400 on torso and arms, ``dampratio 1`` as
+    MuJoCo 3.6 compiles it,
     ``ctrlrange`` = the joint range, ``inheritrange``), joint damping 1 and armature 0.1.
     Keyframe ``"home"`` (pelvis at 0.97 m, knees bent 0.8) is the reset and default
     pose."""

@@ -275,7 +275,9 @@ class LeggedBackend(MjwBackend):
             ``"torso_link"``, Playground's and IsaacLab's torso).
         action_mode: what the PD targets are relative to (``kernels.legged.ACTION_MODES``):
             ``"default"`` the default pose, ``"current"`` the joint angles at the step's
-            start, ``"cumulative"`` the previous targets (reset with the env).
+            start, ``"cumulative"`` the previous targets (reset with the env; ``ctrl`` is then
+            state, ``state["ctrl"]`` float32 ``[N, nu]``, checkpointed).
+        clip_ctrl: the PD targets clipped to the actuators' control range (Playground's H1).
         forward_after_step: run ``mjw.forward`` after the substeps, so that the task reads
             sensors, site poses, actuator forces and ``qacc`` at the new ``qpos, qvel``
             (envpool's ports of Go1 Getup / Handstand; Playground reads them one substep
@@ -303,7 +305,8 @@ class LeggedBackend(MjwBackend):
                  deterministic: bool = False, keyframe: str = "home",
                  joint_scale: bool = False, torso_body: str | None = None,
                  gating: str = "mask", action_mode: str = "default",
-                 forward_after_step: bool = False, settle_steps: int = 0):
+                 forward_after_step: bool = False, settle_steps: int = 0,
+                 clip_ctrl: bool = False):
         super().__init__(mjm, frame_skip, "reset_xy_range", qvel_normal=False,
                          forward_at_reset=True, njmax=njmax, nconmax=nconmax,
                          deterministic=deterministic, gating=gating)
@@ -324,6 +327,7 @@ class LeggedBackend(MjwBackend):
             raise ValueError(f"action_mode: expected one of {kleg.ACTION_MODES}, got "
                              f"{action_mode!r}")
         self.action_mode = kleg.ACTION_MODES.index(action_mode)
+        self.clip_ctrl = bool(clip_ctrl)
         self.forward_after_step, self.settle_steps = bool(forward_after_step), int(settle_steps)
         if mjm.npair:  # explicit contact pairs (G1's feet): their friction is a parameter
             self.recompute_on = (*self.recompute_on, "pair_friction")
@@ -401,6 +405,12 @@ class LeggedBackend(MjwBackend):
         action = kleg.ActionParams()
         action.action_scale, action.action_delay = rows("action_scale"), rows("action_delay")
         action.kick_enable = rows("kick_enable")
+        action.clip = int(self.clip_ctrl)
+        with wp.ScopedDevice(self._device):
+            action.ctrl_low, action.ctrl_high = (
+                wp.array(np.ascontiguousarray(r, np.float32)) for r in mjm.actuator_ctrlrange.T)
+        if self.action_mode == 2:  # cumulative: the targets carry over, checkpointed state
+            self.state["ctrl"] = wp.to_torch(d.ctrl)
         self._pre_step = BoundLaunch(
             kleg.pre_step, n, device=dev,
             inputs=[self.dt, self.base, default_pose, m.body_subtreemass, action,

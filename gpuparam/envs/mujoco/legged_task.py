@@ -194,8 +194,10 @@ class LeggedTaskConfig:
     ``keyframe`` (reset and default pose), ``joint_scale`` (reset scales joint angles);
     sensor names of the imu (``gyro``, ``linvel``, ``accel``, ``upvector``,
     ``global_linvel``, ``global_angvel``) and its site ``imu_site``; ``feet`` (site names)
-    with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none; several
-    ``foot_found`` patterns: the foot touches when any of its sensors does);
+    with sensor patterns (``"{}_floor_found"`` ...; ``foot_force`` None: none;
+    ``foot_found`` a pattern or a tuple of them: a foot touches when any of its sensors
+    does; ``contact_by_id``: after a step read at ``sensordata[sensor id]``, Playground's H1
+    quirk); ``clip_ctrl``: ``legged.LeggedBackend``'s;
     ``extra_sensors`` (``Sensors.extra``), ``index_joints`` (``TaskModel.index``: actuator
     index of joint ``<name>``, else ``<name>_joint``), ``pose_weight`` (per actuator,
     cycled), fixed contact sensors ``terminating_sensors`` and penalized groups
@@ -247,6 +249,7 @@ class LeggedTaskConfig:
     global_angvel: str = "global_angvel"
     imu_site: str = "imu"
     foot_found: str | tuple[str, ...] = "{}_floor_found"
+    contact_by_id: bool = False
     foot_vel: str = "{}_global_linvel"
     foot_force: str | None = None
     extra_sensors: tuple[str, ...] = ()
@@ -269,6 +272,7 @@ class LeggedTaskConfig:
     action_mode: str = "default"
     forward_after_step: bool = False
     settle_steps: int = 0
+    clip_ctrl: bool = False
 
     @property
     def reward_names(self) -> tuple[str, ...]:
@@ -485,8 +489,11 @@ class LeggedTask(Task):
         # contact sensors are addressed by name, in the feet's order
         sn.foot_site = wp.array([mjm.site(f).id for f in cfg.feet], dtype=int)
         found = (cfg.foot_found,) if isinstance(cfg.foot_found, str) else cfg.foot_found
-        sn.foot_found = wp.array([adr(s.format(f)) for f in cfg.feet for s in found], dtype=int)
+        names = [p.format(f) for f in cfg.feet for p in found]  # foot-major
         sn.found_per_foot = len(found)
+        sn.foot_found = wp.array([adr(x) for x in names], dtype=int)
+        sn.foot_found_step = wp.array([mjm.sensor(x).id if cfg.contact_by_id else adr(x)
+                                       for x in names], dtype=int)
         sn.foot_vel = wp.array([adr(cfg.foot_vel.format(f)) for f in cfg.feet], dtype=int)
         # a task's own addresses: empty arrays (no bytes) when it has none
         sn.foot_force = (wp.array([adr(cfg.foot_force.format(f)) for f in cfg.feet], dtype=int)
@@ -677,7 +684,8 @@ class LeggedEnv(RobotEnv):
                              origins=origins, keyframe=cfg.keyframe, joint_scale=cfg.joint_scale,
                              torso_body=cfg.torso_body, action_mode=cfg.action_mode,
                              forward_after_step=cfg.forward_after_step,
-                             settle_steps=cfg.settle_steps, **self._sizes)
+                             settle_steps=cfg.settle_steps, clip_ctrl=cfg.clip_ctrl,
+                             **self._sizes)
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)
