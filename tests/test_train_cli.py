@@ -12,11 +12,13 @@ import re
 import pytest
 import torch
 
+import gpuparam as gp
+
 pytest.importorskip("tyro")
 
 from gpuparam.apps import runs  # noqa: E402
 from gpuparam.apps.cli import parse_play, parse_train  # noqa: E402
-from gpuparam.apps.config import TrainCfg, default_config, tasks  # noqa: E402
+from gpuparam.apps.config import G1, GO1, TrainCfg, default_config, tasks  # noqa: E402
 
 
 def _refused(fn, argv, capsys, prog="gpuparam.train") -> str:
@@ -63,6 +65,15 @@ def test_defaults_and_overrides(tmp_path):
         assert default_config(task).task == task
 
 
+def test_every_legged_task_of_the_suite_trains_with_its_playground_recipe():
+    legged = [t for t in gp.registered() if t.startswith(("Go1", "G1", "Spot", "T1", "H1"))]
+    assert set(legged) <= set(tasks())
+    for task in legged:
+        cfg = default_config(task)
+        assert cfg.agent.algorithm.gamma == 0.97, task
+        assert cfg.env.recipe == ("legged" if task in (*GO1, *G1) else "playground"), task
+
+
 @pytest.mark.parametrize(("argv", "match"), [
     (["--task", "Go3"], r"--task: expected one of .*Go1JoystickFlatTerrain-v1.*, got 'Go3'"),
     (["--num-envs", "0"], r"--num-envs: expected a number >= 1, got 0"),
@@ -72,6 +83,11 @@ def test_defaults_and_overrides(tmp_path):
     (["--device", "tpu"], r"--device: expected cpu, cuda or cuda:<index>, got 'tpu'"),
     (["--env.recipe", "legged", "--task", "Pendulum-v1"],
      r"--env.recipe: 'legged' expected a Go1 or G1 task, got 'Pendulum-v1'"),
+    (["--env.recipe", "legged", "--task", "Go1Getup-v1"],
+     r"--env.recipe: 'legged' expected a Go1 or G1 task, got 'Go1Getup-v1'"),
+    (["--env.recipe", "playground", "--task", "Ant-v5"],
+     r"--env.recipe: 'playground' expected a legged task, got 'Ant-v5'"),
+    (["--env.recipe", "dr"], r"--env.recipe: expected 'legged', 'playground' or 'none', got 'dr'"),
     (["--agent.logger", "mlflow"], r"--agent.logger: expected tensorboard, wandb or neptune"),
 ])
 def test_bad_values_are_one_line(argv, match, tmp_path, capsys):

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 
 from gpuparam.apps import runs
-from gpuparam.apps.config import TrainCfg, default_config, tasks
+from gpuparam.apps.config import G1, GO1, PLAYGROUND, TrainCfg, default_config, tasks
 
 __all__ = ["PlayCfg", "parse_play", "parse_train"]
 
@@ -132,10 +132,14 @@ def parse_train(argv: list[str] | None = None, prog: str = "gpuparam.train") -> 
         ("agent.save_interval", 1, int), ("env.command_levels", 0, int),
         ("agent.init_noise_std", 0, float), ("agent.algorithm.num_learning_epochs", 1, int),
         ("agent.algorithm.num_mini_batches", 1, int)])
-    if cfg.env.recipe not in ("legged", "none"):
-        fail(prog, f"--env.recipe: expected 'legged' or 'none', got {cfg.env.recipe!r}")
-    if cfg.env.recipe == "legged" and not (cfg.task.startswith(("Go1", "G1"))):
-        fail(prog, f"--env.recipe: 'legged' expected a Go1 or G1 task, got {cfg.task!r}")
+    if cfg.env.recipe not in ("legged", "playground", "none"):
+        fail(prog, f"--env.recipe: expected 'legged', 'playground' or 'none', got "
+                   f"{cfg.env.recipe!r}")
+    if cfg.env.recipe == "legged" and cfg.task not in (*GO1, *G1):
+        fail(prog, f"--env.recipe: 'legged' expected a Go1 or G1 task, got "
+                   f"{cfg.task!r}")
+    if cfg.env.recipe == "playground" and cfg.task not in (*GO1, *G1, *PLAYGROUND):
+        fail(prog, f"--env.recipe: 'playground' expected a legged task, got {cfg.task!r}")
     if cfg.agent.logger not in ("tensorboard", "wandb", "neptune"):
         fail(prog, f"--agent.logger: expected tensorboard, wandb or neptune, got "
                    f"{cfg.agent.logger!r}")

@@ -29,6 +29,11 @@ __all__ = [
 
 GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1", "Go1Terrain-v0")
 G1 = ("G1JoystickFlatTerrain-v1", "G1JoystickRoughTerrain-v1", "G1Terrain-v0")
+# the rest of MuJoCo Playground's locomotion suite: each env's own Playground randomization
+PLAYGROUND = ("Go1Getup-v1", "Go1Handstand-v1", "Go1Footstand-v1",
+              "SpotFlatTerrainJoystick-v1", "SpotJoystickGaitTracking-v1",
+              "T1JoystickFlatTerrain-v1", "T1JoystickRoughTerrain-v1",
+              "H1JoystickGaitTracking-v1", "H1InplaceGaitTracking-v1")
 GYM_ROBOTS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
 CLASSIC = ("CartPole-v1", "Pendulum-v1")
 
@@ -43,7 +48,9 @@ class EnvCfg:
     ``recipe``: ``"legged"`` (the legged
     sim-to-real recipe of docs/legged.md: observation noise, action latency, friction /
     mass / centre of mass / motor strength / gain randomization per episode, and the
-    terrain curriculum on a terrain grid) or ``"none"`` (the env as ``gp.make`` builds it).
+    terrain curriculum on a terrain grid; Go1 and G1), ``"playground"`` (the env's own
+    ``playground_randomization()`` once per env, MuJoCo Playground's ``randomize.py``; every
+    legged task) or ``"none"`` (the env as ``gp.make`` builds it).
     ``command_levels`` (Go1 flat and rough only): levels of a command-range curriculum from
     a third of Playground's ranges up to them, promoted when an episode's mean linear
     tracking reward passes ``promote`` (0: Playground's full ranges from the start).
@@ -145,9 +152,10 @@ class TrainCfg:
 
 
 def _legged(task: str) -> TrainCfg:
-    cfg = TrainCfg(task=task, env=EnvCfg(recipe="legged"))
+    recipe = "playground" if task in PLAYGROUND else "legged"
+    cfg = TrainCfg(task=task, env=EnvCfg(recipe=recipe))
     cfg.agent.algorithm.gamma = 0.97  # Playground's joystick tasks
-    if task in GO1:
+    if task in GO1 or task.startswith(("Go1", "Spot")):  # the quadrupeds
         cfg.agent.init_noise_std = 0.5
     if task.endswith("Terrain-v0"):
         cfg.env.kwargs = {"terrain_rows": 10}
@@ -163,12 +171,12 @@ def _small(task: str, iterations: int) -> TrainCfg:
 
 def tasks() -> tuple[str, ...]:
     """The task ids ``python -m gpuparam.train --task`` accepts."""
-    return (*GO1, *G1, *GYM_ROBOTS, *CLASSIC)
+    return (*GO1, *G1, *PLAYGROUND, *GYM_ROBOTS, *CLASSIC)
 
 
 def default_config(task: str) -> TrainCfg:
     """The task's train config (a fresh one per call)."""
-    if task in GO1 or task in G1:
+    if task in GO1 or task in G1 or task in PLAYGROUND:
         return _legged(task)
     if task in GYM_ROBOTS:
         return _small(task, 1000)

@@ -136,6 +136,8 @@ def build_env(cfg: TrainCfg, num_envs: int | None = None, shard: tuple[int, int]
             raise ValueError(f"--env.recipe: 'legged' expected a Go1 or G1 task, got "
                              f"{cfg.task!r}")
         curriculum, hooks = _legged_recipe(env, cfg, env.num_envs, offset)
+    elif cfg.env.recipe == "playground":  # MuJoCo Playground's randomize.py, once per env
+        env.randomize(*env.playground_randomization(on="startup"))
     env.reset()
     log_values = {}
     if curriculum is not None:
