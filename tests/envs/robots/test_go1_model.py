@@ -70,7 +70,10 @@ def test_assets_are_self_contained_and_licensed():
     files = {p.relative_to(ASSET_DIR).as_posix() for p in ASSET_DIR.rglob("*") if p.is_file()}
     assert files == {"LICENSE", "NOTICE", "go1_mjx_feetonly.xml", "sensor_feet.xml",
                      "scene_mjx_feetonly_flat_terrain.xml",
-                     "scene_mjx_feetonly_rough_terrain.xml", "assets/hfield.png"}
+                     "scene_mjx_feetonly_rough_terrain.xml", "assets/hfield.png",
+                     # Getup / Handstand / Footstand (go1_tasks_model.py)
+                     "go1_mjx.xml", "go1_mjx_fullcollisions.xml", "sensor_fullcollision.xml",
+                     "scene_mjx_flat_terrain.xml", "scene_mjx_fullcollisions_flat_terrain.xml"}
     assert "BSD 3-Clause" in (ASSET_DIR / "LICENSE").read_text()
     assert "Apache License 2.0" in (ASSET_DIR / "NOTICE").read_text()
     for xml in ASSET_DIR.glob("*.xml"):
