@@ -158,7 +158,9 @@ def test_vecenv_core_stays_small():
 
 
 # the runtime core (issue 46): the package's own modules, randomization, transforms, and the
-# shared kernels (not the per-env ones); envs and integrations are not core
+# shared kernels (not the per-env ones); envs, integrations and the train/play app
+# (gpuparam/apps/ and its two ``python -m`` entry files) are not core
+APP_ENTRIES = ("train.py", "play.py")
 CORE_KERNELS = ("__init__", "actions", "curriculum", "episode", "index", "params", "randomize",
                 "rng", "stats")
 CORE_LINES = 8339  # issue 46 asks for at most 6,500: this is the figure reached so far
@@ -166,7 +168,8 @@ CORE_LINES = 8339  # issue 46 asks for at most 6,500: this is the figure reached
 
 def _core_files(root: Path) -> list[Path]:
     folders = ("gpuparam", "gpuparam/randomization", "gpuparam/transforms")
-    return sorted([*(p for d in folders for p in (root / d).glob("*.py")),
+    return sorted([*(p for d in folders for p in (root / d).glob("*.py")
+                     if not (d == "gpuparam" and p.name in APP_ENTRIES)),
                    *(root / "kernels" / f"{k}.py" for k in CORE_KERNELS)])
 
 
