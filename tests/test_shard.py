@@ -139,10 +139,12 @@ def test_checkpoint_records_the_offset_and_refuses_other_envs():
     a = torch.zeros(8, dtype=torch.int64)
     assert torch.equal(same.step(a)["observation"], env.step(a)["observation"])
     legacy = {k: v for k, v in gp.make("CartPole-v1", 4, device="cpu").state_dict().items()
-              if k != "env_offset"}  # a checkpoint from before sharding: offset 0
-    gp.make("CartPole-v1", 4, device="cpu").load_state_dict(legacy)
-    with pytest.raises(ValueError, match="env_offset 0"):
-        gp.make("CartPole-v1", 4, device="cpu", env_offset=4).load_state_dict(legacy)
+              if k != "env_offset"}  # no defaults for older checkpoints (issue 46): refused
+    with pytest.raises(ValueError, match=r"got missing \['env_offset'\]"):
+        gp.make("CartPole-v1", 4, device="cpu").load_state_dict(legacy)
+    with pytest.raises(ValueError, match=r"global envs 0\.\.3 .*this env holds 4\.\.7"):
+        gp.make("CartPole-v1", 4, device="cpu", env_offset=4).load_state_dict(
+            gp.make("CartPole-v1", 4, device="cpu").state_dict())
 
 
 class Recorder:

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 import gpuparam as gp
-from gpuparam.envs.mujoco.legged_task import COMMAND_PARAMS
 
 pytest.importorskip("mujoco_warp")
+
+from gpuparam.envs.mujoco.legged_task import COMMAND_PARAMS  # noqa: E402
 
 FLAT = "Go1JoystickFlatTerrain-v1"
 N = 8
