@@ -41,7 +41,7 @@ def _resolve_device(prog: str, device: str) -> str:
         d = torch.device(device)
     except RuntimeError:
         fail(prog, f"--device: expected cpu, cuda or cuda:<index>, got {device!r}")
-    if d.type == "cuda" and not torch.cuda.is_available():
+    if d.type == "cuda" and not torch.cuda.is_available():  # device-ok: argument check
         fail(prog, f"--device: {device!r} asked for, but torch sees no CUDA device")
     if d.type not in ("cpu", "cuda"):
         fail(prog, f"--device: expected cpu, cuda or cuda:<index>, got {device!r}")

@@ -77,9 +77,9 @@ class Recorder:
         the step count for the label. Host code: copies the envs' ``qpos`` to the CPU."""
         import mujoco
 
-        qpos = self.env.state["qpos"][: self.num].cpu().numpy()
+        qpos = self.env.state["qpos"][: self.num].cpu().numpy()  # host-ok: frames, not a step
         command = self.env.state.get("task_command")
-        command = None if command is None else command[: self.num].cpu().tolist()
+        command = None if command is None else command[: self.num].cpu().tolist()  # host-ok: label
         tiles = []
         for i in range(self.num):
             self.data.qpos[:] = qpos[i]
