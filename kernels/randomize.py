@@ -70,52 +70,30 @@ class TermRow:
 
 
 @wp.func
-def countdown(
-    row: TermRow, env: int, effective: wp.array2d(dtype=float), first: wp.float64
-) -> bool:
-    """Whether a timed trigger (``Every``, ``Interval``) is due for ``env``: a restarted
-    clock (``RESTARTED``) first takes ``first``, then counts down by the env's time step
-    (``effective[row.dt_col]``, or 1 step); due once less than half a step is left, else
-    the clock advances."""
-    if row.clock[env] < wp.float64(0.0):
-        row.clock[env] = first
+def countdown(row: TermRow, env: int, effective: wp.array2d(dtype=float)) -> bool:
+    """Whether a timed trigger (``Every``, ``Interval``) is due for ``env``: its clock
+    counts down by the env's time step (``effective[row.dt_col]``, or 1 step); due once
+    less than half a step is left, else the clock advances."""
     dt = wp.float64(1.0)
     if row.dt_col >= 0:
         dt = wp.float64(effective[row.dt_col, env])
     left = row.clock[env] - dt
-    if left >= wp.float64(0.5) * dt:  # due once less than half a step is left
+    if left >= wp.float64(0.5) * dt:
         row.clock[env] = left
         return False
     return True
 
 
 @wp.func
-def first_bits(row: TermRow, env: int, key: int) -> float:
-    """The uniform of a timed trigger's first value (a restarted clock), drawn from event
-    counter -1 (never used by a draw); only drawn when the clock is restarted."""
-    u = float(0.0)
-    if row.clock[env] < wp.float64(0.0):
-        u = uniform(draw_bits(key, -1))
-    return u
-
-
-@wp.func
 def every_due(
     row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
 ) -> bool:
-    """``Every(k)`` (``period_lo`` = k): first firing at a random phase in [1, k]."""
-    u = first_bits(row, env, key)
-    return countdown(row, env, effective, wp.float64(wp.floor(u * row.period_lo) + 1.0))
-
-
-@wp.func
-def interval_due(
-    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
-) -> bool:
-    """``Interval(low_s, high_s)``: intervals uniform in ``[period_lo, period_hi]``."""
-    u = first_bits(row, env, key)
-    plo = row.period_lo
-    return countdown(row, env, effective, wp.float64(plo + (row.period_hi - plo) * u))
+    """``Every(k)`` (``period_lo`` = k): a restarted clock (``RESTARTED``) first takes a
+    random phase in [1, k], drawn from event counter -1 (never used by a draw)."""
+    if row.clock[env] < wp.float64(0.0):
+        u = uniform(draw_bits(key, -1))
+        row.clock[env] = wp.float64(wp.floor(u * row.period_lo) + 1.0)
+    return countdown(row, env, effective)
 
 
 @wp.func
@@ -123,6 +101,17 @@ def interval_fired(row: TermRow, env: int, h: wp.uint32):
     """After a draw of ``Every``/``Interval``: the next interval, from the bits ``h`` after
     the value's."""
     row.clock[env] = wp.float64(row.period_lo + (row.period_hi - row.period_lo) * uniform(h))
+
+
+@wp.func
+def interval_due(
+    row: TermRow, env: int, gstep: wp.int64, effective: wp.array2d(dtype=float), key: int
+) -> bool:
+    """``Interval(low_s, high_s)``: intervals uniform in ``[period_lo, period_hi]``, the
+    first one (a restarted clock) from event counter -1 as ``every_due``'s phase."""
+    if row.clock[env] < wp.float64(0.0):
+        interval_fired(row, env, draw_bits(key, -1))
+    return countdown(row, env, effective)
 
 
 @wp.func

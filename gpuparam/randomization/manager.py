@@ -68,19 +68,16 @@ class Randomization:
                 raise ValueError(f"randomize: expected gp.Uniform/..., got {type(t).__name__}")
             if t in self._bounds or any(t is u for u in terms[:i]):
                 raise ValueError(f"{t}: this term is already added to this env")
-        new = [bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)]
-        for cls in ("startup", "step", "reset"):  # a new class's draw compiles, or nothing changes
-            bounds = [b for b in (*self._bounds.values(), *new) if b.term.trigger_class == cls]
-            if bounds:
-                self._build(bounds)
-        self._next_uid += len(new)
-        self._bounds.update((b.term, b) for b in new)
-        self._rebuild()
-        startup = [b for b in new if b.term.trigger_class == "startup"]
-        if startup:
+        new = {t: bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)}
+        startup = [b for b in new.values() if b.term.trigger_class == "startup"]
+        if startup:  # its kernel and the others' compile before anything changes
             changed = torch.zeros(self._n, dtype=torch.bool, device=self._dev)
             rows = host_array([b.row() for b in startup], K.TermRow, self._dev)
-            self._bind_launch(startup, rows, None, changed)()
+            apply = self._bind_launch(startup, rows, None, changed)
+        self._rebuild({**self._bounds, **new})
+        self._next_uid += len(new)
+        if startup:
+            apply()
             settle(self._dev)  # the temporary rows are read before they are freed
             self._env.params.notify(tuple(dict.fromkeys(b.term.param for b in startup)), changed)
         return lambda: self.remove(*[t for t in terms if t in self._bounds])
@@ -255,10 +252,13 @@ class Randomization:
         effective.copy_(nominal if b.mask is None else torch.where(b.mask, nominal, effective))
         p.notify((b.term.param,), b.mask)
 
-    def _build(self, bounds: list[Bound]) -> wp.Kernel:
-        """The ``randomize`` kernel of ``bounds``' distributions and triggers, compiled
-        (or loaded from Warp's cache); ``ValueError`` naming the registered classes if it
-        does not build (a draw or trigger of a wrong signature)."""
+    def _bind_launch(self, bounds: list[Bound], rows: wp.array, gate: torch.Tensor | None,
+                     changed: torch.Tensor) -> BoundLaunch:
+        """The launch of the ``randomize`` kernel of ``bounds``' distributions and triggers
+        over ``rows`` (``gate`` None: every env), bound; the kernel is compiled (or loaded
+        from Warp's cache) first: ``ValueError`` naming the registered classes if it does
+        not build (a draw or trigger of a wrong signature)."""
+        env, p = self._env, self._env.params
         try:
             kernel = registry.kernel([b.base.dist for b in bounds],
                                      [b.base.trigger for b in bounds])
@@ -272,14 +272,6 @@ class Randomization:
                 f"draw must be @wp.func (h: wp.uint32, a: float, b: float) -> float): "
                 f"{type(e).__name__}: {e}"
             ) from e
-        return kernel
-
-    def _bind_launch(self, bounds: list[Bound], rows: wp.array, gate: torch.Tensor | None,
-                     changed: torch.Tensor) -> BoundLaunch:
-        """The launch of the ``randomize`` kernel of ``bounds``' distributions over ``rows``
-        (``gate`` None: every env), bound."""
-        env, p = self._env, self._env.params
-        kernel = registry.kernel([b.base.dist for b in bounds], [b.base.trigger for b in bounds])
         inputs = [
             rows, int(gate is not None), to_wp(env.context.done if gate is None else gate),
             to_wp(env.context.seed), to_wp(self._gstep), env.env_offset,
@@ -288,25 +280,28 @@ class Randomization:
         outputs = [to_wp(p.effective_table), to_wp(changed)]
         return BoundLaunch(kernel, self._n, inputs=inputs, outputs=outputs, device=self._dev)
 
-    def _rebuild(self) -> None:
-        """Rebuild the step and reset classes' rows and launches (a launch keeps its rows)."""
-        ctx = self._env.context
-        self._cmds = {}
+    def _rebuild(self, bounds: dict[Term, Bound] | None = None) -> None:
+        """Rebuild the step and reset classes' rows and launches (a launch keeps its rows)
+        for ``bounds`` (default: the current terms), which become the terms once every
+        launch is bound."""
+        bounds = self._bounds if bounds is None else bounds
+        ctx, cmds = self._env.context, {}
         for cls, gates in (("step", {"step": None}),
                            ("reset", {"done": ctx.done, "reset": ctx.reset_mask})):
-            bounds = [b for b in self._bounds.values() if b.term.trigger_class == cls]
-            if not bounds:
+            group = [b for b in bounds.values() if b.term.trigger_class == cls]
+            if not group:
                 continue
-            rows = host_array([b.row() for b in bounds], K.TermRow, self._dev)
+            rows = host_array([b.row() for b in group], K.TermRow, self._dev)
             changed = self._changed[cls]
-            names = tuple(dict.fromkeys(b.term.param for b in bounds))
+            names = tuple(dict.fromkeys(b.term.param for b in group))
             # without masks and timed triggers, every gated env is written
-            track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in bounds)
+            track = any(b.mask is not None or b.base.trigger != K.PLAIN for b in group)
             for name, gate in gates.items():
-                cmd = self._bind_launch(bounds, rows, gate, changed)
-                self._cmds[name] = (cmd, names, changed if track else gate)
-        self.step_active = "step" in self._cmds
-        self.reset_active = "reset" in self._cmds
+                cmd = self._bind_launch(group, rows, gate, changed)
+                cmds[name] = (cmd, names, changed if track else gate)
+        self._bounds, self._cmds = bounds, cmds
+        self.step_active = "step" in cmds
+        self.reset_active = "reset" in cmds
         for fn in list(self._listeners):
             fn()
 

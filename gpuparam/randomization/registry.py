@@ -4,15 +4,12 @@ name) and per ``Trigger`` class, and the ``randomize`` kernel that dispatches on
 A ``Term`` subclass that sets ``dist`` in its body registers itself when it is defined
 (``Term.__init_subclass__``): its name is the one configs use
 (``gp.randomization_from_config``), its id (the next free one: the built-ins take 0-3)
-the one its ``TermRow.dist`` holds. Warp kernels cannot call Python objects, so the kernel
-is generated from the registry: ``kernel(ids)`` builds (once per set of draws, cached here
-and, compiled, on disk by Warp) a ``kernels.randomize.make_randomize`` kernel whose
-dispatch is unrolled over the built-ins' ``draw`` functions and those of ``ids`` (the
-distributions a launch's terms use). Envs that use only the built-ins keep the
-built-ins' kernel when a new distribution is registered; a term of a new one builds (and
-the first time compiles) a kernel that has it. Triggers likewise: a ``Trigger`` subclass
-that sets ``due`` registers itself (ids from 1; 0 is ``PLAIN``), its ``due`` and
-``fired`` unrolled in the kernel.
+the one its ``TermRow.dist`` holds. A ``Trigger`` subclass that sets ``due`` registers
+itself likewise (ids from 1; 0 is ``PLAIN``). Warp kernels cannot call Python objects, so
+``kernel(ids, trigger_ids)`` builds (once per set, cached here and, compiled, on disk by
+Warp) a ``kernels.randomize.make_randomize`` kernel whose dispatch is unrolled over the
+built-ins and the classes a launch's terms use: envs that use only the built-ins keep the
+built-ins' kernel when a new class is registered.
 """
 
 from __future__ import annotations
@@ -23,9 +20,13 @@ import warp as wp
 
 from gpuparam.kernels import randomize as kernels_randomize
 
-_classes: list[type] = []  # id -> Term class
-_triggers: list[type] = []  # id - 1 -> Trigger class (id 0: PLAIN, no test)
+_dists: dict[str, type] = {}  # name -> Term class, in id order
+_triggers: dict[str, type] = {}  # qualified name -> Trigger class, in id order from 1
 _kernels: dict[tuple, wp.Kernel] = {}
+
+
+def _where(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def register(cls: type) -> int:
@@ -33,69 +34,52 @@ def register(cls: type) -> int:
     return its id. A class re-defined with the same module and qualified name (a module
     reloaded, a notebook cell run again) replaces the earlier one under the same id;
     another class under a taken name raises ``ValueError``."""
-    name, draw = cls.dist, cls.draw
-    where = f"{cls.__module__}.{cls.__qualname__}"
+    name, where = cls.dist, _where(cls)
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"{where}: dist must be a name (an identifier), got {name!r}")
-    if not isinstance(draw, wp.Function):
+    if not isinstance(cls.draw, wp.Function):
         raise TypeError(f"{where}: draw must be a @wp.func (h: wp.uint32, a: float, b: float) "
-                        f"-> float, got {type(draw).__name__}")
-    for i, old in enumerate(_classes):
-        if old.dist != name:
-            continue
-        if (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"{where}: distribution name {name!r} is taken by "
-                             f"{old.__module__}.{old.__qualname__}")
-        _classes[i] = cls
-        return i
-    _classes.append(cls)
-    return len(_classes) - 1
+                        f"-> float, got {type(cls.draw).__name__}")
+    if name in _dists and _where(_dists[name]) != where:
+        raise ValueError(f"{where}: distribution name {name!r} is taken by "
+                         f"{_where(_dists[name])}")
+    _dists[name] = cls  # a replaced class keeps its place
+    return dist_id(name)
 
 
 def dist_id(name: str) -> int:
     """The id of the distribution named ``name`` (a term's ``dist``; ``KeyError`` if none
     is registered under it)."""
-    for i, c in enumerate(_classes):
-        if c.dist == name:
-            return i
-    raise KeyError(f"{name!r}: not a registered distribution; registered: "
-                   f"{', '.join(c.dist for c in _classes)}")
+    if name not in _dists:
+        raise KeyError(f"{name!r}: not a registered distribution; registered: "
+                       f"{', '.join(_dists)}")
+    return list(_dists).index(name)
 
 
 def distributions() -> dict[str, type]:
     """``{name: Term class}`` of every registered distribution, in id order."""
-    return {c.dist: c for c in _classes}
-
-
-def by_name(name: str) -> type | None:
-    """The registered ``Term`` class named ``name``, or None."""
-    return distributions().get(name)
+    return dict(_dists)
 
 
 def register_trigger(cls: type) -> int:
     """Add the ``Trigger`` subclass ``cls`` (its ``due`` and ``fired``) and return its id
     (``TermRow.trigger``; 1-3 are the built-ins'); re-definitions replace as ``register``."""
-    where = f"{cls.__module__}.{cls.__qualname__}"
+    where = _where(cls)
     for f in ("due", "fired"):
         if not isinstance(getattr(cls, f), wp.Function):
             raise TypeError(f"{where}: {f} must be a @wp.func, got "
                             f"{type(getattr(cls, f)).__name__}")
     if cls.launch not in ("step", "reset"):
         raise ValueError(f"{where}: launch must be 'step' or 'reset', got {cls.launch!r}")
-    for i, old in enumerate(_triggers):
-        if (old.__module__, old.__qualname__) == (cls.__module__, cls.__qualname__):
-            _triggers[i] = cls
-            return i + 1
-    _triggers.append(cls)
-    return len(_triggers)
+    _triggers[where] = cls
+    return trigger_id(cls)
 
 
 def trigger_id(cls: type) -> int:
     """The id of a registered ``Trigger`` class or of its nearest registered base."""
     for base in cls.__mro__:
-        for i, c in enumerate(_triggers):
-            if c is base:
-                return i + 1
+        if _triggers.get(_where(base)) is base:
+            return list(_triggers).index(_where(base)) + 1
     raise KeyError(f"{cls.__qualname__}: not a registered trigger (a Trigger subclass "
                    "setting due)")
 
@@ -105,14 +89,14 @@ def kernel(ids: Iterable[int], trigger_ids: Iterable[int] = ()) -> wp.Kernel:
     of ``ids`` / ``trigger_ids`` (the ones a launch's terms use): one kernel for every env
     that uses only built-ins, and a distribution that does not build breaks only the
     launches that use it."""
-    dists = sorted(set(range(kernels_randomize.CHOICE + 1)) | set(ids))
-    trigs = sorted(set(range(1, kernels_randomize.MIN_STEPS + 1)) | set(trigger_ids) - {0})
-    entries = tuple((i, _classes[i].draw, bool(_classes[i].table)) for i in dists)
-    trig = tuple((i, _triggers[i - 1].due, _triggers[i - 1].fired) for i in trigs)
-    k = _kernels.get((entries, trig))
-    if k is None:
-        ranged = tuple((i, d) for i, d, table in entries if not table)
-        tables = tuple((i, d) for i, d, table in entries if table)
-        k = kernels_randomize.make_randomize(ranged, tables, trig)
-        _kernels[(entries, trig)] = k
-    return k
+    dists, trigs = list(_dists.values()), list(_triggers.values())
+    ids = sorted(set(range(kernels_randomize.CHOICE + 1)) | set(ids))
+    trigger_ids = sorted(set(range(1, kernels_randomize.MIN_STEPS + 1)) | set(trigger_ids) - {0})
+    entries = tuple((i, dists[i].draw, bool(dists[i].table)) for i in ids)
+    triggers = tuple((i, trigs[i - 1].due, trigs[i - 1].fired) for i in trigger_ids)
+    key = (entries, triggers)
+    if key not in _kernels:
+        _kernels[key] = kernels_randomize.make_randomize(
+            [(i, d) for i, d, table in entries if not table],
+            [(i, d) for i, d, table in entries if table], triggers)
+    return _kernels[key]
