@@ -15,8 +15,7 @@ import torch
 from gpuparam._device import host_array, to_wp
 from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import curriculum as kcurriculum
-from gpuparam.randomization.binding import OP, check_result, per_component
-from gpuparam.randomization.terms import Term, Uniform, check_int
+from gpuparam.randomization.terms import OP, Term, Uniform, check_int, check_result, per_component
 
 __all__ = ["ADR", "AdrGroup", "adr_slots"]
 

@@ -21,8 +21,8 @@ from gpuparam._launch import BoundLaunch
 from gpuparam.adr import ADR, AdrGroup
 from gpuparam.distributed import exchange
 from gpuparam.kernels import curriculum as kcurriculum
-from gpuparam.randomization.binding import check_result, range_tensor, select_envs
-from gpuparam.randomization.terms import Term, check_int
+from gpuparam.randomization.manager import select_envs
+from gpuparam.randomization.terms import Term, check_int, check_result, range_tensor
 
 __all__ = ["ADR", "Curriculum", "Metric"]
 

@@ -1,4 +1,5 @@
-"""``env.randomization``: an env's terms, their device rows and their bound launches.
+"""``env.randomization``: an env's terms, their device state (``bind``: checked against
+the parameter specs when added), their device rows and their bound launches.
 
 Terms are grouped by trigger class: ``"startup"`` (applied once, when added), the reset
 class (``"reset"``, ``OnReset``) and the step class (``"step"``, ``Every``, ``Interval``).
@@ -11,17 +12,119 @@ around per-term device state kept for the term's life, so the views handed out s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 import warp as wp
 
 from gpuparam._checkpoint import check_like, check_randomization
+from gpuparam._checks import check_env_ids, check_mask, ids_to_mask
 from gpuparam._device import host_array, settle, to_wp, wp_device
 from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import randomize as K
 from gpuparam.randomization import registry
-from gpuparam.randomization.binding import Bound, bind, select_envs
-from gpuparam.randomization.terms import Term
+from gpuparam.randomization.terms import OP, Term, Trigger, check_result, range_tensor
+
+
+@dataclass(eq=False)
+class Bound:
+    """A term bound to one env: its ``kernels.randomize.TermRow`` (``base``: constants and
+    views of the tensors below, built once) and those tensors, each the like-named array of
+    ``TermRow`` (``mask``, ``pe``: None for none) except ``values``: the ranges, or for a
+    table distribution (``Choice``) its values then its cumulative probabilities
+    (``TermRow.cdf``); ``nch``: a table's number of values (0: ranges)."""
+
+    term: Term
+    nch: int
+    base: K.TermRow
+    values: torch.Tensor
+    steps: torch.Tensor
+    mask: torch.Tensor | None
+    counter: torch.Tensor
+    clock: torch.Tensor
+    clamped: torch.Tensor
+    pe: torch.Tensor | None = None
+    owner: object = None  # a curriculum using the term's ranges (blocks removal)
+
+    def ranges(self) -> torch.Tensor:
+        """Device view ``[nbp, size, 2]`` of the term's ranges (writable)."""
+        if self.nch:
+            raise ValueError(f"{self.term}: a Choice has values, not ranges")
+        return self.values.view(-1, self.base.size, 2)
+
+    def check(self, env, mask: torch.Tensor | None) -> None:
+        """``check_result`` of the term's draws (its Choice values, or the ranges of every
+        schedule breakpoint) for the envs of ``mask``."""
+        if self.nch:
+            vals = self.values[:self.nch * self.base.size].view(self.nch, -1, 1).expand(-1, -1, 2)
+        else:
+            vals = self.ranges()
+        check_result(self.term, env.params, mask, vals.cpu())  # host-ok: setup
+
+    def row(self) -> K.TermRow:
+        """``base`` with the term's current mask and per-env ranges."""
+        r = self.base
+        r.mask = None if self.mask is None else to_wp(self.mask)
+        r.pe = None if self.pe is None else to_wp(self.pe)
+        return r
+
+
+def bind(term: Term, env, uid: int) -> Bound:
+    """Check ``term`` against ``env`` and allocate its device state (counters at 0, clocks
+    ``RESTARTED``); raises ``KeyError`` for an unknown parameter and ``ValueError`` for
+    anything else, naming the term and parameter. Runs when terms are added (never per
+    step); it may synchronize with the host."""
+    params, n, dev = env.params, env.num_envs, env.device
+    if term.param not in params:
+        raise KeyError(
+            f"{term}: unknown parameter {term.param!r}; valid names: {', '.join(params.names)}"
+        )
+    spec = params.spec[term.param]
+    col, size = params.columns(term.param)
+    mask = select_envs(f"{term}: parameter {term.param!r}", env, term.mask, term.env_ids)
+    steps, linear, nch = [0], False, 0
+    if term.table:
+        values, nch = term.tables(size)
+    else:
+        if term.schedule is not None:
+            steps, _, kind = term.schedule.breakpoints()
+            linear = kind == "linear"
+        values = torch.stack([range_tensor(r, size, term) for r in term.ranges()]).reshape(-1)
+    r = K.TermRow()
+    r.dist, r.op, r.col, r.size = registry.dist_id(term.dist), OP[term.op], col, size
+    r.uid, r.low, r.high, r.linear = uid, spec.low, spec.high, int(linear)
+    r.trigger, r.dt_col, r.period_lo, r.period_hi = K.PLAIN, -1, 0.0, 0.0
+    if isinstance(term.on, Trigger) and not term.on.plain():
+        r.trigger = registry.trigger_id(type(term.on))
+        r.dt_col, r.period_lo, r.period_hi = term.on.row(env)
+    b = Bound(
+        term=term, nch=nch, base=r, values=values.to(dev, torch.float32),
+        steps=torch.tensor(steps, dtype=torch.int64, device=dev), mask=mask,
+        counter=torch.zeros(n, dtype=torch.int32, device=dev),
+        clock=torch.full((n,), K.RESTARTED, dtype=torch.float64, device=dev),
+        clamped=torch.zeros(1, dtype=torch.int64, device=dev),
+    )
+    split = nch * size if nch else values.numel()
+    r.ranges, r.steps = to_wp(b.values[:split]), to_wp(b.steps)
+    r.cdf = to_wp(b.values[split:]) if nch else None
+    r.counter, r.clock, r.clamped = to_wp(b.counter), to_wp(b.clock), to_wp(b.clamped)
+    b.check(env, mask)
+    return b
+
+
+def select_envs(what: str, env, mask=None, env_ids=None) -> torch.Tensor | None:
+    """``mask`` or ``env_ids`` as a bool tensor ``[N]`` on the env's device (a copy), or
+    None for all envs; ``ValueError`` starting with ``what`` if they are malformed."""
+    if mask is not None and env_ids is not None:
+        raise ValueError(f"{what}: pass mask or env_ids, not both")
+    try:
+        if mask is not None:
+            return check_mask(mask, env.num_envs, env.device, "mask").clone()
+        if env_ids is not None:
+            return ids_to_mask(check_env_ids(env_ids, env.num_envs, env.device), env.num_envs)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
+    return None
 
 
 class Randomization:

@@ -2,7 +2,8 @@
 
 A term only describes what to draw; ``env.randomize(term)`` binds it to an env, checks it
 against the env's parameter specs and builds the device tables (see ``manager.py``).
-Everything here is validated on construction, without an env.
+Everything here is validated on construction, without an env, except what needs the
+env's parameters (``check_result``, ``range_tensor``: at binding, by curricula and ADR).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ Number = float | int
 Bound = Number | Sequence[Number]  # a scalar, or one value per component of a vector param
 Range = tuple[Bound, Bound]  # (low, high) or (mean, std), depending on the distribution
 
-OPS = ("set", "add", "scale")
+OP = {"set": kernels_randomize.OP_SET, "add": kernels_randomize.OP_ADD,
+      "scale": kernels_randomize.OP_SCALE}  # a term's op -> TermRow.op
 
 
 # ---------------------------------------------------------------------------- triggers
@@ -259,8 +261,8 @@ class Term:
         self.name = name or self._default_name()
         if not isinstance(param, str):
             raise ValueError(f"{self}: param must be a parameter name, got {param!r}")
-        if op not in OPS:
-            raise ValueError(f"{self}: op must be one of {OPS}, got {op!r}")
+        if op not in OP:
+            raise ValueError(f"{self}: op must be one of {tuple(OP)}, got {op!r}")
         if not (isinstance(on, Trigger) or (isinstance(on, str) and on in TRIGGERS)):
             raise ValueError(
                 f"{self}: on must be 'startup', 'reset', 'step', Every(k), Interval(lo, hi) "
@@ -502,6 +504,50 @@ def per_component(v, size: int, term: Term, what: str) -> list[float]:
         )
     return vals
 
+
+def range_tensor(r, size: int, term: Term, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A range ``(a, b)`` of ``term`` as ``[size, 2]`` of ``dtype``; its numbers (anything
+    ``float()`` takes) checked as floats."""
+    a = per_component(r[0], size, term, term.range_names[0])
+    b = per_component(r[1], size, term, term.range_names[1])
+    term.check_range((a, b))
+    return torch.tensor([a, b], dtype=dtype).T.contiguous()
+
+
+def check_result(term: Term, params, mask, values: torch.Tensor) -> None:
+    """Raise ``ValueError`` when ``op(nominal, draw)`` can leave the parameter's valid
+    range for the current nominal values of the envs of ``mask`` (None: all; reads them:
+    synchronizes). ``values``: ranges ``[..., size, 2]`` (a Gaussian is checked at its
+    mean: its tails are clamped and counted: ``term.support``; a table's (a ``Choice``'s)
+    values ``v`` as ranges ``(v, v)``)."""
+    lo, hi = term.support(values[..., 0], values[..., 1])
+    spec = params.spec[term.param]
+    lo, hi = lo.reshape(-1, lo.shape[-1]).min(0).values, hi.reshape(-1, hi.shape[-1]).max(0).values
+    if term.op == "set":
+        r_lo, r_hi = lo, hi
+    else:
+        nom = params.nominal[term.param].reshape(params.num_envs, -1)
+        if mask is not None:
+            nom = nom[mask]  # host-ok: binding only
+        if nom.shape[0] == 0:
+            return
+        n_lo, n_hi = nom.min(0).values.cpu(), nom.max(0).values.cpu()  # host-ok: binding only
+        f = torch.add if term.op == "add" else torch.mul
+        corners = torch.stack([f(n_lo, lo), f(n_lo, hi), f(n_hi, lo), f(n_hi, hi)])
+        r_lo, r_hi = corners.min(0).values, corners.max(0).values
+    bad = (r_lo < spec.low - _tol(spec.low)) | (r_hi > spec.high + _tol(spec.high))
+    if bool(bad.any()):
+        j = int(bad.nonzero()[0])  # host-ok: error path
+        comp = f" (component {j})" if lo.numel() > 1 else ""
+        raise ValueError(
+            f"{term}: op={term.op!r} gives values in [{r_lo[j].item():.6g}, "  # host-ok
+            f"{r_hi[j].item():.6g}]{comp} for parameter {term.param!r}, "  # host-ok
+            f"outside its valid range [{spec.low}, {spec.high}]"
+        )
+
+
+def _tol(x: float) -> float:
+    return 1e-6 * max(1.0, abs(x)) if math.isfinite(x) else 0.0
 
 
 def _is_num(v) -> bool:
