@@ -240,9 +240,8 @@ def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> w
             advance ``row.clock``) and ``fired(row, env, h)`` after a draw (``h``: the
             bits after the value's), both ``@wp.func`` (``every_due``, ...).
 
-    The dispatch on ``row.dist`` is unrolled at code generation (``wp.static``) over the
-    given draws, so the kernel is built for that set: one Warp module per set (cached on
-    disk, like every module), built without floating-point contraction as this module.
+    One Warp module per set (cached on disk, like every module), built without
+    floating-point contraction as this module.
     """
     ranged, tables, triggers = tuple(ranged), tuple(tables), tuple(triggers)
 
@@ -298,22 +297,19 @@ def make_randomize(ranged: tuple, tables: tuple = (), triggers: tuple = ()) -> w
                 h = draw_bits(key, c)
                 size = row.size
                 p, frac = schedule_point(row, g)
+                pick = h  # a table distribution: one pick per event, from these bits
                 table = bool(False)
                 for i in range(wp.static(len(tables))):
                     if row.dist == wp.static(tables[i][0]):
                         table = True
-                event_bits = h
-                if table:
-                    h = next_bits(h)  # one pick per event
+                        h = next_bits(h)
                 nclamped = int(0)
                 for j in range(size):
                     x = float(0.0)
                     if table:
                         for i in range(wp.static(len(tables))):
                             if row.dist == wp.static(tables[i][0]):
-                                x = wp.static(tables[i][1])(
-                                    event_bits, j, size, row.ranges, row.cdf
-                                )
+                                x = wp.static(tables[i][1])(pick, j, size, row.ranges, row.cdf)
                     else:
                         a, b = range_at(row, env, p, frac, j)
                         for i in range(wp.static(len(ranged))):

@@ -169,7 +169,7 @@ class Randomization:
         for i, t in enumerate(terms):
             if not isinstance(t, Term):
                 raise ValueError(f"randomize: expected gp.Uniform/..., got {type(t).__name__}")
-            if t in self._bounds or any(t is u for u in terms[:i]):
+            if t in self._bounds or t in terms[:i]:
                 raise ValueError(f"{t}: this term is already added to this env")
         new = {t: bind(t, self._env, self._next_uid + i) for i, t in enumerate(terms)}
         startup = [b for b in new.values() if b.term.trigger_class == "startup"]

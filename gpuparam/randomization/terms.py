@@ -292,11 +292,7 @@ class Term:
     @property
     def trigger_class(self) -> str:
         """``"startup"``, ``"reset"`` or ``"step"``: which launch evaluates the term."""
-        if isinstance(self.on, Trigger):
-            return self.on.launch
-        if self.on == "step":
-            return "step"
-        return "startup" if self.on == "startup" else "reset"
+        return self.on.launch if isinstance(self.on, Trigger) else self.on
 
     def ranges(self) -> list[Range]:
         """The term's ranges: one, or one per schedule breakpoint."""
