@@ -243,21 +243,13 @@ class Term:
             registry.register(cls)
 
     def __init__(
-        self,
-        param: str,
-        range_: Range | None,
-        *,
-        op: Op = "set",
-        on: On = "reset",
-        mask: Mask = None,
-        env_ids: EnvIds = None,
-        schedule: Schedule | None = None,
+        self, param: str, range_: Range | None, *, op: Op = "set", on: On = "reset",
+        mask: Mask = None, env_ids: EnvIds = None, schedule: Schedule | None = None,
         name: str | None = None,
     ):
-        self.param = param
+        self.param, self.range = param, range_
         self.op, self.on, self.schedule = op, on, schedule
         self.mask, self.env_ids = mask, env_ids
-        self.range = range_
         self.name = name or self._default_name()
         if not isinstance(param, str):
             raise ValueError(f"{self}: param must be a parameter name, got {param!r}")
