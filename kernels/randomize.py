@@ -5,10 +5,8 @@ on the same parameter overwrites an earlier one). A term that fires for ``e`` dr
 bits ``draw_bits(term_key(seed, env_offset + e, STREAM_TERM0 + uid), counter)`` (keyed by
 the global env id and the env's event counter, which it then advances); component ``j`` of
 a vector parameter uses the event's ``j``-th bits (``next_bits`` applied ``j`` times).
-
-The kernel is made by ``make_randomize`` for a set of distribution draws and triggers
-(``gpuparam.randomization.registry`` keeps them and assigns their ids): its dispatch on
-``TermRow.dist`` and ``TermRow.trigger`` is unrolled over them at code generation.
+``make_randomize`` makes the kernel for the draws and triggers of a set of ids
+(``gpuparam.randomization.registry``), its dispatch unrolled over them.
 """
 
 from __future__ import annotations
