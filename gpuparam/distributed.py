@@ -92,12 +92,12 @@ class _Exchange:
         self.work, self.parts = None, ()
 
     def start(self) -> None:
-        """Apply another exchange in flight carrying a target (a sync by hand never overtakes
-        a scheduled one), pack every target into the send buffer (made again when the sizes
-        or the world change) and launch the gather in the background (``async_op=True``; in
-        a world of one nothing: the send buffer is the one row)."""
+        """Apply any exchange in flight carrying a target (a sync by hand never overtakes a
+        scheduled one), pack every target into the send buffer (made again when the sizes or
+        the world change) and launch the gather in the background (``async_op=True``; in a
+        world of one nothing: the send buffer is the one row)."""
         for t in self.targets:
-            if _IN_FLIGHT.get(t, self) is not self:
+            if t in _IN_FLIGHT:
                 _IN_FLIGHT[t].finish()
         if not self.targets:
             return
