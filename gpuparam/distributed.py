@@ -60,8 +60,8 @@ def _check_targets(targets: Sequence[Exchangeable], sizes: tuple[int, ...], grou
                    world: int) -> None:
     """Raise the same ``ValueError`` on every rank unless all gather the same header (count,
     total size, kinds checksum, first sizes); a blocking collective, once per set of targets."""
-    kinds = ",".join(type(t).__name__ for t in targets).encode()
-    head = [len(sizes), sum(sizes), zlib.crc32(kinds), *sizes[:_LISTED]]
+    kinds = zlib.crc32(",".join(type(t).__name__ for t in targets).encode())
+    head = [len(sizes), sum(sizes), kinds, *sizes[:_LISTED]]
     head += [-1] * (3 + _LISTED - len(head))
     dev = targets[0].exchange_device()
     rows = torch.empty(world * len(head), dtype=torch.int64, device=dev)
@@ -70,11 +70,11 @@ def _check_targets(targets: Sequence[Exchangeable], sizes: tuple[int, ...], grou
     if bool((rows == rows[0]).all()):
         return
     desc = []
-    for r, row in enumerate(rows.tolist()):  # host-ok: a host tensor, error path
-        listed = [v for v in row[3:] if v >= 0]
-        more = " and more" if row[0] > len(listed) else ""
-        desc.append(f"rank {r}: {row[0]} target(s), float64 values per target {listed}{more}, "
-                    f"kinds checksum {row[2]}")
+    for r, (count, _, checksum, *listed) in enumerate(rows.tolist()):  # host-ok: error path
+        listed = [v for v in listed if v >= 0]
+        more = " and more" if count > len(listed) else ""
+        desc.append(f"rank {r}: {count} target(s), float64 values per target {listed}{more}, "
+                    f"kinds checksum {checksum}")
     raise ValueError(
         "sync: the ranks registered different sync targets (" + "; ".join(desc) + "); "
         "every rank must pass the same targets (ObsNorm, RewardNorm, Curriculum, ...) in "
@@ -92,9 +92,15 @@ class _Exchange:
         self.work, self.parts = None, ()
 
     def start(self) -> None:
-        """Pack every target into the send buffer and launch the gather in the background
-        (``async_op=True``; in a world of one nothing: the send buffer is the one row).
-        The buffers are made again when the sizes or the world change."""
+        """Apply any exchange in flight carrying a target (a sync by hand never overtakes a
+        scheduled one), pack every target into the send buffer (made again when the sizes or
+        the world change) and launch the gather in the background (``async_op=True``; in a
+        world of one nothing: the send buffer is the one row)."""
+        for t in self.targets:
+            if t in _IN_FLIGHT:
+                _IN_FLIGHT[t].finish()
+        if not self.targets:
+            return
         initialized = dist.is_available() and dist.is_initialized()
         world = dist.get_world_size(self.group) if initialized else 1
         sizes = tuple(t.exchange_size() for t in self.targets)
@@ -139,12 +145,8 @@ _IN_FLIGHT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def exchange(targets: Sequence[Exchangeable], group: dist.ProcessGroup | None = None) -> None:
     """Sync ``targets`` now, in one blocking collective (targets' ``sync()`` call it), after
-    applying any overlapped exchange still in flight that carries one of them, so a sync by
-    hand never overtakes a scheduled one; without an initialized process group, a world
-    of one."""
-    for t in targets:
-        if t in _IN_FLIGHT:
-            _IN_FLIGHT[t].finish()
+    applying any overlapped exchange still in flight that carries one of them; without an
+    initialized process group, a world of one."""
     ex = _Exchange(targets, group)
     ex.start()
     ex.finish()
@@ -222,25 +224,21 @@ class SyncSchedule:
                 )
         if not isinstance(overlap, bool):
             raise ValueError(f"sync_every: overlap must be a bool, got {overlap!r}")
-        self.every, self.overlap = every, overlap
-        self.targets = tuple(targets)
-        self._exchanged = tuple(t for t in self.targets if isinstance(t, Exchangeable))
-        self._others = tuple(t for t in self.targets if not isinstance(t, Exchangeable))
-        self.group = group
+        self.every, self.targets, self.group, self.overlap = every, tuple(targets), group, overlap
+        self._exchange = _Exchange([t for t in targets if isinstance(t, Exchangeable)], group)
+        self._others = tuple(t for t in targets if not isinstance(t, Exchangeable))
         self.steps = self.syncs = 0
         self.host_seconds = self.wait_seconds = 0.0
-        self._exchange = _Exchange(self._exchanged, group) if self._exchanged else None
 
     def step(self) -> None:
         """Count one step; sync when the count is a multiple of ``every``."""
         self.steps += 1
         if self.steps % self.every == 0:
             t0 = time.perf_counter()
-            if self._exchange is not None:
-                self.settle()  # the exchange in flight, if any
-                self._exchange.start()
-                if not self.overlap:
-                    self.settle()
+            self.settle()  # the exchange in flight, if any
+            self._exchange.start()
+            if not self.overlap:
+                self.settle()
             for t in self._others:
                 t.sync(self.group)
             self.syncs += 1
@@ -252,15 +250,14 @@ class SyncSchedule:
 
     def settle(self) -> None:
         """Wait for and apply the exchange in flight, if any (no new collective)."""
-        if self._exchange is not None:
-            self.wait_seconds += self._exchange.finish()
+        self.wait_seconds += self._exchange.finish()
 
     def sync(self) -> None:
         """Settle the exchange in flight and sync every target now (collective: all ranks
         must call it); afterwards the statistics are the same on every rank."""
         self.settle()
-        if self._exchanged:
-            exchange(self._exchanged, self.group)
+        self._exchange.start()
+        self._exchange.finish()
         for t in self._others:
             t.sync(self.group)
 
@@ -278,17 +275,17 @@ class EnvSyncs:
 
     def add(self, every: int, targets: Sequence[Syncable], group: object = None,
             overlap: bool = True) -> Callable[[], None]:
-        """``env.sync_every(every, *targets, group, overlap)``: sync ``targets``
-        (``gp.ObsNorm``, ``gp.RewardNorm``, ``gp.Curriculum(..., sync=True)``) over the
-        ``torch.distributed`` ranks after every ``every``-th step, in one collective, a
-        ``gp.SyncSchedule`` (its docstring: ``group``, ``overlap``). Every rank makes the
-        same calls. Returns a function removing it (after settling its exchange in flight)."""
+        """``env.sync_every(every, *targets, group, overlap)``: a ``gp.SyncSchedule`` (its
+        docstring: the arguments) syncing ``targets`` (``gp.ObsNorm``, ``gp.RewardNorm``,
+        ``gp.Curriculum(..., sync=True)``) over the ranks; every rank makes the same calls.
+        Returns a function removing it (after settling its exchange in flight)."""
         for t in targets:
-            check = getattr(t, "check_syncable", None)
-            if callable(check):  # e.g. a curriculum built with sync=False whose ADR decides
-                check()  # at every step on each rank: refused now, not at the first sync
-            # one schedule per target: an exchange applied by one schedule would clear what
-            other = self.schedule_of(t)  # the other has in flight
+            # refused now, not at the first sync (e.g. a curriculum built with sync=False
+            # whose ADR decides at every step on each rank); one schedule per target (an
+            # exchange applied by one would clear what another has in flight)
+            check, other = getattr(t, "check_syncable", None), self.schedule_of(t)
+            if callable(check):
+                check()
             if other is not None:
                 raise ValueError(f"sync_every: {type(t).__name__} is already synced by "
                                  f"{other!r}; a target belongs to one schedule")

@@ -28,11 +28,10 @@ from gpuparam.randomization.terms import Every, Gaussian, Interval, LogUniform, 
 from gpuparam.spec import DiscreteSpec
 from gpuparam.transforms import ObsNorm, RewardNorm, TransformedEnv
 
-OPS = ("step", "set", "reset", "term", "hook", "reset_stats", "roundtrip", "push", "adapter")
-# how often each operation is drawn, relative to a step
+# the operations, and how often each is drawn relative to a step
 WEIGHTS = {"step": 10, "set": 3, "reset": 2, "term": 1, "hook": 1, "reset_stats": 1,
            "roundtrip": 1, "push": 1, "adapter": 1}
-HOOK_KINDS = ("python", "torch", "warp")
+OPS = tuple(WEIGHTS)
 
 
 class CaptureMismatch(AssertionError):
@@ -70,13 +69,12 @@ def random_ops(steps: int, seed: int = 0, kinds: Sequence[str] = OPS) -> list[Op
     ``kinds`` (drawn by :data:`WEIGHTS`); it starts with two steps (the eager warm-up and
     the capture)."""
     rng = random.Random(seed)
-    others = [k for k in kinds if k != "step"]
+    kinds = ["step", *(k for k in kinds if k != "step")]
+    weights = [WEIGHTS[k] for k in kinds]
     ops, n = [Op("step", rng.getrandbits(31)), Op("step", rng.getrandbits(31))], 2
-    weights = [WEIGHTS[k] for k in ["step", *others]]
     while n < steps:
-        kind = rng.choices(["step", *others], weights)[0]
-        ops.append(Op(kind, rng.getrandbits(31)))
-        n += kind == "step"
+        ops.append(Op(rng.choices(kinds, weights)[0], rng.getrandbits(31)))
+        n += ops[-1].kind == "step"
     return ops
 
 
@@ -85,27 +83,20 @@ class _Side:
     ``RewardNorm`` in two groups of envs, and what was added to it."""
 
     def __init__(self, env, norms: bool):
-        self.env, self.norms = env, ()
-        n, dev = env.num_envs, env.device
-        self.tenv = env
+        self.env = self.tenv = env
+        self.norms = ()
+        self.out: Mapping | None = None
+        self.adapter = None  # rsl_rl's adapter, once an "adapter" op wrapped the env
         if norms:
-            groups = (torch.arange(n, device=dev) % 2).long()
+            groups = torch.arange(env.num_envs, device=env.device) % 2
             self.norms = (ObsNorm(tuple(env.observation_spec.shape), group_ids=groups,
                                   clip=10.0),
                           RewardNorm(gamma=0.99, group_ids=groups))
             self.tenv = TransformedEnv(env, *self.norms)
-        self.out: Mapping | None = None
-        self.adapter = None  # rsl_rl's adapter, once an "adapter" op wrapped the env
 
     def state(self) -> dict:
-        state = {"env": self.env.state_dict()}
-        for i, m in enumerate(self.norms):
-            state[f"norm{i}"] = dict(m.state_dict())
-        return state
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+        return {"env": self.env.state_dict(),
+                **{f"norm{i}": dict(m.state_dict()) for i, m in enumerate(self.norms)}}
 
 
 def _mask(n: int, g: torch.Generator, device) -> torch.Tensor:
@@ -113,23 +104,22 @@ def _mask(n: int, g: torch.Generator, device) -> torch.Tensor:
 
 
 def _action(env, g: torch.Generator) -> torch.Tensor:
-    spec, n = env.action_spec, env.num_envs
+    spec, shape = env.action_spec, (env.num_envs, *env.action_spec.shape)
     if isinstance(spec, DiscreteSpec):
-        a = torch.randint(0, spec.n, (n, *spec.shape), generator=g)
-    else:
-        # (the spec's bounds are host numbers: these are CPU tensors, as the generator's)
-        low = torch.as_tensor(spec.low, dtype=torch.float32).clamp(-1.0, 1.0)
-        high = torch.as_tensor(spec.high, dtype=torch.float32).clamp(-1.0, 1.0)
-        a = low + (high - low) * torch.rand((n, *spec.shape), generator=g)
-    return a.to(env.device)
+        return torch.randint(0, spec.n, shape, generator=g).to(env.device)
+    # (the spec's bounds are host numbers: these are CPU tensors, as the generator's)
+    low, high = (torch.as_tensor(b, dtype=torch.float32).clamp(-1.0, 1.0)
+                 for b in (spec.low, spec.high))
+    return (low + (high - low) * torch.rand(shape, generator=g)).to(env.device)
 
 
 def _param_name(env, rng: random.Random) -> str:
     """A parameter to write or randomize: half the time one a recompute listens to (model
     fields: masses, frictions, ...), when the env has such."""
     names = list(env.params.names)
-    model = [n for n in names if n in tuple(getattr(env, "recompute_on", ()))
-             + tuple(getattr(getattr(env, "backend", None), "recompute_on", ()))]
+    listened = (*getattr(env, "recompute_on", ()),
+                *getattr(getattr(env, "backend", None), "recompute_on", ()))
+    model = [n for n in names if n in listened]
     return rng.choice(model if model and rng.random() < 0.5 else names)
 
 
@@ -139,16 +129,15 @@ def _values(env, name: str, g: torch.Generator, rows: int) -> torch.Tensor:
     spec = env.params.spec[name]
     default = torch.as_tensor(spec.default, dtype=torch.float32).expand(spec.shape)
     u = torch.rand((rows, *spec.shape), generator=g)
-    scaled = default * (0.8 + 0.45 * u)
     around0 = spec.low + (spec.high - spec.low) * (0.45 + 0.1 * u)
-    v = torch.where(default != 0, scaled, around0)
+    v = torch.where(default != 0, default * (0.8 + 0.45 * u), around0)
     return v.clamp(spec.low, spec.high).to(env.device)
 
 
 def _apply(side: _Side, op: Op) -> None:
     """Run ``op`` on one env; both envs draw the same choices from ``op.seed``."""
-    env, tenv = side.env, side.tenv
-    rng, g, n, dev = random.Random(op.seed), _gen(op.seed), env.num_envs, env.device
+    env, tenv, n, dev = side.env, side.tenv, side.env.num_envs, side.env.device
+    rng, g = random.Random(op.seed), torch.Generator().manual_seed(op.seed)
     if op.kind == "step" and side.adapter is not None:
         actions = torch.rand((n, side.adapter.num_actions), generator=g) * 2 - 1
         obs, rew, dones, _ = side.adapter.step(actions.to(dev))
@@ -158,83 +147,70 @@ def _apply(side: _Side, op: Op) -> None:
     elif op.kind == "set":
         name = _param_name(env, rng)
         how = rng.choice(("mask", "mask", "all", "env_ids"))
-        if how == "all":
-            env.params.set(name, _values(env, name, g, n))
-        elif how == "mask":
-            env.params.set(name, _values(env, name, g, n), mask=_mask(n, g, dev))
-        else:
+        if how == "env_ids":
             ids = torch.randperm(n, generator=g)[: rng.randint(1, n)].to(dev)
             env.params.set(name, _values(env, name, g, len(ids)), env_ids=ids)
+        else:
+            env.params.set(name, _values(env, name, g, n),
+                           mask=_mask(n, g, dev) if how == "mask" else None)
     elif op.kind == "reset":
         tenv.reset(None if rng.random() < 0.2 else _mask(n, g, dev))
     elif op.kind == "term":
         name = _param_name(env, rng)
         on = rng.choice(("reset", "step", Every(rng.randint(1, 4)), Interval(0.01, 0.05),
                          OnReset(rng.randint(1, 3)), "startup"))
-        term = rng.choice((
-            lambda: Uniform(name, 0.9, 1.1, op="scale", on=on),
-            lambda: LogUniform(name, 0.9, 1.1, op="scale", on=on),
-            lambda: Gaussian(name, 0.0, 0.01, op="add", on=on),
-        ))()
-        env.randomize(term)
+        term, a, b, how = rng.choice(((Uniform, 0.9, 1.1, "scale"),
+                                      (LogUniform, 0.9, 1.1, "scale"),
+                                      (Gaussian, 0.0, 0.01, "add")))
+        env.randomize(term(name, a, b, op=how, on=on))
     elif op.kind == "hook":
-        kind = rng.choice(HOOK_KINDS)
+        kind = rng.choice(("python", "torch", "warp"))
         where = rng.choice((env.before_step, env.after_step))
         k = rng.choice((0.5, 2.0, -1.0))
-        if kind == "python":
-            def hook(env, td):
-                td["reward"].add_(k)
-        elif kind == "torch":
-            def hook(env, td):
-                td["reward"].mul_(k)
-        else:
+        if kind == "warp":
             reward = wp.from_torch(env.hook_outputs["reward"])
 
             def hook(env, td):
                 wp.launch(kepisode.scale, dim=n, inputs=[k], outputs=[reward],
                           stream=env.context.stream, device=reward.device)
+        else:
+            def hook(env, td):
+                td["reward"].mul_(k)
         where(hook, kind=kind)
-    elif op.kind == "reset_stats":
-        if side.norms:
-            mask = _mask(n, g, dev)
-            for m in side.norms:
-                m.reset_stats(mask)
+    elif op.kind == "reset_stats" and side.norms:
+        mask = _mask(n, g, dev)
+        for m in side.norms:
+            m.reset_stats(mask)
     elif op.kind == "roundtrip":
         tenv.load_state_dict(tenv.state_dict())
-    elif op.kind == "adapter":
-        if side.adapter is None and side.out is not None:
-            try:
-                from gpuparam.integrations.rsl_rl import RslRlVecEnv
-            except ImportError:  # rsl_rl is an extra: the op does nothing without it
-                return
-            side.adapter = RslRlVecEnv(tenv)  # (resets every env)
-    elif op.kind == "push":
-        add_event = getattr(env, "add_event", None)
-        if add_event is not None:
-            from gpuparam.envs.mujoco import Push
+    elif op.kind == "adapter" and side.adapter is None and side.out is not None:
+        try:
+            from gpuparam.integrations.rsl_rl import RslRlVecEnv
+        except ImportError:  # rsl_rl is an extra: the op does nothing without it
+            return
+        side.adapter = RslRlVecEnv(tenv)  # (resets every env)
+    elif op.kind == "push" and getattr(env, "add_event", None) is not None:
+        from gpuparam.envs.mujoco import Push
 
-            dofs = min(2, env.backend.m.nv)
-            every = rng.choice((Every(rng.randint(1, 3)), rng.randint(1, 3)))
-            add_event(Push([(-0.3, 0.3)] * dofs, every=every))
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach().contiguous()
-    return t.view(torch.uint8) if t.dim() and t.numel() else t.reshape(-1).view(torch.uint8)
+        every = rng.choice((Every(rng.randint(1, 3)), rng.randint(1, 3)))
+        env.add_event(Push([(-0.3, 0.3)] * min(2, env.backend.m.nv), every=every))
 
 
 def _flat(x: object, prefix: str = "") -> dict[str, object]:
+    """Nested mappings (and lists of tensors or mappings) as one ``{"a/b[0]": leaf}``."""
     if isinstance(x, Mapping):
-        out = {}
-        for k, v in x.items():
-            out.update(_flat(v, f"{prefix}/{k}" if prefix else str(k)))
-        return out
-    if isinstance(x, (list, tuple)) and any(isinstance(v, (torch.Tensor, Mapping)) for v in x):
-        out = {}
-        for i, v in enumerate(x):
-            out.update(_flat(v, f"{prefix}[{i}]"))
-        return out
-    return {prefix: x}
+        items = [(f"{prefix}/{k}" if prefix else str(k), v) for k, v in x.items()]
+    elif isinstance(x, (list, tuple)) and any(isinstance(v, (torch.Tensor, Mapping)) for v in x):
+        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(x)]
+    else:
+        return {prefix: x}
+    return {key: leaf for p, v in items for key, leaf in _flat(v, p).items()}
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a 2-D tensor, a row per entry of its first dimension (a scalar: one row)."""
+    t = t.detach().contiguous()
+    return t.flatten(1) if t.dim() > 1 else t.reshape(-1, 1)
 
 
 def _compare(what: str, a: Mapping[str, object], b: Mapping[str, object]) -> int:
@@ -245,22 +221,20 @@ def _compare(what: str, a: Mapping[str, object], b: Mapping[str, object]) -> int
     count = 0
     for key, x in a.items():
         y = b[key]
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            count += 1
-            if x.shape != y.shape or x.dtype != y.dtype:
-                raise CaptureMismatch(f"{what}: {key}: captured {tuple(x.shape)} {x.dtype}, "
-                                      f"eager {tuple(y.shape)} {y.dtype}")
-            if not torch.equal(_bits(x), _bits(y)):
-                diff = (_bits(x).reshape(x.shape[0], -1) != _bits(y).reshape(y.shape[0], -1)
-                        ).any(-1) if x.dim() else torch.ones(1, dtype=torch.bool)
-                # host-ok: the harness's error path, between steps
-                rows = torch.arange(diff.shape[0])[diff.cpu()].tolist()[:8]  # host-ok
-                got, want = (t.reshape(t.shape[0], -1)[rows[0]].tolist() if t.dim()  # host-ok
-                             else t.item() for t in (x, y))  # host-ok: error path
-                raise CaptureMismatch(f"{what}: {key} differs at rows {rows}: captured {got}, "
-                                      f"eager {want}")
-        elif x != y:
-            raise CaptureMismatch(f"{what}: {key}: captured {x!r}, eager {y!r}")
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+            if x != y:
+                raise CaptureMismatch(f"{what}: {key}: captured {x!r}, eager {y!r}")
+            continue
+        count += 1
+        if x.shape != y.shape or x.dtype != y.dtype:
+            raise CaptureMismatch(f"{what}: {key}: captured {tuple(x.shape)} {x.dtype}, "
+                                  f"eager {tuple(y.shape)} {y.dtype}")
+        x, y = _rows(x), _rows(y)
+        differ = (x.view(torch.uint8) != y.view(torch.uint8)).any(1)
+        if bool(differ.any()):  # host-ok: the harness compares between steps
+            rows = differ.nonzero().flatten()[:8].tolist()  # host-ok: error path
+            raise CaptureMismatch(f"{what}: {key} differs at rows {rows}: captured "
+                                  f"{x[rows[0]].tolist()}, eager {y[rows[0]].tolist()}")
     return count
 
 
@@ -311,22 +285,19 @@ def check_capture(
     for op in ops:
         if not isinstance(op, Op):
             raise TypeError(f"check_capture: ops expected gp.testing.Op items, got {op!r}")
-    sides = [_Side(make_env(True), norms), _Side(make_env(False), norms)]
-    cap, eager = sides
+    cap, eager = sides = (_Side(make_env(True), norms), _Side(make_env(False), norms))
     if not cap.env.pipeline.capture_enabled or eager.env.pipeline.capture_enabled:
         raise ValueError("check_capture: make_env(True) must build a captured env and "
                          "make_env(False) an eager one (pass capture through)")
     replayed = compared = 0
     for i, op in enumerate(ops):
-        was_captured = cap.env.pipeline.captured
-        errors = []
-        for side in sides:
+        was_captured, what = cap.env.pipeline.captured, f"op {i} {op}"
+        errors = [None, None]
+        for j, side in enumerate(sides):
             try:
                 _apply(side, op)
-                errors.append(None)
             except Exception as e:  # compared below: both envs must agree on it
-                errors.append(e)
-        what = f"op {i} {op}"
+                errors[j] = e
         if type(errors[0]) is not type(errors[1]):
             raise CaptureMismatch(f"{what}: captured raised {errors[0]!r}, eager raised "
                                   f"{errors[1]!r}") from errors[0] or errors[1]
@@ -334,8 +305,8 @@ def check_capture(
             replayed += was_captured and cap.env.pipeline.captured
             compared += _compare(what, _flat(dict(cap.out.items())),
                                  _flat(dict(eager.out.items())))
-        compared += _compare(what, {n: cap.env.params[n] for n in cap.env.params.names},
-                             {n: eager.env.params[n] for n in eager.env.params.names})
+        compared += _compare(what, *({n: s.env.params[n] for n in s.env.params.names}
+                                     for s in sides))
     compared += _compare("final state", _flat(cap.state()), _flat(eager.state()))
     if replayed == 0:
         raise CaptureMismatch("check_capture: no step was replayed from a capture (each op "
