@@ -27,8 +27,7 @@ class RewardNorm(GroupedRunningStats):
             (statistics have shape ``[G]``).
 
     ``state_dict()`` holds ``gamma`` (a float64 scalar tensor): loading statistics saved
-    with another ``gamma`` raises ``ValueError`` naming both values (files saved without
-    it load).
+    with another ``gamma`` raises ``ValueError`` naming both values.
 
     Non-finite input: while updating, a return that is NaN or inf (after a NaN or inf
     reward) is left out of the statistics, counted in ``nonfinite`` (int64 ``[G]``) and
@@ -40,28 +39,12 @@ class RewardNorm(GroupedRunningStats):
     launches.
     """
 
-    def __init__(
-        self,
-        gamma: float = 0.99,
-        *,
-        group_ids: torch.Tensor | None = None,
-        num_groups: int | None = None,
-        num_envs: int | None = None,
-        clip: float | None = None,
-        eps: float = 1e-8,
-        reset_on: Sequence[str] = (),
-        device: str | torch.device | None = None,
-    ):
-        super().__init__(
-            (),
-            group_ids=group_ids,
-            num_groups=num_groups,
-            num_envs=num_envs,
-            clip=clip,
-            eps=eps,
-            reset_on=reset_on,
-            device=device,
-        )
+    def __init__(self, gamma: float = 0.99, *, group_ids: torch.Tensor | None = None,
+                 num_groups: int | None = None, num_envs: int | None = None,
+                 clip: float | None = None, eps: float = 1e-8, reset_on: Sequence[str] = (),
+                 device: str | torch.device | None = None):
+        super().__init__((), group_ids=group_ids, num_groups=num_groups, num_envs=num_envs,
+                         clip=clip, eps=eps, reset_on=reset_on, device=device)
         self.gamma = gamma  # validated; a device flag the kernels read
 
     per_env_buffers = ("returns",)

@@ -50,24 +50,20 @@ def _stats(*ts: torch.Tensor) -> kstats.Stats:
     return st
 
 
-class Level:
-    """One level of the tree (``kernels.stats``): ``K`` chunks of at most ``size`` items of
-    one group, from the groups' item counts (numpy ``[G]``); ``per``: chunks per group;
-    ``chunks``: the ``kernels.stats.Chunks`` over ``order`` (level 0; None above)."""
-
-    def __init__(self, counts: np.ndarray, device: torch.device, size: int = CHUNK,
-                 order: wp.array | None = None):
-        self.per = -(-counts // size)
-        first = np.concatenate([[0], np.cumsum(self.per)])
-        self.K = int(first[-1])
-        grp = np.repeat(np.arange(len(counts)), self.per)
-        lo = (np.cumsum(counts) - counts)[grp] + (np.arange(self.K) - first[grp]) * size
-        self.chunks = kstats.Chunks()
-        self.chunks.order = order if order is not None else wp.empty(
-            0, dtype=wp.int32, device=wp_device(device))
-        self.chunks.bounds, self.chunks.grp, self.chunks.first = (
-            _wp(torch.as_tensor(a.astype(np.int32)).to(device))
-            for a in (np.append(lo, counts.sum()), grp, first))
+def chunks(counts: np.ndarray, device: torch.device, size: int = CHUNK,
+           order: wp.array | None = None) -> tuple[kstats.Chunks, np.ndarray]:
+    """One level of the tree (``kernels.stats``): the ``kernels.stats.Chunks`` of at most
+    ``size`` items of one group (over ``order`` at level 0; None above) for groups of
+    ``counts`` items (numpy ``[G]``), and the number of chunks of each group."""
+    per = -(-counts // size)
+    first = np.concatenate([[0], np.cumsum(per)])
+    grp = np.repeat(np.arange(len(counts)), per)
+    lo = (np.cumsum(counts) - counts)[grp] + (np.arange(len(grp)) - first[grp]) * size
+    c = kstats.Chunks()
+    c.order = wp.empty(0, dtype=wp.int32, device=wp_device(device)) if order is None else order
+    c.bounds, c.grp, c.first = (_wp(torch.as_tensor(a.astype(np.int32)).to(device))
+                                for a in (np.append(lo, counts.sum()), grp, first))
+    return c, per
 
 
 def group_counts(gid: torch.Tensor, G: int) -> np.ndarray:
@@ -90,17 +86,19 @@ class Layout:
             order = torch.argsort(gid, stable=True)
             counts = group_counts(gid, G) if counts is None else counts
         order = _wp(order.to(torch.int32))
-        self.resets = Level(counts, device, RESET_CHUNK, order)
-        self.levels = [Level(counts, device, order=order)]
-        while self.levels[-1].per.max(initial=0) > CHUNK:
-            self.levels.append(Level(self.levels[-1].per, device))
+        self.resets = chunks(counts, device, RESET_CHUNK, order)[0]
+        level, per = chunks(counts, device, order=order)
+        self.levels = [level]  # kernels.stats.Chunks, K = grp.shape[0] each
+        while per.max(initial=0) > CHUNK:
+            level, per = chunks(per, device)
+            self.levels.append(level)
 
     def scratch(self, B: int, P: int, device: torch.device) -> list[kstats.Stats]:
         """Per-update float64 moments (count, mean, M2, stamped rows (int64)) of every
         level's chunks (``B`` slices at level 0)."""
         parts = []
         for i, lev in enumerate(self.levels):
-            k = lev.K * (B if i == 0 else 1)
+            k = lev.grp.shape[0] * (B if i == 0 else 1)
             parts.append(_stats(*(torch.zeros(s, dtype=F64, device=device)
                                   for s in (k, k * P, k * P)),
                                 torch.zeros(k, dtype=torch.int64, device=device)))
@@ -117,7 +115,8 @@ class Engine:
         self.device, self.G, self.P, self.n, self.full_shape = dev, G, P, n, (n, *m.shape)
         self.eps, wdev = wp.float64(m.eps), wp_device(dev)
         # the group sizes were read when the ids were set: no host read at a first forward
-        self.layout = Layout(None if G == 1 else m.group_ids, G, n, dev, m.__dict__["_counts"])
+        counts = m.__dict__.get("_counts")
+        self.layout = Layout(None if G == 1 else m.group_ids, G, n, dev, counts)
         self.parts = self.layout.scratch(1, P, dev)
         self.stamp = _wp(torch.zeros(max(n, 1), dtype=torch.int64, device=dev))  # 0: never
         gid = torch.zeros(1, dtype=torch.int64, device=dev) if m.group_ids is None else m.group_ids
@@ -157,19 +156,20 @@ class Engine:
         """``(kernel, dim, inputs, outputs)`` of the update from ``B`` slices of ``n_env``
         rows (``x32``, a float32 tensor or Warp array, or ``x64``) over ``layout`` with
         scratch ``parts`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
-        lv, P, flags, tick = [lev.chunks for lev in layout.levels], self.P, self.flags, self.tick
+        lv, P, flags, tick = layout.levels, self.P, self.flags, self.tick
+        K = [c.grp.shape[0] for c in lv]
         out = []
         if x32.shape[0]:
             out.append((kstats.flag_rows, (B * n_env, P), [x32, P, flags, mode, tick], [stamp]))
-        out.append((kstats.partial, (B, layout.levels[0].K, P), [
+        out.append((kstats.partial, (B, K[0], P), [
             x32, x64, P, n_env, lv[0], flags, mode, tick, stamp, self.live.count,
         ], [self.n_old, parts[0]]))
         for i in range(1, len(lv) + 1):  # the levels above the first, then the top
             top = i == len(lv)
             bounds = lv[-1].first if top else lv[i].bounds
             outs = [self.live, tick, self.tab] if top else [parts[i], self.none_i64, self.none_tab]
-            out.append((kstats.combine, (self.G if top else layout.levels[i].K, P), [
-                P, B if i == 1 else 1, layout.levels[i - 1].K, bounds, parts[i - 1],
+            out.append((kstats.combine, (self.G if top else K[i], P), [
+                P, B if i == 1 else 1, K[i - 1], bounds, parts[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps], outs))
         return out
 
@@ -203,10 +203,10 @@ class Engine:
         """The masked reset (``kernels.stats.reset``) of checked ``mask`` and ``groups``
         (contiguous bool tensors ``[N]`` and ``[G]``, or None)."""
         r, masked, by_group = self.layout.resets, mask is not None, groups is not None
-        args = [self.P, r.chunks, mask if masked else self.none_b,
+        args = [self.P, r, mask if masked else self.none_b,
                 groups if by_group else self.none_b, self.eps, self.live, self.sent,
                 self.pending, self.unsent, self.tab, self.ret]
-        c = self.bound(("reset", masked, by_group), kstats.reset, [r.K + self.G], args,
+        c = self.bound(("reset", masked, by_group), kstats.reset, [r.grp.shape[0] + self.G], args,
                        block_dim=kstats.RESET_LANES)
         c.repoint(*(t for t in (mask, groups) if t is not None)).launch(stream)
 
@@ -314,18 +314,10 @@ class GroupedRunningStats(nn.Module):
     # settings that define the statistics, saved as float64 scalars and compared on load
     saved_settings: tuple[str, ...] = ()
 
-    def __init__(
-        self,
-        shape: int | Sequence[int],
-        *,
-        group_ids: torch.Tensor | None = None,
-        num_groups: int | None = None,
-        num_envs: int | None = None,
-        clip: float | None = None,
-        eps: float = 1e-8,
-        reset_on: Sequence[str] = (),
-        device: str | torch.device | None = None,
-    ):
+    def __init__(self, shape: int | Sequence[int], *, group_ids: torch.Tensor | None = None,
+                 num_groups: int | None = None, num_envs: int | None = None,
+                 clip: float | None = None, eps: float = 1e-8, reset_on: Sequence[str] = (),
+                 device: str | torch.device | None = None):
         super().__init__()
         name = type(self).__name__
         # a tuple of ints >= 1 (``()`` for scalars): a batch ``[N, 0]`` has nothing to normalize
@@ -610,17 +602,15 @@ class GroupedRunningStats(nn.Module):
     def sync(self, group: dist.ProcessGroup | None = None) -> None:
         """Merge statistics over ``torch.distributed`` ranks; afterwards all ranks agree.
 
-        Each rank's statistics are the shared baseline (``synced_*``, identical on all
-        ranks) plus its own data since the last sync. Sync gathers these deltas from every
-        rank in one collective and merges them exactly (Chan et al.), the same way on every
-        rank, into the baseline, which becomes the current statistics too: repeated syncs
-        never double count. A group reset on any rank since the last sync drops its baseline
-        on all ranks. Collective: all ranks call it with the same G and shape; without an
-        initialized process group, a world of one. Device ops only: call it between steps,
-        or let ``env.sync_every(k, norm)`` pack it with the schedule's other targets into one
-        collective, by default overlapped with the next steps (``gp.SyncSchedule``); an
-        exchange still in flight is applied first. ``RewardNorm``'s per-env returns stay
-        per rank.
+        Each rank's statistics are the shared baseline (``synced_*``) plus its own data
+        since the last sync; sync gathers these deltas in one collective and merges them
+        exactly (Chan et al.), the same way on every rank, into the baseline, which becomes
+        the current statistics too: repeated syncs never double count. A group reset on any
+        rank since the last sync drops its baseline on all ranks. Collective: all ranks call
+        it with the same G and shape (no process group: a world of one). Device ops only:
+        call it between steps, or let ``env.sync_every(k, norm)`` pack it with other targets
+        into one collective overlapped with the next steps (``gp.SyncSchedule``); an exchange
+        in flight is applied first. ``RewardNorm``'s per-env returns stay per rank.
         """
         exchange([self], group)
 
