@@ -9,10 +9,9 @@ from the mean). The tables the normalization reads are float32 ``tab [3, G * P]`
 rounding even where ``x`` is far from 0. A group with count 0 normalizes with mean 0, var 1.
 
 A batch holds ``M`` rows of ``P`` values; row ``r`` is env ``r % n_env`` of slice
-``r // n_env`` (the env batch is one slice of ``N`` rows). Each group's envs are listed once,
-at bind time (``order``), and the list is cut into chunks of at most C envs that never span
-two groups (:class:`Chunks`). The chunks of each group are cut the same way into chunks of
-the next level, and so on until a group has at most C items at the top (a tree: about
+``r // n_env`` (the env batch is one slice of ``N`` rows). The envs listed by group
+(``order``) are cut into chunks of at most C envs of one group (:class:`Chunks`), those
+chunks into chunks of the next level, and so on until a group has at most C items (about
 ``log_C(N / G)`` levels). An update is ``flag_rows`` (float32 data), ``partial``, a
 ``combine`` per level above the first and one at the top: no float atomics, so its result
 does not depend on thread scheduling.
@@ -337,12 +336,10 @@ def clear_mask(mask_out: BOOL):
 
 
 # ---------------------------------------------------------------------------- exchange
-# ``sync`` between ranks. A rank's row holds per group ``R = 2 P + 2`` float64 values: the
-# count, means and M2 of the data since the last pack, and a reset flag. ``unsent`` /
+# ``sync`` between ranks: a rank's row holds per group ``R = 2 P + 2`` float64 values (the
+# count, means and M2 of the data since the last pack, and a reset flag). ``unsent`` /
 # ``pending``: bool per group, a reset since the last pack / not yet applied to the
-# baseline. One thread per group (a sync runs every few steps): it reads a group's counts
-# before it rewrites them; rows are folded in rank order with ``chan``: the same bits on
-# every rank.
+# baseline. One thread per group; rows folded in rank order: the same bits on every rank.
 
 
 @wp.kernel

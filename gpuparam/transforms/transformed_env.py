@@ -155,16 +155,11 @@ class TransformedEnv:
     def _check_open(self, what: str) -> None:
         if self._closed:
             raise RuntimeError(f"TransformedEnv.{what}: called after close()")
+
     def reset(self, mask: torch.Tensor | None = None, **kwargs) -> TensorDict:
-        """Reset masked envs (all if ``None``) and return normalized observations.
-
-        Args:
-            mask: bool tensor ``[num_envs]`` on ``env.device``, or ``None``.
-            **kwargs: passed on to ``env.reset``.
-
-        Returns:
-            TensorDict batch ``[N]`` as described in the class docstring.
-        """
+        """Reset the envs of ``mask`` (bool tensor ``[num_envs]`` on ``env.device``, or
+        ``None``: all; ``kwargs`` go to ``env.reset``) and return normalized observations:
+        a TensorDict batch ``[N]`` as described in the class docstring."""
         self._check_open("reset")
         td = self.env.reset(mask, **kwargs)
         for t in self._rew:
@@ -172,14 +167,8 @@ class TransformedEnv:
         return self._transform(td, update=False)
 
     def step(self, action: torch.Tensor) -> TensorDict:
-        """Step the env, update the statistics and return normalized values.
-
-        Args:
-            action: as the wrapped env's ``step`` takes it.
-
-        Returns:
-            TensorDict batch ``[N]`` as described in the class docstring.
-        """
+        """Step the env with ``action`` (as its ``step`` takes it), update the statistics
+        and return normalized values: a TensorDict batch ``[N]`` (class docstring)."""
         self._check_open("step")
         if self._remove_stage is not None:
             self.env.step(action)  # the transforms run as the last stage of the env's step
