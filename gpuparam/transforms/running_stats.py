@@ -460,25 +460,24 @@ class GroupedRunningStats(nn.Module):
         if slot is not None and bufs.get("flags") is not None:
             bufs["flags"][slot] = float(value or 0.0)
         if name in bufs:  # the engine binds every buffer: its launches point at this one
-            self._drop_engine()
+            self._set_engine(None)
 
-    def _drop_engine(self) -> None:
-        """Forget the engine (a new one binds the current buffers) and count it: a new
-        engine often takes the freed one's address, so ``id(engine)`` cannot tell."""
-        self.__dict__["_engine"] = None
+    def _set_engine(self, e: Engine | None) -> Engine | None:
+        """Install ``e`` (None: forget the engine; the next binds the current buffers) and
+        count it: a new engine often takes the freed one's address, so ``id()`` cannot tell."""
+        self.__dict__["_engine"] = e
         self.__dict__["_engine_gen"] = self.engine_generation + 1
+        return e
 
     def _eng(self) -> Engine:
         """The :class:`Engine`, built if there is none."""
         e = self.__dict__.get("_engine")
-        if e is None:
-            e = self.__dict__["_engine"] = Engine(self)
-        return e
+        return self._set_engine(Engine(self)) if e is None else e
 
     @property
     def engine_generation(self) -> int:
-        """Counts the engines dropped: a captured step that launched into an engine's
-        buffers is stale once this changes (``replay_key``)."""
+        """Counts the engines built and dropped: a captured step that launched into an
+        engine's buffers is stale once this changes (``replay_key``)."""
         return self.__dict__.get("_engine_gen", 0)
 
     def replay_key(self) -> tuple:
@@ -512,7 +511,7 @@ class GroupedRunningStats(nn.Module):
             new = self._buffers[name]
             if old is not None and new is not None and new.dtype != old.dtype:
                 self._buffers[name] = old.to(new.device)
-        self._drop_engine()
+        self._set_engine(None)
         return self
 
     def __getstate__(self):
@@ -694,7 +693,7 @@ class GroupedRunningStats(nn.Module):
         self.exchange_epoch += 1
         if self.num_groups > 1:  # the group layout may have changed
             self._counts = group_counts(self.group_ids, self.num_groups)
-        self._drop_engine()  # a new engine, new tables
+        self._set_engine(None)  # a new engine, new tables
 
     def extra_repr(self) -> str:
         keys = ("shape", "num_groups", "num_envs", "clip", "eps", "reset_on")
