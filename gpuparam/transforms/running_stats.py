@@ -539,8 +539,9 @@ class GroupedRunningStats(nn.Module):
         """
         e = self.__dict__.get("_engine")
         stream = stream_for(self.device) if stream is None else stream
-        if e is not None and groups is None and e.matches(mask, torch.bool, (e.n,)):
-            return e.reset(mask, None, stream)  # a mask that fits the engine: checked
+        if e is not None and e.n and groups is None and e.matches(mask, torch.bool, (e.n,)):
+            e.reset(mask, None, stream)  # a mask that fits the bound engine: checked
+            return
         name, G, dev = type(self).__name__, self.num_groups, self.device
         if mask is not None:
             mask = self._bind_mask(mask, f"{name}.reset_stats: mask").contiguous()
