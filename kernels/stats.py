@@ -9,14 +9,12 @@ from the mean). The tables the normalization reads are float32 ``tab [3, G * P]`
 rounding even where ``x`` is far from 0. A group with count 0 normalizes with mean 0, var 1.
 
 A batch holds ``M`` rows of ``P`` values; row ``r`` is env ``r % n_env`` of slice
-``r // n_env`` (the env batch is one slice of ``N`` rows). Each group's envs are listed once,
-at bind time (``order``), and the list is cut into chunks of at most C envs that never span
-two groups: chunk ``c`` covers ``order[bounds[c]:bounds[c + 1]]`` of group ``grp[c]``; group
-``g`` owns chunks ``first[g]`` to ``first[g + 1] - 1``. The chunks of each group are cut the
-same way into chunks of the next level, and so on until a group has at most C items at the
-top (a tree: about ``log_C(N / G)`` levels). An update is ``flag_rows`` (float32 data),
-``partial``, a ``combine`` per level above the first and one at the top: no float atomics,
-so its result does not depend on thread scheduling.
+``r // n_env`` (the env batch is one slice of ``N`` rows). The envs listed by group
+(``order``) are cut into chunks of at most C envs of one group (:class:`Chunks`), those
+chunks into chunks of the next level, and so on until a group has at most C items (about
+``log_C(N / G)`` levels). An update is ``flag_rows`` (float32 data), ``partial``, a
+``combine`` per level above the first and one at the top: no float atomics, so its result
+does not depend on thread scheduling.
 
 Settings are read from ``ctl`` (float64 ``[4]``, written by the module's setters): training,
 frozen, clip (0: none) and gamma. ``mode`` says when a call updates: 0 never, 1 unless
@@ -32,11 +30,13 @@ wp.set_module_options({"fuse_fp": False})
 
 TRAINING, FROZEN, CLIP, GAMMA = 0, 1, 2, 3  # slots of ``ctl``
 
+F32 = wp.array(dtype=wp.float32)
 F64 = wp.array(dtype=wp.float64)
 I32 = wp.array(dtype=wp.int32)
 I64 = wp.array(dtype=wp.int64)
 TAB = wp.array2d(dtype=wp.float32)
 BOOL = wp.array(dtype=wp.bool)
+ZERO = wp.constant(wp.float64(0.0))
 
 
 @wp.struct
@@ -53,9 +53,9 @@ class Stats:
 
 @wp.struct
 class Chunks:
-    """One level of the chunk tree (module docstring): ``order`` the items listed by group
-    (level 0; empty above), chunk ``c`` covering ``order[bounds[c]:bounds[c + 1]]`` of group
-    ``grp[c]``, group ``g`` owning chunks ``first[g]`` to ``first[g + 1] - 1``; int32."""
+    """One level of the chunk tree: ``order`` the items listed by group (level 0; empty
+    above), chunk ``c`` covering ``order[bounds[c]:bounds[c + 1]]`` of group ``grp[c]``,
+    group ``g`` owning chunks ``first[g]`` to ``first[g + 1] - 1``; int32."""
 
     order: I32
     bounds: I32
@@ -66,23 +66,17 @@ class Chunks:
 @wp.func
 def updating(ctl: F64, mode: int) -> bool:
     """Whether a call with ``mode`` updates the statistics under the settings ``ctl``."""
-    upd = mode == 1 or (mode == 2 and ctl[0] != wp.float64(0.0))
-    return upd and ctl[1] == wp.float64(0.0)
+    upd = mode == 1 or (mode == 2 and ctl[0] != ZERO)
+    return upd and ctl[1] == ZERO
 
 
 @wp.func
-def chan(
-    n_a: wp.float64,
-    mean_a: wp.float64,
-    m2_a: wp.float64,
-    n_b: wp.float64,
-    mean_b: wp.float64,
-    m2_b: wp.float64,
-) -> wp.vec3d:
+def chan(n_a: wp.float64, mean_a: wp.float64, m2_a: wp.float64,
+         n_b: wp.float64, mean_b: wp.float64, m2_b: wp.float64) -> wp.vec3d:
     """Chan et al.'s parallel merge: ``(count, mean, M2)`` of the union of sets A and B.
     B empty: A unchanged (so groups empty on both sides keep their mean)."""
     out = wp.vec3d(n_a, mean_a, m2_a)
-    if n_b > wp.float64(0.0):
+    if n_b > ZERO:
         n = n_a + n_b
         w = n_b / n
         d = mean_b - mean_a
@@ -91,23 +85,17 @@ def chan(
 
 
 @wp.func
-def unmerge(
-    n: wp.float64,
-    mean: wp.float64,
-    m2: wp.float64,
-    n_a: wp.float64,
-    mean_a: wp.float64,
-    m2_a: wp.float64,
-) -> wp.vec3d:
+def unmerge(n: wp.float64, mean: wp.float64, m2: wp.float64,
+            n_a: wp.float64, mean_a: wp.float64, m2_a: wp.float64) -> wp.vec3d:
     """Inverse of :func:`chan`: ``(count, mean, M2)`` of B given A∪B and A (zeros where B is
     empty)."""
     n_b = n - n_a
-    out = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
-    if n_b > wp.float64(0.0):
+    out = wp.vec3d(ZERO, ZERO, ZERO)
+    if n_b > ZERO:
         mean_b = mean_a + (mean - mean_a) * (n / n_b)
         d = mean_b - mean_a
         corr = d * d * (n_a * n_b / n)
-        out = wp.vec3d(n_b, mean_b, wp.max(m2 - m2_a - corr, wp.float64(0.0)))
+        out = wp.vec3d(n_b, mean_b, wp.max(m2 - m2_a - corr, ZERO))
     return out
 
 
@@ -115,8 +103,8 @@ def unmerge(
 def write_table(i: int, n: wp.float64, mean: wp.float64, m2: wp.float64, eps: wp.float64,
                 tab: TAB):
     """Table entry ``i`` from the statistics ``(n, mean, m2)``."""
-    some = n > wp.float64(0.0)
-    mu = wp.where(some, mean, wp.float64(0.0))
+    some = n > ZERO
+    mu = wp.where(some, mean, ZERO)
     s = wp.float64(1.0) / wp.sqrt(wp.where(some, m2 / n, wp.float64(1.0)) + eps)
     c = wp.float32(mu)
     tab[0, i] = c
@@ -131,14 +119,7 @@ def clipped(y: wp.float32, clip: wp.float32) -> wp.float32:
 
 
 @wp.kernel
-def flag_rows(
-    x: wp.array(dtype=wp.float32),
-    P: int,
-    ctl: F64,
-    mode: int,
-    tick: I64,
-    stamp_out: I64,
-):
+def flag_rows(x: F32, P: int, ctl: F64, mode: int, tick: I64, stamp_out: I64):
     """Launch over (M, P): stamp row ``r`` with ``tick[0]`` when value ``f`` is NaN or inf
     (every writer of a row writes the same value)."""
     r, f = wp.tid()
@@ -148,18 +129,11 @@ def flag_rows(
 
 @wp.kernel
 def partial(
-    x32: wp.array(dtype=wp.float32),
-    x64: F64,
-    P: int,
-    n_env: int,
-    chunks: Chunks,
-    ctl: F64,
-    mode: int,
-    tick: I64,
-    stamp: I64,
-    count: F64,
-    n_old_out: F64,
-    part_out: Stats,
+    # Data in:
+    x32: F32, x64: F64, P: int, n_env: int, chunks: Chunks,
+    ctl: F64, mode: int, tick: I64, stamp: I64, count: F64,
+    # Data out:
+    n_old_out: F64, part_out: Stats,
 ):
     """Launch over (B, K, P): moments of feature ``f`` over the unstamped rows of chunk
     ``c`` in slice ``b`` of the data (``x32`` if it is not empty, else ``x64``: one kernel,
@@ -172,7 +146,7 @@ def partial(
         return
     t = tick[0]
     f32 = x32.shape[0] > 0
-    n = wp.float64(0.0)
+    n = wp.float64(0.0)  # (mutable locals: not the constant ZERO)
     shift = wp.float64(0.0)
     sd = wp.float64(0.0)
     sq = wp.float64(0.0)
@@ -187,17 +161,16 @@ def partial(
                 v = wp.float64(x32[r * P + f])
             else:
                 v = x64[r * P + f]
-            if n == wp.float64(0.0):
+            if n == ZERO:
                 shift = v
             d = v - shift
             sd += d
             sq += d * d
             n += wp.float64(1.0)
-    some = n > wp.float64(0.0)
+    some = n > ZERO
     s = b * grp.shape[0] + c
-    part_out.mean[s * P + f] = wp.where(some, shift + sd / n, wp.float64(0.0))
-    part_out.m2[s * P + f] = wp.where(some, wp.max(sq - sd * (sd / n), wp.float64(0.0)),
-                                      wp.float64(0.0))
+    part_out.mean[s * P + f] = wp.where(some, shift + sd / n, ZERO)
+    part_out.m2[s * P + f] = wp.where(some, wp.max(sq - sd * (sd / n), ZERO), ZERO)
     if f == 0:
         part_out.count[s] = n
         part_out.bad[s] = bad
@@ -208,18 +181,11 @@ def partial(
 
 @wp.kernel
 def combine(
-    P: int,
-    B: int,
-    K: int,
-    bounds: I32,
-    part: Stats,
-    n_old: F64,
-    ctl: F64,
-    mode: int,
-    eps: wp.float64,
-    out: Stats,
-    tick: I64,
-    tab: TAB,
+    # Data in:
+    P: int, B: int, K: int, bounds: I32, part: Stats, n_old: F64,
+    ctl: F64, mode: int, eps: wp.float64,
+    # Data out:
+    out: Stats, tick: I64, tab: TAB,
 ):
     """Launch over (K', P): item ``c`` of the next level folds items ``bounds[c] ..
     bounds[c + 1] - 1`` of this one (of every slice: ``B`` slices of ``K`` items; in slice,
@@ -238,7 +204,7 @@ def combine(
     c1 = int(bounds[c + 1])
     if c0 == c1:
         return
-    new = wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(0.0))
+    new = wp.vec3d(ZERO, ZERO, ZERO)
     bad = wp.int64(0)
     for b in range(B):
         for j in range(c0, c1):
@@ -269,16 +235,8 @@ def refresh(P: int, eps: wp.float64, live: Stats, tab: TAB):
 
 @wp.kernel
 def normalize(
-    x: wp.array(dtype=wp.float32),
-    out: wp.array(dtype=wp.float32),
-    x2: wp.array(dtype=wp.float32),
-    out2: wp.array(dtype=wp.float32),
-    pair: int,
-    P: int,
-    n_env: int,
-    gid: I64,
-    ctl: F64,
-    tab: TAB,
+    x: F32, out: F32, x2: F32, out2: F32, pair: int,
+    P: int, n_env: int, gid: I64, ctl: F64, tab: TAB,
 ):
     """Launch over (M, P): ``out = clip((x - c) * s + o)`` with the tables of row ``r``'s
     group ``gid[r % n_env]``; with ``pair`` also ``out2`` from ``x2``. ``out`` may be ``x``
@@ -296,14 +254,7 @@ def normalize(
 
 
 @wp.kernel
-def returns_step(
-    reward: wp.array(dtype=wp.float32),
-    ctl: F64,
-    mode: int,
-    tick: I64,
-    ret: F64,
-    stamp_out: I64,
-):
+def returns_step(reward: F32, ctl: F64, mode: int, tick: I64, ret: F64, stamp_out: I64):
     """Launch over N: ``ret = ret * gamma + reward`` in float64; an updating call stamps a
     return that is not finite."""
     e = wp.tid()
@@ -314,23 +265,15 @@ def returns_step(
 
 
 @wp.kernel
-def scale_rewards(
-    reward: wp.array(dtype=wp.float32),
-    done: BOOL,
-    gid: I64,
-    ctl: F64,
-    mode: int,
-    tab: TAB,
-    out: wp.array(dtype=wp.float32),
-    ret: F64,
-):
+def scale_rewards(reward: F32, done: BOOL, gid: I64, ctl: F64, mode: int, tab: TAB,
+                  out: F32, ret: F64):
     """Launch over N: ``out = clip(reward * s)`` with the env's group scale; then the return
     is cleared (to +0) where ``done``, and, in an updating call, where it is not finite.
     ``out`` may be ``reward``."""
     e = wp.tid()
     out[e] = clipped(reward[e] * tab[1, int(gid[e])], wp.float32(ctl[2]))
     if done[e] or (updating(ctl, mode) and not wp.isfinite(ret[e])):
-        ret[e] = wp.float64(0.0)
+        ret[e] = ZERO
 
 
 RESET_LANES = 64  # threads of a ``reset`` block on CUDA (Warp's CPU runs 1 per block)
@@ -338,26 +281,19 @@ RESET_LANES = 64  # threads of a ``reset`` block on CUDA (Warp's CPU runs 1 per 
 
 @wp.kernel
 def reset(
-    P: int,
-    chunks: Chunks,
-    mask: BOOL,
-    groups: BOOL,
-    eps: wp.float64,
-    live: Stats,
-    sent: Stats,
-    pending: BOOL,
-    unsent: BOOL,
-    tab: TAB,
-    ret: F64,
+    # Data in:
+    P: int, chunks: Chunks, mask: BOOL, groups: BOOL, eps: wp.float64,
+    # Data out:
+    live: Stats, sent: Stats, pending: BOOL, unsent: BOOL, tab: TAB, ret: F64,
 ):
     """Launch tiled over K + G blocks: the masked reset of the statistics (of every group
     when ``mask`` and ``groups`` are both empty). Block ``c < K`` is chunk ``c`` of a group's
-    envs (``order[bounds[c]:bounds[c + 1]]``): its lanes scan the envs (clearing the returns
-    of the selected ones, unless ``ret`` is empty), agree through a block maximum whether
-    one is selected (all, masked, or in a selected group), and then clear the group's
-    features. Block ``K + g`` clears group ``g`` when all or ``groups[g]`` are selected
-    (groups without envs too). Writers of a value write the same value (at most one block
-    per chunk of a group); other groups are not touched."""
+    envs: its lanes scan the envs (clearing the returns of the selected ones, unless ``ret``
+    is empty), agree through a block maximum whether one is selected (all, masked, or in a
+    selected group), and then clear the group's features. Block ``K + g`` clears group ``g``
+    when all or ``groups[g]`` are selected (groups without envs too). Writers of a value
+    write the same value (at most one block per chunk of a group); other groups are not
+    touched."""
     order, bounds, grp = chunks.order, chunks.bounds, chunks.grp
     row, lane = wp.tid()
     nb = wp.block_dim()
@@ -375,20 +311,20 @@ def reset(
             if whole or (use_mask and mask[e]):
                 hit = 1
                 if ret.shape[0] > 0:
-                    ret[e] = wp.float64(0.0)
+                    ret[e] = ZERO
     elif every or (use_groups and groups[g]):
         hit = 1
     if wp.tile_max(wp.tile(hit))[0] != 0:
         for f in range(lane, P, nb):
             i = g * P + f
-            live.mean[i] = wp.float64(0.0)
-            live.m2[i] = wp.float64(0.0)
-            sent.mean[i] = wp.float64(0.0)
-            sent.m2[i] = wp.float64(0.0)
-            write_table(i, wp.float64(0.0), wp.float64(0.0), wp.float64(0.0), eps, tab)
+            live.mean[i] = ZERO
+            live.m2[i] = ZERO
+            sent.mean[i] = ZERO
+            sent.m2[i] = ZERO
+            write_table(i, ZERO, ZERO, ZERO, eps, tab)
         if lane == 0:
-            live.count[g] = wp.float64(0.0)
-            sent.count[g] = wp.float64(0.0)
+            live.count[g] = ZERO
+            sent.count[g] = ZERO
             pending[g] = True
             unsent[g] = True
 
@@ -400,22 +336,14 @@ def clear_mask(mask_out: BOOL):
 
 
 # ---------------------------------------------------------------------------- exchange
-# ``sync`` between ranks. A rank's row holds per group ``R = 2 P + 2`` float64 values: the
-# count, means and M2 of the data since the last pack, and a reset flag. ``unsent`` /
+# ``sync`` between ranks: a rank's row holds per group ``R = 2 P + 2`` float64 values (the
+# count, means and M2 of the data since the last pack, and a reset flag). ``unsent`` /
 # ``pending``: bool per group, a reset since the last pack / not yet applied to the
-# baseline. One thread per group (a sync runs every few steps): it reads a group's counts
-# before it rewrites them; rows are folded in rank order with ``chan``: the same bits on
-# every rank.
+# baseline. One thread per group; rows folded in rank order: the same bits on every rank.
 
 
 @wp.kernel
-def exchange_pack(
-    P: int,
-    live: Stats,
-    sent: Stats,
-    unsent: BOOL,
-    out: F64,
-):
+def exchange_pack(P: int, live: Stats, sent: Stats, unsent: BOOL, out: F64):
     """Launch over G: write the data since the last pack (live minus sent) and the reset
     flag into ``out`` ``[G * R]``; sent := live, unsent := False."""
     g = wp.tid()
@@ -430,24 +358,18 @@ def exchange_pack(
         out[g * R + 1 + P + f] = b[2]
         sent.mean[i] = live.mean[i]
         sent.m2[i] = live.m2[i]
-    out[g * R + R - 1] = wp.where(unsent[g], wp.float64(1.0), wp.float64(0.0))
+    out[g * R + R - 1] = wp.where(unsent[g], wp.float64(1.0), ZERO)
     sent.count[g] = n
     unsent[g] = False
 
 
 @wp.kernel
 def exchange_apply(
-    rows: F64,
-    stride: int,
-    W: int,
-    P: int,
-    live: Stats,
-    synced: Stats,
-    sent: Stats,
-    unsent: BOOL,
-    pending: BOOL,
-    eps: wp.float64,
-    tab: TAB,
+    # Data in:
+    rows: F64, stride: int, W: int, P: int,
+    # Data out:
+    live: Stats, synced: Stats, sent: Stats, unsent: BOOL, pending: BOOL,
+    eps: wp.float64, tab: TAB,
 ):
     """Launch over G: fold the W ranks' rows (rank ``r``'s value ``j`` at
     ``rows[r * stride + j]``) in rank order into the baseline, dropping it first where any
@@ -456,19 +378,18 @@ def exchange_apply(
     sent' = baseline' there too; pending := unsent. Then rewrite the group's tables."""
     g = wp.tid()
     R = 2 * P + 2
-    zero = wp.float64(0.0)
     dropped = bool(False)
     for r in range(W):
-        if rows[r * stride + g * R + R - 1] != zero:
+        if rows[r * stride + g * R + R - 1] != ZERO:
             dropped = True
     n_l = live.count[g]
     n_sent = sent.count[g]
     here = unsent[g]
-    n_s = wp.where(dropped, zero, synced.count[g])
+    n_s = wp.where(dropped, ZERO, synced.count[g])
     n_new = n_s
     for f in range(P):
         i = g * P + f
-        base = wp.vec3d(n_s, zero, zero)
+        base = wp.vec3d(n_s, ZERO, ZERO)
         if not dropped:
             base = wp.vec3d(n_s, synced.mean[i], synced.m2[i])
         for r in range(W):

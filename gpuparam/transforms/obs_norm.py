@@ -28,25 +28,20 @@ class ObsNorm(GroupedRunningStats):
     Statistics, buffers and settings: see ``GroupedRunningStats``; ``std`` / ``var`` float64
     ``[G, *shape]`` (population) on the device.
 
-    In training mode and not frozen, ``forward`` first merges the batch into the statistics
-    and then normalizes with them; so right after a reset a group is normalized with the
-    statistics of the current batch. A group with count 0 (after a reset without update, in
-    eval mode, or a group with no env) normalizes with mean 0 and var 1: the output is
-    ``x / sqrt(1 + eps)``, finite. A group holding one sample normalizes it to 0. The float32
-    output is ``(x - mean) * scale`` to float32 rounding, even far from 0.
-
-    Non-finite input: an env whose sample holds a NaN or inf is left out of its group's
-    statistics for that batch and counted in ``nonfinite``; its output is NaN or inf, so the
-    caller sees it; every other env is normalized with the statistics of the finite samples.
+    In training mode and not frozen, ``forward`` merges the batch into the statistics, then
+    normalizes with them (right after a reset: with the current batch's). A group with count
+    0 (reset, eval mode, no env) normalizes with mean 0 and var 1 (``x / sqrt(1 + eps)``); one
+    sample normalizes to 0. The float32 output is ``(x - mean) * scale`` to float32 rounding,
+    even far from 0. A sample holding NaN or inf is left out of its group's statistics and
+    counted in ``nonfinite``; its output is NaN or inf, the others use the finite samples.
 
     On the ``[N, *shape]`` env batch an update is three Warp launches and the normalization
     one, over scratch allocated once N is known. Learner side: ``forward(x, train=...)`` and
-    ``normalize`` also take any other leading batch shape, e.g. a minibatch ``[64, *shape]``
-    or a rollout ``[T, N, *shape]`` (with several groups the last leading dimension must be
-    N), through the same kernels with scratch allocated per call. Such a batch is merged in
-    only when asked, ``forward(x, train=True)`` (the keyword skrl's preprocessor passes);
-    ``forward(x)`` takes the env batch only, so a batch of the wrong size is an error, not a
-    silent update.
+    ``normalize`` also take other leading shapes, e.g. a minibatch ``[64, *shape]`` or a
+    rollout ``[T, N, *shape]`` (with several groups the last leading dimension must be N),
+    through the same kernels with scratch allocated per call; merged in only when asked
+    (``train=True``, as skrl's preprocessor passes). ``forward(x)`` takes the env batch
+    only: a batch of the wrong size is an error, not a silent update.
     """
 
     def _mode(self, train: bool | None) -> int:
@@ -90,14 +85,8 @@ class ObsNorm(GroupedRunningStats):
         return self.forward(x, out, train=False)
 
     def forward_pair(
-        self,
-        x: torch.Tensor,
-        out: torch.Tensor,
-        x2: torch.Tensor | None = None,
-        out2: torch.Tensor | None = None,
-        *,
-        train: bool | None = None,
-        stream=None,
+        self, x: torch.Tensor, out: torch.Tensor, x2: torch.Tensor | None = None,
+        out2: torch.Tensor | None = None, *, train: bool | None = None, stream=None,
     ) -> None:
         """``forward(x, out=out, train=train)`` then ``normalize(x2, out=out2)`` with the same
         statistics, the normalization of both in one launch (what ``TransformedEnv`` does
@@ -119,13 +108,11 @@ class ObsNorm(GroupedRunningStats):
             e.update(x, e.none64, mode, stream)
         e.normalize(x, out, x2, out2, stream)
 
-    # ------------------------------------------------------------------ any batch shape
     def _forward_batch(self, x: torch.Tensor, out, update: bool) -> torch.Tensor:
         """Learner side: ``x`` ``[*B, *shape]`` (one group) or ``[*B, N, *shape]`` (N is
         known with several groups); merged in (``update``), then normalized."""
         name, S, n, one = type(self).__name__, self.shape, self.num_envs, self.num_groups == 1
-        dims = ", ".join(map(str, S))
-        want = f"(*batch, {dims})" if one else f"(*batch, {n}, {dims})"
+        want = f"(*batch, {'' if one else f'{n}, '}{', '.join(map(str, S))})"
         self._check_tensor(x, "x", torch.float32, want)
         lead = x.shape[: x.dim() - len(S)]
         if not (lead and x.shape[len(lead):] == S and x.numel() and (one or lead[-1] == n)):
@@ -145,10 +132,9 @@ class ObsNorm(GroupedRunningStats):
             layout = e.rows[1] if one else e.layout
             B, n_env = (1, M) if one else (M // n, n)
             stamp = wp.from_torch(torch.zeros(M, dtype=torch.int64, device=dev))
-            for kernel, dim, inputs, outputs in e.tree(wp.from_torch(xs.view(-1)), e.none64,
-                                                       n_env, layout,
-                                                       layout.scratch(B, e.P, dev), stamp,
-                                                       B, 1):
+            specs = e.tree(wp.from_torch(xs.view(-1)), e.none64, n_env, layout,
+                           layout.scratch(B, e.P, dev), stamp, B, 1)
+            for kernel, dim, inputs, outputs in specs:
                 wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs,
                           device=wp_device(dev), stream=stream)
         e.normalize(xs, y, None, None, stream)

@@ -18,50 +18,29 @@ class RewardNorm(GroupedRunningStats):
     subtracted. Each env keeps a discounted return ``returns`` (float64 ``[N]``, a persistent
     buffer). Per call: ``returns = returns * gamma + reward``; the statistics of group ``g``
     are updated with the ``returns`` of its envs (training and not frozen); the reward is
-    scaled; then ``returns`` is cleared where ``done``. The return buffer is tracked even
-    when frozen or in eval mode, so unfreezing resumes with correct returns.
+    scaled; then ``returns`` is cleared where ``done``. The returns are tracked even when
+    frozen or in eval mode, so unfreezing resumes with correct returns.
 
     Args:
-        gamma: discount in ``[0, 1]``.
+        gamma: discount in ``[0, 1]``, saved in ``state_dict()`` (a float64 scalar tensor):
+            statistics saved with another ``gamma`` are refused (``ValueError`` naming both).
         group_ids, num_groups, num_envs, clip, eps, reset_on, device: as in ``ObsNorm``
             (statistics have shape ``[G]``).
 
-    ``state_dict()`` holds ``gamma`` (a float64 scalar tensor): loading statistics saved
-    with another ``gamma`` raises ``ValueError`` naming both values (files saved without
-    it load).
-
-    Non-finite input: while updating, a return that is NaN or inf (after a NaN or inf
-    reward) is left out of the statistics, counted in ``nonfinite`` (int64 ``[G]``) and
-    cleared to 0, as at an episode end; that env's scaled reward is NaN or inf.
-
-    Right after a reset a group's scale comes from the current batch (one env per group:
-    var 0, so the first reward after a reset maps to ``r / sqrt(eps)`` unless clipped; use
-    ``clip``); a group with count 0 scales by ``1 / sqrt(1 + eps)``. ``forward`` is four Warp
-    launches.
+    While updating, a return that is NaN or inf (after a NaN or inf reward) is left out of
+    the statistics, counted in ``nonfinite`` (int64 ``[G]``) and cleared to 0, as at an
+    episode end; that env's scaled reward is NaN or inf. Right after a reset a group's scale
+    comes from the current batch (one env per group: var 0, so the first reward after a
+    reset maps to ``r / sqrt(eps)`` unless clipped; use ``clip``); a group with count 0
+    scales by ``1 / sqrt(1 + eps)``. ``forward`` is four Warp launches.
     """
 
-    def __init__(
-        self,
-        gamma: float = 0.99,
-        *,
-        group_ids: torch.Tensor | None = None,
-        num_groups: int | None = None,
-        num_envs: int | None = None,
-        clip: float | None = None,
-        eps: float = 1e-8,
-        reset_on: Sequence[str] = (),
-        device: str | torch.device | None = None,
-    ):
-        super().__init__(
-            (),
-            group_ids=group_ids,
-            num_groups=num_groups,
-            num_envs=num_envs,
-            clip=clip,
-            eps=eps,
-            reset_on=reset_on,
-            device=device,
-        )
+    def __init__(self, gamma: float = 0.99, *, group_ids: torch.Tensor | None = None,
+                 num_groups: int | None = None, num_envs: int | None = None,
+                 clip: float | None = None, eps: float = 1e-8, reset_on: Sequence[str] = (),
+                 device: str | torch.device | None = None):
+        super().__init__((), group_ids=group_ids, num_groups=num_groups, num_envs=num_envs,
+                         clip=clip, eps=eps, reset_on=reset_on, device=device)
         self.gamma = gamma  # validated; a device flag the kernels read
 
     per_env_buffers = ("returns",)

@@ -4,10 +4,8 @@
 
 A module's device state is an :class:`Engine`, built for its buffers (again whenever one is
 replaced: ``.to()``, a checkpoint load, a copy): the envs by group (:class:`Layout`, the only
-host read of a device value), every per-step buffer (a step allocates nothing; the float64
-scratch is 16 bytes per chunk of 32 envs and feature, plus an int64 stamp per row) and the
-launches, bound at their first call and repointed at the caller's tensors
-(``gpuparam._launch.BoundLaunch``).
+host read of a device value), every per-step buffer (a step allocates nothing) and the
+launches, bound at their first call and repointed at the caller's tensors (``BoundLaunch``).
 """
 
 from __future__ import annotations
@@ -52,27 +50,20 @@ def _stats(*ts: torch.Tensor) -> kstats.Stats:
     return st
 
 
-class Level:
-    """One level of the tree (``kernels.stats``): ``K`` chunks of at most ``size`` items of
-    one group, from the groups' item counts (``bounds``, ``grp``, ``first``: int32 Warp
-    arrays on the device; ``per``: chunks per group); ``chunks``: those and ``order`` (the
-    items by group, or None above level 0) as the kernels take them."""
-
-    def __init__(self, counts: np.ndarray, device: torch.device, size: int = CHUNK,
-                 order: wp.array | None = None):
-        self.per = -(-counts // size)
-        first = np.concatenate([[0], np.cumsum(self.per)])
-        self.K = int(first[-1])
-        grp = np.repeat(np.arange(len(counts)), self.per)
-        lo = (np.cumsum(counts) - counts)[grp] + (np.arange(self.K) - first[grp]) * size
-        bounds = np.append(lo, counts.sum())
-        self.bounds, self.grp, self.first = (
-            _wp(torch.as_tensor(a.astype(np.int32)).to(device)) for a in (bounds, grp, first))
-        self.chunks = kstats.Chunks()
-        self.chunks.order = order if order is not None else wp.empty(
-            0, dtype=wp.int32, device=wp_device(device))
-        self.chunks.bounds, self.chunks.grp, self.chunks.first = (
-            self.bounds, self.grp, self.first)
+def chunks(counts: np.ndarray, device: torch.device, size: int = CHUNK,
+           order: wp.array | None = None) -> tuple[kstats.Chunks, np.ndarray]:
+    """One level of the tree (``kernels.stats``): the ``kernels.stats.Chunks`` of at most
+    ``size`` items of one group (over ``order`` at level 0; None above) for groups of
+    ``counts`` items (numpy ``[G]``), and the number of chunks of each group."""
+    per = -(-counts // size)
+    first = np.concatenate([[0], np.cumsum(per)])
+    grp = np.repeat(np.arange(len(counts)), per)
+    lo = (np.cumsum(counts) - counts)[grp] + (np.arange(len(grp)) - first[grp]) * size
+    c = kstats.Chunks()
+    c.order = wp.empty(0, dtype=wp.int32, device=wp_device(device)) if order is None else order
+    c.bounds, c.grp, c.first = (_wp(torch.as_tensor(a.astype(np.int32)).to(device))
+                                for a in (np.append(lo, counts.sum()), grp, first))
+    return c, per
 
 
 def group_counts(gid: torch.Tensor, G: int) -> np.ndarray:
@@ -93,23 +84,24 @@ class Layout:
             order, counts = torch.arange(n, device=device), np.array([n])
         else:
             order = torch.argsort(gid, stable=True)
-            if counts is None:
-                counts = group_counts(gid, G)
-        self.order = _wp(order.to(torch.int32))
-        self.resets = Level(counts, device, RESET_CHUNK, self.order)
-        self.levels = [Level(counts, device, order=self.order)]
-        while self.levels[-1].per.max(initial=0) > CHUNK:
-            self.levels.append(Level(self.levels[-1].per, device))
+            counts = group_counts(gid, G) if counts is None else counts
+        order = _wp(order.to(torch.int32))
+        self.resets = chunks(counts, device, RESET_CHUNK, order)[0]
+        level, per = chunks(counts, device, order=order)
+        self.levels = [level]  # kernels.stats.Chunks, K = grp.shape[0] each
+        while per.max(initial=0) > CHUNK:
+            level, per = chunks(per, device)
+            self.levels.append(level)
 
     def scratch(self, B: int, P: int, device: torch.device) -> list[kstats.Stats]:
-        """Per-update float64 moments (count, stamped rows (int64), mean, M2) of every
-        level's chunks (``B`` slices at level 0), as Warp arrays."""
-        f64, i64 = dict(dtype=F64, device=device), dict(dtype=torch.int64, device=device)
+        """Per-update float64 moments (count, mean, M2, stamped rows (int64)) of every
+        level's chunks (``B`` slices at level 0)."""
         parts = []
         for i, lev in enumerate(self.levels):
-            k = lev.K * (B if i == 0 else 1)
-            parts.append(_stats(torch.zeros(k, **f64), torch.zeros(k * P, **f64),
-                                torch.zeros(k * P, **f64), torch.zeros(k, **i64)))
+            k = lev.grp.shape[0] * (B if i == 0 else 1)
+            parts.append(_stats(*(torch.zeros(s, dtype=F64, device=device)
+                                  for s in (k, k * P, k * P)),
+                                torch.zeros(k, dtype=torch.int64, device=device)))
         return parts
 
 
@@ -121,13 +113,13 @@ class Engine:
         init_warp()
         dev, G, P, n = m.device, m.num_groups, math.prod(m.shape), m.num_envs or 0
         self.device, self.G, self.P, self.n, self.full_shape = dev, G, P, n, (n, *m.shape)
-        self.eps = wp.float64(m.eps)
-        gid, wdev = m.group_ids, wp_device(dev)
+        self.eps, wdev = wp.float64(m.eps), wp_device(dev)
         # the group sizes were read when the ids were set: no host read at a first forward
-        self.layout = Layout(None if G == 1 else gid, G, n, dev, m.__dict__.get("_counts"))
+        counts = m.__dict__.get("_counts")
+        self.layout = Layout(None if G == 1 else m.group_ids, G, n, dev, counts)
         self.parts = self.layout.scratch(1, P, dev)
         self.stamp = _wp(torch.zeros(max(n, 1), dtype=torch.int64, device=dev))  # 0: never
-        gid = torch.zeros(1, dtype=torch.int64, device=dev) if gid is None else gid
+        gid = torch.zeros(1, dtype=torch.int64, device=dev) if m.group_ids is None else m.group_ids
         self.gid, self.n_mod = _wp(gid), gid.shape[0]  # row r: group gid[r % n_mod]
         self.n_old = _wp(torch.zeros(G, dtype=F64, device=dev))
         self.tick = _wp(torch.ones(1, dtype=torch.int64, device=dev))
@@ -151,10 +143,8 @@ class Engine:
 
     def bound(self, key: tuple, kernel, dim, inputs: list, outputs: list = (),
               block_dim: int = 0) -> BoundLaunch:
-        """The launch of ``kernel`` over ``dim`` (tiled with ``block_dim`` lanes if not 0)
-        that this module makes under ``key``, bound at the first call: the torch tensors
-        among ``inputs`` and ``outputs`` are the caller's, which the caller repoints
-        (``BoundLaunch.repoint``) at every call."""
+        """The launch this module makes under ``key``, bound at the first call; the torch
+        tensors among its arguments are the caller's, repointed at every call."""
         c = self._launches.get(key)
         if c is None:
             c = self._launches[key] = BoundLaunch(kernel, dim, inputs=inputs, outputs=outputs,
@@ -163,35 +153,26 @@ class Engine:
 
     def tree(self, x32, x64: wp.array, n_env: int, layout: Layout, parts: list,
              stamp: wp.array, B: int, mode: int) -> list[tuple]:
-        """``(kernel, dim, inputs, outputs)`` of the update (``kernels.stats``) from ``B`` slices of
-        ``n_env`` rows (``x32``, a float32 tensor or Warp array, or ``x64``) over ``layout``
-        with scratch ``parts`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
-        levels, P, flags, tick = layout.levels, self.P, self.flags, self.tick
+        """``(kernel, dim, inputs, outputs)`` of the update from ``B`` slices of ``n_env``
+        rows (``x32``, a float32 tensor or Warp array, or ``x64``) over ``layout`` with
+        scratch ``parts`` (:meth:`Layout.scratch`) and a ``stamp`` per row."""
+        lv, P, flags, tick = layout.levels, self.P, self.flags, self.tick
+        K = [c.grp.shape[0] for c in lv]
         out = []
         if x32.shape[0]:
             out.append((kstats.flag_rows, (B * n_env, P), [x32, P, flags, mode, tick], [stamp]))
-        out.append((kstats.partial, (B, levels[0].K, P), [
-            x32, x64, P, n_env, levels[0].chunks, flags, mode, tick, stamp, self.live.count,
+        out.append((kstats.partial, (B, K[0], P), [
+            x32, x64, P, n_env, lv[0], flags, mode, tick, stamp, self.live.count,
         ], [self.n_old, parts[0]]))
-        for i in range(1, len(levels) + 1):  # the levels above the first, then the top
-            top = i == len(levels)
-            bounds = levels[-1].first if top else levels[i].bounds
+        for i in range(1, len(lv) + 1):  # the levels above the first, then the top
+            top = i == len(lv)
+            bounds = lv[-1].first if top else lv[i].bounds
             outs = [self.live, tick, self.tab] if top else [parts[i], self.none_i64, self.none_tab]
-            out.append((kstats.combine, (self.G if top else levels[i].K, P), [
-                P, B if i == 1 else 1, levels[i - 1].K, bounds, parts[i - 1],
+            out.append((kstats.combine, (self.G if top else K[i], P), [
+                P, B if i == 1 else 1, K[i - 1], bounds, parts[i - 1],
                 self.n_old if top else self.none64, flags, mode, self.eps], outs))
         return out
 
-    def reset_launch(self, mask) -> BoundLaunch | None:
-        """The bound masked reset (``reset_stats(mask)`` without ``groups``) if it was bound
-        and ``mask`` is a valid mask for it (a contiguous bool tensor ``[N]`` on the device,
-        N bound), else None (the caller then checks and binds)."""
-        c = self._launches.get(("reset", True, False))
-        if c is None or not self.matches(mask, torch.bool, (self.n,)):
-            return None
-        return c
-
-    # ------------------------------------------------------------------ env batches
     def matches(self, t, dtype: torch.dtype, shape: tuple | None = None) -> bool:
         """``t`` is a contiguous ``dtype`` tensor ``[N, *shape]`` (or of ``shape``) on the
         device."""
@@ -213,11 +194,21 @@ class Engine:
         launch (all float32 contiguous ``[M, *shape]``, M: N, or rows of a learner batch)."""
         pair = x2 is not None
         x2, out2 = (x2, out2) if pair else (x, out)
-        args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.flags,
-                self.tab]
+        args = [x, out, x2, out2, int(pair), self.P, self.n_mod, self.gid, self.flags, self.tab]
         c = self.bound(("normalize", pair, x.shape[0]), kstats.normalize, (x.shape[0], self.P),
                        args)
         c.repoint(*args[:4]).launch(stream)
+
+    def reset(self, mask, groups, stream) -> None:
+        """The masked reset (``kernels.stats.reset``) of checked ``mask`` and ``groups``
+        (contiguous bool tensors ``[N]`` and ``[G]``, or None)."""
+        r, masked, by_group = self.layout.resets, mask is not None, groups is not None
+        args = [self.P, r, mask if masked else self.none_b,
+                groups if by_group else self.none_b, self.eps, self.live, self.sent,
+                self.pending, self.unsent, self.tab, self.ret]
+        c = self.bound(("reset", masked, by_group), kstats.reset, [r.grp.shape[0] + self.G], args,
+                       block_dim=kstats.RESET_LANES)
+        c.repoint(*(t for t in (mask, groups) if t is not None)).launch(stream)
 
 
 def _is_real(v) -> bool:
@@ -249,63 +240,55 @@ def check_group_ids(name: str, gid, num_groups, num_envs, dev: torch.device) -> 
     return G
 
 
-def _fail(name: str, key: str, expected: str, got: object) -> None:
-    raise ValueError(f"{name}.load_state_dict: {key!r} expected {expected}, got {got}")
-
-
 def check_stats_state(m, state: Mapping, prefix: str, strict: bool) -> None:
     """The checks of ``GroupedRunningStats.load_state_dict`` on the entries of ``state``
     under ``prefix``, all before any write (``nn.Module.load_state_dict`` copies buffer by
     buffer, so a bad ``m2`` would leave ``count`` loaded). Synchronizes."""
-    name, dev = type(m).__name__, m.device
+    name = type(m).__name__
+
+    def fail(key: str, expected: str, got: object) -> None:
+        raise ValueError(f"{name}.load_state_dict: {key!r} expected {expected}, got {got}")
+
     own = {k: v for k, v in m.state_dict(keep_vars=True).items() if "." not in k}
     expected = set(own) | {"group_ids", *m.per_env_buffers}
     keys = {k[len(prefix):] for k in state if k.startswith(prefix) and "." not in k[len(prefix):]}
-    settings = m.saved_settings
-    if strict:
-        missing = sorted(k for k in own if k not in keys)
-        unexpected = sorted(keys - expected)
-        if missing or unexpected:
-            # a file of another kind (an env's) is named; a module's lists the keys
-            kind = None if prefix or "count" in state else state_kind(state)
-            _fail(name, "keys", f"{sorted(expected)}",
-                  kind or f"missing {missing}, unexpected {unexpected}")
+    missing, unexpected = sorted(set(own) - keys), sorted(keys - expected)
+    if strict and (missing or unexpected):
+        # a file of another kind (an env's) is named; a module's lists the keys
+        kind = None if prefix or "count" in state else state_kind(state)
+        fail("keys", f"{sorted(expected)}", kind or f"missing {missing}, unexpected {unexpected}")
     for key in keys & expected:  # dense tensors holding data: their copies cannot fail
         t = state[prefix + key]
         if isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.is_meta):
-            _fail(name, key, "a dense tensor holding data",
-                  f"a {t.layout} tensor on {t.device}")
-    gid = state.get(prefix + "group_ids")
-    n = m.num_envs
+            fail(key, "a dense tensor holding data", f"a {t.layout} tensor on {t.device}")
+    gid, n = state.get(prefix + "group_ids"), m.num_envs
     if gid is not None:
         if not isinstance(gid, torch.Tensor):
-            _fail(name, "group_ids", "a long tensor [N]", type(gid).__name__)
-        check_group_ids(name, gid.to(dev), m.num_groups, n, dev)
+            fail("group_ids", "a long tensor [N]", type(gid).__name__)
+        check_group_ids(name, gid.to(m.device), m.num_groups, n, m.device)
         n = gid.shape[0]
     for key in keys & expected - {"group_ids"}:
         t, ref = state[prefix + key], own.get(key)
-        want_shape = (n,) if key in m.per_env_buffers else tuple(ref.shape)
-        want_dtype = ref.dtype if ref is not None else torch.float64
+        want = (ref.dtype if ref is not None else F64,
+                (n,) if key in m.per_env_buffers else tuple(ref.shape))
         if not isinstance(t, torch.Tensor):
-            _fail(name, key, f"a {want_dtype} tensor {want_shape}", type(t).__name__)
-        if t.dtype != want_dtype or t.shape != want_shape:
-            _fail(name, key, f"a {want_dtype} tensor {want_shape}",
-                  f"a {t.dtype} tensor {tuple(t.shape)}")
-        if key in settings and float(t) != float(getattr(m, key)):  # host-ok: a load
-            raise ValueError(
-                f"{name}.load_state_dict: {key!r} expected {getattr(m, key)!r} (this "
-                f"module's {key}, a setting that defines its statistics), got {float(t)!r} "
-                f"(the saved module's); build it with {key}={float(t)!r} to load them")
+            fail(key, "a {} tensor {}".format(*want), type(t).__name__)
+        if (t.dtype, t.shape) != want:
+            fail(key, "a {} tensor {}".format(*want), f"a {t.dtype} tensor {tuple(t.shape)}")
+        if key in m.saved_settings and float(t) != float(getattr(m, key)):  # host-ok: a load
+            fail(key, f"{getattr(m, key)!r} (this module's {key}, a setting that defines its "
+                 "statistics)", f"{float(t)!r} (the saved module's); build it with "
+                 f"{key}={float(t)!r} to load them")
         base = key.removeprefix("synced_")
         if base not in ("count", "mean", "m2", "nonfinite") or t.numel() == 0:
             continue
         # host-ok below: checkpoint loading
         if not bool(torch.isfinite(t).all()):
-            _fail(name, key, "finite values", "NaN or inf")
+            fail(key, "finite values", "NaN or inf")
         if base != "mean" and bool((t < 0).any()):
-            _fail(name, key, "values >= 0", f"minimum {t.min().item()}")  # host-ok: load error
+            fail(key, "values >= 0", f"minimum {t.min().item()}")  # host-ok: load error
         if base in ("count", "nonfinite") and not bool((t == t.round()).all()):
-            _fail(name, key, "whole numbers", "a fraction")
+            fail(key, "whole numbers", "a fraction")
 
 
 class GroupedRunningStats(nn.Module):
@@ -327,18 +310,14 @@ class GroupedRunningStats(nn.Module):
     :meth:`attach` that shows it.
     """
 
-    def __init__(
-        self,
-        shape: int | Sequence[int],
-        *,
-        group_ids: torch.Tensor | None = None,
-        num_groups: int | None = None,
-        num_envs: int | None = None,
-        clip: float | None = None,
-        eps: float = 1e-8,
-        reset_on: Sequence[str] = (),
-        device: str | torch.device | None = None,
-    ):
+    per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
+    # settings that define the statistics, saved as float64 scalars and compared on load
+    saved_settings: tuple[str, ...] = ()
+
+    def __init__(self, shape: int | Sequence[int], *, group_ids: torch.Tensor | None = None,
+                 num_groups: int | None = None, num_envs: int | None = None,
+                 clip: float | None = None, eps: float = 1e-8, reset_on: Sequence[str] = (),
+                 device: str | torch.device | None = None):
         super().__init__()
         name = type(self).__name__
         # a tuple of ints >= 1 (``()`` for scalars): a batch ``[N, 0]`` has nothing to normalize
@@ -364,16 +343,13 @@ class GroupedRunningStats(nn.Module):
         self.register_buffer("reset_pending", torch.zeros(G, dtype=torch.bool, device=dev))
         self.register_buffer("reset_unsent", torch.zeros(G, dtype=torch.bool, device=dev),
                              persistent=False)
-        self.exchange_epoch = 0
         self.register_buffer("nonfinite", torch.zeros(G, dtype=torch.int64, device=dev))
         self.register_buffer("group_ids", None)
         self.register_buffer("flags", torch.zeros(4, dtype=F64, device=dev), persistent=False)
-        self._detach, self._engine = None, None
+        self.exchange_epoch, self._detach, self._engine = 0, None, None
         self.training, self.frozen, self.clip = self.training, False, clip  # -> flags
-        if group_ids is not None:
-            self._bind(group_ids.shape[0], group_ids)
-        elif num_envs is not None:
-            self._bind(int(num_envs))
+        if group_ids is not None or num_envs is not None:
+            self._bind(group_ids.shape[0] if group_ids is not None else int(num_envs), group_ids)
 
     # ------------------------------------------------------------------ setup
     def _bind(self, n: int, group_ids: torch.Tensor | None = None) -> None:
@@ -422,8 +398,7 @@ class GroupedRunningStats(nn.Module):
         want = str(("N" if n is None else n, *self.shape)).replace("'", "") if env else want
         if not isinstance(t, torch.Tensor):
             raise ValueError(
-                f"{name}: {what} expected a {dtype} tensor {want}, got {type(t).__name__}"
-            )
+                f"{name}: {what} expected a {dtype} tensor {want}, got {type(t).__name__}")
         if t.dtype != dtype:
             raise ValueError(f"{name}: {what} expected dtype {dtype}, got {t.dtype}")
         if t.device != self.device:
@@ -485,11 +460,30 @@ class GroupedRunningStats(nn.Module):
         if slot is not None and bufs.get("flags") is not None:
             bufs["flags"][slot] = float(value or 0.0)
         if name in bufs:  # the engine binds every buffer: its launches point at this one
-            self.__dict__["_engine"] = None
-        if name in bufs or name == "_engine":
-            # a new engine, or none: new buffers. A count, not ``id(engine)``: a new engine
-            # often takes the freed one's address
-            self.__dict__["_engine_gen"] = self.__dict__.get("_engine_gen", 0) + 1
+            self._set_engine(None)
+
+    def _set_engine(self, e: Engine | None) -> Engine | None:
+        """Install ``e`` (None: forget the engine; the next binds the current buffers) and
+        count it: a new engine often takes the freed one's address, so ``id()`` cannot tell."""
+        self.__dict__["_engine"] = e
+        self.__dict__["_engine_gen"] = self.engine_generation + 1
+        return e
+
+    def _eng(self) -> Engine:
+        """The :class:`Engine`, built if there is none."""
+        e = self.__dict__.get("_engine")
+        return self._set_engine(Engine(self)) if e is None else e
+
+    @property
+    def engine_generation(self) -> int:
+        """Counts the engines built and dropped: a captured step that launched into an
+        engine's buffers is stale once this changes (``replay_key``)."""
+        return self.__dict__.get("_engine_gen", 0)
+
+    def replay_key(self) -> tuple:
+        """What a recorded (captured) call depends on that is not a device value: which
+        buffers are bound (``engine_generation``); the settings are device flags."""
+        return (self.engine_generation,)
 
     def freeze(self, frozen: bool = True) -> GroupedRunningStats:
         """Stop updates (``.eval()`` also does); ``freeze(False)`` resumes. Returns self."""
@@ -505,19 +499,9 @@ class GroupedRunningStats(nn.Module):
         """Whether ``forward`` updates the statistics: ``self.training and not self.frozen``."""
         return self.training and not self.frozen
 
-    # ------------------------------------------------------------------ engine
-    def _eng(self) -> Engine:
-        """The :class:`Engine`, built if there is none (dropped when a bound buffer is replaced)."""
-        e = self.__dict__.get("_engine")
-        if e is None:
-            e = self._engine = Engine(self)
-        return e
-
-    @property
-    def engine_generation(self) -> int:
-        """Counts the engines built and dropped: a captured step that launched into an
-        engine's buffers is stale once this changes (``replay_key``)."""
-        return self.__dict__.get("_engine_gen", 0)
+    def frozen_copy(self) -> GroupedRunningStats:
+        """A frozen deep copy (same device, detached from any env's ``on_change``)."""
+        return copy.deepcopy(self).freeze()
 
     def _apply(self, fn, recurse=True):
         """``.to()``, ``.cuda()``, ``.half()``, ...: buffers move, dtypes stay."""
@@ -527,27 +511,12 @@ class GroupedRunningStats(nn.Module):
             new = self._buffers[name]
             if old is not None and new is not None and new.dtype != old.dtype:
                 self._buffers[name] = old.to(new.device)
-        self._engine = None
+        self._set_engine(None)
         return self
 
     def __getstate__(self):
-        state = dict(super().__getstate__())
-        state["_engine"] = None  # recorded launches point at this instance's buffers
-        state["_detach"] = None  # a copy listens to no env
-        return state
-
-    def __setstate__(self, state):
-        state.setdefault("frozen", state.pop("_frozen", False))  # pickled as ``_frozen``
-        super().__setstate__(state)
-
-    def replay_key(self) -> tuple:
-        """What a recorded (captured) call depends on that is not a device value: which
-        buffers are bound (``engine_generation``); the settings are device flags."""
-        return (self.engine_generation,)
-
-    def frozen_copy(self) -> GroupedRunningStats:
-        """A frozen deep copy (same device, detached from any env's ``on_change``)."""
-        return copy.deepcopy(self).freeze()
+        # recorded launches point at this instance's buffers; a copy listens to no env
+        return {**super().__getstate__(), "_engine": None, "_detach": None}
 
     # ------------------------------------------------------------------ masked reset
     def reset_stats(
@@ -569,9 +538,9 @@ class GroupedRunningStats(nn.Module):
         also clears the returns of the masked envs and of the envs in ``groups``).
         """
         e = self.__dict__.get("_engine")
-        c = e.reset_launch(mask) if e is not None and groups is None else None
-        if c is not None:  # a mask this engine's bound reset took before: checked here
-            c.repoint(mask).launch(stream_for(e.device) if stream is None else stream)
+        stream = stream_for(self.device) if stream is None else stream
+        if e is not None and e.n and groups is None and e.matches(mask, torch.bool, (e.n,)):
+            e.reset(mask, None, stream)  # a mask that fits the bound engine: checked
             return
         name, G, dev = type(self).__name__, self.num_groups, self.device
         if mask is not None:
@@ -587,16 +556,7 @@ class GroupedRunningStats(nn.Module):
             if groups.numel() and not (0 <= int(groups.min()) and int(groups.max()) < G):  # host-ok
                 raise ValueError(f"{what} indices in [0, {G})")
             groups = torch.zeros(G, dtype=torch.bool, device=dev).index_fill_(0, groups, 1)
-        groups = groups if groups is None else groups.contiguous()
-        e, masked, by_group = self._eng(), mask is not None, groups is not None
-        resets = e.layout.resets
-        args = [e.P, resets.chunks, mask if masked else e.none_b,
-                groups if by_group else e.none_b, e.eps, e.live, e.sent, e.pending, e.unsent, e.tab,
-                e.ret]
-        c = e.bound(("reset", masked, by_group), kstats.reset, [resets.K + e.G], args,
-                    block_dim=kstats.RESET_LANES)
-        c.repoint(*(t for t in (mask, groups) if t is not None))
-        c.launch(stream_for(self.device) if stream is None else stream)
+        self._eng().reset(mask, None if groups is None else groups.contiguous(), stream)
 
     # ------------------------------------------------------------------ params coupling
     def attach(self, env, *, listen: bool = True) -> GroupedRunningStats:
@@ -610,7 +570,7 @@ class GroupedRunningStats(nn.Module):
             self._detach = None
         if listen and self.reset_on:
             # a gpuparam env's captured step records the reset launch into this engine's
-            # buffers, which a new engine (.to(), a load) frees: keyed by the engine
+            # buffers, which a new engine (.to(), a load) frees: keyed by the engine;
             # not told of checkpoint loads: statistics and env state load in either order
             key = ({"key": self.replay_key, "loads": False} if isinstance(env.params, ParamTable)
                    else {})
@@ -642,17 +602,15 @@ class GroupedRunningStats(nn.Module):
     def sync(self, group: dist.ProcessGroup | None = None) -> None:
         """Merge statistics over ``torch.distributed`` ranks; afterwards all ranks agree.
 
-        Each rank's statistics are the shared baseline (``synced_*``, identical on all
-        ranks) plus its own data since the last sync. Sync gathers these deltas from every
-        rank in one collective and merges them exactly (Chan et al.), the same way on every
-        rank, into the baseline, which becomes the current statistics too: repeated syncs
-        never double count. A group reset on any rank since the last sync drops its baseline
-        on all ranks. Collective: all ranks call it with the same G and shape; without an
-        initialized process group, a world of one. Device ops only: call it between steps,
-        or let ``env.sync_every(k, norm)`` pack it with the schedule's other targets into one
-        collective, by default overlapped with the next steps (``gp.SyncSchedule``); an
-        exchange still in flight is applied first. ``RewardNorm``'s per-env returns stay
-        per rank.
+        Each rank's statistics are the shared baseline (``synced_*``) plus its own data
+        since the last sync; sync gathers these deltas in one collective and merges them
+        exactly (Chan et al.), the same way on every rank, into the baseline, which becomes
+        the current statistics too: repeated syncs never double count. A group reset on any
+        rank since the last sync drops its baseline on all ranks. Collective: all ranks call
+        it with the same G and shape (no process group: a world of one). Device ops only:
+        call it between steps, or let ``env.sync_every(k, norm)`` pack it with other targets
+        into one collective overlapped with the next steps (``gp.SyncSchedule``); an exchange
+        in flight is applied first. ``RewardNorm``'s per-env returns stay per rank.
         """
         exchange([self], group)
 
@@ -686,11 +644,6 @@ class GroupedRunningStats(nn.Module):
             stream_for(self.device))
 
     # ------------------------------------------------------------------ checkpoints
-    per_env_buffers: tuple[str, ...] = ()  # float64 buffers ``[N]``, registered once N is known
-    # settings that define the statistics, saved as float64 scalars beside the buffers and
-    # compared on load
-    saved_settings: tuple[str, ...] = ()
-
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
         for key in self.saved_settings:
@@ -706,6 +659,11 @@ class GroupedRunningStats(nn.Module):
         check_stats_state(self, state_dict, "", strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
+    def check_state_dict(self, state_dict, strict: bool = True) -> None:
+        """Raise ``ValueError`` unless ``load_state_dict(state_dict, strict)`` would load
+        it (the same checks; writes nothing)."""
+        check_stats_state(self, state_dict, "", strict)
+
     def save(self, path) -> None:
         """Write ``state_dict()`` to the file ``path`` atomically (``gpuparam.files``)."""
         save_state(self.state_dict(), path)
@@ -714,23 +672,19 @@ class GroupedRunningStats(nn.Module):
         """Restore a file written by :meth:`save`, validated whole (``ValueError``)."""
         self.load_state_dict(load_state(path))
 
-    def check_state_dict(self, state_dict, strict: bool = True) -> None:
-        """Raise ``ValueError`` unless ``load_state_dict(state_dict, strict)`` would load
-        it (the same checks; writes nothing)."""
-        check_stats_state(self, state_dict, "", strict)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, *args):
-        gid = state_dict.get(prefix + "group_ids")
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
         # torch passes strict=True here whatever the caller asked: keys are checked by
         # load_state_dict; shapes, dtypes and values of what is present, before any write
         check_stats_state(self, state_dict, prefix, False)
+        gid = state_dict.get(prefix + "group_ids")
         if gid is not None:
             self._bind(gid.shape[0])
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
-        unexpected = args[1] if len(args) > 1 else None  # torch's unexpected_keys list
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
         for key in self.saved_settings:  # not buffers: checked, nothing to copy
-            if isinstance(unexpected, list) and prefix + key in unexpected:
-                unexpected.remove(prefix + key)
+            if prefix + key in unexpected_keys:
+                unexpected_keys.remove(prefix + key)
         # resend everything not in the loaded baseline; an exchange in flight is not applied
         self.reset_unsent.copy_(self.reset_pending)
         keep = ~self.reset_pending
@@ -740,7 +694,7 @@ class GroupedRunningStats(nn.Module):
         self.exchange_epoch += 1
         if self.num_groups > 1:  # the group layout may have changed
             self._counts = group_counts(self.group_ids, self.num_groups)
-        self._engine = None  # a new engine, new tables
+        self._set_engine(None)  # a new engine, new tables
 
     def extra_repr(self) -> str:
         keys = ("shape", "num_groups", "num_envs", "clip", "eps", "reset_on")

@@ -57,15 +57,11 @@ class TransformedEnv:
         shape = getattr(getattr(env, "observation_spec", None), "shape", None)
         for t in transforms:  # everything checked before anything changes
             if not isinstance(t, (ObsNorm, RewardNorm)):
-                raise TypeError(
-                    f"TransformedEnv: expected ObsNorm or RewardNorm transforms, "
-                    f"got {type(t).__name__}"
-                )
+                raise TypeError("TransformedEnv: expected ObsNorm or RewardNorm transforms, "
+                                f"got {type(t).__name__}")
             if isinstance(t, ObsNorm) and shape is not None and tuple(shape) != t.shape:
-                raise ValueError(
-                    f"TransformedEnv: ObsNorm shape {t.shape} does not match the env's "
-                    f"observation shape {tuple(shape)} (observation_spec.shape)"
-                )
+                raise ValueError(f"TransformedEnv: ObsNorm shape {t.shape} does not match the "
+                                 f"env's observation shape {tuple(shape)} (observation_spec.shape)")
             t.check_env(env, device=False)  # (they move to env.device below)
         self.env = env
         for t in transforms:
@@ -75,27 +71,22 @@ class TransformedEnv:
         self._obs = tuple(t for t in transforms if isinstance(t, ObsNorm))
         self._rew = tuple(t for t in transforms if isinstance(t, RewardNorm))
         self._bufs: dict[str, torch.Tensor] = {}
-        self._stepping = False
+        self._stepping, self._closed, self._out = False, False, None
         # (transform, its reset_on names, envs to reset after the step, a launch clearing them)
         init_warp()
         self._deferred: list[tuple] = []
-        for t in transforms:
-            if t.reset_on:
-                d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
-                clear = BoundLaunch(kstats.clear_mask, d.shape[0], outputs=[wp.from_torch(d)],
-                                    device=d.device)
-                self._deferred.append((t, t.reset_on, d, clear))
+        for t in (t for t in transforms if t.reset_on):
+            d = torch.zeros(env.num_envs, dtype=torch.bool, device=t.device)
+            self._deferred.append((t, t.reset_on, d, BoundLaunch(
+                kstats.clear_mask, d.shape[0], outputs=[wp.from_torch(d)], device=d.device)))
         # not told of checkpoint loads (a restore): statistics and env load in either order
         loads = {"loads": False} if isinstance(env.params, ParamTable) else {}
         self._stop_listening = (env.params.on_change(self._on_param_change, **loads)
                                 if self._deferred else None)
-        self._out: TensorDict | None = None
-        self._closed = False
         self._remove_stage = None
         if callable(getattr(env, "add_stage", None)):  # a gpuparam env: join its pipeline
-            self._remove_stage = env.add_stage(Stage(
-                "transforms", self._stage, "warp", key=self._stage_key
-            ))
+            self._remove_stage = env.add_stage(
+                Stage("transforms", self._stage, "warp", key=self._stage_key))
 
     # read-only: the stage and the checkpoint hold these transforms; step returns _out
     transforms = property(lambda self: self._transforms)
@@ -130,10 +121,9 @@ class TransformedEnv:
                 or len(state["transforms"]) != len(ts)):
             got = state_kind(state) or (f"a dict with keys {sorted(map(str, state))[:12]}"
                                         if isinstance(state, dict) else type(state).__name__)
-            raise ValueError(
-                f"TransformedEnv.load_state_dict: expected {{'env': ..., 'transforms': [{len(ts)} "
-                f"state dicts]}} from TransformedEnv.state_dict(), got {got}"
-            )
+            raise ValueError(f"TransformedEnv.load_state_dict: expected {{'env': ..., "
+                             f"'transforms': [{len(ts)} state dicts]}} from "
+                             f"TransformedEnv.state_dict(), got {got}")
         self.env.check_state_dict(state["env"])
         for t, s in zip(ts, state["transforms"], strict=True):
             t.check_state_dict(s)
@@ -167,15 +157,9 @@ class TransformedEnv:
             raise RuntimeError(f"TransformedEnv.{what}: called after close()")
 
     def reset(self, mask: torch.Tensor | None = None, **kwargs) -> TensorDict:
-        """Reset masked envs (all if ``None``) and return normalized observations.
-
-        Args:
-            mask: bool tensor ``[num_envs]`` on ``env.device``, or ``None``.
-            **kwargs: passed on to ``env.reset``.
-
-        Returns:
-            TensorDict batch ``[N]`` as described in the class docstring.
-        """
+        """Reset the envs of ``mask`` (bool tensor ``[num_envs]`` on ``env.device``, or
+        ``None``: all; ``kwargs`` go to ``env.reset``) and return normalized observations:
+        a TensorDict batch ``[N]`` as described in the class docstring."""
         self._check_open("reset")
         td = self.env.reset(mask, **kwargs)
         for t in self._rew:
@@ -183,14 +167,8 @@ class TransformedEnv:
         return self._transform(td, update=False)
 
     def step(self, action: torch.Tensor) -> TensorDict:
-        """Step the env, update the statistics and return normalized values.
-
-        Args:
-            action: as the wrapped env's ``step`` takes it.
-
-        Returns:
-            TensorDict batch ``[N]`` as described in the class docstring.
-        """
+        """Step the env with ``action`` (as its ``step`` takes it), update the statistics
+        and return normalized values: a TensorDict batch ``[N]`` (class docstring)."""
         self._check_open("step")
         if self._remove_stage is not None:
             self.env.step(action)  # the transforms run as the last stage of the env's step

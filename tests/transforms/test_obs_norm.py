@@ -401,20 +401,6 @@ def test_env_batch_of_another_size_is_refused_not_merged():
     assert norm.normalize(torch.randn(5, 4)).shape == (5, 4)
 
 
-def test_module_pickled_with_private_frozen_loads():
-    """A module pickled whole (``torch.save(norm)``) before ``frozen`` became a plain
-    attribute held ``_frozen``: it loads, frozen as it was."""
-    import pickle
-
-    m = ObsNorm((2,), num_envs=4).freeze()
-    m.__dict__["_frozen"] = m.__dict__.pop("frozen")  # the old layout
-    c = pickle.loads(pickle.dumps(m))
-    assert c.frozen is True and not c.updating and "_frozen" not in c.__dict__
-    x = torch.randn(4, 2)
-    c(x)
-    assert c.count.tolist() == [0.0]
-
-
 def test_grouped_sizes_are_read_at_construction_not_at_the_first_forward(monkeypatch):
     """A grouped normalizer reads its group sizes on the host when its ids are set (and at
     a load): its first forward reads nothing (on CUDA a read would be a host sync)."""
