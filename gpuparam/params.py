@@ -38,20 +38,23 @@ class _Values(Mapping):
         return len(self._table.names)
 
 
-def _raise_if_bad(where: str, spec: ParamSpec, v: torch.Tensor, mask: torch.Tensor | None):
-    """Raise the ``ValueError`` naming the first value of ``v`` (float32 ``[rows, width]``
-    or ``[rows]``) in ``mask``'s rows that is not finite or lies outside ``spec``'s range
+def _refuse(where: str, spec: ParamSpec, v: torch.Tensor, mask: torch.Tensor | None,
+            pair: bool = True) -> None:
+    """Raise the ``ValueError`` naming the first row of ``v`` (float32 ``[rows, ...]``) in
+    ``mask`` that ``spec.invalid`` refuses, ``pair=False``: components, not an ordered pair
     (torch ops and a read: a sync)."""
-    v = v.view(v.shape[0], -1)
-    bad = ~torch.isfinite(v) | (v < spec.low) | (v > spec.high)
+    v = v.reshape(v.shape[0], -1)
+    bad = spec.invalid(v, pair)
     if mask is not None:
-        bad &= mask[:, None]
+        bad &= mask
     if bool(bad.any()):  # host-ok: validated tensor values (the error path, or a capture)
-        first = v[bad][0].item()  # host-ok: error path
-        raise ValueError(
-            f"{where}: value {first} outside its range "
-            f"[{spec.low}, {spec.high}] (or not finite); nothing was written"
-        )
+        row = v[bad][0]
+        out = row[~torch.isfinite(row) | (row < spec.low) | (row > spec.high)]
+        if out.numel():
+            raise ValueError(f"{where}: value {out[0].item()} outside its range "  # host-ok
+                             f"[{spec.low}, {spec.high}] (or not finite); nothing was written")
+        raise ValueError(f"{where}: expected {spec.requirement}, got {row.tolist()}; nothing "
+                         "was written")  # host-ok: the error path
 
 
 class ParamTable:
@@ -218,18 +221,12 @@ class ParamTable:
         writes = [self._prepare(name, v, self.num_envs, mask, True, j, checks=checks)
                   for j, v in values.items()]
         self._confirm(checks)
-        spec = self._spec(name)
-        if spec.ordered:  # the pair as written: (low, high) with low <= high
+        if self._spec(name).ordered:  # the pair as written: (low, high) with low <= high
             c0, _ = self._cols[name]
             pair = self.nominal_table[c0:c0 + 2].T.clone()  # [N, 2]
             for col, _, _, _, v, _ in writes:
                 pair[:, col - c0] = v if isinstance(v, float) else v.reshape(-1)
-            bad = spec.invalid(pair)
-            if mask is not None:
-                bad &= mask
-            if bool(bad.any()):  # host-ok: validated, as set
-                raise ValueError(f"parameter {name!r}: expected {spec.requirement}, got "
-                                 f"{pair[bad][0].tolist()}; nothing was written")  # host-ok
+            _refuse(f"parameter {name!r}", self._spec(name), pair, mask)
         self._write(writes, mask, (name,), clamp=False)
 
     def reset_to_default(self, mask: torch.Tensor | None = None) -> None:
@@ -244,12 +241,11 @@ class ParamTable:
 
     def _prepare(self, name, value, rows: int, mask, validate: bool, component=None, slot=None,
                  checks: list | None = None):
-        """One checked write ``(first_row, width, low, high, value)`` for ``_write``: a float,
-        or a float32 tensor ``[num_envs, width]`` (``width`` is 1 for the ``component`` of
-        that index). A tensor value has ``rows`` rows; with ``slot`` (``[rows]``) its row k
-        goes to env ``slot[k]`` (``num_envs``: dropped). With ``validate``, a tensor value's
-        range is checked on the device (``_check``) and appended to ``checks``, which the
-        caller confirms (``_confirm``) before writing anything."""
+        """One checked write ``(first_row, width, low, high, value, view)`` for ``_write``: a
+        float, or a float32 tensor ``[num_envs, width]`` (``width`` 1 for ``component``). A
+        tensor value has ``rows`` rows; with ``slot`` (``[rows]``) row k goes to env
+        ``slot[k]`` (``num_envs``: dropped). A device range check is appended to ``checks``,
+        which the caller confirms (``_confirm``) before writing anything."""
         spec = self._spec(name)
         where, (c0, width) = self._where[name], self._cols[name]
         target = (rows, *spec.shape) if spec.shape else (rows,)
@@ -302,31 +298,28 @@ class ParamTable:
                 f"got shape {tuple(value.shape)}"
             ) from None
         view = None  # the Warp view of v, when made (the write takes it too)
-        # in a capture a check launch would be recorded, not run: torch ops check at the call
-        # (eager on CPU; on CUDA a sync in a capture raises, as it always did)
-        if validate and capturing(self.device, self._wp_device):
-            _raise_if_bad(where, spec, v, mask)
-        elif validate:
-            view = self._check(v, mask, spec.low, spec.high)
+        # torch ops check at the call in a capture (a check launch would be recorded, not
+        # run: eager on CPU; on CUDA a sync in a capture raises) and for the few whole-number
+        # or (low, high) parameters; others by one device check, confirmed by _confirm
+        if validate and (spec.integer or spec.ordered
+                         or capturing(self.device, self._wp_device)):
+            _refuse(where, spec, v, mask, pair=component is None)
+        elif validate:  # sets the check flag if a value fails
+            key, masked = ("check", rows, spec.low, spec.high, mask is not None), mask is not None
+            c = self._bound(key, kparams.check_values, rows, [self._all_envs, int(masked),
+                            self._no_values, spec.low, spec.high, self._wp_check_flag])
+            view = self._view(v)
+            c.repoint(mask if masked else self._all_envs).set(2, view).launch(
+                stream_for(self.device))
             checks.append((where, spec, v, mask))
-        if validate and (spec.integer or spec.ordered):  # whole numbers, low <= high (torch
-            bad = spec.invalid(v.reshape(rows, -1), pair=component is None)  # ops and a read:
-            if mask is not None:                          # the few such parameters only)
-                bad &= mask
-            if bool(bad.any()):  # host-ok: validate=True is documented to synchronize
-                got = v.reshape(rows, -1)[bad][0].tolist()  # host-ok: the error path
-                raise ValueError(f"{where}: expected {spec.requirement}, got {got}; nothing "
-                                 "was written")
         if slot is not None:
             v = v.new_empty(self.num_envs + 1, width).index_copy_(0, slot, v.view(rows, width))
             v, view = v[:-1], None
         return c0, width, spec.low, spec.high, v, view
 
     def _bound(self, key: tuple, kernel, dim: int, inputs: list) -> BoundLaunch:
-        """The launch of ``kernel`` that this table makes under ``key``, bound at its first
-        use with ``inputs`` (placeholders where the caller's tensors go: the mask, a torch
-        tensor, is repointed per call; the values, a Warp view, set with
-        ``BoundLaunch.set``)."""
+        """The launch of ``kernel`` under ``key``, bound at its first use with ``inputs``
+        (placeholders: the caller's mask is repointed per call, its values ``set``)."""
         c = self._launches.get(key)
         if c is None:
             c = self._launches[key] = BoundLaunch(kernel, dim, inputs=inputs,
@@ -348,28 +341,16 @@ class ParamTable:
         check_mask(mask, self.num_envs, self.device)
         return mask if mask is None or mask.is_contiguous() else mask.contiguous()
 
-    def _check(self, v: torch.Tensor, mask: torch.Tensor | None, low: float, high: float):
-        """Launch the range check of float32 ``v`` ``[rows, width]`` (the rows of ``mask``,
-        if given: then rows is ``num_envs``), which sets the check flag if a value fails."""
-        rows, masked = v.shape[0], mask is not None
-        c = self._bound(("check", rows, low, high, masked), kparams.check_values, rows, [
-            self._all_envs, int(masked), self._no_values, low, high, self._wp_check_flag])
-        view = self._view(v)
-        c.repoint(mask if masked else self._all_envs).set(2, view)
-        c.launch(stream_for(self.device))
-        return view
-
     def _confirm(self, checks: list) -> None:
-        """Raise the ``ValueError`` of the first failed device check in ``checks`` (``(where,
-        spec, value, mask)`` each): one read of the check flag (a sync), only when there
-        are checks; nothing is written before it. A set flag is cleared, and the values
-        are checked again by torch ops, which find the value the error names (a flag left
-        set by an interrupted call thus costs one slow call, never a false error)."""
+        """Raise the ``ValueError`` of the first failed device check in ``checks``: one read
+        of the check flag (a sync). A set flag is cleared and the values checked again by
+        torch ops, which name the bad value (a flag left set by an interrupted call thus
+        costs one slow call, never a false error)."""
         if not checks or not self._check_flag.item():  # host-ok: validated tensor values
             return
         self._check_flag.zero_()
         for where, spec, v, mask in checks:  # the error path: find the first bad value
-            _raise_if_bad(where, spec, v, mask)
+            _refuse(where, spec, v, mask)
 
     def _write(self, writes, mask: torch.Tensor | None, names: tuple[str, ...], clamp: bool):
         """One launch per write of :meth:`_prepare` (tensors of any strides) to both tables
