@@ -17,7 +17,7 @@ from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import curriculum as kcurriculum
 from gpuparam.randomization.terms import OP, Term, Uniform, check_int, check_result, per_component
 
-__all__ = ["ADR", "AdrGroup", "adr_slots"]
+__all__ = ["ADR", "AdrGroup"]
 
 
 @dataclass
@@ -65,37 +65,6 @@ class ADR:
             raise ValueError(f"ADR({self.term}): need threshold_low < threshold_high (finite)")
 
 
-def adr_slots(a: ADR, env, owner: object) -> list[kcurriculum.AdrSlot]:
-    """The checked ``kernels.curriculum.AdrSlot`` per component of ``a`` for ``owner``."""
-    randomization, t = env.randomization, a.term
-    randomization.check_free(t, owner)
-    if randomization.mask(t) is not None:
-        raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
-                         "never draw from the range its statistics would move)")
-    col, size = env.params.columns(t.param)
-    ranges = randomization.ranges(t)
-    rng = ranges[0].cpu()  # host-ok: binding only, [size, 2]
-    lim_lo = per_component(a.limits[0], size, t, "limits low")
-    lim_hi = per_component(a.limits[1], size, t, "limits high")
-    delta = per_component(a.delta, size, t, "delta")
-    check_result(t, env.params, None, torch.tensor([lim_lo, lim_hi]).T)
-    slots = []
-    for j in range(size):
-        if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
-            raise ValueError(f"ADR({t}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
-                             f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
-        if not delta[j] > 0:
-            raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
-        s = kcurriculum.AdrSlot()
-        s.ranges, s.col, s.op = to_wp(ranges[0, j]), col + j, OP[t.op]
-        s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
-        s.thr_high = a.threshold_high
-        s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
-        s.lim_low, s.lim_high = lim_lo[j], lim_hi[j]
-        slots.append(s)
-    return slots
-
-
 class AdrGroup:
     """The ADR specs of one curriculum bound to an env: one ``kernels.curriculum.AdrSlot``
     per term component (``A`` in all), their statistics and bound launches.
@@ -109,8 +78,34 @@ class AdrGroup:
 
     def __init__(self, specs: Sequence[ADR], env, owner: object, metric: torch.Tensor,
                  synced: bool):
-        slots = [s for a in specs for s in adr_slots(a, env, owner)]  # everything checked
-        n, dev, p = env.num_envs, env.device, env.params
+        n, dev, p, randomization = env.num_envs, env.device, env.params, env.randomization
+        slots = []  # everything checked before anything is allocated
+        for a in specs:
+            t = a.term
+            randomization.check_free(t, owner)
+            if randomization.mask(t) is not None:
+                raise ValueError(f"ADR({t}): ADR needs a term without mask (envs outside it "
+                                 "never draw from the range its statistics would move)")
+            col, size = p.columns(t.param)
+            ranges = randomization.ranges(t)
+            rng = ranges[0].cpu()  # host-ok: binding only, [size, 2]
+            lim_lo = per_component(a.limits[0], size, t, "limits low")
+            lim_hi = per_component(a.limits[1], size, t, "limits high")
+            delta = per_component(a.delta, size, t, "delta")
+            check_result(t, p, None, torch.tensor([lim_lo, lim_hi]).T)
+            for j in range(size):
+                if not lim_lo[j] <= rng[j, 0] <= rng[j, 1] <= lim_hi[j]:
+                    raise ValueError(f"ADR({t}): limits [{lim_lo[j]}, {lim_hi[j]}] must contain "
+                                     f"the range [{rng[j, 0]}, {rng[j, 1]}] (component {j})")
+                if not delta[j] > 0:
+                    raise ValueError(f"ADR({t}): delta must be > 0, got {delta[j]}")
+                s = kcurriculum.AdrSlot()
+                s.ranges, s.col, s.op = to_wp(ranges[0, j]), col + j, OP[t.op]
+                s.edge, s.samples, s.delta = a.edge, a.samples, delta[j]
+                s.thr_high = a.threshold_high
+                s.thr_low = -math.inf if a.threshold_low is None else a.threshold_low
+                s.lim_low, s.lim_high = lim_lo[j], lim_hi[j]
+                slots.append(s)
         self.synced, na2 = synced, 2 * len(slots)
         i64, i32 = dict(dtype=torch.int64, device=dev), dict(dtype=torch.int32, device=dev)
         self.sums, self.counts = torch.zeros(na2, **i64), torch.zeros(na2, **i32)

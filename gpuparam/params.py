@@ -87,18 +87,15 @@ class ParamTable:
         self.effective_table = torch.empty_like(self.nominal_table)
         self.wp_nominal = to_wp(self.nominal_table)
         self.wp_effective = to_wp(self.effective_table)
-        # a masked write is one launch bound once per kind (``_bound``), pointed at the
-        # caller's mask and values through views kept by address (``raw_view``): no copy,
-        # no array made per call; a validated tensor value adds one checking launch
+        # a masked write (and a tensor's range check) is one launch bound once per kind
+        # (``_bound``), pointed at the caller's mask and values by address: no copy per call
         self._all_envs = torch.ones(num_envs, dtype=torch.bool, device=device)  # never written
         self._no_values = to_wp(torch.zeros(1, 1, device=device))
         self._check_flag = torch.zeros(1, dtype=torch.int32, device=device)  # 0 between calls
         self._wp_device = self.wp_nominal.device
         self._wp_check_flag = to_wp(self._check_flag)
         self._launches: dict[tuple, BoundLaunch] = {}
-        # (callback, warp_only, key or None, told of loads), in registration order
-        self._callbacks: list[tuple[ChangeCallback, bool, Callable[[], object] | None,
-                                    bool]] = []
+        self._callbacks: list[tuple] = []  # (callback, warp_only, key or None, told of loads)
         self._listeners_changed = 0  # bumped when a callback is added or removed
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
@@ -327,8 +324,7 @@ class ParamTable:
         return c
 
     def _view(self, v: torch.Tensor):
-        """A kept 2-d Warp view of float32 values ``v`` ``[rows, width]`` or ``[rows]`` (as
-        ``[rows, 1]``), of its strides."""
+        """A 2-d Warp view of float32 ``v`` ``[rows, width]`` or ``[rows]`` (as ``[rows, 1]``)."""
         st = v.stride()
         if len(st) == 1:
             return raw_view(v.data_ptr(), v.dtype, (v.shape[0], 1), (st[0], 1), self.device)
