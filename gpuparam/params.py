@@ -302,11 +302,10 @@ class ParamTable:
                          or capturing(self.device, self._wp_device)):
             _refuse(where, spec, v, mask, pair=component is None)
         elif validate:  # sets the check flag if a value fails
-            key, masked = ("check", rows, spec.low, spec.high, mask is not None), mask is not None
-            c = self._bound(key, kparams.check_values, rows, [self._all_envs, int(masked),
-                            self._no_values, spec.low, spec.high, self._wp_check_flag])
-            view = self._view(v)
-            c.repoint(mask if masked else self._all_envs).set(2, view).launch(
+            c = self._bound(("check", rows, spec.low, spec.high), kparams.check_values, rows, [
+                self._all_envs, self._no_values, spec.low, spec.high, self._wp_check_flag])
+            view = self._view(v)  # (rows <= num_envs: env_ids are checked distinct first)
+            c.repoint(self._all_envs if mask is None else mask).set(1, view).launch(
                 stream_for(self.device))
             checks.append((where, spec, v, mask))
         if slot is not None:

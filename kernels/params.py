@@ -41,19 +41,17 @@ def masked_write(
 @wp.kernel
 def check_values(
     mask: wp.array(dtype=wp.bool),
-    use_mask: int,
     values: wp.array2d(dtype=float),
     low: float,
     high: float,
     flag_out: wp.array(dtype=int),
 ):
     """One thread per row of ``values`` (``[rows, ncols]``, any strides): a row outside
-    ``mask`` (``use_mask``) is skipped; a value that is not finite or lies outside
+    ``mask`` (``[>= rows]``) is skipped; a value that is not finite or lies outside
     ``[low, high]`` sets ``flag_out[0] = 1`` (the caller reads and clears it)."""
     row = wp.tid()
-    if use_mask != 0:
-        if not mask[row]:
-            return
+    if not mask[row]:
+        return
     for j in range(values.shape[1]):
         x = values[row, j]
         if not (wp.isfinite(x) and x >= low and x <= high):
