@@ -10,25 +10,22 @@ from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from gpuparam.pipeline import StepContext
-from gpuparam.spec import BoxSpec, DiscreteSpec, OutputSpec
+from gpuparam.spec import OutputSpec
 
 _MAX_DEPTH = 8
 
 
-def step_buffers(
-    num_envs: int, device: torch.device, env_offset: int, observation_spec: BoxSpec,
-    action_spec: BoxSpec | DiscreteSpec, extra: dict[str, OutputSpec], owner: str,
-) -> tuple[StepContext, TensorDict, TensorDict]:
-    """Every buffer of an env's step, allocated once: ``(context, outputs, reset_outputs)``,
+def step_buffers(env) -> tuple[StepContext, TensorDict, TensorDict]:
+    """Every buffer of ``env``'s step, allocated once: ``(context, outputs, reset_outputs)``,
     the ``StepContext`` (``max_episode_steps`` still 0: the env sets it) and the locked
     TensorDicts (batch ``[num_envs]``) ``step`` and ``reset`` return: the standard outputs
-    and ``extra`` (``VecEnv.output_specs()``; ``owner`` names the class in its error)."""
-    n, dev = num_envs, device
+    and ``env.output_specs()``."""
+    n, dev, extra = env.num_envs, env.device, env.output_specs()
 
     def zeros(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
         return torch.zeros(shape, dtype=dtype, device=dev)
 
-    obs, f32, b = observation_spec.shape, torch.float32, torch.bool
+    obs, f32, b = env.observation_spec.shape, torch.float32, torch.bool
     standard = [("observation", obs, f32), ("final_observation", obs, f32),
                 ("reward", (), f32), ("terminated", (), b), ("truncated", (), b),
                 ("done", (), b), ("episode_return", (), f32),
@@ -36,12 +33,12 @@ def step_buffers(
     outputs = {key: zeros(n, *shape, dtype=dtype) for key, shape, dtype in standard}
     for key, spec in extra.items():
         if key in outputs or not isinstance(spec, OutputSpec):
-            raise ValueError(f"{owner}.output_specs: {key!r}: expected a "
+            raise ValueError(f"{type(env).__name__}.output_specs: {key!r}: expected a "
                              f"new key and a gp.OutputSpec, got {spec!r}")
         outputs[key] = zeros(n, *spec.shape, dtype=spec.dtype)
-    act = action_spec
+    act = env.action_spec
     ctx = StepContext(
-        num_envs=n, device=dev, env_offset=env_offset, seed=zeros(1),
+        num_envs=n, device=dev, env_offset=env.env_offset, seed=zeros(1),
         action=zeros(n, *act.shape, dtype=act.dtype), outputs=outputs,
         done=outputs["done"], reset_mask=zeros(n, dtype=b), step_count=zeros(n),
         episode_count=zeros(n), running_return=zeros(n, dtype=f32),

@@ -74,7 +74,10 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
         if (not isinstance(saved, torch.Tensor) or saved.dtype != template.dtype
                 or saved.shape != template.shape):
             _fail(path, f"a {template.dtype} tensor {tuple(template.shape)}", _describe(saved))
-        check_tensor_data(saved, path)
+        if saved.layout != torch.strided:  # a tensor the load's copy can read
+            _fail(path, "a dense (strided) tensor", f"a {saved.layout} tensor")
+        if saved.is_meta:
+            _fail(path, "a tensor holding data", "a tensor on the meta device (no data)")
     elif isinstance(template, Mapping):
         if not isinstance(saved, Mapping):
             _fail(path, "a dict", _describe(saved))
@@ -102,25 +105,18 @@ def check_like(saved: object, template: object, path: str = "state") -> None:
             _fail(path, "an int" if kind is numbers.Integral else "a number", _describe(saved))
 
 
-def check_tensor_data(t: torch.Tensor, path: str) -> None:
-    """``t`` holds data a load can copy: a dense (strided) tensor, not on the meta device
-    (any other device: the copy moves it)."""
-    if t.layout != torch.strided:
-        _fail(path, "a dense (strided) tensor", f"a {t.layout} tensor")
-    if t.is_meta:
-        _fail(path, "a tensor holding data", "a tensor on the meta device (no data)")
-
-
 def check_finite(t: torch.Tensor, path: str) -> None:
     """``t`` (floating point) holds no NaN or inf."""
     if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):  # host-ok
         _fail(path, "finite values", "NaN or inf")
 
 
-def check_nonneg(t: torch.Tensor, path: str) -> None:
-    """``t`` holds no negative value."""
-    if t.numel() and bool((t < 0).any()):  # host-ok: checkpoint loading
-        _fail(path, "values >= 0", f"minimum {t.min().item()}")  # host-ok: error path
+def check_range(t: torch.Tensor, path: str, low: int = 0, high: int | None = None) -> None:
+    """``t`` holds values ``>= low`` (and ``<= high`` when given): counters, ring slots."""
+    bad = (t < low) if high is None else (t < low) | (t > high)
+    if t.numel() and bool(bad.any()):  # host-ok: checkpoint loading
+        _fail(path, f"values >= {low}" if high is None else f"values in [{low}, {high}]",
+              f"[{t.min().item()}, {t.max().item()}]")  # host-ok: error path
 
 
 def check_param_tables(state: Mapping, params, path: str = "params") -> None:
@@ -155,11 +151,11 @@ def check_randomization(state: Mapping, path: str = "randomization") -> None:
         _fail(f"{path} uids", "distinct ints >= 0", uids)
     if uids and max(uids) >= state["next_uid"]:
         _fail(f"{path}.next_uid", f"an int > {max(uids)}", state["next_uid"])
-    check_nonneg(state["clamped_removed"], f"{path}.clamped_removed")
+    check_range(state["clamped_removed"], f"{path}.clamped_removed")
     for i, s in enumerate(state["terms"]):
         where = f"{path}.terms[{i}] ({s['name']})"
         for key in ("counter", "clamped"):
-            check_nonneg(s[key], f"{where}.{key}")
+            check_range(s[key], f"{where}.{key}")
         for key in ("clock", "vals", "pe"):
             if s[key] is not None:
                 check_finite(s[key], f"{where}.{key}")
@@ -175,7 +171,7 @@ def check_curriculum(state: Mapping, num_levels: int, path: str = "curriculum") 
         _fail(f"{path}.levels", f"levels in [0, {num_levels})",
               f"[{levels.min().item()}, {levels.max().item()}]")  # host-ok: error path
     check_finite(state["adr_sums"], f"{path}.adr_sums")
-    check_nonneg(state["adr_counts"], f"{path}.adr_counts")
+    check_range(state["adr_counts"], f"{path}.adr_counts")
 
 
 def _plain(v: object) -> object:
@@ -204,14 +200,16 @@ def check_config(saved: object, config: Mapping, path: str = "config") -> None:
 
 
 _OWN = object()  # a template entry checked by its owner (randomization, a curriculum)
+_HALF_DONE = ("a half-done step would not continue as the run does (counters and schedules "
+              "advance at its end)")
 
 
 class EnvCheckpoint:
     """``state_dict`` / ``load_state_dict`` / ``check_state_dict`` of one env (an object
     every ``VecEnv`` owns). ``lock``: the env's ``EnvLock`` (a save or load is one call on
-    the env); ``check_not_stepping(what)``: raises ``RuntimeError`` from inside a step."""
+    the env); ``check_not_stepping(what, why)``: raises ``RuntimeError`` from inside a step."""
 
-    def __init__(self, env, lock, check_not_stepping: Callable[[str], None]):
+    def __init__(self, env, lock, check_not_stepping: Callable[[str, str], None]):
         self._env = env
         self._lock = lock
         self._check_not_stepping = check_not_stepping
@@ -230,12 +228,7 @@ class EnvCheckpoint:
         rank's envs; normalization statistics are saved by their modules). Synchronizes.
         Refused (``RuntimeError``) from inside a step (a half-done step would not continue
         as the run does) and while another thread's call on the env runs."""
-        if self._env.stepping:
-            raise RuntimeError(
-                "state_dict (or save): called during a step (from a hook or stage inside it, "
-                "or another thread): a half-done step would not continue as the run does "
-                "(counters and schedules advance at its end); save between steps"
-            )
+        self._check_not_stepping("state_dict (or save): called", _HALF_DONE)
         with self._lock.call("save"):
             env = self._env
             state = {
@@ -286,12 +279,10 @@ class EnvCheckpoint:
             _fail("seed", "an int32 value", state["seed"])
         check_param_tables(state["params"], params)
         for key in ("step_count", "episode_count", "episode_length"):
-            check_nonneg(state["tensors"][key], f"tensors.{key}")
+            check_range(state["tensors"][key], f"tensors.{key}")
         for key, (low, high) in env.backend.state_bounds.items():  # ring slots, counters
             t = state["tensors"][key if key == "state" else f"state.{key}"]
-            if bool(((t < low) | (t > high)).any()):  # host-ok: a load
-                _fail(f"tensors.state.{key}", f"values in [{low}, {high}]",
-                      f"[{int(t.min())}, {int(t.max())}]")  # host-ok: error path
+            check_range(t, f"tensors.state.{key}", low, high)
         saved_offset = state["env_offset"]
         if saved_offset != env.env_offset:
             n, off = env.num_envs, env.env_offset
@@ -312,7 +303,7 @@ class EnvCheckpoint:
         size and ``env_offset`` holding the same terms and curricula (add them first),
         checked whole first (:meth:`check`): a rejected load raises ``ValueError`` and
         changes nothing. Synchronizes; refused as :meth:`state_dict` is."""
-        self._check_not_stepping("load_state_dict")
+        self._check_not_stepping("load_state_dict", _HALF_DONE)
         with self._lock.call("load"):
             self.check(state)
             env = self._env

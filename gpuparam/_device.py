@@ -81,9 +81,7 @@ def capturing(device: torch.device, wp_dev: wp.context.Device | None = None) -> 
     """True while a graph is being captured on ``device``: a Warp capture (CPU or CUDA) or
     a torch CUDA graph capture on torch's current stream. ``wp_dev``: Warp's device of
     ``device``, when the caller holds it (saves a lookup on hot host paths)."""
-    if (wp_dev or wp.get_device(wp_device(device))).is_capturing:
-        return True
-    return torch_capturing(device)
+    return (wp_dev or wp.get_device(wp_device(device))).is_capturing or torch_capturing(device)
 
 
 def torch_capturing(device: torch.device) -> bool:

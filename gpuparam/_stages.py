@@ -15,7 +15,7 @@ from gpuparam._device import to_wp
 from gpuparam._launch import BoundLaunch
 from gpuparam.kernels import actions as kactions
 from gpuparam.kernels import episode as kepisode
-from gpuparam.pipeline import KINDS, Stage, StepContext, first_error
+from gpuparam.pipeline import KINDS, Stage, StepContext, run_each
 from gpuparam.spec import DiscreteSpec
 
 Hook = Callable[[Any, TensorDict], None]  # fn(env, td)
@@ -50,8 +50,7 @@ class EnvStages:
     # ------------------------------------------------------------------ lists
     def step_stages(self) -> list[Stage]:
         randomization, listeners = self._env.randomization, self._listener_kind()
-        physics = self._physics_kind()
-        commit = self._commit_stages()
+        physics, commit = self._physics_kind(), self._commit_stages()
         stages = [*self.first, *self._hook_stages("before_step", self.before)]
         if randomization.step_active:
             stages.append(Stage("randomize_step", randomization.launch_step, listeners))
@@ -107,12 +106,7 @@ class EnvStages:
     def _run_hooks(self, fns: tuple[Hook, ...], ctx: StepContext) -> None:
         # a raising hook does not skip the next ones of its stage, as a raising stage does
         # not skip the next stages (gp.Stage)
-        error = None
-        for f in fns:
-            try:
-                f(self._env, self.hook_outputs)
-            except BaseException as e:
-                error = first_error(error, e)
+        error = run_each(fns, (self._env, self.hook_outputs))
         if error is not None:
             raise error
 
@@ -224,12 +218,13 @@ class EnvStages:
 
         return remove_curriculum
 
-    def check_not_stepping(self, what: str) -> None:
+    def check_not_stepping(self, what: str,
+                           why: str = "the step's stage list cannot change while it runs"
+                           ) -> None:
+        """``RuntimeError`` for ``what`` (and why it cannot) from inside a step."""
         if self._env.stepping:
-            raise RuntimeError(
-                f"{what} during a step (from a hook or stage inside it): the step's stage "
-                "list cannot change while it runs; do it between steps"
-            )
+            raise RuntimeError(f"{what} during a step (from a hook or stage inside it, or "
+                               f"another thread): {why}; do it between steps")
 
     def changed(self) -> None:
         """The step's work changed: rebuild the stages and capture again."""

@@ -7,6 +7,7 @@ the pipeline captures it once and replays it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import warp as wp
@@ -211,3 +212,29 @@ class KernelBackend(Backend):
             mask = mask.contiguous()  # (held until launched: the view does not hold it)
             launch.repoint(mask)
         launch.launch(ctx.stream)
+
+
+def recompute_on_writes(env: Any, own_hook: bool) -> None:
+    """Derived model quantities: after a write to one of the ``recompute_on`` parameters of
+    ``env`` and of its backend (``params.set``, randomization, curricula, checkpoints),
+    ``env.on_params_changed`` and the backend's :meth:`Backend.params_changed` recompute
+    what derives from them for the written envs (what a backend defers to its ``commit``
+    runs at the next ``"model_writes"`` stage); both run once now. ``ValueError`` for a
+    name that is not a parameter, before anything is registered. ``own_hook``: the env
+    class overrides ``on_params_changed``, which may run torch ops (a "torch" listener);
+    else the listener is Warp-only when the backend is. Nothing without such names."""
+    names = (*env.recompute_on, *env.backend.recompute_on)
+    if not names:
+        return
+    unknown = [n for n in names if n not in env.params]
+    if unknown:
+        raise ValueError(f"{type(env).__name__}.recompute_on: unknown {unknown}")
+
+    def changed(written: tuple[str, ...], mask: torch.Tensor | None) -> None:
+        if any(n in names for n in written):
+            env.on_params_changed(written, mask)
+            env.backend.params_changed(written, mask)
+
+    env.params.on_change(changed, warp_only=env.backend.warp_only and not own_hook)
+    env.on_params_changed(env.params.names, None)
+    env.backend.params_initial(env.params.names)

@@ -49,10 +49,10 @@ def save_state(state: Mapping, path: str | os.PathLike) -> None:
     buf = io.BytesIO()
     torch.save(state, buf)
     payload = buf.getbuffer()
-    folder, name = os.path.split(os.path.realpath(os.fspath(path)))  # through links
-    path = os.path.join(folder, name)
+    path = os.path.realpath(os.fspath(path))  # through links
+    folder, name = os.path.split(path)
     remove_stale_temporaries(path)
-    while True:  # a temporary still named as created once locked (a cleanup may race us)
+    while True:  # until a temporary is still named as created once locked (a cleanup races)
         tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         f = open(tmp, "xb")
         try:
@@ -99,10 +99,8 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
     process's, not held by a running save); return their paths. Does nothing where
     ``fcntl`` does not exist (a running save cannot be told from a dead one there)."""
     folder, name = os.path.split(os.path.realpath(os.fspath(path)))
-    if fcntl is None:
-        return []
     try:
-        entries = os.listdir(folder)
+        entries = [] if fcntl is None else os.listdir(folder)
     except OSError:
         return []
     pattern = re.compile(rf"\.{re.escape(name)}\.([0-9]+)\.[0-9a-f]{{8}}\.tmp")
@@ -114,18 +112,14 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
         if match is None or int(match.group(1)) == os.getpid():
             continue
         tmp = os.path.join(folder, entry)
-        try:
+        with contextlib.suppress(OSError):  # gone (renamed by its save), or held by a save
             fd = os.open(tmp, os.O_RDONLY)
-        except OSError:  # gone (renamed by its save), or not ours to read
-            continue
-        try:
-            if _lock_if_named(fd, tmp, blocking=False):  # OSError: a save holds it
-                os.unlink(tmp)
-                removed.append(tmp)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+            try:
+                if _lock_if_named(fd, tmp, blocking=False):
+                    os.unlink(tmp)
+                    removed.append(tmp)
+            finally:
+                os.close(fd)
     return removed
 
 

@@ -233,11 +233,8 @@ class Pipeline:
         warmup: int = 1,
         key: Callable[[], Hashable] | None = None,
     ):
-        self.ctx = ctx
-        self.build = build
-        self.key = key
+        self.ctx, self.build, self.key, self.warmup = ctx, build, key, warmup
         self.capture_enabled = capture
-        self.warmup = warmup
         self._stages: tuple[Stage, ...] | None = None
         self._segments: tuple[Segment, ...] = ()
         # one graph per segment (None: runs eagerly), while captured
@@ -298,11 +295,11 @@ class Pipeline:
             if self._graphs is not None:  # replay: each segment's graph, or its stages
                 error = None
                 for (kind, stages), graph in zip(self._segments, self._graphs, strict=True):
-                    error = self._run_segment(kind, stages, graph, error)
-            elif self.capture_enabled and self._due():
-                error = self._capture()
+                    error = self._replay(kind, stages, graph, error)
             else:
-                error = self._eager(self._stages, None)
+                self._calls += 1
+                due = self.capture_enabled and self._calls > self.warmup
+                error = self._capture() if due else self._eager(self._stages, None)
         self.runs += 1
         if error is not None:
             raise error
@@ -322,13 +319,23 @@ class Pipeline:
         finally:
             current.wait_stream(stream)
 
-    def _due(self) -> bool:
-        self._calls += 1
-        return self._calls > self.warmup
-
     def _current_keys(self) -> tuple:
         keys = tuple(s.key() for s in self.stages if s.key is not None)
         return keys if self.key is None else (*keys, self.key())
+
+    def _eager(self, stages: Sequence[Stage], error: BaseException | None) -> BaseException | None:
+        return run_each([s.run for s in stages], (self.ctx,), error)
+
+    def _replay(self, kind: str, stages: Sequence[Stage], graph: object | None,
+                error: BaseException | None) -> BaseException | None:
+        """Launch a segment's ``graph``, or run its ``stages`` eagerly when it is None."""
+        if graph is None:
+            return self._eager(stages, error)
+        if kind == "warp":
+            wp.capture_launch(graph, stream=self.ctx.stream)
+        else:
+            graph.replay()
+        return error
 
     def _capture(self) -> BaseException | None:
         """Capture each capturable segment and replay it at once (a capture does not run
@@ -351,30 +358,9 @@ class Pipeline:
                         error = self._eager(rest, error)
                     return error
             graphs.append(graph)
-            error = self._run_segment(kind, stages, graph, error)
+            error = self._replay(kind, stages, graph, error)
         self._graphs, self._keys = graphs, keys
         self.captures += 1
-        return error
-
-    def _run_segment(self, kind: str, stages: Sequence[Stage], graph: object | None,
-                     error: BaseException | None) -> BaseException | None:
-        """Launch ``graph``, or run ``stages`` eagerly when it is None."""
-        if graph is None:
-            return self._eager(stages, error)
-        if kind == "warp":
-            wp.capture_launch(graph, stream=self.ctx.stream)
-        else:
-            graph.replay()
-        return error
-
-    def _eager(self, stages: Sequence[Stage], error: BaseException | None) -> BaseException | None:
-        """Run ``stages``; a raising one does not stop the later ones: the first error is
-        returned (:func:`first_error`)."""
-        for s in stages:
-            try:
-                s.run(self.ctx)
-            except BaseException as e:
-                error = first_error(error, e)
         return error
 
     def _capture_segment(self, kind: str, stages: tuple[Stage, ...]):
@@ -398,6 +384,18 @@ class Pipeline:
                 s.run(ctx)
         self._keep.append(c)
         return c.graph if graph is None else graph
+
+
+def run_each(fns: Sequence[Callable], args: tuple, error: BaseException | None = None
+             ) -> BaseException | None:
+    """Call each of ``fns`` with ``args``; one that raises does not stop the later ones:
+    returns the error the step raises once complete (:func:`first_error`), or None."""
+    for fn in fns:
+        try:
+            fn(*args)
+        except BaseException as e:
+            error = first_error(error, e)
+    return error
 
 
 def first_error(error: BaseException | None, e: BaseException) -> BaseException:

@@ -1,7 +1,8 @@
 """The env runtime core: construction, ``step``, ``reset``, parameters, extension points, and
 one service per concern held as an attribute (``docs/pipeline.md``): ``_stages.EnvStages``
-(stage lists, hooks, curricula), ``_lock.EnvLock``, ``_checkpoint.EnvCheckpoint``,
-``distributed.EnvSyncs`` and ``_recompute.EnvRecompute``; public methods call them."""
+(stage lists, hooks, curricula), ``_lock.EnvLock``, ``_checkpoint.EnvCheckpoint`` and
+``distributed.EnvSyncs``; public methods call them (derived quantities:
+``backend.recompute_on_writes``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from gpuparam._buffers import device_bytes, step_buffers
 from gpuparam._checkpoint import EnvCheckpoint
 from gpuparam._device import resolve_device
 from gpuparam._lock import EnvLock
-from gpuparam._recompute import EnvRecompute
 from gpuparam._stages import EnvStages, Hook
-from gpuparam.backend import Backend, BindContext, KernelBackend, Task
+from gpuparam.backend import Backend, BindContext, KernelBackend, Task, recompute_on_writes
 from gpuparam.distributed import EnvSyncs, Syncable, SyncSchedule
 from gpuparam.files import load_state, save_state
 from gpuparam.params import ParamTable
@@ -87,9 +87,7 @@ class VecEnv:
         self.params = ParamTable(self.param_specs, num_envs, self.device)
         if param_overrides:
             self.params.set(param_overrides)
-        self.context, self._td, self._reset_td = step_buffers(
-            num_envs, self.device, env_offset, self.observation_spec, self.action_spec,
-            self.output_specs(), type(self).__name__)
+        self.context, self._td, self._reset_td = step_buffers(self)
         self.max_episode_steps = (self._default_max_episode_steps if max_episode_steps is None
                                   else max_episode_steps)
         self.invalid_actions = torch.zeros(1, dtype=torch.int64, device=self.device)
@@ -109,7 +107,7 @@ class VecEnv:
             for build in (self._stages.step_stages, self._stages.reset_stages))
         self.randomization.on_rebuild(self._stages.changed)
         self._checkpoint = EnvCheckpoint(self, self._lock, self._stages.check_not_stepping)
-        self._recompute = EnvRecompute.of(self, VecEnv.on_params_changed)
+        recompute_on_writes(self, type(self).on_params_changed is not VecEnv.on_params_changed)
         self.reset(seed=seed)
 
     def output_specs(self) -> dict[str, OutputSpec]:
