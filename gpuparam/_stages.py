@@ -59,7 +59,8 @@ class EnvStages:
         stages.append(Stage("episode", self._launches["end_step"].launch_in, "warp"))
         stages += self._hook_stages("after_step", self.after)
         for cur in self.curricula:  # a callable metric runs Python
-            stages.append(Stage("curriculum", cur.update, listeners if cur.warp_only else "python"))
+            kind = listeners if cur.kind == "warp" else cur.kind
+            stages.append(Stage("curriculum", cur.update, kind))
         if randomization.reset_active:
             stages.append(Stage("randomize_reset", lambda c: randomization.launch_reset(c, c.done),
                                 listeners))
@@ -86,11 +87,11 @@ class EnvStages:
         return [Stage("model_writes", backend.commit, "warp")] if backend.commits else []
 
     def _listener_kind(self) -> str:
-        return "warp" if self._env.params.listeners_warp_only else "torch"
+        return self._env.params.listeners_kind
 
     def _physics_kind(self) -> str:
         env = self._env
-        ok = env.backend.warp_only and (env.task is None or env.task.warp_only)
+        ok = env.backend.kind == "warp" and (env.task is None or env.task.kind == "warp")
         return "warp" if ok else "torch"
 
     def _hook_stages(self, name: str, hooks: list[tuple[Hook, str]]) -> list[Stage]:

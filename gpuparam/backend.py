@@ -56,8 +56,9 @@ class Backend:
         state: ``dict[str, torch.Tensor]``, the physical state, each ``[num_envs, ...]`` on
             the env's device (filled by :meth:`bind`). Writing into it sets the state the
             next step starts from.
-        warp_only: True when every method only launches Warp kernels (so the stages that
-            call them replay inside a Warp CPU graph); False if they run torch ops.
+        kind: ``"warp"`` when every method only launches Warp kernels (the stages that call
+            them replay inside a Warp CPU graph), ``"torch"`` if they run torch ops (their
+            stages are ``"torch"`` stages: a CUDA graph on CUDA, eager on CPU).
         recompute_on: parameter names whose writes call :meth:`params_changed`.
         commits: True when the step has ``"model_writes"`` stages calling :meth:`commit`
             (before the physics, before the auto-reset, and before an explicit reset).
@@ -67,7 +68,7 @@ class Backend:
             (a task adding state adds its bounds).
     """
 
-    warp_only: bool = True
+    kind: str = "warp"
     recompute_on: tuple[str, ...] = ()
     commits: bool = False
 
@@ -112,10 +113,10 @@ class Task:
     """Observation, reward and termination computed from a backend's state.
 
     Attributes:
-        warp_only: as :attr:`Backend.warp_only`.
+        kind: as :attr:`Backend.kind`.
     """
 
-    warp_only: bool = True
+    kind: str = "warp"
 
     def bind(self, b: BindContext, backend: Backend) -> None:
         """Keep what ``compute``/``observe`` read (backend state, parameter rows)."""
@@ -235,6 +236,6 @@ def recompute_on_writes(env: Any, own_hook: bool) -> None:
             env.on_params_changed(written, mask)
             env.backend.params_changed(written, mask)
 
-    env.params.on_change(changed, warp_only=env.backend.warp_only and not own_hook)
+    env.params.on_change(changed, kind="torch" if own_hook else env.backend.kind)
     env.on_params_changed(env.params.names, None)
     env.backend.params_initial(env.params.names)

@@ -229,10 +229,11 @@ class Curriculum:
                 to_wp(self._metric_buf)]
 
     @property
-    def warp_only(self) -> bool:
-        """True when ``update`` only launches Warp kernels (the metric is an env buffer,
-        not a callable): its step stage then replays inside a Warp CPU graph."""
-        return self._src is None
+    def kind(self) -> str:
+        """The kind of its step stage: ``"warp"`` when ``update`` only launches Warp kernels
+        (the metric is an env buffer; it replays inside a Warp CPU graph), ``"python"`` when
+        the metric is a callable."""
+        return "warp" if self._src is None else "python"
 
     def update(self, ctx) -> None:
         """Stage of the env's step (``ctx``: its ``StepContext``): metric, levels and

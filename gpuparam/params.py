@@ -95,7 +95,7 @@ class ParamTable:
         self._wp_device = self.wp_nominal.device
         self._wp_check_flag = to_wp(self._check_flag)
         self._launches: dict[tuple, BoundLaunch] = {}
-        self._callbacks: list[tuple] = []  # (callback, warp_only, key or None, told of loads)
+        self._callbacks: list[tuple] = []  # (callback, kind, key or None, told of loads)
         self._listeners_changed = 0  # bumped when a callback is added or removed
         self.nominal = _Values(self, self.nominal_table)
         self.effective = _Values(self, self.effective_table)
@@ -367,7 +367,7 @@ class ParamTable:
             self.notify(names, mask)
 
     # ------------------------------------------------------------------ change hooks
-    def on_change(self, callback: ChangeCallback, warp_only: bool = False,
+    def on_change(self, callback: ChangeCallback, kind: str = "torch",
                   key: Callable[[], object] | None = None,
                   loads: bool = True) -> Callable[[], None]:
         """Call ``callback(names, mask)`` after every write.
@@ -378,9 +378,10 @@ class ParamTable:
 
         Writes inside a step (randomization, curricula) call it while the step is captured
         only: replays repeat the device work it launched, not its Python. So it must launch
-        device work only (masked writes, no host sync, no host-side state change); pass
-        ``warp_only=True`` when that work is Warp launches only (it then replays inside a
-        Warp CPU graph; otherwise the stages that write run eagerly on CPU). ``key``:
+        device work only (masked writes, no host sync, no host-side state change). ``kind``:
+        ``"warp"`` when that work is Warp launches only (it then replays inside a Warp CPU
+        graph), ``"torch"`` when it runs torch ops (the stages that write then run eagerly
+        on CPU and in a CUDA graph on CUDA). ``key``:
         optional ``key()`` of host-side state the recorded work depends on (e.g. which
         buffers it launches into): a change drops the env's captured steps.
         ``loads=False``: not told of ``load_state_dict`` (a restore, not a write: what
@@ -390,7 +391,9 @@ class ParamTable:
         """
         if key is not None and not callable(key):
             raise TypeError(f"on_change: key expected a callable or None, got {key!r}")
-        entry = (callback, bool(warp_only), key, bool(loads))
+        if kind not in ("warp", "torch"):
+            raise ValueError(f"on_change: kind expected 'warp' or 'torch', got {kind!r}")
+        entry = (callback, kind, key, bool(loads))
         self._callbacks.append(entry)
         self._listeners_changed += 1
 
@@ -407,9 +410,10 @@ class ParamTable:
         return (self._listeners_changed, *(k() for _, _, k, _ in self._callbacks if k is not None))
 
     @property
-    def listeners_warp_only(self) -> bool:
-        """True when every ``on_change`` callback was registered with ``warp_only=True``."""
-        return all(w for _, w, _, _ in self._callbacks)
+    def listeners_kind(self) -> str:
+        """``"warp"`` when every ``on_change`` callback was registered with ``kind="warp"``,
+        else ``"torch"``: the kind of the stages whose writes notify them."""
+        return "warp" if all(k == "warp" for _, k, _, _ in self._callbacks) else "torch"
 
     def notify(self, names: tuple[str, ...], mask: torch.Tensor | None,
                load: bool = False) -> None:

@@ -96,7 +96,7 @@ def test_model_writes_sit_in_a_warp_stage_of_their_own():
     env = gp.make("Ant-v5", 4, device="cpu", seed=1)
     env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"),
                   gp.Uniform("geom_friction", 0.5, 1.5, op="scale", on="step"))
-    env.params.on_change(lambda names, mask: None, warp_only=False)
+    env.params.on_change(lambda names, mask: None, kind="torch")
     kinds = [(s.name, s.kind) for s in env.pipeline.stages]
     names = [n for n, _ in kinds]
     assert dict(kinds)["randomize_step"] == dict(kinds)["randomize_reset"] == "torch"
@@ -104,6 +104,26 @@ def test_model_writes_sit_in_a_warp_stage_of_their_own():
     assert [kinds[i][1] for i in writes] == ["warp", "warp"]
     assert names.index("randomize_step") < writes[0] < names.index("physics")
     assert names.index("randomize_reset") < writes[1] < names.index("autoreset")
+
+
+def test_listener_kind_sets_the_writers_stage_kind():
+    """One name for a stage's kind (issue 46): ``on_change(kind=)`` listeners of kind
+    ``"warp"`` keep the writing stages ``"warp"``; one ``"torch"`` listener makes them
+    ``"torch"``; any other kind is refused before it is registered."""
+    env = gp.make("CartPole-v1", 4, device="cpu", seed=0)
+    env.randomize(gp.Uniform("masspole", 0.05, 0.2, on="step"))
+
+    def stage_kind():
+        return {s.name: s.kind for s in env.pipeline.stages}["randomize_step"]
+
+    env.params.on_change(lambda names, mask: None, kind="warp")
+    assert env.params.listeners_kind == stage_kind() == "warp"
+    with pytest.raises(ValueError, match="kind expected 'warp' or 'torch', got 'python'"):
+        env.params.on_change(lambda names, mask: None, kind="python")
+    assert stage_kind() == "warp"
+    env.params.on_change(lambda names, mask: None, kind="torch")
+    env.step(torch.zeros(4, dtype=torch.int64))  # the list is rebuilt at the next call
+    assert env.params.listeners_kind == stage_kind() == "torch"
 
 
 @pytest.mark.parametrize("name", ["Humanoid-v5", "Go1JoystickFlatTerrain-v1"])
@@ -144,7 +164,7 @@ def test_gated_writes_with_a_torch_listener_equal_eager_writes():
     envs = [gp.make("Ant-v5", 4, device="cpu", seed=3, capture=c) for c in (True, False)]
     for env in envs:
         env.randomize(gp.Uniform("body_mass", 0.8, 1.2, op="scale", on="reset"))
-        env.params.on_change(lambda names, mask: None, warp_only=False)
+        env.params.on_change(lambda names, mask: None, kind="torch")
     a = torch.zeros(4, 8)
     for t in range(12):
         if t in (3, 8):
