@@ -19,42 +19,25 @@ loaded). Refresh the committed results with --output benchmarks/results, then
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib
 import json
+import os
+import platform
 import shlex
+import subprocess
 import sys
 import time
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import torch
 
-from benchmarks import (
-    adapters,
-    budgets,
-    distributed,
-    host_time,
-    latency,
-    machine,
-    memory,
-    overhead,
-    report,
-    robots,
-    roofline,
-    stages,
-    throughput,
-    training,
-)
-from benchmarks.config import DEFAULT_OUTPUT, RunConfig
+from benchmarks import report
+from benchmarks.config import DEFAULT_OUTPUT, PACKAGES, SECTIONS, RunConfig
 from benchmarks.goals import evaluate
-from benchmarks.timing import attempt
-
-SECTIONS = {  # results key: measure(cfg); the roofline also takes the throughput measured
-    "budgets": budgets.measure, "throughput": throughput.measure,
-    "throughput_paired": throughput.measure_paired, "latency": latency.measure,
-    "overhead": overhead.measure, "stages": stages.measure, "host_time": host_time.measure,
-    "adapters": adapters.measure, "training": training.measure, "memory": memory.measure,
-    "distributed": distributed.measure, "roofline": roofline.measure, "robots": robots.measure,
-}
+from benchmarks.timing import load_average, outcome
 
 
 def parse(argv: list[str] | None) -> RunConfig:
@@ -111,18 +94,72 @@ def run(cfg: RunConfig) -> dict:
             "collector_methods": list(cfg.collector_methods),
             "torch_threads": torch.get_num_threads(),
         },
-        "machine": machine.describe(cfg.device),
+        "machine": describe(cfg.device),
     }
-    for i, (key, measure) in enumerate(SECTIONS.items()):
+    for i, (key, where) in enumerate(SECTIONS.items()):
         print(f"[{i + 1}/{len(SECTIONS)}] {key} ({time.perf_counter() - t0:.0f} s)",
               file=sys.stderr, flush=True)
+        module, name = where.rsplit(".", 1)
+        measure = getattr(importlib.import_module(f"benchmarks.{module}"), name)
         extra = (res.get("throughput") or {},) if key == "roofline" else ()
-        val, failed = attempt(measure, cfg, *extra)
-        res[key] = failed or val
-    res["machine"]["load_average_at_end"] = machine.load_average()
+        res[key] = outcome(measure, cfg, *extra)
+    res["machine"]["load_average_at_end"] = load_average()
     res["goals"] = evaluate(res)
     res["wall_time_s"] = time.perf_counter() - t0
     return res
+
+
+def _proc(path: str, key: str) -> str | None:
+    """The rest of the first line of ``path`` (``/proc/cpuinfo``, ``/proc/meminfo``) that
+    starts with ``key``, or None (not Linux)."""
+    try:
+        with open(path) as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)),
+                        None)
+    except OSError:
+        return None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], cwd=Path(__file__).parents[1], capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def describe(device: str) -> dict:
+    """The machine and software measured on: CPU model and cores, memory, GPU name, Python
+    and library versions, UTC date, git commit and whether the code had changes."""
+    memory = _proc("/proc/meminfo", "MemTotal:")
+    # the results of earlier runs (benchmarks/results) are outputs, not changes to the code
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
+    info: dict = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_model": _proc("/proc/cpuinfo", "model name") or platform.processor()
+        or platform.machine(),
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "memory_bytes": int(memory.split()[0]) * 1024 if memory else None,
+        "platform": platform.platform(), "python": sys.version.split()[0],
+        "versions": {p: _version(p) for p in PACKAGES},
+        "git": {"commit": _git("rev-parse", "HEAD"),
+                "dirty": bool(status) if status is not None else None},
+        "gpu_name": None, "load_average_at_start": load_average(),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(
+            torch.device(device) if device.startswith("cuda") else torch.device("cuda"))
+        info.update(gpu_name=props.name, gpu_memory_bytes=props.total_memory,
+                    cuda=torch.version.cuda)
+    return info
 
 
 def route_mujoco_log(out: Path) -> Path | None:

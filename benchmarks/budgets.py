@@ -86,9 +86,11 @@ class _Recorder:
         BoundLaunch.launch, BoundLaunch.__call__ = self._replay
 
 
-def _count(step, env, reset_step: bool = False) -> dict:
-    """Counts of one steady-state step; ``reset_step``: also the launches of a step at
-    which every env resets (``"launches_at_reset_step"``, ours and MuJoCo Warp's)."""
+def count_launches(step, env, reset_step: bool = False) -> dict:
+    """The counts of one steady-state call of ``step()`` on ``env`` (see the module's
+    docstring): ``launches``, ``physics_launches``, ``graph_segments``, ... ;
+    ``reset_step``: also the launches of a step at which every env resets
+    (``"launches_at_reset_step"``, ours and MuJoCo Warp's)."""
     step()  # steady state: the first steps build, warm up and capture
     step()
     with _Recorder() as rec:
@@ -112,47 +114,33 @@ def _count(step, env, reset_step: bool = False) -> dict:
     return out
 
 
-def count_launches(step, env) -> dict:
-    """The counts of one steady-state call of ``step()`` on ``env`` (see the module's
-    docstring): ``launches``, ``physics_launches``, ``graph_segments``, ... ."""
-    return _count(step, env)
-
-
-def _eager(name: str, **kw):
-    return gp.make(name, N, device="cpu", seed=0, capture=False, **kw)
+def _eager(name: str, *terms, norms: bool = False, **kw) -> dict:
+    """The counts of an eager ``name`` env of N envs with ``terms`` (and ``ObsNorm`` +
+    ``RewardNorm`` with ``norms``), stepped with a fixed action; Go1's with a reset step."""
+    env = gp.make(name, N, device="cpu", seed=0, capture=False, **kw)
+    if terms:
+        env.randomize(*terms)
+    stepped = gp.TransformedEnv(env, gp.ObsNorm((4,)), gp.RewardNorm()) if norms else env
+    a = torch.ones(N, dtype=torch.int64) if name == "CartPole-v1" else torch.zeros(N, env.mjm.nu)
+    return count_launches(lambda: stepped.step(a), env, reset_step=name.startswith("Go1"))
 
 
 def cartpole_bare() -> dict:
-    env = _eager("CartPole-v1")
-    a = torch.ones(N, dtype=torch.int64)
-    return _count(lambda: env.step(a), env)
+    return _eager("CartPole-v1")
 
 
 def cartpole_full() -> dict:
-    env = _eager("CartPole-v1")
-    env.randomize(*randomization_terms("step"))
-    t = gp.TransformedEnv(env, gp.ObsNorm((4,)), gp.RewardNorm())
-    a = torch.ones(N, dtype=torch.int64)
-    return _count(lambda: t.step(a), env)
+    return _eager("CartPole-v1", *randomization_terms("step"), norms=True)
 
 
 def ant_physical() -> dict:
-    env = _eager("Ant-v5")
-    env.randomize(
-        gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"),
-        gp.Uniform("dof_damping", 0.8, 1.2, op="scale", on="step"),
-        gp.Uniform("actuator_gear", 0.9, 1.1, op="scale", on="step"),
-    )
-    a = torch.zeros(N, 8)
-    return _count(lambda: env.step(a), env)
+    return _eager("Ant-v5", gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"),
+                  gp.Uniform("dof_damping", 0.8, 1.2, op="scale", on="step"),
+                  gp.Uniform("actuator_gear", 0.9, 1.1, op="scale", on="step"))
 
 
 def _go1(*terms, gating: str = "mask") -> dict:
-    env = _eager("Go1JoystickFlatTerrain-v1", gating=gating)
-    if terms:
-        env.randomize(*terms)
-    a = torch.zeros(N, 12)
-    return _count(lambda: env.step(a), env, reset_step=True)
+    return _eager("Go1JoystickFlatTerrain-v1", *terms, gating=gating)
 
 
 def go1_bare(gating: str = "mask") -> dict:

@@ -21,6 +21,18 @@ SIZES = {  # (device kind, quick): numbers of envs of the throughput sweep
 PEER_SIZES = {False: (8, 32), True: (8,)}  # the process-per-env peers (slow at any N)
 GOAL_N = {"cpu": 16384, "cuda": 1048576}  # N of the same-run goal comparisons (issues 3-7)
 LATENCY_SIZES = (4096, 16384)  # issue 5 states its goal at 4096, issue 6 at 16384
+SECTIONS = {  # results key: "module.function" of benchmarks/ measuring it, run in this order;
+    # each takes the RunConfig (the roofline also the throughput measured)
+    "budgets": "budgets.measure", "throughput": "throughput.measure",
+    "throughput_paired": "throughput.measure_paired", "latency": "latency.measure",
+    "overhead": "throughput.overhead", "stages": "stages.measure",
+    "host_time": "host_time.measure", "adapters": "throughput.adapters",
+    "training": "training.measure", "memory": "memory.measure",
+    "distributed": "distributed.measure", "roofline": "roofline.measure",
+    "robots": "robots.measure",
+}
+PACKAGES = ("gpuparam", "torch", "warp-lang", "tensordict", "numpy", "gymnasium", "torchrl",
+            "envpool")  # versions recorded with the machine
 DEFAULT_OUTPUT = "runs/benchmarks"  # ignored by git; the committed results: benchmarks/results
 # timed steps per repeat: about `target` env-steps, clipped to [lo, hi]
 STEP_TARGETS = {("cuda", True): (5e8, 20, 2000), ("cuda", False): (2e9, 20, 2000),

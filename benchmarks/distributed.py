@@ -34,8 +34,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from benchmarks.config import GOAL_N, RunConfig
-from benchmarks.machine import load_average
-from benchmarks.timing import Skipped
+from benchmarks.timing import Skipped, load_average
 
 SYNC_EVERY = 10
 WORLD = 2

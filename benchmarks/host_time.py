@@ -31,13 +31,14 @@ with the bytes a write moves against the device's copy bandwidth.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import torch
 
 import gpuparam as gp
 from benchmarks.config import BARE, FULLEST, RunConfig
-from benchmarks.subjects import gp_subject
-from benchmarks.timing import attempt, interleave, median, sync
+from benchmarks.subjects import Subject, gp_subject, run_group
+from benchmarks.timing import median, outcome, sync
 
 STEPS = 2000
 WRITE_CALLS = 300  # calls timed one by one; the figure is the fastest (issue 41)
@@ -46,27 +47,23 @@ WRITE_GOALS_S = {"set": 12e-6, "set_reset_stats": 20e-6}  # issue 41 item 3, N=1
 
 
 def measure(cfg: RunConfig) -> dict:
-    subjects = {"bare": gp_subject(BARE, 1, cfg.device), "full": gp_subject(FULLEST, 1, cfg.device)}
-    inner = subjects["full"].env.env  # the TransformedEnv's VecEnv
-    try:
-        runs = {k: (lambda s=s: s.run(STEPS)) for k, s in subjects.items()}
-        runs["replay_only"] = lambda: _replay(inner, cfg.device)
-        times = interleave(runs, cfg.repeats_for("paired"))
-    finally:
-        for s in subjects.values():
-            s.close()
+    full = gp_subject(FULLEST, 1, cfg.device)
+    inner = full.env.env  # the TransformedEnv's VecEnv
+    times, _, _ = run_group({  # "replay_only": the pipeline's replay call alone
+        "bare": partial(gp_subject, BARE, 1, cfg.device), "full": lambda: full,
+        "replay_only": lambda: Subject(1, lambda i: inner.pipeline(), cfg.device)},
+        STEPS, cfg.repeats_for("paired"))
     out = {"num_envs": 1, "steps": STEPS, "config": FULLEST.label,
            "measures": "host+device" if cfg.is_cuda else "host",
            "plan": [list(names) + [graphed] for names, graphed in inner.pipeline.plan]}
     for k, ts in times.items():
         out[f"{k}_step_s"] = min(ts) / STEPS
         out[f"{k}_step_median_s"] = median(ts) / STEPS
-    val, failed = attempt(masked_writes, cfg.device)
-    out["masked_writes"] = failed or val
+    out["masked_writes"] = outcome(masked_writes, cfg.device)
     if cfg.is_cuda:
         for n in (1, 1 << 20):
-            val, failed = attempt(masked_write_device_time, cfg.device, n)
-            out["masked_writes"][f"device_time_N{n}"] = failed or val
+            out["masked_writes"][f"device_time_N{n}"] = outcome(masked_write_device_time,
+                                                                cfg.device, n)
     return out
 
 
@@ -172,22 +169,9 @@ def masked_write_device_time(device: str, n: int) -> dict:
     moved = {"set": n + 8 * n, "set_tensor": n + 12 * n}
     for name in ("set", "set_tensor", "reset_stats", "set_reset_stats",
                  "set_reset_stats_tensor"):
-        val, failed = attempt(captured_device_time, fns[name], dev)
-        out[name] = failed or val
-        if name in moved and failed is None:
-            rate = moved[name] / val["device_s_per_call"]
+        out[name] = outcome(captured_device_time, fns[name], dev)
+        if name in moved and "device_s_per_call" in out[name]:
+            rate = moved[name] / out[name]["device_s_per_call"]
             out[name].update(bytes=moved[name], bytes_per_s=rate,
                              fraction_of_copy_bandwidth=rate / bw)
     return out
-
-
-def _replay(env, device: str) -> float:
-    import time
-
-    call = env.pipeline
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(STEPS):
-        call()
-    sync(device)  # (as Subject.run: on CUDA, to completion)
-    return time.perf_counter() - t0
