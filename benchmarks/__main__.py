@@ -1,19 +1,12 @@
 """``python -m benchmarks [--device D] [--quick] [--sizes N ...] [--threads T] [--output DIR]``.
 
-Measures, in one run, gpuparam against its peers side by side (``SECTIONS``, in order; what
-and at which sizes is data, in benchmarks/config.py), writes ``DIR/<device>[_quick].json``
-with every figure, the goals and the machine, and prints the figures and the goals as
-PASS / FAIL / SKIP lines. Exits 1 when any measurement raised (its error is recorded in the
-JSON and printed), else 0.
-
-torch runs on one intra-op thread unless --threads says otherwise: CPU figures then do not
-depend on the machine's core count, and other processes on the machine disturb them less; the
-JSON records the setting and its run's wall time (``wall_time_s``: 596 s for the committed
-full CPU run, benchmarks/results/cpu.json, on 2 cores; --quick runs fewer sizes and steps).
-MuJoCo's log goes to DIR/MUJOCO_LOG.TXT, not the console or the working directory
-(Gymnasium's half_cheetah.xml, a peer of the robot rows, logs a deprecation each time it is
-loaded). Refresh the committed results with --output benchmarks/results, then
-``python -m benchmarks.report`` (see benchmarks/README.md).
+Measures, in one run, gpuparam against its peers side by side (``config.SECTIONS``, in
+order; what and at which sizes is data, in benchmarks/config.py), writes
+``DIR/<device>[_quick].json`` with every figure, the goals, the machine and the run's wall
+time, and prints the figures and the goals as PASS / FAIL / SKIP lines. Exits 1 when any
+measurement raised (its error is recorded in the JSON and printed), else 0. MuJoCo's log
+goes to DIR/MUJOCO_LOG.TXT. Flags, and how to refresh the committed results: see
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -56,7 +49,7 @@ def parse(argv: list[str] | None) -> RunConfig:
     hidden = argparse.SUPPRESS  # for tests and debugging
     p.add_argument("--peer-sizes", type=int, nargs="+", help=hidden)
     for flag in ("--steps", "--repeats", "--memory-steps", "--recreate-repeats"):
-        p.add_argument(flag, type=int, help=hidden)
+        p.add_argument(flag, type=int, help=hidden)  # None: derived from N and --quick
     p.add_argument("--collector-methods", nargs="+", choices=("spawn", "fork", "forkserver"),
                    help=hidden)
     a = p.parse_args(argv)
@@ -70,14 +63,8 @@ def parse(argv: list[str] | None) -> RunConfig:
         if any(n < 1 for n in getattr(a, name) or ()):
             p.error(f"--{name.replace('_', '-')}: sizes must be positive")
     args = sys.argv[1:] if argv is None else argv
-    return RunConfig(
-        device=a.device, quick=a.quick, sizes=tuple(a.sizes or ()),
-        peer_sizes=tuple(a.peer_sizes or ()), steps=a.steps, repeats=a.repeats,
-        output=a.output, command=shlex.join(["python", "-m", "benchmarks", *args]),
-        mem_steps=a.memory_steps, recreate_repeats=a.recreate_repeats,
-        threads=a.threads or None,
-        **({"collector_methods": tuple(a.collector_methods)} if a.collector_methods else {}),
-    )
+    return RunConfig(**{**vars(a), "threads": a.threads or None,
+                        "command": shlex.join(["python", "-m", "benchmarks", *args])})
 
 
 def run(cfg: RunConfig) -> dict:

@@ -101,7 +101,7 @@ def measure_collector_recreate(cfg: RunConfig) -> dict:
             by_method[method] = {"skipped": f"start method {method!r} not available here"}
             continue
         with start_method(method), preserve_torch_threads():
-            times, failed = attempt(_recreate_times, cls, cfg.collector_repeats())
+            times, failed = attempt(_recreate_times, cls, cfg.recreate_repeats)
         by_method[method] = failed or {"per_switch_s": median(times),
                                        "per_switch_s_repeats": times}
     measured = [m for m, r in by_method.items() if "per_switch_s" in r]

@@ -52,7 +52,7 @@ def steady_state(cfg: RunConfig, n: int) -> dict:
     env = make_gp_env(setup, n, cfg.device)
     actions = gp_actions(env, n, env.device)
     env.reset()
-    steps = cfg.memory_steps()
+    steps = cfg.memory_steps
     every = max(1, steps // 20)
     warm = max(1, steps // 10)
 
