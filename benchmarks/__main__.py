@@ -29,7 +29,6 @@ import torch
 
 from benchmarks import report
 from benchmarks.config import DEFAULT_OUTPUT, PACKAGES, SECTIONS, RunConfig
-from benchmarks.goals import evaluate
 from benchmarks.timing import load_average, outcome
 
 
@@ -91,7 +90,7 @@ def run(cfg: RunConfig) -> dict:
         extra = (res.get("throughput") or {},) if key == "roofline" else ()
         res[key] = outcome(measure, cfg, *extra)
     res["machine"]["load_average_at_end"] = load_average()
-    res["goals"] = evaluate(res)
+    res["goals"] = report.evaluate(res)
     res["wall_time_s"] = time.perf_counter() - t0
     return res
 

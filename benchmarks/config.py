@@ -24,11 +24,11 @@ LATENCY_SIZES = (4096, 16384)  # issue 5 states its goal at 4096, issue 6 at 163
 SECTIONS = {  # results key: "module.function" of benchmarks/ measuring it, run in this order;
     # each takes the RunConfig (the roofline also the throughput measured)
     "budgets": "budgets.measure", "throughput": "throughput.measure",
-    "throughput_paired": "throughput.measure_paired", "latency": "latency.measure",
+    "throughput_paired": "throughput.measure_paired", "latency": "host_time.latency",
     "overhead": "throughput.overhead", "stages": "stages.measure",
     "host_time": "host_time.measure", "adapters": "throughput.adapters",
     "training": "training.measure", "memory": "memory.measure",
-    "distributed": "distributed.measure", "roofline": "roofline.measure",
+    "distributed": "distributed.measure", "roofline": "memory.roofline",
     "robots": "robots.measure",
 }
 PACKAGES = ("gpuparam", "torch", "warp-lang", "tensordict", "numpy", "gymnasium", "torchrl",

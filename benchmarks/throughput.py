@@ -13,7 +13,7 @@
   ``median_over_rounds(t_norm / t_bare)``: the overhead it would add to an env as fast.
 - ``adapters`` (issue 13): each training library's adapter (``subjects.ADAPTERS``) over a
   bare CartPole-v1 at the goal N, stepped the way its library steps it, timed as the
-  overheads. Goals (``benchmarks.goals``): ``RslRlVecEnv`` (its copies into the double
+  overheads. Goals (``report.GOALS``): ``RslRlVecEnv`` (its copies into the double
   buffers and the device-side episode statistics included) and ``TorchRLEnv``
   (``EnvBase.step`` with a TensorDict as TorchRL's loops pass it, i.e. without a ``"next"``
   entry yet) at most 15%. ``SB3VecEnv`` and ``GymnasiumVectorEnv(numpy=True)`` return
@@ -41,7 +41,7 @@ from benchmarks.timing import median, paired_ratio
 
 GP_VECTOR = "gymnasium vector CartPole-v1"
 HOST_PEER_MAX_N = 1 << 20
-ADAPTER_GOALS = ("rsl_rl", "torchrl")  # at most 15% (goals.py)
+ADAPTER_GOALS = ("rsl_rl", "torchrl")  # at most 15% (report.GOALS)
 NUMPY_ADAPTERS = ("sb3", "gymnasium_numpy")  # timed in rounds of their own
 
 
