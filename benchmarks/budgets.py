@@ -2,17 +2,15 @@
 
 For six subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
 Ant-v5 with 3 step-time physical terms; Go1 bare and with a reset-time or a step-time
-``body_mass`` term)
-one eager step in steady state is recorded: every
-Warp launch (``wp.launch``/``wp.launch_tiled``, and each replay of a launch bound once,
-``gpuparam._launch.BoundLaunch``), split into gpuparam's own kernels and
-MuJoCo Warp's (counted as launched by an eager CPU step: its solver's loop then runs its
-iterations from the host; work behind a ``wp.capture_if`` counted when its flag is set, as a
-replay runs it), and the bytes of the arrays each of gpuparam's launches takes,
-per env (each array counted once per launch, at its full size: an upper bound of the
-traffic, since a kernel may read part of an array). A captured step replays exactly these
-launches, in the segments of ``env.pipeline.plan``: a GPU pays one graph launch
-per Warp segment.
+``body_mass`` term) one eager step in steady state is recorded: every Warp launch
+(``wp.launch``/``wp.launch_tiled``, and each replay of a launch bound once,
+``gpuparam._launch.BoundLaunch``), split into gpuparam's own kernels and MuJoCo Warp's
+(counted as launched by an eager CPU step: its solver's loop then runs its iterations from
+the host; work behind a ``wp.capture_if`` counted when its flag is set, as a replay runs
+it), and the bytes of the arrays each of gpuparam's launches takes, per env (each array
+counted once per launch, at its full size: an upper bound of the traffic, since a kernel
+may read part of an array). A captured step replays exactly these launches, in the
+segments of ``env.pipeline.plan``: a GPU pays one graph launch per Warp segment.
 
 These counts are device-independent: they must not grow (``tests/benchmarks`` holds the
 limits).

@@ -1,30 +1,26 @@
-"""Robots on MuJoCo Warp, measured side by side in one run.
+"""Robots on MuJoCo Warp against MuJoCo C, side by side in one run, in interleaved rounds.
 
-- throughput: gpuparam Ant-v5 and HalfCheetah-v5 (captured step, fixed random action) vs
-  Gymnasium's ``make_vec(name, num_envs=N, vectorization_mode="sync")`` (MuJoCo C), timed
-  round by round (interleaved), at N in {16, 64, 256} ({16, 64} with --quick).
-- overheads over the bare Ant step at N=64, paired per round: per-step randomization of
-  friction, damping and gear (3 physical parameters), per-step mass randomization (copy +
-  the masked recompute of the derived constants every step), and a push every step
-  (``gp.Push`` with ``every=1``).
-- host time per captured step at N=1 beyond the physics replay: ``env.step`` minus a Warp
-  CPU graph of ``backend.step`` alone. Split into the other stages' device work (a graph of
-  the whole stage list minus the physics graph: task, episode, clock and the masked
-  auto-reset's launches, which run at every step) and Python (``env.step`` minus the graph
-  of the whole stage list: action checks and copy, pipeline dispatch).
-
-- Go1 (issue 23): ``Go1JoystickFlatTerrain-v1`` and ``Go1JoystickRoughTerrain-v1`` env-steps/s
-  at N in {16, 64, 256} (captured step, a fixed small random action) vs envpool 1.2.5's C++
-  ports of the same MuJoCo Playground tasks at the same N (``batch_size = num_envs``), with 1
-  thread (gpuparam's CPU kernels run on one thread) and with every core, timed round by
-  round; skipped with the install line when ``envpool`` is not importable.
-- the Go1 recipe's cost at N=64 (8192 on a GPU), paired per round: ``Go1Terrain-v0`` with
-  the full recipe (observation noise, a 1-step action delay, Playground's command
-  resampling, contact sensors, the 187-point height scan, per-reset randomization of
-  friction, base mass, centre of mass, motor strength, kp and kd) over the bare step (the
-  same terrain and physics, blind, noise off, no delay, commands never resampled, no
-  randomization). The randomization draws identity values (x1, +0) as the Ant overheads
-  do: every launch runs, the dynamics stay the bare env's.
+- ``throughput``: Ant-v5 and HalfCheetah-v5 (captured step, fixed random action) against
+  Gymnasium's ``make_vec(name, num_envs=N, vectorization_mode="sync")``, at N in
+  {16, 64, 256} ({16, 64} with --quick).
+- ``go1_throughput`` (issue 23): ``Go1JoystickFlatTerrain-v1`` and
+  ``Go1JoystickRoughTerrain-v1`` (a fixed small random action) against envpool 1.2.5's C++
+  ports of the same MuJoCo Playground tasks (``batch_size = num_envs``) with 1 thread
+  (gpuparam's CPU kernels run on one thread) and with every core, at the same N; skipped
+  with the install line when ``envpool`` is not importable.
+- ``overheads``: over the bare Ant step at N=64, per-step randomization of friction,
+  damping and gear, per-step mass randomization (copy + the masked recompute of the derived
+  constants every step) and a push every step (``gp.Push`` with ``every=1``).
+- ``go1_recipe``: ``Go1Terrain-v0`` at N=64 (8192 on a GPU) with the full recipe
+  (observation noise, a 1-step action delay, Playground's command resampling, contact
+  sensors, the 187-point height scan, per-reset randomization of friction, base mass,
+  centre of mass, motor strength, kp and kd) over the bare step (the same terrain and
+  physics, blind, noise off, no delay, commands never resampled, no randomization). The
+  randomization draws identity values (x1, +0), as the Ant overheads' do: every launch
+  runs, the dynamics stay the bare env's.
+- ``host_time``: at N=1, ``env.step`` beyond a Warp CPU graph of its physics stage, split
+  into the other stages' device work (task, episode, clock and the masked auto-reset's
+  launches) and Python (action checks and copy, pipeline dispatch).
 
 On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the CPU.
 """
@@ -35,7 +31,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 from functools import partial
 
 import numpy as np
@@ -135,13 +130,13 @@ def throughput(cfg: RunConfig) -> dict:
         "ratio_gpuparam_over_gymnasium", partial(_gym_env, name, n))})
 
 
-def _stage_graph(env, names: set[str]):
-    """A Warp CPU graph of the env's stages named in ``names`` (public Stage.run)."""
+def _replay(env, names: set[str]) -> Subject:
+    """Replays of a Warp CPU graph of the env's stages named in ``names`` (public Stage.run)."""
     with wp.ScopedCapture(device="cpu") as cap:
         for stage in env.pipeline.stages:
             if stage.name in names:
                 stage.run(env.context)
-    return cap.graph
+    return Subject(env.num_envs, lambda i: wp.capture_launch(cap.graph))
 
 
 def overheads(cfg: RunConfig) -> dict:
@@ -164,8 +159,7 @@ def overheads(cfg: RunConfig) -> dict:
         extra = set(env.pipeline.names) - bare_names
         if k == "mass":  # the recompute runs there (in the bare step it finds no world)
             extra.add("model_writes")
-        graph = _stage_graph(env, extra)
-        subjects[f"{k}_extra"] = Subject(n, lambda i, g=graph: wp.capture_launch(g))
+        subjects[f"{k}_extra"] = _replay(env, extra)
     times = interleave({k: (lambda s=s: s.run(steps)) for k, s in subjects.items()}, repeats)
     bare = times["bare"]
     out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
@@ -193,30 +187,20 @@ def host_time(cfg: RunConfig) -> dict:
     state = [wp.to_torch(a) for a in (d.qpos, d.qvel, d.qacc_warmstart, d.act)]
     snapshot = [t.clone() for t in state]
 
-    names = set(env.pipeline.names)
-    physics_graph = _stage_graph(env, {"physics"})
-    others_graph = _stage_graph(env, names - {"physics"})
-    step_graph = _stage_graph(env, names)
     # Every block of `steps` back-to-back calls starts from the same restored state
     # (restore untimed), so each block does the same solver work; the blocks rotate so none
     # always runs first. Python per step is env.step minus a replay of a graph of all its
     # stages (captured here: the same launches as the pipeline's own graph).
-    def restore() -> None:
-        for t, s in zip(state, snapshot, strict=True):
-            t.copy_(s)
-
-    calls = {"step": lambda: ant.step(0), "all": lambda: wp.capture_launch(step_graph),
-             "physics": lambda: wp.capture_launch(physics_graph),
-             "others": lambda: wp.capture_launch(others_graph)}
+    names = set(env.pipeline.names)
+    calls = {"step": ant, "all": _replay(env, names), "physics": _replay(env, {"physics"}),
+             "others": _replay(env, names - {"physics"})}
     ts: dict[str, list[float]] = {k: [] for k in calls}
     order = list(calls)
     for i in range(rounds):
         for k in order[i % 4:] + order[: i % 4]:
-            restore()
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                calls[k]()
-            ts[k].append((time.perf_counter() - t0) / steps)
+            for t, saved in zip(state, snapshot, strict=True):
+                t.copy_(saved)
+            ts[k].append(calls[k].run(steps) / steps)
     med = {k: median(v) for k, v in ts.items()}
     # paired within each round (blocks adjacent in time), as the overheads are: a difference
     # of two separate ~1 ms medians moved by tens of microseconds from run to run
