@@ -1,40 +1,30 @@
-"""Host time per captured step: what the Python around one replay costs.
+"""Host time per captured step, and the masked parameter writes against the peers'.
 
-At N=1 a step's device work is a few hundred nanoseconds, so the time of ``env.step`` is
-the library's host overhead: action check and copy, capture checks, the graph replay call
-(one CUDA graph, or Warp CPU graphs), and any stage that runs eagerly. Measured for the bare
-CartPole and for CartPole with 3 step-randomization terms, ObsNorm and RewardNorm (the
-configuration issue 11 sets a goal for), and, separately, the replay call alone
-(``env.pipeline()``).
+``measure``: at N=1 a step's device work is a few hundred nanoseconds, so ``env.step``'s
+time is the library's host overhead (action check and copy, capture checks, the graph
+replay call, any eager stage), for the bare CartPole and for CartPole with 3
+step-randomization terms, ObsNorm and RewardNorm (issue 11's goal), and the replay call
+alone (``env.pipeline()``). On CUDA the step's device work outlasts its host call: the
+figures there are times to completion, labelled ``"measures": "host+device"``. Each figure
+is the fastest of the interleaved rounds (``{key}_step_s``; the median as
+``{key}_step_median_s``): the host code is deterministic, so time above the fastest round
+is the machine's, as Python's ``timeit`` reasons.
 
-On CUDA the device work of a step (a graph of a dozen small kernels) outlasts its host
-call, and a queue of launches fills within the round: every figure there is the time per
-step to completion (each round ends with a device sync), labelled ``"measures":
-"host+device"``.
-
-Each figure is the fastest of the interleaved rounds (``{key}_step_s``; the median is kept as
-``{key}_step_median_s``): the host code is deterministic, so time above the fastest round is
-the machine's (preemption, other processes), as Python's ``timeit`` reasons.
-
-Masked writes (``masked_writes``, issue 41 item 3): the host time of one
-``env.params.set("length", value, mask)`` and of the same plus ``ObsNorm.reset_stats(mask)``
-at N=1, the fastest of ``WRITE_CALLS`` calls timed one by one (masks rotating over
-``NUM_MASKS`` device tensors, as a caller's masks do): with a Python number (validated on the
-host), a device tensor with ``validate=False`` (no host sync) and a validated device tensor
-(one read of a check flag: a sync on CUDA, documented). These are host times on both
-devices: a call that does not synchronize returns once its launches are queued. On CUDA,
-``masked_write_device_time`` adds the device time of the same calls without host pacing (a
-hundred calls captured in one CUDA graph, replayed between events) at N=1 and at 2**20 envs,
-with the bytes a write moves against the device's copy bandwidth.
+``masked_writes`` (issue 41 item 3): the host time of ``env.params.set("length", value,
+mask)`` and of the same plus ``ObsNorm.reset_stats(mask)`` at N=1, the fastest of
+``WRITE_CALLS`` calls timed one by one (masks rotating over ``NUM_MASKS`` device tensors),
+with a Python number (validated on the host), a device tensor with ``validate=False`` (no
+host sync) and a validated device tensor (one read of a check flag: a sync on CUDA). On
+CUDA, ``masked_write_device_time`` adds their device time without host pacing (a hundred
+calls captured in one CUDA graph, replayed between events) at N=1 and 2**20, with the
+bytes a write moves against the device's copy bandwidth.
 
 ``latency``: the masked write against the peers' ways to change a parameter, at N=4096
-and 16384 (and 2**20 on CUDA):
-
-- gpuparam: ``env.params.set("length", 0.9, mask=m)``, and the same plus
-  ``ObsNorm.reset_stats(m)`` (a full "switch": new parameter, fresh statistics for those envs);
-- Gymnasium: ``AsyncVectorEnv.set_attr("length", 0.9)`` (one message round trip per worker);
-- TorchRL: shut a 2-worker ``MultiAsyncCollector`` on ``GymEnv("CartPole-v1")`` down and build
-  a new one, until its first batch: the workaround users run today.
+and 16384 (and 2**20 on CUDA): gpuparam's ``params.set("length", 0.9, mask=m)`` alone and
+with ``ObsNorm.reset_stats(m)`` (a full "switch"); Gymnasium's
+``AsyncVectorEnv.set_attr("length", 0.9)`` (one message round trip per worker); TorchRL:
+shutting a 2-worker ``MultiAsyncCollector`` on ``GymEnv("CartPole-v1")`` down and building
+a new one, until its first batch (the workaround users run today).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import warp as wp
 import gpuparam as gp
 from benchmarks.config import BARE, EVERYTHING, GpSetup, RunConfig
 from benchmarks.subjects import gp_actions, make_gp_env
-from benchmarks.timing import attempt, sync
+from benchmarks.timing import outcome, sync
 
 
 def _host_rss() -> int:
@@ -61,8 +61,7 @@ def _per_env(setup: GpSetup, n: int, device: str) -> dict:
 
 def steady_state(cfg: RunConfig, n: int) -> dict:
     """Sample memory while stepping; returns samples and the growth after warm-up."""
-    setup = EVERYTHING
-    env = make_gp_env(setup, n, cfg.device)
+    env = make_gp_env(EVERYTHING, n, cfg.device)
     actions = gp_actions(env, n, env.device)
     env.reset()
     steps = cfg.memory_steps
@@ -81,27 +80,16 @@ def steady_state(cfg: RunConfig, n: int) -> dict:
         if i % every == 0 or i == warm:
             samples.append((i, sample()))
     after_warm = next(b for s, b in samples if s >= warm)
-    growth = samples[-1][1] - after_warm
-    return {
-        "config": setup.label,
-        "num_envs": n,
-        "steps": steps,
-        "metric": "torch.cuda.memory_allocated" if cfg.is_cuda else "process RSS",
-        "samples": [{"step": s, "bytes": b} for s, b in samples],
-        "growth_bytes": growth,
-        "growth_from_step": warm,
-    }
+    return {"config": EVERYTHING.label, "num_envs": n, "steps": steps,
+            "metric": "torch.cuda.memory_allocated" if cfg.is_cuda else "process RSS",
+            "samples": [{"step": s, "bytes": b} for s, b in samples],
+            "growth_bytes": samples[-1][1] - after_warm, "growth_from_step": warm}
 
 
 def measure(cfg: RunConfig) -> dict:
-    n = cfg.goal_n
-    out: dict = {"per_env": {}}
-    for key, setup in (("bare", BARE), ("full", EVERYTHING)):
-        val, failed = attempt(_per_env, setup, n, cfg.device)
-        out["per_env"][key] = failed or val
-    val, failed = attempt(steady_state, cfg, n)
-    out["steady_state"] = failed or val
-    return out
+    return {"per_env": {key: outcome(_per_env, setup, cfg.goal_n, cfg.device)
+                        for key, setup in (("bare", BARE), ("full", EVERYTHING))},
+            "steady_state": outcome(steady_state, cfg, cfg.goal_n)}
 
 
 # kernels/episode.py writes these only where done

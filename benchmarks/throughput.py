@@ -1,26 +1,20 @@
 """Throughput vs N, and the overheads of configurations and adapters over the bare step.
 
-- ``measure``: env-steps/s of gpuparam configurations and of peers. At each N every
-  available subject is built first, then timed round-robin (``interleave``), so the
-  subjects at one N see the same machine. Each point is the median over repeats.
-- ``measure_paired``: gpuparam vs Gymnasium vector CartPole at the goal N, the median over
+- ``measure``: env-steps/s of gpuparam configurations and of peers; at each N every
+  subject is built, then all are timed round-robin; each point is the median over rounds.
+- ``measure_paired``: gpuparam / Gymnasium vector CartPole at the goal N, the median over
   rounds of the per-round ratio.
-- ``overhead``: each configuration of ``config.OVERHEADS`` is a fresh CartPole-v1 env at the
-  goal N, timed interleaved with the bare one; the overhead is
-  ``median_over_rounds(t_config / t_bare) - 1``. ``ObsNorm D=64`` times the normalization
-  alone on 64-feature observations (one update, two outputs: a ``TransformedEnv`` step's
-  work) and reports it as a share of the bare CartPole step,
-  ``median_over_rounds(t_norm / t_bare)``: the overhead it would add to an env as fast.
-- ``adapters`` (issue 13): each training library's adapter (``subjects.ADAPTERS``) over a
-  bare CartPole-v1 at the goal N, stepped the way its library steps it, timed as the
-  overheads. Goals (``report.GOALS``): ``RslRlVecEnv`` (its copies into the double
-  buffers and the device-side episode statistics included) and ``TorchRLEnv``
-  (``EnvBase.step`` with a TensorDict as TorchRL's loops pass it, i.e. without a ``"next"``
-  entry yet) at most 15%. ``SB3VecEnv`` and ``GymnasiumVectorEnv(numpy=True)`` return
-  NumPy arrays and build per-env info dicts: their cost is reported, without a goal; so is
-  the skrl wrapper's. They build thousands of Python objects a step and slowed the bare
-  step timed in the same rounds by about a quarter: they are timed in rounds of their own
-  with a bare step of their own, each overhead against the bare step of its rounds.
+- ``overhead``: each configuration of ``config.OVERHEADS`` (a fresh CartPole-v1 at the
+  goal N) timed interleaved with the bare one: ``median_over_rounds(t_config / t_bare) - 1``.
+  ``ObsNorm D=64`` (the normalization alone on 64 features: one update, two outputs) is
+  reported as a share of the bare step, ``median_over_rounds(t_norm / t_bare)``.
+- ``adapters`` (issue 13): each adapter of ``subjects.ADAPTERS`` stepped as its library
+  steps it, timed as the overheads. ``RslRlVecEnv`` (copies into the double buffers and
+  the device-side episode statistics included) and ``TorchRLEnv`` (``EnvBase.step`` with a
+  TensorDict as TorchRL's loops pass it) have a goal of at most 15% (``report.GOALS``);
+  SB3's, skrl's and ``GymnasiumVectorEnv(numpy=True)``'s cost is reported. The NumPy
+  adapters build thousands of Python objects a step, which slowed the bare step timed in
+  the same rounds by about a quarter: they run in rounds of their own, with their own bare.
 """
 
 from __future__ import annotations
