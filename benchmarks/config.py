@@ -1,5 +1,5 @@
-"""What ``python -m benchmarks`` measures, as data: the sizes of each device, the gpuparam
-configurations it times, and the run's settings derived from the CLI flags.
+"""What ``python -m benchmarks`` measures, as data: its sections, the sizes of each device,
+the gpuparam configurations it times, and the run's settings derived from the CLI flags.
 
 A gpuparam configuration (``GpSetup``) is an env id plus optional randomization (the three
 terms of ``rand3``), transforms and hooks; the measurement modules time the configurations

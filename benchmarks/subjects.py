@@ -154,9 +154,7 @@ def adapter_subject(key: str, n: int, device: str) -> Subject:
     _, module, extra = ADAPTERS[key]
     optional_import(module, f'pip install "gpuparam[{extra}]"')
     base = make_gp_env(BARE, n, device)
-    g = torch.Generator(device="cpu").manual_seed(0)
-    ints = [torch.randint(0, 2, (n,), generator=g).to(base.device)
-            for _ in range(NUM_ACTION_BATCHES)]
+    ints = gp_actions(base, n, base.device)
     rng = np.random.default_rng(0)
     numpy_ints = [rng.integers(0, 2, size=n) for _ in range(NUM_ACTION_BATCHES)]
     step = None
@@ -164,6 +162,7 @@ def adapter_subject(key: str, n: int, device: str) -> Subject:
         from gpuparam.integrations.rsl_rl import RslRlVecEnv
 
         env = RslRlVecEnv(base)
+        g = torch.Generator(device="cpu").manual_seed(0)
         acts = [torch.randn(n, env.num_actions, generator=g).to(base.device)
                 for _ in range(NUM_ACTION_BATCHES)]
     elif key == "torchrl":
