@@ -50,38 +50,33 @@ class _Recorder:
         self.launches: list[tuple[str, int]] = []  # (module name, bytes of array arguments)
 
     def __enter__(self) -> _Recorder:
-        self._orig = wp.launch, wp.launch_tiled
-
-        def wrap(fn):
+        def launch(fn):
             def rec(kernel, *a, **k):
-                if k.get("record_cmd"):  # recorded, not launched (a BoundLaunch being bound)
-                    return fn(kernel, *a, **k)
-                arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
-                for x in a:
-                    if isinstance(x, (list, tuple)):
-                        arrays += x
-                self.launches.append((kernel.module.name, _nbytes(arrays)))
+                if not k.get("record_cmd"):  # (recorded, not launched: a BoundLaunch bound)
+                    arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
+                    arrays += [x for arg in a if isinstance(arg, (list, tuple)) for x in arg]
+                    self.launches.append((kernel.module.name, _nbytes(arrays)))
                 return fn(kernel, *a, **k)
 
             return rec
 
-        wp.launch, wp.launch_tiled = wrap(self._orig[0]), wrap(self._orig[1])
-        replay = self._replay = (BoundLaunch.launch, BoundLaunch.__call__)
-
-        def wrap_replay(fn):
+        def replay(fn):
             def rec(r, *a, **k):  # a launch bound once (gpuparam._launch.BoundLaunch)
                 self.launches.append((r.cmd.kernel.module.name, _nbytes(r.args)))
                 return fn(r, *a, **k)
 
             return rec
 
-        BoundLaunch.launch = wrap_replay(replay[0])
-        BoundLaunch.__call__ = wrap_replay(replay[1])
+        patches = [(wp, "launch", launch), (wp, "launch_tiled", launch),
+                   (BoundLaunch, "launch", replay), (BoundLaunch, "__call__", replay)]
+        self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+        for owner, name, wrap in patches:
+            setattr(owner, name, wrap(getattr(owner, name)))
         return self
 
     def __exit__(self, *exc) -> None:
-        wp.launch, wp.launch_tiled = self._orig
-        BoundLaunch.launch, BoundLaunch.__call__ = self._replay
+        for owner, name, fn in self._saved:
+            setattr(owner, name, fn)
 
 
 def count_launches(step, env, reset_step: bool = False) -> dict:
