@@ -200,11 +200,8 @@ def measure_gpuparam(cfg: RunConfig, sizes: tuple[int, ...]) -> tuple[dict, dict
 
 def measure_set_attr(cfg: RunConfig) -> dict:
     """Gymnasium ``AsyncVectorEnv.set_attr`` on the smallest peer size."""
-    optional_import("gymnasium")
-    from gymnasium.vector import AsyncVectorEnv
-
     n = min(cfg.peer_sizes)
-    venv = AsyncVectorEnv([gym_cartpole] * n)
+    venv = optional_import("gymnasium.vector").AsyncVectorEnv([gym_cartpole] * n)
     try:
         venv.reset(seed=0)
         res = _per_call(lambda i: venv.set_attr("length", 0.9), 20 if cfg.quick else 50,

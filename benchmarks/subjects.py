@@ -229,10 +229,8 @@ def gym_vector_subject(n: int) -> Subject:
 
 def gym_sync_subject(n: int) -> Subject:
     """Gymnasium ``SyncVectorEnv``: N Python envs in a loop."""
-    optional_import("gymnasium")
-    from gymnasium.vector import SyncVectorEnv
-
-    return _gym_subject(SyncVectorEnv([gym_cartpole] * n), n)
+    vector = optional_import("gymnasium.vector")
+    return _gym_subject(vector.SyncVectorEnv([gym_cartpole] * n), n)
 
 
 def worker_start_method() -> str:
@@ -245,22 +243,18 @@ def worker_start_method() -> str:
 
 def gym_async_subject(n: int) -> Subject:
     """Gymnasium ``AsyncVectorEnv``: one worker process per env."""
-    optional_import("gymnasium")
-    from gymnasium.vector import AsyncVectorEnv
-
+    vector = optional_import("gymnasium.vector")
     method = worker_start_method()
-    return _gym_subject(AsyncVectorEnv([gym_cartpole] * n, context=method), n,
+    return _gym_subject(vector.AsyncVectorEnv([gym_cartpole] * n, context=method), n,
                         (f"workers started with {method}",))
 
 
 def torchrl_parallel_subject(n: int) -> Subject:
     """TorchRL ``ParallelEnv`` of N ``GymEnv("CartPole-v1")`` workers."""
-    optional_import("torchrl")
-    from torchrl.envs import ParallelEnv
-
+    envs = optional_import("torchrl.envs")
     method = worker_start_method()
     with timing.preserve_torch_threads():
-        penv = ParallelEnv(n, torchrl_cartpole, mp_start_method=method)
+        penv = envs.ParallelEnv(n, torchrl_cartpole, mp_start_method=method)
         td = penv.reset()
     actions = [penv.full_action_spec.rand() for _ in range(NUM_ACTION_BATCHES)]
     state = {"td": td}
