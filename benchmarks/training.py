@@ -140,25 +140,22 @@ def skrl_pair(n: int, iterations: int):
 
     from gpuparam.integrations.skrl import wrap
 
-    class Policy(CategoricalMixin, Model):
-        def __init__(self, obs_space, act_space, device):
-            Model.__init__(self, observation_space=obs_space, action_space=act_space,
-                           device=device)
-            CategoricalMixin.__init__(self)
-            self.net = _mlp(self.num_observations, self.num_actions)
+    def model(mixin, outputs: int | None):
+        """A skrl model: the 32x32 MLP, ``outputs`` wide (None: one per action)."""
 
-        def compute(self, inputs, role=""):
-            return self.net(inputs["observations"]), {}
+        class MLP(mixin, Model):
+            def __init__(self, obs_space, act_space, device):
+                Model.__init__(self, observation_space=obs_space, action_space=act_space,
+                               device=device)
+                mixin.__init__(self)
+                self.net = _mlp(self.num_observations, outputs or self.num_actions)
 
-    class Value(DeterministicMixin, Model):
-        def __init__(self, obs_space, act_space, device):
-            Model.__init__(self, observation_space=obs_space, action_space=act_space,
-                           device=device)
-            DeterministicMixin.__init__(self)
-            self.net = _mlp(self.num_observations, 1)
+            def compute(self, inputs, role=""):
+                return self.net(inputs["observations"]), {}
 
-        def compute(self, inputs, role=""):
-            return self.net(inputs["observations"]), {}
+        return MLP
+
+    Policy, Value = model(CategoricalMixin, None), model(DeterministicMixin, 1)
 
     def run(env) -> float:
         torch.manual_seed(0)
