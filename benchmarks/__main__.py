@@ -1,60 +1,35 @@
 """``python -m benchmarks [--device D] [--quick] [--sizes N ...] [--threads T] [--output DIR]``.
 
-Measures, in one run, gpuparam against its peers side by side (``SECTIONS``, in order; what
-and at which sizes is data, in benchmarks/config.py), writes ``DIR/<device>[_quick].json``
-with every figure, the goals and the machine, and prints the figures and the goals as
-PASS / FAIL / SKIP lines. Exits 1 when any measurement raised (its error is recorded in the
-JSON and printed), else 0.
-
-torch runs on one intra-op thread unless --threads says otherwise: CPU figures then do not
-depend on the machine's core count, and other processes on the machine disturb them less; the
-JSON records the setting and its run's wall time (``wall_time_s``: 596 s for the committed
-full CPU run, benchmarks/results/cpu.json, on 2 cores; --quick runs fewer sizes and steps).
-MuJoCo's log goes to DIR/MUJOCO_LOG.TXT, not the console or the working directory
-(Gymnasium's half_cheetah.xml, a peer of the robot rows, logs a deprecation each time it is
-loaded). Refresh the committed results with --output benchmarks/results, then
-``python -m benchmarks.report`` (see benchmarks/README.md).
+Measures, in one run, gpuparam against its peers side by side (``config.SECTIONS``, in
+order; what and at which sizes is data, in benchmarks/config.py), writes
+``DIR/<device>[_quick].json`` with every figure, the goals, the machine and the run's wall
+time, and prints the figures and the goals as PASS / FAIL / SKIP lines. Exits 1 when any
+measurement raised (its error is recorded in the JSON and printed), else 0. MuJoCo's log
+goes to DIR/MUJOCO_LOG.TXT. Flags, and how to refresh the committed results: see
+benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib
 import json
+import os
+import platform
 import shlex
+import subprocess
 import sys
 import time
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import torch
 
-from benchmarks import (
-    adapters,
-    budgets,
-    distributed,
-    host_time,
-    latency,
-    machine,
-    memory,
-    overhead,
-    report,
-    robots,
-    roofline,
-    stages,
-    throughput,
-    training,
-)
-from benchmarks.config import DEFAULT_OUTPUT, RunConfig
-from benchmarks.goals import evaluate
-from benchmarks.timing import attempt
-
-SECTIONS = {  # results key: measure(cfg); the roofline also takes the throughput measured
-    "budgets": budgets.measure, "throughput": throughput.measure,
-    "throughput_paired": throughput.measure_paired, "latency": latency.measure,
-    "overhead": overhead.measure, "stages": stages.measure, "host_time": host_time.measure,
-    "adapters": adapters.measure, "training": training.measure, "memory": memory.measure,
-    "distributed": distributed.measure, "roofline": roofline.measure, "robots": robots.measure,
-}
+from benchmarks import report
+from benchmarks.config import DEFAULT_OUTPUT, PACKAGES, SECTIONS, RunConfig
+from benchmarks.timing import load_average, outcome
 
 
 def parse(argv: list[str] | None) -> RunConfig:
@@ -73,7 +48,7 @@ def parse(argv: list[str] | None) -> RunConfig:
     hidden = argparse.SUPPRESS  # for tests and debugging
     p.add_argument("--peer-sizes", type=int, nargs="+", help=hidden)
     for flag in ("--steps", "--repeats", "--memory-steps", "--recreate-repeats"):
-        p.add_argument(flag, type=int, help=hidden)
+        p.add_argument(flag, type=int, help=hidden)  # None: derived from N and --quick
     p.add_argument("--collector-methods", nargs="+", choices=("spawn", "fork", "forkserver"),
                    help=hidden)
     a = p.parse_args(argv)
@@ -87,14 +62,8 @@ def parse(argv: list[str] | None) -> RunConfig:
         if any(n < 1 for n in getattr(a, name) or ()):
             p.error(f"--{name.replace('_', '-')}: sizes must be positive")
     args = sys.argv[1:] if argv is None else argv
-    return RunConfig(
-        device=a.device, quick=a.quick, sizes=tuple(a.sizes or ()),
-        peer_sizes=tuple(a.peer_sizes or ()), steps=a.steps, repeats=a.repeats,
-        output=a.output, command=shlex.join(["python", "-m", "benchmarks", *args]),
-        mem_steps=a.memory_steps, recreate_repeats=a.recreate_repeats,
-        threads=a.threads or None,
-        **({"collector_methods": tuple(a.collector_methods)} if a.collector_methods else {}),
-    )
+    return RunConfig(**{**vars(a), "threads": a.threads or None,
+                        "command": shlex.join(["python", "-m", "benchmarks", *args])})
 
 
 def run(cfg: RunConfig) -> dict:
@@ -111,18 +80,72 @@ def run(cfg: RunConfig) -> dict:
             "collector_methods": list(cfg.collector_methods),
             "torch_threads": torch.get_num_threads(),
         },
-        "machine": machine.describe(cfg.device),
+        "machine": describe(cfg.device),
     }
-    for i, (key, measure) in enumerate(SECTIONS.items()):
+    for i, (key, where) in enumerate(SECTIONS.items()):
         print(f"[{i + 1}/{len(SECTIONS)}] {key} ({time.perf_counter() - t0:.0f} s)",
               file=sys.stderr, flush=True)
+        module, name = where.rsplit(".", 1)
+        measure = getattr(importlib.import_module(f"benchmarks.{module}"), name)
         extra = (res.get("throughput") or {},) if key == "roofline" else ()
-        val, failed = attempt(measure, cfg, *extra)
-        res[key] = failed or val
-    res["machine"]["load_average_at_end"] = machine.load_average()
-    res["goals"] = evaluate(res)
+        res[key] = outcome(measure, cfg, *extra)
+    res["machine"]["load_average_at_end"] = load_average()
+    res["goals"] = report.evaluate(res)
     res["wall_time_s"] = time.perf_counter() - t0
     return res
+
+
+def _proc(path: str, key: str) -> str | None:
+    """The rest of the first line of ``path`` (``/proc/cpuinfo``, ``/proc/meminfo``) that
+    starts with ``key``, or None (not Linux)."""
+    try:
+        with open(path) as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)),
+                        None)
+    except OSError:
+        return None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], cwd=Path(__file__).parents[1], capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def describe(device: str) -> dict:
+    """The machine and software measured on: CPU model and cores, memory, GPU name, Python
+    and library versions, UTC date, git commit and whether the code had changes."""
+    memory = _proc("/proc/meminfo", "MemTotal:")
+    # the results of earlier runs (benchmarks/results) are outputs, not changes to the code
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
+    info: dict = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_model": _proc("/proc/cpuinfo", "model name") or platform.processor()
+        or platform.machine(),
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "memory_bytes": int(memory.split()[0]) * 1024 if memory else None,
+        "platform": platform.platform(), "python": sys.version.split()[0],
+        "versions": {p: _version(p) for p in PACKAGES},
+        "git": {"commit": _git("rev-parse", "HEAD"),
+                "dirty": bool(status) if status is not None else None},
+        "gpu_name": None, "load_average_at_start": load_average(),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(
+            torch.device(device) if device.startswith("cuda") else torch.device("cuda"))
+        info.update(gpu_name=props.name, gpu_memory_bytes=props.total_memory,
+                    cuda=torch.version.cuda)
+    return info
 
 
 def route_mujoco_log(out: Path) -> Path | None:

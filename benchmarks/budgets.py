@@ -2,23 +2,23 @@
 
 For six subjects (bare CartPole; CartPole with 3 step-time terms, ObsNorm and RewardNorm;
 Ant-v5 with 3 step-time physical terms; Go1 bare and with a reset-time or a step-time
-``body_mass`` term)
-one eager step in steady state is recorded: every
-Warp launch (``wp.launch``/``wp.launch_tiled``, and each replay of a launch bound once,
-``gpuparam._launch.BoundLaunch``), split into gpuparam's own kernels and
-MuJoCo Warp's (counted as launched by an eager CPU step: its solver's loop then runs its
-iterations from the host; work behind a ``wp.capture_if`` counted when its flag is set, as a
-replay runs it), and the bytes of the arrays each of gpuparam's launches takes,
-per env (each array counted once per launch, at its full size: an upper bound of the
-traffic, since a kernel may read part of an array). A captured step replays exactly these
-launches, in the segments of ``env.pipeline.plan``: a GPU pays one graph launch
-per Warp segment.
+``body_mass`` term) one eager step in steady state is recorded: every Warp launch
+(``wp.launch``/``wp.launch_tiled``, and each replay of a launch bound once,
+``gpuparam._launch.BoundLaunch``), split into gpuparam's own kernels and MuJoCo Warp's
+(counted as launched by an eager CPU step: its solver's loop then runs its iterations from
+the host; work behind a ``wp.capture_if`` counted when its flag is set, as a replay runs
+it), and the bytes of the arrays each of gpuparam's launches takes, per env (each array
+counted once per launch, at its full size: an upper bound of the traffic, since a kernel
+may read part of an array). A captured step replays exactly these launches, in the
+segments of ``env.pipeline.plan``: a GPU pays one graph launch per Warp segment.
 
 These counts are device-independent: they must not grow (``tests/benchmarks`` holds the
 limits).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import torch
 import warp as wp
@@ -52,43 +52,40 @@ class _Recorder:
         self.launches: list[tuple[str, int]] = []  # (module name, bytes of array arguments)
 
     def __enter__(self) -> _Recorder:
-        self._orig = wp.launch, wp.launch_tiled
-
-        def wrap(fn):
+        def launch(fn):
             def rec(kernel, *a, **k):
-                if k.get("record_cmd"):  # recorded, not launched (a BoundLaunch being bound)
-                    return fn(kernel, *a, **k)
-                arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
-                for x in a:
-                    if isinstance(x, (list, tuple)):
-                        arrays += x
-                self.launches.append((kernel.module.name, _nbytes(arrays)))
+                if not k.get("record_cmd"):  # (recorded, not launched: a BoundLaunch bound)
+                    arrays = [*k.get("inputs", ()), *k.get("outputs", ())]
+                    arrays += [x for arg in a if isinstance(arg, (list, tuple)) for x in arg]
+                    self.launches.append((kernel.module.name, _nbytes(arrays)))
                 return fn(kernel, *a, **k)
 
             return rec
 
-        wp.launch, wp.launch_tiled = wrap(self._orig[0]), wrap(self._orig[1])
-        replay = self._replay = (BoundLaunch.launch, BoundLaunch.__call__)
-
-        def wrap_replay(fn):
+        def replay(fn):
             def rec(r, *a, **k):  # a launch bound once (gpuparam._launch.BoundLaunch)
                 self.launches.append((r.cmd.kernel.module.name, _nbytes(r.args)))
                 return fn(r, *a, **k)
 
             return rec
 
-        BoundLaunch.launch = wrap_replay(replay[0])
-        BoundLaunch.__call__ = wrap_replay(replay[1])
+        patches = [(wp, "launch", launch), (wp, "launch_tiled", launch),
+                   (BoundLaunch, "launch", replay), (BoundLaunch, "__call__", replay)]
+        self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+        for owner, name, wrap in patches:
+            setattr(owner, name, wrap(getattr(owner, name)))
         return self
 
     def __exit__(self, *exc) -> None:
-        wp.launch, wp.launch_tiled = self._orig
-        BoundLaunch.launch, BoundLaunch.__call__ = self._replay
+        for owner, name, fn in self._saved:
+            setattr(owner, name, fn)
 
 
-def _count(step, env, reset_step: bool = False) -> dict:
-    """Counts of one steady-state step; ``reset_step``: also the launches of a step at
-    which every env resets (``"launches_at_reset_step"``, ours and MuJoCo Warp's)."""
+def count_launches(step, env, reset_step: bool = False) -> dict:
+    """The counts of one steady-state call of ``step()`` on ``env`` (see the module's
+    docstring): ``launches``, ``physics_launches``, ``graph_segments``, ... ;
+    ``reset_step``: also the launches of a step at which every env resets
+    (``"launches_at_reset_step"``, ours and MuJoCo Warp's)."""
     step()  # steady state: the first steps build, warm up and capture
     step()
     with _Recorder() as rec:
@@ -112,47 +109,19 @@ def _count(step, env, reset_step: bool = False) -> dict:
     return out
 
 
-def count_launches(step, env) -> dict:
-    """The counts of one steady-state call of ``step()`` on ``env`` (see the module's
-    docstring): ``launches``, ``physics_launches``, ``graph_segments``, ... ."""
-    return _count(step, env)
-
-
-def _eager(name: str, **kw):
-    return gp.make(name, N, device="cpu", seed=0, capture=False, **kw)
-
-
-def cartpole_bare() -> dict:
-    env = _eager("CartPole-v1")
-    a = torch.ones(N, dtype=torch.int64)
-    return _count(lambda: env.step(a), env)
-
-
-def cartpole_full() -> dict:
-    env = _eager("CartPole-v1")
-    env.randomize(*randomization_terms("step"))
-    t = gp.TransformedEnv(env, gp.ObsNorm((4,)), gp.RewardNorm())
-    a = torch.ones(N, dtype=torch.int64)
-    return _count(lambda: t.step(a), env)
-
-
-def ant_physical() -> dict:
-    env = _eager("Ant-v5")
-    env.randomize(
-        gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"),
-        gp.Uniform("dof_damping", 0.8, 1.2, op="scale", on="step"),
-        gp.Uniform("actuator_gear", 0.9, 1.1, op="scale", on="step"),
-    )
-    a = torch.zeros(N, 8)
-    return _count(lambda: env.step(a), env)
+def _eager(name: str, *terms, norms: bool = False, **kw) -> dict:
+    """The counts of an eager ``name`` env of N envs with ``terms`` (and ``ObsNorm`` +
+    ``RewardNorm`` with ``norms``), stepped with a fixed action; Go1's with a reset step."""
+    env = gp.make(name, N, device="cpu", seed=0, capture=False, **kw)
+    if terms:
+        env.randomize(*terms)
+    stepped = gp.TransformedEnv(env, gp.ObsNorm((4,)), gp.RewardNorm()) if norms else env
+    a = torch.ones(N, dtype=torch.int64) if name == "CartPole-v1" else torch.zeros(N, env.mjm.nu)
+    return count_launches(lambda: stepped.step(a), env, reset_step=name.startswith("Go1"))
 
 
 def _go1(*terms, gating: str = "mask") -> dict:
-    env = _eager("Go1JoystickFlatTerrain-v1", gating=gating)
-    if terms:
-        env.randomize(*terms)
-    a = torch.zeros(N, 12)
-    return _count(lambda: env.step(a), env, reset_step=True)
+    return _eager("Go1JoystickFlatTerrain-v1", *terms, gating=gating)
 
 
 def go1_bare(gating: str = "mask") -> dict:
@@ -218,10 +187,14 @@ def masked_writes() -> dict:
     return out
 
 
-SUBJECTS = {
-    "CartPole bare": cartpole_bare,
-    "CartPole rand3(step)+ObsNorm+RewardNorm": cartpole_full,
-    "Ant-v5 rand3(step, physical)": ant_physical,
+SUBJECTS = {  # name: a function returning its counts (count_launches)
+    "CartPole bare": partial(_eager, "CartPole-v1"),
+    "CartPole rand3(step)+ObsNorm+RewardNorm": lambda: _eager(
+        "CartPole-v1", *randomization_terms("step"), norms=True),
+    "Ant-v5 rand3(step, physical)": lambda: _eager(
+        "Ant-v5", gp.Uniform("geom_friction", 0.8, 1.2, op="scale", on="step"),
+        gp.Uniform("dof_damping", 0.8, 1.2, op="scale", on="step"),
+        gp.Uniform("actuator_gear", 0.9, 1.1, op="scale", on="step")),
     "Go1 bare": go1_bare,
     "Go1 body_mass(reset)": go1_reset_mass,
     "Go1 body_mass(step)": go1_step_mass,

@@ -1,5 +1,5 @@
-"""What ``python -m benchmarks`` measures, as data: the sizes of each device, the gpuparam
-configurations it times, and the run's settings derived from the CLI flags.
+"""What ``python -m benchmarks`` measures, as data: its sections, the sizes of each device,
+the gpuparam configurations it times, and the run's settings derived from the CLI flags.
 
 A gpuparam configuration (``GpSetup``) is an env id plus optional randomization (the three
 terms of ``rand3``), transforms and hooks; the measurement modules time the configurations
@@ -21,6 +21,18 @@ SIZES = {  # (device kind, quick): numbers of envs of the throughput sweep
 PEER_SIZES = {False: (8, 32), True: (8,)}  # the process-per-env peers (slow at any N)
 GOAL_N = {"cpu": 16384, "cuda": 1048576}  # N of the same-run goal comparisons (issues 3-7)
 LATENCY_SIZES = (4096, 16384)  # issue 5 states its goal at 4096, issue 6 at 16384
+SECTIONS = {  # results key: "module.function" of benchmarks/ measuring it, run in this order;
+    # each takes the RunConfig (the roofline also the throughput measured)
+    "budgets": "budgets.measure", "throughput": "throughput.measure",
+    "throughput_paired": "throughput.measure_paired", "latency": "host_time.latency",
+    "overhead": "throughput.overhead", "stages": "stages.measure",
+    "host_time": "host_time.measure", "adapters": "throughput.adapters",
+    "training": "training.measure", "memory": "memory.measure",
+    "distributed": "distributed.measure", "roofline": "memory.roofline",
+    "robots": "robots.measure",
+}
+PACKAGES = ("gpuparam", "torch", "warp-lang", "tensordict", "numpy", "gymnasium", "torchrl",
+            "envpool")  # versions recorded with the machine
 DEFAULT_OUTPUT = "runs/benchmarks"  # ignored by git; the committed results: benchmarks/results
 # timed steps per repeat: about `target` env-steps, clipped to [lo, hi]
 STEP_TARGETS = {("cuda", True): (5e8, 20, 2000), ("cuda", False): (2e9, 20, 2000),
@@ -82,9 +94,10 @@ GO1_RECIPE_N = {"cpu": 64, "cuda": 8192}  # the GPU goal: the full recipe at 819
 
 @dataclass
 class RunConfig:
-    """Everything a measurement module needs to know about the run.
+    """Everything a measurement module needs to know about the run (the CLI's flags).
 
-    ``steps`` / ``repeats`` of ``None`` mean "derived from N" (see :meth:`steps_for`).
+    ``steps`` / ``repeats`` of ``None`` mean "derived from N" (see :meth:`steps_for`);
+    empty sizes and ``None`` counts get the defaults of the device and of ``quick``.
     """
 
     device: str = "cpu"
@@ -95,16 +108,21 @@ class RunConfig:
     repeats: int | None = None
     output: str = DEFAULT_OUTPUT
     command: str = ""
-    mem_steps: int | None = None
-    recreate_repeats: int | None = None
+    memory_steps: int | None = None  # of the steady-state run (10k in a full run, issue 6)
+    recreate_repeats: int | None = None  # TorchRL collector recreates (about 1-5 s each)
     # TorchRL's default is spawn (unless the user set a global start method); fork is the
     # fastest a user can opt into. Both are measured; goals use the default.
     collector_methods: tuple[str, ...] = ("spawn", "fork")
     threads: int | None = 1  # torch intra-op threads (the CLI's --threads); None: torch's
 
     def __post_init__(self) -> None:
-        self.sizes = self.sizes or SIZES[self.kind, self.quick]
-        self.peer_sizes = self.peer_sizes or PEER_SIZES[self.quick]
+        self.sizes = tuple(self.sizes or SIZES[self.kind, self.quick])
+        self.peer_sizes = tuple(self.peer_sizes or PEER_SIZES[self.quick])
+        self.collector_methods = tuple(self.collector_methods or ("spawn", "fork"))
+        if self.memory_steps is None:
+            self.memory_steps = 1000 if self.quick else 10000
+        if self.recreate_repeats is None:
+            self.recreate_repeats = 1 if self.quick else 2
 
     @property
     def kind(self) -> str:
@@ -139,13 +157,3 @@ class RunConfig:
     def peer_steps(self) -> int:
         """Timed steps per repeat for the process-per-env peers (slow at any N)."""
         return self.steps if self.steps is not None else (50 if self.quick else 150)
-
-    def memory_steps(self) -> int:
-        """Steps of the steady-state memory run (10k in a full run, as issue 6 asks)."""
-        return self.mem_steps if self.mem_steps is not None else (1000 if self.quick else 10000)
-
-    def collector_repeats(self) -> int:
-        """How many times the TorchRL collector recreate (about 1-5 s each) is measured."""
-        if self.recreate_repeats is not None:
-            return self.recreate_repeats
-        return 1 if self.quick else 2

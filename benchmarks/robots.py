@@ -1,30 +1,26 @@
-"""Robots on MuJoCo Warp, measured side by side in one run.
+"""Robots on MuJoCo Warp against MuJoCo C, side by side in one run, in interleaved rounds.
 
-- throughput: gpuparam Ant-v5 and HalfCheetah-v5 (captured step, fixed random action) vs
-  Gymnasium's ``make_vec(name, num_envs=N, vectorization_mode="sync")`` (MuJoCo C), timed
-  round by round (interleaved), at N in {16, 64, 256} ({16, 64} with --quick).
-- overheads over the bare Ant step at N=64, paired per round: per-step randomization of
-  friction, damping and gear (3 physical parameters), per-step mass randomization (copy +
-  the masked recompute of the derived constants every step), and a push every step
-  (``gp.Push`` with ``every=1``).
-- host time per captured step at N=1 beyond the physics replay: ``env.step`` minus a Warp
-  CPU graph of ``backend.step`` alone. Split into the other stages' device work (a graph of
-  the whole stage list minus the physics graph: task, episode, clock and the masked
-  auto-reset's launches, which run at every step) and Python (``env.step`` minus the graph
-  of the whole stage list: action checks and copy, pipeline dispatch).
-
-- Go1 (issue 23): ``Go1JoystickFlatTerrain-v1`` and ``Go1JoystickRoughTerrain-v1`` env-steps/s
-  at N in {16, 64, 256} (captured step, a fixed small random action) vs envpool 1.2.5's C++
-  ports of the same MuJoCo Playground tasks at the same N (``batch_size = num_envs``), with 1
-  thread (gpuparam's CPU kernels run on one thread) and with every core, timed round by
-  round; skipped with the install line when ``envpool`` is not importable.
-- the Go1 recipe's cost at N=64 (8192 on a GPU), paired per round: ``Go1Terrain-v0`` with
-  the full recipe (observation noise, a 1-step action delay, Playground's command
-  resampling, contact sensors, the 187-point height scan, per-reset randomization of
-  friction, base mass, centre of mass, motor strength, kp and kd) over the bare step (the
-  same terrain and physics, blind, noise off, no delay, commands never resampled, no
-  randomization). The randomization draws identity values (x1, +0) as the Ant overheads
-  do: every launch runs, the dynamics stay the bare env's.
+- ``throughput``: Ant-v5 and HalfCheetah-v5 (captured step, fixed random action) against
+  Gymnasium's ``make_vec(name, num_envs=N, vectorization_mode="sync")``, at N in
+  {16, 64, 256} ({16, 64} with --quick).
+- ``go1_throughput`` (issue 23): ``Go1JoystickFlatTerrain-v1`` and
+  ``Go1JoystickRoughTerrain-v1`` (a fixed small random action) against envpool 1.2.5's C++
+  ports of the same MuJoCo Playground tasks (``batch_size = num_envs``) with 1 thread
+  (gpuparam's CPU kernels run on one thread) and with every core, at the same N; skipped
+  with the install line when ``envpool`` is not importable.
+- ``overheads``: over the bare Ant step at N=64, per-step randomization of friction,
+  damping and gear, per-step mass randomization (copy + the masked recompute of the derived
+  constants every step) and a push every step (``gp.Push`` with ``every=1``).
+- ``go1_recipe``: ``Go1Terrain-v0`` at N=64 (8192 on a GPU) with the full recipe
+  (observation noise, a 1-step action delay, Playground's command resampling, contact
+  sensors, the 187-point height scan, per-reset randomization of friction, base mass,
+  centre of mass, motor strength, kp and kd) over the bare step (the same terrain and
+  physics, blind, noise off, no delay, commands never resampled, no randomization). The
+  randomization draws identity values (x1, +0), as the Ant overheads' do: every launch
+  runs, the dynamics stay the bare env's.
+- ``host_time``: at N=1, ``env.step`` beyond a Warp CPU graph of its physics stage, split
+  into the other stages' device work (task, episode, clock and the masked auto-reset's
+  launches) and Python (action checks and copy, pipeline dispatch).
 
 On CPU, MuJoCo C is the best case: MuJoCo Warp runs its kernels serially on the CPU.
 """
@@ -35,14 +31,15 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
+from functools import partial
 
 import numpy as np
 import torch
 import warp as wp
 
 from benchmarks.config import GO1, GO1_RECIPE_N, ROBOT_OVERHEAD_N, ROBOT_SIZES, ROBOTS, RunConfig
-from benchmarks.timing import Skipped, attempt, interleave, median, paired_ratio, sync
+from benchmarks.subjects import Subject, rates, run_group
+from benchmarks.timing import Skipped, attempt, interleave, median, outcome, paired_ratio
 
 ENVPOOL = "pip install envpool==1.2.5 envpool-assets-mujoco-large"
 
@@ -56,13 +53,13 @@ def _steps(cfg: RunConfig, n: int) -> int:
 
 
 def _gp_env(name: str, n: int, device: str, setup: str = "bare", scale: float = 1.0,
-            **kwargs):
-    """A captured env of ``setup`` and a fixed random action in ``[-scale, scale]``. The
-    overhead setups draw from identity ranges (scale U(1, 1), pushes U(0, 0)): every
-    launch runs as with real ranges, the dynamics stay those of the bare env, so the
-    difference is the mechanism's cost alone (real ranges also change the physics' own
-    cost: pushed or lighter Ants make more contacts and solver iterations). ``rand3_real``
-    uses real ranges (x0.8-1.2) for comparison."""
+            **kwargs) -> Subject:
+    """A captured env of ``setup`` stepped with a fixed random action in ``[-scale, scale]``
+    (``subject.env``). The overhead setups draw from identity ranges
+    (scale U(1, 1), pushes U(0, 0)): every launch runs as with real ranges, the dynamics
+    stay those of the bare env, so the difference is the mechanism's cost alone (real ranges
+    also change the physics' own cost: pushed or lighter Ants make more contacts and solver
+    iterations). ``rand3_real`` uses real ranges (x0.8-1.2) for comparison."""
     import gpuparam as gp
 
     try:
@@ -71,100 +68,75 @@ def _gp_env(name: str, n: int, device: str, setup: str = "bare", scale: float = 
         raise Skipped(str(e)) from None
     lo, hi = (0.8, 1.2) if setup == "rand3_real" else (1.0, 1.0)
     if setup.startswith("rand3"):
-        env.randomize(
-            gp.Uniform("geom_friction", lo, hi, op="scale", on="step"),
-            gp.Uniform("dof_damping", lo, hi, op="scale", on="step"),
-            gp.Uniform("actuator_gear", lo, hi, op="scale", on="step"),
-        )
+        env.randomize(*(gp.Uniform(p, lo, hi, op="scale", on="step")
+                        for p in ("geom_friction", "dof_damping", "actuator_gear")))
     elif setup == "mass":
         env.randomize(gp.Uniform("body_mass", 1.0, 1.0, op="scale", on="step"))
     elif setup == "push":
         env.add_event(gp.Push([(0.0, 0.0), (0.0, 0.0)], every=1))
     gen = torch.Generator().manual_seed(0)
     action = ((torch.rand(n, env.mjm.nu, generator=gen) * 2 - 1) * scale).to(env.device)
-    for _ in range(3):  # warm up and capture
-        env.step(action)
-    sync(device)
-    return env, action
+    return Subject(n, lambda i: env.step(action), device=device, env=env).warm(3)
 
 
-def _gp_run(env, action, steps: int, device: str) -> float:
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        env.step(action)
-    sync(device)
-    return time.perf_counter() - t0
-
-
-def _gym_env(name: str, n: int):
+def _gym_env(name: str, n: int) -> Subject:
     try:
         import gymnasium
-    except ImportError as e:
-        raise Skipped(f"gymnasium not installed: {e}") from None
-    try:
+
         venv = gymnasium.make_vec(name, num_envs=n, vectorization_mode="sync")
-    except Exception as e:  # e.g. gymnasium's MuJoCo extras missing
+    except Exception as e:  # gymnasium or its MuJoCo extras missing
         raise Skipped(f"gymnasium.make_vec({name!r}) failed: {e}") from None
     venv.reset(seed=0)
-    rng = np.random.default_rng(0)
-    action = rng.uniform(-1, 1, size=venv.action_space.shape).astype(np.float64)
-    venv.step(action)
-    return venv, action
+    action = np.random.default_rng(0).uniform(-1, 1, size=venv.action_space.shape)
+    return Subject(n, lambda i: venv.step(action), close=venv.close, host=True).warm(1)
 
 
-def _gym_run(venv, action, steps: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        venv.step(action)
-    return time.perf_counter() - t0
-
-
-def throughput(cfg: RunConfig) -> dict:
+def _versus(cfg: RunConfig, names: tuple[str, ...], peers, scale: float = 1.0) -> dict:
+    """For each env and N: gpuparam's rate against each peer of ``peers(name, n)``
+    (``{key: (ratio key, build)}``), each peer built in turn and timed round by round with
+    gpuparam (one peer alive at a time); gpuparam's rate is the median of all its rounds."""
     out: dict = {}
     repeats = cfg.repeats or 3
-    for name in ROBOTS:
+    for name in names:
         for n in ROBOT_SIZES[cfg.kind, cfg.quick]:
             steps = _steps(cfg, n)
             row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
-            runs = {}
-            gp_env, failed = attempt(_gp_env, name, n, cfg.device)
+            mine, failed = attempt(_gp_env, name, n, cfg.device, scale=scale)
             if failed:
                 row["gpuparam"] = failed
-            else:
-                runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
-            gym, failed = attempt(_gym_env, name, n) if not cfg.is_cuda else (
-                None, {"skipped": "Gymnasium runs on the CPU; compared in CPU runs"})
-            if failed:
-                row["gymnasium_sync"] = failed
-            else:
-                runs["gymnasium_sync"] = lambda g=gym, s=steps: _gym_run(*g, s)
-            times = interleave(runs, repeats)
-            for key, ts in times.items():
-                row[key] = {"env_steps_per_s": n * steps / median(ts), "step_s": median(ts) / steps}
-            if len(times) == 2:
-                row["ratio_gpuparam_over_gymnasium"] = paired_ratio(
-                    times["gymnasium_sync"], times["gpuparam"])
-            if gym is not None:
-                gym[0].close()
+            gp_times: list[float] = []
+            for key, (ratio_key, build) in peers(name, n).items():
+                if cfg.is_cuda:
+                    row[key] = {"skipped": f"{key.split('_')[0]} runs on the CPU; compared "
+                                           "in CPU runs"}
+                    continue
+                mine_too = {"gpuparam": lambda m=mine: m} if mine else {}
+                times, _, why = run_group({**mine_too, key: build}, steps, repeats)
+                row.update(why)
+                if key in times:
+                    row[key] = rates(times[key], n, steps)
+                if key in times and mine:
+                    gp_times += times["gpuparam"]
+                    row[ratio_key] = paired_ratio(times[key], times["gpuparam"])
+            if mine:
+                gp_times = gp_times or [mine.run(steps) for _ in range(repeats)]
+                row["gpuparam"] = rates(gp_times, n, steps)
             out[f"{name} N={n}"] = row
     return out
 
 
-def _stage_graph(env, names: set[str]):
-    """A Warp CPU graph of the env's stages named in ``names`` (public Stage.run)."""
+def throughput(cfg: RunConfig) -> dict:
+    return _versus(cfg, ROBOTS, lambda name, n: {"gymnasium_sync": (
+        "ratio_gpuparam_over_gymnasium", partial(_gym_env, name, n))})
+
+
+def _replay(env, names: set[str]) -> Subject:
+    """Replays of a Warp CPU graph of the env's stages named in ``names`` (public Stage.run)."""
     with wp.ScopedCapture(device="cpu") as cap:
         for stage in env.pipeline.stages:
             if stage.name in names:
                 stage.run(env.context)
-    return cap.graph
-
-
-def _replay(graph, steps: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        wp.capture_launch(graph)
-    return time.perf_counter() - t0
+    return Subject(env.num_envs, lambda i: wp.capture_launch(cap.graph))
 
 
 def overheads(cfg: RunConfig) -> dict:
@@ -176,28 +148,24 @@ def overheads(cfg: RunConfig) -> dict:
     CPU graph, over the bare step's time."""
     n = ROBOT_OVERHEAD_N[cfg.kind]
     steps, repeats = _steps(cfg, n), (cfg.repeats or 5)
-    keys = ("bare", "rand3", "rand3_real", "mass", "push")
-    envs = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in keys}
-    runs = {k: (lambda e=e: _gp_run(*e, steps, cfg.device)) for k, e in envs.items()}
-    bare_names = set(envs["bare"][0].pipeline.names)
-    if not cfg.is_cuda:
-        for k in keys[1:]:
-            env = envs[k][0]
-            extra = set(env.pipeline.names) - bare_names
-            if k == "mass":  # the recompute runs there (in the bare step it finds no world)
-                extra.add("model_writes")
-            graph = _stage_graph(env, extra)
-            runs[f"{k}_extra"] = lambda g=graph: _replay(g, steps)
-    times = interleave(runs, repeats)
-    bare = times.pop("bare")
-    out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
     labels = {"rand3": "friction+damping+gear every step",
               "rand3_real": "friction+damping+gear every step, x0.8-1.2 (physics changes too)",
               "mass": "body_mass every step (copy + masked recompute)",
               "push": "gp.Push every step"}
-    for k in keys[1:]:
+    subjects = {k: _gp_env("Ant-v5", n, cfg.device, k) for k in ("bare", *labels)}
+    bare_names = set(subjects["bare"].env.pipeline.names)
+    for k in labels if not cfg.is_cuda else ():
+        env = subjects[k].env
+        extra = set(env.pipeline.names) - bare_names
+        if k == "mass":  # the recompute runs there (in the bare step it finds no world)
+            extra.add("model_writes")
+        subjects[f"{k}_extra"] = _replay(env, extra)
+    times = interleave({k: (lambda s=s: s.run(steps)) for k, s in subjects.items()}, repeats)
+    bare = times["bare"]
+    out = {"num_envs": n, "steps": steps, "repeats": repeats, "bare_step_s": median(bare) / steps}
+    for k, label in labels.items():
         ts = times[k]
-        out[k] = {"label": labels[k], "step_s": median(ts) / steps,
+        out[k] = {"label": label, "step_s": median(ts) / steps,
                   "overhead": paired_ratio(ts, bare) - 1.0}
         if f"{k}_extra" in times:
             extra = times[f"{k}_extra"]
@@ -211,40 +179,28 @@ def host_time(cfg: RunConfig) -> dict:
         return {"skipped": "measured on CPU (on CUDA the step is one graph launch)"}
     # an Ant resting under a zero action that never terminates or truncates, restored to
     # the same state before every timed run: every run does the same solver work
-    env, action = _gp_env("Ant-v5", 1, cfg.device, terminate_when_unhealthy=0.0,
-                          max_episode_steps=2**30)
-    action.zero_()
-    for _ in range(40):
-        env.step(action)
+    ant = _gp_env("Ant-v5", 1, cfg.device, scale=0.0, terminate_when_unhealthy=0.0,
+                  max_episode_steps=2**30).warm(40)
+    env = ant.env
     steps, rounds = 20, (4 if cfg.quick else 40)
     d = env.backend.d
     state = [wp.to_torch(a) for a in (d.qpos, d.qvel, d.qacc_warmstart, d.act)]
     snapshot = [t.clone() for t in state]
 
-    names = set(env.pipeline.names)
-    physics_graph = _stage_graph(env, {"physics"})
-    others_graph = _stage_graph(env, names - {"physics"})
-    step_graph = _stage_graph(env, names)
     # Every block of `steps` back-to-back calls starts from the same restored state
     # (restore untimed), so each block does the same solver work; the blocks rotate so none
     # always runs first. Python per step is env.step minus a replay of a graph of all its
     # stages (captured here: the same launches as the pipeline's own graph).
-    def restore() -> None:
-        for t, s in zip(state, snapshot, strict=True):
-            t.copy_(s)
-
-    calls = {"step": lambda: env.step(action), "all": lambda: wp.capture_launch(step_graph),
-             "physics": lambda: wp.capture_launch(physics_graph),
-             "others": lambda: wp.capture_launch(others_graph)}
+    names = set(env.pipeline.names)
+    calls = {"step": ant, "all": _replay(env, names), "physics": _replay(env, {"physics"}),
+             "others": _replay(env, names - {"physics"})}
     ts: dict[str, list[float]] = {k: [] for k in calls}
     order = list(calls)
     for i in range(rounds):
         for k in order[i % 4:] + order[: i % 4]:
-            restore()
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                calls[k]()
-            ts[k].append((time.perf_counter() - t0) / steps)
+            for t, saved in zip(state, snapshot, strict=True):
+                t.copy_(saved)
+            ts[k].append(calls[k].run(steps) / steps)
     med = {k: median(v) for k, v in ts.items()}
     # paired within each round (blocks adjacent in time), as the overheads are: a difference
     # of two separate ~1 ms medians moved by tens of microseconds from run to run
@@ -266,33 +222,34 @@ _ENVPOOL_CHILD = """
 import sys, time
 import numpy as np
 import envpool
-name, n, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+name, n, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 env = envpool.make(name, env_type="gymnasium", num_envs=n, batch_size=n,
                    num_threads=threads, seed=0)
 env.reset()
 action = (np.random.default_rng(0).uniform(-1, 1, (n, 12)) * 0.3).astype(np.float64)
 env.step(action)
 print("ready", flush=True)
-for line in sys.stdin:
-    if line.strip() != "run":
+for line in sys.stdin:  # "run STEPS": time STEPS steps; anything else ends the process
+    if not line.startswith("run "):
         break
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for _ in range(int(line.split()[1])):
         env.step(action)
     print(time.perf_counter() - t0, flush=True)
 """
 
 
-class _EnvpoolPeer:
+class _EnvpoolPeer(Subject):
     """envpool's port of a Go1 task in a process of its own (its Go1 port holds about 50 MB
     per env: 13 GB at N=256, returned to the system when the process ends), timed round by
     round on request, so its rounds interleave with gpuparam's in the same run."""
 
-    def __init__(self, name: str, n: int, threads: int, steps: int):
+    def __init__(self, name: str, n: int, threads: int):
         if importlib.util.find_spec("envpool") is None:
             raise Skipped(f"envpool not installed: {ENVPOOL}")
+        super().__init__(n, step=None, close=self._quit, host=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _ENVPOOL_CHILD, name, str(n), str(threads), str(steps)],
+            [sys.executable, "-c", _ENVPOOL_CHILD, name, str(n), str(threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
@@ -300,12 +257,12 @@ class _EnvpoolPeer:
             self.close()
             raise RuntimeError(f"envpool {name} N={n}: {line or err}")
 
-    def run(self) -> float:
-        self.proc.stdin.write("run\n")
+    def run(self, steps: int) -> float:
+        self.proc.stdin.write(f"run {steps}\n")
         self.proc.stdin.flush()
         return float(self.proc.stdout.readline())
 
-    def close(self) -> None:
+    def _quit(self) -> None:
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write("quit\n")
@@ -316,51 +273,11 @@ class _EnvpoolPeer:
 
 
 def go1_throughput(cfg: RunConfig) -> dict:
-    out: dict = {}
-    repeats = cfg.repeats or 3
-    cores = os.cpu_count() or 1
-    for name in GO1:
-        for n in ROBOT_SIZES[cfg.kind, cfg.quick]:
-            steps = _steps(cfg, n)
-            row: dict = {"num_envs": n, "steps": steps, "repeats": repeats}
-            runs = {}
-            gp_env, failed = attempt(_gp_env, name, n, cfg.device, scale=0.3)
-            if failed:
-                row["gpuparam"] = failed
-            else:
-                runs["gpuparam"] = lambda e=gp_env, s=steps: _gp_run(*e, s, cfg.device)
-            # one envpool env at a time, in a process of its own, its rounds interleaved
-            # with gpuparam's
-            gp_times: list[float] = []
-            for threads in dict.fromkeys((1, cores)):
-                key = f"envpool_{threads}_threads"
-                if cfg.is_cuda:
-                    row[key] = {"skipped": "envpool runs on the CPU; compared in CPU runs"}
-                    continue
-                peer, failed = attempt(_EnvpoolPeer, name, n, threads, steps)
-                if failed:
-                    row[key] = failed
-                    continue
-                try:
-                    pair = {key: peer.run}
-                    if "gpuparam" in runs:
-                        pair["gpuparam"] = runs["gpuparam"]
-                    times = interleave(pair, repeats)
-                finally:
-                    peer.close()
-                ts = times[key]
-                row[key] = {"env_steps_per_s": n * steps / median(ts),
-                            "step_s": median(ts) / steps}
-                if "gpuparam" in times:
-                    gp_times += times["gpuparam"]
-                    row[f"ratio_gpuparam_over_{key}"] = paired_ratio(ts, times["gpuparam"])
-            if "gpuparam" in runs:
-                if not gp_times:
-                    gp_times = interleave({"gpuparam": runs["gpuparam"]}, repeats)["gpuparam"]
-                row["gpuparam"] = {"env_steps_per_s": n * steps / median(gp_times),
-                                   "step_s": median(gp_times) / steps}
-            out[f"{name} N={n}"] = row
-    return out
+    """Against envpool with 1 thread and with every core, one envpool process at a time."""
+    return _versus(cfg, GO1, lambda name, n: {
+        f"envpool_{t}_threads": (f"ratio_gpuparam_over_envpool_{t}_threads",
+                                 partial(_EnvpoolPeer, name, n, t))
+        for t in dict.fromkeys((1, os.cpu_count() or 1))}, scale=0.3)
 
 
 def go1_recipe(cfg: RunConfig) -> dict:
@@ -371,8 +288,8 @@ def go1_recipe(cfg: RunConfig) -> dict:
     name = "Go1Terrain-v0"
     bare = _gp_env(name, n, cfg.device, scale=0.3, height_scan=False, noise_level=0.0,
                    command_resample_time=1e5)
-    full, _ = _gp_env(name, n, cfg.device, scale=0.3, action_delay=1.0)
-    full.randomize(  # identity draws: every launch runs, the dynamics stay the bare env's
+    full = _gp_env(name, n, cfg.device, scale=0.3, action_delay=1.0)
+    full.env.randomize(  # identity draws: every launch runs, the dynamics stay the bare env's
         gp.Uniform("geom_friction", 1.0, 1.0, op="scale", on="reset"),
         gp.Uniform("body_mass", 0.0, 0.0, op="add", on="reset"),
         gp.Uniform("base_com_offset", 0.0, 0.0, op="add", on="reset"),
@@ -380,25 +297,18 @@ def go1_recipe(cfg: RunConfig) -> dict:
         gp.Uniform("kp", 1.0, 1.0, op="scale", on="reset"),
         gp.Uniform("kd", 1.0, 1.0, op="scale", on="reset"),
     )
-    action = bare[1]
-    for _ in range(3):
-        full.step(action)
-    sync(cfg.device)
-    times = interleave({"bare": lambda: _gp_run(*bare, steps, cfg.device),
-                        "full": lambda: _gp_run(full, action, steps, cfg.device)}, repeats)
+    full.warm(3)
+    times = interleave({"bare": lambda: bare.run(steps), "full": lambda: full.run(steps)},
+                       repeats)
     return {"num_envs": n, "steps": steps, "repeats": repeats, "env": name,
-            "bare_env_steps_per_s": n * steps / median(times["bare"]),
-            "full_env_steps_per_s": n * steps / median(times["full"]),
+            "bare_env_steps_per_s": rates(times["bare"], n, steps)["env_steps_per_s"],
+            "full_env_steps_per_s": rates(times["full"], n, steps)["env_steps_per_s"],
             "overhead": paired_ratio(times["full"], times["bare"]) - 1.0,
             "label": "noise, 1-step delay, commands, contact sensors, height scan (187), "
                      "per-reset DR of friction, base mass and CoM, motor strength, kp, kd"}
 
 
 def measure(cfg: RunConfig) -> dict:
-    res = {}
-    for key, fn in (("throughput", throughput), ("overhead", overheads),
-                    ("host_time", host_time), ("go1_throughput", go1_throughput),
-                    ("go1_recipe", go1_recipe)):
-        val, failed = attempt(fn, cfg)
-        res[key] = failed or val
-    return res
+    return {key: outcome(fn, cfg) for key, fn in (
+        ("throughput", throughput), ("overhead", overheads), ("host_time", host_time),
+        ("go1_throughput", go1_throughput), ("go1_recipe", go1_recipe))}

@@ -20,7 +20,7 @@ import warp as wp
 
 from benchmarks.config import STAGES, RunConfig
 from benchmarks.subjects import gp_actions, gp_subject
-from benchmarks.timing import attempt, median
+from benchmarks.timing import median, outcome
 
 
 def _timer_cost_ns(reps: int = 2000, clock=time.perf_counter_ns) -> float:
@@ -87,14 +87,7 @@ def measure(cfg: RunConfig) -> dict:
                           "(time them with torch.profiler or Nsight Systems)")
         return out
     for key, setup in STAGES.items():
-        subject, failed = attempt(gp_subject, setup, n, cfg.device)
-        if failed:
-            out["configs"][key] = failed
-            continue
-        try:
-            res, failed = attempt(profile, subject.env, steps, repeats)
-        finally:
-            subject.close()
-        out["configs"][key] = {"label": setup.label, **(failed or res)}
+        out["configs"][key] = {"label": setup.label, **outcome(
+            lambda s=setup: profile(gp_subject(s, n, cfg.device).env, steps, repeats))}
     return out
 

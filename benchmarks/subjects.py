@@ -1,8 +1,9 @@
-"""The things timed: gpuparam configurations and peer vector envs, behind one interface.
+"""The things timed: gpuparam configurations, the training libraries' adapters and peer
+vector envs, behind one interface, and the one loop that times them side by side.
 
 A ``Subject`` owns its env and pre-generated actions (built before any timing, cycled in the
 timed loop), and ``run(steps)`` returns the seconds ``steps`` batched steps take, device work
-included. Peer builders raise ``Skipped`` when the peer is not installed.
+included. Builders raise ``Skipped`` when a peer or library is not installed.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import numpy as np
 import torch
 
 import gpuparam as gp
-from benchmarks.config import GpSetup, randomization_terms
-from benchmarks.timing import optional_import, preserve_torch_threads, sync
+from benchmarks import timing
+from benchmarks.config import BARE, GpSetup, randomization_terms
+from benchmarks.timing import attempt, interleave, median, optional_import, sync
 
 NUM_ACTION_BATCHES = 8  # distinct pre-generated action batches, cycled
 
@@ -27,7 +29,7 @@ class Subject:
     """One timed configuration at one N."""
 
     num_envs: int
-    step: Callable[[int], None]  # step(i): one batched step with action batch i % K
+    step: Callable[[int], object]  # step(i): one batched step with action batch i % K
     device: str = "cpu"
     close: Callable[[], None] = lambda: None
     env: object = None
@@ -43,6 +45,45 @@ class Subject:
             step(i)
         sync(self.device)
         return time.perf_counter() - t0
+
+    def warm(self, steps: int = 5) -> Subject:
+        """``steps`` untimed steps (build, first launches, capture); returns self."""
+        self.run(steps)
+        return self
+
+
+def cycled(step: Callable[[object], object], actions: list) -> Callable[[int], object]:
+    """``step(i)`` of a Subject: ``step(actions[i % K])``."""
+    return lambda i: step(actions[i % len(actions)])
+
+
+def run_group(builders: dict[str, Callable[[], Subject]], steps, repeats: int):
+    """Build every subject, time them round-robin (``interleave``) over ``repeats`` rounds
+    of ``steps`` steps (an int, or a function of the subject), then close them.
+
+    Returns ``(times, subjects, failed)``: seconds per round and the subjects of those that
+    were built, ``{"skipped": ...}`` / ``{"error": ...}`` of those that were not.
+    """
+    subjects, failed = {}, {}
+    for name, build in builders.items():
+        subject, why = attempt(build)
+        if why:
+            failed[name] = why
+        else:
+            subjects[name] = subject
+    counts = {k: steps(s) if callable(steps) else steps for k, s in subjects.items()}
+    try:
+        times = interleave({k: (lambda s=s, c=counts[k]: s.run(c))
+                            for k, s in subjects.items()}, repeats)
+    finally:
+        for s in subjects.values():
+            s.close()
+    return times, subjects, failed
+
+
+def rates(times: list[float], n: int, steps: int) -> dict:
+    """The median of rounds of ``steps`` steps of N envs: env-steps/s and seconds per step."""
+    return {"env_steps_per_s": n * steps / median(times), "step_s": median(times) / steps}
 
 
 # ----------------------------------------------------------------------------- gpuparam
@@ -80,35 +121,78 @@ def make_gp_env(setup: GpSetup, n: int, device: str):
     return env
 
 
-def gp_subject(setup: GpSetup, n: int, device: str, warmup: int = 5) -> Subject:
-    notes: list[str] = []
+def gp_subject(setup: GpSetup, n: int, device: str) -> Subject:
     env = make_gp_env(setup, n, device)
     actions = gp_actions(env, n, env.device)
     env.reset()
-    k = len(actions)
-
-    def step(i: int) -> None:
-        env.step(actions[i % k])
-
-    subject = Subject(n, step, device=device, env=env, notes=notes)
-    subject.run(warmup)
-    return subject
+    return Subject(n, cycled(env.step, actions), device=device, env=env).warm()
 
 
-def obs_norm_subject(n: int, features: int, device: str, warmup: int = 5) -> Subject:
+def obs_norm_subject(n: int, features: int, device: str) -> Subject:
     """What ``TransformedEnv`` does per step with an ``ObsNorm`` on a ``features``-dim
     observation: update with ``final_observation``, normalize it and ``observation``."""
     norm = gp.ObsNorm((features,), num_envs=n, device=device)
     g = torch.Generator(device="cpu").manual_seed(0)
     x, x2 = (torch.randn(n, features, generator=g).to(device) for _ in range(2))
     out, out2 = torch.empty_like(x), torch.empty_like(x2)
+    return Subject(n, lambda i: norm.forward_pair(x, out, x2, out2), device=device,
+                   env=norm).warm()
 
-    def step(i: int) -> None:
-        norm.forward_pair(x, out, x2, out2)
 
-    subject = Subject(n, step, device=device, env=norm)
-    subject.run(warmup)
-    return subject
+ADAPTERS = {  # key: (label, the library's module, gpuparam's extra)
+    "rsl_rl": ("rsl_rl RslRlVecEnv.step (incl. copies + episode stats)", "rsl_rl", "rsl_rl"),
+    "torchrl": ("TorchRLEnv.step (TensorDict in/out, incl. clones)", "torchrl", "torchrl"),
+    "skrl": ("skrl wrapper step (clones)", "skrl", "skrl"),
+    "sb3": ("SB3VecEnv.step (NumPy + per-env info dicts)", "stable_baselines3", "sb3"),
+    "gymnasium_numpy": ("GymnasiumVectorEnv(numpy=True) SAME_STEP", "gymnasium", "gymnasium"),
+}
+
+
+def adapter_subject(key: str, n: int, device: str) -> Subject:
+    """A bare CartPole-v1 of ``n`` envs behind the adapter ``key`` of ``ADAPTERS``, stepped
+    the way its library steps it, with pre-generated actions in the library's format."""
+    _, module, extra = ADAPTERS[key]
+    optional_import(module, f'pip install "gpuparam[{extra}]"')
+    base = make_gp_env(BARE, n, device)
+    ints = gp_actions(base, n, base.device)
+    rng = np.random.default_rng(0)
+    numpy_ints = [rng.integers(0, 2, size=n) for _ in range(NUM_ACTION_BATCHES)]
+    step = None
+    if key == "rsl_rl":
+        from gpuparam.integrations.rsl_rl import RslRlVecEnv
+
+        env = RslRlVecEnv(base)
+        g = torch.Generator(device="cpu").manual_seed(0)
+        acts = [torch.randn(n, env.num_actions, generator=g).to(base.device)
+                for _ in range(NUM_ACTION_BATCHES)]
+    elif key == "torchrl":
+        from gpuparam.integrations.torchrl import TorchRLEnv
+
+        env = TorchRLEnv(base)
+        td = env.reset()
+        acts = [td.clone().set("action", a) for a in ints]
+
+        def step(td) -> None:
+            # what a TorchRL loop passes in (step_mdp's output, as in rollouts and
+            # collectors): no "next" entry yet. A "next" left from an earlier step would
+            # take EnvBase.step's path that merges it into the new one (an override).
+            env.step(td).del_("next")
+    elif key == "skrl":
+        from gpuparam.integrations.skrl import wrap
+
+        env, acts = wrap(base), [a.view(n, 1) for a in ints]
+        env.reset()
+    elif key == "sb3":
+        from gpuparam.integrations.sb3 import SB3VecEnv
+
+        env, acts = SB3VecEnv(base), numpy_ints
+        env.reset()
+    else:
+        from gpuparam.integrations.gymnasium import GymnasiumVectorEnv
+
+        env, acts = GymnasiumVectorEnv(base, numpy=True), numpy_ints
+        env.reset(seed=0)
+    return Subject(n, cycled(step or env.step, acts), device=device, env=env).warm()
 
 
 # ----------------------------------------------------------------------------- peers
@@ -125,42 +209,28 @@ def torchrl_cartpole():
     return GymEnv("CartPole-v1")
 
 
-def _numpy_actions(n: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    return [rng.integers(0, 2, size=n) for _ in range(NUM_ACTION_BATCHES)]
-
-
-def _gym_subject(venv, n: int, warmup: int) -> Subject:
+def _gym_subject(venv, n: int, notes: tuple[str, ...] = ()) -> Subject:
     try:
         venv.reset(seed=0)
     except TypeError:  # envpool's older gym API takes no seed here
         venv.reset()
-    actions = _numpy_actions(n)
-    k = len(actions)
-
-    def step(i: int) -> None:
-        venv.step(actions[i % k])
-
-    subject = Subject(n, step, close=venv.close, env=venv, host=True)
-    subject.run(warmup)
-    return subject
+    rng = np.random.default_rng(0)
+    actions = [rng.integers(0, 2, size=n) for _ in range(NUM_ACTION_BATCHES)]
+    return Subject(n, cycled(venv.step, actions), close=venv.close, env=venv,
+                   notes=list(notes), host=True).warm()
 
 
-def gym_vector_subject(n: int, warmup: int = 5) -> Subject:
+def gym_vector_subject(n: int) -> Subject:
     """Gymnasium's numpy-vectorized CartPole (one process, arrays of N)."""
     gymnasium = optional_import("gymnasium")
-    venv = gymnasium.make_vec(
-        "CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"
-    )
-    return _gym_subject(venv, n, warmup)
+    return _gym_subject(gymnasium.make_vec("CartPole-v1", num_envs=n,
+                                           vectorization_mode="vector_entry_point"), n)
 
 
-def gym_sync_subject(n: int, warmup: int = 5) -> Subject:
+def gym_sync_subject(n: int) -> Subject:
     """Gymnasium ``SyncVectorEnv``: N Python envs in a loop."""
-    optional_import("gymnasium")
-    from gymnasium.vector import SyncVectorEnv
-
-    return _gym_subject(SyncVectorEnv([gym_cartpole] * n), n, warmup)
+    vector = optional_import("gymnasium.vector")
+    return _gym_subject(vector.SyncVectorEnv([gym_cartpole] * n), n)
 
 
 def worker_start_method() -> str:
@@ -171,46 +241,36 @@ def worker_start_method() -> str:
     return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
 
-def gym_async_subject(n: int, warmup: int = 5) -> Subject:
+def gym_async_subject(n: int) -> Subject:
     """Gymnasium ``AsyncVectorEnv``: one worker process per env."""
-    optional_import("gymnasium")
-    from gymnasium.vector import AsyncVectorEnv
-
+    vector = optional_import("gymnasium.vector")
     method = worker_start_method()
-    subject = _gym_subject(AsyncVectorEnv([gym_cartpole] * n, context=method), n, warmup)
-    subject.notes.append(f"workers started with {method}")
-    return subject
+    return _gym_subject(vector.AsyncVectorEnv([gym_cartpole] * n, context=method), n,
+                        (f"workers started with {method}",))
 
 
-def torchrl_parallel_subject(n: int, warmup: int = 5) -> Subject:
+def torchrl_parallel_subject(n: int) -> Subject:
     """TorchRL ``ParallelEnv`` of N ``GymEnv("CartPole-v1")`` workers."""
-    optional_import("torchrl")
-    from torchrl.envs import ParallelEnv
-
+    envs = optional_import("torchrl.envs")
     method = worker_start_method()
-    with preserve_torch_threads():
-        penv = ParallelEnv(n, torchrl_cartpole, mp_start_method=method)
+    with timing.preserve_torch_threads():
+        penv = envs.ParallelEnv(n, torchrl_cartpole, mp_start_method=method)
         td = penv.reset()
     actions = [penv.full_action_spec.rand() for _ in range(NUM_ACTION_BATCHES)]
-    k = len(actions)
     state = {"td": td}
 
-    def step(i: int) -> None:
-        cur = state["td"]
-        cur.update(actions[i % k])
-        _, state["td"] = penv.step_and_maybe_reset(cur)
+    def step(action) -> None:
+        state["td"].update(action)
+        _, state["td"] = penv.step_and_maybe_reset(state["td"])
 
-    notes = [f"workers started with {method}"]
-    subject = Subject(n, step, close=penv.close, env=penv, notes=notes, host=True)
-    subject.run(warmup)
-    return subject
+    return Subject(n, cycled(step, actions), close=penv.close, env=penv,
+                   notes=[f"workers started with {method}"], host=True).warm()
 
 
-def envpool_subject(n: int, warmup: int = 5) -> Subject:
+def envpool_subject(n: int) -> Subject:
     """envpool's C++ CartPole-v1 thread pool, when envpool is installed."""
     envpool = optional_import("envpool", "pip install envpool (Linux x86_64 wheels only)")
-    venv = envpool.make_gym("CartPole-v1", num_envs=n)
-    return _gym_subject(venv, n, warmup)
+    return _gym_subject(envpool.make_gym("CartPole-v1", num_envs=n), n)
 
 
 PEERS: dict[str, Callable[[int], Subject]] = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing as mp
+import os
 import statistics
-import time
 from collections.abc import Callable, Iterator, Mapping
 
 import torch
@@ -17,15 +17,6 @@ def sync(device: str | torch.device) -> None:
     """Wait for queued device work (CUDA is asynchronous; CPU work is already done)."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def timed(fn: Callable[[], object], device: str | torch.device) -> float:
-    """Seconds ``fn()`` takes, device work included."""
-    sync(device)
-    t0 = time.perf_counter()
-    fn()
-    sync(device)
-    return time.perf_counter() - t0
 
 
 def interleave(runs: Mapping[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
@@ -40,6 +31,14 @@ def interleave(runs: Mapping[str, Callable[[], float]], repeats: int) -> dict[st
         for name, run in runs.items():
             out[name].append(run())
     return out
+
+
+def load_average() -> list[float] | None:
+    """1/5/15-minute load averages: other processes share the cores this run measured on."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def median(xs: list[float]) -> float:
@@ -100,3 +99,9 @@ def attempt(fn, *args, **kwargs) -> tuple[object, dict | None]:
         return None, {"skipped": str(e)}
     except Exception as e:
         return None, {"error": f"{type(e).__name__}: {e}"}
+
+
+def outcome(fn, *args, **kwargs):
+    """What the JSON records of ``fn(...)``: its value, or ``attempt``'s skip or error."""
+    val, failed = attempt(fn, *args, **kwargs)
+    return failed or val

@@ -31,8 +31,9 @@ import numpy as np
 import torch
 
 import gpuparam as gp
+from benchmarks import timing
 from benchmarks.config import RunConfig
-from benchmarks.timing import attempt, median, optional_import, paired_ratio, preserve_torch_threads
+from benchmarks.timing import attempt, interleave, median, optional_import, paired_ratio
 
 STEPS = 16  # rollout length per iteration, both sides
 
@@ -78,6 +79,10 @@ class _GymRslRl:
                 {"time_outs": torch.as_tensor(trunc & ~term)})
 
 
+def _cartpole(n: int):
+    return gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)
+
+
 def _time(fn) -> float:
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -98,14 +103,8 @@ def rsl_rl_pair(n: int, iterations: int):
             runner = OnPolicyRunner(env, _rsl_cfg(), log_dir=None, device="cpu")
         return _time(lambda: runner.learn(iterations))
 
-    def gp_side() -> float:
-        return run(RslRlVecEnv(gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)))
-
-    def gym_side() -> float:
-        venv = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
-        return run(_GymRslRl(venv))
-
-    return gp_side, gym_side
+    return run, lambda: RslRlVecEnv(_cartpole(n)), lambda: _GymRslRl(gym.make_vec(
+        "CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"))
 
 
 def sb3_pair(n: int, iterations: int):
@@ -120,13 +119,8 @@ def sb3_pair(n: int, iterations: int):
                     policy_kwargs={"net_arch": [32, 32]}, device="cpu", seed=0)
         return _time(lambda: model.learn(total_timesteps=iterations * STEPS * n))
 
-    def gp_side() -> float:
-        return run(SB3VecEnv(gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)))
-
-    def gym_side() -> float:
-        return run(make_vec_env("CartPole-v1", n_envs=n, seed=0))
-
-    return gp_side, gym_side
+    return run, lambda: SB3VecEnv(_cartpole(n)), lambda: make_vec_env("CartPole-v1", n_envs=n,
+                                                                      seed=0)
 
 
 def _mlp(n_in: int, n_out: int) -> torch.nn.Sequential:
@@ -146,25 +140,22 @@ def skrl_pair(n: int, iterations: int):
 
     from gpuparam.integrations.skrl import wrap
 
-    class Policy(CategoricalMixin, Model):
-        def __init__(self, obs_space, act_space, device):
-            Model.__init__(self, observation_space=obs_space, action_space=act_space,
-                           device=device)
-            CategoricalMixin.__init__(self)
-            self.net = _mlp(self.num_observations, self.num_actions)
+    def model(mixin, outputs: int | None):
+        """A skrl model: the 32x32 MLP, ``outputs`` wide (None: one per action)."""
 
-        def compute(self, inputs, role=""):
-            return self.net(inputs["observations"]), {}
+        class MLP(mixin, Model):
+            def __init__(self, obs_space, act_space, device):
+                Model.__init__(self, observation_space=obs_space, action_space=act_space,
+                               device=device)
+                mixin.__init__(self)
+                self.net = _mlp(self.num_observations, outputs or self.num_actions)
 
-    class Value(DeterministicMixin, Model):
-        def __init__(self, obs_space, act_space, device):
-            Model.__init__(self, observation_space=obs_space, action_space=act_space,
-                           device=device)
-            DeterministicMixin.__init__(self)
-            self.net = _mlp(self.num_observations, 1)
+            def compute(self, inputs, role=""):
+                return self.net(inputs["observations"]), {}
 
-        def compute(self, inputs, role=""):
-            return self.net(inputs["observations"]), {}
+        return MLP
+
+    Policy, Value = model(CategoricalMixin, None), model(DeterministicMixin, 1)
 
     def run(env) -> float:
         torch.manual_seed(0)
@@ -179,17 +170,14 @@ def skrl_pair(n: int, iterations: int):
             "close_environment_at_exit": False})
         return _time(trainer.train)
 
-    def gp_side() -> float:
-        return run(wrap(gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)))
-
-    def gym_side() -> float:
+    def gym_env():
         venv = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
         # skrl's wrapper takes the env's device, else cuda:0 when available: both sides on
         # the CPU, as the gpuparam side
         venv.unwrapped.device = "cpu"
-        return run(wrap_env(venv, verbose=False))
+        return wrap_env(venv, verbose=False)
 
-    return gp_side, gym_side
+    return run, lambda: wrap(_cartpole(n)), gym_env
 
 
 def torchrl_pair(n: int, iterations: int):
@@ -233,18 +221,14 @@ def torchrl_pair(n: int, iterations: int):
         finally:
             collector.shutdown()
 
-    def gp_side() -> float:
-        base = gp.make("CartPole-v1", num_envs=n, device="cpu", seed=0)
-        return run(TorchRLEnv(base, action_encoding="one_hot"))
-
-    def gym_side() -> float:
-        venv = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync",
-                            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED})
-        return run(GymWrapper(venv, device="cpu"))
-
-    return gp_side, gym_side
+    return run, lambda: TorchRLEnv(_cartpole(n), action_encoding="one_hot"), \
+        lambda: GymWrapper(gym.make_vec(
+            "CartPole-v1", num_envs=n, vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED}), device="cpu")
 
 
+# lib: pair(n, iterations) -> (run(env): seconds of the training loop, gpuparam's env(),
+# Gymnasium's env()); a pair raises Skipped when its library is not installed
 PAIRS = {"rsl_rl": rsl_rl_pair, "skrl": skrl_pair, "sb3": sb3_pair, "torchrl": torchrl_pair}
 # what each library's Gymnasium side runs (recorded with the figures; see the module docstring)
 GYM_SIDE = {
@@ -255,6 +239,13 @@ GYM_SIDE = {
 }
 
 
+def _rounds(make, n: int, iterations: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds of each side's training loop, alternating, ``rounds`` times each."""
+    run, gp_env, gym_env = make(n, iterations)
+    return interleave({"gpuparam": lambda: run(gp_env()), "gymnasium": lambda: run(gym_env())},
+                      rounds)
+
+
 def measure(cfg: RunConfig) -> dict:
     n = 256
     iterations = cfg.steps if cfg.steps is not None else (3 if cfg.quick else 10)
@@ -263,19 +254,10 @@ def measure(cfg: RunConfig) -> dict:
     out: dict = {"num_envs": n, "iterations": iterations, "rollout_steps": STEPS,
                  "rounds": rounds, "libraries": {}}
     for lib, make in PAIRS.items():
-        pair, failed = attempt(make, n, iterations)
+        with timing.preserve_torch_threads():  # a broken library run is recorded, not fatal
+            times, failed = attempt(_rounds, make, n, iterations, rounds)
         if failed:
             out["libraries"][lib] = failed
-            continue
-        gp_side, gym_side = pair
-        times: dict[str, list[float]] = {"gpuparam": [], "gymnasium": []}
-        try:
-            with preserve_torch_threads():
-                for _ in range(rounds):
-                    times["gpuparam"].append(gp_side())
-                    times["gymnasium"].append(gym_side())
-        except Exception as e:  # a broken library run is reported, not fatal
-            out["libraries"][lib] = {"error": f"{type(e).__name__}: {e}"}
             continue
         out["libraries"][lib] = {
             "gymnasium_side": GYM_SIDE[lib],
