@@ -70,7 +70,7 @@ class _Recorder:
             return rec
 
         patches = [(wp, "launch", launch), (wp, "launch_tiled", launch),
-                   (BoundLaunch, "launch", replay), (BoundLaunch, "__call__", replay)]
+                   (BoundLaunch, "launch", replay)]  # (launch_in and __call__ call launch)
         self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
         for owner, name, wrap in patches:
             setattr(owner, name, wrap(getattr(owner, name)))

@@ -139,8 +139,8 @@ class BoundLaunch:
 
     def launch_in(self, ctx) -> None:
         """Run it on ``ctx.stream`` (a ``StepContext``'s): the ``run`` of a stage."""
-        self.cmd.launch(ctx.stream)
+        self.launch(ctx.stream)
 
     def __call__(self) -> None:
         """Run it on torch's current stream (CUDA) of its device."""
-        self.cmd.launch(stream_for(self._device))
+        self.launch(stream_for(self._device))
