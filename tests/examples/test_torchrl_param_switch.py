@@ -22,13 +22,19 @@ def _run(*extra: str, timeout: float) -> str:
     return proc.stdout
 
 
-def test_switches_run_end_to_end():
-    out = _run(timeout=120)
-    assert out.count("switch: group") == 3
-    assert "median" in out and "batch   4:" in out
+@pytest.fixture(scope="module")
+def compare_out() -> str:
+    """One run with ``--compare``: the switches (the plain run's output) and then the
+    timing of collector recreation."""
+    return _run("--compare", "--recreates", "1", timeout=300)
+
+
+def test_switches_run_end_to_end(compare_out):
+    assert compare_out.count("switch: group") == 3
+    assert "median" in compare_out and "batch   4:" in compare_out
 
 
 @pytest.mark.slow
-def test_compare_measures_collector_recreation():
-    out = _run("--compare", "--recreates", "1", timeout=300)
-    assert "TorchRL recreate 1:" in out and "ratio: a gpuparam switch is" in out
+def test_compare_measures_collector_recreation(compare_out):
+    assert "TorchRL recreate 1:" in compare_out
+    assert "ratio: a gpuparam switch is" in compare_out
