@@ -1,9 +1,10 @@
 """The documented contract of ``python -m gpuparam.train`` / ``gpuparam.play`` (docs/legged.md,
-issue 42), run as written on a legged task (Go1 flat, 16 and 4 envs, CPU): a new run in a
-timestamped folder, a resume that continues its iteration count, a play that writes its
-video and exported policies under ``--out`` and nothing anywhere else; rsl_rl's TensorBoard
-scalars with the reward terms; a video logged to TensorBoard; and the same entry sharded
-over two gloo ranks under ``torchrun``."""
+issue 42), run as written on a legged task (Go1 flat, 16 and 4 envs, CPU; a session's
+commands in one interpreter, each as ``python -m`` runs it): a new run in a timestamped
+folder, a resume that continues its iteration count, a play that writes its video and
+exported policies under ``--out`` and nothing anywhere else; rsl_rl's TensorBoard scalars
+with the reward terms; a video logged to TensorBoard; and the same entry sharded over two
+gloo ranks under ``torchrun``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -56,7 +58,7 @@ for line in sys.stdin:
         with contextlib.redirect_stdout(out):
             runpy.run_module(entry, run_name="__main__", alter_sys=True)
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
+        code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
     except BaseException:
         code = 1
         out.write(traceback.format_exc())
@@ -71,6 +73,8 @@ def _interpreter():
     fresh interpreter (cwd the checkout, no MUJOCO_GL or DISPLAY), the same for each call."""
     proc = subprocess.Popen([sys.executable, "-c", _DRIVER], cwd=ROOT, env=_env(),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = threading.Timer(1200, proc.kill)  # a hung command: the reply ends empty
+    deadline.start()
 
     def run(module: str, *args: str) -> str:
         proc.stdin.write(json.dumps([module, list(args)]) + "\n")
@@ -85,8 +89,10 @@ def _interpreter():
         yield run
     finally:
         proc.stdin.close()
-        if proc.wait(timeout=120) != 0:
-            raise AssertionError(f"the interpreter exited {proc.returncode}")
+        code = proc.wait(timeout=120)
+        deadline.cancel()
+        if code != 0:
+            raise AssertionError(f"the interpreter exited {code}")
 
 
 def _files(root: Path) -> dict[str, float]:
