@@ -537,14 +537,21 @@ def dof_pos_limits(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 
 
 @wp.func
-def pose_exp(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-             act: wp.array2d(dtype=float)) -> float:
-    """``exp(-sum w (q - default)^2)`` (``w``: ``pose_weight``)."""
+def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
     pose = float(0.0)
     for j in range(m.default_pose.shape[0]):
         dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
         pose += dq * dq * m.pose_weight[j]
-    return wp.exp(-pose)
+    return pose
+
+
+@wp.func
+def pose_exp(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+             act: wp.array2d(dtype=float)) -> float:
+    """``exp(-sum w (q - default)^2)`` (``w``: ``pose_weight``; :func:`pose_weighted`)."""
+    return wp.exp(-pose_weighted(c, m, sn, p, d, st, act))
 
 
 @wp.func
@@ -555,13 +562,19 @@ def termination(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
+def joint_deviation(c: Ctx, m: TaskModel, d: TaskData) -> float:
+    """``sum |q - default|`` over the actuated joints (the stand-still terms' sum)."""
+    dev = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        dev += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
+    return dev
+
+
+@wp.func
 def stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum |q - default|`` when ``|cmd| < 0.01``."""
-    stand = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        stand += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
-    return stand * wp.where(c.cmd_norm < 0.01, 1.0, 0.0)
+    return joint_deviation(c, m, d) * wp.where(c.cmd_norm < 0.01, 1.0, 0.0)
 
 
 @wp.func
@@ -638,7 +651,7 @@ def dof_vel_excess(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 def dof_pos_limits_centred(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                            st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """Joint angles beyond the soft limits ``centre -+ soft_limit * width / 2`` of each
-    joint range, summed (Playground's Go1 Getup / Handstand)."""
+    joint range, summed (Playground's G1, T1, Go1 Getup / Handstand)."""
     soft = c.k[K_SOFT_LIMIT]
     limits = float(0.0)
     for j in range(m.default_pose.shape[0]):
@@ -813,17 +826,6 @@ def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st:
         fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
         slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
     return slip
-
-
-@wp.func
-def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
-    pose = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
-        pose += dq * dq * m.pose_weight[j]
-    return pose
 
 
 @wp.func
@@ -1056,22 +1058,36 @@ def obs_gait(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: 
 
 
 @wp.func
-def _bezier(s: float) -> float:
-    return s * s * s + 3.0 * s * s * (1.0 - s)
+def _bezier(x: float) -> float:
+    return x * x * x + 3.0 * x * x * (1.0 - x)
+
+
+@wp.func
+def foot_target(phase: float, height: float) -> float:
+    """Playground's ``gait.get_rz``: the target foot height at gait ``phase`` (radians in
+    [-pi, pi)), a cubic Bezier from 0 at -pi up to ``height`` at 0 and back to 0 at pi."""
+    x = (phase + PI) / (2.0 * PI)
+    if x <= 0.5:
+        return height * _bezier(2.0 * x)
+    return height + (0.0 - height) * _bezier(2.0 * x - 1.0)
+
+
+@wp.func
+def phase_error(c: Ctx, sn: Sensors, st: TaskState, height: float) -> float:
+    """``sum_feet (foot z - foot_target(phase, height))^2`` (the feet-phase terms' error)."""
+    err = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        dz = c.foot_z[f] - foot_target(st.phase[c.i, f], height)
+        err += dz * dz
+    return err
 
 
 @wp.func
 def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
                act: wp.array2d(dtype=float)) -> float:
-    """``exp(-sum (foot z - rz(phase))^2 / sigma)`` (sigma: ``extra`` row 4), ``rz``
-    Playground's ``get_rz``: 0 at phase -pi, the swing height h at 0, 0 at pi (Bezier)."""
-    h = st.foot_height[c.i]
-    e = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        x = (st.phase[c.i, f] + PI) / (2.0 * PI)
-        rz = wp.where(x <= 0.5, h * _bezier(2.0 * x), h + (0.0 - h) * _bezier(2.0 * x - 1.0))
-        e += (c.foot_z[f] - rz) * (c.foot_z[f] - rz)
-    return wp.exp(-e / p.extra[4, c.i])
+    """``exp(-sum (foot z - rz(phase))^2 / sigma)`` (sigma: ``extra`` row 4, ``rz``:
+    :func:`foot_target` of the drawn swing height)."""
+    return wp.exp(-phase_error(c, sn, st, st.foot_height[c.i]) / p.extra[4, c.i])
 
 
 @wp.func
@@ -1087,20 +1103,34 @@ def gait_offset(g: int, f: int) -> float:
 
 
 @wp.func
+def gait_draw(c: Ctx, st: TaskState, h: wp.uint32, freq_low: float, freq_high: float,
+              gaits: float, height_low: float, height_high: float) -> int:
+    """Playground's gait draws (``gait.py``) from ``h`` and its next two bits: frequency
+    ``U(freq_low, freq_high)`` Hz (phase advance ``2 pi dt f``), gait ``min(floor(U(0,
+    gaits)), gaits - 1)``, swing height ``U(height_low, height_high)`` m, written to the
+    task state; returns the gait."""
+    i = c.i
+    f = uniform_in(h, freq_low, freq_high)
+    h = next_bits(h)
+    g = wp.max(wp.min(int(wp.floor(uniform_in(h, 0.0, gaits))), int(gaits) - 1), 0)
+    h = next_bits(h)
+    st.foot_height[i] = uniform_in(h, height_low, height_high)
+    st.gait_freq[i] = f
+    st.gait[i] = g
+    st.phase_dt[i] = 2.0 * PI * c.dt * f
+    return g
+
+
+@wp.func
 def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
                h: wp.uint32):
-    """After the command's 4 draws: frequency ``U(lo, hi)`` Hz, gait ``floor(U(0, 5))``,
-    swing height ``U(lo, hi)`` m (``extra`` rows 0-3: frequency low, high, height low,
-    high); the feet's phases the gait's (Playground's ``gait.py``)."""
+    """After the command's 4 draws: :func:`gait_draw` of the 5 gaits (``extra`` rows 0-3:
+    frequency low, high, height low, high); the feet's phases the gait's (Playground's
+    ``gait.py``)."""
     i = c.i
     for _k in range(4):
         h = next_bits(h)
-    freq = uniform_in(h, p.extra[0, i], p.extra[1, i])
-    g = wp.min(int(wp.floor(uniform(next_bits(h)) * 5.0)), 4)
-    st.foot_height[i] = uniform_in(next_bits(next_bits(h)), p.extra[2, i], p.extra[3, i])
-    st.gait_freq[i] = freq
-    st.gait[i] = g
-    st.phase_dt[i] = 2.0 * PI * c.dt * freq
+    g = gait_draw(c, st, h, p.extra[0, i], p.extra[1, i], 5.0, p.extra[2, i], p.extra[3, i])
     for f in range(st.phase.shape[1]):
         st.phase[i, f] = gait_offset(g, f)
 

@@ -44,8 +44,8 @@ from collections.abc import Sequence
 import mujoco
 
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
-from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
+    JOYSTICK_NOISE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
@@ -90,13 +90,7 @@ REWARDS = (
            "number of penalized bodies touching the ground"),
 )
 REWARD_TERMS = tuple(r.name for r in REWARDS)
-NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
-         ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
-         ("noise_gyro", 0.2, "gyro noise (rad/s)"),
-         ("noise_gravity", 0.05, "gravity vector noise"),
-         ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
-         ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"),
-         ("noise_height_scan", 0.1, "height scan noise (m, before its scale)"))
+NOISE = (*JOYSTICK_NOISE, ("noise_height_scan", 0.1, "height scan noise (m, before its scale)"))
 # (njmax, nconmax) per world. Playground's MJX buffers (joystick.py): flat 40 constraint
 # rows and 4 contacts; rough 60 and 8. On the rough heightfield MuJoCo Warp keeps up to 4
 # contacts per foot (16, i.e. 12 + 16 * 4 = 76 rows): sized for that, so nothing is ever
@@ -223,7 +217,7 @@ class Go1Env(LeggedEnv):
         or another trigger. Details and the deviations: ``legged.playground_randomization``;
         ``set_const`` follows the mass and centre-of-mass writes (Playground's MJX does not
         recompute the model's derived quantities)."""
-        return playground_randomization(self, on, **self.task_config.randomization)
+        return super().playground_randomization(on)
 
 
 class Go1RoughEnv(Go1Env):

@@ -23,12 +23,19 @@ import warp as wp
 
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext
-from gpuparam.envs.mujoco.go1_tasks_model import FEET, HANDSTAND_UNWANTED_CONTACTS, go1_task_spec
-from gpuparam.envs.mujoco.legged import LeggedBackend, playground_randomization
-from gpuparam.envs.mujoco.legged_task import LeggedEnv, LeggedTaskConfig, Obs, Reward, State
+from gpuparam.envs.mujoco.go1_model import FEET
+from gpuparam.envs.mujoco.go1_tasks_model import HANDSTAND_UNWANTED_CONTACTS, go1_task_spec
+from gpuparam.envs.mujoco.legged import LeggedBackend
+from gpuparam.envs.mujoco.legged_task import (
+    JOYSTICK_NOISE,
+    LeggedEnv,
+    LeggedTaskConfig,
+    Obs,
+    Reward,
+    State,
+)
 from gpuparam.kernels import go1_tasks as kg
 from gpuparam.kernels import legged_terms as kt
-from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import ParamSpec
 
 
@@ -43,12 +50,10 @@ def handstand_spec(terrain: str) -> mujoco.MjSpec:
 
 
 def _noise(joint_pos: float, linvel: bool) -> tuple:
-    return (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
-            *((("noise_linvel", 0.1, "local linear velocity noise (m/s)"),) if linvel else ()),
-            ("noise_gyro", 0.2, "gyro noise (rad/s)"),
-            ("noise_gravity", 0.05, "gravity vector noise"),
-            ("noise_joint_pos", joint_pos, "joint angle noise (rad)"),
-            ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
+    """Playground's joystick noise with ``noise_joint_pos`` ``joint_pos`` (no
+    ``noise_linvel`` unless ``linvel``)."""
+    return tuple((name, joint_pos if name == "noise_joint_pos" else v, doc)
+                 for name, v, doc in JOYSTICK_NOISE if linvel or name != "noise_linvel")
 
 
 def _consts(soft: float, height: float, forward_z: float = -1.0) -> tuple[ParamSpec, ...]:
@@ -162,11 +167,7 @@ class GetupBackend(LeggedBackend):
 
 
 class _Go1TaskEnv(LeggedEnv):
-    robot, config = "Go1", HANDSTAND
-
-    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """Playground's Go1 ``domain_randomize``: ``go1.Go1Env.playground_randomization``."""
-        return playground_randomization(self, on, **self.config.randomization)
+    robot, config = "Go1", HANDSTAND  # playground_randomization: Go1's (_RANDOMIZATION)
 
 
 class Go1GetupEnv(_Go1TaskEnv):

@@ -32,7 +32,6 @@ import mujoco
 import numpy as np
 
 from gpuparam.envs.mujoco.h1_model import FEET, h1_spec
-from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
     Command,
     LeggedEnv,
@@ -43,7 +42,6 @@ from gpuparam.envs.mujoco.legged_task import (
 )
 from gpuparam.kernels import h1 as kh
 from gpuparam.kernels import legged_terms as kt
-from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import ParamSpec
 
 NU = 19
@@ -123,6 +121,8 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
     foot_found=tuple(f"{{}}{k}_floor_found" for k in (1, 2, 3)), contact_by_id=True,
     sizes={"flat": (80, 12)}, action_mode="cumulative", clip_ctrl=True, data=("ctrl",),
     recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
+    # playground_randomization: Playground's G1 recipe (it has none for H1), the floor's
+    # friction (the contact takes the larger of it and the feet's 1.0)
     randomization=dict(frictionloss=(0.5, 2.0), floor_geom="floor"),
     noise=NOISE, obs=observations(1, True), priv=(),
     rewards=(
@@ -177,12 +177,6 @@ class H1JoystickGaitEnv(LeggedEnv):
     name = "H1JoystickGaitTracking-v1"
     config = H1_JOYSTICK_GAIT
     robot = "H1"
-
-    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """Playground's G1 recipe (it has none for H1): ``legged.playground_randomization``
-        with joint frictionloss ``x U(0.5, 2.0)`` and the floor's friction (the contact
-        takes the larger of it and the feet's 1.0)."""
-        return playground_randomization(self, on, **self.task_config.randomization)
 
 
 class H1InplaceGaitEnv(H1JoystickGaitEnv):

@@ -56,6 +56,7 @@ from gpuparam.envs.mujoco.legged import (
     LeggedBackend,
     legged_specs,
     param_block,
+    playground_randomization,
 )
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
@@ -63,6 +64,7 @@ from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, scan_p
 from gpuparam.envs.mujoco.terrain_env import TaskTerrain
 from gpuparam.kernels import legged_terms as kt
 from gpuparam.pipeline import StepContext
+from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
 
 
@@ -173,6 +175,16 @@ def _command_mode(cfg: LeggedTaskConfig) -> int:
         raise ValueError(f"LeggedTaskConfig: the command block needs all of "
                          f"{list(COMMAND_PARAMS)} (command_specs), got only {have}")
     return 2 if have else 1
+
+
+# Playground's joystick observation noise (Go1, G1, T1): ``LeggedTaskConfig.noise`` entries
+JOYSTICK_NOISE = (
+    ("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
+    ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
+    ("noise_gyro", 0.2, "gyro noise (rad/s)"),
+    ("noise_gravity", 0.05, "gravity vector noise"),
+    ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
+    ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
 
 
 def feet_state(*extra: State) -> tuple[State, ...]:
@@ -689,6 +701,13 @@ class LeggedEnv(RobotEnv):
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)
+
+    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
+        """MuJoCo Playground's ``domain_randomize`` as terms, for
+        ``env.randomize(*env.playground_randomization())``: ``legged.playground_randomization``
+        with the config's ``randomization`` values. ``on``: ``"startup"`` (Playground's:
+        once per env), ``"reset"`` or another trigger."""
+        return playground_randomization(self, on, **self.task_config.randomization)
 
 
 _BODIES: dict = {}

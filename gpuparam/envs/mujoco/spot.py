@@ -18,7 +18,6 @@ import functools
 
 import mujoco
 
-from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
     Command,
     LeggedEnv,
@@ -31,7 +30,6 @@ from gpuparam.envs.mujoco.legged_task import (
 from gpuparam.envs.mujoco.spot_model import FEET, spot_spec
 from gpuparam.kernels import legged_terms as kt
 from gpuparam.kernels import spot as ks
-from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import ParamSpec
 
 TORQUE_LIMIT = 1e4
@@ -174,10 +172,6 @@ class SpotEnv(LeggedEnv):
     name = "SpotFlatTerrainJoystick-v1"
     config = SPOT_JOYSTICK
     robot = "Spot"
-
-    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """``legged.playground_randomization``'s terms with Go1's values."""
-        return playground_randomization(self, on, **self.config.randomization)
 
 
 class SpotGaitEnv(SpotEnv):
