@@ -101,6 +101,18 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     return np.array(dofs, dtype=np.int32)
 
 
+def force_range_on_actuators(spec: mujoco.MjSpec) -> None:
+    """Each joint's ``actuatorfrcrange`` moved onto its position actuator (``forcerange``),
+    so that the recipe's ``torque_limit`` writes it per env (G1, T1): with one actuator of
+    gear 1 per joint the joint torque is the same, but ``actuator_force`` is then the
+    clamped force, where the joint's limit reports the unclamped one."""
+    for act in spec.actuators:
+        joint = spec.joint(act.target)
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = joint.actfrcrange
+        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
+
+
 def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, *,
                  action_scale: float, reset_xy: float, reset_yaw: float,
                  reset_velocity: float,
