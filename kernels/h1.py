@@ -16,6 +16,7 @@ from gpuparam.kernels.legged_terms import (
     TaskModel,
     TaskParams,
     TaskState,
+    air_time_sum,
     gait_draw,
     phase_error,
 )
@@ -60,11 +61,8 @@ def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 def feet_air_time(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum (air time - 0.1)`` at first contacts, if ``|cmd_xy| > 0.05``."""
-    air = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        air += (st.air_time[c.i, f] - 0.1) * c.first[f]
     moving = wp.sqrt(c.cmd[0] * c.cmd[0] + c.cmd[1] * c.cmd[1]) > 0.05
-    return wp.where(moving, air, 0.0)
+    return wp.where(moving, air_time_sum(c, sn, st), 0.0)
 
 
 @wp.func

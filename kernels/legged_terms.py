@@ -736,13 +736,19 @@ def feet_slip_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskDa
 
 
 @wp.func
-def feet_air_time_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                         st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum (air time - 0.1)`` at first contacts, if ``|cmd| > 0.01``."""
+def air_time_sum(c: Ctx, sn: Sensors, st: TaskState) -> float:
+    """``sum (air time - 0.1)`` at first contacts (the gated air-time terms' sum)."""
     air = float(0.0)
     for f in range(sn.foot_site.shape[0]):
         air += (st.air_time[c.i, f] - 0.1) * c.first[f]
-    return air * _moving(c)
+    return air
+
+
+@wp.func
+def feet_air_time_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                         st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum (air time - 0.1)`` at first contacts, if ``|cmd| > 0.01``."""
+    return air_time_sum(c, sn, st) * _moving(c)
 
 
 @wp.func

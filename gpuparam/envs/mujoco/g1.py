@@ -40,24 +40,21 @@ from __future__ import annotations
 
 import dataclasses
 
-import mujoco
-
 from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
 from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
     JOYSTICK_NOISE,
+    TERRAIN_STATE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
     Obs,
     Reward,
     State,
-    build_model,
     command_specs,
     feet_state,
 )
 from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.terrain import TerrainGrid
 from gpuparam.envs.mujoco.terrain_env import TerrainGridEnv
 from gpuparam.kernels import g1 as kg1
 from gpuparam.kernels import legged_terms as kt
@@ -146,11 +143,7 @@ STATE = feet_state(State("command", "command", (3,)),
                    State("step", "countdown", (), int32=True),
                    State("phase", "phase", ("feet",)), State("phase_dt", "phase_dt"),
                    State("push_step", "push_step", (), int32=True),
-                   State("push_interval", "push_interval", (), int32=True),
-                   # the terrain curriculum's (the task kernel writes them at a reset)
-                   State("start_xy", "start_xy", (2,), terrain_only=True),
-                   State("cmd_distance", "cmd_distance", terrain_only=True),
-                   State("metric", "metric", terrain_only=True))
+                   State("push_interval", "push_interval", (), int32=True), *TERRAIN_STATE)
 SOFT_LIMIT = ParamSpec("soft_joint_limit_factor", 0.95, 0.0, 1.0,
                        doc="soft joint limits: each range shrunk about its centre by the factor")
 LAW_CONSTS = (
@@ -231,14 +224,6 @@ def g1_task_specs(height_scan: bool = False) -> tuple[ParamSpec, ...]:
     """The task's parameters (Playground's values): reward scales, noise, reward
     constants, command law, gait, pushes; with ``height_scan`` the scan's (``SCAN_SPECS``)."""
     return (G1_JOYSTICK_SCAN if height_scan else G1_JOYSTICK).param_specs()
-
-
-def g1_model(terrain: str | TerrainGrid, cone: str | None = None) -> mujoco.MjModel:
-    """The G1 scene ``"flat"`` or ``"rough"`` (Playground's), or a generated terrain grid
-    replacing the flat floor (a heightfield geom named ``"floor"``, so the feet's contact
-    pairs and sensors keep working), compiled with ``cone``: ``None`` (the model's
-    pyramidal friction cone, Playground's), ``"pyramidal"`` or ``"elliptic"``."""
-    return build_model(G1_JOYSTICK, terrain, cone=cone)
 
 
 class G1Env(LeggedEnv):

@@ -202,10 +202,6 @@ class Go1Env(LeggedEnv):
     config = GO1_JOYSTICK
     robot = "Go1"
 
-    def make_model(self, cone: str | None) -> mujoco.MjModel:
-        return go1_model(self.grid if self.grid is not None else self.terrain,
-                         self.penalized_contacts, self.terminating_contacts, cone)
-
     def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
         """MuJoCo Playground's ``locomotion/go1/randomize.py`` as terms, for
         ``env.randomize(*env.playground_randomization())``: floor friction ``U(0.4, 1.0)``

@@ -28,6 +28,7 @@ from gpuparam.envs.mujoco.go1_tasks_model import HANDSTAND_UNWANTED_CONTACTS, go
 from gpuparam.envs.mujoco.legged import LeggedBackend
 from gpuparam.envs.mujoco.legged_task import (
     JOYSTICK_NOISE,
+    TERRAIN_STATE,
     LeggedEnv,
     LeggedTaskConfig,
     Obs,
@@ -71,8 +72,7 @@ def _consts(soft: float, height: float, forward_z: float = -1.0) -> tuple[ParamS
 
 
 _STATE = (*(State(k, k, ("feet",)) for k in ("air_time", "swing_peak", "last_contact")),
-          State("start_xy", "start_xy", (2,), terrain_only=True),
-          *(State(k, k, terrain_only=True) for k in ("cmd_distance", "metric")))
+          *TERRAIN_STATE)
 _PRIV = (Obs("gyro", 3, kt.obs_gyro), Obs("accel", 3, kt.obs_accel),
          Obs("linvel", 3, kt.obs_linvel), Obs("global_angvel", 3, kt.obs_global_angvel),
          Obs("joint_pos", "nu", kt.obs_joint_pos), Obs("joint_vel", "nu", kt.obs_joint_vel),

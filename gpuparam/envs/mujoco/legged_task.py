@@ -55,7 +55,6 @@ from gpuparam.envs.mujoco.legged import (
     LEGGED_PER_ELEMENT,
     LeggedBackend,
     legged_specs,
-    param_block,
     playground_randomization,
 )
 from gpuparam.envs.mujoco.model import check_cone
@@ -187,10 +186,17 @@ JOYSTICK_NOISE = (
     ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
 
 
+# the terrain curriculum's state (start xy, commanded distance, metric; the task kernel
+# writes it at a reset, steps it on a terrain), checkpointed only with a terrain grid
+TERRAIN_STATE = (State("start_xy", "start_xy", (2,), terrain_only=True),
+                 State("cmd_distance", "cmd_distance", terrain_only=True),
+                 State("metric", "metric", terrain_only=True))
+
+
 def feet_state(*extra: State) -> tuple[State, ...]:
     """The state every legged task keeps (last action, per foot air time, swing peak, last
-    contact; the terrain curriculum's start xy, commanded distance, metric), plus
-    ``extra``, in checkpoint order."""
+    contact) and ``extra``, in checkpoint order: the first two of ``extra``, the feet's,
+    the rest."""
     return (*extra[:2], State("last_act", "last_act", ("nu",)),
             State("air_time", "air_time", ("feet",)),
             State("swing_peak", "swing_peak", ("feet",)),
@@ -335,14 +341,18 @@ def build_model(cfg: LeggedTaskConfig, terrain: str | TerrainGrid, penalized: Se
     return spec.compile()
 
 
-def rows_block(b: BindContext, names: Sequence[str]) -> wp.array:
-    """The effective-table rows ``[rows, N]`` of parameters (scalars or vectors) stored one
-    after the other, in ``names`` order (a view: kernels see every write)."""
+def rows_block(b: BindContext, names: Sequence[str], scalars: bool = False) -> wp.array:
+    """The effective-table rows ``[rows, N]`` of parameters stored one after the other, in
+    ``names`` order (a view: kernels see every write): scalars (``scalars``, a block of
+    constants read by row) or also vectors (a row per component)."""
     cols = [b.params.columns(n) for n in names]
     end = cols[0][0]
-    for c0, size in cols:
-        if c0 != end:
-            raise ValueError(f"parameters {list(names)} are not stored one after the other")
+    for name, (c0, size) in zip(names, cols, strict=True):
+        if c0 != end or (scalars and size != 1):
+            kind = "scalars" if scalars else "parameters"
+            raise ValueError(f"parameters {list(names)}: expected {kind} stored one after "
+                             f"the other, got {name!r} at row {c0} (size {size}), expected "
+                             f"row {end}")
         end = c0 + size
     return wp.from_torch(b.params.effective_table[cols[0][0] : end])
 
@@ -452,9 +462,9 @@ class LeggedTask(Task):
             # views of buffers allocated once (the parameter table, MuJoCo Warp's data, the
             # step context): bound here, never rebound
             params = kt.TaskParams()
-            params.scales = param_block(b, [f"reward_{r}" for r in cfg.reward_names])
-            params.noise = param_block(b, [name for name, _, _ in cfg.noise])
-            params.consts = param_block(b, [s.name for s in cfg.consts])
+            params.scales = rows_block(b, [f"reward_{r}" for r in cfg.reward_names], True)
+            params.noise = rows_block(b, [name for name, _, _ in cfg.noise], True)
+            params.consts = rows_block(b, [s.name for s in cfg.consts], True)
             params.cmd_range = params.cmd_prob = params.cmd = _empty(2)
             if _command_mode(cfg) == 2:
                 params.cmd = rows_block(b, COMMAND_PARAMS)

@@ -19,6 +19,7 @@ import functools
 import mujoco
 
 from gpuparam.envs.mujoco.legged_task import (
+    TERRAIN_STATE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
@@ -74,9 +75,7 @@ HEAD = (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
         Obs("upvector", 3, kt.obs_upvector, "noise_gravity"))
 STATE = (State("command", "command", (3,)), State("step", "countdown", (), int32=True),
          State("last_last_act", "last_last_act", ("nu",)),
-         State("error_history", "qpos_error_history", (36,)),
-         *(State(k, k, s, terrain_only=True)  # the kernel's terrain bookkeeping
-           for k, s in (("start_xy", (2,)), ("cmd_distance", ()), ("metric", ()))))
+         State("error_history", "qpos_error_history", (36,)), *TERRAIN_STATE)
 TRACKING = (Reward("tracking_lin_vel", 1.5, kt.tracking_lin_vel,
                    "exp(-|cmd_xy - local linvel_xy|^2 / sigma)"),
             Reward("tracking_ang_vel", 0.8, kt.tracking_ang_vel,

@@ -22,17 +22,7 @@ and energy terms) is then the clamped force where Playground reports the unclamp
 
 from __future__ import annotations
 
-from gpuparam.envs.mujoco.g1 import (
-    CTX,
-    LAW_BLOCK,
-    LAW_CONSTS,
-    OBS,
-    PRIV,
-    SOFT_LIMIT,
-    STATE,
-    law_params,
-    term_consts,
-)
+from gpuparam.envs.mujoco import g1
 from gpuparam.envs.mujoco.legged_task import (
     JOYSTICK_NOISE,
     Command,
@@ -98,16 +88,17 @@ T1_JOYSTICK = LeggedTaskConfig(
                        body_mass=(0.98, 1.02)),
     foot_found=tuple(f"{{}}_{k}_floor_found" for k in range(1, 5)),
     # G1's laws (kernels.g1) with what they read: observations, state, constants, ctx
-    noise=JOYSTICK_NOISE, obs=OBS, priv=PRIV, rewards=REWARDS, reward_clip=True,
+    noise=JOYSTICK_NOISE, obs=g1.OBS, priv=g1.PRIV, rewards=REWARDS, reward_clip=True,
     terminations=(kt.upside_down, kt.nan_state),
     command=Command(kt.no_reset, kt.no_update, range_param=None),  # drawn by G1's laws
-    reset=kg1.g1_reset, update=kt1.t1_update, state=STATE,
+    reset=kg1.g1_reset, update=kt1.t1_update, state=g1.STATE,
     index_joints=("Left_Hip_Roll", "Left_Hip_Yaw", "Right_Hip_Roll", "Right_Hip_Yaw",
                   "Left_Knee_Pitch", "Right_Knee_Pitch"),
     pose_weight=POSE_WEIGHT, penalized_groups=(("left_foot_right_foot_found",),),
-    data=("qacc",), consts=(*term_consts(0.12, 0.665), SOFT_LIMIT, *LAW_CONSTS),
-    params=law_params((1.0, 0.8, 1.0), gait_frequency=(1.25, 1.75), push_velocity=(0.1, 1.0)),
-    extra_block=LAW_BLOCK, ctx=CTX,
+    data=("qacc",), consts=(*g1.term_consts(0.12, 0.665), g1.SOFT_LIMIT, *g1.LAW_CONSTS),
+    params=g1.law_params((1.0, 0.8, 1.0), gait_frequency=(1.25, 1.75),
+                         push_velocity=(0.1, 1.0)),
+    extra_block=g1.LAW_BLOCK, ctx=g1.CTX,
 )
 """MuJoCo Playground's ``T1Joystick*Terrain`` as a config (module docstring)."""
 
