@@ -578,19 +578,6 @@ def stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
-def torques_l2_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``|tau| + sum |tau|`` (actuator forces; Playground's Go1)."""
-    tau2 = float(0.0)
-    tau1 = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        tau = d.actuator_force[c.i, j]
-        tau2 += tau * tau
-        tau1 += wp.abs(tau)
-    return wp.sqrt(tau2) + tau1
-
-
-@wp.func
 def torques_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
                act: wp.array2d(dtype=float)) -> float:
     """``sum |tau|`` (actuator forces)."""
@@ -598,6 +585,24 @@ def torques_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st
     for j in range(m.default_pose.shape[0]):
         tau1 += wp.abs(d.actuator_force[c.i, j])
     return tau1
+
+
+@wp.func
+def torques_l2sq(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum tau^2`` (actuator forces)."""
+    tau2 = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        tau = d.actuator_force[c.i, j]
+        tau2 += tau * tau
+    return tau2
+
+
+@wp.func
+def torques_l2_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|tau| + sum |tau|`` (actuator forces; Playground's Go1)."""
+    return wp.sqrt(torques_l2sq(c, m, sn, p, d, st, act)) + torques_l1(c, m, sn, p, d, st, act)
 
 
 @wp.func
@@ -623,17 +628,6 @@ def action_rate2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
         rate += da * da
         rate += dd * dd
     return rate
-
-
-@wp.func
-def torques_l2sq(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum tau^2`` (actuator forces)."""
-    tau2 = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        tau = d.actuator_force[c.i, j]
-        tau2 += tau * tau
-    return tau2
 
 
 @wp.func
@@ -703,14 +697,14 @@ def _moving(c: Ctx) -> float:
 
 
 @wp.func
-def feet_height_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                       st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum (swing peak / foot_height - 1)^2`` at first contacts, if ``|cmd| > 0.01``."""
-    height = float(0.0)
+def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+              act: wp.array2d(dtype=float)) -> float:
+    """``sum |foot vel_xy|^2`` of the feet in contact."""
+    slip = float(0.0)
     for f in range(sn.foot_site.shape[0]):
-        err = st.swing_peak[c.i, f] / c.k[K_FOOT_HEIGHT] - 1.0
-        height += err * err * c.first[f]
-    return height * _moving(c)
+        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
+        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
+    return slip
 
 
 @wp.func
@@ -725,14 +719,18 @@ def feet_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
+def feet_height_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """:func:`feet_height` if ``|cmd| > 0.01``, else 0."""
+    return feet_height(c, m, sn, p, d, st, act) * _moving(c)
+
+
+@wp.func
 def feet_slip_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                      st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum |foot vel_xy|^2`` of the feet in contact, if ``|cmd| > 0.01``."""
-    slip = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
-        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
-    return slip * _moving(c)
+    """:func:`feet_slip` (``sum |foot vel_xy|^2`` of the feet in contact) if ``|cmd| >
+    0.01``, else 0."""
+    return feet_slip(c, m, sn, p, d, st, act) * _moving(c)
 
 
 @wp.func
@@ -821,17 +819,6 @@ def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: Tas
           act: wp.array2d(dtype=float)) -> float:
     """1."""
     return 1.0
-
-
-@wp.func
-def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-              act: wp.array2d(dtype=float)) -> float:
-    """``sum |foot vel_xy|^2`` of the feet in contact."""
-    slip = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
-        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
-    return slip
 
 
 @wp.func

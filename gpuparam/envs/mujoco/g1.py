@@ -43,6 +43,7 @@ import dataclasses
 from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
 from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
+    HEIGHT_SCAN_SPECS,
     JOYSTICK_NOISE,
     TERRAIN_STATE,
     Command,
@@ -102,9 +103,7 @@ REWARD_TERMS = tuple(r.name for r in REWARDS)
 SCAN_SPECS = (
     ParamSpec("noise_height_scan", 0.1, 0.0, 100.0,
               doc="height scan noise (m, before its scale)"),
-    ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
-              doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
-    ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+    *HEIGHT_SCAN_SPECS,
 )
 HIP = ("left_hip_roll", "left_hip_yaw", "right_hip_roll", "right_hip_yaw")
 KNEE = ("left_knee", "right_knee")

@@ -45,6 +45,7 @@ import mujoco
 
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
 from gpuparam.envs.mujoco.legged_task import (
+    HEIGHT_SCAN_SPECS,
     JOYSTICK_NOISE,
     Command,
     LeggedEnv,
@@ -138,9 +139,7 @@ GO1_JOYSTICK = LeggedTaskConfig(
                   doc="at a resample, probability of keeping each command component"),
         ParamSpec("command_resample_time", 5.0, 0.0, 1e5, unit="s",
                   doc="mean of the exponential time between command resamples"),
-        ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
-                  doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
-        ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+        *HEIGHT_SCAN_SPECS,
         ParamSpec("terminate_on_contact", 1.0, 0.0, 1.0,
                   doc="1: a terminating body touching the ground ends the episode"),
     ),

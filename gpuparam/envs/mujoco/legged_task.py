@@ -186,6 +186,12 @@ JOYSTICK_NOISE = (
     ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
 
 
+# the height scan's shaping (legged_gym's values; ``ctx`` scan_offset, scan_scale)
+HEIGHT_SCAN_SPECS = (
+    ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
+              doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
+    ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+)
 # the terrain curriculum's state (start xy, commanded distance, metric; the task kernel
 # writes it at a reset, steps it on a terrain), checkpointed only with a terrain grid
 TERRAIN_STATE = (State("start_xy", "start_xy", (2,), terrain_only=True),
