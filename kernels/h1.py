@@ -24,7 +24,8 @@ from gpuparam.kernels.rng import next_bits
 
 wp.set_module_options({"fuse_fp": False})
 
-# the rows of CONST_ROWS the terms read (row 0, tracking_sigma, is Ctx.k's)
+# the rows of CONST_ROWS (tracking_sigma, early_termination and fall_upvector_z are read as
+# Ctx.k, the fall by legged_terms.tilted)
 (C_PHASE_SIGMA, C_FREQ_MIN, C_FREQ_MAX, C_GAIT_COUNT, C_HEIGHT_MIN, C_HEIGHT_MAX,
  C_EARLY_TERMINATION, C_FALL_UP_Z, C_LIN_THRESHOLD, C_ANG_THRESHOLD,
  C_RESAMPLE_STEPS) = (wp.constant(k) for k in range(1, 12))
@@ -70,13 +71,6 @@ def lin_vel_z_jump(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
                    st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``global linvel_z^2`` under the jump gait (gait > 0), else 0."""
     return wp.where(st.gait[c.i] > 0, c.glin[2] * c.glin[2], 0.0)
-
-
-@wp.func
-def fallen(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-           st: TaskState) -> bool:
-    """Upvector z below ``fall_upvector_z``, when ``early_termination`` > 0.5."""
-    return p.consts[C_EARLY_TERMINATION, c.i] > 0.5 and c.up[2] < p.consts[C_FALL_UP_Z, c.i]
 
 
 # ----------------------------------------------------------------- state laws

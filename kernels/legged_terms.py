@@ -70,7 +70,7 @@ MODE_OBSERVE = wp.constant(2)
 # the named constants of ``Ctx.k`` (a config maps each to a parameter, or leaves its default)
 CTX_CONSTS = ("tracking_sigma", "foot_height", "soft_limit", "cmd_keep", "cmd_resample",
               "scan_offset", "scan_scale", "scan_noise", "terminate_contact", "base_height",
-              "max_force", "cmd_zero_prob", "push_enable")
+              "max_force", "cmd_zero_prob", "push_enable", "up_min", "early_termination")
 K_SIGMA = wp.constant(0)
 K_FOOT_HEIGHT = wp.constant(1)
 K_SOFT_LIMIT = wp.constant(2)
@@ -84,6 +84,8 @@ K_BASE_HEIGHT = wp.constant(9)
 K_MAX_FORCE = wp.constant(10)
 K_CMD_ZERO_PROB = wp.constant(11)
 K_PUSH = wp.constant(12)
+K_UP_MIN = wp.constant(13)
+K_EARLY_TERMINATION = wp.constant(14)
 vec16 = wp.types.vector(length=16, dtype=float)
 MAX_FEET = 4
 
@@ -853,6 +855,13 @@ def upside_down(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState) -> bool:
     """The upvector's z below 0."""
     return c.up[2] < 0.0
+
+
+@wp.func
+def tilted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+           st: TaskState) -> bool:
+    """The upvector's z below ``up_min``, when ``early_termination`` > 0.5."""
+    return c.k[K_EARLY_TERMINATION] > 0.5 and c.up[2] < c.k[K_UP_MIN]
 
 
 @wp.func

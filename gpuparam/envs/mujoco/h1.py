@@ -138,7 +138,7 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
         Reward("pose", -2.5, kt.pose_weighted, "sum w (q - default)^2"),
         Reward("foot_slip", 0.0, kt.feet_slip, "sum |foot vel_xy|^2 in contact"),
         Reward("action_rate", -0.01, kh.action_rate_h1, "|la - lla|^2 + |la - 2 lla + a|^2")),
-    reward_clip=True, terminations=(kt.joint_out_of_range, kh.fallen),
+    reward_clip=True, terminations=(kt.joint_out_of_range, kt.tilted),
     command=Command(kh.command_reset, kh.command_update, "command_range"),
     reset=kh.gait_reset, update=kt.gait_update,
     state=task_state(1, State("command", "command", (3,)),
@@ -148,7 +148,8 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
     consts=CONSTS + COMMAND_CONSTS,
     params=(ParamSpec("command_range", (1.5, 0.5, 1.0), 0.0, 100.0, shape=(3,),
                       unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
-    ctx=dict(tracking_sigma="tracking_sigma"),
+    ctx=dict(tracking_sigma="tracking_sigma", up_min="fall_upvector_z",
+             early_termination="early_termination"),
 )
 """Playground's ``H1JoystickGaitTracking`` as a config (module docstring)."""
 

@@ -54,7 +54,8 @@ NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit fo
          ("noise_feet_pos_x", 0.01, "feet position noise, x (m)"),
          ("noise_feet_pos_y", 0.005, "feet position noise, y (m)"),
          ("noise_feet_pos_z", 0.02, "feet position noise, z (m)"))
-# the consts block rows kernels/spot.py reads (C_*), then the named ones
+# the constants, each read through ``ctx`` (the tilt termination ``kt.tilted``: TILT_CTX)
+TILT_CTX = dict(up_min="termination_upvector_z", early_termination="early_termination")
 CONSTS = (
     ParamSpec("termination_upvector_z", 0.85, -1.0, 1.0,
               doc="the episode ends when the upvector's z falls below this"),
@@ -118,7 +119,7 @@ SPOT_JOYSTICK = LeggedTaskConfig(
                     "sum (swing peak / max_foot_height - 1)^2 at first contacts, if moving"),
              Reward("feet_air_time", 0.1, kt.feet_air_time_moving,
                     "sum (air time - 0.1) at first contacts, if moving")),
-    reward_clip=True, terminations=(ks.tilted,),
+    reward_clip=True, terminations=(kt.tilted,),
     command=Command(kt.command_interval_reset, kt.command_interval_update, "command_range"),
     state=feet_state(*STATE),
     data=("ctrl", "xfrc_applied"),
@@ -127,7 +128,8 @@ SPOT_JOYSTICK = LeggedTaskConfig(
     params=(ParamSpec("command_range", (1.0, 0.8, 1.0), 0.0, 100.0, shape=(3,),
                       unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
     ctx=dict(tracking_sigma="tracking_sigma", foot_height="max_foot_height",
-             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps"),
+             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps",
+             **TILT_CTX),
 )
 """MuJoCo Playground's ``SpotFlatTerrainJoystick`` as a config (module docstring)."""
 
@@ -158,7 +160,7 @@ SPOT_GAIT = dataclasses.replace(
             ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
                       unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)")),
     ctx=dict(tracking_sigma="tracking_sigma", cmd_zero_prob="command_zero_prob",
-             cmd_resample="command_resample_steps"),
+             cmd_resample="command_resample_steps", **TILT_CTX),
 )
 """MuJoCo Playground's ``SpotJoystickGaitTracking`` as a config (module docstring)."""
 
