@@ -23,6 +23,7 @@ import warp as wp
 
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext
+from gpuparam.envs.mujoco.go1 import GO1_JOYSTICK
 from gpuparam.envs.mujoco.go1_model import FEET
 from gpuparam.envs.mujoco.go1_tasks_model import HANDSTAND_UNWANTED_CONTACTS, go1_task_spec
 from gpuparam.envs.mujoco.legged import LeggedBackend
@@ -83,11 +84,10 @@ _OBS = (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
         Obs("joint_pos", "nu", kt.obs_joint_pos, "noise_joint_pos", kt.obs_default_pose),
         Obs("joint_vel", "nu", kt.obs_joint_vel, "noise_joint_vel"),
         Obs("last_action", "nu", kt.obs_last_action))
-_RANDOMIZATION = dict(frictionloss=(0.9, 1.1), floor_geom="floor", com_jitter=0.05)
 # (njmax, nconmax) per world: Playground's njmax (250, 200); up to ~30 contacts lying down
 GETUP = LeggedTaskConfig(
     spec=getup_spec, base_body="trunk", feet=FEET, frame_skip=5, max_episode_steps=300,
-    sizes={"flat": (250, 32)}, randomization=_RANDOMIZATION,
+    sizes={"flat": (250, 32)}, randomization=GO1_JOYSTICK.randomization,
     recipe=dict(action_scale=0.5, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.5),
     noise=_noise(0.03, linvel=False), obs=_OBS, priv=_PRIV,
     rewards=(
@@ -114,7 +114,7 @@ GETUP = LeggedTaskConfig(
 
 HANDSTAND = LeggedTaskConfig(
     spec=handstand_spec, base_body="trunk", feet=FEET, frame_skip=5, max_episode_steps=500,
-    sizes={"flat": (200, 32)}, randomization=_RANDOMIZATION,
+    sizes={"flat": (200, 32)}, randomization=GO1_JOYSTICK.randomization,
     recipe=dict(action_scale=0.3, reset_xy=0.5, reset_yaw=3.14, reset_velocity=0.5),
     noise=_noise(0.01, linvel=True),
     obs=(Obs("linvel", 3, kt.obs_linvel, "noise_linvel"), *_OBS), priv=_PRIV,
@@ -167,7 +167,7 @@ class GetupBackend(LeggedBackend):
 
 
 class _Go1TaskEnv(LeggedEnv):
-    robot, config = "Go1", HANDSTAND  # playground_randomization: Go1's (_RANDOMIZATION)
+    robot, config = "Go1", HANDSTAND
 
 
 class Go1GetupEnv(_Go1TaskEnv):

@@ -18,6 +18,7 @@ import functools
 
 import mujoco
 
+from gpuparam.envs.mujoco.go1 import GO1_JOYSTICK
 from gpuparam.envs.mujoco.legged_task import (
     TERRAIN_STATE,
     Command,
@@ -85,7 +86,7 @@ TRACKING = (Reward("tracking_lin_vel", 1.5, kt.tracking_lin_vel,
 SPOT_JOYSTICK = LeggedTaskConfig(
     spec=functools.partial(_spec, "joystick"), base_body="body", feet=FEET, sizes=SIZES,
     recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
-    randomization=dict(frictionloss=(0.9, 1.1), floor_geom="floor", com_jitter=0.05),
+    randomization=GO1_JOYSTICK.randomization,  # Playground has none for Spot: Go1's
     noise=NOISE, extra_sensors=tuple(f"{f}_pos" for f in FEET),
     obs=(*HEAD, Obs("joint_pos", "nu", ks.obs_noisy_q, None, kt.obs_default_pose),
          Obs("error_history", "3 * nu", ks.obs_history),
