@@ -1,9 +1,10 @@
 """Unitree G1 velocity tracking (MuJoCo Playground's ``G1Joystick*Terrain``): the terms and
 state laws of its config (``gpuparam.envs.mujoco.g1``) that the shared ones
-(``kernels.legged_terms``) do not cover: the gait phase and its foot-height target, the
-command law (a new command after ``command_resample_steps`` steps, all zero with
-probability ``command_zero_prob``), Playground's pushes, and the rewards written Playground's
-G1 way (torso velocities, orientation about a tilted upvector, hip and knee deviations).
+(``kernels.legged_terms``) do not cover: the gait phase (its foot-height target:
+``legged_terms.foot_target``), the command law (a new command after
+``command_resample_steps`` steps, all zero with probability ``command_zero_prob``),
+Playground's pushes, and the rewards written Playground's G1 way (torso velocities,
+orientation about a tilted upvector, hip and knee deviations).
 
 Indices the terms read: ``Sensors.extra`` = (torso global linear velocity, torso global
 angular velocity); ``TaskModel.index`` = actuator indices of (left hip roll, left hip yaw,
