@@ -1,10 +1,10 @@
 """Unitree G1 velocity tracking (MuJoCo Playground's ``G1Joystick*Terrain``): the terms and
 state laws of its config (``gpuparam.envs.mujoco.g1``) that the shared ones
-(``kernels.legged_terms``) do not cover: the gait phase and its foot-height target, the
-command law (a new command after ``command_resample_steps`` steps, all zero with
-probability ``command_zero_prob``), Playground's pushes, and the rewards written Playground's
-G1 way (torso velocities, orientation about a tilted upvector, soft limits about the
-range's centre, hip and knee deviations).
+(``kernels.legged_terms``) do not cover: the gait phase (its foot-height target:
+``legged_terms.foot_target``), the command law (a new command after
+``command_resample_steps`` steps, all zero with probability ``command_zero_prob``),
+Playground's pushes, and the rewards written Playground's G1 way (torso velocities,
+orientation about a tilted upvector, hip and knee deviations).
 
 Indices the terms read: ``Sensors.extra`` = (torso global linear velocity, torso global
 angular velocity); ``TaskModel.index`` = actuator indices of (left hip roll, left hip yaw,
@@ -21,20 +21,21 @@ from __future__ import annotations
 import warp as wp
 from gpuparam.kernels.legged import STREAM_COMMAND, round_steps, step_bits
 from gpuparam.kernels.legged_terms import (
-    CMD_HIGH,
-    CMD_LOW,
     K_CMD_RESAMPLE,
     K_CMD_ZERO_PROB,
     K_FOOT_HEIGHT,
     K_PUSH,
-    K_SOFT_LIMIT,
+    PI,
     Ctx,
     Sensors,
     TaskData,
     TaskModel,
     TaskParams,
     TaskState,
+    command_draw,
     command_drawn,
+    joint_deviation,
+    phase_error,
     sensor3,
 )
 from gpuparam.kernels.rng import STREAM_TERM0, next_bits, uniform, uniform_in
@@ -43,37 +44,19 @@ wp.set_module_options({"fuse_fp": False})
 
 # the stream of Playground's pushes (the legged streams use + 1 .. + 4)
 STREAM_PUSH = wp.constant(STREAM_TERM0 + (1 << 20) + 5)
-PI = wp.constant(3.14159265358979)
 
 
 @wp.func
-def sample_command(h: wp.uint32, a: wp.array2d(dtype=float), zero_prob: float,
-                   i: int) -> wp.vec3:
-    """Playground's G1 ``sample_command``: ``U(low_k, high_k)`` per component (``a``: the
-    command block ``TaskParams.cmd``, rows ``CMD_LOW``, ``CMD_HIGH``; Playground's ``U(-a,
-    a)`` by default), all three zeroed with probability ``zero_prob``; 4 draws from ``h``."""
-    c = wp.vec3(0.0)
-    for k in range(3):
-        c[k] = uniform_in(h, a[CMD_LOW + k, i], a[CMD_HIGH + k, i])
+def sample_command(h: wp.uint32, p: TaskParams, zero_prob: float, i: int) -> wp.vec3:
+    """Playground's G1 ``sample_command``: ``U(low_k, high_k)`` per component
+    (``legged_terms.command_draw``; Playground's ``U(-a, a)`` by default), all three zeroed
+    with probability ``zero_prob``; 4 draws from ``h``."""
+    c = command_draw(h, p, i)
+    for _k in range(3):
         h = next_bits(h)
     if uniform(h) < zero_prob:
         c = wp.vec3(0.0)
     return c
-
-
-@wp.func
-def _bezier(x: float) -> float:
-    return x * x * x + 3.0 * x * x * (1.0 - x)
-
-
-@wp.func
-def foot_target(phase: float, height: float) -> float:
-    """Playground's ``gait.get_rz``: the target foot height at gait ``phase`` (radians in
-    [-pi, pi)), a cubic Bezier up to ``height`` and back to 0."""
-    x = (phase + PI) / (2.0 * PI)
-    if x <= 0.5:
-        return height * _bezier(2.0 * x)
-    return height + (0.0 - height) * _bezier(2.0 * x - 1.0)
 
 
 @wp.func
@@ -88,7 +71,7 @@ def g1_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState, h:
     st.phase_dt[i] = 2.0 * PI * c.dt * f
     st.phase[i, 0] = 0.0
     st.phase[i, 1] = PI
-    cmd = sample_command(h, p.cmd, c.k[K_CMD_ZERO_PROB], i)
+    cmd = sample_command(h, p, c.k[K_CMD_ZERO_PROB], i)
     for _k in range(4):  # past the command's draws
         h = next_bits(h)
     for k in range(3):
@@ -113,7 +96,7 @@ def g1_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState):
     resample = float(n) > c.k[K_CMD_RESAMPLE]
     if resample:
         hc = step_bits(c.seed, c.gid, STREAM_COMMAND, c.episode, c.step)
-        cmd = sample_command(hc, p.cmd, c.k[K_CMD_ZERO_PROB], i)
+        cmd = sample_command(hc, p, c.k[K_CMD_ZERO_PROB], i)
         for k in range(3):
             st.command[i, k] = cmd[k]
         command_drawn(c, p, st, c.step)  # standing and heading envs
@@ -159,7 +142,7 @@ def g1_orientation(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 @wp.func
 def g1_feet_air_time(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                      st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum min(air time - 0.2, 0.3)`` at first contacts."""
+    """``sum min(air time - 0.2, 0.3)`` at first contacts (T1's gated: ``kernels.t1``)."""
     air = float(0.0)
     for f in range(sn.foot_site.shape[0]):
         air += wp.min(st.air_time[c.i, f] - 0.2, 0.3) * c.first[f]
@@ -182,10 +165,7 @@ def g1_feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 def g1_feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``exp(-sum (foot z - gait target)^2 / 0.01)`` if moving or commanded, else 0."""
-    err = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        dz = c.foot_z[f] - foot_target(st.phase[c.i, f], c.k[K_FOOT_HEIGHT])
-        err += dz * dz
+    err = phase_error(c, sn, st, c.k[K_FOOT_HEIGHT])
     moving = _body_speed(c) > 0.1 or wp.abs(c.gang[2]) > 0.1 or c.cmd_norm > 0.01
     return wp.where(moving, wp.exp(-err / 0.01), 0.0)
 
@@ -194,21 +174,24 @@ def g1_feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 def g1_stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                    st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum |q - default|`` when ``|cmd| < 0.01``, else 0."""
-    stand = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        stand += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
-    return wp.where(c.cmd_norm < 0.01, stand, 0.0)
+    return wp.where(c.cmd_norm < 0.01, joint_deviation(c, m, d), 0.0)
+
+
+@wp.func
+def index_deviation(c: Ctx, m: TaskModel, d: TaskData, first: int, count: int) -> float:
+    """``sum |q - default|`` of the actuators ``index[first : first + count]``."""
+    dev = float(0.0)
+    for k in range(first, first + count):
+        j = m.index[k]
+        dev += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
+    return dev
 
 
 @wp.func
 def g1_knee(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
             act: wp.array2d(dtype=float)) -> float:
     """``sum |q_knee - default|``."""
-    knee = float(0.0)
-    for k in range(2):
-        j = m.index[4 + k]
-        knee += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
-    return knee
+    return index_deviation(c, m, d, 4, 2)
 
 
 @wp.func
@@ -221,17 +204,3 @@ def g1_hip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: Ta
         w = wp.where(c.cmd[1] > 0.1 and k % 2 == 0, 0.0, 1.0)  # roll free when moving left
         hip += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j]) * w
     return hip
-
-
-@wp.func
-def g1_dof_pos_limits(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                      st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """Joint angles beyond Playground's G1 soft limits (each range shrunk about its centre
-    by ``soft_limit``), summed."""
-    limits = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        q = d.qpos[c.i, 7 + j]
-        centre = 0.5 * (m.joint_low[j] + m.joint_high[j])
-        half = 0.5 * (m.joint_high[j] - m.joint_low[j]) * c.k[K_SOFT_LIMIT]
-        limits += wp.max(centre - half - q, 0.0) + wp.max(q - (centre + half), 0.0)
-    return limits

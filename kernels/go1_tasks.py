@@ -47,10 +47,7 @@ def torso_height(c: kt.Ctx, m: kt.TaskModel, sn: kt.Sensors, p: kt.TaskParams,
 def posture(c: kt.Ctx, m: kt.TaskModel, sn: kt.Sensors, p: kt.TaskParams, d: kt.TaskData,
             st: kt.TaskState, act: Act) -> float:
     """``exp(-0.5 |q - home|^2)`` while upright (``|g - (0, 0, -1)|^2 < 0.01``)."""
-    pose = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
-        pose += dq * dq
+    pose = kt.pose_l2(c, m, sn, p, d, st, act)
     return wp.where(_ori_err(c) < 0.01, wp.exp(-0.5 * pose), 0.0)
 
 

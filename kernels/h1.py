@@ -7,14 +7,25 @@
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.g1 import PI, foot_target  # Playground's gait.get_rz, G1's law
 from gpuparam.kernels.legged import STREAM_COMMAND, reset_command, step_bits
-from gpuparam.kernels.legged_terms import Ctx, Sensors, TaskData, TaskModel, TaskParams, TaskState
-from gpuparam.kernels.rng import next_bits, uniform_in
+from gpuparam.kernels.legged_terms import (
+    PI,
+    Ctx,
+    Sensors,
+    TaskData,
+    TaskModel,
+    TaskParams,
+    TaskState,
+    air_time_sum,
+    gait_draw,
+    phase_error,
+)
+from gpuparam.kernels.rng import next_bits
 
 wp.set_module_options({"fuse_fp": False})
 
-# the rows of CONST_ROWS the terms read (row 0, tracking_sigma, is Ctx.k's)
+# the rows of CONST_ROWS (tracking_sigma, early_termination and fall_upvector_z are read as
+# Ctx.k, the fall by legged_terms.tilted)
 (C_PHASE_SIGMA, C_FREQ_MIN, C_FREQ_MAX, C_GAIT_COUNT, C_HEIGHT_MIN, C_HEIGHT_MAX,
  C_EARLY_TERMINATION, C_FALL_UP_Z, C_LIN_THRESHOLD, C_ANG_THRESHOLD,
  C_RESAMPLE_STEPS) = (wp.constant(k) for k in range(1, 12))
@@ -43,10 +54,7 @@ def action_rate_h1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``exp(-sum_feet (foot z - rz(phase, foot_height))^2 / feet_phase_sigma)``."""
-    err = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        dz = c.foot_z[f] - foot_target(st.phase[c.i, f], st.foot_height[c.i])
-        err += dz * dz
+    err = phase_error(c, sn, st, st.foot_height[c.i])
     return wp.exp(-err / p.consts[C_PHASE_SIGMA, c.i])
 
 
@@ -54,11 +62,8 @@ def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 def feet_air_time(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum (air time - 0.1)`` at first contacts, if ``|cmd_xy| > 0.05``."""
-    air = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        air += (st.air_time[c.i, f] - 0.1) * c.first[f]
     moving = wp.sqrt(c.cmd[0] * c.cmd[0] + c.cmd[1] * c.cmd[1]) > 0.05
-    return wp.where(moving, air, 0.0)
+    return wp.where(moving, air_time_sum(c, sn, st), 0.0)
 
 
 @wp.func
@@ -66,13 +71,6 @@ def lin_vel_z_jump(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
                    st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``global linvel_z^2`` under the jump gait (gait > 0), else 0."""
     return wp.where(st.gait[c.i] > 0, c.glin[2] * c.glin[2], 0.0)
-
-
-@wp.func
-def fallen(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-           st: TaskState) -> bool:
-    """Upvector z below ``fall_upvector_z``, when ``early_termination`` > 0.5."""
-    return p.consts[C_EARLY_TERMINATION, c.i] > 0.5 and c.up[2] < p.consts[C_FALL_UP_Z, c.i]
 
 
 # ----------------------------------------------------------------- state laws
@@ -110,21 +108,14 @@ def command_update(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskSta
 @wp.func
 def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
                h: wp.uint32):
-    """Gait draws (draws 3-5 of ``h``): frequency ``U(gait_frequency_min, max)`` (phase
-    advance ``2 pi dt f``), gait ``min(floor(U(0, gait_count)), gait_count - 1)`` (0 walk:
-    phases (0, pi); 1 jump: (0, 0)), apex ``U(foot_height_min, max)``."""
+    """Gait draws (draws 3-5 of ``h``, ``legged_terms.gait_draw``): frequency
+    ``U(gait_frequency_min, max)``, gait ``min(floor(U(0, gait_count)), gait_count - 1)``
+    (0 walk: phases (0, pi); 1 jump: (0, 0)), apex ``U(foot_height_min, max)``."""
     i = c.i
     for _k in range(3):  # past the command's draws
         h = next_bits(h)
-    f = uniform_in(h, p.consts[C_FREQ_MIN, i], p.consts[C_FREQ_MAX, i])
-    h = next_bits(h)
-    n = p.consts[C_GAIT_COUNT, i]
-    g = wp.max(wp.min(int(wp.floor(uniform_in(h, 0.0, n))), int(n) - 1), 0)
-    h = next_bits(h)
-    st.foot_height[i] = uniform_in(h, p.consts[C_HEIGHT_MIN, i], p.consts[C_HEIGHT_MAX, i])
-    st.gait_freq[i] = f
-    st.gait[i] = g
-    st.phase_dt[i] = 2.0 * PI * c.dt * f
+    g = gait_draw(c, st, h, p.consts[C_FREQ_MIN, i], p.consts[C_FREQ_MAX, i],
+                  p.consts[C_GAIT_COUNT, i], p.consts[C_HEIGHT_MIN, i], p.consts[C_HEIGHT_MAX, i])
     st.phase[i, 0] = 0.0
     st.phase[i, 1] = wp.where(g == 0, PI, 0.0)
 

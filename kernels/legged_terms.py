@@ -70,7 +70,7 @@ MODE_OBSERVE = wp.constant(2)
 # the named constants of ``Ctx.k`` (a config maps each to a parameter, or leaves its default)
 CTX_CONSTS = ("tracking_sigma", "foot_height", "soft_limit", "cmd_keep", "cmd_resample",
               "scan_offset", "scan_scale", "scan_noise", "terminate_contact", "base_height",
-              "max_force", "cmd_zero_prob", "push_enable")
+              "max_force", "cmd_zero_prob", "push_enable", "up_min", "early_termination")
 K_SIGMA = wp.constant(0)
 K_FOOT_HEIGHT = wp.constant(1)
 K_SOFT_LIMIT = wp.constant(2)
@@ -84,6 +84,8 @@ K_BASE_HEIGHT = wp.constant(9)
 K_MAX_FORCE = wp.constant(10)
 K_CMD_ZERO_PROB = wp.constant(11)
 K_PUSH = wp.constant(12)
+K_UP_MIN = wp.constant(13)
+K_EARLY_TERMINATION = wp.constant(14)
 vec16 = wp.types.vector(length=16, dtype=float)
 MAX_FEET = 4
 
@@ -537,14 +539,21 @@ def dof_pos_limits(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 
 
 @wp.func
-def pose_exp(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-             act: wp.array2d(dtype=float)) -> float:
-    """``exp(-sum w (q - default)^2)`` (``w``: ``pose_weight``)."""
+def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
     pose = float(0.0)
     for j in range(m.default_pose.shape[0]):
         dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
         pose += dq * dq * m.pose_weight[j]
-    return wp.exp(-pose)
+    return pose
+
+
+@wp.func
+def pose_exp(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+             act: wp.array2d(dtype=float)) -> float:
+    """``exp(-sum w (q - default)^2)`` (``w``: ``pose_weight``; :func:`pose_weighted`)."""
+    return wp.exp(-pose_weighted(c, m, sn, p, d, st, act))
 
 
 @wp.func
@@ -555,26 +564,19 @@ def termination(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
-def stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum |q - default|`` when ``|cmd| < 0.01``."""
-    stand = float(0.0)
+def joint_deviation(c: Ctx, m: TaskModel, d: TaskData) -> float:
+    """``sum |q - default|`` over the actuated joints (the stand-still terms' sum)."""
+    dev = float(0.0)
     for j in range(m.default_pose.shape[0]):
-        stand += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
-    return stand * wp.where(c.cmd_norm < 0.01, 1.0, 0.0)
+        dev += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
+    return dev
 
 
 @wp.func
-def torques_l2_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``|tau| + sum |tau|`` (actuator forces; Playground's Go1)."""
-    tau2 = float(0.0)
-    tau1 = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        tau = d.actuator_force[c.i, j]
-        tau2 += tau * tau
-        tau1 += wp.abs(tau)
-    return wp.sqrt(tau2) + tau1
+def stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum |q - default|`` when ``|cmd| < 0.01``."""
+    return joint_deviation(c, m, d) * wp.where(c.cmd_norm < 0.01, 1.0, 0.0)
 
 
 @wp.func
@@ -585,6 +587,24 @@ def torques_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st
     for j in range(m.default_pose.shape[0]):
         tau1 += wp.abs(d.actuator_force[c.i, j])
     return tau1
+
+
+@wp.func
+def torques_l2sq(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``sum tau^2`` (actuator forces)."""
+    tau2 = float(0.0)
+    for j in range(m.default_pose.shape[0]):
+        tau = d.actuator_force[c.i, j]
+        tau2 += tau * tau
+    return tau2
+
+
+@wp.func
+def torques_l2_l1(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """``|tau| + sum |tau|`` (actuator forces; Playground's Go1)."""
+    return wp.sqrt(torques_l2sq(c, m, sn, p, d, st, act)) + torques_l1(c, m, sn, p, d, st, act)
 
 
 @wp.func
@@ -613,17 +633,6 @@ def action_rate2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
-def torques_l2sq(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum tau^2`` (actuator forces)."""
-    tau2 = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        tau = d.actuator_force[c.i, j]
-        tau2 += tau * tau
-    return tau2
-
-
-@wp.func
 def dof_vel_excess(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                    st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum max(|joint qvel| - 2 pi, 0)^2``."""
@@ -638,7 +647,7 @@ def dof_vel_excess(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData
 def dof_pos_limits_centred(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                            st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """Joint angles beyond the soft limits ``centre -+ soft_limit * width / 2`` of each
-    joint range, summed (Playground's Go1 Getup / Handstand)."""
+    joint range, summed (Playground's G1, T1, Go1 Getup / Handstand)."""
     soft = c.k[K_SOFT_LIMIT]
     limits = float(0.0)
     for j in range(m.default_pose.shape[0]):
@@ -690,14 +699,14 @@ def _moving(c: Ctx) -> float:
 
 
 @wp.func
-def feet_height_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                       st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum (swing peak / foot_height - 1)^2`` at first contacts, if ``|cmd| > 0.01``."""
-    height = float(0.0)
+def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
+              act: wp.array2d(dtype=float)) -> float:
+    """``sum |foot vel_xy|^2`` of the feet in contact."""
+    slip = float(0.0)
     for f in range(sn.foot_site.shape[0]):
-        err = st.swing_peak[c.i, f] / c.k[K_FOOT_HEIGHT] - 1.0
-        height += err * err * c.first[f]
-    return height * _moving(c)
+        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
+        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
+    return slip
 
 
 @wp.func
@@ -712,24 +721,34 @@ def feet_height(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
 
 
 @wp.func
+def feet_height_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+                       st: TaskState, act: wp.array2d(dtype=float)) -> float:
+    """:func:`feet_height` if ``|cmd| > 0.01``, else 0."""
+    return feet_height(c, m, sn, p, d, st, act) * _moving(c)
+
+
+@wp.func
 def feet_slip_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                      st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum |foot vel_xy|^2`` of the feet in contact, if ``|cmd| > 0.01``."""
-    slip = float(0.0)
+    """:func:`feet_slip` (``sum |foot vel_xy|^2`` of the feet in contact) if ``|cmd| >
+    0.01``, else 0."""
+    return feet_slip(c, m, sn, p, d, st, act) * _moving(c)
+
+
+@wp.func
+def air_time_sum(c: Ctx, sn: Sensors, st: TaskState) -> float:
+    """``sum (air time - 0.1)`` at first contacts (the gated air-time terms' sum)."""
+    air = float(0.0)
     for f in range(sn.foot_site.shape[0]):
-        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
-        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
-    return slip * _moving(c)
+        air += (st.air_time[c.i, f] - 0.1) * c.first[f]
+    return air
 
 
 @wp.func
 def feet_air_time_moving(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                          st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum (air time - 0.1)`` at first contacts, if ``|cmd| > 0.01``."""
-    air = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        air += (st.air_time[c.i, f] - 0.1) * c.first[f]
-    return air * _moving(c)
+    return air_time_sum(c, sn, st) * _moving(c)
 
 
 @wp.func
@@ -805,28 +824,6 @@ def alive(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: Tas
 
 
 @wp.func
-def feet_slip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
-              act: wp.array2d(dtype=float)) -> float:
-    """``sum |foot vel_xy|^2`` of the feet in contact."""
-    slip = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        fv = sensor3(d.sensordata, c.i, sn.foot_vel[f])
-        slip += (fv[0] * fv[0] + fv[1] * fv[1]) * c.contact[f]
-    return slip
-
-
-@wp.func
-def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
-    pose = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
-        pose += dq * dq * m.pose_weight[j]
-    return pose
-
-
-@wp.func
 def ang_vel_l2(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
                act: wp.array2d(dtype=float)) -> float:
     """``|global angvel|^2`` (3 axes)."""
@@ -858,6 +855,13 @@ def upside_down(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState) -> bool:
     """The upvector's z below 0."""
     return c.up[2] < 0.0
+
+
+@wp.func
+def tilted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
+           st: TaskState) -> bool:
+    """The upvector's z below ``up_min``, when ``early_termination`` > 0.5."""
+    return c.k[K_EARLY_TERMINATION] > 0.5 and c.up[2] < c.k[K_UP_MIN]
 
 
 @wp.func
@@ -1056,22 +1060,36 @@ def obs_gait(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: 
 
 
 @wp.func
-def _bezier(s: float) -> float:
-    return s * s * s + 3.0 * s * s * (1.0 - s)
+def _bezier(x: float) -> float:
+    return x * x * x + 3.0 * x * x * (1.0 - x)
+
+
+@wp.func
+def foot_target(phase: float, height: float) -> float:
+    """Playground's ``gait.get_rz``: the target foot height at gait ``phase`` (radians in
+    [-pi, pi)), a cubic Bezier from 0 at -pi up to ``height`` at 0 and back to 0 at pi."""
+    x = (phase + PI) / (2.0 * PI)
+    if x <= 0.5:
+        return height * _bezier(2.0 * x)
+    return height + (0.0 - height) * _bezier(2.0 * x - 1.0)
+
+
+@wp.func
+def phase_error(c: Ctx, sn: Sensors, st: TaskState, height: float) -> float:
+    """``sum_feet (foot z - foot_target(phase, height))^2`` (the feet-phase terms' error)."""
+    err = float(0.0)
+    for f in range(sn.foot_site.shape[0]):
+        dz = c.foot_z[f] - foot_target(st.phase[c.i, f], height)
+        err += dz * dz
+    return err
 
 
 @wp.func
 def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: TaskState,
                act: wp.array2d(dtype=float)) -> float:
-    """``exp(-sum (foot z - rz(phase))^2 / sigma)`` (sigma: ``extra`` row 4), ``rz``
-    Playground's ``get_rz``: 0 at phase -pi, the swing height h at 0, 0 at pi (Bezier)."""
-    h = st.foot_height[c.i]
-    e = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        x = (st.phase[c.i, f] + PI) / (2.0 * PI)
-        rz = wp.where(x <= 0.5, h * _bezier(2.0 * x), h + (0.0 - h) * _bezier(2.0 * x - 1.0))
-        e += (c.foot_z[f] - rz) * (c.foot_z[f] - rz)
-    return wp.exp(-e / p.extra[4, c.i])
+    """``exp(-sum (foot z - rz(phase))^2 / sigma)`` (sigma: ``extra`` row 4, ``rz``:
+    :func:`foot_target` of the drawn swing height)."""
+    return wp.exp(-phase_error(c, sn, st, st.foot_height[c.i]) / p.extra[4, c.i])
 
 
 @wp.func
@@ -1087,20 +1105,34 @@ def gait_offset(g: int, f: int) -> float:
 
 
 @wp.func
+def gait_draw(c: Ctx, st: TaskState, h: wp.uint32, freq_low: float, freq_high: float,
+              gaits: float, height_low: float, height_high: float) -> int:
+    """Playground's gait draws (``gait.py``) from ``h`` and its next two bits: frequency
+    ``U(freq_low, freq_high)`` Hz (phase advance ``2 pi dt f``), gait ``min(floor(U(0,
+    gaits)), gaits - 1)``, swing height ``U(height_low, height_high)`` m, written to the
+    task state; returns the gait."""
+    i = c.i
+    f = uniform_in(h, freq_low, freq_high)
+    h = next_bits(h)
+    g = wp.max(wp.min(int(wp.floor(uniform_in(h, 0.0, gaits))), int(gaits) - 1), 0)
+    h = next_bits(h)
+    st.foot_height[i] = uniform_in(h, height_low, height_high)
+    st.gait_freq[i] = f
+    st.gait[i] = g
+    st.phase_dt[i] = 2.0 * PI * c.dt * f
+    return g
+
+
+@wp.func
 def gait_reset(c: Ctx, m: TaskModel, p: TaskParams, d: TaskData, st: TaskState,
                h: wp.uint32):
-    """After the command's 4 draws: frequency ``U(lo, hi)`` Hz, gait ``floor(U(0, 5))``,
-    swing height ``U(lo, hi)`` m (``extra`` rows 0-3: frequency low, high, height low,
-    high); the feet's phases the gait's (Playground's ``gait.py``)."""
+    """After the command's 4 draws: :func:`gait_draw` of the 5 gaits (``extra`` rows 0-3:
+    frequency low, high, height low, high); the feet's phases the gait's (Playground's
+    ``gait.py``)."""
     i = c.i
     for _k in range(4):
         h = next_bits(h)
-    freq = uniform_in(h, p.extra[0, i], p.extra[1, i])
-    g = wp.min(int(wp.floor(uniform(next_bits(h)) * 5.0)), 4)
-    st.foot_height[i] = uniform_in(next_bits(next_bits(h)), p.extra[2, i], p.extra[3, i])
-    st.gait_freq[i] = freq
-    st.gait[i] = g
-    st.phase_dt[i] = 2.0 * PI * c.dt * freq
+    g = gait_draw(c, st, h, p.extra[0, i], p.extra[1, i], 5.0, p.extra[2, i], p.extra[3, i])
     for f in range(st.phase.shape[1]):
         st.phase[i, f] = gait_offset(g, f)
 

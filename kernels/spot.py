@@ -1,7 +1,8 @@
 """Spot's own task terms (``gpuparam.envs.mujoco.spot``), with ``kernels.legged_terms``'
 signatures: the joint-angle noise shared by the observation and the error history, the feet
-positions, posture, hip splay, the gait-gated vertical velocity. Rows read: noise
-``NOISE_JOINT``, ``NOISE_FEET`` (+ 0, 1, 2: x, y, z); consts ``C_*``."""
+positions, posture, hip splay, the gait-gated vertical velocity (its tilt termination:
+``legged_terms.tilted``). Rows read: noise ``NOISE_JOINT``, ``NOISE_FEET`` (+ 0, 1, 2: x,
+y, z)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ wp.set_module_options({"fuse_fp": False})
 STREAM_SPOT_NOISE = wp.constant(STREAM_TERM0 + (1 << 20) + 32)  # keyed by component
 NOISE_JOINT = wp.constant(3)
 NOISE_FEET = wp.constant(4)
-C_UP_MIN = wp.constant(0)
-C_EARLY = wp.constant(1)
 
 
 @wp.func
@@ -114,10 +113,3 @@ def lin_vel_z_bound_pronk(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: T
                           st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``global linvel_z^2`` in the bound and pronk gaits (index > 2), else 0."""
     return wp.where(st.gait[c.i] > 2, c.glin[2] * c.glin[2], 0.0)
-
-
-@wp.func
-def tilted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-           st: TaskState) -> bool:
-    """Upvector z below ``C_UP_MIN``, if ``C_EARLY`` > 0.5."""
-    return c.up[2] < p.consts[C_UP_MIN, c.i] and p.consts[C_EARLY, c.i] > 0.5

@@ -7,15 +7,18 @@ frequency, push interval, push velocity)."""
 from __future__ import annotations
 
 import warp as wp
-from gpuparam.kernels.g1 import PI, foot_target, g1_update
+from gpuparam.kernels.g1 import g1_feet_air_time, g1_update, index_deviation
 from gpuparam.kernels.legged_terms import (
     K_FOOT_HEIGHT,
+    PI,
     Ctx,
     Sensors,
     TaskData,
     TaskModel,
     TaskParams,
     TaskState,
+    joint_deviation,
+    phase_error,
 )
 
 wp.set_module_options({"fuse_fp": False})
@@ -59,32 +62,22 @@ def dof_vel(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData, st: T
 @wp.func
 def feet_air_time(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                   st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum min(air time - 0.2, 0.3)`` at first contacts, if ``|cmd| > 0.1``."""
-    air = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        air += wp.min(st.air_time[c.i, f] - 0.2, 0.3) * c.first[f]
-    return wp.where(c.cmd_norm > 0.1, air, 0.0)
+    """G1's ``sum min(air time - 0.2, 0.3)`` at first contacts, if ``|cmd| > 0.1``."""
+    return wp.where(c.cmd_norm > 0.1, g1_feet_air_time(c, m, sn, p, d, st, act), 0.0)
 
 
 @wp.func
 def feet_phase(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``exp(-sum (foot z - gait target(phase))^2 / 0.01)``, always (G1's: if moving)."""
-    err = float(0.0)
-    for f in range(sn.foot_site.shape[0]):
-        dz = c.foot_z[f] - foot_target(st.phase[c.i, f], c.k[K_FOOT_HEIGHT])
-        err += dz * dz
-    return wp.exp(-err / 0.01)
+    return wp.exp(-phase_error(c, sn, st, c.k[K_FOOT_HEIGHT]) / 0.01)
 
 
 @wp.func
 def stand_still(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
                 st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum |q - default|`` when ``|cmd| < 0.1``."""
-    stand = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        stand += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
-    return wp.where(c.cmd_norm < 0.1, stand, 0.0)
+    return wp.where(c.cmd_norm < 0.1, joint_deviation(c, m, d), 0.0)
 
 
 @wp.func
@@ -92,22 +85,7 @@ def joint_deviation_hip(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: Tas
                         st: TaskState, act: wp.array2d(dtype=float)) -> float:
     """``sum |q - default|`` of the hips' roll and yaw (``index[0:4]``) if ``|cmd_y| >
     0.1``, else 0."""
-    hip = float(0.0)
-    for k in range(4):
-        j = m.index[k]
-        hip += wp.abs(d.qpos[c.i, 7 + j] - m.default_pose[j])
-    return wp.where(wp.abs(c.cmd[1]) > 0.1, hip, 0.0)
-
-
-@wp.func
-def pose_weighted(c: Ctx, m: TaskModel, sn: Sensors, p: TaskParams, d: TaskData,
-                  st: TaskState, act: wp.array2d(dtype=float)) -> float:
-    """``sum w (q - default)^2`` (``w``: ``pose_weight``)."""
-    cost = float(0.0)
-    for j in range(m.default_pose.shape[0]):
-        dq = d.qpos[c.i, 7 + j] - m.default_pose[j]
-        cost += dq * dq * m.pose_weight[j]
-    return cost
+    return wp.where(wp.abs(c.cmd[1]) > 0.1, index_deviation(c, m, d, 0, 4), 0.0)
 
 
 @wp.func

@@ -40,23 +40,22 @@ from __future__ import annotations
 
 import dataclasses
 
-import mujoco
-
 from gpuparam.envs.mujoco.g1_model import FEET, g1_spec
 from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
+    HEIGHT_SCAN_SPECS,
+    JOYSTICK_NOISE,
+    TERRAIN_STATE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
     Obs,
     Reward,
     State,
-    build_model,
     command_specs,
     feet_state,
 )
 from gpuparam.envs.mujoco.robot_env import RobotEnv
-from gpuparam.envs.mujoco.terrain import TerrainGrid
 from gpuparam.envs.mujoco.terrain_env import TerrainGridEnv
 from gpuparam.kernels import g1 as kg1
 from gpuparam.kernels import legged_terms as kt
@@ -95,24 +94,16 @@ REWARDS = (
     Reward("joint_deviation_knee", -0.1, kg1.g1_knee, "sum |q_knee - default|"),
     Reward("joint_deviation_hip", -0.25, kg1.g1_hip,
            "sum |q_hip roll, yaw - default| (roll free if cmd_y > 0.1)"),
-    Reward("dof_pos_limits", -1.0, kg1.g1_dof_pos_limits,
+    Reward("dof_pos_limits", -1.0, kt.dof_pos_limits_centred,
            "joint angles beyond the soft limits (summed)"),
     Reward("pose", -0.1, kt.pose_l2, "|q - default|^2"),
 )
 REWARD_TERMS = tuple(r.name for r in REWARDS)
-NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
-         ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
-         ("noise_gyro", 0.2, "gyro noise (rad/s)"),
-         ("noise_gravity", 0.05, "gravity vector noise"),
-         ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
-         ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
 # a terrain env's height scan (Go1Terrain-v0's values, legged_gym's): before the constants
 SCAN_SPECS = (
     ParamSpec("noise_height_scan", 0.1, 0.0, 100.0,
               doc="height scan noise (m, before its scale)"),
-    ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
-              doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
-    ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+    *HEIGHT_SCAN_SPECS,
 )
 HIP = ("left_hip_roll", "left_hip_yaw", "right_hip_roll", "right_hip_yaw")
 KNEE = ("left_knee", "right_knee")
@@ -129,6 +120,73 @@ COLLISION = ("left_hand_left_thigh_found", "right_hand_right_thigh_found")
 # terrain type under random actions; sized with a margin.
 SIZES = {"flat": (90, 16), "rough": (122, 16), "grid": (122, 24)}
 
+# G1's laws (``kernels.g1``: command, gait phase, pushes) and what they read, T1's too:
+# the observation, privileged observation, state, constants, parameters and ``ctx``
+OBS = (Obs("linvel", 3, kt.obs_linvel, "noise_linvel"),
+       Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
+       Obs("gravity", 3, kt.obs_gravity, "noise_gravity"),
+       Obs("command", 3, kt.obs_command),
+       Obs("joint_pos", "nu", kt.obs_joint_pos, "noise_joint_pos", kt.obs_default_pose),
+       Obs("joint_vel", "nu", kt.obs_joint_vel, "noise_joint_vel"),
+       Obs("last_action", "nu", kt.obs_last_action),
+       Obs("phase", "2 * feet", kt.obs_phase))
+PRIV = (Obs("gyro", 3, kt.obs_gyro), Obs("accel", 3, kt.obs_accel),
+        Obs("gravity", 3, kt.obs_gravity), Obs("linvel", 3, kt.obs_linvel),
+        Obs("global_angvel", 3, kt.obs_global_angvel),
+        Obs("joint_pos", "nu", kt.obs_joint_pos_rel), Obs("joint_vel", "nu", kt.obs_joint_vel),
+        Obs("base_height", 1, kt.obs_base_height),
+        Obs("actuator_force", "nu", kt.obs_actuator_force),
+        Obs("contact", "feet", kt.obs_contact),
+        Obs("feet_vel", "3 * feet", kt.obs_feet_vel), Obs("air_time", "feet", kt.obs_air_time))
+STATE = feet_state(State("command", "command", (3,)),
+                   State("step", "countdown", (), int32=True),
+                   State("phase", "phase", ("feet",)), State("phase_dt", "phase_dt"),
+                   State("push_step", "push_step", (), int32=True),
+                   State("push_interval", "push_interval", (), int32=True), *TERRAIN_STATE)
+SOFT_LIMIT = ParamSpec("soft_joint_limit_factor", 0.95, 0.0, 1.0,
+                       doc="soft joint limits: each range shrunk about its centre by the factor")
+LAW_CONSTS = (
+    ParamSpec("command_zero_prob", 0.1, 0.0, 1.0,
+              doc="probability that a drawn command is all zero"),
+    ParamSpec("command_resample_steps", 500.0, 0.0, 1e9, unit="steps",
+              doc="a new command once more steps than this have passed"),
+    ParamSpec("push_enable", 1.0, 0.0, 1.0, doc="1: Playground's velocity pushes"),
+)
+LAW_BLOCK = ("gait_frequency", "push_interval", "push_velocity")  # TaskParams.extra
+CTX = dict(tracking_sigma="tracking_sigma", foot_height="max_foot_height",
+           base_height="base_height_target", soft_limit="soft_joint_limit_factor",
+           cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps",
+           push_enable="push_enable")
+
+
+def term_consts(foot_height: float, base_height: float) -> tuple[ParamSpec, ...]:
+    """``tracking_sigma`` (0.25), ``max_foot_height`` and ``base_height_target``: the first
+    constants of G1's and T1's configs."""
+    return (
+        ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
+        ParamSpec("max_foot_height", foot_height, 1e-3, 10.0, unit="m",
+                  doc="swing height of the gait target and the foot terms"),
+        ParamSpec("base_height_target", base_height, 0.0, 10.0, unit="m",
+                  doc="target of the base_height term"),
+    )
+
+
+def law_params(command_high: tuple[float, float, float], gait_frequency: tuple[float, float],
+               push_velocity: tuple[float, float]) -> tuple[ParamSpec, ...]:
+    """The parameters G1's laws read: the command block (``command_specs(command_high)``,
+    Playground's ``U(-a, a)``: low -a, high a), then ``LAW_BLOCK`` (``gait_frequency``
+    and ``push_velocity`` as given, ``push_interval`` (5, 10) s)."""
+    return (
+        *command_specs(command_high),
+        ParamSpec("gait_frequency", gait_frequency, 0.0, 100.0, shape=(2,), ordered=True,
+                  unit="Hz", doc="(low, high): gait frequency, drawn per episode"),
+        ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), ordered=True, unit="s",
+                  doc="(low, high): interval between pushes, drawn per episode"),
+        ParamSpec("push_velocity", push_velocity, 0.0, 100.0, shape=(2,), ordered=True,
+                  unit="m/s", doc="(low, high): velocity added to the base by a push"),
+    )
+
+
 G1_JOYSTICK = LeggedTaskConfig(
     spec=g1_spec, base_body="pelvis", torso_body="torso_link", keyframe="knees_bent",
     joint_scale=True, feet=FEET, frame_skip=10, sizes=SIZES,
@@ -140,66 +198,16 @@ G1_JOYSTICK = LeggedTaskConfig(
     global_angvel="global_angvel_pelvis", imu_site="imu_in_pelvis", foot_force="{}_force",
     extra_sensors=("global_linvel_torso", "global_angvel_torso"), index_joints=HIP + KNEE,
     terminating_sensors=TERMINATING, penalized_groups=(COLLISION,),
-    noise=NOISE,
-    obs=(Obs("linvel", 3, kt.obs_linvel, "noise_linvel"),
-         Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
-         Obs("gravity", 3, kt.obs_gravity, "noise_gravity"),
-         Obs("command", 3, kt.obs_command),
-         Obs("joint_pos", "nu", kt.obs_joint_pos, "noise_joint_pos", kt.obs_default_pose),
-         Obs("joint_vel", "nu", kt.obs_joint_vel, "noise_joint_vel"),
-         Obs("last_action", "nu", kt.obs_last_action),
-         Obs("phase", "2 * feet", kt.obs_phase)),
-    priv=(Obs("gyro", 3, kt.obs_gyro), Obs("accel", 3, kt.obs_accel),
-          Obs("gravity", 3, kt.obs_gravity), Obs("linvel", 3, kt.obs_linvel),
-          Obs("global_angvel", 3, kt.obs_global_angvel),
-          Obs("joint_pos", "nu", kt.obs_joint_pos_rel), Obs("joint_vel", "nu", kt.obs_joint_vel),
-          Obs("base_height", 1, kt.obs_base_height),
-          Obs("actuator_force", "nu", kt.obs_actuator_force),
-          Obs("contact", "feet", kt.obs_contact),
-          Obs("feet_vel", "3 * feet", kt.obs_feet_vel), Obs("air_time", "feet", kt.obs_air_time)),
-    rewards=REWARDS,
+    noise=JOYSTICK_NOISE, obs=OBS, priv=PRIV, rewards=REWARDS,
     terminations=(kt.upside_down, kt.contact_terminating, kt.nan_state),
     command=Command(kt.no_reset, kt.no_update, range_param=None),  # drawn by G1's laws
-    reset=kg1.g1_reset, update=kg1.g1_update,
-    state=feet_state(State("command", "command", (3,)),
-                     State("step", "countdown", (), int32=True),
-                     State("phase", "phase", ("feet",)), State("phase_dt", "phase_dt"),
-                     State("push_step", "push_step", (), int32=True),
-                     State("push_interval", "push_interval", (), int32=True),
-                     State("start_xy", "start_xy", (2,), terrain_only=True),
-                     State("cmd_distance", "cmd_distance", terrain_only=True),
-                     State("metric", "metric", terrain_only=True)),
-    data=("qacc",),
-    consts=(
-        ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
-        ParamSpec("max_foot_height", 0.15, 1e-3, 10.0, unit="m",
-                  doc="swing height of the gait target and the foot terms"),
-        ParamSpec("base_height_target", 0.5, 0.0, 10.0, unit="m",
-                  doc="target of the base_height term"),
-        ParamSpec("max_contact_force", 500.0, 0.0, 1e6, unit="N",
-                  doc="foot normal force beyond which contact_force penalizes"),
-        ParamSpec("command_zero_prob", 0.1, 0.0, 1.0,
-                  doc="probability that a drawn command is all zero"),
-        ParamSpec("command_resample_steps", 500.0, 0.0, 1e9, unit="steps",
-                  doc="a new command once more steps than this have passed"),
-        ParamSpec("push_enable", 1.0, 0.0, 1.0, doc="1: Playground's velocity pushes"),
-        ParamSpec("soft_joint_limit_factor", 0.95, 0.0, 1.0,
-                  doc="soft joint limits: each range shrunk about its centre by the factor"),
-    ),
-    params=(
-        *command_specs((1.0, 0.5, 1.0)),  # Playground's U(-a, a): low -a, high a
-        ParamSpec("gait_frequency", (1.25, 1.5), 0.0, 100.0, shape=(2,), ordered=True, unit="Hz",
-                  doc="(low, high): gait frequency, drawn per episode"),
-        ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), ordered=True, unit="s",
-                  doc="(low, high): interval between pushes, drawn per episode"),
-        ParamSpec("push_velocity", (0.1, 2.0), 0.0, 100.0, shape=(2,), ordered=True, unit="m/s",
-                  doc="(low, high): velocity added to the base by a push"),
-    ),
-    extra_block=("gait_frequency", "push_interval", "push_velocity"),
-    ctx=dict(tracking_sigma="tracking_sigma", foot_height="max_foot_height",
-             base_height="base_height_target", max_force="max_contact_force",
-             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps",
-             push_enable="push_enable", soft_limit="soft_joint_limit_factor"),
+    reset=kg1.g1_reset, update=kg1.g1_update, state=STATE, data=("qacc",),
+    consts=(*term_consts(0.15, 0.5),
+            ParamSpec("max_contact_force", 500.0, 0.0, 1e6, unit="N",
+                      doc="foot normal force beyond which contact_force penalizes"),
+            *LAW_CONSTS, SOFT_LIMIT),
+    params=law_params((1.0, 0.5, 1.0), gait_frequency=(1.25, 1.5), push_velocity=(0.1, 2.0)),
+    extra_block=LAW_BLOCK, ctx={**CTX, "max_force": "max_contact_force"},
     defaults=dict(terminate_contact=1.0),
 )
 """MuJoCo Playground's ``G1Joystick*Terrain`` as a config (module docstring)."""
@@ -215,14 +223,6 @@ def g1_task_specs(height_scan: bool = False) -> tuple[ParamSpec, ...]:
     """The task's parameters (Playground's values): reward scales, noise, reward
     constants, command law, gait, pushes; with ``height_scan`` the scan's (``SCAN_SPECS``)."""
     return (G1_JOYSTICK_SCAN if height_scan else G1_JOYSTICK).param_specs()
-
-
-def g1_model(terrain: str | TerrainGrid, cone: str | None = None) -> mujoco.MjModel:
-    """The G1 scene ``"flat"`` or ``"rough"`` (Playground's), or a generated terrain grid
-    replacing the flat floor (a heightfield geom named ``"floor"``, so the feet's contact
-    pairs and sensors keep working), compiled with ``cone``: ``None`` (the model's
-    pyramidal friction cone, Playground's), ``"pyramidal"`` or ``"elliptic"``."""
-    return build_model(G1_JOYSTICK, terrain, cone=cone)
 
 
 class G1Env(LeggedEnv):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import mujoco
 
+from gpuparam.envs.mujoco.legged import force_range_on_actuators
+
 ASSET_DIR = Path(__file__).resolve().parent / "assets" / "g1"
 SCENES = {
     "flat": "scene_mjx_feetonly_flat_terrain.xml",
@@ -30,11 +32,7 @@ def g1_spec(terrain: str) -> mujoco.MjSpec:
     if terrain not in SCENES:
         raise ValueError(f"terrain: expected one of {tuple(SCENES)}, got {terrain!r}")
     spec = mujoco.MjSpec.from_file(str(ASSET_DIR / SCENES[terrain]))
-    for act in spec.actuators:
-        joint = spec.joint(act.target)
-        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.forcerange = joint.actfrcrange
-        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
+    force_range_on_actuators(spec)
     return spec
 
 

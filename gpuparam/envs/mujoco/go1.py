@@ -44,8 +44,9 @@ from collections.abc import Sequence
 import mujoco
 
 from gpuparam.envs.mujoco.go1_model import FEET, go1_spec
-from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
+    HEIGHT_SCAN_SPECS,
+    JOYSTICK_NOISE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
@@ -90,13 +91,7 @@ REWARDS = (
            "number of penalized bodies touching the ground"),
 )
 REWARD_TERMS = tuple(r.name for r in REWARDS)
-NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
-         ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
-         ("noise_gyro", 0.2, "gyro noise (rad/s)"),
-         ("noise_gravity", 0.05, "gravity vector noise"),
-         ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
-         ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"),
-         ("noise_height_scan", 0.1, "height scan noise (m, before its scale)"))
+NOISE = (*JOYSTICK_NOISE, ("noise_height_scan", 0.1, "height scan noise (m, before its scale)"))
 # (njmax, nconmax) per world. Playground's MJX buffers (joystick.py): flat 40 constraint
 # rows and 4 contacts; rough 60 and 8. On the rough heightfield MuJoCo Warp keeps up to 4
 # contacts per foot (16, i.e. 12 + 16 * 4 = 76 rows): sized for that, so nothing is ever
@@ -144,9 +139,7 @@ GO1_JOYSTICK = LeggedTaskConfig(
                   doc="at a resample, probability of keeping each command component"),
         ParamSpec("command_resample_time", 5.0, 0.0, 1e5, unit="s",
                   doc="mean of the exponential time between command resamples"),
-        ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
-                  doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
-        ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+        *HEIGHT_SCAN_SPECS,
         ParamSpec("terminate_on_contact", 1.0, 0.0, 1.0,
                   doc="1: a terminating body touching the ground ends the episode"),
     ),
@@ -208,10 +201,6 @@ class Go1Env(LeggedEnv):
     config = GO1_JOYSTICK
     robot = "Go1"
 
-    def make_model(self, cone: str | None) -> mujoco.MjModel:
-        return go1_model(self.grid if self.grid is not None else self.terrain,
-                         self.penalized_contacts, self.terminating_contacts, cone)
-
     def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
         """MuJoCo Playground's ``locomotion/go1/randomize.py`` as terms, for
         ``env.randomize(*env.playground_randomization())``: floor friction ``U(0.4, 1.0)``
@@ -223,7 +212,7 @@ class Go1Env(LeggedEnv):
         or another trigger. Details and the deviations: ``legged.playground_randomization``;
         ``set_const`` follows the mass and centre-of-mass writes (Playground's MJX does not
         recompute the model's derived quantities)."""
-        return playground_randomization(self, on, **self.task_config.randomization)
+        return super().playground_randomization(on)
 
 
 class Go1RoughEnv(Go1Env):

@@ -30,7 +30,13 @@ def go1_spec(terrain: str) -> mujoco.MjSpec:
     ``ccd_iterations`` already set."""
     if terrain not in SCENES:
         raise ValueError(f"terrain: expected one of {tuple(SCENES)}, got {terrain!r}")
-    spec = mujoco.MjSpec.from_file(str(ASSET_DIR / SCENES[terrain]))
+    return scene_spec(SCENES[terrain])
+
+
+def scene_spec(file: str) -> mujoco.MjSpec:
+    """The Go1 scene file ``file`` (of ``ASSET_DIR``) as an editable ``mujoco.MjSpec``, with
+    Playground's ``ccd_iterations``."""
+    spec = mujoco.MjSpec.from_file(str(ASSET_DIR / file))
     spec.option.ccd_iterations = CCD_ITERATIONS
     return spec
 

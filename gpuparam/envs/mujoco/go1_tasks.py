@@ -23,12 +23,21 @@ import warp as wp
 
 from gpuparam._launch import BoundLaunch
 from gpuparam.backend import BindContext
-from gpuparam.envs.mujoco.go1_tasks_model import FEET, HANDSTAND_UNWANTED_CONTACTS, go1_task_spec
-from gpuparam.envs.mujoco.legged import LeggedBackend, playground_randomization
-from gpuparam.envs.mujoco.legged_task import LeggedEnv, LeggedTaskConfig, Obs, Reward, State
+from gpuparam.envs.mujoco.go1 import GO1_JOYSTICK
+from gpuparam.envs.mujoco.go1_model import FEET
+from gpuparam.envs.mujoco.go1_tasks_model import HANDSTAND_UNWANTED_CONTACTS, go1_task_spec
+from gpuparam.envs.mujoco.legged import LeggedBackend
+from gpuparam.envs.mujoco.legged_task import (
+    JOYSTICK_NOISE,
+    TERRAIN_STATE,
+    LeggedEnv,
+    LeggedTaskConfig,
+    Obs,
+    Reward,
+    State,
+)
 from gpuparam.kernels import go1_tasks as kg
 from gpuparam.kernels import legged_terms as kt
-from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import ParamSpec
 
 
@@ -43,12 +52,10 @@ def handstand_spec(terrain: str) -> mujoco.MjSpec:
 
 
 def _noise(joint_pos: float, linvel: bool) -> tuple:
-    return (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
-            *((("noise_linvel", 0.1, "local linear velocity noise (m/s)"),) if linvel else ()),
-            ("noise_gyro", 0.2, "gyro noise (rad/s)"),
-            ("noise_gravity", 0.05, "gravity vector noise"),
-            ("noise_joint_pos", joint_pos, "joint angle noise (rad)"),
-            ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
+    """Playground's joystick noise with ``noise_joint_pos`` ``joint_pos`` (no
+    ``noise_linvel`` unless ``linvel``)."""
+    return tuple((name, joint_pos if name == "noise_joint_pos" else v, doc)
+                 for name, v, doc in JOYSTICK_NOISE if linvel or name != "noise_linvel")
 
 
 def _consts(soft: float, height: float, forward_z: float = -1.0) -> tuple[ParamSpec, ...]:
@@ -66,8 +73,7 @@ def _consts(soft: float, height: float, forward_z: float = -1.0) -> tuple[ParamS
 
 
 _STATE = (*(State(k, k, ("feet",)) for k in ("air_time", "swing_peak", "last_contact")),
-          State("start_xy", "start_xy", (2,), terrain_only=True),
-          *(State(k, k, terrain_only=True) for k in ("cmd_distance", "metric")))
+          *TERRAIN_STATE)
 _PRIV = (Obs("gyro", 3, kt.obs_gyro), Obs("accel", 3, kt.obs_accel),
          Obs("linvel", 3, kt.obs_linvel), Obs("global_angvel", 3, kt.obs_global_angvel),
          Obs("joint_pos", "nu", kt.obs_joint_pos), Obs("joint_vel", "nu", kt.obs_joint_vel),
@@ -78,11 +84,10 @@ _OBS = (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
         Obs("joint_pos", "nu", kt.obs_joint_pos, "noise_joint_pos", kt.obs_default_pose),
         Obs("joint_vel", "nu", kt.obs_joint_vel, "noise_joint_vel"),
         Obs("last_action", "nu", kt.obs_last_action))
-_RANDOMIZATION = dict(frictionloss=(0.9, 1.1), floor_geom="floor", com_jitter=0.05)
 # (njmax, nconmax) per world: Playground's njmax (250, 200); up to ~30 contacts lying down
 GETUP = LeggedTaskConfig(
     spec=getup_spec, base_body="trunk", feet=FEET, frame_skip=5, max_episode_steps=300,
-    sizes={"flat": (250, 32)}, randomization=_RANDOMIZATION,
+    sizes={"flat": (250, 32)}, randomization=GO1_JOYSTICK.randomization,
     recipe=dict(action_scale=0.5, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.5),
     noise=_noise(0.03, linvel=False), obs=_OBS, priv=_PRIV,
     rewards=(
@@ -109,7 +114,7 @@ GETUP = LeggedTaskConfig(
 
 HANDSTAND = LeggedTaskConfig(
     spec=handstand_spec, base_body="trunk", feet=FEET, frame_skip=5, max_episode_steps=500,
-    sizes={"flat": (200, 32)}, randomization=_RANDOMIZATION,
+    sizes={"flat": (200, 32)}, randomization=GO1_JOYSTICK.randomization,
     recipe=dict(action_scale=0.3, reset_xy=0.5, reset_yaw=3.14, reset_velocity=0.5),
     noise=_noise(0.01, linvel=True),
     obs=(Obs("linvel", 3, kt.obs_linvel, "noise_linvel"), *_OBS), priv=_PRIV,
@@ -163,10 +168,6 @@ class GetupBackend(LeggedBackend):
 
 class _Go1TaskEnv(LeggedEnv):
     robot, config = "Go1", HANDSTAND
-
-    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """Playground's Go1 ``domain_randomize``: ``go1.Go1Env.playground_randomization``."""
-        return playground_randomization(self, on, **self.config.randomization)
 
 
 class Go1GetupEnv(_Go1TaskEnv):

@@ -19,24 +19,19 @@ Handstand terminates on), and keyframes ``home``, ``home_higher``, ``pre_recover
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mujoco
 
-ASSET_DIR = Path(__file__).resolve().parent / "assets" / "go1"
+from gpuparam.envs.mujoco.go1_model import scene_spec
+
 SCENES = {
     "getup": "scene_mjx_fullcollisions_flat_terrain.xml",
     "handstand": "scene_mjx_flat_terrain.xml",
 }
-# Feet, in Playground's order (``go1_constants.FEET_SITES``): a site and a geom per foot.
-FEET = ("FR", "FL", "RR", "RL")
 # Handstand's unwanted floor contacts, in Playground's order (``handstand.py``): each has a
 # contact sensor ``<geom>_floor_found``; any of them touching the floor ends the episode.
 HANDSTAND_UNWANTED_CONTACTS = (
     "fl_calf1", "fl_calf2", "fr_calf1", "fr_calf2", "fl_thigh1", "fl_thigh2", "fl_thigh3",
     "fr_thigh1", "fr_thigh2", "fr_thigh3", "fl_hip", "fr_hip")
-# Set by Playground on the compiled model (``go1/base.py``), not in its XML.
-CCD_ITERATIONS = 20
 
 
 def go1_task_spec(task: str) -> mujoco.MjSpec:
@@ -44,9 +39,7 @@ def go1_task_spec(task: str) -> mujoco.MjSpec:
     editable ``mujoco.MjSpec``, with Playground's ``ccd_iterations`` already set."""
     if task not in SCENES:
         raise ValueError(f"task: expected one of {tuple(SCENES)}, got {task!r}")
-    spec = mujoco.MjSpec.from_file(str(ASSET_DIR / SCENES[task]))
-    spec.option.ccd_iterations = CCD_ITERATIONS
-    return spec
+    return scene_spec(SCENES[task])
 
 
 def load_go1_task(task: str) -> mujoco.MjModel:

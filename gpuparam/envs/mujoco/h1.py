@@ -32,7 +32,6 @@ import mujoco
 import numpy as np
 
 from gpuparam.envs.mujoco.h1_model import FEET, h1_spec
-from gpuparam.envs.mujoco.legged import playground_randomization
 from gpuparam.envs.mujoco.legged_task import (
     Command,
     LeggedEnv,
@@ -43,7 +42,6 @@ from gpuparam.envs.mujoco.legged_task import (
 )
 from gpuparam.kernels import h1 as kh
 from gpuparam.kernels import legged_terms as kt
-from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import ParamSpec
 
 NU = 19
@@ -123,6 +121,8 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
     foot_found=tuple(f"{{}}{k}_floor_found" for k in (1, 2, 3)), contact_by_id=True,
     sizes={"flat": (80, 12)}, action_mode="cumulative", clip_ctrl=True, data=("ctrl",),
     recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
+    # playground_randomization: Playground's G1 recipe (it has none for H1), the floor's
+    # friction (the contact takes the larger of it and the feet's 1.0)
     randomization=dict(frictionloss=(0.5, 2.0), floor_geom="floor"),
     noise=NOISE, obs=observations(1, True), priv=(),
     rewards=(
@@ -138,7 +138,7 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
         Reward("pose", -2.5, kt.pose_weighted, "sum w (q - default)^2"),
         Reward("foot_slip", 0.0, kt.feet_slip, "sum |foot vel_xy|^2 in contact"),
         Reward("action_rate", -0.01, kh.action_rate_h1, "|la - lla|^2 + |la - 2 lla + a|^2")),
-    reward_clip=True, terminations=(kt.joint_out_of_range, kh.fallen),
+    reward_clip=True, terminations=(kt.joint_out_of_range, kt.tilted),
     command=Command(kh.command_reset, kh.command_update, "command_range"),
     reset=kh.gait_reset, update=kt.gait_update,
     state=task_state(1, State("command", "command", (3,)),
@@ -148,7 +148,8 @@ H1_JOYSTICK_GAIT = LeggedTaskConfig(
     consts=CONSTS + COMMAND_CONSTS,
     params=(ParamSpec("command_range", (1.5, 0.5, 1.0), 0.0, 100.0, shape=(3,),
                       unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
-    ctx=dict(tracking_sigma="tracking_sigma"),
+    ctx=dict(tracking_sigma="tracking_sigma", up_min="fall_upvector_z",
+             early_termination="early_termination"),
 )
 """Playground's ``H1JoystickGaitTracking`` as a config (module docstring)."""
 
@@ -177,12 +178,6 @@ class H1JoystickGaitEnv(LeggedEnv):
     name = "H1JoystickGaitTracking-v1"
     config = H1_JOYSTICK_GAIT
     robot = "H1"
-
-    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """Playground's G1 recipe (it has none for H1): ``legged.playground_randomization``
-        with joint frictionloss ``x U(0.5, 2.0)`` and the floor's friction (the contact
-        takes the larger of it and the feet's 1.0)."""
-        return playground_randomization(self, on, **self.task_config.randomization)
 
 
 class H1InplaceGaitEnv(H1JoystickGaitEnv):

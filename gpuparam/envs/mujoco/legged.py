@@ -101,6 +101,19 @@ def actuated_dofs(mjm: mujoco.MjModel) -> np.ndarray:
     return np.array(dofs, dtype=np.int32)
 
 
+def force_range_on_actuators(spec: mujoco.MjSpec) -> None:
+    """Each joint's ``actuatorfrcrange`` in ``spec`` moved onto its position actuator
+    (``forcerange``), so that the recipe's ``torque_limit`` writes it per env (G1, T1):
+    with one actuator of gear 1 per joint the joint torque is the same, but
+    ``actuator_force`` is then the clamped force, where the joint's limit reports the
+    unclamped one."""
+    for act in spec.actuators:
+        joint = spec.joint(act.target)
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = joint.actfrcrange
+        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
+
+
 def legged_specs(mjm: mujoco.MjModel, max_action_delay: int, terrain_rows: int, *,
                  action_scale: float, reset_xy: float, reset_yaw: float,
                  reset_velocity: float,
@@ -243,17 +256,6 @@ def playground_randomization(env, on: On, *, frictionloss: tuple[float, float],
         terms.append(term("body_ipos", lo, hi, op="add"))
     return (*terms, term("body_mass", *body_mass, op="scale"), added,
             term("joint_offset", -0.05, 0.05, op="add"))
-
-
-def param_block(b: BindContext, names: Sequence[str]) -> wp.array:
-    """The effective-table rows ``[len(names), N]`` of scalar parameters stored one after
-    the other (a view: kernels see every write), for a task kernel reading a block of
-    constants by row."""
-    cols = [b.params.columns(n) for n in names]
-    c0 = cols[0][0]
-    if any(c != (c0 + k, 1) for k, c in enumerate(cols)):
-        raise ValueError(f"parameters {list(names)} are not consecutive scalars")
-    return wp.from_torch(b.params.effective_table[c0 : c0 + len(names)])
 
 
 class LeggedBackend(MjwBackend):

@@ -55,7 +55,7 @@ from gpuparam.envs.mujoco.legged import (
     LEGGED_PER_ELEMENT,
     LeggedBackend,
     legged_specs,
-    param_block,
+    playground_randomization,
 )
 from gpuparam.envs.mujoco.model import check_cone
 from gpuparam.envs.mujoco.robot_env import RobotEnv
@@ -63,6 +63,7 @@ from gpuparam.envs.mujoco.terrain import TerrainGrid, add_terrain_hfield, scan_p
 from gpuparam.envs.mujoco.terrain_env import TaskTerrain
 from gpuparam.kernels import legged_terms as kt
 from gpuparam.pipeline import StepContext
+from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import BoxSpec, OutputSpec, ParamSpec
 
 
@@ -175,10 +176,33 @@ def _command_mode(cfg: LeggedTaskConfig) -> int:
     return 2 if have else 1
 
 
+# Playground's joystick observation noise (Go1, G1, T1): ``LeggedTaskConfig.noise`` entries
+JOYSTICK_NOISE = (
+    ("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
+    ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
+    ("noise_gyro", 0.2, "gyro noise (rad/s)"),
+    ("noise_gravity", 0.05, "gravity vector noise"),
+    ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
+    ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
+
+
+# the height scan's shaping (legged_gym's values; ``ctx`` scan_offset, scan_scale)
+HEIGHT_SCAN_SPECS = (
+    ParamSpec("height_scan_offset", 0.5, -10.0, 10.0, unit="m",
+              doc="height scan value: clip(base_z - offset - h, -1, 1) * scale"),
+    ParamSpec("height_scan_scale", 5.0, 0.0, 100.0, doc="scale of the height scan values"),
+)
+# the terrain curriculum's state (start xy, commanded distance, metric; the task kernel
+# writes it at a reset, steps it on a terrain), checkpointed only with a terrain grid
+TERRAIN_STATE = (State("start_xy", "start_xy", (2,), terrain_only=True),
+                 State("cmd_distance", "cmd_distance", terrain_only=True),
+                 State("metric", "metric", terrain_only=True))
+
+
 def feet_state(*extra: State) -> tuple[State, ...]:
     """The state every legged task keeps (last action, per foot air time, swing peak, last
-    contact; the terrain curriculum's start xy, commanded distance, metric), plus
-    ``extra``, in checkpoint order."""
+    contact) and ``extra``, in checkpoint order: the first two of ``extra``, the feet's,
+    the rest."""
     return (*extra[:2], State("last_act", "last_act", ("nu",)),
             State("air_time", "air_time", ("feet",)),
             State("swing_peak", "swing_peak", ("feet",)),
@@ -323,14 +347,18 @@ def build_model(cfg: LeggedTaskConfig, terrain: str | TerrainGrid, penalized: Se
     return spec.compile()
 
 
-def rows_block(b: BindContext, names: Sequence[str]) -> wp.array:
-    """The effective-table rows ``[rows, N]`` of parameters (scalars or vectors) stored one
-    after the other, in ``names`` order (a view: kernels see every write)."""
+def rows_block(b: BindContext, names: Sequence[str], scalars: bool = False) -> wp.array:
+    """The effective-table rows ``[rows, N]`` of parameters stored one after the other, in
+    ``names`` order (a view: kernels see every write): scalars (``scalars``, a block of
+    constants read by row) or also vectors (a row per component)."""
     cols = [b.params.columns(n) for n in names]
     end = cols[0][0]
-    for c0, size in cols:
-        if c0 != end:
-            raise ValueError(f"parameters {list(names)} are not stored one after the other")
+    for name, (c0, size) in zip(names, cols, strict=True):
+        if c0 != end or (scalars and size != 1):
+            kind = "scalars" if scalars else "parameters"
+            raise ValueError(f"parameters {list(names)}: expected {kind} stored one after "
+                             f"the other, got {name!r} at row {c0} (size {size}), expected "
+                             f"row {end}")
         end = c0 + size
     return wp.from_torch(b.params.effective_table[cols[0][0] : end])
 
@@ -440,9 +468,9 @@ class LeggedTask(Task):
             # views of buffers allocated once (the parameter table, MuJoCo Warp's data, the
             # step context): bound here, never rebound
             params = kt.TaskParams()
-            params.scales = param_block(b, [f"reward_{r}" for r in cfg.reward_names])
-            params.noise = param_block(b, [name for name, _, _ in cfg.noise])
-            params.consts = param_block(b, [s.name for s in cfg.consts])
+            params.scales = rows_block(b, [f"reward_{r}" for r in cfg.reward_names], True)
+            params.noise = rows_block(b, [name for name, _, _ in cfg.noise], True)
+            params.consts = rows_block(b, [s.name for s in cfg.consts], True)
             params.cmd_range = params.cmd_prob = params.cmd = _empty(2)
             if _command_mode(cfg) == 2:
                 params.cmd = rows_block(b, COMMAND_PARAMS)
@@ -689,6 +717,13 @@ class LeggedEnv(RobotEnv):
 
     def make_task(self) -> LeggedTask:
         return LeggedTask(self)
+
+    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
+        """MuJoCo Playground's ``domain_randomize`` as terms, for
+        ``env.randomize(*env.playground_randomization())``: ``legged.playground_randomization``
+        with the config's ``randomization`` values. ``on``: ``"startup"`` (Playground's:
+        once per env), ``"reset"`` or another trigger."""
+        return playground_randomization(self, on, **self.task_config.randomization)
 
 
 _BODIES: dict = {}

@@ -18,8 +18,9 @@ import functools
 
 import mujoco
 
-from gpuparam.envs.mujoco.legged import playground_randomization
+from gpuparam.envs.mujoco.go1 import GO1_JOYSTICK
 from gpuparam.envs.mujoco.legged_task import (
+    TERRAIN_STATE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
@@ -31,7 +32,6 @@ from gpuparam.envs.mujoco.legged_task import (
 from gpuparam.envs.mujoco.spot_model import FEET, spot_spec
 from gpuparam.kernels import legged_terms as kt
 from gpuparam.kernels import spot as ks
-from gpuparam.randomization.terms import On, Term
 from gpuparam.spec import ParamSpec
 
 TORQUE_LIMIT = 1e4
@@ -55,7 +55,8 @@ NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit fo
          ("noise_feet_pos_x", 0.01, "feet position noise, x (m)"),
          ("noise_feet_pos_y", 0.005, "feet position noise, y (m)"),
          ("noise_feet_pos_z", 0.02, "feet position noise, z (m)"))
-# the consts block rows kernels/spot.py reads (C_*), then the named ones
+# the constants, each read through ``ctx`` (the tilt termination ``kt.tilted``: TILT_CTX)
+TILT_CTX = dict(up_min="termination_upvector_z", early_termination="early_termination")
 CONSTS = (
     ParamSpec("termination_upvector_z", 0.85, -1.0, 1.0,
               doc="the episode ends when the upvector's z falls below this"),
@@ -76,9 +77,7 @@ HEAD = (Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
         Obs("upvector", 3, kt.obs_upvector, "noise_gravity"))
 STATE = (State("command", "command", (3,)), State("step", "countdown", (), int32=True),
          State("last_last_act", "last_last_act", ("nu",)),
-         State("error_history", "qpos_error_history", (36,)),
-         *(State(k, k, s, terrain_only=True)  # the kernel's terrain bookkeeping
-           for k, s in (("start_xy", (2,)), ("cmd_distance", ()), ("metric", ()))))
+         State("error_history", "qpos_error_history", (36,)), *TERRAIN_STATE)
 TRACKING = (Reward("tracking_lin_vel", 1.5, kt.tracking_lin_vel,
                    "exp(-|cmd_xy - local linvel_xy|^2 / sigma)"),
             Reward("tracking_ang_vel", 0.8, kt.tracking_ang_vel,
@@ -87,7 +86,7 @@ TRACKING = (Reward("tracking_lin_vel", 1.5, kt.tracking_lin_vel,
 SPOT_JOYSTICK = LeggedTaskConfig(
     spec=functools.partial(_spec, "joystick"), base_body="body", feet=FEET, sizes=SIZES,
     recipe=dict(action_scale=0.3, reset_xy=0.0, reset_yaw=0.0, reset_velocity=0.0),
-    randomization=dict(frictionloss=(0.9, 1.1), floor_geom="floor", com_jitter=0.05),
+    randomization=GO1_JOYSTICK.randomization,  # Playground has none for Spot: Go1's
     noise=NOISE, extra_sensors=tuple(f"{f}_pos" for f in FEET),
     obs=(*HEAD, Obs("joint_pos", "nu", ks.obs_noisy_q, None, kt.obs_default_pose),
          Obs("error_history", "3 * nu", ks.obs_history),
@@ -121,7 +120,7 @@ SPOT_JOYSTICK = LeggedTaskConfig(
                     "sum (swing peak / max_foot_height - 1)^2 at first contacts, if moving"),
              Reward("feet_air_time", 0.1, kt.feet_air_time_moving,
                     "sum (air time - 0.1) at first contacts, if moving")),
-    reward_clip=True, terminations=(ks.tilted,),
+    reward_clip=True, terminations=(kt.tilted,),
     command=Command(kt.command_interval_reset, kt.command_interval_update, "command_range"),
     state=feet_state(*STATE),
     data=("ctrl", "xfrc_applied"),
@@ -130,7 +129,8 @@ SPOT_JOYSTICK = LeggedTaskConfig(
     params=(ParamSpec("command_range", (1.0, 0.8, 1.0), 0.0, 100.0, shape=(3,),
                       unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)"),),
     ctx=dict(tracking_sigma="tracking_sigma", foot_height="max_foot_height",
-             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps"),
+             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps",
+             **TILT_CTX),
 )
 """MuJoCo Playground's ``SpotFlatTerrainJoystick`` as a config (module docstring)."""
 
@@ -161,7 +161,7 @@ SPOT_GAIT = dataclasses.replace(
             ParamSpec("command_range", (1.0, 0.5, 1.0), 0.0, 100.0, shape=(3,),
                       unit="m/s, m/s, rad/s", doc="a: commands drawn from U(-a, a)")),
     ctx=dict(tracking_sigma="tracking_sigma", cmd_zero_prob="command_zero_prob",
-             cmd_resample="command_resample_steps"),
+             cmd_resample="command_resample_steps", **TILT_CTX),
 )
 """MuJoCo Playground's ``SpotJoystickGaitTracking`` as a config (module docstring)."""
 
@@ -174,10 +174,6 @@ class SpotEnv(LeggedEnv):
     name = "SpotFlatTerrainJoystick-v1"
     config = SPOT_JOYSTICK
     robot = "Spot"
-
-    def playground_randomization(self, on: On = "startup") -> tuple[Term, ...]:
-        """``legged.playground_randomization``'s terms with Go1's values."""
-        return playground_randomization(self, on, **self.config.randomization)
 
 
 class SpotGaitEnv(SpotEnv):

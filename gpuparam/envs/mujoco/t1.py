@@ -22,23 +22,19 @@ and energy terms) is then the clamped force where Playground reports the unclamp
 
 from __future__ import annotations
 
-from gpuparam.envs.mujoco.legged import playground_randomization
+from gpuparam.envs.mujoco import g1
 from gpuparam.envs.mujoco.legged_task import (
+    JOYSTICK_NOISE,
     Command,
     LeggedEnv,
     LeggedTaskConfig,
-    Obs,
     Reward,
-    State,
-    command_specs,
-    feet_state,
 )
 from gpuparam.envs.mujoco.t1_model import FEET, t1_spec
 from gpuparam.kernels import g1 as kg1
 from gpuparam.kernels import legged_terms as kt
 from gpuparam.kernels import t1 as kt1
 from gpuparam.randomization.terms import On, Term, Uniform
-from gpuparam.spec import ParamSpec
 
 # envpool's config order (its reward_<term> info keys)
 REWARDS = (
@@ -69,19 +65,13 @@ REWARDS = (
     Reward("joint_deviation_knee", -0.1, kg1.g1_knee, "sum |q_knee - default|"),
     Reward("joint_deviation_hip", -0.1, kt1.joint_deviation_hip,
            "sum |q_hip roll, yaw - default| if |cmd_y| > 0.1"),
-    Reward("dof_pos_limits", -1.0, kg1.g1_dof_pos_limits,
+    Reward("dof_pos_limits", -1.0, kt.dof_pos_limits_centred,
            "joint angles beyond the soft limits (summed)"),
-    Reward("pose", -1.0, kt1.pose_weighted, "sum w (q - default)^2"),
+    Reward("pose", -1.0, kt.pose_weighted, "sum w (q - default)^2"),
     Reward("feet_distance", -1.0, kt1.feet_distance,
            "clip(0.2 - lateral foot distance in the base yaw frame, 0, 0.1)"),
 )
 REWARD_TERMS = tuple(r.name for r in REWARDS)
-NOISE = (("noise_level", 1.0, "scale of every observation noise (0: none, bit for bit)"),
-         ("noise_linvel", 0.1, "local linear velocity noise (m/s)"),
-         ("noise_gyro", 0.2, "gyro noise (rad/s)"),
-         ("noise_gravity", 0.05, "gravity vector noise"),
-         ("noise_joint_pos", 0.03, "joint angle noise (rad)"),
-         ("noise_joint_vel", 1.5, "joint velocity noise (rad/s)"))
 # Playground's pose weights per joint: head 2; each arm (shoulder pitch, roll, elbow pitch,
 # yaw); waist; each leg (hip pitch, roll, yaw, knee, ankle pitch, roll)
 POSE_WEIGHT = (1.0, 1.0, *(0.1, 1.0, 1.0, 1.0) * 2, 1.0, *(0.01, 1.0, 1.0, 0.01, 1.0, 1.0) * 2)
@@ -96,69 +86,19 @@ T1_JOYSTICK = LeggedTaskConfig(
                 reset_joint_scale=(0.5, 1.5)),
     randomization=dict(frictionloss=(0.9, 1.1), floor_geom="floor", floor_friction=(0.2, 0.6),
                        body_mass=(0.98, 1.02)),
-    noise=NOISE,
     foot_found=tuple(f"{{}}_{k}_floor_found" for k in range(1, 5)),
-    obs=(Obs("linvel", 3, kt.obs_linvel, "noise_linvel"),
-         Obs("gyro", 3, kt.obs_gyro, "noise_gyro"),
-         Obs("gravity", 3, kt.obs_gravity, "noise_gravity"),
-         Obs("command", 3, kt.obs_command),
-         Obs("joint_pos", "nu", kt.obs_joint_pos, "noise_joint_pos", kt.obs_default_pose),
-         Obs("joint_vel", "nu", kt.obs_joint_vel, "noise_joint_vel"),
-         Obs("last_action", "nu", kt.obs_last_action),
-         Obs("phase", "2 * feet", kt.obs_phase)),
-    priv=(Obs("gyro", 3, kt.obs_gyro), Obs("accel", 3, kt.obs_accel),
-          Obs("gravity", 3, kt.obs_gravity), Obs("linvel", 3, kt.obs_linvel),
-          Obs("global_angvel", 3, kt.obs_global_angvel),
-          Obs("joint_pos", "nu", kt.obs_joint_pos_rel), Obs("joint_vel", "nu", kt.obs_joint_vel),
-          Obs("base_height", 1, kt.obs_base_height),
-          Obs("actuator_force", "nu", kt.obs_actuator_force),
-          Obs("contact", "feet", kt.obs_contact),
-          Obs("feet_vel", "3 * feet", kt.obs_feet_vel), Obs("air_time", "feet", kt.obs_air_time)),
-    rewards=REWARDS, reward_clip=True,
+    # G1's laws (kernels.g1) with what they read: observations, state, constants, ctx
+    noise=JOYSTICK_NOISE, obs=g1.OBS, priv=g1.PRIV, rewards=REWARDS, reward_clip=True,
     terminations=(kt.upside_down, kt.nan_state),
     command=Command(kt.no_reset, kt.no_update, range_param=None),  # drawn by G1's laws
-    reset=kg1.g1_reset, update=kt1.t1_update,
-    state=feet_state(State("command", "command", (3,)),
-                     State("step", "countdown", (), int32=True),
-                     State("phase", "phase", ("feet",)), State("phase_dt", "phase_dt"),
-                     State("push_step", "push_step", (), int32=True),
-                     State("push_interval", "push_interval", (), int32=True),
-                     # the terrain curriculum's (the task kernel writes them at a reset)
-                     State("start_xy", "start_xy", (2,), terrain_only=True),
-                     State("cmd_distance", "cmd_distance", terrain_only=True),
-                     State("metric", "metric", terrain_only=True)),
+    reset=kg1.g1_reset, update=kt1.t1_update, state=g1.STATE,
     index_joints=("Left_Hip_Roll", "Left_Hip_Yaw", "Right_Hip_Roll", "Right_Hip_Yaw",
                   "Left_Knee_Pitch", "Right_Knee_Pitch"),
     pose_weight=POSE_WEIGHT, penalized_groups=(("left_foot_right_foot_found",),),
-    data=("qacc",),
-    consts=(
-        ParamSpec("tracking_sigma", 0.25, 1e-4, 100.0, doc="width of the tracking rewards"),
-        ParamSpec("max_foot_height", 0.12, 1e-3, 10.0, unit="m",
-                  doc="swing height of the gait target and the foot terms"),
-        ParamSpec("base_height_target", 0.665, 0.0, 10.0, unit="m",
-                  doc="target of the base_height term"),
-        ParamSpec("soft_joint_limit_factor", 0.95, 0.0, 1.0,
-                  doc="soft joint limits: each range shrunk about its centre by the factor"),
-        ParamSpec("command_zero_prob", 0.1, 0.0, 1.0,
-                  doc="probability that a drawn command is all zero"),
-        ParamSpec("command_resample_steps", 500.0, 0.0, 1e9, unit="steps",
-                  doc="a new command once more steps than this have passed"),
-        ParamSpec("push_enable", 1.0, 0.0, 1.0, doc="1: Playground's velocity pushes"),
-    ),
-    params=(
-        *command_specs((1.0, 0.8, 1.0)),  # Playground's U(-a, a): low -a, high a
-        ParamSpec("gait_frequency", (1.25, 1.75), 0.0, 100.0, shape=(2,), ordered=True,
-                  unit="Hz", doc="(low, high): gait frequency, drawn per episode"),
-        ParamSpec("push_interval", (5.0, 10.0), 0.0, 1e5, shape=(2,), ordered=True, unit="s",
-                  doc="(low, high): interval between pushes, drawn per episode"),
-        ParamSpec("push_velocity", (0.1, 1.0), 0.0, 100.0, shape=(2,), ordered=True, unit="m/s",
-                  doc="(low, high): velocity added to the base by a push"),
-    ),
-    extra_block=("gait_frequency", "push_interval", "push_velocity"),
-    ctx=dict(tracking_sigma="tracking_sigma", foot_height="max_foot_height",
-             base_height="base_height_target", soft_limit="soft_joint_limit_factor",
-             cmd_zero_prob="command_zero_prob", cmd_resample="command_resample_steps",
-             push_enable="push_enable"),
+    data=("qacc",), consts=(*g1.term_consts(0.12, 0.665), g1.SOFT_LIMIT, *g1.LAW_CONSTS),
+    params=g1.law_params((1.0, 0.8, 1.0), gait_frequency=(1.25, 1.75),
+                         push_velocity=(0.1, 1.0)),
+    extra_block=g1.LAW_BLOCK, ctx=g1.CTX,
 )
 """MuJoCo Playground's ``T1Joystick*Terrain`` as a config (module docstring)."""
 
@@ -186,7 +126,7 @@ class T1Env(LeggedEnv):
         kg (``added_mass``), joint offsets ``U(-0.05, 0.05)`` rad (``joint_offset``), ``kp``
         ``x U(0.9, 1.1)``, the ankles' ``kd`` ``x U(0.5, 2.0)``. ``on``: ``"startup"``
         (Playground's) or another trigger; details: ``legged.playground_randomization``."""
-        terms = playground_randomization(self, on, **self.config.randomization)
+        terms = super().playground_randomization(on)
         jnt = list(self.mjm.actuator_trnid[:, 0])
         ankle = [jnt.index(self.mjm.joint(a).id) for a in ANKLES]
         lo = [0.5 if j in ankle else 1.0 for j in range(self.mjm.nu)]
