@@ -153,7 +153,7 @@ def test_readme_states_the_test_time_cold_and_warm():
     docs/install.md."""
     for page in ("README.md", "docs/install.md"):
         text = re.sub(r"\s+", " ", (ROOT / page).read_text())
-        for phrase in ("about 15 minutes", "warm", "44 minutes",
+        for phrase in ("about 8.5 minutes", "warm", "44 minutes",
                        "empty"):
             assert phrase in text, f"{page} lacks {phrase!r} (the test time, cold and warm)"
 
