@@ -68,6 +68,9 @@ def random_ops(steps: int, seed: int = 0, kinds: Sequence[str] = OPS) -> list[Op
     """A random sequence with ``steps`` steps and, between them, other operations of
     ``kinds`` (drawn by :data:`WEIGHTS`); it starts with two steps (the eager warm-up and
     the capture)."""
+    unknown = [k for k in kinds if k not in OPS]
+    if unknown:
+        raise ValueError(f"random_ops: kinds expected names in {OPS}, got {unknown}")
     rng = random.Random(seed)
     kinds = ["step", *(k for k in kinds if k != "step")]
     weights = [WEIGHTS[k] for k in kinds]

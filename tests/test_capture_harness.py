@@ -122,3 +122,12 @@ def test_check_capture_refuses_bad_arguments():
 def test_a_check_without_a_replay_is_refused():
     with pytest.raises(CaptureMismatch, match="no step was replayed"):
         check_capture(_maker("CartPole-v1", 2), ops=[STEP, STEP], norms=False)
+
+
+def test_unknown_op_kinds_are_named():
+    """``kinds`` naming an operation the harness does not have: a ``ValueError`` that names
+    it and the known ones, before anything is built."""
+    with pytest.raises(ValueError, match=r"kinds expected names in .*got \['teleport'\]"):
+        random_ops(10, kinds=("step", "teleport"))
+    with pytest.raises(ValueError, match="teleport"):
+        check_capture(lambda capture: pytest.fail("built"), steps=4, kinds=("teleport",))
