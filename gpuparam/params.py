@@ -53,8 +53,8 @@ def _refuse(where: str, spec: ParamSpec, v: torch.Tensor, mask: torch.Tensor | N
         if out.numel():
             raise ValueError(f"{where}: value {out[0].item()} outside its range "  # host-ok
                              f"[{spec.low}, {spec.high}] (or not finite); nothing was written")
-        raise ValueError(f"{where}: expected {spec.requirement}, got {row.tolist()}; nothing "
-                         "was written")  # host-ok: the error path
+        got = row.tolist()  # host-ok: the error path
+        raise ValueError(f"{where}: expected {spec.requirement}, got {got}; nothing was written")
 
 
 class ParamTable:

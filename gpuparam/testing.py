@@ -236,8 +236,9 @@ def _compare(what: str, a: Mapping[str, object], b: Mapping[str, object]) -> int
         differ = (x.view(torch.uint8) != y.view(torch.uint8)).any(1)
         if bool(differ.any()):  # host-ok: the harness compares between steps
             rows = differ.nonzero().flatten()[:8].tolist()  # host-ok: error path
-            raise CaptureMismatch(f"{what}: {key} differs at rows {rows}: captured "
-                                  f"{x[rows[0]].tolist()}, eager {y[rows[0]].tolist()}")
+            got, want = x[rows[0]].tolist(), y[rows[0]].tolist()  # host-ok: error path
+            raise CaptureMismatch(f"{what}: {key} differs at rows {rows}: captured {got}, "
+                                  f"eager {want}")
     return count
 
 
