@@ -11,6 +11,8 @@ import numpy as np
 import torch
 import warp as wp
 
+import gpuparam as gp
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 OBS_TOL = dict(rtol=1e-5, atol=1e-5)
 # the legged tasks' per-foot state, zero at a reset
@@ -53,6 +55,25 @@ def set_action_scale(env, f) -> None:
     default = env.params.spec["action_scale"].default
     scale = [c.get("action_scale", default) for c in scenario_configs(f)]
     env.params.set("action_scale", torch.tensor(scale, dtype=torch.float32))
+
+
+def biped_case(robot: str, terrain: str, name: str) -> tuple:
+    """G1's and T1's module fixture: the fixture ``<robot>_envpool_<terrain>`` and env
+    ``name`` with one env per recorded env, noise and pushes off, the recorded reward
+    scales; as ``(terrain, f, meta, env)``."""
+    f = load(f"{robot}_envpool_{terrain}")
+    n = f["valid"].shape[1]
+    env = gp.make(name, n, device="cpu", seed=0, noise_level=0.0, push_enable=0.0)
+    set_reward_scales(env, f)
+    return terrain, f, fixture_meta(f), env
+
+
+def valid_steps(f):
+    """The recorded steps with a valid env: ``(t, ok)``, ``ok`` the valid envs of step t."""
+    for t in range(f["valid"].shape[0]):
+        ok = f["valid"][t]
+        if ok.any():
+            yield t, ok
 
 
 def write_data_after_step(env, f, t: int, data=("sensordata", "actuator_force"),

@@ -25,12 +25,13 @@ import torch
 import gpuparam as gp
 from tests.envs.robots.parity import (
     OBS_TOL,
+    biped_case,
     fixture_meta,
     load,
     observe_biped_reset,
     one_step_qvel_errors,
     set_action_scale,
-    set_reward_scales,
+    valid_steps,
     write_biped_after_step,
 )
 
@@ -41,17 +42,7 @@ NAMES = {"flat": "G1JoystickFlatTerrain-v1", "rough": "G1JoystickRoughTerrain-v1
 
 @pytest.fixture(scope="module", params=["flat", "rough"])
 def case(request):
-    f = load(f"g1_envpool_{request.param}")
-    n = f["valid"].shape[1]
-    env = gp.make(NAMES[request.param], n, device="cpu", seed=0, noise_level=0.0,
-                  push_enable=0.0)
-    set_reward_scales(env, f)
-    return request.param, f, fixture_meta(f), env
-
-
-def _write_after_step(env, f, t: int) -> None:
-    """MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it."""
-    write_biped_after_step(env, f, t, imu="imu_in_pelvis")
+    return biped_case("g1", request.param, NAMES[request.param])
 
 
 def test_sizes_equal_envpools(case):
@@ -67,11 +58,9 @@ def test_task_matches_envpool_every_step_and_term(case):
     hip = list(f["term_names"]).index("joint_deviation_hip")
     active = np.zeros(24, int)
     checked = 0
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
-        _write_after_step(env, f, t)
+    for t, ok in valid_steps(f):
+        # MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it
+        write_biped_after_step(env, f, t, imu="imu_in_pelvis")
         env.task.compute(env.context)
         out = env.outputs
         priv = out["privileged_observation"].numpy()[ok]

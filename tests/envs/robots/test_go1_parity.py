@@ -32,6 +32,7 @@ from tests.envs.robots.parity import (
     one_step_qvel_errors,
     set_action_scale,
     tensor,
+    valid_steps,
     write_data_after_step,
     write_foot_state,
 )
@@ -62,10 +63,7 @@ def test_task_matches_envpool_every_step_and_term(case):
     scales = np.array([env.params.spec[f"reward_{k}"].default for k in f["term_names"]])
     active = np.zeros(16, int)
     checked = 0
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
+    for t, ok in valid_steps(f):
         _write_after_step(env, f, t)
         env.task.compute(env.context)
         out = env.outputs

@@ -37,6 +37,7 @@ from tests.envs.robots.parity import (
     set_recorded_state,
     set_reward_scales,
     tensor,
+    valid_steps,
     write_data_after_step,
     write_task_state,
 )
@@ -86,10 +87,7 @@ def test_task_matches_envpool_every_step_and_term(case):
     task, f, env = case
     k = fixture_meta(f)["state_dim"]
     checked, active = 0, np.zeros(len(f["term_names"]), int)
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
+    for t, ok in valid_steps(f):
         _write_after_step(env, f, t)
         env.task.compute(env.context)
         out = env.outputs

@@ -30,14 +30,12 @@ import pytest
 import torch
 import warp as wp
 
-import gpuparam as gp
 from tests.envs.robots.parity import (
     OBS_TOL,
-    fixture_meta,
-    load,
+    biped_case,
     observe_biped_reset,
     one_step_qvel_errors,
-    set_reward_scales,
+    valid_steps,
     write_biped_after_step,
 )
 
@@ -49,17 +47,7 @@ NU = 23
 
 @pytest.fixture(scope="module", params=["flat", "rough"])
 def case(request):
-    f = load(f"t1_envpool_{request.param}")
-    n = f["valid"].shape[1]
-    env = gp.make(NAMES[request.param], n, device="cpu", seed=0, noise_level=0.0,
-                  push_enable=0.0)
-    set_reward_scales(env, f)
-    return request.param, f, fixture_meta(f), env
-
-
-def _write_after_step(env, f, t: int) -> None:
-    """MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it."""
-    write_biped_after_step(env, f, t, imu="imu")
+    return biped_case("t1", request.param, NAMES[request.param])
 
 
 def test_sizes_equal_envpools(case):
@@ -76,11 +64,9 @@ def test_task_matches_envpool_every_step_and_term(case):
     active = np.zeros(nterm, int)
     checked = states = 0
     st = env.task.state
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
-        _write_after_step(env, f, t)
+    for t, ok in valid_steps(f):
+        # MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it
+        write_biped_after_step(env, f, t, imu="imu")
         env.task.compute(env.context)
         out = env.outputs
         priv = out["privileged_observation"].numpy()[ok]
