@@ -45,8 +45,8 @@ def set_reward_scales(env, f) -> None:
     """Each env's reward scales, as recorded (``<term>_scale`` of its scenario's config)."""
     cfgs = scenario_configs(f)
     for k in f["term_names"]:
-        env.params.set(f"reward_{k}", tensor(np.array([c[f"{k}_scale"] for c in cfgs],
-                                                   np.float32)))
+        scales = np.array([c[f"{k}_scale"] for c in cfgs], np.float32)
+        env.params.set(f"reward_{k}", tensor(scales))
 
 
 def set_action_scale(env, f) -> None:
