@@ -19,55 +19,43 @@ C. Reset: the reset observation from envpool's reset state.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
-import torch
-import warp as wp
 
 import gpuparam as gp
+from tests.envs.robots.parity import (
+    FOOT_STATE,
+    OBS_TOL,
+    forward_reset_state,
+    load,
+    observe_only,
+    one_step_qvel_errors,
+    set_action_scale,
+    tensor,
+    valid_steps,
+    write_data_after_step,
+    write_foot_state,
+)
 
 pytest.importorskip("mujoco_warp")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = {"flat": "Go1JoystickFlatTerrain-v1", "rough": "Go1JoystickRoughTerrain-v1"}
-OBS_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture(scope="module", params=["flat", "rough"])
 def case(request):
-    f = dict(np.load(FIXTURES / f"go1_envpool_{request.param}.npz"))
+    f = load(f"go1_envpool_{request.param}")
     n = f["valid"].shape[1]
     env = gp.make(NAMES[request.param], n, device="cpu", seed=0, noise_level=0.0)
     return request.param, f, env
 
 
-def _t(x) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(x))
-
-
 def _write_after_step(env, f, t: int) -> None:
     """MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it."""
-    d = env.backend.d
-    mjm = env.mjm
-    wp.to_torch(d.qpos).copy_(_t(f["qpos"][t + 1]))
-    wp.to_torch(d.qvel).copy_(_t(f["qvel"][t + 1]))
-    wp.to_torch(d.sensordata).copy_(_t(f["sensordata"][t]))
-    wp.to_torch(d.actuator_force).copy_(_t(f["actuator_force"][t]))
-    xpos = wp.to_torch(d.site_xpos)
-    for k, foot in enumerate(("FR", "FL", "RR", "RL")):
-        xpos[:, mjm.site(foot).id] = _t(f["feet_xpos"][t][:, k])
-    wp.to_torch(d.site_xmat)[:, mjm.site("imu").id] = _t(f["imu_xmat"][t]).reshape(-1, 3, 3)
-    st = env.task.state
-    st["command"].copy_(_t(f["command"][t]))
-    st["countdown"].fill_(10**6)  # no resampling inside the compared step
-    st["last_act"].copy_(_t(f["last_act"][t]))
-    st["air_time"].copy_(_t(f["feet_air_time"][t]))
-    st["swing_peak"].copy_(_t(f["swing_peak"][t]))
-    st["last_contact"].copy_(_t(f["last_contact"][t].astype(np.float32)))
-    env.context.action.copy_(_t(f["action"][t]))
+    write_data_after_step(env, f, t, feet=("FR", "FL", "RR", "RL"), imu="imu")
+    write_foot_state(env, f, t)
+    env.task.state["countdown"].fill_(10**6)  # no resampling inside the compared step
+    env.context.action.copy_(tensor(f["action"][t]))
 
 
 def test_task_matches_envpool_every_step_and_term(case):
@@ -75,10 +63,7 @@ def test_task_matches_envpool_every_step_and_term(case):
     scales = np.array([env.params.spec[f"reward_{k}"].default for k in f["term_names"]])
     active = np.zeros(16, int)
     checked = 0
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
+    for t, ok in valid_steps(f):
         _write_after_step(env, f, t)
         env.task.compute(env.context)
         out = env.outputs
@@ -104,47 +89,22 @@ def test_task_matches_envpool_every_step_and_term(case):
 
 def test_reset_observation_matches_envpool(case):
     terrain, f, env = case
-    d = env.backend.d
-    wp.to_torch(d.qpos).copy_(_t(f["reset_qpos"]))
-    wp.to_torch(d.qvel).copy_(_t(f["reset_qvel"]))
-    wp.to_torch(d.ctrl).copy_(_t(f["reset_qpos"][:, 7:]))
-    wp.to_torch(d.xfrc_applied).zero_()
-    import mujoco_warp as mjw
-
-    with env.backend.scope():
-        mjw.forward(env.backend.m, d)
-    st = env.task.state
-    for k in ("last_act", "air_time", "swing_peak", "last_contact"):
-        st[k].zero_()
-    st["command"].copy_(_t(f["reset_command"]))
+    forward_reset_state(env, f, f["reset_qpos"][:, 7:])
     env.backend.state["kick_steps"].zero_()
     env.backend.state["kick_steps"][:, 1] = 50  # kicks off: not kicking
-    mask = torch.ones(env.num_envs, dtype=torch.bool)
-    env.task.observe_only(env.context, mask)
+    observe_only(env, FOOT_STATE, command=tensor(f["reset_command"]))
     np.testing.assert_allclose(env.outputs["privileged_observation"].numpy(),
                                f["reset_privileged_state"], **OBS_TOL)
 
 
 def test_one_env_step_matches_mujoco_c_at_most_steps():
     """Physics through the env (PD, action scale per env: the "flail" envs use 1.0)."""
-    f = dict(np.load(FIXTURES / "go1_envpool_flat.npz"))
-    meta = json.loads(str(f["meta"]))
+    f = load("go1_envpool_flat")
     n = f["valid"].shape[1]
     env = gp.make(NAMES["flat"], n, device="cpu", seed=0, noise_level=0.0,
                   max_episode_steps=10**6)
-    scale = torch.tensor([meta["scenarios"][str(s)]["config"]["action_scale"]
-                          for s in f["scenario"]], dtype=torch.float32)
-    env.params.set("action_scale", scale)
-    st = env.backend.state
-    errs = []
-    for t in range(40):
-        for k in ("qpos", "qvel", "qacc_warmstart"):
-            st[k].copy_(_t(f[k][t]))
-        env.step(_t(f["action"][t]))
-        ok = f["valid"][t] & ~f["terminated"][t]
-        e = np.abs(st["qvel"].numpy() - f["qvel"][t + 1]).max(1)
-        errs.extend(e[ok].tolist())
-    errs = np.array(errs)
+    set_action_scale(env, f)
+    errs = one_step_qvel_errors(env, f, 40)
     assert errs.size > 250
     assert np.median(errs) < 1e-4, np.median(errs)
     assert (errs < 1e-3).mean() > 0.6, (errs < 1e-3).mean()

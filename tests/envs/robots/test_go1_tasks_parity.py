@@ -18,7 +18,6 @@ D. Zero actions: reward per env-step within a few percent of envpool's (Playgrou
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,31 +25,38 @@ import torch
 import warp as wp
 
 import gpuparam as gp
+from tests.envs.robots.parity import (
+    FIXTURES,
+    OBS_TOL,
+    fixture_meta,
+    forward_reset_state,
+    load,
+    observe_only,
+    qvel_error,
+    scenario_configs,
+    set_recorded_state,
+    set_reward_scales,
+    tensor,
+    valid_steps,
+    write_data_after_step,
+    write_task_state,
+)
 
-mjw = pytest.importorskip("mujoco_warp")
+pytest.importorskip("mujoco_warp")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = {"getup": "Go1Getup-v1", "handstand": "Go1Handstand-v1"}
-OBS_TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def _t(x) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(x))
 
 
 def _set_scenarios(env, f) -> None:
     """Each env's reward scales and thresholds from its scenario's envpool config."""
-    meta = json.loads(str(f["meta"]))
-    cfgs = [meta["scenarios"][str(s)]["config"] for s in f["scenario"]]
-    for name in f["term_names"]:
-        env.params.set(f"reward_{name}", _t([c[f"{name}_scale"] for c in cfgs]).float())
-    thr = [min(c["energy_termination_threshold"], 1e30) for c in cfgs]
-    env.params.set("energy_termination_threshold", _t(thr).float())
+    set_reward_scales(env, f)
+    thr = [min(c["energy_termination_threshold"], 1e30) for c in scenario_configs(f)]
+    env.params.set("energy_termination_threshold", tensor(thr).float())
 
 
 @pytest.fixture(scope="module", params=["getup", "handstand"])
 def case(request):
-    f = dict(np.load(FIXTURES / f"go1_{request.param}_envpool.npz"))
+    f = load(f"go1_{request.param}_envpool")
     env = gp.make(NAMES[request.param], f["valid"].shape[1], device="cpu", seed=0,
                   noise_level=0.0, max_episode_steps=10**6, gating="graph")
     _set_scenarios(env, f)
@@ -58,23 +64,15 @@ def case(request):
 
 
 def _write_after_step(env, f, t: int) -> None:
-    d, imu = env.backend.d, env.mjm.site("imu").id
-    wp.to_torch(d.qpos).copy_(_t(f["qpos"][t + 1]))
-    wp.to_torch(d.qvel).copy_(_t(f["qvel"][t + 1]))
-    for k in ("sensordata", "actuator_force", "qacc"):
-        wp.to_torch(getattr(d, k)).copy_(_t(f[k][t]))
-    wp.to_torch(d.site_xpos)[:, imu] = _t(f["imu_xpos"][t])
-    wp.to_torch(d.site_xmat)[:, imu] = _t(f["imu_xmat"][t]).reshape(-1, 3, 3)
-    st = env.task.state
-    st["last_act"].copy_(_t(f["last_act"][t]))
-    if "last_last_act" in f:
-        st["last_last_act"].copy_(_t(f["last_last_act"][t]))
-    env.context.action.copy_(_t(f["action"][t]))
+    write_data_after_step(env, f, t, ("sensordata", "actuator_force", "qacc"), imu="imu")
+    wp.to_torch(env.backend.d.site_xpos)[:, env.mjm.site("imu").id] = tensor(f["imu_xpos"][t])
+    write_task_state(env, f, t, [k for k in ("last_act", "last_last_act") if k in f])
+    env.context.action.copy_(tensor(f["action"][t]))
 
 
 def test_sizes_match_envpool(case):
     task, f, env = case
-    meta = json.loads(str(f["meta"]))
+    meta = fixture_meta(f)
     assert env.observation_spec.shape == (meta["state_dim"],)
     assert env.outputs["privileged_observation"].shape[1] == f["privileged_state"].shape[2]
     assert env.action_spec.shape == (12,)
@@ -87,12 +85,9 @@ def test_sizes_match_envpool(case):
 
 def test_task_matches_envpool_every_step_and_term(case):
     task, f, env = case
-    k = json.loads(str(f["meta"]))["state_dim"]
+    k = fixture_meta(f)["state_dim"]
     checked, active = 0, np.zeros(len(f["term_names"]), int)
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
+    for t, ok in valid_steps(f):
         _write_after_step(env, f, t)
         env.task.compute(env.context)
         out = env.outputs
@@ -117,19 +112,11 @@ def test_task_matches_envpool_every_step_and_term(case):
 
 def test_reset_observation_matches_envpool(case):
     task, f, env = case
-    d = env.backend.d
-    wp.to_torch(d.qpos).copy_(_t(f["reset_qpos"]))
-    wp.to_torch(d.qvel).copy_(_t(f["reset_qvel"]))
-    wp.to_torch(d.ctrl).copy_(_t(f["reset_ctrl"]))
-    wp.to_torch(d.qacc_warmstart).copy_(_t(f["reset_qacc_warmstart"]))  # 1 solver iteration
-    wp.to_torch(d.xfrc_applied).zero_()
-    with env.backend.scope():
-        mjw.forward(env.backend.m, d)
-    for v in env.task.state.values():
-        v.zero_()
-    env.task.observe_only(env.context, torch.ones(env.num_envs, dtype=torch.bool))
+    # the recorded warm start: 1 solver iteration
+    forward_reset_state(env, f, f["reset_ctrl"], f["reset_qacc_warmstart"])
+    observe_only(env, zero=tuple(env.task.state))
     got, want = env.outputs["privileged_observation"].numpy(), f["reset_privileged_state"]
-    acc = json.loads(str(f["meta"]))["state_dim"] + 3  # the accelerometer's 3 values
+    acc = fixture_meta(f)["state_dim"] + 3  # the accelerometer's 3 values
     rest = np.r_[:acc, acc + 3 : want.shape[1]]
     np.testing.assert_allclose(got[:, rest], want[:, rest], **OBS_TOL)
     # the accelerometer reads qacc of a 1-iteration solve (a fallen Getup robot: many
@@ -141,17 +128,16 @@ def test_one_env_step_matches_mujoco_c(case):
     """The targets of the action mode exactly; the state and the post-step forward's
     sensors (``forward_after_step``) at most steps."""
     task, f, env = case
-    st, d = env.backend.state, env.backend.d
+    d = env.backend.d
     errs, sens = [], []
     for t in range(30):
-        for k in ("qpos", "qvel", "qacc_warmstart"):
-            st[k].copy_(_t(f[k][t]))
-        wp.to_torch(d.ctrl).copy_(_t(f["ctrl"][t]))
-        env.step(_t(f["action"][t]))
+        set_recorded_state(env, f, t)
+        wp.to_torch(d.ctrl).copy_(tensor(f["ctrl"][t]))
+        env.step(tensor(f["action"][t]))
         ok = f["valid"][t] & ~f["terminated"][t]
         np.testing.assert_allclose(wp.to_torch(d.ctrl).numpy()[ok], f["ctrl"][t + 1][ok],
                                    rtol=1e-6, atol=1e-6)
-        errs.extend(np.abs(st["qvel"].numpy() - f["qvel"][t + 1]).max(1)[ok].tolist())
+        errs.extend(qvel_error(env, f, t)[ok].tolist())
         sd = wp.to_torch(d.sensordata).numpy()[:, :3]  # the gyro, after the final forward
         sens.extend(np.abs(sd - f["sensordata"][t][:, :3]).max(1)[ok].tolist())
     errs, sens = np.array(errs), np.array(sens)
@@ -200,7 +186,7 @@ def test_masked_reset_settles_only_its_envs_and_kp_is_a_parameter(case):
     n = env.num_envs
     env.reset()
     for _ in range(3):
-        env.step(_t(f["action"][0]))
+        env.step(tensor(f["action"][0]))
     st, d = env.backend.state, env.backend.d
     before = {k: v.clone() for k, v in st.items() if k in ("qpos", "qvel", "qacc_warmstart")}
     ctrl, time = wp.to_torch(d.ctrl).clone(), wp.to_torch(d.time).clone()

@@ -17,64 +17,55 @@ D. Zero actions with the default parameters (noise on): envpool's statistics.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 import warp as wp
 
 import gpuparam as gp
+from tests.envs.robots.parity import (
+    BIPED_FEET,
+    OBS_TOL,
+    fixture_meta,
+    load,
+    qvel_error,
+    set_recorded_state,
+    set_reward_scales,
+    tensor,
+    valid_steps,
+    write_data_after_step,
+    write_task_state,
+)
 
 pytest.importorskip("mujoco_warp")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = {"gait": "H1JoystickGaitTracking-v1", "inplace": "H1InplaceGaitTracking-v1"}
-OBS_TOL = dict(rtol=1e-5, atol=1e-5)
 STATE = ("phase", "last_act", "last_last_act", "qvel_history", "qpos_error_history",
          "swing_peak")
 
 
 @pytest.fixture(scope="module", params=["gait", "inplace"])
 def case(request):
-    f = dict(np.load(FIXTURES / f"h1_envpool_{request.param}.npz"))
-    meta = json.loads(str(f["meta"]))
+    f = load(f"h1_envpool_{request.param}")
     n = f["valid"].shape[1]
     env = gp.make(NAMES[request.param], n, device="cpu", seed=0, noise_level=0.0,
                   max_episode_steps=10**6)
-    # each scenario's envpool config: its reward scales
-    cfgs = [meta["scenarios"][str(s)]["config"] for s in f["scenario"]]
-    for k in f["term_names"]:
-        env.params.set(f"reward_{k}", torch.tensor([c[f"{k}_scale"] for c in cfgs]))
-    return request.param, f, meta, env
-
-
-def _t(x) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(x))
+    set_reward_scales(env, f)  # each scenario's envpool config: its reward scales
+    return request.param, f, fixture_meta(f), env
 
 
 def _write_after_step(env, f, t: int, joystick: bool) -> None:
     """MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it."""
-    d, mjm = env.backend.d, env.mjm
-    wp.to_torch(d.qpos).copy_(_t(f["qpos"][t + 1]))
-    wp.to_torch(d.qvel).copy_(_t(f["qvel"][t + 1]))
-    wp.to_torch(d.sensordata).copy_(_t(f["sensordata"][t]))
-    wp.to_torch(d.ctrl).copy_(_t(f["ctrl"][t + 1]))  # the targets of step t
-    xpos = wp.to_torch(d.site_xpos)
-    for k, foot in enumerate(("left_foot", "right_foot")):
-        xpos[:, mjm.site(foot).id] = _t(f["feet_xpos"][t][:, k])
+    write_data_after_step(env, f, t, ("sensordata",), BIPED_FEET)
+    wp.to_torch(env.backend.d.ctrl).copy_(tensor(f["ctrl"][t + 1]))  # the targets of step t
+    write_task_state(env, f, t, STATE)
     st = env.task.state
-    for k in STATE:
-        st[k].copy_(_t(f[k][t]))
     for k in ("phase_dt", "gait_freq", "gait", "foot_height"):
-        st[k].copy_(_t(f[k]))
+        st[k].copy_(tensor(f[k]))
     if joystick:
-        st["command"].copy_(_t(f["command"][t]))
-        st["step"].copy_(_t(f["step"][t]))
-        st["air_time"].copy_(_t(f["feet_air_time"][t]))
-        st["last_contact"].copy_(_t(f["last_contact"][t].astype(np.float32)))
-    env.context.action.copy_(_t(f["action"][t]))
+        write_task_state(env, f, t, ("command", "step", ("air_time", "feet_air_time"),
+                                     "last_contact"))
+    env.context.action.copy_(tensor(f["action"][t]))
 
 
 def test_sizes_match_envpool(case):
@@ -88,10 +79,7 @@ def test_task_matches_envpool_every_step_and_term(case):
     task, f, _, env = case
     joystick = task == "gait"
     checked, active = 0, np.zeros(len(f["term_names"]), int)
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
+    for t, ok in valid_steps(f):
         _write_after_step(env, f, t, joystick)
         env.task.compute(env.context)
         out = env.outputs
@@ -142,15 +130,13 @@ def test_one_env_step_matches_mujoco_c_at_most_steps(case):
     st = env.backend.state
     errs = []
     for t in range(40):
-        for k in ("qpos", "qvel", "qacc_warmstart"):
-            st[k].copy_(_t(f[k][t]))
+        set_recorded_state(env, f, t)
         if task == "gait":
-            st["ctrl"].copy_(_t(f["ctrl"][t]))
-        td = env.step(_t(f["action"][t]))
+            st["ctrl"].copy_(tensor(f["ctrl"][t]))
+        td = env.step(tensor(f["action"][t]))
         # (ours auto-reset where our step ended the episode: a joint past its range)
         ok = f["valid"][t] & ~f["terminated"][t] & ~td["done"].numpy()
-        e = np.abs(st["qvel"].numpy() - f["qvel"][t + 1]).max(1)
-        errs.extend(e[ok].tolist())
+        errs.extend(qvel_error(env, f, t)[ok].tolist())
         if task == "gait":  # the accumulated, clipped targets
             np.testing.assert_allclose(st["ctrl"].numpy()[ok], f["ctrl"][t + 1][ok], atol=1e-6)
     errs = np.array(errs)

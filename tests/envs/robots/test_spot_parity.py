@@ -16,9 +16,7 @@ D. Zero actions, noise on: the mean reward per env-step and the falls against en
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,13 +24,21 @@ import torch
 import warp as wp
 
 import gpuparam as gp
+from tests.envs.robots.parity import (
+    OBS_TOL,
+    fixture_meta,
+    load,
+    one_step_qvel_errors,
+    set_action_scale,
+    tensor,
+    write_data_after_step,
+    write_task_state,
+)
 
 pytest.importorskip("mujoco_warp")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = {"joystick": "SpotFlatTerrainJoystick-v1", "gait": "SpotJoystickGaitTracking-v1"}
 SIZES = {"joystick": (81, 167, 14), "gait": (69, 69, 6)}
-OBS_TOL = dict(rtol=1e-5, atol=1e-5)
 FEET = ("FL", "FR", "HL", "HR")
 PHASES = np.array([[0, math.pi, math.pi, 0], [0, math.pi / 2, math.pi, 3 * math.pi / 2],
                    [0, math.pi, 0, math.pi], [0, 0, math.pi, math.pi], [0, 0, 0, 0]])
@@ -40,46 +46,31 @@ PHASES = np.array([[0, math.pi, math.pi, 0], [0, math.pi / 2, math.pi, 3 * math.
 
 @pytest.fixture(scope="module", params=["joystick", "gait"])
 def case(request):
-    f = dict(np.load(FIXTURES / f"spot_envpool_{request.param}.npz"))
+    f = load(f"spot_envpool_{request.param}")
     env = gp.make(NAMES[request.param], f["valid"].shape[1], device="cpu", seed=0,
                   noise_level=0.0)
     return request.param, f, env
 
 
-def _t(x) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(x))
-
-
 def _write_after_step(env, kind: str, f, t: int) -> None:
     """MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it."""
-    d, mjm = env.backend.d, env.mjm
-    for k in ("qpos", "qvel"):
-        wp.to_torch(getattr(d, k)).copy_(_t(f[k][t + 1]))
-    for k in ("sensordata", "actuator_force", "ctrl"):
-        wp.to_torch(getattr(d, k)).copy_(_t(f[k][t]))
-    xpos = wp.to_torch(d.site_xpos)
-    for k, foot in enumerate(FEET):
-        xpos[:, mjm.site(foot).id] = _t(f["feet_xpos"][t][:, k])
-    wp.to_torch(d.site_xmat)[:, mjm.site("imu").id] = _t(f["imu_xmat"][t]).reshape(-1, 3, 3)
+    write_data_after_step(env, f, t, ("sensordata", "actuator_force", "ctrl"), FEET, "imu")
+    write_task_state(env, f, t, ("command", "last_act", "last_last_act", "swing_peak", "step",
+                                 "last_contact", ("error_history", "qpos_error_history")))
     st = env.task.state
-    for k in ("command", "last_act", "last_last_act", "swing_peak"):
-        st[k].copy_(_t(f[k][t]))
-    st["step"].copy_(_t(f["step"][t]))
-    st["last_contact"].copy_(_t(f["last_contact"][t].astype(np.float32)))
-    st["error_history"].copy_(_t(f["qpos_error_history"][t]))
     if kind == "joystick":
-        st["air_time"].copy_(_t(f["feet_air_time"][t]))
+        write_task_state(env, f, t, (("air_time", "feet_air_time"),))
     else:
         _write_gait(st, f["gait_freq"], f["gait"], f["foot_height"])
-        st["phase"].copy_(_t(f["phase"][t]))
-    env.context.action.copy_(_t(f["action"][t]))
+        st["phase"].copy_(tensor(f["phase"][t]))
+    env.context.action.copy_(tensor(f["action"][t]))
 
 
 def _write_gait(st, freq, gait, height) -> None:
     for k, v in (("gait_freq", freq), ("gait", gait), ("foot_height", height),
                  ("phase_dt", 2 * math.pi * 0.02 * np.asarray(freq))):
-        st[k].copy_(_t(np.asarray(v, dtype=np.int32 if k == "gait" else np.float32)))
-    st["phase"].copy_(_t(PHASES[np.asarray(gait, int)].astype(np.float32)))
+        st[k].copy_(tensor(np.asarray(v, dtype=np.int32 if k == "gait" else np.float32)))
+    st["phase"].copy_(tensor(PHASES[np.asarray(gait, int)].astype(np.float32)))
 
 
 def test_sizes_match_envpool(case):
@@ -169,21 +160,9 @@ def test_one_env_step_matches_mujoco_c_at_most_steps(case):
     """Physics through the env (PD with the actuators' kv, per-env action scale: the
     "flail" envs use 1.0)."""
     kind, f, env = case
-    meta = json.loads(str(f["meta"]))
-    scale = [meta["scenarios"][str(s)]["config"].get("action_scale", env.params.spec[
-        "action_scale"].default) for s in f["scenario"]]
-    env.params.set("action_scale", torch.tensor(scale, dtype=torch.float32))
-    st = env.backend.state
-    errs = []
-    for t in range(40):
-        for k in ("qpos", "qvel", "qacc_warmstart"):
-            st[k].copy_(_t(f[k][t]))
-        env.step(_t(f["action"][t]))
-        ok = f["valid"][t] & ~f["terminated"][t]
-        e = np.abs(st["qvel"].numpy() - f["qvel"][t + 1]).max(1)
-        errs.extend(e[ok].tolist())
+    set_action_scale(env, f)
+    errs = one_step_qvel_errors(env, f, 40)
     env.params.set("action_scale", env.params.spec["action_scale"].default)
-    errs = np.array(errs)
     print(f"{kind}: physics qvel error median {np.median(errs):.2e}, "
           f"{(errs < 1e-3).mean():.0%} < 1e-3, {(errs < 1e-2).mean():.0%} < 1e-2 ({errs.size})")
     assert errs.size > 150
@@ -212,7 +191,7 @@ def test_zero_actions_reward_matches_envpool(case):
     batches of 6); the observation noise draws differ (counter-based vs envpool's
     stream)."""
     kind, f, env = case
-    ref = json.loads(str(f["meta"]))["zero_action"]
+    ref = fixture_meta(f)["zero_action"]
     draws = _envpool_draws(kind, ref["num_envs"], ref["seed"])
     n = env.num_envs
     env.params.set("noise_level", 1.0)
@@ -222,7 +201,7 @@ def test_zero_actions_reward_matches_envpool(case):
         real = min(n, len(draws) - b)
         env.reset()
         st = env.task.state
-        st["command"].copy_(_t(np.stack([c for c, *_ in batch]).astype(np.float32)))
+        st["command"].copy_(tensor(np.stack([c for c, *_ in batch]).astype(np.float32)))
         if kind == "gait":
             _write_gait(st, *([x[k] for x in batch] for k in (1, 2, 3)))
         out, down = [], torch.zeros(n, dtype=torch.bool)
@@ -272,7 +251,7 @@ def test_noisy_joint_angles_are_shared_by_the_observation_and_the_history(case):
     env.params.set("noise_level", 1.0)
     try:
         env.reset()
-        td = env.step(_t(f["action"][0]))
+        td = env.step(tensor(f["action"][0]))
         obs = td["observation"].numpy()
         q = obs[:, 6:18] + (env.backend.default_pose if kind == "joystick" else 0.0)
         lo, hi = env.mjm.jnt_range[env.mjm.actuator_trnid[:, 0]].T.astype(np.float32)

@@ -25,69 +25,29 @@ F. The recipe's parameters are there, and Playground's T1 randomization draws wi
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 import warp as wp
 
-import gpuparam as gp
+from tests.envs.robots.parity import (
+    OBS_TOL,
+    biped_case,
+    observe_biped_reset,
+    one_step_qvel_errors,
+    valid_steps,
+    write_biped_after_step,
+)
 
 pytest.importorskip("mujoco_warp")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = {"flat": "T1JoystickFlatTerrain-v1", "rough": "T1JoystickRoughTerrain-v1"}
-OBS_TOL = dict(rtol=1e-5, atol=1e-5)
-FEET = ("left_foot", "right_foot")
 NU = 23
-
-
-def _t(x) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(x))
-
-
-def _scenario_scales(env, f, meta) -> None:
-    cfgs = [meta["scenarios"][str(s)]["config"] for s in f["scenario"]]
-    for k in f["term_names"]:  # each env's scales, as recorded
-        env.params.set(f"reward_{k}", _t(np.array([c[f"{k}_scale"] for c in cfgs],
-                                                   np.float32)))
 
 
 @pytest.fixture(scope="module", params=["flat", "rough"])
 def case(request):
-    f = dict(np.load(FIXTURES / f"t1_envpool_{request.param}.npz"))
-    meta = json.loads(str(f["meta"]))
-    n = f["valid"].shape[1]
-    env = gp.make(NAMES[request.param], n, device="cpu", seed=0, noise_level=0.0,
-                  push_enable=0.0)
-    _scenario_scales(env, f, meta)
-    return request.param, f, meta, env
-
-
-def _write_after_step(env, f, t: int) -> None:
-    """MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it."""
-    d, mjm = env.backend.d, env.mjm
-    wp.to_torch(d.qpos).copy_(_t(f["qpos"][t + 1]))
-    wp.to_torch(d.qvel).copy_(_t(f["qvel"][t + 1]))
-    wp.to_torch(d.qacc).copy_(_t(f["qacc"][t]))
-    wp.to_torch(d.sensordata).copy_(_t(f["sensordata"][t]))
-    wp.to_torch(d.actuator_force).copy_(_t(f["actuator_force"][t]))
-    xpos = wp.to_torch(d.site_xpos)
-    for k, foot in enumerate(FEET):
-        xpos[:, mjm.site(foot).id] = _t(f["feet_xpos"][t][:, k])
-    wp.to_torch(d.site_xmat)[:, mjm.site("imu").id] = _t(f["imu_xmat"][t]).reshape(-1, 3, 3)
-    st = env.task.state
-    st["command"].copy_(_t(f["command"][t]))
-    st["step"].zero_()  # no resampling inside the compared step
-    st["last_act"].copy_(_t(f["last_act"][t]))
-    st["air_time"].copy_(_t(f["feet_air_time"][t]))
-    st["swing_peak"].copy_(_t(f["swing_peak"][t]))
-    st["last_contact"].copy_(_t(f["last_contact"][t].astype(np.float32)))
-    st["phase"].copy_(_t(f["phase"][t]))
-    st["phase_dt"].copy_(_t(f["phase_dt"]))
-    env.context.action.copy_(_t(f["action"][t]))
+    return biped_case("t1", request.param, NAMES[request.param])
 
 
 def test_sizes_equal_envpools(case):
@@ -104,11 +64,9 @@ def test_task_matches_envpool_every_step_and_term(case):
     active = np.zeros(nterm, int)
     checked = states = 0
     st = env.task.state
-    for t in range(f["valid"].shape[0]):
-        ok = f["valid"][t]
-        if not ok.any():
-            continue
-        _write_after_step(env, f, t)
+    for t, ok in valid_steps(f):
+        # MuJoCo Warp's data as MuJoCo C left it after step t, the task state before it
+        write_biped_after_step(env, f, t, imu="imu")
         env.task.compute(env.context)
         out = env.outputs
         priv = out["privileged_observation"].numpy()[ok]
@@ -153,21 +111,7 @@ def test_phase_is_held_at_pi_under_a_zero_command(case):
 
 def test_reset_observation_matches_envpool(case):
     terrain, f, _, env = case
-    d = env.backend.d
-    wp.to_torch(d.qpos).copy_(_t(f["reset_qpos"]))
-    wp.to_torch(d.qvel).copy_(_t(f["reset_qvel"]))
-    wp.to_torch(d.ctrl).copy_(_t(f["reset_qpos"][:, 7:]))
-    wp.to_torch(d.xfrc_applied).zero_()
-    import mujoco_warp as mjw
-
-    with env.backend.scope():
-        mjw.forward(env.backend.m, d)
-    st = env.task.state
-    for k in ("last_act", "air_time", "swing_peak", "last_contact"):
-        st[k].zero_()
-    st["command"].copy_(_t(f["reset_command"]))
-    st["phase"].copy_(torch.tensor([0.0, np.pi]).expand(env.num_envs, 2))
-    env.task.observe_only(env.context, torch.ones(env.num_envs, dtype=torch.bool))
+    observe_biped_reset(env, f)
     got, want = env.outputs["privileged_observation"].numpy(), f["reset_privileged_state"]
     # the accelerometer reads qacc of the reset's forward, the actuator force its PD on
     # the reset state: with feet on the ground each engine's unconverged contact solve
@@ -184,19 +128,10 @@ def test_one_env_step_matches_mujoco_c_at_most_steps(case):
     terrain, f, _, env = case
     if terrain != "flat":
         pytest.skip("on the heightfield MuJoCo Warp's contact set differs by design")
-    st = env.backend.state
-    errs = []
-    for t in range(40):
-        for k in ("qpos", "qvel", "qacc_warmstart"):
-            st[k].copy_(_t(f[k][t]))
-        env.step(_t(f["action"][t]))
-        ok = f["valid"][t] & ~f["terminated"][t]
-        e = np.abs(st["qvel"].numpy() - f["qvel"][t + 1]).max(1)
-        errs.extend(e[ok].tolist())
+    errs = one_step_qvel_errors(env, f, 40)
     # Playground's 3 Newton iterations per substep leave each engine's solve unconverged:
     # over the 59 steps seen a median of 1.8e-4 rad/s, 84% of the steps under 1e-2, the
     # worst tenth above 4e-2 (falls, feet striking)
-    errs = np.array(errs)
     assert errs.size > 180
     assert np.median(errs) < 1e-3, np.median(errs)
     assert (errs < 1e-2).mean() > 0.7, (errs < 1e-2).mean()
